@@ -1,0 +1,1 @@
+"""The benchmark side of pipebench: the command line, strategies, launcher and suite."""

@@ -1,0 +1,350 @@
+"""`pipebench`: list models, and plan a pipeline before anything runs.
+
+Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
+and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input the user can fix; printed as one line, exit status 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("pipebench: interrupted", file=sys.stderr)
+        return 130
+    except ValueError as exc:
+        # Our modules raise ValueError subclasses for bad input (unknown model, malformed profile,
+        # memory caps nothing fits, missing GPU); anything else is a bug and keeps its traceback.
+        if type(exc).__module__.split(".")[0] in ("models", "partition", "bench") or type(exc) is ValueError:
+            return _fail(str(exc))
+        raise
+
+
+def _fail(message: str) -> int:
+    print(f"pipebench: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pipebench",
+        description="Plan, run and measure pipeline-parallel training across the GPUs of one server.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    models = sub.add_parser("models", help="list the model zoo with sizes")
+    models.set_defaults(handler=cmd_models)
+
+    plan = sub.add_parser(
+        "plan",
+        help="profile a model and print a balanced pipeline plan",
+        description="Profile each layer at the micro-batch sizes considered, cut the model into balanced "
+        "contiguous stages with the exact solver, simulate the schedule and print the plan beside the "
+        "parameter-balanced baseline.",
+    )
+    plan.add_argument("--model", help="model name (see `pipebench models`); taken from --profile if omitted")
+    plan.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a model setting, e.g. --set depth=8 (repeatable)")
+    plan.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
+    where = plan.add_mutually_exclusive_group()
+    where.add_argument("--gpus", help="GPU ids, one stage each, e.g. 0,1")
+    where.add_argument("--stages", type=int, help="number of stages, all on --device")
+    plan.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
+    plan.add_argument("--chunks", default="auto",
+                      help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
+    plan.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b"])
+    plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
+                      help="what to balance: profiled time (default), parameter counts or layer counts")
+    plan.add_argument("--max-memory", metavar="SIZE", help="memory cap per stage, e.g. 20GiB or 512MB")
+    plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
+                      help="optimizer whose state the memory prediction counts (default: sgd)")
+    plan.add_argument("--link-gbps", type=float, default=None,
+                      help="GB/s between stages to price activation transfers (default: measured between "
+                      "the first two GPUs; 0 on the CPU)")
+    plan.add_argument("--repeats", type=int, default=None, help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
+    plan.add_argument("--profile", metavar="FILE", help="plan from a saved profile, touching no GPU")
+    plan.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
+    plan.add_argument("--json", metavar="FILE", help="write the plan as JSON")
+    plan.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
+    plan.set_defaults(handler=cmd_plan)
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------- models
+
+def cmd_models(args) -> int:
+    import pandas as pd
+
+    import models
+
+    rows = []
+    for info in models.list_models():
+        sizes = {f: models.get_model(info.name, f, device="meta") for f in info.flavours}  # no memory used
+        default = sizes[info.default_flavour]
+        rows.append({
+            "model": info.name,
+            "layers": len(default),
+            "parameters": _count(default.num_parameters()),
+            "flavours": ", ".join(
+                f"{f}{'*' if f == info.default_flavour else ''} ({_count(m.num_parameters())})" for f, m in sizes.items()
+            ),
+            "description": info.description,
+        })
+    table = pd.DataFrame(rows)
+    left = {c: (lambda w: lambda v: f"{v:<{w}}")(table[c].str.len().max()) for c in ("model", "flavours", "description")}
+    print(table.to_string(index=False, formatters=left, justify="left"))
+    print("* default flavour; layers and parameters are the default's")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+def cmd_plan(args) -> int:
+    from partition.plan import make_plan
+    from partition.profile import load_profiles, save_profiles
+
+    max_memory = parse_size(args.max_memory) if args.max_memory else None
+    if args.profile:
+        profiles = load_profiles(args.profile)
+        first = profiles[0]
+        if args.model and args.model != first.model:
+            raise UsageError(f"--model {args.model} does not match the profile's model {first.model}")
+        if args.batch and args.batch != first.batch:
+            raise UsageError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
+        devices, link_gbps = _devices(args, check=False), args.link_gbps or 0.0
+        _check_chunks(args.chunks, first.batch)
+    else:
+        if not args.model:
+            raise UsageError("--model NAME is required (or --profile FILE); see `pipebench models`")
+        devices = _devices(args, check=True)
+        profiles, link_gbps = _profile(args, devices)
+        if args.save_profile:
+            save_profiles(profiles, args.save_profile)
+    if len(devices) > len(profiles[0].layers):
+        raise UsageError(f"more stages than layers ({len(devices)} > {len(profiles[0].layers)})")
+
+    chunks = None if args.chunks == "auto" else int(args.chunks)
+    common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer)
+    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks, max_memory=max_memory, **common)
+    baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
+    print(format_plan(plan, baseline, max_memory))
+    if args.save_profile and not args.profile:
+        print(f"profile written to {args.save_profile}")
+    if args.json:
+        plan.save(args.json)
+        print(f"plan written to {args.json}")
+    return 0
+
+
+def _devices(args, check: bool) -> list[str]:
+    from partition.devices import check_gpus, parse_gpu_ids
+
+    if args.gpus is not None:
+        ids = parse_gpu_ids(args.gpus)
+        return check_gpus(ids) if check else [f"cuda:{i}" for i in ids]
+    stages = args.stages or 2
+    if stages < 1:
+        raise UsageError(f"--stages must be at least 1 (got {stages})")
+    if check and args.device.startswith("cuda"):
+        from partition.devices import check_gpus
+
+        index = int(args.device.partition(":")[2] or 0)
+        check_gpus([index])
+    return [args.device] * stages
+
+
+def _check_chunks(chunks: str, batch: int) -> list[int]:
+    """Micro-batch counts to profile: the one asked for, or the powers of two that split the batch."""
+    if chunks == "auto":
+        counts = [m for m in (1, 2, 4, 8, 16, 32, 64) if m <= batch and batch % m == 0]
+        return counts
+    if not re.fullmatch(r"[1-9][0-9]*", chunks):
+        raise UsageError(f"--chunks takes a positive integer or auto (got {chunks!r})")
+    m = int(chunks)
+    if batch % m:
+        raise UsageError(f"batch {batch} does not split into {m} equal micro-batches")
+    return [m]
+
+
+def _profile(args, devices):
+    import torch
+
+    import models
+    from partition.devices import measure_link_gbps
+    from partition.profiler import profile_model, set_fast_math
+
+    on_gpu = devices[0].startswith("cuda")
+    batch = args.batch or (256 if on_gpu else 8)
+    if batch < 1:
+        raise UsageError(f"--batch must be at least 1 (got {batch})")
+    counts = _check_chunks(args.chunks, batch)
+    overrides = dict(_parse_override(o) for o in args.overrides)
+    device = torch.device(devices[0])
+    if on_gpu:
+        set_fast_math()
+        torch.cuda.set_device(device)
+    model = models.get_model(args.model, args.flavour, device=device, data_dir=args.data_dir, **overrides)
+    link_gbps = args.link_gbps
+    if link_gbps is None:
+        distinct = list(dict.fromkeys(devices))
+        link_gbps = measure_link_gbps(distinct[0], distinct[1]) if on_gpu and len(distinct) > 1 else 0.0
+        if link_gbps:
+            _note(f"link {distinct[0]} -> {distinct[1]}: {link_gbps:.0f} GB/s (timed copy)")
+    repeats = args.repeats or (5 if on_gpu else 3)
+    warmup = 2 if on_gpu else 1
+    profiles = []
+    started = time.perf_counter()
+    _note(f"profiling {model.name} ({model.flavour}, {len(model)} layers) on {device} at "
+          f"{len(counts)} micro-batch size(s) for batch {batch}")
+    for k, m in enumerate(counts, 1):
+        size = batch // m
+        t0 = time.perf_counter()
+
+        def progress(i, n, name, size=size, k=k):
+            _note(f"  [{k}/{len(counts)}] micro-batch {size}: layer {i + 1}/{n} {name}", end="\r")
+
+        try:
+            profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
+                                          progress=progress if sys.stderr.isatty() else None))
+        except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
+            if len(counts) == 1:
+                raise UsageError(f"cannot run {model.name} with micro-batches of {size}: {_first_line(exc)}") from None
+            _note(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {_first_line(exc)}" + " " * 30)
+            if on_gpu:
+                torch.cuda.empty_cache()
+            continue
+        _note(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s" + " " * 30)
+    if not profiles:
+        raise UsageError(f"{model.name} runs at none of the micro-batch sizes tried")
+    _note(f"profiled in {time.perf_counter() - started:.1f} s")
+    return profiles, link_gbps
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _parse_override(text: str):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UsageError(f"--set takes KEY=VALUE (got {text!r})")
+    for cast in (int, float):
+        try:
+            return key, cast(value)
+        except ValueError:
+            pass
+    return key, value
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'20GiB' -> 21474836480; '512MB' -> 512000000; a bare number is bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise UsageError(f"cannot read memory size {text!r}; write it like 20GiB, 512MB or 1e9")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+# -------------------------------------------------------------------------------------------- printing
+
+def format_plan(plan, baseline, max_memory=None) -> str:
+    """The stages as a table, then the predicted figures beside the parameter-balanced baseline."""
+    import pandas as pd
+
+    rows = []
+    for s in plan.stages:
+        names = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}"
+        rows.append({
+            "stage": s.index,
+            "device": s.device,
+            "layers": f"{s.first_layer}-{s.end_layer - 1} ({s.end_layer - s.first_layer})",
+            "names": names,
+            "params": _count(s.params),
+            "fwd ms": f"{s.forward_ms:.3f}",
+            "bwd ms": f"{s.backward_ms:.3f}",
+            "sends": _bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
+            "in flight": s.peak_in_flight,
+            "memory": _bytes(s.predicted_memory_bytes),
+        })
+    lines = [
+        f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages [{plan.device_name}], batch {plan.batch} = "
+        f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balance}",
+        "",
+        pd.DataFrame(rows).to_string(index=False),
+        "",
+    ]
+    summary = pd.DataFrame(
+        {
+            f"this plan ({plan.balance})": _summary(plan),
+            "by parameters": _summary(baseline),
+        }
+    )
+    lines.append(summary.to_string())
+    ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
+    lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
+                 f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
+    if max_memory:
+        lines.append(f"memory cap per stage: {_bytes(max_memory)}")
+    if len(plan.candidates) > 1:
+        tried = ", ".join(
+            f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit"
+            for c in plan.candidates
+        )
+        lines.append(f"micro-batch counts tried (predicted samples/s): {tried}")
+    return "\n".join(lines)
+
+
+def _summary(plan) -> dict[str, str]:
+    slowest = max(s.forward_ms + s.backward_ms for s in plan.stages)
+    return {
+        "step time (ms)": f"{plan.predicted_step_ms:.2f}",
+        "throughput (samples/s)": f"{plan.predicted_samples_per_s:.1f}",
+        "bubble": f"{plan.bubble_fraction:.1%}",
+        "balance (slowest/mean)": f"{plan.balance_ratio:.3f}",
+        "slowest stage (ms/micro-batch)": f"{slowest:.3f}",
+        "largest stage memory": _bytes(max(s.predicted_memory_bytes for s in plan.stages)),
+    }
+
+
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f}{unit}"
+    return str(n)
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _note(message: str, end: str = "\n") -> None:
+    print(message, file=sys.stderr, end=end, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

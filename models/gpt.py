@@ -1,0 +1,97 @@
+"""A GPT-style decoder-only language model, written out so each piece is one cuttable layer.
+
+    embed (tokens + positions) -> block_0..N-1 (pre-LayerNorm attention + MLP) -> norm -> head
+
+The head is a separate Linear, not tied to the token embedding, so the first and last stages can
+live on different GPUs without sharing a parameter. Weights follow GPT-2: normal(0, 0.02), zero
+biases.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.base import Built, flatten_sequential
+from models.synthetic import SyntheticTokens
+
+DESCRIPTION = "GPT-style decoder (pre-LN, causal SDPA attention, GELU MLP, untied head), one layer per block"
+FLAVOURS = {
+    "tiny": {"vocab": 256, "width": 64, "depth": 2, "heads": 2, "ffn": None, "seq_len": 32},
+    "125m": {"vocab": 50304, "width": 768, "depth": 12, "heads": 12, "ffn": None, "seq_len": 1024},
+    "800m": {"vocab": 8192, "width": 2048, "depth": 16, "heads": 16, "ffn": 8192, "seq_len": 512},
+}
+"""`ffn: None` means 4 * width; the built model's config records the number."""
+DEFAULT_FLAVOUR = "800m"
+
+
+class Embedding(nn.Module):
+    """Token embedding plus learned absolute position embedding."""
+
+    def __init__(self, vocab: int, width: int, seq_len: int):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(seq_len, width)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # B, T
+        positions = torch.arange(tokens.shape[1], device=tokens.device)  # T
+        return self.tokens(tokens) + self.positions(positions)  # B, T, C
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # B, T, C
+        batch, time, channels = x.shape
+        qkv = self.qkv(x).view(batch, time, 3, self.heads, channels // self.heads)  # B, T, 3, H, C/H
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each B, H, T, C/H
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # B, H, T, C/H
+        return self.proj(y.transpose(1, 2).reshape(batch, time, channels))  # B, T, C
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, width: int, heads: int, ffn: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, ffn), nn.GELU(), nn.Linear(ffn, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # B, T, C
+        x = x + self.attn(self.ln_1(x))  # B, T, C
+        return x + self.mlp(self.ln_2(x))  # B, T, C
+
+
+def init_gpt2_(module: nn.Module) -> None:
+    """GPT-2 initialisation: Linear and Embedding weights normal(0, 0.02), biases zero."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every position: logits (B, T, V), targets (B, T)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def build(config: dict) -> Built:
+    config = {**config, "ffn": config["ffn"] or 4 * config["width"]}
+    vocab, width, depth, heads, ffn, seq_len = (
+        config[key] for key in ("vocab", "width", "depth", "heads", "ffn", "seq_len")
+    )
+    if width % heads:
+        raise ValueError(f"gpt width ({width}) must be divisible by heads ({heads})")
+    layers = flatten_sequential(
+        [("embed", Embedding(vocab, width, seq_len))]  # B, T, C
+        + [(f"block_{i}", Block(width, heads, ffn)) for i in range(depth)]  # B, T, C
+        + [("norm", nn.LayerNorm(width)), ("head", nn.Linear(width, vocab, bias=False))]  # B, T, V
+    )
+    layers.apply(init_gpt2_)
+    return Built(layers, SyntheticTokens(vocab, seq_len), next_token_loss, config)

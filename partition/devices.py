@@ -1,0 +1,62 @@
+"""Which devices a plan runs on, checked before anything is measured.
+
+GPU ids are CUDA ordinals, so they count within CUDA_VISIBLE_DEVICES when the user has set it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "measure_link_gbps"]
+
+
+class DeviceError(ValueError):
+    """A device that does not exist or cannot be used."""
+
+
+def parse_gpu_ids(spec: str) -> list[int]:
+    """'0,1' -> [0, 1]; rejects empty, negative, repeated or non-numeric ids."""
+    try:
+        ids = [int(part) for part in spec.split(",") if part.strip() != ""]
+    except ValueError:
+        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {spec!r})") from None
+    if not ids:
+        raise DeviceError(f"--gpus names no GPU (got {spec!r})")
+    if any(i < 0 for i in ids):
+        raise DeviceError(f"GPU ids are >= 0 (got {spec!r})")
+    if len(set(ids)) != len(ids):
+        raise DeviceError(f"--gpus names a GPU twice (got {spec!r}); use --stages to put several stages on one device")
+    return ids
+
+
+def check_gpus(ids: list[int]) -> list[str]:
+    """Device names 'cuda:i' for ids that exist; DeviceError naming the ones that don't."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise DeviceError("no CUDA GPU is visible here; plan on the CPU with --stages N --device cpu")
+    missing = [i for i in ids if i >= count]
+    if missing:
+        have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
+        raise DeviceError(f"GPU {missing[0]} does not exist: {have} visible")
+    return [f"cuda:{i}" for i in ids]
+
+
+def measure_link_gbps(src: str, dst: str, megabytes: int = 256, repeats: int = 5) -> float:
+    """GB/s of a timed device-to-device copy of `megabytes` MB (median of `repeats` after one warm-up)."""
+    import torch
+
+    nbytes = megabytes * 10**6
+    a = torch.empty(nbytes, dtype=torch.uint8, device=src)
+    b = torch.empty(nbytes, dtype=torch.uint8, device=dst)
+    times = []
+    for _ in range(repeats + 1):
+        torch.cuda.synchronize(src)
+        torch.cuda.synchronize(dst)
+        start = time.perf_counter()
+        b.copy_(a, non_blocking=True)
+        torch.cuda.synchronize(src)
+        torch.cuda.synchronize(dst)
+        times.append(time.perf_counter() - start)
+    return nbytes / statistics.median(times[1:]) / 1e9

@@ -1,0 +1,243 @@
+"""The Plan: where to cut, on which devices, with how many micro-batches, and what that should give.
+
+A Plan is the contract between the partitioner and the executors: strategies never re-decide where to
+cut, and reports compare its predictions with what a run measured. `make_plan` builds one from profiles
+(one per candidate micro-batch size) with the exact solver and the schedule simulator; it imports no
+torch, so a saved profile plans anywhere.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from partition import schedule as sched
+from partition.profile import Profile
+from partition.solver import InfeasibleError, solve, stage_times
+
+__all__ = ["BALANCES", "StagePlan", "Plan", "make_plan", "uniform_bounds", "OPTIMIZER_STATES"]
+
+BALANCES = ("time", "params", "uniform")
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
+"""Tensors of parameter size an optimizer keeps per parameter (besides the parameter and its gradient)."""
+
+
+@dataclass
+class StagePlan:
+    index: int
+    device: str
+    first_layer: int
+    end_layer: int
+    """Layers [first_layer, end_layer) of the model."""
+    layers: list[str]
+    params: int
+    forward_ms: float
+    """One micro-batch, at the stage's speed."""
+    backward_ms: float
+    activation_out_bytes: int
+    """Bytes sent to the next stage per micro-batch (0 for the last stage)."""
+    peak_in_flight: int
+    """Micro-batches whose activations the stage holds at once under the schedule."""
+    predicted_memory_bytes: int
+    """Parameters, gradients and optimizer state, plus saved activations x peak_in_flight."""
+
+
+@dataclass
+class Plan:
+    model: str
+    flavour: str
+    batch: int
+    micro_batches: int
+    micro_batch_size: int
+    schedule: str
+    balance: str
+    device_name: str
+    bounds: list[int]
+    stages: list[StagePlan]
+    predicted_step_ms: float
+    predicted_samples_per_s: float
+    bubble_fraction: float
+    balance_ratio: float
+    """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
+    optimizer: str = "sgd"
+    link_gbps: float = 0.0
+    """Bandwidth used to price activation transfers (0: transfers free)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        values = dict(data)
+        values["stages"] = [StagePlan(**s) for s in data["stages"]]
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Plan":
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a pipebench plan ({exc})") from None
+
+    @property
+    def devices(self) -> list[str]:
+        return [s.device for s in self.stages]
+
+
+def uniform_bounds(layers: int, stages: int) -> list[int]:
+    """Equal layer counts per stage (the earlier stages take the remainder)."""
+    if stages > layers:
+        raise ValueError(f"more stages than layers ({stages} > {layers})")
+    base, extra = divmod(layers, stages)
+    bounds = [0]
+    for s in range(stages):
+        bounds.append(bounds[-1] + base + (1 if s < extra else 0))
+    return bounds
+
+
+def make_plan(
+    profiles: Sequence[Profile],
+    devices: Sequence[str],
+    *,
+    schedule: str = "1f1b",
+    balance: str = "time",
+    micro_batches: int | None = None,
+    max_memory: float | Sequence[float] | None = None,
+    speeds: Sequence[float] | None = None,
+    link_gbps: float = 0.0,
+    optimizer: str = "sgd",
+) -> Plan:
+    """Plan one stage per entry of `devices`.
+
+    profiles: the model profiled at one or more micro-batch sizes (same model and global batch).
+    micro_batches: use this count (its profile must be among `profiles`); None picks the count with the
+        highest predicted throughput among those profiled.
+    max_memory: bytes per stage (one figure or one per stage); the plan never exceeds it.
+    speeds: per-stage speed factors relative to the profiled device (2.0 = twice as fast).
+    link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth.
+    """
+    if balance not in BALANCES:
+        raise ValueError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
+    if optimizer not in OPTIMIZER_STATES:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
+    if schedule not in sched.SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
+    if not profiles:
+        raise ValueError("need at least one profile")
+    batch = profiles[0].batch
+    by_count = {p.micro_batches: p for p in profiles}
+    if micro_batches is not None:
+        if micro_batches < 1 or batch % micro_batches:
+            raise ValueError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
+        if micro_batches not in by_count:
+            have = ", ".join(str(m) for m in sorted(by_count))
+            raise ValueError(f"no profile at micro-batch size {batch // micro_batches} "
+                             f"({micro_batches} micro-batches); profiled counts: {have}")
+        counts = [micro_batches]
+    else:
+        counts = sorted(by_count)
+
+    candidates: list[dict[str, Any]] = []
+    best: Plan | None = None
+    first_error: InfeasibleError | None = None
+    for m in counts:
+        try:
+            plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer)
+        except InfeasibleError as exc:
+            candidates.append({"micro_batches": m, "infeasible": str(exc)})
+            if first_error is None or exc.needed < first_error.needed:
+                first_error = exc
+            continue
+        candidates.append({
+            "micro_batches": m,
+            "predicted_step_ms": plan.predicted_step_ms,
+            "samples_per_s": plan.predicted_samples_per_s,
+            "bubble_fraction": plan.bubble_fraction,
+        })
+        if best is None or plan.predicted_samples_per_s > best.predicted_samples_per_s * (1 + 1e-9):
+            best = plan
+    if best is None:
+        assert first_error is not None
+        raise first_error
+    best.candidates = candidates
+    return best
+
+
+def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer) -> Plan:
+    layers = profile.layers
+    p = len(devices)
+    n = len(layers)
+    if p > n:
+        raise ValueError(f"more stages than layers ({p} > {n})")
+    m = profile.micro_batches
+    speeds = [1.0] * p if speeds is None else list(speeds)
+    costs = [layer.step_ms for layer in layers]
+    # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
+    prices = [layer.output_bytes / (link_gbps * 1e9) * 1e3 if link_gbps > 0 else 0.0 for layer in layers[:-1]]
+    states = 2 + OPTIMIZER_STATES[optimizer]
+    # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule.
+    worst_in_flight = m if schedule == "gpipe" else min(m, p)
+    memory = [layer.param_bytes * states + layer.saved_bytes * worst_in_flight for layer in layers]
+    caps = None
+    if max_memory is not None:
+        caps = [float(max_memory)] * p if isinstance(max_memory, (int, float)) else [float(c) for c in max_memory]
+
+    if balance == "time":
+        bounds = solve(costs, p, speeds=speeds, memory=memory if caps else None, caps=caps, cut_prices=prices)
+    elif balance == "params":
+        bounds = solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
+    else:
+        bounds = uniform_bounds(n, p)
+
+    fwd = [sum(l.forward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
+    bwd = [sum(l.backward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
+    transfer = [prices[b - 1] for b in bounds[1:-1]]
+    timeline = sched.simulate(fwd, bwd, m, schedule, transfer)
+    stage_compute = stage_times(costs, bounds, speeds=speeds)
+    stages = []
+    for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        held = timeline.peak_in_flight[s]
+        stages.append(StagePlan(
+            index=s,
+            device=str(devices[s]),
+            first_layer=a,
+            end_layer=b,
+            layers=[l.name for l in layers[a:b]],
+            params=sum(l.params for l in layers[a:b]),
+            forward_ms=fwd[s],
+            backward_ms=bwd[s],
+            activation_out_bytes=layers[b - 1].output_bytes if b < n else 0,
+            peak_in_flight=held,
+            predicted_memory_bytes=int(sum(l.param_bytes * states + l.saved_bytes * held for l in layers[a:b])),
+        ))
+    step_ms = timeline.step_time
+    return Plan(
+        model=profile.model,
+        flavour=profile.flavour,
+        config=dict(profile.config),
+        batch=profile.batch,
+        micro_batches=m,
+        micro_batch_size=profile.micro_batch,
+        schedule=schedule,
+        balance=balance,
+        device_name=profile.device_name,
+        bounds=list(bounds),
+        stages=stages,
+        predicted_step_ms=step_ms,
+        predicted_samples_per_s=profile.batch / step_ms * 1e3 if step_ms > 0 else float("inf"),
+        bubble_fraction=timeline.bubble_fraction,
+        balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
+        optimizer=optimizer,
+        link_gbps=link_gbps,
+    )

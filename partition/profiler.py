@@ -1,0 +1,182 @@
+"""Measure each layer of a LayeredModel on one device at one micro-batch size.
+
+The planner balances what this measures, so it measures what a pipeline stage really does: each layer
+runs forward and backward in training mode on a micro-batch of the size the pipeline will use (a layer's
+time per sample depends on it), timed with the device synchronised around every call, the median of
+several repeats after warm-up. The model is left as it was found: same device, same parameter objects,
+same buffers (BatchNorm's running statistics), same gradients.
+"""
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from models.base import LayeredModel
+from partition.profile import LayerProfile, Profile
+
+__all__ = ["profile_model", "device_name", "set_fast_math"]
+
+
+def set_fast_math() -> None:
+    """TF32 matrix products and cuDNN autotuning, as the figures in DESIGN.md were measured."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+
+
+def device_name(device: torch.device | str) -> str:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine() or device.type
+
+
+def profile_model(
+    model: LayeredModel,
+    device: torch.device | str,
+    micro_batch: int,
+    *,
+    batch: int | None = None,
+    repeats: int = 5,
+    warmup: int = 2,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Profile:
+    """Profile every layer of `model` on `device` with micro-batches of `micro_batch` samples.
+
+    batch: the global batch the plan is for (recorded; defaults to micro_batch).
+    progress(i, n, layer_name) is called before each layer.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    restore = _snapshot(model)
+    try:
+        model.layers.to(device)
+        model.layers.train()
+        inputs, _ = model.make_batch(micro_batch, seed=0, device=device)
+        input_shape, input_dtype = list(inputs.shape), _dtype_name(inputs.dtype)
+        param_storages = {p.untyped_storage().data_ptr() for p in model.layers.parameters()}
+        layers = []
+        n = len(model)
+        for i, (name, layer) in enumerate(model.layers.named_children()):
+            if progress:
+                progress(i, n, name)
+            measured, inputs = _profile_layer(layer, inputs, device, repeats, warmup, param_storages)
+            layers.append(LayerProfile(name=name, **measured))
+    finally:
+        restore()
+    return Profile(
+        model=model.name,
+        flavour=model.flavour,
+        config=dict(model.config),
+        device=str(device),
+        device_name=device_name(device),
+        torch_version=torch.__version__,
+        batch=batch or micro_batch,
+        micro_batch=micro_batch,
+        repeats=repeats,
+        warmup=warmup,
+        input_shape=input_shape,
+        input_dtype=input_dtype,
+        layers=layers,
+    )
+
+
+def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
+    """Time one layer's forward and backward; return its figures and its (detached) output."""
+    needs_grad = inputs.is_floating_point()
+    leaf = inputs.detach().requires_grad_(needs_grad)
+
+    def fresh_input():
+        # A clone, not the leaf itself, so that in-place layers (ReLU(inplace=True)) may write to it.
+        return leaf.clone() if needs_grad else leaf
+
+    forward_times = []
+    for _ in range(warmup + repeats):
+        x = fresh_input()
+        forward_times.append(_timed(lambda: layer(x), device)[1])
+
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in param_storages:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    x = fresh_input()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        output = layer(x)
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(f"layer {type(layer).__name__} returned {type(output).__name__}, not one tensor")
+
+    backward_times = []
+    if output.requires_grad:
+        grad = torch.ones_like(output)
+        for _ in range(warmup + repeats):
+            backward_times.append(
+                _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)[1]
+            )
+    params = sum(p.numel() for p in layer.parameters())
+    figures = dict(
+        params=params,
+        param_bytes=sum(p.numel() * p.element_size() for p in layer.parameters()),
+        forward_ms=_median_ms(forward_times[warmup:]),
+        backward_ms=_median_ms(backward_times[warmup:]) if backward_times else 0.0,
+        output_bytes=output.numel() * output.element_size(),
+        output_shape=list(output.shape),
+        output_dtype=_dtype_name(output.dtype),
+        saved_bytes=sum(saved.values()),
+    )
+    for p in layer.parameters():
+        p.grad = None
+    return figures, output.detach()
+
+
+def _timed(fn, device):
+    _sync(device)
+    start = time.perf_counter()
+    result = fn()
+    _sync(device)
+    return result, time.perf_counter() - start
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return statistics.median(seconds) * 1e3
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _snapshot(model: LayeredModel):
+    """Remember what profiling changes (device, mode, buffers, gradients); return a function restoring it."""
+    module = model.layers
+    first = next(module.parameters(), None)
+    home = first.device if first is not None else torch.device("cpu")
+    training = module.training
+    buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
+    grads = {name: (None if p.grad is None else p.grad.detach().clone()) for name, p in module.named_parameters()}
+
+    def restore():
+        module.to(home)
+        module.train(training)
+        with torch.no_grad():
+            for name, b in module.named_buffers():
+                b.copy_(buffers[name].to(b.device))
+        for name, p in module.named_parameters():
+            g = grads[name]
+            p.grad = None if g is None else g.to(p.device)
+
+    return restore

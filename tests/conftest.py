@@ -1,0 +1,24 @@
+"""Shared test set-up: seeded RNG, the torch version in the header, GPU tests skipped without GPUs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def pytest_report_header(config):
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return f"torch {torch.__version__}, {gpus} CUDA GPU(s)"
+
+
+def pytest_collection_modifyitems(config, items):
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for item in items:
+        if "multigpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs 2 or more CUDA GPUs ({gpus} visible)"))
+        elif "gpu" in item.keywords and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,130 @@
+"""`pipebench models` and `pipebench plan`, including every kind of bad input: exit 2, one line."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import models
+from bench.cli import main, parse_size
+
+TINY_GPT = ["plan", "--model", "gpt", "--flavour", "tiny", "--batch", "8", "--repeats", "1"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_usage_error(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("pipebench: error: ") and message in lines[-1], err
+    assert "Traceback" not in err
+
+
+def test_models_lists_the_registry(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    for name in models.model_names():
+        assert name in out
+    assert "40" in out  # ResNet-101's layer count
+
+
+def test_plan_prints_stages_and_baseline(capsys):
+    code, out, err = run(capsys, *TINY_GPT, "--stages", "2")
+    assert code == 0, err
+    assert "stage" in out and "by parameters" in out and "balance (slowest/mean)" in out
+    assert "micro-batch counts tried" in out
+    assert "profiled in" in err
+
+
+def test_plan_json_and_profile_round_trip(capsys, tmp_path):
+    plan_file, profile_file = tmp_path / "plan.json", tmp_path / "profile.json"
+    code, out, _ = run(capsys, *TINY_GPT, "--stages", "3", "--chunks", "2", "--json", str(plan_file),
+                       "--save-profile", str(profile_file))
+    assert code == 0
+    first = json.loads(plan_file.read_text())
+    assert len(first["stages"]) == 3 and first["micro_batches"] == 2
+    # Planning again from the saved profile touches no model and gives the same cuts.
+    again = tmp_path / "again.json"
+    code, _, err = run(capsys, "plan", "--profile", str(profile_file), "--stages", "3", "--json", str(again))
+    assert code == 0
+    assert "profiling" not in err
+    assert json.loads(again.read_text())["bounds"] == first["bounds"]
+
+
+def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
+    plan_file = tmp_path / "plan.json"
+    code, out, _ = run(capsys, *TINY_GPT, "--stages", "2", "--chunks", "1", "--max-memory", "2MiB",
+                       "--json", str(plan_file))
+    assert code == 0
+    assert all(s["predicted_memory_bytes"] <= 2 * 2**20 for s in json.loads(plan_file.read_text())["stages"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--model", "nosuch", "--stages", "2"], "unknown model 'nosuch'; choose one of: "),
+    (["plan", "--model", "gpt", "--flavour", "huge", "--stages", "2"], "huge"),
+    ([*TINY_GPT, "--stages", "9"], "more stages than layers (9 > 5)"),
+    ([*TINY_GPT, "--stages", "2", "--chunks", "3"], "batch 8 does not split into 3 equal micro-batches"),
+    ([*TINY_GPT, "--stages", "2", "--chunks", "many"], "--chunks takes a positive integer or auto"),
+    ([*TINY_GPT, "--gpus", "7"], "GPU"),
+    ([*TINY_GPT, "--gpus", "0,0"], "names a GPU twice"),
+    ([*TINY_GPT, "--stages", "2", "--max-memory", "1KiB"], "leanest split needs"),
+    ([*TINY_GPT, "--stages", "2", "--max-memory", "lots"], "cannot read memory size 'lots'"),
+    ([*TINY_GPT, "--stages", "2", "--set", "depth"], "--set takes KEY=VALUE"),
+    ([*TINY_GPT, "--stages", "2", "--set", "colour=3"], "colour"),
+    (["plan", "--stages", "2"], "--model NAME is required"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, message):
+    assert_usage_error(capsys, argv, message)
+
+
+def test_missing_gpu_is_named(capsys, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert_usage_error(capsys, [*TINY_GPT, "--gpus", "0,3"], "GPU 3 does not exist: GPUs 0-1 visible")
+
+
+def test_malformed_profile_file(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "pipebench-profile", "version": 1, "profiles": [{"model": "gpt"}]}))
+    assert_usage_error(capsys, ["plan", "--profile", str(bad), "--stages", "2"], "missing field 'flavour'")
+    assert_usage_error(capsys, ["plan", "--profile", str(tmp_path / "none.json"), "--stages", "2"], "no such file")
+
+
+def test_profile_mismatch(capsys, tmp_path):
+    profile_file = tmp_path / "profile.json"
+    assert run(capsys, *TINY_GPT, "--stages", "2", "--chunks", "1", "--save-profile", str(profile_file))[0] == 0
+    assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--model", "mlp", "--stages", "2"],
+                       "does not match the profile's model gpt")
+    assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--stages", "2", "--chunks", "2"],
+                       "no profile at micro-batch size 4")
+
+
+def test_parse_size():
+    assert parse_size("20GiB") == 20 * 2**30
+    assert parse_size("512MB") == 512 * 10**6
+    assert parse_size("1e3") == parse_size("1000") == 1000
+    assert parse_size("1.5 gib") == int(1.5 * 2**30)
+
+
+def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
+    """Many users keep a models.py of their own; it must not shadow pipebench's models package."""
+    script = shutil.which("pipebench", path=str(Path(sys.executable).parent)) or shutil.which("pipebench")
+    if script is None:
+        pytest.skip("pipebench is not installed as a console script")
+    (tmp_path / "models.py").write_text("raise SystemExit('the wrong models module was imported')\n")
+    (tmp_path / "partition.py").write_text("raise SystemExit('the wrong partition module was imported')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([script, "models"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "resnet101" in result.stdout

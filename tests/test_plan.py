@@ -1,0 +1,119 @@
+"""Plans from profiles: the right cuts, the right micro-batch count, caps honoured, JSON round-trips."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from partition.plan import Plan, make_plan, uniform_bounds
+from partition.profile import LayerProfile, Profile
+from partition.schedule import simulate
+from partition.solver import InfeasibleError, solve
+
+
+def gpt_like(micro_batch=8, batch=64, per_sample_overhead=0.0):
+    """A cheap embedding with many parameters, equal blocks, a costly head: params mislead."""
+    scale = micro_batch + per_sample_overhead * batch / micro_batch
+    def layer(name, params, ms):
+        return LayerProfile(name, params, 4 * params, ms * scale / 3, 2 * ms * scale / 3, 1000 * micro_batch,
+                            [micro_batch, 1000], "float32", 5000 * micro_batch)
+    layers = [layer("embed", 400, 0.1)] + [layer(f"block_{i}", 100, 1.0) for i in range(6)] + [layer("head", 400, 3.0)]
+    return Profile("gpt", "tiny", "cpu", "cpu", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "int64", layers)
+
+
+def test_time_balance_uses_the_exact_solver():
+    profile = gpt_like()
+    plan = make_plan([profile], ["cpu", "cpu"], micro_batches=8)
+    costs = [layer.step_ms for layer in profile.layers]
+    assert plan.bounds == solve(costs, 2)
+    assert [s.first_layer for s in plan.stages] == plan.bounds[:-1]
+    assert plan.stages[0].layers == [layer.name for layer in profile.layers[: plan.bounds[1]]]
+    assert sum(s.params for s in plan.stages) == sum(layer.params for layer in profile.layers)
+
+
+def test_time_beats_parameters_when_params_mislead():
+    profile = gpt_like()
+    by_time = make_plan([profile], ["cpu"] * 2, micro_batches=8)
+    by_params = make_plan([profile], ["cpu"] * 2, micro_batches=8, balance="params")
+    assert by_params.bounds == [0, 4, 8]  # 700 parameters each side
+    assert by_time.balance_ratio < by_params.balance_ratio
+    assert by_time.predicted_samples_per_s > 1.1 * by_params.predicted_samples_per_s  # 6 vs 5.1 per micro-batch
+
+
+def test_uniform_balance():
+    assert uniform_bounds(10, 3) == [0, 4, 7, 10]
+    plan = make_plan([gpt_like()], ["cpu"] * 4, micro_batches=8, balance="uniform")
+    assert plan.bounds == [0, 2, 4, 6, 8]
+
+
+def test_predictions_come_from_the_simulator():
+    profile = gpt_like()
+    plan = make_plan([profile], ["cpu"] * 2, micro_batches=8, schedule="gpipe", link_gbps=1.0)
+    fwd = [s.forward_ms for s in plan.stages]
+    bwd = [s.backward_ms for s in plan.stages]
+    transfer = [plan.stages[0].activation_out_bytes / 1e9 * 1e3]
+    timeline = simulate(fwd, bwd, 8, "gpipe", transfer)
+    assert plan.predicted_step_ms == pytest.approx(timeline.step_time)
+    assert plan.predicted_samples_per_s == pytest.approx(64 / timeline.step_time * 1e3)
+    assert plan.bubble_fraction == pytest.approx(timeline.bubble_fraction)
+    assert [s.peak_in_flight for s in plan.stages] == [8, 8]
+
+
+def test_auto_picks_the_fastest_micro_batch_count():
+    # A fixed cost per micro-batch (kernel launches) punishes many small micro-batches; the bubble
+    # punishes few: the best count lies in between and is found from the profiles.
+    profiles = [gpt_like(micro_batch=64 // m, per_sample_overhead=0.05) for m in (1, 2, 4, 8, 16, 32, 64)]
+    plan = make_plan(profiles, ["cpu"] * 4)
+    rates = {c["micro_batches"]: c["samples_per_s"] for c in plan.candidates}
+    assert set(rates) == {1, 2, 4, 8, 16, 32, 64}
+    assert plan.micro_batches == max(rates, key=rates.get)
+    assert 1 < plan.micro_batches < 64
+
+
+def test_memory_cap_is_never_exceeded():
+    profile = gpt_like()
+    free = make_plan([profile], ["cpu"] * 3, micro_batches=8)
+    cap = 0.8 * max(s.predicted_memory_bytes for s in free.stages)
+    capped = make_plan([profile], ["cpu"] * 3, micro_batches=8, max_memory=cap)
+    assert all(s.predicted_memory_bytes <= cap for s in capped.stages)
+    assert capped.bounds != free.bounds
+
+
+def test_memory_cap_nothing_fits():
+    with pytest.raises(InfeasibleError, match="leanest split needs") as err:
+        make_plan([gpt_like()], ["cpu"] * 2, micro_batches=8, max_memory=1000)
+    assert err.value.needed > 1000
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(micro_batches=3), "batch 64 does not split into 3 equal micro-batches"),
+    (dict(micro_batches=4), r"no profile at micro-batch size 16 \(4 micro-batches\); profiled counts: 8"),
+    (dict(balance="flops"), "unknown balance 'flops'"),
+    (dict(schedule="zigzag"), "unknown schedule 'zigzag'"),
+    (dict(optimizer="lion"), "unknown optimizer 'lion'"),
+])
+def test_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_plan([gpt_like()], ["cpu"] * 2, **kwargs)
+
+
+def test_more_stages_than_layers():
+    with pytest.raises(ValueError, match=r"more stages than layers \(9 > 8\)"):
+        make_plan([gpt_like()], ["cpu"] * 9)
+
+
+def test_json_round_trip(tmp_path):
+    plan = make_plan([gpt_like(micro_batch=m) for m in (8, 16)], ["cuda:0", "cuda:1"], max_memory=1e9)
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    data = json.loads(path.read_text())
+    assert isinstance(data["stages"], list) and data["stages"][1]["device"] == "cuda:1"
+    assert Plan.load(path) == plan
+    assert plan.devices == ["cuda:0", "cuda:1"]
+
+
+def test_plan_imports_no_torch():
+    code = "import sys, partition.plan, partition.profile; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
