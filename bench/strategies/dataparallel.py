@@ -1,0 +1,29 @@
+"""nn.DataParallel, as the seed example does: one process replicates the model on every GPU each step.
+
+The baseline many users still reach for. On the CPU, DataParallel runs the module unchanged.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from bench.strategies.common import Trainer, own_copy
+
+
+class DataParallelTrainer(Trainer):
+    name = "dataparallel"
+
+    def __init__(self, model, devices, **kw):
+        super().__init__(own_copy(model), devices, **kw)
+        self.model.layers.to(self.devices[0])
+        cuda = [d.index for d in self.devices if d.type == "cuda"]
+        self.parallel = nn.DataParallel(self.model.layers, device_ids=cuda or None, output_device=cuda[0] if cuda else None)
+
+    def parameters(self):
+        return list(self.model.layers.parameters())
+
+    def forward_backward(self, inputs, targets):
+        device = self.devices[0]
+        outputs = self.parallel(inputs.to(device))
+        loss = self.model.loss_fn(outputs, targets.to(outputs.device))
+        loss.backward()
+        return loss

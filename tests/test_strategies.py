@@ -1,0 +1,92 @@
+"""Every single-process strategy trains the same numbers as one device, from the same weights."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import models
+from bench.strategies import SINGLE_PROCESS, DataParallelTrainer, ModelParallelTrainer, PipelineTrainer, SingleTrainer
+from bench.strategies.pipeline import clock_cycles
+from partition.plan import uniform_bounds
+
+DEVICES = ["cpu", "cpu"]
+
+
+def make(strategy, model, devices=DEVICES, micro_batches=1, stages=None):
+    bounds = uniform_bounds(len(model), stages or len(devices))
+    if strategy is SingleTrainer or strategy is DataParallelTrainer:
+        return strategy(model, devices)
+    if strategy is ModelParallelTrainer:
+        return strategy(model, devices, bounds=bounds)
+    return strategy(model, devices, bounds=bounds, micro_batches=micro_batches)
+
+
+def after_one_step(trainer, model, batch=8):
+    inputs, targets = model.make_batch(batch, seed=1)
+    loss = trainer.step(inputs, targets)
+    return loss, trainer.state_dict()
+
+
+def assert_same_training(model, other, atol=1e-5):
+    ref_loss, ref = after_one_step(SingleTrainer(model, ["cpu"]), model)
+    loss, state = after_one_step(other, model)
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    assert state.keys() == ref.keys()
+    for name in ref:
+        torch.testing.assert_close(state[name], ref[name], atol=atol, rtol=1e-4, msg=name)
+    # The update really moved the weights (so equality above is not trivially true).
+    start = dict(model.layers.named_parameters())
+    assert any(not torch.equal(ref[n], start[n].detach()) for n in ref)
+
+
+@pytest.mark.parametrize("name", ["gpt", "resnet18", "convnet", "vit_b_16", "mlp"])
+@pytest.mark.parametrize("strategy", [DataParallelTrainer, ModelParallelTrainer])
+def test_whole_batch_strategies_match_single(name, strategy):
+    model = models.get_model(name, "tiny")
+    assert_same_training(model, make(strategy, model))
+
+
+@pytest.mark.parametrize("name", ["gpt", "mlp", "convnet"])
+@pytest.mark.parametrize("micro_batches, stages", [(1, 2), (2, 2), (4, 2), (8, 3)])
+def test_pipeline_matches_single(name, micro_batches, stages):
+    model = models.get_model(name, "tiny")
+    trainer = make(PipelineTrainer, model, devices=["cpu"] * stages, micro_batches=micro_batches)
+    assert_same_training(model, trainer)
+
+
+def test_pipeline_with_batchnorm():
+    """BatchNorm normalises each micro-batch on its own: with one micro-batch the pipeline equals one
+    device; with several, the loss is an average of micro-batch losses and only close."""
+    model = models.get_model("resnet18", "tiny")
+    assert_same_training(model, make(PipelineTrainer, model, micro_batches=1))
+    ref_loss, _ = after_one_step(SingleTrainer(model, ["cpu"]), model)
+    loss, _ = after_one_step(make(PipelineTrainer, model, micro_batches=4), model)
+    assert loss == pytest.approx(ref_loss, rel=0.2) and loss != pytest.approx(ref_loss, rel=1e-6)
+
+
+def test_strategies_leave_the_callers_model_alone():
+    model = models.get_model("gpt", "tiny")
+    before = {n: p.detach().clone() for n, p in model.layers.named_parameters()}
+    for strategy in SINGLE_PROCESS.values():
+        after_one_step(make(strategy, model), model)
+    assert all(torch.equal(p, before[n]) for n, p in model.layers.named_parameters())
+
+
+def test_first_loss_is_recorded():
+    model = models.get_model("mlp", "tiny")
+    trainer = SingleTrainer(model, ["cpu"])
+    inputs, targets = model.make_batch(8)
+    first = trainer.step(inputs, targets)
+    trainer.step(inputs, targets)
+    assert trainer.first_loss == first
+
+
+def test_uneven_micro_batches_are_an_error():
+    model = models.get_model("mlp", "tiny")
+    trainer = make(PipelineTrainer, model, micro_batches=3)
+    with pytest.raises(ValueError, match="batch 8 does not split into 3 equal micro-batches"):
+        trainer.step(*model.make_batch(8))
+
+
+def test_clock_cycles():
+    assert clock_cycles(3, 2) == [[(0, 0)], [(1, 0), (0, 1)], [(2, 0), (1, 1)], [(2, 1)]]
