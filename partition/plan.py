@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from partition import schedule as sched
-from partition.profile import Profile
+from partition.profile import Profile, write_json
 from partition.solver import InfeasibleError, solve, stage_times
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "make_plan", "uniform_bounds", "OPTIMIZER_STATES"]
@@ -72,11 +72,7 @@ class Plan:
         return asdict(self)
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        tmp.replace(path)
+        write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":

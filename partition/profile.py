@@ -103,12 +103,16 @@ class Profile:
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:
     """Write profiles (one per micro-batch size) to `path` in the format of the module docstring."""
-    data = {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]}
+    write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write JSON through a temporary file, so a crash never leaves a half-written file behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)  # never leave a half-written profile behind
+    tmp.replace(path)
 
 
 def load_profiles(path: str | Path) -> list[Profile]:
@@ -148,7 +152,7 @@ def _check_fields(cls, data: Any, where: str, skip: set[str] = frozenset()) -> d
         if f.name in skip:
             continue
         if f.name not in data:
-            if f.default_factory is not dict:  # only `config` may be left out  # type: ignore[comparison-overlap]
+            if f.default_factory is not dict:  # only `config` may be left out
                 raise ProfileError(f"{where}: missing field {f.name!r}")
             continue
         value = data[f.name]

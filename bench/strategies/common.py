@@ -27,6 +27,7 @@ class Trainer:
         self.devices = [torch.device(d) for d in devices]
         self.lr = lr
         self.first_loss: float | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
 
     def parameters(self) -> list[nn.Parameter]:
         raise NotImplementedError
@@ -37,13 +38,11 @@ class Trainer:
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
         """Zero gradients, forward and backward over the whole batch, one SGD step; returns the loss."""
-        params = self.parameters()
-        for p in params:
-            p.grad = None
+        if self._optimizer is None:  # made on first use, once a subclass has placed its parameters
+            self._optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+        self._optimizer.zero_grad(set_to_none=True)
         loss = self.forward_backward(inputs, targets)
-        with torch.no_grad():
-            torch._foreach_add_([p for p in params if p.grad is not None],
-                                [p.grad for p in params if p.grad is not None], alpha=-self.lr)
+        self._optimizer.step()
         value = float(loss.detach())
         if self.first_loss is None:
             self.first_loss = value
