@@ -128,7 +128,7 @@ def cmd_plan(args) -> int:
         first = profiles[0]
         if args.model and args.model != first.model:
             raise UsageError(f"--model {args.model} does not match the profile's model {first.model}")
-        if args.batch and args.batch != first.batch:
+        if args.batch is not None and args.batch != first.batch:
             raise UsageError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
         devices, link_gbps = _devices(args, check=False), args.link_gbps or 0.0
         _check_chunks(args.chunks, first.batch)
@@ -161,7 +161,7 @@ def _devices(args, check: bool) -> list[str]:
     if args.gpus is not None:
         ids = parse_gpu_ids(args.gpus)
         return check_gpus(ids) if check else [f"cuda:{i}" for i in ids]
-    stages = args.stages or 2
+    stages = 2 if args.stages is None else args.stages
     if stages < 1:
         raise UsageError(f"--stages must be at least 1 (got {stages})")
     if check and args.device.startswith("cuda"):
@@ -193,7 +193,7 @@ def _profile(args, devices):
     from partition.profiler import profile_model, set_fast_math
 
     on_gpu = devices[0].startswith("cuda")
-    batch = args.batch or (256 if on_gpu else 8)
+    batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
     if batch < 1:
         raise UsageError(f"--batch must be at least 1 (got {batch})")
     counts = _check_chunks(args.chunks, batch)
@@ -209,7 +209,9 @@ def _profile(args, devices):
         link_gbps = measure_link_gbps(distinct[0], distinct[1]) if on_gpu and len(distinct) > 1 else 0.0
         if link_gbps:
             _note(f"link {distinct[0]} -> {distinct[1]}: {link_gbps:.0f} GB/s (timed copy)")
-    repeats = args.repeats or (5 if on_gpu else 3)
+    repeats = args.repeats if args.repeats is not None else (5 if on_gpu else 3)
+    if repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {repeats})")
     warmup = 2 if on_gpu else 1
     profiles = []
     started = time.perf_counter()

@@ -82,6 +82,9 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     ([*TINY_GPT, "--stages", "2", "--set", "depth"], "--set takes KEY=VALUE"),
     ([*TINY_GPT, "--stages", "2", "--set", "colour=3"], "colour"),
     (["plan", "--stages", "2"], "--model NAME is required"),
+    (["plan", "--model", "mlp", "--stages", "0"], "--stages must be at least 1 (got 0)"),
+    (["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "0"], "--batch must be at least 1 (got 0)"),
+    ([*TINY_GPT, "--stages", "2", "--repeats", "0"], "--repeats must be at least 1 (got 0)"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert_usage_error(capsys, argv, message)
