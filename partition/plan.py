@@ -156,12 +156,7 @@ def make_plan(
             if first_error is None or exc.needed < first_error.needed:
                 first_error = exc
             continue
-        candidates.append({
-            "micro_batches": m,
-            "predicted_step_ms": plan.predicted_step_ms,
-            "samples_per_s": plan.predicted_samples_per_s,
-            "bubble_fraction": plan.bubble_fraction,
-        })
+        candidates.append(_candidate(plan))
         if best is None or plan.predicted_samples_per_s > best.predicted_samples_per_s * (1 + 1e-9):
             best = plan
     if best is None:
@@ -170,13 +165,19 @@ def make_plan(
     if balance == "time":
         best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
                          optimizer, polish=True)
-        candidates = [
-            {**c, "predicted_step_ms": best.predicted_step_ms, "samples_per_s": best.predicted_samples_per_s,
-             "bubble_fraction": best.bubble_fraction} if c["micro_batches"] == best.micro_batches else c
-            for c in candidates
-        ]
+        candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
+
+
+def _candidate(plan: Plan) -> dict[str, Any]:
+    """What `Plan.candidates` records of one micro-batch count that fits."""
+    return {
+        "micro_batches": plan.micro_batches,
+        "predicted_step_ms": plan.predicted_step_ms,
+        "samples_per_s": plan.predicted_samples_per_s,
+        "bubble_fraction": plan.bubble_fraction,
+    }
 
 
 def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, polish=False) -> Plan:
