@@ -42,6 +42,9 @@ class StagePlan:
     """Micro-batches whose activations the stage holds at once under the schedule."""
     predicted_memory_bytes: int
     """Parameters, gradients and optimizer state, plus saved activations x peak_in_flight."""
+    input_shape: list[int] = field(default_factory=list)
+    """One micro-batch's input to the stage, as profiled (torch.distributed.pipelining needs it)."""
+    input_dtype: str = ""
 
 
 @dataclass
@@ -228,6 +231,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             activation_out_bytes=layers[b - 1].output_bytes if b < n else 0,
             peak_in_flight=held,
             predicted_memory_bytes=int(sum(l.param_bytes * states + l.saved_bytes * held for l in layers[a:b])),
+            input_shape=list(profile.input_shape if a == 0 else layers[a - 1].output_shape),
+            input_dtype=profile.input_dtype if a == 0 else layers[a - 1].output_dtype,
         ))
     step_ms = timeline.step_time
     return Plan(

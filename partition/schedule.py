@@ -3,10 +3,12 @@
 No torch: the planner calls it for every candidate micro-batch count, and the report draws its
 timeline beside the measured one.
 
-Each stage runs its operations in a fixed order, one at a time. A forward F(s, i) of micro-batch i
-waits for F(s-1, i) plus the transfer across the cut; a backward B(s, i) waits for B(s+1, i) plus the
-transfer back (the last stage's backward waits for its own forward). Transfers delay the receiver but
-do not occupy either stage (they run on their own streams or NCCL channels).
+Stages are placed on devices (`placement`) and each device runs its operations in a fixed order
+(`device_orders`), one at a time. A forward F(s, i) of micro-batch i waits for F(s-1, i) plus the
+transfer across the cut; a backward B(s, i) waits for B(s+1, i) plus the transfer back (the last
+stage's backward waits for its own forward). Transfers delay the receiver but do not occupy either
+device (they run on their own streams or NCCL channels). A cut between two stages on the same device
+costs nothing: torch.distributed.pipelining hands the tensor over locally instead of sending it.
 
 GPipe, 2 stages, 4 micro-batches (F = forward, B = backward, time runs right):
 
@@ -18,26 +20,62 @@ p - s micro-batches' activations instead of m:
 
     stage 0: F0 F1 .. B0 F2 B1 F3 B2 .. B3
     stage 1: .. F0 B0 F1 B1 F2 B2 F3 B3
+
+The other schedules put several stages on each device, as torch.distributed.pipelining's
+ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble and ScheduleZBVZeroBubble do. Below, with p = 2
+devices, 4 stages, m = 4 micro-batches and every operation taking one slot, an upper-case letter is an
+operation of the device's first stage and a lower-case one of its second.
+
+Interleaved 1F1B (Narayanan et al., 2021): stage s on device s % p, so each micro-batch passes every
+device v times, and the fill and drain, made of stages 1/v as long, shrink to 1/v of 1F1B's. With
+equal stages, no transfers and m a multiple of p, step = (v m + p - 1) (f + b):
+
+    device 0: F0 F1 f0 f1 F2 b0 F3 b1 f2 B0 f3 B1 .. b2 .. b3 B2 B3
+    device 1: .. F0 F1 f0 b0 f1 b1 F2 B0 F3 B1 f2 b2 f3 b3 B2 B3
+
+Zero-bubble schedules (Qi et al., 2024) split each backward into I, the gradient for the input, which
+the previous stage waits for, and W, the gradient for the weights, which nothing waits for and which
+fills the gaps. Interleaved zero bubble (ZB1P), same placement; with equal stages, no transfers, m a
+multiple of p and W no longer than I, step = v m (f + b) + (p - 1) (f + I - W):
+
+    device 0: F0 F1 f0 f1 .. i0 w0 F2 i1 w1 F3 I0 W0 f2 I1 W1 f3 i2 w2 i3 w3 I2 W2 I3 W3
+    device 1: .. F0 F1 f0 i0 f1 i1 w0 F2 I0 w1 F3 I1 W0 f2 i2 W1 f3 i3 w2 I2 w3 I3 W2 W3
+
+ZB-V: two stages per device in a V, stage s on device s for s < p, else on 2p - 1 - s, so device 0
+holds the first and the last stage, and device p - 1 both stages at the turn, whose cut costs nothing.
+With equal stages, no transfers, f = I = W and m >= 2p, only the ramp-up idles: step = 2m (f + b) + (p - 1) f:
+
+    device 0: F0 F1 F2 f0 i0 w0 f1 i1 w1 F3 I0 W0 f2 i2 w2 I1 W1 f3 i3 w3 I2 W2 I3 W3
+    device 1: .. F0 f0 F1 f1 i0 w0 F2 I0 W0 f2 i1 w1 F3 I1 W1 f3 i2 w2 I2 i3 I3 W2 w3 W3
+
+The profile measures a whole backward only, so how it splits into I and W is an assumption:
+`weight_fraction` of it is W (default one half, the paper's B = W).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Hashable, Iterable, Sequence
 
-__all__ = ["SCHEDULES", "Op", "Timeline", "op_order", "simulate", "ideal_efficiency"]
+__all__ = [
+    "SCHEDULES", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency",
+]
 
-SCHEDULES = ("gpipe", "1f1b")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-interleaved", "zbv")
 
 
 @dataclass(frozen=True)
 class Op:
-    """One forward ("F") or backward ("B") of one micro-batch on one stage."""
+    """One operation of one micro-batch on one stage: forward "F", backward "B", or, in zero-bubble
+    schedules, the backward's input part "I" and weight part "W"."""
 
     stage: int
     kind: str
     micro: int
     start: float
     end: float
+    device: int | None = None
+    """The device it ran on; simulate always sets it (None only for an Op built by hand)."""
 
 
 @dataclass(frozen=True)
@@ -48,30 +86,67 @@ class Timeline:
     step_time: float
     """From the first forward to the last backward."""
     bubble_fraction: float
-    """Share of stage-time spent idle: 1 - busy / (stages x step_time)."""
+    """Share of device-time spent idle: 1 - busy / (devices x step_time)."""
     peak_in_flight: list[int]
-    """Per stage, the most micro-batches whose activations are held at once (forward done, backward not)."""
+    """Per stage, the most micro-batches whose activations are held at once: from the forward until the
+    backward (B, or W in zero-bubble schedules, since the weight gradient still needs them)."""
 
 
-def op_order(schedule: str, stages: int, micro_batches: int) -> list[list[tuple[str, int]]]:
-    """For each stage, the (kind, micro-batch) operations in the order it runs them."""
+def placement(schedule: str, stages: int, devices: int | None = None) -> list[int]:
+    """The device of each stage, as torch.distributed.pipelining places them (devices defaults to stages).
+
+    gpipe and 1f1b: one stage per device. interleaved and zb-interleaved: in loops, stage s on device
+    s % devices. zbv: in a V, down the devices and back up, two stages each."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    p = stages if devices is None else devices
+    if stages < 1 or p < 1:
+        raise ValueError(f"need at least one stage and one device (got {stages}, {p})")
+    if schedule in ("gpipe", "1f1b"):
+        if stages != p:
+            raise ValueError(f"{schedule} runs one stage per device; got {stages} stages on {p} devices")
+        return list(range(p))
+    if schedule == "zbv":
+        if stages != 2 * p:
+            raise ValueError(f"zbv runs two stages per device (stages = 2 x devices); "
+                             f"got {stages} stages on {p} devices")
+        return [s if s < p else 2 * p - 1 - s for s in range(stages)]
+    if stages % p:
+        raise ValueError(f"{schedule} puts stage s on device s % devices, so stages must be a multiple of devices; "
+                         f"got {stages} stages on {p} devices")
+    return [s % p for s in range(stages)]
+
+
+def device_orders(
+    schedule: str, stages: int, micro_batches: int, devices: int | None = None,
+) -> list[list[tuple[str, int, int]]]:
+    """For each device, the (kind, stage, micro-batch) operations in the order it runs them; kinds as in Op.
+
+    The multi-stage orders follow torch.distributed.pipelining (ScheduleInterleaved1F1B,
+    ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) so that the prediction is of what torch runs."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
     if stages < 1 or micro_batches < 1:
         raise ValueError(f"need at least one stage and one micro-batch (got {stages}, {micro_batches})")
-    m = micro_batches
-    orders = []
-    for s in range(stages):
-        if schedule == "gpipe":
-            order = [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
-        else:
-            warmup = min(stages - s - 1, m)
-            order = [("F", i) for i in range(warmup)]
-            for i in range(m - warmup):
-                order += [("F", warmup + i), ("B", i)]
-            order += [("B", i) for i in range(m - warmup, m)]
-        orders.append(order)
-    return orders
+    where = placement(schedule, stages, devices)
+    p, m = max(where) + 1, micro_batches
+    if schedule in ("gpipe", "1f1b"):
+        return [[(kind, s, i) for kind, i in _single_stage_order(schedule, s, p, m)] for s in range(p)]
+    if schedule == "zbv":
+        return [_zbv_order(d, p, m) for d in range(p)]
+    rounds = max(1, m // p)
+    if m % rounds:
+        raise ValueError(f"{schedule} runs micro-batches in max(1, micro_batches // devices) = {rounds} equal rounds, "
+                         f"so micro_batches must be a multiple of {rounds} (got {m})")
+    return [_interleaved_order(d, p, stages // p, m, schedule == "zb-interleaved") for d in range(p)]
+
+
+def op_order(
+    schedule: str, stages: int, micro_batches: int, devices: int | None = None,
+) -> list[list[tuple[str, int]]]:
+    """For each stage, the (kind, micro-batch) operations in the order it runs them: device_orders seen
+    from one stage."""
+    return _per_stage(device_orders(schedule, stages, micro_batches, devices), stages)
 
 
 def simulate(
@@ -80,12 +155,19 @@ def simulate(
     micro_batches: int,
     schedule: str = "1f1b",
     transfer: Sequence[float] | None = None,
+    *,
+    devices: int | None = None,
+    weight_fraction: float = 0.5,
 ) -> Timeline:
     """Simulate one step.
 
     forward[s], backward[s]: time of one micro-batch's forward / backward on stage s.
     transfer[s]: time to move one micro-batch's activation (or its gradient) across the cut after stage s
-    (len(forward) - 1 values; zero when omitted).
+    (len(forward) - 1 values; zero when omitted; ignored, as free, where both stages share a device).
+    devices: how many devices the stages are placed on (see placement); defaults to one per stage.
+    weight_fraction: in zero-bubble schedules, the share of each backward that is W (the rest is I). The
+    profile does not measure the split, so this is an assumption; W is roughly the weight-gradient
+    matmuls, about half of a transformer block's backward.
     """
     p = len(forward)
     if len(backward) != p:
@@ -93,40 +175,50 @@ def simulate(
     transfer = [0.0] * (p - 1) if transfer is None else list(transfer)
     if len(transfer) != p - 1:
         raise ValueError(f"need one transfer time per cut ({len(transfer)} != {p - 1})")
-    orders = op_order(schedule, p, micro_batches)
+    if not 0 <= weight_fraction <= 1:
+        raise ValueError(f"weight_fraction is a share of the backward, between 0 and 1 (got {weight_fraction})")
+    orders = device_orders(schedule, p, micro_batches, devices)
+    where = placement(schedule, p, devices)
+    hop = [t if where[s] != where[s + 1] else 0.0 for s, t in enumerate(transfer)]
+    duration = {
+        "F": list(forward),
+        "B": list(backward),
+        "I": [(1 - weight_fraction) * b for b in backward],
+        "W": [weight_fraction * b for b in backward],
+    }
 
     done: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro) -> end time
-    position = [0] * p
-    free_at = [0.0] * p
+    position = [0] * len(orders)
+    free_at = [0.0] * len(orders)
     ops: list[Op] = []
     remaining = sum(len(o) for o in orders)
     while remaining:
         progressed = False
-        for s in range(p):
-            while position[s] < len(orders[s]):
-                kind, i = orders[s][position[s]]
-                ready = _ready_time(kind, s, i, p, done, transfer)
+        for d, order in enumerate(orders):
+            while position[d] < len(order):
+                kind, s, i = order[position[d]]
+                ready = _ready_time(kind, s, i, p, done, hop)
                 if ready is None:
                     break
-                start = max(ready, free_at[s])
-                end = start + (forward[s] if kind == "F" else backward[s])
+                start = max(ready, free_at[d])
+                end = start + duration[kind][s]
                 done[(kind, s, i)] = end
-                free_at[s] = end
-                ops.append(Op(s, kind, i, start, end))
-                position[s] += 1
+                free_at[d] = end
+                ops.append(Op(s, kind, i, start, end, d))
+                position[d] += 1
                 remaining -= 1
                 progressed = True
-        if not progressed:  # pragma: no cover - op_order never produces a cycle
+        if not progressed:  # pragma: no cover - device_orders never produces a cycle
             raise RuntimeError(f"schedule {schedule!r} deadlocks")
 
     step = max(free_at) if ops else 0.0
     busy = sum(forward) * micro_batches + sum(backward) * micro_batches
-    bubble = 1.0 - busy / (p * step) if step > 0 else 0.0
+    bubble = 1.0 - busy / (len(orders) * step) if step > 0 else 0.0
     return Timeline(
-        ops=sorted(ops, key=lambda op: (op.start, op.stage)),
+        ops=sorted(ops, key=lambda op: (op.start, op.device, op.stage)),
         step_time=step,
         bubble_fraction=bubble,
-        peak_in_flight=[_peak_in_flight(order) for order in orders],
+        peak_in_flight=[_peak_in_flight(order) for order in _per_stage(orders, p)],
     )
 
 
@@ -136,21 +228,102 @@ def ideal_efficiency(stages: int, micro_batches: int) -> float:
     return micro_batches / (micro_batches + stages - 1)
 
 
-def _ready_time(kind, s, i, p, done, transfer) -> float | None:
+def _single_stage_order(schedule: str, s: int, p: int, m: int) -> list[tuple[str, int]]:
+    if schedule == "gpipe":
+        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+    warmup = min(p - s - 1, m)
+    order = [("F", i) for i in range(warmup)]
+    for i in range(m - warmup):
+        order += [("F", warmup + i), ("B", i)]
+    return order + [("B", i) for i in range(m - warmup, m)]
+
+
+def _interleaved_order(device: int, p: int, v: int, m: int, zero_bubble: bool) -> list[tuple[str, int, int]]:
+    """Device `device`'s order in torch's ScheduleInterleaved1F1B, or ScheduleInterleavedZeroBubble (ZB1P).
+
+    Its v stages are device, device + p, ...; it takes micro-batches in rounds of m // max(1, m // p):
+    forwards run one round on each stage going up, backwards one round on each stage going down. After
+    warm-up forwards it alternates one forward and one backward, then drains the backwards. The warm-up
+    covers the rounds of the stages above the first, plus 2 forwards (1 for zero bubble) per device
+    between this one and the last. Zero bubble runs I for B, and device d holds each W back d backwards
+    (the W of backward k right after the I of backward k + d), so W fills the drain."""
+    per_round = m // max(1, m // p)
+    total = v * m  # forwards on this device, and backwards
+    warmup = min((v - 1) * per_round + (1 if zero_bubble else 2) * (p - 1 - device), total)
+    forwards = _numbered(device + p * (k // per_round % v) for k in range(total))
+    backwards = _numbered(device + p * (v - 1 - k // per_round % v) for k in range(total))
+
+    order = [("F", s, i) for s, i in forwards[:warmup]]
+    for k, (s, i) in enumerate(backwards):
+        if warmup + k < total:
+            order.append(("F", *forwards[warmup + k]))
+        if not zero_bubble:
+            order.append(("B", s, i))
+            continue
+        order.append(("I", s, i))
+        if k >= device:
+            order.append(("W", *backwards[k - device]))
+    if zero_bubble:
+        order += [("W", s, i) for s, i in backwards[max(0, total - device):]]
+    return order
+
+
+def _zbv_order(device: int, p: int, m: int) -> list[tuple[str, int, int]]:
+    """Device `device`'s order in torch's ScheduleZBVZeroBubble (Qi et al., 2024, section 6).
+
+    The device holds stage `down` = device on the way down the V and `up` = 2p - 1 - device on the way
+    back. torch plans at least 2p - 1 micro-batches, enough to fill the V, then drops the ones beyond m."""
+    down, up = device, 2 * p - 1 - device
+    n = max(m, 2 * p - 1)
+    r = device
+    steps = (
+        [("F", down)] * (2 * (p - r) - 1)  # warm-up: fill the way down...
+        + [("F", up), ("F", down)] * r  # ...and, as forwards come back up, the way up
+        + [("F", up), ("I", up), ("W", up)] * (p - r)  # the first backwards start at the turn
+        + [("F", down), ("I", down), ("W", down), ("F", up), ("I", up), ("W", up)] * (n - (2 * p - 1 - r))
+        + [("I", down), ("W", down), ("F", up), ("I", up), ("W", up)] * (p - 1 - r)  # no forwards down left
+        + [("I", down), ("I", up)] * r  # cool-down: inputs' gradients first, they are on the critical path
+        + [("I", down), ("W", down)] * (p - r)
+        + [("W", up)] * r + [("W", down)] * r  # the deferred weights' gradients
+    )
+    return [(kind, s, i) for (kind, s), i in _numbered(steps) if i < m]
+
+
+def _numbered(items: Iterable[Hashable]) -> list:
+    """Pair each item with how many times it came before: the micro-batch of each (kind, stage) in turn."""
+    seen: Counter = Counter()
+    numbered = []
+    for item in items:
+        numbered.append((item, seen[item]))
+        seen[item] += 1
+    return numbered
+
+
+def _per_stage(orders: list[list[tuple[str, int, int]]], stages: int) -> list[list[tuple[str, int]]]:
+    per_stage: list[list[tuple[str, int]]] = [[] for _ in range(stages)]
+    for order in orders:
+        for kind, s, i in order:
+            per_stage[s].append((kind, i))
+    return per_stage
+
+
+def _ready_time(kind, s, i, p, done, hop) -> float | None:
     if kind == "F":
         if s == 0:
             return 0.0
         prev = done.get(("F", s - 1, i))
-        return None if prev is None else prev + transfer[s - 1]
-    if s == p - 1:
+        return None if prev is None else prev + hop[s - 1]
+    if kind == "W":
+        return done.get(("I", s, i))
+    if s == p - 1:  # B or I of the last stage: after its own forward
         return done.get(("F", s, i))
-    nxt = done.get(("B", s + 1, i))
-    return None if nxt is None else nxt + transfer[s]
+    nxt = done.get((kind, s + 1, i))  # B after the next stage's B, I after its I
+    return None if nxt is None else nxt + hop[s]
 
 
 def _peak_in_flight(order: list[tuple[str, int]]) -> int:
     held = peak = 0
     for kind, _ in order:
-        held += 1 if kind == "F" else -1
+        held += {"F": 1, "B": -1, "W": -1}.get(kind, 0)
         peak = max(peak, held)
     return peak

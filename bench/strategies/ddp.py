@@ -1,0 +1,40 @@
+"""DistributedDataParallel: one process per device, each with a whole replica and an equal share of the
+global batch; gradients are averaged across processes during the backward.
+
+Every process makes the same global batch from the same seed and takes its own slice, so the averaged
+gradient is that of the whole batch's mean loss, as on one device. BatchNorm normalises each process's
+slice on its own (as it does each micro-batch in a pipeline), so models with BatchNorm differ slightly.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from bench.strategies.common import Trainer, own_copy, split
+
+
+class DDPTrainer(Trainer):
+    name = "ddp"
+
+    def __init__(self, model, device, **kw):
+        """device: this process's device; the process group must already be initialised."""
+        super().__init__(own_copy(model), [device], **kw)
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.model.layers.to(self.devices[0])
+        ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None
+        self.replica = DistributedDataParallel(self.model.layers, device_ids=ids)
+
+    def parameters(self):
+        return list(self.model.layers.parameters())
+
+    def forward_backward(self, inputs, targets):
+        device = self.devices[0]
+        x = split(inputs, self.world)[self.rank].to(device)
+        y = split(targets, self.world)[self.rank].to(device)
+        loss = self.model.loss_fn(self.replica(x), y)
+        loss.backward()
+        # The batch-mean loss is the mean of the equal slices' mean losses.
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        return total / self.world

@@ -1,0 +1,159 @@
+"""Runs one Job in this process: `python -P -m bench.worker JOB.json OUT_DIR`.
+
+Started by `bench.launch`, alone for single-process strategies or by torch.distributed.run (one per
+device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
+OUT_DIR/result.json; a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
+torchrun ends the rest of the group. CUDA_VISIBLE_DEVICES was set by the parent before this process
+started, so GPU i here is the i-th chosen GPU.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import models
+from bench.job import MULTI_PROCESS_STRATEGIES, Job
+from partition.profile import write_json
+
+
+def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
+    """The strategy's Trainer for this process's share of the job."""
+    from bench.strategies import SINGLE_PROCESS
+    from bench.strategies.ddp import DDPTrainer
+    from bench.strategies.pp import PipelineParallelTrainer
+
+    if job.strategy in MULTI_PROCESS_STRATEGIES:
+        device = torch.device(job.device_type, local_rank) if job.device_type == "cuda" else torch.device("cpu")
+        if job.strategy == "ddp":
+            return DDPTrainer(model, device)
+        bounds = job.bounds or _uniform(len(model), world)
+        inputs = None
+        if job.stage_inputs is not None:
+            size = job.batch // job.micro_batches
+            inputs = [[[size, *shape[1:]], dtype] for shape, dtype in job.stage_inputs]
+        return PipelineParallelTrainer(model, device, strategy=job.strategy, bounds=bounds,
+                                       micro_batches=job.micro_batches, stage_inputs=inputs)
+    devices = [f"cuda:{i}" for i in range(job.devices)] if job.device_type == "cuda" else ["cpu"] * job.devices
+    cls = SINGLE_PROCESS[job.strategy]
+    if job.strategy in ("single", "dataparallel"):
+        return cls(model, devices)
+    bounds = job.bounds or _uniform(len(model), job.devices)
+    if job.strategy == "modelparallel":
+        return cls(model, devices, bounds=bounds)
+    return cls(model, devices, bounds=bounds, micro_batches=job.micro_batches)
+
+
+def _uniform(layers: int, stages: int) -> list[int]:
+    from partition.plan import uniform_bounds
+
+    return uniform_bounds(layers, stages)
+
+
+def _synchronize(job: Job) -> None:
+    if job.device_type == "cuda":
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(i)
+
+
+def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+    """Build, warm up, time `job.steps` steps; rank 0 returns the result, other ranks None."""
+    distributed = job.strategy in MULTI_PROCESS_STRATEGIES
+    if job.device_type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA GPU is visible in the worker")
+        torch.cuda.set_device(local_rank if distributed else 0)
+        if job.fast_math:
+            from partition.profiler import set_fast_math
+
+            set_fast_math()
+    if distributed:
+        dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
+
+    # Built on the CPU in every process from the same seed: the same weights everywhere (a CUDA build
+    # would draw from the device's generator and differ from the single-device run).
+    model = models.get_model(job.model, job.flavour, seed=job.seed, data_dir=job.data_dir, **job.overrides)
+    inputs, targets = model.make_batch(job.batch, seed=job.seed + 1)
+    trainer = build_trainer(job, model, rank, world, local_rank)
+    if job.device_type == "cuda":
+        inputs, targets = inputs.to(trainer.devices[0]), targets.to(trainer.devices[0])
+
+    step_ms = []
+    for i in range(job.warmup + job.steps):
+        if job.fail_on_rank == rank:
+            raise RuntimeError(f"injected failure on rank {rank}")
+        _synchronize(job)
+        if distributed:
+            dist.barrier()
+        start = time.perf_counter()
+        trainer.step(inputs, targets)
+        _synchronize(job)
+        elapsed = (time.perf_counter() - start) * 1e3
+        if i == 0 and job.save_params:
+            torch.save(trainer.state_dict(), out_dir / f"params-rank{rank}.pt")
+        if i >= job.warmup:
+            step_ms.append(elapsed)
+
+    peak = trainer.peak_memory()
+    if distributed:
+        shares = [None] * world
+        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak})
+        # A step ends when the slowest process ends it.
+        step_ms = [max(s["step_ms"][k] for s in shares) for k in range(len(step_ms))]
+        peak = [b for s in shares for b in s["peak"]]
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    mean = statistics.fmean(step_ms) if step_ms else float("nan")
+    from partition.profiler import device_name
+
+    return {
+        "strategy": job.strategy,
+        "world_size": world,
+        "devices": [str(d) for d in trainer.devices] if not distributed else [f"{job.device_type}:{r}" for r in range(world)],
+        "device_name": device_name(trainer.devices[0]),
+        "torch_version": torch.__version__,
+        "first_loss": trainer.first_loss,
+        "step_ms": step_ms,
+        "step_ms_mean": mean,
+        "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,
+        "samples_per_s": job.batch / mean * 1e3 if step_ms else None,
+        "peak_memory_bytes": peak,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    job_path, out_dir = Path(argv[0]), Path(argv[1])
+    rank = int(os.environ.get("RANK", 0))
+    try:
+        job = Job.load(job_path)
+        result = run(job, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
+        if result is not None:
+            write_json(out_dir / "result.json", result)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
+        write_json(out_dir / f"error-rank{rank}.json", {
+            "rank": rank,
+            "type": type(exc).__name__,
+            "message": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+            "oom": isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower(),
+            "unavailable": type(exc).__name__ == "UnavailableStrategy",
+            "traceback": traceback.format_exc(),
+            "time": time.time(),
+        })
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Leave at once: peers blocked in a collective are ended by torchrun, not waited for.
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

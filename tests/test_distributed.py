@@ -1,0 +1,186 @@
+"""Multi-process strategies on the CPU: real torch.distributed process groups (gloo) started through
+torch.distributed.run, checked against one device after one step from the same weights."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+import models
+from bench.job import Job, job_from_plan
+from bench.launch import WorkerError, free_port, launch, visible_devices
+from bench.strategies import PipelineTrainer, SingleTrainer
+from partition.plan import make_plan, uniform_bounds
+from partition.profiler import profile_model
+
+SEED = 0
+
+
+def trained_params(tmp_path, job: Job) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Launch `job` for one step; its result and every process's updated parameters, merged."""
+    result = launch(job, keep=tmp_path, timeout=300)
+    parts = [torch.load(tmp_path / f"params-rank{rank}.pt") for rank in range(job.processes)]
+    if job.strategy == "ddp":  # replicas: every process holds the same whole model
+        for part in parts[1:]:
+            assert part.keys() == parts[0].keys()
+            assert all(torch.equal(part[k], parts[0][k]) for k in part)
+        return result, parts[0]
+    params = {}
+    for part in parts:  # pipelines: each process holds its own stages
+        assert not params.keys() & part.keys(), "two processes own the same parameter"
+        params.update(part)
+    return result, params
+
+
+def reference(model, micro_batches: int, batch: int):
+    """One device; with m > 1 the batch goes through as m micro-batches (what BatchNorm sees)."""
+    if micro_batches == 1:
+        trainer = SingleTrainer(model, ["cpu"])
+    else:
+        trainer = PipelineTrainer(model, ["cpu"], bounds=[0, len(model)], micro_batches=micro_batches)
+    inputs, targets = model.make_batch(batch, seed=SEED + 1)
+    loss = trainer.step(inputs, targets)
+    return loss, trainer.state_dict()
+
+
+def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batch=8, **overrides):
+    model = models.get_model(name, "tiny", seed=SEED, **overrides)
+    bounds = uniform_bounds(len(model), stages or procs)
+    job = Job(model=name, flavour="tiny", overrides=overrides, strategy=strategy, batch=batch, devices=procs,
+              device_type="cpu", micro_batches=micro_batches, bounds=bounds, steps=1, warmup=0, seed=SEED,
+              save_params=True)
+    result, params = trained_params(tmp_path, job)
+    # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
+    # the equal reference is one device taking the batch in those same pieces.
+    has_batchnorm = any(isinstance(m, torch.nn.BatchNorm2d) for m in model.layers.modules())
+    pieces = (procs if strategy == "ddp" else micro_batches) if has_batchnorm else 1
+    ref_loss, ref = reference(model, pieces, batch)
+    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert params.keys() == ref.keys()
+    for key in ref:
+        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=key)
+    start = dict(model.layers.named_parameters())
+    assert any(not torch.equal(ref[k], start[k].detach()) for k in ref)  # the step moved the weights
+    assert result["world_size"] == job.processes and len(result["peak_memory_bytes"]) == job.processes
+    return result
+
+
+@pytest.mark.parametrize("strategy, micro_batches, stages", [
+    ("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 4, None),
+    ("pp-interleaved", 4, 4), ("pp-zb", 4, 4), ("pp-zbv", 4, 4),
+])
+@pytest.mark.parametrize("name", ["gpt", "resnet18"])
+def test_two_processes_train_like_one_device(tmp_path, name, strategy, micro_batches, stages):
+    check(tmp_path, name, strategy, 2, micro_batches=micro_batches, stages=stages)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, micro_batches, stages", [
+    ("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 8, None),
+    ("pp-interleaved", 4, 8), ("pp-zb", 4, 8), ("pp-zbv", 8, 8),
+])
+def test_four_processes_gpt(tmp_path, strategy, micro_batches, stages):
+    check(tmp_path, "gpt", strategy, 4, micro_batches=micro_batches, stages=stages, depth=6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 4)])
+def test_four_processes_resnet(tmp_path, strategy, micro_batches):
+    check(tmp_path, "resnet18", strategy, 4, micro_batches=micro_batches)
+
+
+def test_pipeline_from_a_profiled_plan(tmp_path):
+    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
+    model = models.get_model("gpt", "tiny", seed=SEED)
+    profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
+    plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
+    job = job_from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+    assert job.stage_inputs[0] == [[2, 32], "int64"] and job.stage_inputs[1][0] == [2, 32, 64]
+    result, params = trained_params(tmp_path, job)
+    ref_loss, ref = reference(model, 1, 8)
+    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    for key in ref:
+        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=key)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
+    port = free_port()
+    monkeypatch.setattr("bench.launch.free_port", lambda: port)
+    job = Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=2, device_type="cpu",
+              micro_batches=2, steps=50, warmup=0, fail_on_rank=1)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="rank 1: RuntimeError: injected failure on rank 1") as info:
+        launch(job, keep=tmp_path, timeout=120)
+    assert time.monotonic() - start < 60
+    assert not info.value.oom
+    assert _processes_mentioning(str(tmp_path)) == []  # no worker or torchrun left
+    import socket
+
+    with socket.socket() as s:  # the rendezvous port is free again
+        s.bind(("127.0.0.1", port))
+
+
+def test_a_worker_exception_names_the_cause(tmp_path):
+    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+              overrides={"width": 63}, steps=1, warmup=0)  # 63 does not divide into 2 heads
+    with pytest.raises(WorkerError, match="rank 0: ") as info:
+        launch(job, keep=tmp_path, timeout=120)
+    assert "Traceback" not in str(info.value)
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_timeout_stops_everything(tmp_path):
+    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+              steps=100000, warmup=0)
+    with pytest.raises(WorkerError, match="no result within"):
+        launch(job, keep=tmp_path, timeout=8)
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_workers_ignore_a_models_py_in_the_current_folder(tmp_path, monkeypatch):
+    (tmp_path / "models.py").write_text("raise SystemExit('the wrong models module')\n")
+    monkeypatch.chdir(tmp_path)
+    result = launch(Job(model="mlp", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+                        steps=1, warmup=0), timeout=120)
+    assert result["first_loss"] > 0
+
+
+def test_single_process_strategy_runs_in_a_child(tmp_path):
+    result = launch(Job(model="mlp", flavour="tiny", strategy="pipeline", batch=8, devices=2, device_type="cpu",
+                        micro_batches=2, steps=2, warmup=1), keep=tmp_path, timeout=120)
+    assert result["world_size"] == 1 and len(result["step_ms"]) == 2 and result["samples_per_s"] > 0
+
+
+def test_visible_devices_count_within_the_users_choice():
+    assert visible_devices([0, 2], "3,4,5") == "3,5"
+    assert visible_devices([1], None) == "1"
+    assert visible_devices(None, "2,3") == "2,3"
+    assert visible_devices([0], "GPU-aaa,GPU-bbb") == "GPU-aaa"
+    with pytest.raises(ValueError, match="GPU 2 does not exist: CUDA_VISIBLE_DEVICES=4,5 makes 2 visible"):
+        visible_devices([2], "4,5")
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(strategy="nope"), "unknown strategy 'nope'"),
+    (dict(strategy="ddp", batch=9), "batch 9 does not split evenly over 2 DDP processes"),
+    (dict(strategy="pp-1f1b", micro_batches=3), "batch 8 does not split into 3 equal micro-batches"),
+])
+def test_bad_jobs_are_refused_before_anything_starts(settings, message):
+    base = dict(model="gpt", batch=8, devices=2, device_type="cpu")
+    with pytest.raises(ValueError, match=message):
+        Job(**{**base, **settings})

@@ -1,0 +1,207 @@
+"""The report on hand-made rows with known figures: speed-ups, efficiency, prediction errors, text, plots."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.report import frame, markdown_table, recommend, summarise, write_report
+from bench.results import Row, timeline_from_ops
+from partition.schedule import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+GIB = 2**30
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_row(strategy, **changes) -> Row:
+    values = dict(
+        model="gpt", flavour="800m", strategy=strategy, gpus="0,1", world_size=1, batch=64, micro_batches=1,
+        status="ok", device_name="NVIDIA H200", torch_version="2.11.0+cu130", host="gpu1",
+        started_at="2026-11-29T10:00:00", duration_s=30.0,
+    )
+    values.update(changes)
+    if values["status"] == "ok":
+        values.setdefault("step_ms", values["batch"] / values["samples_per_s"] * 1e3)
+    return Row(**values)
+
+
+def gantt(m=8, stretch=1.0):
+    """A 2-stage 1F1B step as the simulator draws it; `stretch` > 1 stands for a slower measured one."""
+    ops = timeline_from_ops(simulate([10.0, 12.0], [20.0, 22.0], m, "1f1b", [1.0]).ops)
+    return [dict(op, start_ms=op["start_ms"] * stretch + 5.0, end_ms=op["end_ms"] * stretch + 5.0) for op in ops]
+
+
+@pytest.fixture
+def rows():
+    return [
+        make_row("single", gpus="0", samples_per_s=100.0, peak_memory_bytes=[40 * GIB], first_loss=9.5),
+        make_row("dataparallel", samples_per_s=150.0, peak_memory_bytes=[21 * GIB, 20 * GIB]),
+        make_row("modelparallel", samples_per_s=105.0, peak_memory_bytes=[22 * GIB, 19 * GIB], bounds=[0, 8, 16]),
+        # A failed first try of the 1F1B case, then the rerun that --resume made: the rerun is reported.
+        make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", status="failed", reason="NCCL timeout",
+                 started_at="2026-11-29T09:00:00"),
+        make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=160.0, step_ms=400.0,
+                 predicted_step_ms=380.0, peak_memory_bytes=[20 * GIB, 12 * GIB],
+                 predicted_memory_bytes=[18 * GIB, 10 * GIB], bubble_fraction=0.11, bounds=[0, 8, 16],
+                 timeline=gantt(stretch=1.05), predicted_timeline=gantt()),
+        make_row("pp-1f1b", world_size=2, micro_batches=4, schedule="1f1b", samples_per_s=120.0,
+                 peak_memory_bytes=[18 * GIB, 11 * GIB], timeline=gantt(m=4)),
+        make_row("pp-interleaved", world_size=2, micro_batches=4, virtual_stages=2, schedule="interleaved1f1b",
+                 samples_per_s=140.0, peak_memory_bytes=[19 * GIB, 13 * GIB]),
+        make_row("pp-gpipe", world_size=2, micro_batches=8, schedule="gpipe", status="oom",
+                 reason="CUDA out of memory. Tried to allocate 2.00 GiB | GPU 0"),
+        make_row("single", model="resnet101", flavour="full", gpus="0", batch=256, samples_per_s=1400.0,
+                 peak_memory_bytes=[30 * GIB]),
+        make_row("pipeline", model="resnet101", flavour="full", batch=256, micro_batches=4, schedule="gpipe",
+                 samples_per_s=1750.0, peak_memory_bytes=[18 * GIB, 12 * GIB]),
+    ]
+
+
+def by_case(summary):
+    return {(r.model, r.case): r for r in summary.itertuples()}
+
+
+def test_frame_keeps_one_row_per_case_and_the_lists(rows):
+    df = frame(rows)
+    assert len(df) == len(rows) - 1  # the failed first try of pp-1f1b m=8 is replaced by its rerun
+    rerun = df[(df["strategy"] == "pp-1f1b") & (df["micro_batches"] == 8)].iloc[0]
+    assert rerun["status"] == "ok" and rerun["peak_memory_bytes"] == [20 * GIB, 12 * GIB]
+    assert rerun["peak_gib_max"] == 20.0 and rerun["predicted_gib_max"] == 18.0 and rerun["devices"] == 2
+    assert math.isnan(df[df["strategy"] == "pp-gpipe"].iloc[0]["peak_gib_max"])
+
+
+def test_summarise_speedups_efficiency_and_errors(rows):
+    s = by_case(summarise(frame(rows)))
+    single, dp, mp = s["gpt", "single"], s["gpt", "dataparallel"], s["gpt", "modelparallel"]
+    pp8, pp4 = s["gpt", "pp-1f1b (m=8)"], s["gpt", "pp-1f1b (m=4)"]
+    assert (single.x_single, single.efficiency, dp.x_dataparallel) == (1.0, 1.0, 1.0)
+    assert math.isnan(single.x_dataparallel)  # one GPU has no DataParallel of its size to compare with
+    assert dp.x_single == 1.5 and dp.efficiency == pytest.approx(150 / 200)  # ideal: 2 x single
+    assert mp.efficiency == pytest.approx(105 / 200)  # not a pipeline: ideal is p x single
+    # GPipe's ideal for m=8, p=2 is 2 x 100 x 8/9 samples/s.
+    assert pp8.ideal_samples_per_s == pytest.approx(1600 / 9)
+    assert pp8.efficiency == pytest.approx(160 / (1600 / 9)) == pytest.approx(0.9)
+    assert pp8.x_single == 1.6 and pp8.x_dataparallel == pytest.approx(160 / 150)
+    assert pp8.step_error_pct == pytest.approx(-5.0)  # (380 - 400) / 400
+    assert pp8.memory_error_pct == pytest.approx(-10.0)  # (18 - 20) / 20, the largest device
+    assert pp8.peak_gib == "20.0 / 12.0" and pp8.peak_gib_max == 20.0
+    assert pp4.efficiency == pytest.approx(120 / (200 * 4 / 5))
+    assert math.isnan(pp4.step_error_pct)  # nothing predicted
+    # Interleaved, 2 stages per device: the bubble shrinks v-fold, the ideal is 2 x 100 x 8/9 again.
+    assert s["gpt", "pp-interleaved (m=4, v=2)"].ideal_samples_per_s == pytest.approx(1600 / 9)
+    oom = s["gpt", "pp-gpipe (m=8)"]
+    assert oom.status == "oom" and "out of memory" in oom.reason and math.isnan(oom.x_single)
+    assert s["resnet101", "pipeline gpipe (m=4)"].x_single == 1.25  # compared within its own model and batch
+    assert s["gpt", "single"].first_loss == 9.5
+
+
+def test_summarise_orders_strategies_like_people_read_them(rows):
+    summary = summarise(frame(rows))
+    assert list(summary[summary["model"] == "gpt"]["case"]) == [
+        "single", "dataparallel", "modelparallel", "pp-1f1b (m=4)", "pp-1f1b (m=8)", "pp-gpipe (m=8)",
+        "pp-interleaved (m=4, v=2)"]
+
+
+def test_cpu_processes_count_as_devices():
+    df = frame([make_row("pp-1f1b", gpus="cpu", world_size=2, micro_batches=2, samples_per_s=10.0),
+                make_row("single", gpus="cpu", samples_per_s=8.0)])
+    assert list(df["devices"]) == [2, 1]
+    assert summarise(df).set_index("strategy").loc["pp-1f1b", "efficiency"] == pytest.approx(10 / (2 * 8 * 2 / 3))
+
+
+def test_recommend(rows):
+    rows.append(make_row("single", model="convnet", flavour="tiny", status="failed", reason="boom", gpus="0"))
+    rows.append(make_row("ddp", model="vit", flavour="base", world_size=2, samples_per_s=50.0,
+                         peak_memory_bytes=[8 * GIB, 8 * GIB]))
+    assert recommend(summarise(frame(rows))) == [
+        "convnet tiny: no case ran (1 failed)",
+        "gpt 800m: pp-1f1b (m=8) is fastest at 160.0 samples/s, 1.60x one GPU, 20.0 GiB peak per GPU "
+        "(single: 40.0 GiB)",
+        "resnet101 full: pipeline gpipe (m=4) is fastest at 1750.0 samples/s, 1.25x one GPU, 18.0 GiB peak per GPU "
+        "(single: 30.0 GiB)",
+        "vit base: ddp is fastest at 50.0 samples/s (no single-GPU run to compare with), 8.0 GiB peak per GPU",
+    ]
+
+
+def test_recommend_names_the_batch_only_when_a_model_has_several(rows):
+    rows.append(make_row("single", gpus="0", batch=128, samples_per_s=110.0, peak_memory_bytes=[70 * GIB]))
+    lines = recommend(summarise(frame(rows)))
+    assert lines[0].startswith("gpt 800m, batch 64: pp-1f1b (m=8)")
+    assert lines[1] == "gpt 800m, batch 128: single is fastest at 110.0 samples/s, 70.0 GiB peak per GPU"
+
+
+def test_markdown_table(rows):
+    summary = summarise(frame(rows))
+    table = markdown_table(summary[summary["model"] == "gpt"]).splitlines()
+    assert table[0].startswith("| case | GPUs | status | samples/s | x one GPU | x DataParallel | efficiency |")
+    assert table[1] == "|" + "---|" * table[0].count(" | ") + "---|"
+    assert len(table) == 2 + 7
+    pp8 = next(line for line in table if line.startswith("| pp-1f1b (m=8) |"))
+    assert "| 160.0 | 1.60 | 1.07 | 0.90 | 400.0 | 380.0 | -5.0 | 20.0 / 12.0 | 18.0 | -10.0 |" in pp8
+    oom = next(line for line in table if line.startswith("| pp-gpipe"))
+    assert "| oom: CUDA out of memory. Tried to allocate 2.00 GiB \\| GPU 0 |" in oom  # the pipe escaped
+    assert markdown_table(summary.head(1), {"model": "model", "samples_per_s": "samples/s"}).splitlines()[2] == \
+        "| gpt | 100.0 |"
+    with pytest.raises(ValueError, match="no column 'speed' to show"):
+        markdown_table(summary, ["speed"])
+
+
+def test_write_report(rows, tmp_path):
+    written = write_report(rows, tmp_path / "report", command="pipebench report results/x.json")
+    names = sorted(p.name for p in written.paths)
+    assert names == ["micro_batches.png", "report.md", "summary.csv", "throughput.png",
+                     "timeline-gpt-800m-batch-64.png"]
+    for path in written.paths:
+        assert path.exists() and path.stat().st_size > 0
+        if path.suffix == ".png":
+            assert path.read_bytes()[:8] == PNG_MAGIC
+    assert written.notes == ["timeline for resnet101 full: not drawn, no ok pipeline case recorded a measured timeline"]
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "- gpt 800m: pp-1f1b (m=8) is fastest at 160.0 samples/s, 1.60x one GPU" in markdown
+    assert "## gpt 800m, batch 64" in markdown and "## resnet101 full, batch 256" in markdown
+    assert "| pp-1f1b (m=8) | 0,1 | ok | 160.0 | 1.60 |" in markdown
+    assert "NVIDIA H200; torch 2.11.0+cu130; host gpu1" in markdown
+    assert "Made by `pipebench report results/x.json`." in markdown
+    assert "![throughput.png](throughput.png)" in markdown
+    assert "timeline for resnet101 full: not drawn" in markdown
+    summary_csv = (tmp_path / "report" / "summary.csv").read_text().splitlines()
+    assert summary_csv[0].startswith("model,flavour,batch,device_name,case,") and len(summary_csv) == 1 + 9
+
+
+def test_write_report_skips_plots_without_data(tmp_path):
+    rows = [make_row("single", gpus="0", samples_per_s=100.0, peak_memory_bytes=[GIB]),
+            make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=150.0,
+                     timeline=gantt())]
+    written = write_report(rows, tmp_path)
+    assert sorted(p.name for p in written.paths) == ["report.md", "summary.csv", "throughput.png",
+                                                      "timeline-gpt-800m-batch-64.png"]
+    assert written.notes == [
+        "throughput against micro-batches: not drawn, no pipeline strategy ran ok at two or more micro-batch counts",
+        "timeline for gpt 800m: pp-1f1b (m=8) has no predicted timeline; measured step drawn alone",
+    ]
+
+
+def test_write_report_with_no_rows(tmp_path):
+    written = write_report([], tmp_path)
+    assert [p.name for p in written.paths] == ["report.md", "summary.csv"]
+    assert written.notes == ["no result rows: nothing to tabulate or plot"]
+
+
+def test_timeline_of_several_stages_per_device(tmp_path):
+    # Interleaved: stages 0 and 2 on device 0, 1 and 3 on device 1; one lane per (device, stage).
+    ops = [{"stage": s, "device": s % 2, "kind": k, "micro": 0, "start_ms": float(t), "end_ms": float(t + 1)}
+           for t, (s, k) in enumerate([(0, "F"), (1, "F"), (2, "F"), (3, "F"), (3, "I"), (3, "W"), (2, "B")])]
+    rows = [make_row("pp-interleaved", world_size=2, micro_batches=2, virtual_stages=2, samples_per_s=9.0,
+                     timeline=ops, predicted_timeline=ops)]
+    written = write_report(rows, tmp_path)
+    assert (tmp_path / "timeline-gpt-800m-batch-64.png").read_bytes()[:8] == PNG_MAGIC
+    assert not [note for note in written.notes if note.startswith("timeline")]
+
+
+def test_report_module_imports_no_torch():
+    code = "import sys, bench.report; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -1,0 +1,256 @@
+"""The results file: round-trips, appends that survive a crash, resume keys, and errors that name the field."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from bench.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_row(**changes) -> Row:
+    values = dict(
+        model="gpt", flavour="tiny", strategy="pp-1f1b", gpus="0,1", world_size=2, batch=8, micro_batches=4,
+        schedule="1f1b", virtual_stages=1, status="ok", samples_per_s=123.456789, step_ms=64.8, step_ms_std=0.25,
+        peak_memory_bytes=[1000, 2000], first_loss=9.42918, predicted_step_ms=60.0,
+        predicted_memory_bytes=[900, 2100], bubble_fraction=0.2, bounds=[0, 3, 6], device_name="NVIDIA H200",
+        torch_version="2.11.0+cu130", host="gpu1", started_at="2026-11-29T10:00:00", duration_s=12.5,
+        timeline=[{"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.5}],
+        predicted_timeline=[{"stage": 1, "device": "cuda:1", "kind": "B", "micro": 3, "start_ms": 2.0, "end_ms": 4.0}],
+    )
+    values.update(changes)
+    return Row(**values)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return tmp_path / "r.csv", tmp_path / "r.json"
+
+
+def test_json_round_trip_keeps_every_field(paths):
+    rows = [make_row(), make_row(strategy="single", gpus="0", world_size=1, micro_batches=1, schedule="",
+                                 status="oom", reason="CUDA out of memory", samples_per_s=None, step_ms=None,
+                                 timeline=[], predicted_timeline=[])]
+    for row in rows:
+        append(row, *paths)
+    assert load(paths[1]) == rows
+    data = json.loads(paths[1].read_text())
+    assert data["format"] == "pipebench-results" and data["version"] == 1 and len(data["rows"]) == 2
+    assert len(paths[1].read_text().splitlines()) == 4  # header line, one line per row, closing line
+
+
+def test_csv_is_the_flat_view_and_reads_back_without_timelines(paths):
+    row = make_row()
+    append(row, *paths)
+    with open(paths[0], newline="") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == list(CSV_COLUMNS)
+    assert "timeline" not in table[0] and "predicted_timeline" not in table[0]
+    assert table[0]["peak_memory_bytes"] == "1000;2000" and table[0]["gpus"] == "0,1"
+    back = load(paths[0])
+    assert back == [make_row(timeline=[], predicted_timeline=[])]
+    assert back[0].samples_per_s == 123.456789  # floats come back exactly
+
+
+def test_none_and_empty_lists_survive_the_csv(paths):
+    row = make_row(status="unavailable", reason="no torch.distributed.pipelining", samples_per_s=None, step_ms=None,
+                   step_ms_std=None, first_loss=None, predicted_step_ms=None, bubble_fraction=None,
+                   peak_memory_bytes=[], predicted_memory_bytes=[], bounds=[], schedule="", timeline=[],
+                   predicted_timeline=[])
+    append(row, *paths)
+    assert load(paths[0]) == [row]
+
+
+def test_numpy_like_numbers_and_nan_are_normalised():
+    np = pytest.importorskip("numpy")
+    row = make_row(batch=np.int64(8), samples_per_s=np.float64(2.5), step_ms_std=float("nan"),
+                   peak_memory_bytes=[np.int64(5)])
+    assert type(row.batch) is int and type(row.samples_per_s) is float
+    assert row.step_ms_std is None and row.peak_memory_bytes == [5] and type(row.peak_memory_bytes[0]) is int
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(status="done"), "Row.status: 'done' is not one of: ok, oom, failed, unavailable"),
+    (dict(status="failed", reason=""), "Row.reason: say why the case is 'failed'"),
+    (dict(samples_per_s=None), "status 'ok' needs samples_per_s and step_ms"),
+    (dict(micro_batches=0), "Row.micro_batches: must be at least 1 (got 0)"),
+    (dict(batch="8"), "Row.batch: expected int, got '8'"),
+    (dict(duration_s=float("inf")), "Row.duration_s: expected a finite number, got inf"),
+    (dict(timeline=[{"stage": 0}]), "Row.timeline: [0]: missing key 'device'"),
+])
+def test_bad_rows_are_refused_with_the_value(changes, message):
+    with pytest.raises(ValueError) as info:
+        make_row(**changes)
+    assert message in str(info.value)
+
+
+def test_case_key_names_the_case():
+    assert case_key(make_row()) == ("gpt", "tiny", "pp-1f1b", "0,1", 8, 4, "1f1b", 1)
+    assert case_key(make_row(status="failed", reason="x", samples_per_s=None)) == case_key(make_row())
+    assert case_key(make_row(virtual_stages=2)) != case_key(make_row())
+
+
+def test_results_paths(tmp_path):
+    csv_path, json_path = results_paths(tmp_path, date(2026, 11, 29), "gpu1.lab", "2xNVIDIA H200")
+    assert csv_path == tmp_path / "2026-11-29-gpu1.lab-2xNVIDIA-H200.csv"
+    assert json_path == tmp_path / "2026-11-29-gpu1.lab-2xNVIDIA-H200.json"
+    assert results_paths("out", "2026-11-29", "h", "NVIDIA A100-SXM4-80GB / 4")[0].name == \
+        "2026-11-29-h-NVIDIA-A100-SXM4-80GB-4.csv"
+    with pytest.raises(ValueError, match="hardware '  /  ' leaves nothing"):
+        results_paths("out", "2026-11-29", "h", "  /  ")
+
+
+def test_a_crash_while_replacing_leaves_the_old_files_whole(paths, monkeypatch):
+    first = make_row()
+    append(first, *paths)
+    before = [p.read_bytes() for p in paths]
+
+    def crash(src, dst):
+        raise KeyboardInterrupt  # Ctrl-C at the worst moment
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        append(make_row(model="resnet18"), *paths)
+    monkeypatch.undo()
+    assert [p.read_bytes() for p in paths] == before
+    assert load(paths[1]) == [first]
+    assert sorted(p.name for p in paths[0].parent.iterdir()) == ["r.csv", "r.json"]  # no temporary file left
+
+
+def test_a_crash_between_the_two_files_is_repaired_by_the_next_append(paths, monkeypatch):
+    append(make_row(), *paths)
+    real_replace = os.replace
+
+    def json_then_crash(src, dst):
+        if str(dst).endswith(".csv"):
+            raise OSError("disk full")
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", json_then_crash)
+    with pytest.raises(OSError, match="disk full"):
+        append(make_row(model="second"), *paths)
+    monkeypatch.undo()
+    assert [r.model for r in load(paths[1])] == ["gpt", "second"]  # the JSON has the finished row
+    assert [r.model for r in load(paths[0])] == ["gpt"]  # the CSV lags one row, still whole
+    append(make_row(model="third"), *paths)
+    assert [r.model for r in load(paths[0])] == ["gpt", "second", "third"]
+
+
+def test_append_refuses_to_overwrite_a_csv_without_its_json(paths):
+    paths[0].write_text("precious\n")
+    with pytest.raises(ResultsError, match="exists without its JSON file"):
+        append(make_row(), *paths)
+    assert paths[0].read_text() == "precious\n"
+
+
+def test_append_refuses_a_corrupt_json_rather_than_replacing_it(paths):
+    paths[1].write_text("{not json")
+    with pytest.raises(ResultsError, match="not JSON"):
+        append(make_row(), *paths)
+    assert paths[1].read_text() == "{not json"
+
+
+def test_done_keys_skip_failed_cases_and_missing_files(paths, tmp_path):
+    append(make_row(micro_batches=1), *paths)
+    append(make_row(micro_batches=2, status="oom", reason="out of memory", samples_per_s=None), *paths)
+    append(make_row(micro_batches=4, status="failed", reason="NCCL error", samples_per_s=None), *paths)
+    append(make_row(micro_batches=8, status="unavailable", reason="no such schedule", samples_per_s=None), *paths)
+    keys = done_keys([paths[1], tmp_path / "not-yet.json"])
+    assert {k[5] for k in keys} == {1, 2, 8}
+    assert done_keys(paths[0]) == keys  # the CSV gives the same keys, typed alike
+
+
+def test_load_folder_prefers_json_over_its_csv_twin(tmp_path):
+    append(make_row(), tmp_path / "a.csv", tmp_path / "a.json")
+    append(make_row(model="other"), tmp_path / "b.csv", tmp_path / "b.json")
+    (tmp_path / "b.json").unlink()  # a CSV alone still counts
+    rows = load(tmp_path)
+    assert sorted(r.model for r in rows) == ["gpt", "other"]
+    assert load([tmp_path / "a.csv", tmp_path / "a.json"])[0].timeline  # the JSON twin wins
+
+
+def _write_json(path: Path, rows, **header):
+    path.write_text(json.dumps({"format": "pipebench-results", "version": 1, **header, "rows": rows}))
+
+
+def _row_dict(**changes):
+    data = asdict(make_row())
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{oops", "not JSON"),
+    ('{"format": "pipebench-profile", "version": 1, "profiles": []}',
+     "not a pipebench results file (field 'format' should be 'pipebench-results', got 'pipebench-profile')"),
+    ('[1, 2]', "not a pipebench results file"),
+    ('{"format": "pipebench-results", "version": 2, "rows": []}', "results version 2 is not supported (expected 1)"),
+    ('{"format": "pipebench-results", "version": 1, "rows": {}}', "field 'rows' should be a list"),
+])
+def test_bad_files_name_the_file_and_the_problem(tmp_path, content, message):
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    with pytest.raises(ResultsError) as info:
+        load(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("row, message", [
+    ({k: v for k, v in _row_dict().items() if k != "status"}, "rows[1]: missing field 'status'"),
+    (_row_dict(batch="64"), "rows[1]: field 'batch': expected int, got '64'"),
+    (_row_dict(batch=True), "rows[1]: field 'batch': expected int, got True"),
+    (_row_dict(samples_per_s="fast"), "rows[1]: field 'samples_per_s': expected float, got 'fast'"),
+    (_row_dict(peak_memory_bytes=[1, "2"]), "rows[1]: field 'peak_memory_bytes': expected a list of int"),
+    (_row_dict(timeline=[{"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": "a", "end_ms": 1}]),
+     "rows[1]: field 'timeline': [0].start_ms: expected float, got 'a'"),
+    (_row_dict(status="maybe"), "rows[1]: Row.status: 'maybe' is not one of"),
+    (_row_dict(colour="red"), "rows[1]: unknown field 'colour'"),
+    ("row", "rows[1]: expected an object, got 'row'"),
+])
+def test_bad_rows_name_the_row_and_the_field(tmp_path, row, message):
+    path = tmp_path / "x.json"
+    _write_json(path, [_row_dict(), row])
+    with pytest.raises(ResultsError) as info:
+        load(path)
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+def test_bad_csv_names_the_line_and_the_field(tmp_path, paths):
+    append(make_row(), *paths)
+    text = paths[0].read_text().replace(",8,4,1f1b,", ",eight,4,1f1b,")
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    with pytest.raises(ResultsError, match=r"bad.csv: line 2: field 'batch': expected int, got 'eight'"):
+        load(bad)
+    old = tmp_path / "old.csv"
+    old.write_text("model,strategy,batch\ngpt,single,64\n")
+    with pytest.raises(ResultsError, match="old.csv: not a pipebench results CSV: missing column 'flavour'"):
+        load(old)
+    with pytest.raises(ResultsError, match="x.txt: not a results file"):
+        load(tmp_path / "x.txt")
+    with pytest.raises(ResultsError, match="nothing.json: no such file"):
+        load(tmp_path / "nothing.json")
+
+
+def test_timeline_from_schedule_ops():
+    from partition.schedule import simulate
+
+    timeline = results.timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
+    assert timeline[0] == {"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.0}
+    assert len(timeline) == 8 and make_row(predicted_timeline=timeline).predicted_timeline == timeline
+    hand_made = type("Op", (), dict(stage=2, kind="W", micro=1, start=3, end=4, device=None))
+    assert results.timeline_from_ops([hand_made])[0]["device"] == 2
+
+
+def test_results_module_imports_no_torch():
+    code = "import sys, bench.results; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
