@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
+
 __all__ = ["main"]
 
 EXIT_USAGE = 2
@@ -71,7 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
     plan.add_argument("--chunks", default="auto",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
-    plan.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b"])
+    plan.add_argument("--schedule", default="1f1b", choices=list(SIMULATED_SCHEDULES),
+                      help="pipeline schedule to plan for (default: 1f1b)")
+    plan.add_argument("--virtual-stages", type=int, default=None, metavar="V",
+                      help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
     plan.add_argument("--max-memory", metavar="SIZE", help="memory cap per stage, e.g. 20GiB or 512MB")
@@ -123,6 +128,7 @@ def cmd_plan(args) -> int:
     from partition.profile import load_profiles, save_profiles
 
     max_memory = parse_size(args.max_memory) if args.max_memory else None
+    virtual = _virtual_stages(args.schedule, args.virtual_stages)
     if args.profile:
         profiles = load_profiles(args.profile)
         first = profiles[0]
@@ -139,11 +145,11 @@ def cmd_plan(args) -> int:
         profiles, link_gbps = _profile(args, devices)
         if args.save_profile:
             save_profiles(profiles, args.save_profile)
-    if len(devices) > len(profiles[0].layers):
-        raise UsageError(f"more stages than layers ({len(devices)} > {len(profiles[0].layers)})")
+    if len(devices) * virtual > len(profiles[0].layers):
+        raise UsageError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
 
     chunks = None if args.chunks == "auto" else int(args.chunks)
-    common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer)
+    common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer, virtual_stages=virtual)
     plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks, max_memory=max_memory, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
     print(format_plan(plan, baseline, max_memory))
@@ -153,6 +159,21 @@ def cmd_plan(args) -> int:
         plan.save(args.json)
         print(f"plan written to {args.json}")
     return 0
+
+
+def _virtual_stages(schedule: str, asked: int | None) -> int:
+    """Stages per device: 1 for gpipe and 1f1b, 2 by default for the multi-stage schedules."""
+    if schedule in ("gpipe", "1f1b"):
+        if asked not in (None, 1):
+            raise UsageError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
+        return 1
+    if asked is None:
+        return 2
+    if schedule == "zbv" and asked != 2:
+        raise UsageError(f"--virtual-stages {asked}: zbv runs exactly 2 stages per device")
+    if asked < 1:
+        raise UsageError(f"--virtual-stages takes a positive integer (got {asked})")
+    return asked
 
 
 def _devices(args, check: bool) -> list[str]:
@@ -275,6 +296,8 @@ def format_plan(plan, baseline, max_memory=None) -> str:
     """The stages as a table, then the predicted figures beside the parameter-balanced baseline."""
     import pandas as pd
 
+    where = f" ({plan.virtual_stages} per device on {plan.device_count} devices)" if plan.virtual_stages > 1 else ""
+
     rows = []
     for s in plan.stages:
         names = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}"
@@ -291,7 +314,7 @@ def format_plan(plan, baseline, max_memory=None) -> str:
             "memory": _bytes(s.predicted_memory_bytes),
         })
     lines = [
-        f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages [{plan.device_name}], batch {plan.batch} = "
+        f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
         f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balance}",
         "",
         pd.DataFrame(rows).to_string(index=False),

@@ -67,6 +67,8 @@ class Plan:
     optimizer: str = "sgd"
     link_gbps: float = 0.0
     """Bandwidth used to price activation transfers (0: transfers free)."""
+    virtual_stages: int = 1
+    """Stages per device: 2 or more for the interleaved and zero-bubble schedules."""
     config: dict[str, Any] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
@@ -92,7 +94,20 @@ class Plan:
 
     @property
     def devices(self) -> list[str]:
+        """The device of each stage (a device appears v times with v virtual stages)."""
         return [s.device for s in self.stages]
+
+    @property
+    def device_count(self) -> int:
+        return len(self.stages) // self.virtual_stages
+
+    def memory_per_device(self) -> list[int]:
+        """Predicted peak bytes per device: the sum over the stages it runs."""
+        where = sched.placement(self.schedule, len(self.stages), self.device_count)
+        totals = [0] * self.device_count
+        for stage, device in zip(self.stages, where):
+            totals[device] += stage.predicted_memory_bytes
+        return totals
 
 
 def uniform_bounds(layers: int, stages: int) -> list[int]:
@@ -117,14 +132,16 @@ def make_plan(
     speeds: Sequence[float] | None = None,
     link_gbps: float = 0.0,
     optimizer: str = "sgd",
+    virtual_stages: int = 1,
 ) -> Plan:
-    """Plan one stage per entry of `devices`.
+    """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
 
     profiles: the model profiled at one or more micro-batch sizes (same model and global batch).
     micro_batches: use this count (its profile must be among `profiles`); None picks the count with the
         highest predicted throughput among those profiled.
-    max_memory: bytes per stage (one figure or one per stage); the plan never exceeds it.
-    speeds: per-stage speed factors relative to the profiled device (2.0 = twice as fast).
+    max_memory: bytes per device (one figure or one per device); the plan never exceeds it. With v stages
+        per device each stage gets 1/v of its device's cap (a simplification that never overshoots).
+    speeds: per-device speed factors relative to the profiled device (2.0 = twice as fast).
     link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth.
     """
     if balance not in BALANCES:
@@ -135,6 +152,9 @@ def make_plan(
         raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
     if not profiles:
         raise ValueError("need at least one profile")
+    if virtual_stages < 1:
+        raise ValueError(f"need at least one stage per device (got {virtual_stages})")
+    sched.placement(schedule, len(devices) * virtual_stages, len(devices))  # one clear error if it does not fit
     batch = profiles[0].batch
     by_count = {p.micro_batches: p for p in profiles}
     if micro_batches is not None:
@@ -153,7 +173,8 @@ def make_plan(
     first_error: InfeasibleError | None = None
     for m in counts:
         try:
-            plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer)
+            plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer,
+                             virtual_stages)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
@@ -167,7 +188,7 @@ def make_plan(
         raise first_error
     if balance == "time":
         best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
-                         optimizer, polish=True)
+                         optimizer, virtual_stages, polish=True)
         candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
@@ -183,29 +204,40 @@ def _candidate(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, polish=False) -> Plan:
+def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, virtual_stages,
+              polish=False) -> Plan:
     layers = profile.layers
-    p = len(devices)
+    v = virtual_stages
+    p = len(devices) * v  # stages
     n = len(layers)
     if p > n:
         raise ValueError(f"more stages than layers ({p} > {n})")
     m = profile.micro_batches
-    speeds = [1.0] * p if speeds is None else list(speeds)
+    where = sched.placement(schedule, p, len(devices))  # device index of each stage
+    device_speeds = [1.0] * len(devices) if speeds is None else list(speeds)
+    if len(device_speeds) != len(devices):
+        raise ValueError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
+    speeds = [device_speeds[d] for d in where]
     costs = [layer.step_ms for layer in layers]
     # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
     prices = [layer.output_bytes / (link_gbps * 1e9) * 1e3 if link_gbps > 0 else 0.0 for layer in layers[:-1]]
     states = 2 + OPTIMIZER_STATES[optimizer]
-    # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule.
-    worst_in_flight = m if schedule == "gpipe" else min(m, p)
+    # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule
+    # (1F1B holds at most p; interleaved and zero-bubble schedules are counted as holding all m).
+    worst_in_flight = min(m, p) if schedule == "1f1b" else m
     memory = [layer.param_bytes * states + layer.saved_bytes * worst_in_flight for layer in layers]
     caps = None
     if max_memory is not None:
-        caps = [float(max_memory)] * p if isinstance(max_memory, (int, float)) else [float(c) for c in max_memory]
+        per_device = ([float(max_memory)] * len(devices) if isinstance(max_memory, (int, float))
+                      else [float(c) for c in max_memory])
+        if len(per_device) != len(devices):
+            raise ValueError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
+        caps = [per_device[d] / v for d in where]
 
     if balance == "time":
         bounds = solve(costs, p, speeds=speeds, memory=memory if caps else None, caps=caps, cut_prices=prices)
         if polish:
-            bounds = _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps)
+            bounds = _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, len(devices))
     elif balance == "params":
         bounds = solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
     else:
@@ -214,14 +246,14 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     fwd = [sum(l.forward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
     bwd = [sum(l.backward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
     transfer = [prices[b - 1] for b in bounds[1:-1]]
-    timeline = sched.simulate(fwd, bwd, m, schedule, transfer)
+    timeline = sched.simulate(fwd, bwd, m, schedule, transfer, devices=len(devices))
     stage_compute = stage_times(costs, bounds, speeds=speeds)
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
         held = timeline.peak_in_flight[s]
         stages.append(StagePlan(
             index=s,
-            device=str(devices[s]),
+            device=str(devices[where[s]]),
             first_layer=a,
             end_layer=b,
             layers=[l.name for l in layers[a:b]],
@@ -253,10 +285,11 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
         optimizer=optimizer,
         link_gbps=link_gbps,
+        virtual_stages=v,
     )
 
 
-def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps) -> list[int]:
+def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, devices) -> list[int]:
     """Among cuts that keep the optimal slowest stage (and the caps), move cuts one layer at a time while
     the simulated step gets shorter.
 
@@ -271,7 +304,7 @@ def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps) ->
     def step(cand):
         fwd = [(fwd_prefix[b] - fwd_prefix[a]) / v for a, b, v in zip(cand, cand[1:], speeds)]
         bwd = [(bwd_prefix[b] - bwd_prefix[a]) / v for a, b, v in zip(cand, cand[1:], speeds)]
-        return sched.simulate(fwd, bwd, m, schedule, [prices[b - 1] for b in cand[1:-1]]).step_time
+        return sched.simulate(fwd, bwd, m, schedule, [prices[b - 1] for b in cand[1:-1]], devices=devices).step_time
 
     def allowed(cand):
         if any(a >= b for a, b in zip(cand, cand[1:])):

@@ -85,6 +85,9 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     (["plan", "--model", "mlp", "--stages", "0"], "--stages must be at least 1 (got 0)"),
     (["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "0"], "--batch must be at least 1 (got 0)"),
     ([*TINY_GPT, "--stages", "2", "--repeats", "0"], "--repeats must be at least 1 (got 0)"),
+    ([*TINY_GPT, "--stages", "2", "--schedule", "zbv", "--virtual-stages", "3"], "zbv runs exactly 2 stages per device"),
+    ([*TINY_GPT, "--stages", "2", "--virtual-stages", "2"], "1f1b runs one stage per device"),
+    ([*TINY_GPT, "--stages", "3", "--schedule", "interleaved"], "more stages than layers (6 > 5)"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert_usage_error(capsys, argv, message)
@@ -131,3 +134,9 @@ def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
     result = subprocess.run([script, "models"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "resnet101" in result.stdout
+
+
+def test_plan_interleaved_stages(capsys):
+    code, out, _ = run(capsys, *TINY_GPT, "--set", "depth=4", "--stages", "2", "--schedule", "interleaved")
+    assert code == 0
+    assert "on 4 stages (2 per device on 2 devices)" in out and ", interleaved," in out

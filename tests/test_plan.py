@@ -129,3 +129,37 @@ def test_tie_break_keeps_the_optimum_and_never_slows_the_step():
     fwd = [sum(l.forward_ms for l in profile.layers[a:b]) for a, b in zip(raw, raw[1:])]
     bwd = [sum(l.backward_ms for l in profile.layers[a:b]) for a, b in zip(raw, raw[1:])]
     assert plan.predicted_step_ms <= simulate(fwd, bwd, 2, "1f1b").step_time + 1e-9
+
+
+def test_interleaved_plans_v_stages_per_device_in_loops():
+    plan = make_plan([gpt_like()], ["cuda:0", "cuda:1"], micro_batches=8, schedule="interleaved", virtual_stages=2)
+    assert len(plan.stages) == 4 and plan.device_count == 2 and plan.virtual_stages == 2
+    assert plan.devices == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    memory = plan.memory_per_device()
+    assert memory == [plan.stages[0].predicted_memory_bytes + plan.stages[2].predicted_memory_bytes,
+                      plan.stages[1].predicted_memory_bytes + plan.stages[3].predicted_memory_bytes]
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+
+
+def test_zbv_places_stages_in_a_v():
+    plan = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    assert plan.devices == ["a", "b", "b", "a"]
+    one_per_device = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="1f1b")
+    assert plan.bubble_fraction < one_per_device.bubble_fraction
+
+
+@pytest.mark.parametrize("schedule, virtual, message", [
+    ("1f1b", 2, "1f1b runs one stage per device"),
+    ("zbv", 3, "zbv"),
+])
+def test_stage_counts_that_a_schedule_cannot_place(schedule, virtual, message):
+    with pytest.raises(ValueError, match=message):
+        make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual)
+
+
+def test_stage_inputs_come_from_the_profile():
+    profile = gpt_like()
+    plan = make_plan([profile], ["a", "b"], micro_batches=8)
+    cut = plan.bounds[1]
+    assert plan.stages[0].input_shape == profile.input_shape and plan.stages[0].input_dtype == "int64"
+    assert plan.stages[1].input_shape == profile.layers[cut - 1].output_shape
