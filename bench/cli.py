@@ -91,7 +91,107 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", metavar="FILE", help="write the plan as JSON")
     plan.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
     plan.set_defaults(handler=cmd_plan)
+
+    run = sub.add_parser(
+        "run", help="run the benchmark suite and write one results row per case",
+        description="Train every model with every strategy on the chosen GPUs, side by side in one run; "
+        "append one row per case to <out>/<date>-<host>-<hardware>.csv and .json as each case ends.",
+    )
+    run.add_argument("--models", help="comma-separated models (default: gpt,resnet101)")
+    run.add_argument("--strategies", help="comma-separated strategies (default: all; see below)")
+    run.add_argument("--gpus", help="GPU ids, e.g. 0,1 (default: every visible GPU; the CPU when there is none)")
+    run.add_argument("--batch", type=int, help="global batch for every model (default: gpt 64, resnet101 256)")
+    run.add_argument("--chunks", default="auto",
+                     help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
+    run.add_argument("--flavour", help="size flavour for every model (default: full size)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a model setting for every model (repeatable)")
+    run.add_argument("--quick", action="store_true",
+                     help="tiny flavours of every strategy, batch 8: a couple of minutes on a 2-core CPU")
+    run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
+    run.add_argument("--out", default="results", help="folder for the results files (default: results)")
+    run.add_argument("--steps", type=int, default=5, help="timed steps per case (default: 5)")
+    run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
+    run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
+    run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
+    run.epilog = "strategies: single, dataparallel, ddp, modelparallel, pipeline, pp-gpipe, pp-1f1b, " \
+                 "pp-interleaved, pp-zb, pp-zbv"
+    run.set_defaults(handler=cmd_run)
+
+    report = sub.add_parser("report", help="tables and plots from results files",
+                            description="Summarise results files (speed-ups, efficiency, predicted against "
+                            "measured) into report.md, summary.csv and PNG plots.")
+    report.add_argument("files", nargs="*", help="results .json/.csv files or folders (default: results)")
+    report.add_argument("--out", help="folder for the report (default: <first file>-report)")
+    report.set_defaults(handler=cmd_report)
     return parser
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+def cmd_run(args) -> int:
+    from bench import run as suite_run
+    from bench.suite import detect_machine
+    from partition.devices import parse_gpu_ids
+
+    for name in ("steps", "warmup"):
+        if getattr(args, name) < (1 if name == "steps" else 0):
+            raise UsageError(f"--{name} must be at least {1 if name == 'steps' else 0} (got {getattr(args, name)})")
+    if args.batch is not None and args.batch < 1:
+        raise UsageError(f"--batch must be at least 1 (got {args.batch})")
+    options = suite_run.RunOptions(
+        models=suite_run.parse_models(args.models, args.batch),
+        strategies=suite_run.parse_strategies(args.strategies),
+        chunks=suite_run.parse_chunks(args.chunks),
+        flavour=args.flavour, overrides=dict(_parse_override(o) for o in args.overrides), out=Path(args.out), resume=args.resume,
+        steps=args.steps, warmup=args.warmup, timeout=args.timeout, repeats=args.repeats,
+        profiles=Path(args.profiles) if args.profiles else None,
+    )
+    machine = detect_machine(parse_gpu_ids(args.gpus) if args.gpus else None)
+    if machine.gpus is None:
+        _note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs "
+              "(gloo), tiny flavours")
+        args.quick = True
+    if args.quick:
+        options = suite_run.quick_options(options)
+    try:
+        rows, csv_path, json_path = suite_run.run_suite(options, machine, note=_note)
+    except KeyboardInterrupt:
+        _note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
+        return 130
+    print(suite_run.summary_table(rows))
+    print(f"\nresults: {csv_path}\n         {json_path}")
+    print(f"report:  pipebench report {json_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+def cmd_report(args) -> int:
+    from bench.report import frame, markdown_table, recommend, summarise, write_report
+    from bench.results import load
+
+    files = args.files or ["results"]
+    rows = load(files)
+    if not rows:
+        raise UsageError(f"no results rows in {', '.join(files)}")
+    out = Path(args.out) if args.out else _default_report_dir(Path(files[0]))
+    summary = summarise(frame(rows))
+    print(markdown_table(summary))
+    print()
+    print("\n".join(recommend(summary)))
+    written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]))
+    for note in written.notes:
+        _note(note)
+    print("\nwrote " + ", ".join(str(p) for p in written.paths))
+    return 0
+
+
+def _default_report_dir(first: Path) -> Path:
+    if first.is_dir():
+        return first / "report"
+    return first.with_name(first.stem + "-report")
 
 
 # ---------------------------------------------------------------------------------------------- models

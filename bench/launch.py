@@ -23,12 +23,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from bench.job import Job
 
-__all__ = ["WorkerError", "launch", "visible_devices", "free_port"]
+__all__ = ["WorkerError", "Session", "launch", "visible_devices", "free_port"]
 
 
 class WorkerError(RuntimeError):
@@ -80,51 +83,153 @@ def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
     ]
 
 
+class Session:
+    """A job's workers, started and warmed up, running one training step each time `step` is called.
+
+    The parent times each step with its own clock (a TCPStore round trip, well under a millisecond,
+    is included), so that pytest-benchmark measures multi-process strategies in the parent as it
+    measures anything else. Use as a context manager: leaving it stops every worker.
+
+        with Session(job, gpus=[0, 1]) as workers:
+            times = [workers.step() for _ in range(5)]
+            result = workers.finish()
+    """
+
+    def __init__(self, job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
+                 torchrun_args: Sequence[str] = (), keep: str | Path | None = None):
+        self.job, self.gpus, self.timeout, self.torchrun_args, self.keep = job, gpus, timeout, torchrun_args, keep
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._proc: subprocess.Popen | None = None
+        self._store = None
+        self._count = 0
+
+    def __enter__(self) -> "Session":
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        self._store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                               timeout=timedelta(seconds=self.timeout))
+        job = replace(self.job, control_port=self._store.port)
+        self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
+        self.out_dir = Path(self.keep) if self.keep is not None else Path(self._tmp.name)
+        self._proc = _start(job, self.out_dir, self.gpus, self.torchrun_args)
+        self._awaiting = "ready"
+        threading.Thread(target=self._watch, args=(self._store.port,), daemon=True).start()
+        try:
+            self._wait_for("ready")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def step(self, trace: bool = False) -> float:
+        """Run one training step on every worker; its wall time in ms on the parent's clock."""
+        start = time.perf_counter()
+        self._store.set(f"cmd{self._count}", "trace" if trace else "step")
+        self._wait_for(f"done{self._count}")
+        self._count += 1
+        return (time.perf_counter() - start) * 1e3
+
+    def finish(self) -> dict:
+        """Stop the workers and return rank 0's result (bench/worker.py)."""
+        self._store.set(f"cmd{self._count}", "stop")
+        try:
+            self._proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc)
+            raise WorkerError(f"{self.job.strategy}: workers did not stop within {self.timeout:.0f} s") from None
+        return _collect(self.job, self.out_dir, self._proc.returncode)
+
+    def _wait_for(self, key: str) -> None:
+        """Block until a worker sets `key` in the store (woken at once, no polling).
+
+        A watcher thread sets the awaited key to "exited" if the workers die first, so a failure wakes
+        us too; the store's own timeout (`timeout`) ends a hang."""
+        self._awaiting = key
+        if self._proc.poll() is not None:
+            self._store.set(key, "exited")
+        try:
+            self._store.wait([key])
+        except Exception:  # noqa: BLE001 - the store timed out
+            _kill_group(self._proc)
+            raise WorkerError(f"{self.job.strategy}: no answer within {self.timeout:.0f} s; stopped",
+                              log=_tail(self.out_dir / "workers.log")) from None
+        if self._store.get(key) == b"exited":
+            self._proc.wait()
+            _kill_group(self._proc)
+            _collect(self.job, self.out_dir, self._proc.returncode or 1)  # raises the worker's error
+            raise WorkerError(f"{self.job.strategy}: workers exited early", log=_tail(self.out_dir / "workers.log"))
+
+    def _watch(self, port: int) -> None:
+        """Thread: when the workers' process ends, wake whoever waits for a key."""
+        from torch.distributed import TCPStore
+
+        self._proc.wait()
+        try:
+            TCPStore("127.0.0.1", port, is_master=False).set(self._awaiting, "exited")
+        except Exception:  # noqa: BLE001 - the session is already closed
+            pass
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            _kill_group(self._proc)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+        self._store = None
+
+
 def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
            torchrun_args: Sequence[str] = (), keep: str | Path | None = None) -> dict:
-    """Run `job` in fresh processes and return rank 0's result (see bench/worker.py).
+    """Run `job` in fresh processes, timing its steps in the workers, and return rank 0's result.
 
     gpus: GPU ids to use (within the user's CUDA_VISIBLE_DEVICES); None: those visible.
     keep: a folder to keep the workers' files in (params-rank<r>.pt, the log); default: a temporary one.
     Raises WorkerError with the failing worker's message; `timeout` seconds end everything.
     """
+    with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
+        out_dir = Path(keep) if keep is not None else Path(tmp)
+        proc = _start(job, out_dir, gpus, torchrun_args)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise WorkerError(f"{job.strategy}: no result within {timeout:.0f} s; stopped",
+                              log=_tail(out_dir / "workers.log")) from None
+        finally:  # also on Ctrl-C: take the workers down with us
+            _kill_group(proc)
+        return _collect(job, out_dir, rc)
+
+
+def _start(job: Job, out_dir: Path, gpus, torchrun_args) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONSAFEPATH"] = "1"  # torchrun starts its workers with plain `python`: keep -P for them too
     env["PYTHONUNBUFFERED"] = "1"
-    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1" if job.device_type == "cuda" else str(_threads(job)))
+    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")  # one thread per process: each stands in for one device
     visible = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
-    with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
-        out_dir = Path(keep) if keep is not None else Path(tmp)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        job_path = out_dir / "job.json"
-        job.save(job_path)
-        log_path = out_dir / "workers.log"
-        command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise WorkerError(f"{job.strategy}: no result within {timeout:.0f} s; stopped",
-                                  log=_tail(log_path)) from None
-            except BaseException:  # Ctrl-C: take the workers down with us
-                _kill_group(proc)
-                raise
-            finally:
-                _kill_group(proc)
-        error = _first_error(out_dir)
-        if error is not None:
-            raise WorkerError(f"rank {error['rank']}: {error['type']}: {error['message']}", oom=error["oom"],
-                              unavailable=error.get("unavailable", False), log=_tail(log_path))
-        result_path = out_dir / "result.json"
-        if rc != 0 or not result_path.exists():
-            raise WorkerError(f"{job.strategy}: workers exited with status {rc} and no result; log ends: "
-                              f"{_tail(log_path, 1)}", log=_tail(log_path))
-        return json.loads(result_path.read_text())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job_path = out_dir / "job.json"
+    job.save(job_path)
+    command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args)
+    with open(out_dir / "workers.log", "wb") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def _collect(job: Job, out_dir: Path, rc: int) -> dict:
+    """rank 0's result, or WorkerError with the error of the worker that failed first."""
+    log = out_dir / "workers.log"
+    error = _first_error(out_dir)
+    if error is not None:
+        raise WorkerError(f"rank {error['rank']}: {error['type']}: {error['message']}", oom=error["oom"],
+                          unavailable=error.get("unavailable", False), log=_tail(log))
+    result_path = out_dir / "result.json"
+    if rc != 0 or not result_path.exists():
+        raise WorkerError(f"{job.strategy}: workers exited with status {rc} and no result; log ends: "
+                          f"{_tail(log, 1)}", log=_tail(log))
+    return json.loads(result_path.read_text())
 
 
 def _threads(job: Job) -> int:

@@ -23,6 +23,10 @@ from bench.job import MULTI_PROCESS_STRATEGIES, Job
 from partition.profile import write_json
 
 
+COMMANDS = ("step", "trace", "stop")
+"""What the parent's store may ask of rank 0 (bench.launch.Session)."""
+
+
 def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
     """The strategy's Trainer for this process's share of the job."""
     from bench.strategies import SINGLE_PROCESS
@@ -63,7 +67,10 @@ def _synchronize(job: Job) -> None:
 
 
 def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
-    """Build, warm up, time `job.steps` steps; rank 0 returns the result, other ranks None."""
+    """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None.
+
+    Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
+    `job.control_port` is set (see bench.launch.Session). The last timed step is traced (bench/trace.py)."""
     distributed = job.strategy in MULTI_PROCESS_STRATEGIES
     if job.device_type == "cuda":
         if not torch.cuda.is_available():
@@ -75,6 +82,11 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
             set_fast_math()
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
+    store = None
+    if job.control_port is not None and rank == 0:
+        from datetime import timedelta
+
+        store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False, timeout=timedelta(hours=2))
 
     # Built on the CPU in every process from the same seed: the same weights everywhere (a CUDA build
     # would draw from the device's generator and differ from the single-device run).
@@ -83,30 +95,68 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     trainer = build_trainer(job, model, rank, world, local_rank)
     if job.device_type == "cuda":
         inputs, targets = inputs.to(trainer.devices[0]), targets.to(trainer.devices[0])
+    tracer = None
+    if hasattr(trainer, "pipeline_stages"):
+        from bench.trace import OpTrace
 
-    step_ms = []
-    for i in range(job.warmup + job.steps):
+        tracer = OpTrace(trainer.pipeline_stages, trainer.devices[0], rank)
+
+    steps_done = 0
+    timeline: list[dict] = []
+
+    def one_step(trace: bool) -> float:
+        nonlocal steps_done, timeline
         if job.fail_on_rank == rank:
             raise RuntimeError(f"injected failure on rank {rank}")
         _synchronize(job)
         if distributed:
             dist.barrier()
+        if trace and tracer is not None:
+            tracer.begin()
         start = time.perf_counter()
         trainer.step(inputs, targets)
         _synchronize(job)
         elapsed = (time.perf_counter() - start) * 1e3
-        if i == 0 and job.save_params:
+        if trace and tracer is not None:
+            timeline = tracer.end()
+        if distributed:
+            dist.barrier()  # the step is over when every process is done with it
+        if steps_done == 0 and job.save_params:
             torch.save(trainer.state_dict(), out_dir / f"params-rank{rank}.pt")
-        if i >= job.warmup:
-            step_ms.append(elapsed)
+        steps_done += 1
+        return elapsed
+
+    for _ in range(job.warmup):
+        one_step(trace=False)
+    step_ms = []
+    if job.control_port is None:
+        for i in range(job.steps):
+            step_ms.append(one_step(trace=i == job.steps - 1))
+    else:
+        if store is not None:
+            store.set("ready", "1")
+        k = 0
+        while True:
+            code = COMMANDS.index(store.get(f"cmd{k}").decode()) if store is not None else 0
+            if distributed:  # rank 0 passes the parent's word on: a one-number broadcast
+                word = torch.tensor([code], device=trainer.devices[0])
+                dist.broadcast(word, src=0)
+                code = int(word.item())
+            if COMMANDS[code] == "stop":
+                break
+            step_ms.append(one_step(trace=COMMANDS[code] == "trace"))
+            if store is not None:
+                store.set(f"done{k}", str(step_ms[-1]))
+            k += 1
 
     peak = trainer.peak_memory()
     if distributed:
         shares = [None] * world
-        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak})
+        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline})
         # A step ends when the slowest process ends it.
         step_ms = [max(s["step_ms"][k] for s in shares) for k in range(len(step_ms))]
         peak = [b for s in shares for b in s["peak"]]
+        timeline = [op for s in shares for op in s["timeline"]]
         dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
@@ -126,6 +176,7 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
         "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,
         "samples_per_s": job.batch / mean * 1e3 if step_ms else None,
         "peak_memory_bytes": peak,
+        "timeline": sorted(timeline, key=lambda op: (op["start_ms"], op["device"])),
     }
 
 

@@ -107,6 +107,7 @@ class PipelineParallelTrainer(Trainer):
             stages.append(PipelineStage(module, s, self.num_stages, device, input_args=example))
         self.first_rank = owner(strategy, 0, self.world)
         self.last_rank = owner(strategy, self.num_stages - 1, self.world)
+        self.pipeline_stages = stages
         stage_arg = stages[0] if len(stages) == 1 and SCHEDULES[strategy][2] == 1 else stages
         self.schedule = cls(stage_arg, micro_batches, loss_fn=self.model.loss_fn)
 

@@ -1,0 +1,88 @@
+"""The strategy suite as pytest-benchmark cases: one case per model x strategy x micro-batch count.
+
+    pytest bench/bench_suite.py --benchmark-json=out.json                    # every visible GPU
+    pytest bench/bench_suite.py --suite-quick --suite-strategies single,ddp,pp-1f1b
+
+Each case starts its workers (bench.launch.Session; multi-process strategies through torchrun), lets
+them warm up, then `benchmark.pedantic` times one synchronised training step per round in this process.
+extra_info holds the results row (samples/s, peak memory per device, first loss, the Plan's cuts and
+predicted step time, memory and bubble). Cases that cannot run here are skipped with the reason; a case
+that fails or runs out of memory fails with the worker's error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from bench import results as res
+from bench.run import RunOptions, parse_chunks, parse_models, parse_strategies, quick_options
+from bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, prepare, profile_case_model
+
+
+def _options(config) -> tuple[RunOptions, object]:
+    from partition.devices import parse_gpu_ids
+
+    gpus = config.getoption("--suite-gpus")
+    machine = detect_machine(parse_gpu_ids(gpus) if gpus else None)
+    options = RunOptions(
+        models=parse_models(config.getoption("--suite-models"), config.getoption("--suite-batch")),
+        strategies=parse_strategies(config.getoption("--suite-strategies")),
+        chunks=parse_chunks(config.getoption("--suite-chunks")), flavour=None, overrides={},
+        out=Path(config.getoption("--suite-out") or "."), resume=False,
+        steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=1800,
+    )
+    if config.getoption("--suite-quick") or machine.gpus is None:
+        options = quick_options(options)
+    return options, machine
+
+
+def pytest_generate_tests(metafunc):
+    if "case" in metafunc.fixturenames:
+        options, _ = _options(metafunc.config)
+        cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour)
+        metafunc.parametrize("case", cases, ids=[c.label().replace(" ", "-") for c in cases])
+
+
+@pytest.fixture(scope="session")
+def suite(request, tmp_path_factory):
+    options, machine = _options(request.config)
+    return {"options": options, "machine": machine, "profiles": {}, "folder": tmp_path_factory.mktemp("profiles")}
+
+
+def test_case(benchmark, case, suite):
+    from bench.launch import Session
+
+    options, machine = suite["options"], suite["machine"]
+    benchmark.group = f"{case.model} {case.flavour or 'full'} batch {case.batch} on {machine.hardware}"
+    key = (case.model, case.flavour, case.batch, case.overrides)
+    try:
+        profiled = None
+        if case.strategy not in ("dataparallel", "ddp"):
+            if key not in suite["profiles"]:
+                suite["profiles"][key] = profile_case_model(case, machine, suite["folder"], note=lambda _: None)
+            profiled = suite["profiles"][key]
+        prepared = prepare(case, machine, profiled, steps=options.steps, warmup=options.warmup)
+    except CaseUnavailable as exc:
+        pytest.skip(str(exc))
+    with Session(prepared.job, gpus=prepared.gpus, timeout=options.timeout) as workers:
+        times: list[float] = []
+        benchmark.pedantic(lambda: times.append(workers.step()), rounds=options.steps, iterations=1)
+        workers.step(trace=True)
+        result = workers.finish()
+    row = make_row(prepared, machine, status="ok", result=result, step_ms=times, started_at=res_now())
+    benchmark.extra_info.update({k: v for k, v in dataclasses.asdict(row).items()
+                                 if k not in ("timeline", "predicted_timeline")})
+    if options.out != Path("."):
+        csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
+        res.append(row, csv_path, json_path)
+    assert row.first_loss is not None and row.first_loss == row.first_loss  # a finite loss was computed
+
+
+def res_now() -> str:
+    from bench.suite import now
+
+    return now()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The benchmark suite on the 2xH200 machine, from the repository root:
+#   MODELS=gpt bash bench/gpu/suite.sh        (one model per call keeps a call under 10 minutes)
+# Writes ${OUT:-out}/suite-<models>/: env.txt, run.log, the results .csv/.json, profiles and the report,
+# and packs them into suite-<models>.tar.gz.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+models=${MODELS:-gpt,resnet101}
+name=suite-${models//,/-}
+dir=${OUT:-out}/$name
+mkdir -p "$dir"
+py=${PYTHON:-python3}
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  hostname
+  git rev-parse HEAD 2>/dev/null
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  nvidia-smi topo -m
+  $py -c "import torch, torchvision, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'torchvision', torchvision.__version__)"
+  nproc
+} > "$dir/env.txt" 2>&1
+cat "$dir/env.txt"
+$py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUNKS:-auto}" \
+    ${STRATEGIES:+--strategies "$STRATEGIES"} ${EXTRA:-} 2>&1 | tee "$dir/run.log"
+$py -m bench.cli report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
+tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"
