@@ -38,6 +38,9 @@ SCHEDULE_OF = {
 }
 """Pipeline strategy -> (schedule the planner simulates, stages per device)."""
 
+MIN_MICRO_BATCHES = {"pp-1f1b": lambda stages: stages}
+"""torch's Schedule1F1B refuses fewer micro-batches than stages."""
+
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
 """The default suite's models and global batches (DESIGN.md's figures are for these)."""
 QUICK_BATCH = 8
@@ -193,7 +196,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                              link_gbps=profiled.link_gbps)
         else:
             plan = make_plan(profiled.profiles, devices, schedule=case.schedule, virtual_stages=case.virtual_stages,
-                             micro_batches=case.micro_batches, link_gbps=profiled.link_gbps)
+                             micro_batches=case.micro_batches, link_gbps=profiled.link_gbps,
+                             min_micro_batches=MIN_MICRO_BATCHES.get(case.strategy, lambda p: 1)(p))
         job = job_from_plan(plan, case.strategy, **settings)
     except ValueError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None

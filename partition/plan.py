@@ -133,6 +133,7 @@ def make_plan(
     link_gbps: float = 0.0,
     optimizer: str = "sgd",
     virtual_stages: int = 1,
+    min_micro_batches: int = 1,
 ) -> Plan:
     """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
 
@@ -143,6 +144,8 @@ def make_plan(
         per device each stage gets 1/v of its device's cap (a simplification that never overshoots).
     speeds: per-device speed factors relative to the profiled device (2.0 = twice as fast).
     link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth.
+    min_micro_batches: the fewest micro-batches the executor accepts (torch's Schedule1F1B wants one per
+        stage at least); fewer are neither picked nor accepted.
     """
     if balance not in BALANCES:
         raise ValueError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
@@ -164,9 +167,15 @@ def make_plan(
             have = ", ".join(str(m) for m in sorted(by_count))
             raise ValueError(f"no profile at micro-batch size {batch // micro_batches} "
                              f"({micro_batches} micro-batches); profiled counts: {have}")
+        if micro_batches < min_micro_batches:
+            raise ValueError(f"{micro_batches} micro-batch(es) are too few: this schedule needs at least "
+                             f"{min_micro_batches}")
         counts = [micro_batches]
     else:
-        counts = sorted(by_count)
+        counts = [m for m in sorted(by_count) if m >= min_micro_batches]
+        if not counts:
+            raise ValueError(f"no profiled micro-batch count reaches the {min_micro_batches} this schedule needs "
+                             f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
 
     candidates: list[dict[str, Any]] = []
     best: Plan | None = None

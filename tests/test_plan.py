@@ -163,3 +163,13 @@ def test_stage_inputs_come_from_the_profile():
     cut = plan.bounds[1]
     assert plan.stages[0].input_shape == profile.input_shape and plan.stages[0].input_dtype == "int64"
     assert plan.stages[1].input_shape == profile.layers[cut - 1].output_shape
+
+
+def test_min_micro_batches_is_honoured():
+    profiles = [gpt_like(micro_batch=64 // m) for m in (1, 2, 4)]
+    plan = make_plan(profiles, ["a", "b"], min_micro_batches=2)
+    assert plan.micro_batches >= 2 and all(c["micro_batches"] >= 2 for c in plan.candidates)
+    with pytest.raises(ValueError, match="1 micro-batch\\(es\\) are too few: this schedule needs at least 2"):
+        make_plan(profiles, ["a", "b"], micro_batches=1, min_micro_batches=2)
+    with pytest.raises(ValueError, match="no profiled micro-batch count reaches the 8"):
+        make_plan(profiles, ["a", "b"], min_micro_batches=8)
