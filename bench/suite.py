@@ -98,12 +98,16 @@ class Machine:
 def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequence[int | None], *,
                flavour: str | None = None, overrides: dict[str, Any] | None = None) -> list[Case]:
     """Every model x strategy, and for pipelines every micro-batch count in `chunks` (None = planner's)."""
+    import models as zoo
+
+    defaults = {info.name: info.default_flavour for info in zoo.list_models()}
     extra = tuple(sorted((overrides or {}).items()))
     cases = []
     for model, batch in models.items():
+        named = flavour or defaults.get(model)  # rows always name the flavour, e.g. "800m" not "full"
         for strategy in strategies:
             counts = chunks if strategy in PIPELINES else [1]
-            cases += [Case(model, flavour, batch, strategy, m, extra) for m in counts]
+            cases += [Case(model, named, batch, strategy, m, extra) for m in counts]
     return cases
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite on the 2xH200 machine, from the repository root:
 #   MODELS=gpt bash bench/gpu/suite.sh        (one model per call keeps a call under 10 minutes)
+#   SWEEP_STRATEGIES=pp-1f1b SWEEP_CHUNKS=2,4,8 also runs those strategies at those micro-batch counts
 # Writes ${OUT:-out}/suite-<models>/: env.txt, run.log, the results .csv/.json, profiles and the report,
 # and packs them into suite-<models>.tar.gz.
 set -u
@@ -22,5 +23,9 @@ py=${PYTHON:-python3}
 cat "$dir/env.txt"
 $py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUNKS:-auto}" \
     ${STRATEGIES:+--strategies "$STRATEGIES"} ${EXTRA:-} 2>&1 | tee "$dir/run.log"
+if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count, into the same results file
+  $py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --strategies "$SWEEP_STRATEGIES" \
+      --chunks "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
+fi
 $py -m bench.cli report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
 tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"
