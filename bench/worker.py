@@ -29,6 +29,9 @@ COMMANDS = ("step", "trace", "stop")
 
 def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
     """The strategy's Trainer for this process's share of the job."""
+    if job.bounds is not None and job.bounds[-1] != len(model):
+        raise ValueError(f"the plan cuts {job.bounds[-1]} layers but {job.model} has {len(model)}; "
+                         "plan again for this version of the model")
     from bench.strategies import SINGLE_PROCESS
     from bench.strategies.ddp import DDPTrainer
     from bench.strategies.pp import PipelineParallelTrainer

@@ -1,6 +1,7 @@
 """A GPT-style decoder-only language model, written out so each piece is one cuttable layer.
 
-    embed (tokens + positions) -> block_0..N-1 (pre-LayerNorm attention + MLP) -> norm -> head
+    embed (tokens + positions) -> block_i_attn, block_i_mlp for each block (pre-LayerNorm residual
+    halves; `split=1` keeps each block as one layer) -> norm -> head
 
 The head is a separate Linear, not tied to the token embedding, so the first and last stages can
 live on different GPUs without sharing a parameter. Weights follow GPT-2: normal(0, 0.02), zero
@@ -15,13 +16,16 @@ from torch import nn
 from models.base import Built, flatten_sequential
 from models.synthetic import SyntheticTokens
 
-DESCRIPTION = "GPT-style decoder (pre-LN, causal SDPA attention, GELU MLP, untied head), one layer per block"
+DESCRIPTION = "GPT-style decoder (pre-LN, causal SDPA attention, GELU MLP, untied head), attention and MLP cuttable"
 FLAVOURS = {
-    "tiny": {"vocab": 256, "width": 64, "depth": 2, "heads": 2, "ffn": None, "seq_len": 32},
-    "125m": {"vocab": 50304, "width": 768, "depth": 12, "heads": 12, "ffn": None, "seq_len": 1024},
-    "800m": {"vocab": 8192, "width": 2048, "depth": 16, "heads": 16, "ffn": 8192, "seq_len": 512},
+    "tiny": {"vocab": 256, "width": 64, "depth": 2, "heads": 2, "ffn": None, "seq_len": 32, "split": 2},
+    "125m": {"vocab": 50304, "width": 768, "depth": 12, "heads": 12, "ffn": None, "seq_len": 1024, "split": 2},
+    "800m": {"vocab": 8192, "width": 2048, "depth": 16, "heads": 16, "ffn": 8192, "seq_len": 512, "split": 2},
 }
-"""`ffn: None` means 4 * width; the built model's config records the number."""
+"""`ffn: None` means 4 * width; the built model's config records the number. `split`: cuttable layers per
+block: 2 makes the attention half and the MLP half separate layers (the same model, the same weights;
+finer cut points let the planner balance stages, especially with several stages per GPU); 1 keeps a
+block whole."""
 DEFAULT_FLAVOUR = "800m"
 
 
@@ -51,6 +55,18 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each B, H, T, C/H
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # B, H, T, C/H
         return self.proj(y.transpose(1, 2).reshape(batch, time, channels))  # B, T, C
+
+
+class Residual(nn.Module):
+    """x + body(norm(x)): one half of a pre-LayerNorm block, cuttable on its own."""
+
+    def __init__(self, norm: nn.Module, body: nn.Module):
+        super().__init__()
+        self.norm = norm
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # B, T, C
+        return x + self.body(self.norm(x))  # B, T, C
 
 
 class Block(nn.Module):
@@ -83,14 +99,24 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def build(config: dict) -> Built:
     config = {**config, "ffn": config["ffn"] or 4 * config["width"]}
-    vocab, width, depth, heads, ffn, seq_len = (
-        config[key] for key in ("vocab", "width", "depth", "heads", "ffn", "seq_len")
+    vocab, width, depth, heads, ffn, seq_len, split = (
+        config[key] for key in ("vocab", "width", "depth", "heads", "ffn", "seq_len", "split")
     )
     if width % heads:
         raise ValueError(f"gpt width ({width}) must be divisible by heads ({heads})")
+    if split not in (1, 2):
+        raise ValueError(f"gpt split is 1 (whole blocks) or 2 (attention and MLP halves), not {split!r}")
+    blocks = []
+    for i in range(depth):
+        block = Block(width, heads, ffn)
+        if split == 1:
+            blocks.append((f"block_{i}", block))
+        else:  # the same modules, created in the same order: the same weights as whole blocks
+            blocks += [(f"block_{i}_attn", Residual(block.ln_1, block.attn)),
+                       (f"block_{i}_mlp", Residual(block.ln_2, block.mlp))]
     layers = flatten_sequential(
         [("embed", Embedding(vocab, width, seq_len))]  # B, T, C
-        + [(f"block_{i}", Block(width, heads, ffn)) for i in range(depth)]  # B, T, C
+        + blocks  # B, T, C
         + [("norm", nn.LayerNorm(width)), ("head", nn.Linear(width, vocab, bias=False))]  # B, T, V
     )
     layers.apply(init_gpt2_)

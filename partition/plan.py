@@ -300,12 +300,16 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
 
 def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, devices) -> list[int]:
     """Among cuts that keep the optimal slowest stage (and the caps), move cuts one layer at a time while
-    the simulated step gets shorter.
+    the simulated step gets shorter (with several stages per device, any cuts within the caps).
 
     The solver's objective, the slowest stage, sets the steady-state pace; with few micro-batches the
     fill and drain also count, and several optimal partitions can differ there. This is a tie-break on
     top of the exact optimum, never a trade against it."""
-    limit = max(stage_times(costs, bounds, speeds=speeds, cut_prices=prices)) * (1 + 1e-9)
+    # One stage per device: keep the solver's optimal slowest stage. Several stages per device (loops or a
+    # V): what counts is each device's sum of stages, which the slowest stage does not capture, so the walk
+    # may trade stage balance for a shorter simulated step.
+    limit = (max(stage_times(costs, bounds, speeds=speeds, cut_prices=prices)) * (1 + 1e-9)
+             if devices == len(bounds) - 1 else float("inf"))
     fwd_prefix = [0.0, *accumulate(l.forward_ms for l in layers)]
     bwd_prefix = [0.0, *accumulate(l.backward_ms for l in layers)]
     mem_prefix = [0.0, *accumulate(memory)]
@@ -323,7 +327,7 @@ def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, de
         return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
 
     best, best_step = list(bounds), step(bounds)
-    for _ in range(4 * len(bounds)):  # each round moves one cut; a short walk suffices
+    for _ in range(4 * len(bounds) + (len(layers) if limit == float("inf") else 0)):  # one cut moves per round
         moves = [best[:k] + [best[k] + d] + best[k + 1:] for k in range(1, len(best) - 1) for d in (-1, 1)]
         scored = [(step(c), c) for c in moves if allowed(c)]
         if not scored or min(scored)[0] >= best_step * (1 - 1e-9):

@@ -13,7 +13,7 @@ File format (version 1), one JSON object:
           "device": "cuda:0", "device_name": "NVIDIA H200", "torch_version": "2.11.0+cu130",
           "batch": 256,                  # the global batch the plan is for
           "micro_batch": 32,             # samples per forward/backward measured below
-          "repeats": 5, "warmup": 2,     # timings are the median of `repeats` after `warmup` runs
+          "repeats": 5, "warmup": 2,     # timings: mean of `repeats` back-to-back runs after `warmup` runs
           "input_shape": [32, 3, 224, 224], "input_dtype": "float32",
           "layers": [
             {"name": "conv1", "params": 9408, "param_bytes": 37632,

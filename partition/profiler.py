@@ -2,14 +2,13 @@
 
 The planner balances what this measures, so it measures what a pipeline stage really does: each layer
 runs forward and backward in training mode on a micro-batch of the size the pipeline will use (a layer's
-time per sample depends on it), timed with the device synchronised around every call, the median of
-several repeats after warm-up. The model is left as it was found: same device, same parameter objects,
+time per sample depends on it), after warm-up, as the mean of several runs back to back between two
+synchronisations (as layers follow one another in a step). The model is left as it was found: same device, same parameter objects,
 same buffers (BatchNorm's running statistics), same gradients.
 """
 from __future__ import annotations
 
 import platform
-import statistics
 import time
 from typing import Callable
 
@@ -97,10 +96,15 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
         # A clone, not the leaf itself, so that in-place layers (ReLU(inplace=True)) may write to it.
         return leaf.clone() if needs_grad else leaf
 
-    forward_times = []
-    for _ in range(warmup + repeats):
-        x = fresh_input()
-        forward_times.append(_timed(lambda: layer(x), device)[1])
+    for _ in range(warmup):
+        _timed(lambda: layer(fresh_input()), device)
+    # Timed runs go back to back between two synchronisations, as layers follow one another in a real
+    # step: the CPU queues the next launches while the GPU works, so a layer costs what the slower of the
+    # two needs. Synchronising around every single run would also count the idle GPU while the CPU
+    # launches, which a real step hides (it made small micro-batches look up to 45% slower than they ran).
+    copies = [fresh_input() for _ in range(repeats)]
+    forward_s = _timed(lambda: [layer(x) for x in copies], device)[1] / repeats
+    del copies
 
     saved: dict[int, int] = {}
 
@@ -116,19 +120,19 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
     if not isinstance(output, torch.Tensor):
         raise TypeError(f"layer {type(layer).__name__} returned {type(output).__name__}, not one tensor")
 
-    backward_times = []
+    backward_s = 0.0
     if output.requires_grad:
         grad = torch.ones_like(output)
-        for _ in range(warmup + repeats):
-            backward_times.append(
-                _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)[1]
-            )
+        for _ in range(warmup):
+            _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)
+        backward_s = _timed(lambda: [torch.autograd.backward(output, grad, retain_graph=True)
+                                     for _ in range(repeats)], device)[1] / repeats
     params = sum(p.numel() for p in layer.parameters())
     figures = dict(
         params=params,
         param_bytes=sum(p.numel() * p.element_size() for p in layer.parameters()),
-        forward_ms=_median_ms(forward_times[warmup:]),
-        backward_ms=_median_ms(backward_times[warmup:]) if backward_times else 0.0,
+        forward_ms=forward_s * 1e3,
+        backward_ms=backward_s * 1e3,
         output_bytes=output.numel() * output.element_size(),
         output_shape=list(output.shape),
         output_dtype=_dtype_name(output.dtype),
@@ -150,10 +154,6 @@ def _timed(fn, device):
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _median_ms(seconds: list[float]) -> float:
-    return statistics.median(seconds) * 1e3
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

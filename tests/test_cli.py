@@ -72,7 +72,7 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["plan", "--model", "nosuch", "--stages", "2"], "unknown model 'nosuch'; choose one of: "),
     (["plan", "--model", "gpt", "--flavour", "huge", "--stages", "2"], "huge"),
-    ([*TINY_GPT, "--stages", "9"], "more stages than layers (9 > 5)"),
+    ([*TINY_GPT, "--stages", "9"], "more stages than layers (9 > 7)"),
     ([*TINY_GPT, "--stages", "2", "--chunks", "3"], "batch 8 does not split into 3 equal micro-batches"),
     ([*TINY_GPT, "--stages", "2", "--chunks", "many"], "--chunks takes a positive integer or auto"),
     ([*TINY_GPT, "--gpus", "7"], "GPU"),
@@ -87,7 +87,7 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     ([*TINY_GPT, "--stages", "2", "--repeats", "0"], "--repeats must be at least 1 (got 0)"),
     ([*TINY_GPT, "--stages", "2", "--schedule", "zbv", "--virtual-stages", "3"], "zbv runs exactly 2 stages per device"),
     ([*TINY_GPT, "--stages", "2", "--virtual-stages", "2"], "1f1b runs one stage per device"),
-    ([*TINY_GPT, "--stages", "3", "--schedule", "interleaved"], "more stages than layers (6 > 5)"),
+    ([*TINY_GPT, "--stages", "4", "--schedule", "interleaved"], "more stages than layers (8 > 7)"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert_usage_error(capsys, argv, message)

@@ -31,9 +31,9 @@ LAYER_COUNTS = {
     ("resnet152", "full"): 57,
     ("vit_b_16", "tiny"): 7,
     ("vit_b_16", "full"): 17,
-    ("gpt", "tiny"): 5,
-    ("gpt", "125m"): 15,
-    ("gpt", "800m"): 19,
+    ("gpt", "tiny"): 7,
+    ("gpt", "125m"): 27,
+    ("gpt", "800m"): 35,
 }
 
 
@@ -184,9 +184,12 @@ def test_gpt_800m_has_about_0_84_billion_parameters():
 
 def test_gpt_overrides_change_the_config_and_the_layers():
     model = get_model("gpt", "tiny", depth=3, vocab=100)
-    assert len(model) == 3 + 3
-    assert model.layer_names == ["embed", "block_0", "block_1", "block_2", "norm", "head"]
-    assert model.config == {"vocab": 100, "width": 64, "depth": 3, "heads": 2, "ffn": 256, "seq_len": 32}
+    assert len(model) == 3 + 2 * 3
+    assert model.layer_names == ["embed", "block_0_attn", "block_0_mlp", "block_1_attn", "block_1_mlp",
+                                 "block_2_attn", "block_2_mlp", "norm", "head"]
+    assert model.config == {"vocab": 100, "width": 64, "depth": 3, "heads": 2, "ffn": 256, "seq_len": 32, "split": 2}
+    whole = get_model("gpt", "tiny", depth=3, vocab=100, split=1)
+    assert whole.layer_names == ["embed", "block_0", "block_1", "block_2", "norm", "head"]
     assert model.layers.head.weight.data_ptr() != model.layers.embed.tokens.weight.data_ptr()  # not tied
     inputs, targets = model.make_batch(2)
     assert int(inputs.max()) < 100 and int(targets.max()) < 100
@@ -251,3 +254,13 @@ def test_broken_mnist_file_is_a_value_error(tmp_path):
     images_file.write_bytes(images_file.read_bytes()[:100])  # truncated
     with pytest.raises(ValueError, match="unusable.*never downloads"):
         get_model("convnet", data_dir=str(tmp_path))
+
+
+def test_gpt_halves_are_the_same_model_as_whole_blocks():
+    halves, whole = get_model("gpt", "tiny"), get_model("gpt", "tiny", split=1)
+    assert [p.detach().tolist() for p in halves.layers.parameters()] == \
+        [p.detach().tolist() for p in whole.layers.parameters()]
+    tokens, targets = halves.make_batch(3)
+    torch.testing.assert_close(halves.layers(tokens), whole.layers(tokens))
+    with pytest.raises(ValueError, match="gpt split is 1 .* or 2"):
+        get_model("gpt", "tiny", split=3)

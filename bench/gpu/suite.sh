@@ -14,7 +14,7 @@ py=${PYTHON:-python3}
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
   hostname
-  git rev-parse HEAD 2>/dev/null
+  echo "commit: see the results README (the device copy has no history)"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   nvidia-smi topo -m
   $py -c "import torch, torchvision, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), 'torchvision', torchvision.__version__)"
@@ -26,6 +26,9 @@ $py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUN
 if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count, into the same results file
   $py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --strategies "$SWEEP_STRATEGIES" \
       --chunks "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
+fi
+if [ -n "${PROBE:-}" ]; then  # DataParallel's slowness on ResNet-101: with and without TF32 + cuDNN autotuning
+  $py bench/gpu/dataparallel_probe.py "$dir/dataparallel-probe.json" 2>&1 | tee "$dir/dataparallel-probe.log"
 fi
 $py -m bench.cli report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
 tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"
