@@ -28,7 +28,8 @@ if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count,
       --chunks "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
 fi
 if [ -n "${PROBE:-}" ]; then  # DataParallel's slowness on ResNet-101: with and without TF32 + cuDNN autotuning
-  $py bench/gpu/dataparallel_probe.py "$dir/dataparallel-probe.json" 2>&1 | tee "$dir/dataparallel-probe.log"
+  mkdir -p "$dir/probe"
+  $py bench/gpu/dataparallel_probe.py "$dir/probe/dataparallel.json" 2>&1 | tee "$dir/probe/dataparallel.log"
 fi
 $py -m bench.cli report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
 tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"
