@@ -63,10 +63,11 @@ def _uniform(layers: int, stages: int) -> list[int]:
     return uniform_bounds(layers, stages)
 
 
-def _synchronize(job: Job) -> None:
-    if job.device_type == "cuda":
-        for i in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(i)
+def _synchronize(devices) -> None:
+    """Wait for this process's own GPUs (touching another would open a CUDA context there)."""
+    for device in devices:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
 
 def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
@@ -111,14 +112,14 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
         nonlocal steps_done, timeline
         if job.fail_on_rank == rank:
             raise RuntimeError(f"injected failure on rank {rank}")
-        _synchronize(job)
+        _synchronize(trainer.devices)
         if distributed:
             dist.barrier()
         if trace and tracer is not None:
             tracer.begin()
         start = time.perf_counter()
         trainer.step(inputs, targets)
-        _synchronize(job)
+        _synchronize(trainer.devices)
         elapsed = (time.perf_counter() - start) * 1e3
         if trace and tracer is not None:
             timeline = tracer.end()

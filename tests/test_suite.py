@@ -1,0 +1,92 @@
+"""The suite end to end on the CPU: Session-timed steps, `pipebench run` rows, --resume, the report."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.cli import main
+from bench.job import Job
+from bench.launch import Session, WorkerError
+from bench.results import load
+
+
+def test_session_times_each_step_in_the_parent():
+    job = Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=2, device_type="cpu",
+              micro_batches=2, warmup=1)
+    with Session(job, timeout=120) as workers:
+        times = [workers.step() for _ in range(3)]
+        workers.step(trace=True)
+        result = workers.finish()
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert len(result["step_ms"]) == 4  # the workers' own clocks, the traced step included
+    kinds = {(op["kind"], op["stage"], op["micro"]) for op in result["timeline"]}
+    assert kinds == {(k, s, m) for k in "FB" for s in (0, 1) for m in (0, 1)}
+
+
+def test_session_reports_a_failing_worker():
+    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu", fail_on_rank=0)
+    with pytest.raises(WorkerError, match="rank 0: RuntimeError: injected failure on rank 0"):
+        with Session(job, timeout=120):
+            pass
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_writes_rows_resumes_and_reports(capsys, tmp_path):
+    argv = ["run", "--models", "mlp", "--strategies", "single,ddp,pp-1f1b", "--quick", "--out", str(tmp_path)]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "no CUDA GPU visible: running on the CPU" in err and "[3/3]" in err and "so far" in err
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 1 and files[0].with_suffix(".csv").exists()
+    rows = load(files)
+    assert [r.strategy for r in rows] == ["single", "ddp", "pp-1f1b"]
+    assert all(r.status == "ok" and r.samples_per_s > 0 for r in rows)
+    assert len({round(r.first_loss, 5) for r in rows}) == 1  # the same computation everywhere
+    pp = rows[2]
+    assert pp.predicted_step_ms > 0 and pp.timeline and pp.predicted_timeline and pp.bounds[0] == 0
+    assert "| single |" in out and str(files[0]) in out
+
+    code, _, err = run(capsys, *argv, "--resume")
+    assert code == 0 and err.count("done already (--resume)") == 3
+    assert len(load(files)) == 3
+
+    code, out, err = run(capsys, "report", str(files[0]), "--out", str(tmp_path / "report"))
+    assert code == 0, err
+    assert "mlp tiny:" in out and (tmp_path / "report" / "report.md").exists()
+    assert (tmp_path / "report" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unavailable_cases_become_rows(capsys, tmp_path):
+    # pp-interleaved plans 2 stages on each of 2 devices; an MLP of depth 1 has fewer layers than that.
+    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "pp-interleaved", "--quick",
+                       "--set", "depth=1", "--out", str(tmp_path))
+    assert code == 0, err
+    (row,) = load(sorted(tmp_path.glob("*.json")))
+    assert row.status == "unavailable" and "more stages than layers" in row.reason
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--models", "nosuch"], "unknown model 'nosuch'"),
+    (["run", "--strategies", "single,warp"], "unknown strategy 'warp'"),
+    (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
+    (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
+    (["run", "--steps", "0"], "--steps must be at least 1 (got 0)"),
+])
+def test_run_bad_input_exits_2(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip().splitlines()[-1].startswith("pipebench: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
+    bad = tmp_path / "old.json"
+    bad.write_text(json.dumps({"format": "pipebench-results", "version": 0, "rows": []}))
+    code, _, err = run(capsys, "report", str(bad))
+    assert code == 2 and "version" in err and "Traceback" not in err
+    assert json.loads(bad.read_text())["version"] == 0
