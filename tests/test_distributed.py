@@ -184,3 +184,9 @@ def test_bad_jobs_are_refused_before_anything_starts(settings, message):
     base = dict(model="gpt", batch=8, devices=2, device_type="cpu")
     with pytest.raises(ValueError, match=message):
         Job(**{**base, **settings})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 8)])
+def test_eight_processes_gpt(tmp_path, strategy, micro_batches):
+    check(tmp_path, "gpt", strategy, 8, micro_batches=micro_batches, depth=4)

@@ -1,0 +1,66 @@
+"""What the planner predicts for 2, 4 and 8 GPUs from one GPU's profile, for every pipeline schedule.
+
+    python3 bench/gpu/scaling_predictions.py PROFILE.json [...] --link-gbps G --csv OUT.csv
+
+No GPU is needed: it plans from saved profiles (e.g. those the suite saved on an H200). It assumes every
+GPU is like the profiled one and every link has the given bandwidth; issue 6 measures the real thing.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+from partition.plan import make_plan
+from partition.profile import load_profiles
+from partition.schedule import ideal_efficiency
+
+SCHEDULES = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-interleaved", 2), ("zbv", 2)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("profiles", nargs="+")
+    parser.add_argument("--link-gbps", type=float, default=0.0)
+    parser.add_argument("--gpus", default="2,4,8")
+    parser.add_argument("--csv", required=True)
+    args = parser.parse_args(argv)
+    rows = []
+    for path in args.profiles:
+        profiles = load_profiles(path)
+        single = make_plan(profiles, ["gpu0"], schedule="gpipe", micro_batches=1)
+        for p in [int(g) for g in args.gpus.split(",")]:
+            for schedule, v in SCHEDULES:
+                devices = [f"gpu{i}" for i in range(p)]
+                try:
+                    plan = make_plan(profiles, devices, schedule=schedule, virtual_stages=v, link_gbps=args.link_gbps,
+                                     min_micro_batches=p if schedule == "1f1b" else 1)
+                except ValueError as exc:
+                    rows.append({"model": profiles[0].model, "gpus": p, "schedule": schedule, "note": str(exc)})
+                    continue
+                speedup = plan.predicted_samples_per_s / single.predicted_samples_per_s
+                ideal = p * ideal_efficiency(p, plan.micro_batches * v)  # GPipe bound, v x m chunks
+                rows.append({
+                    "model": profiles[0].model, "flavour": profiles[0].flavour, "batch": plan.batch,
+                    "device": profiles[0].device_name, "gpus": p, "schedule": schedule, "stages_per_gpu": v,
+                    "micro_batches": plan.micro_batches, "bounds": " ".join(map(str, plan.bounds)),
+                    "predicted_step_ms": round(plan.predicted_step_ms, 1),
+                    "predicted_samples_per_s": round(plan.predicted_samples_per_s, 1),
+                    "x_single_predicted": round(speedup, 2),
+                    "efficiency_vs_p_times_single": round(speedup / p, 3),
+                    "ideal_gpipe_x": round(ideal, 2),
+                    "bubble": round(plan.bubble_fraction, 3),
+                    "max_memory_gib": round(max(plan.memory_per_device()) / 2**30, 1), "note": "",
+                })
+                print(f"{rows[-1]['model']:10} {p} GPUs {schedule:15} m={plan.micro_batches:<3} "
+                      f"{speedup:5.2f}x single (predicted), bubble {plan.bubble_fraction:.1%}", file=sys.stderr)
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
