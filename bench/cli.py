@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="override a model setting, e.g. --set depth=8 (repeatable)")
     plan.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
     where = plan.add_mutually_exclusive_group()
-    where.add_argument("--gpus", help="GPU ids, one stage each, e.g. 0,1")
+    where.add_argument("--gpus", help="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now")
     where.add_argument("--stages", type=int, help="number of stages, all on --device")
     plan.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
     plan.add_argument("--chunks", default="auto",
@@ -79,7 +79,12 @@ def _parser() -> argparse.ArgumentParser:
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
-    plan.add_argument("--max-memory", metavar="SIZE", help="memory cap per stage, e.g. 20GiB or 512MB")
+    plan.add_argument("--max-memory", metavar="SIZE",
+                      help="memory cap per GPU, e.g. 20GiB or 512MB (default on GPUs: what is free now, less "
+                      "5%% of the total or 1 GiB)")
+    plan.add_argument("--speeds", metavar="auto|F,F,...",
+                      help="speed factor per GPU for the solver: auto runs a short matrix-product probe on each "
+                      "(a busy GPU gets fewer layers); default: all equal")
     plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
                       help="optimizer whose state the memory prediction counts (default: sgd)")
     plan.add_argument("--link-gbps", type=float, default=None,
@@ -99,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--models", help="comma-separated models (default: gpt,resnet101)")
     run.add_argument("--strategies", help="comma-separated strategies (default: all; see below)")
-    run.add_argument("--gpus", help="GPU ids, e.g. 0,1 (default: every visible GPU; the CPU when there is none)")
+    run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
+                     "visible GPU; the CPU when there is none)")
     run.add_argument("--batch", type=int, help="global batch for every model (default: gpt 64, resnet101 256)")
     run.add_argument("--chunks", default="auto",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
@@ -118,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     run.epilog = "strategies: single, dataparallel, ddp, modelparallel, pipeline, pp-gpipe, pp-1f1b, " \
                  "pp-interleaved, pp-zb, pp-zbv"
     run.set_defaults(handler=cmd_run)
+
+    devices = sub.add_parser("devices", help="the GPUs, what is free on them, and the links between them",
+                             description="List every visible GPU through NVML (memory, utilisation, other "
+                             "processes) and time a copy between each pair of the chosen GPUs.")
+    devices.add_argument("--gpus", help="GPUs whose links to time, e.g. 0,1 or auto:2 (default: all visible)")
+    devices.add_argument("--no-links", action="store_true", help="skip the link bandwidth probe")
+    devices.set_defaults(handler=cmd_devices)
 
     report = sub.add_parser("report", help="tables and plots from results files",
                             description="Summarise results files (speed-ups, efficiency, predicted against "
@@ -148,7 +161,16 @@ def cmd_run(args) -> int:
         steps=args.steps, warmup=args.warmup, timeout=args.timeout, repeats=args.repeats,
         profiles=Path(args.profiles) if args.profiles else None,
     )
-    machine = detect_machine(parse_gpu_ids(args.gpus) if args.gpus else None)
+    ids = None
+    if args.gpus and args.gpus.startswith("auto"):
+        from partition.gpus import parse_gpu_choice
+
+        ids, infos = parse_gpu_choice(args.gpus)
+        _note("chose GPUs " + ", ".join(f"{g.index} ({g.memory_free / 2**30:.1f} GiB free, {g.utilisation}% busy)"
+                                        for g in infos))
+    elif args.gpus:
+        ids = parse_gpu_ids(args.gpus)
+    machine = detect_machine(ids)
     if machine.gpus is None:
         _note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs "
               "(gloo), tiny flavours")
@@ -164,6 +186,43 @@ def cmd_run(args) -> int:
     print(f"\nresults: {csv_path}\n         {json_path}")
     print(f"report:  pipebench report {json_path}")
     return 0
+
+
+# --------------------------------------------------------------------------------------------- devices
+
+def cmd_devices(args) -> int:
+    from partition.gpus import parse_gpu_choice, query_gpus
+
+    infos = query_gpus()
+    if not infos:
+        print("no NVIDIA GPU visible here (NVML found none); pipebench runs on the CPU with gloo processes")
+        return 0
+    print(format_gpus(infos))
+    chosen = parse_gpu_choice(args.gpus)[0] if args.gpus else [g.index for g in infos]
+    missing = [i for i in chosen if i >= len(infos)]
+    if missing:
+        raise UsageError(f"GPU {missing[0]} does not exist: {len(infos)} visible")
+    if args.no_links or len(chosen) < 2:
+        return 0
+    from partition.devices import measure_link_gbps
+
+    print("\nlink bandwidth (GB/s, timed device-to-device copy of 256 MB; row sends to column):")
+    table = {f"GPU {a}": {f"GPU {b}": ("-" if a == b else f"{measure_link_gbps(f'cuda:{a}', f'cuda:{b}'):.0f}")
+                          for b in chosen} for a in chosen}
+    import pandas as pd
+
+    print(pd.DataFrame(table).T.to_string())
+    return 0
+
+
+def format_gpus(infos) -> str:
+    import pandas as pd
+
+    rows = [{"gpu": g.index, "nvidia-smi id": g.physical, "name": g.name,
+             "used GiB": f"{g.memory_used / 2**30:.1f}", "free GiB": f"{g.memory_free / 2**30:.1f}",
+             "total GiB": f"{g.memory_total / 2**30:.1f}", "busy %": g.utilisation, "processes": g.processes}
+            for g in infos]
+    return pd.DataFrame(rows).to_string(index=False)
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -229,6 +288,7 @@ def cmd_plan(args) -> int:
 
     max_memory = parse_size(args.max_memory) if args.max_memory else None
     virtual = _virtual_stages(args.schedule, args.virtual_stages)
+    speeds = None
     if args.profile:
         profiles = load_profiles(args.profile)
         first = profiles[0]
@@ -237,11 +297,19 @@ def cmd_plan(args) -> int:
         if args.batch is not None and args.batch != first.batch:
             raise UsageError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
         devices, link_gbps = _devices(args, check=False), args.link_gbps or 0.0
+        if args.speeds == "auto":
+            raise UsageError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
+        speeds = _speeds(args.speeds, devices)
         _check_chunks(args.chunks, first.batch)
     else:
         if not args.model:
             raise UsageError("--model NAME is required (or --profile FILE); see `pipebench models`")
         devices = _devices(args, check=True)
+        if max_memory is None and getattr(args, "gpu_infos", None):
+            from partition.gpus import free_memory_caps
+
+            max_memory = free_memory_caps(args.gpu_infos)
+        speeds = _speeds(args.speeds, devices)
         profiles, link_gbps = _profile(args, devices)
         if args.save_profile:
             save_profiles(profiles, args.save_profile)
@@ -250,7 +318,8 @@ def cmd_plan(args) -> int:
 
     chunks = None if args.chunks == "auto" else int(args.chunks)
     common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer, virtual_stages=virtual)
-    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks, max_memory=max_memory, **common)
+    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks, max_memory=max_memory,
+                     speeds=speeds, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
     print(format_plan(plan, baseline, max_memory))
     if args.save_profile and not args.profile:
@@ -276,12 +345,52 @@ def _virtual_stages(schedule: str, asked: int | None) -> int:
     return asked
 
 
+def _speeds(spec: str | None, devices: list[str]) -> list[float] | None:
+    """--speeds: None (equal), 'auto' (probe each GPU), or one factor per device."""
+    if spec is None:
+        return None
+    if spec == "auto":
+        if not devices[0].startswith("cuda"):
+            raise UsageError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+        from partition.devices import measure_speeds
+
+        speeds = measure_speeds(sorted(set(devices), key=devices.index))
+        _note("speed probe: " + ", ".join(f"{d} {s:.2f}" for d, s in zip(sorted(set(devices), key=devices.index), speeds)))
+        return speeds
+    try:
+        speeds = [float(part) for part in spec.split(",")]
+    except ValueError:
+        raise UsageError(f"--speeds takes auto or comma-separated positive numbers (got {spec!r})") from None
+    if len(speeds) != len(devices) or any(s <= 0 for s in speeds):
+        raise UsageError(f"--speeds needs one positive factor per device ({len(devices)}), got {spec!r}")
+    return speeds
+
+
 def _devices(args, check: bool) -> list[str]:
-    from partition.devices import check_gpus, parse_gpu_ids
+    from partition.devices import check_gpus
 
     if args.gpus is not None:
+        if args.gpus.startswith("auto"):
+            if not check:
+                raise UsageError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
+            from partition.gpus import parse_gpu_choice
+
+            ids, infos = parse_gpu_choice(args.gpus)
+            _note("chose GPUs " + ", ".join(
+                f"{g.index} ({g.name}, {g.memory_free / 2**30:.1f} GiB free, {g.utilisation}% busy, "
+                f"{g.processes} process(es))" for g in infos))
+            args.gpu_infos = infos
+            return check_gpus(ids)
+        from partition.devices import parse_gpu_ids
+
         ids = parse_gpu_ids(args.gpus)
-        return check_gpus(ids) if check else [f"cuda:{i}" for i in ids]
+        if not check:
+            return [f"cuda:{i}" for i in ids]
+        devices = check_gpus(ids)
+        from partition.gpus import parse_gpu_choice
+
+        args.gpu_infos = parse_gpu_choice(args.gpus)[1] or None
+        return devices
     stages = 2 if args.stages is None else args.stages
     if stages < 1:
         raise UsageError(f"--stages must be at least 1 (got {stages})")
@@ -431,7 +540,8 @@ def format_plan(plan, baseline, max_memory=None) -> str:
     lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
                  f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
     if max_memory:
-        lines.append(f"memory cap per stage: {_bytes(max_memory)}")
+        caps = [max_memory] if isinstance(max_memory, (int, float)) else list(max_memory)
+        lines.append("memory cap per GPU: " + " / ".join(_bytes(c) for c in caps))
     if len(plan.candidates) > 1:
         tried = ", ".join(
             f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit"

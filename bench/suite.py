@@ -81,6 +81,8 @@ class Machine:
     devices: int
     name: str
     """Device name, e.g. "NVIDIA H200" or the CPU's."""
+    caps: list[int] | None = None
+    """Memory a plan may use per GPU (what was free when the run started, less a margin); None: no cap."""
 
     @property
     def device_type(self) -> str:
@@ -193,14 +195,16 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
         raise CaseUnavailable(f"{case.strategy} needs a profile of {case.model}")
     devices = [f"{machine.device_type}:{i}" for i in range(p)]
     try:
+        caps = machine.caps
         if case.strategy == "single":
-            plan = make_plan(profiled.profiles, devices[:1], schedule="gpipe", micro_batches=1)
+            plan = make_plan(profiled.profiles, devices[:1], schedule="gpipe", micro_batches=1,
+                             max_memory=caps[:1] if caps else None)
         elif case.strategy == "modelparallel":
             plan = make_plan(profiled.profiles, devices, schedule="gpipe", micro_batches=1,
-                             link_gbps=profiled.link_gbps)
+                             link_gbps=profiled.link_gbps, max_memory=caps)
         else:
             plan = make_plan(profiled.profiles, devices, schedule=case.schedule, virtual_stages=case.virtual_stages,
-                             micro_batches=case.micro_batches, link_gbps=profiled.link_gbps,
+                             micro_batches=case.micro_batches, link_gbps=profiled.link_gbps, max_memory=caps,
                              min_micro_batches=MIN_MICRO_BATCHES.get(case.strategy, lambda p: 1)(p))
         job = job_from_plan(plan, case.strategy, **settings)
     except ValueError as exc:  # InfeasibleError too
@@ -292,4 +296,8 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
     if missing:
         have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
         raise DeviceError(f"GPU {missing[0]} does not exist: {have} visible")
-    return Machine(chosen, len(chosen), torch.cuda.get_device_name(chosen[0]))
+    from partition.gpus import free_memory_caps, query_gpus
+
+    infos = {g.index: g for g in query_gpus()}
+    caps = free_memory_caps([infos[i] for i in chosen]) if all(i in infos for i in chosen) else None
+    return Machine(chosen, len(chosen), torch.cuda.get_device_name(chosen[0]), caps)

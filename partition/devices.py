@@ -60,3 +60,26 @@ def measure_link_gbps(src: str, dst: str, megabytes: int = 256, repeats: int = 5
         torch.cuda.synchronize(dst)
         times.append(time.perf_counter() - start)
     return nbytes / statistics.median(times[1:]) / 1e9
+
+
+def measure_speeds(devices: list[str], size: int = 4096, repeats: int = 20) -> list[float]:
+    """Speed factor per GPU from a short matrix-product probe: its products per second over the fastest's.
+
+    A GPU that someone else is using runs our kernels slower; the factor tells the solver to give it
+    fewer layers. About 20 products of size x size per GPU (a fraction of a second on an H200)."""
+    import torch
+
+    rates = []
+    for device in devices:
+        a = torch.randn(size, size, device=device)
+        b = torch.randn(size, size, device=device)
+        a @ b  # warm-up: cuBLAS picks its kernel
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        torch.cuda.synchronize(device)
+        rates.append(repeats / (time.perf_counter() - start))
+        del a, b
+    fastest = max(rates)
+    return [rate / fastest for rate in rates]

@@ -281,12 +281,15 @@ def _check_memory_feasible(problem: _Problem, memory: Sequence[float]) -> None:
     if _fits(problem, float("inf")) is not None:
         return
     leanest = solve(memory, problem.stages)
-    needed = max(stage_memory(memory, leanest))
+    per_stage = stage_memory(memory, leanest)
+    needed = max(per_stage)
+    worst = per_stage.index(needed)
     caps = sorted(set(problem.caps))
     shown = _fmt_bytes(caps[0]) if len(caps) == 1 else "from " + " to ".join(map(_fmt_bytes, (caps[0], caps[-1])))
     raise InfeasibleError(
         f"no split into {problem.stages} stages fits the memory cap ({shown} per stage): "
-        f"the leanest split needs {_fmt_bytes(needed)} on its largest stage",
+        f"the leanest split needs {_fmt_bytes(needed)} on its largest stage "
+        f"(stage {worst}: layers {leanest[worst]}-{leanest[worst + 1] - 1}, cap {_fmt_bytes(problem.caps[worst])})",
         needed,
     )
 

@@ -87,6 +87,9 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     ([*TINY_GPT, "--stages", "2", "--repeats", "0"], "--repeats must be at least 1 (got 0)"),
     ([*TINY_GPT, "--stages", "2", "--schedule", "zbv", "--virtual-stages", "3"], "zbv runs exactly 2 stages per device"),
     ([*TINY_GPT, "--stages", "2", "--virtual-stages", "2"], "1f1b runs one stage per device"),
+    ([*TINY_GPT, "--stages", "2", "--speeds", "1"], "--speeds needs one positive factor per device (2)"),
+    ([*TINY_GPT, "--stages", "2", "--speeds", "fast"], "--speeds takes auto or comma-separated positive numbers"),
+    ([*TINY_GPT, "--stages", "2", "--speeds", "auto"], "--speeds auto probes GPUs"),
     ([*TINY_GPT, "--stages", "4", "--schedule", "interleaved"], "more stages than layers (8 > 7)"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, message):
@@ -140,3 +143,11 @@ def test_plan_interleaved_stages(capsys):
     code, out, _ = run(capsys, *TINY_GPT, "--set", "depth=4", "--stages", "2", "--schedule", "interleaved")
     assert code == 0
     assert "on 4 stages (2 per device on 2 devices)" in out and ", interleaved," in out
+
+
+def test_plan_with_speed_factors_gives_the_slow_device_fewer_layers(capsys):
+    code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2")
+    code2, slow, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2", "--speeds", "1,0.25")
+    assert code == code2 == 0
+    layers = lambda out: int(out.split("\n     1 ")[1].split("(")[1].split(")")[0])  # noqa: E731 - stage 1's count
+    assert layers(slow) < layers(equal)

@@ -173,3 +173,19 @@ def test_min_micro_batches_is_honoured():
         make_plan(profiles, ["a", "b"], micro_batches=1, min_micro_batches=2)
     with pytest.raises(ValueError, match="no profiled micro-batch count reaches the 8"):
         make_plan(profiles, ["a", "b"], min_micro_batches=8)
+
+
+def test_a_slower_device_gets_less_work():
+    profile = gpt_like()
+    equal = make_plan([profile], ["a", "b"], micro_batches=8)
+    slow_second = make_plan([profile], ["a", "b"], micro_batches=8, speeds=[1.0, 0.5])
+    work = lambda plan: sum(l.step_ms for l in profile.layers[plan.bounds[1]:])  # noqa: E731 - stage 1, at 1x
+    assert work(slow_second) < work(equal)
+    # At half speed, stage 1 takes twice its work: the speed-aware cut balances that, the equal one not.
+    slowest = lambda plan: max(sum(l.step_ms for l in profile.layers[:plan.bounds[1]]), 2 * work(plan))  # noqa: E731
+    assert slowest(slow_second) < slowest(equal)
+
+
+def test_memory_error_names_the_stage():
+    with pytest.raises(InfeasibleError, match=r"largest stage \(stage \d: layers \d+-\d+, cap "):
+        make_plan([gpt_like()], ["a", "b"], micro_batches=8, max_memory=100)
