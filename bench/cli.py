@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
+from partition.solver import format_bytes
 
 __all__ = ["main"]
 
@@ -166,8 +167,7 @@ def cmd_run(args) -> int:
         from partition.gpus import parse_gpu_choice
 
         ids, infos = parse_gpu_choice(args.gpus)
-        _note("chose GPUs " + ", ".join(f"{g.index} ({g.memory_free / 2**30:.1f} GiB free, {g.utilisation}% busy)"
-                                        for g in infos))
+        _announce_choice(infos)
     elif args.gpus:
         ids = parse_gpu_ids(args.gpus)
     machine = detect_machine(ids)
@@ -345,6 +345,13 @@ def _virtual_stages(schedule: str, asked: int | None) -> int:
     return asked
 
 
+def _announce_choice(infos) -> None:
+    """--gpus auto:N says which GPUs it took, and why, before anything runs."""
+    _note("chose GPUs " + ", ".join(
+        f"{g.index} ({g.name}, {g.memory_free / 2**30:.1f} GiB free, {g.utilisation}% busy, "
+        f"{g.processes} process(es))" for g in infos))
+
+
 def _speeds(spec: str | None, devices: list[str]) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU), or one factor per device."""
     if spec is None:
@@ -376,9 +383,7 @@ def _devices(args, check: bool) -> list[str]:
             from partition.gpus import parse_gpu_choice
 
             ids, infos = parse_gpu_choice(args.gpus)
-            _note("chose GPUs " + ", ".join(
-                f"{g.index} ({g.name}, {g.memory_free / 2**30:.1f} GiB free, {g.utilisation}% busy, "
-                f"{g.processes} process(es))" for g in infos))
+            _announce_choice(infos)
             args.gpu_infos = infos
             return check_gpus(ids)
         from partition.devices import parse_gpu_ids
@@ -518,9 +523,9 @@ def format_plan(plan, baseline, max_memory=None) -> str:
             "params": _count(s.params),
             "fwd ms": f"{s.forward_ms:.3f}",
             "bwd ms": f"{s.backward_ms:.3f}",
-            "sends": _bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
+            "sends": format_bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
             "in flight": s.peak_in_flight,
-            "memory": _bytes(s.predicted_memory_bytes),
+            "memory": format_bytes(s.predicted_memory_bytes),
         })
     lines = [
         f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
@@ -541,7 +546,7 @@ def format_plan(plan, baseline, max_memory=None) -> str:
                  f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
     if max_memory:
         caps = [max_memory] if isinstance(max_memory, (int, float)) else list(max_memory)
-        lines.append("memory cap per GPU: " + " / ".join(_bytes(c) for c in caps))
+        lines.append("memory cap per GPU: " + " / ".join(format_bytes(c) for c in caps))
     if len(plan.candidates) > 1:
         tried = ", ".join(
             f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit"
@@ -559,7 +564,7 @@ def _summary(plan) -> dict[str, str]:
         "bubble": f"{plan.bubble_fraction:.1%}",
         "balance (slowest/mean)": f"{plan.balance_ratio:.3f}",
         "slowest stage (ms/micro-batch)": f"{slowest:.3f}",
-        "largest stage memory": _bytes(max(s.predicted_memory_bytes for s in plan.stages)),
+        "largest stage memory": format_bytes(max(s.predicted_memory_bytes for s in plan.stages)),
     }
 
 
@@ -568,13 +573,6 @@ def _count(n: int) -> str:
         if n >= size:
             return f"{n / size:.2f}{unit}"
     return str(n)
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def _note(message: str, end: str = "\n") -> None:

@@ -31,7 +31,7 @@ from typing import Sequence
 
 from bench.job import Job
 
-__all__ = ["WorkerError", "Session", "launch", "visible_devices", "free_port"]
+__all__ = ["WorkerError", "Session", "launch", "visible_devices", "free_port", "child_env"]
 
 
 class WorkerError(RuntimeError):
@@ -201,14 +201,20 @@ def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800
         return _collect(job, out_dir, rc)
 
 
-def _start(job: Job, out_dir: Path, gpus, torchrun_args) -> subprocess.Popen:
+def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
+    """The environment of every child pipebench starts: the chosen GPUs, and no shadowing of our packages."""
     env = dict(os.environ)
     env["PYTHONSAFEPATH"] = "1"  # torchrun starts its workers with plain `python`: keep -P for them too
     env["PYTHONUNBUFFERED"] = "1"
-    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")  # one thread per process: each stands in for one device
     visible = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
+    return env
+
+
+def _start(job: Job, out_dir: Path, gpus, torchrun_args) -> subprocess.Popen:
+    env = child_env(gpus)
+    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")  # one thread per process: each stands in for one device
     out_dir.mkdir(parents=True, exist_ok=True)
     job_path = out_dir / "job.json"
     job.save(job_path)

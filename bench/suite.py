@@ -143,26 +143,15 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         note(f"profiling {case.model} ({case.flavour or 'full'}, batch {case.batch}) on "
              f"{machine.name}: {' '.join(command[3:])}")
         start = time.monotonic()
-        env = _child_env(machine)
-        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        from bench.launch import child_env
+
+        done = subprocess.run(command, env=child_env(machine.gpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if done.returncode != 0:
             last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
             raise CaseUnavailable(f"profiling {case.model} failed: {last}")
         note(f"profiled in {time.monotonic() - start:.0f} s -> {profile_path}")
     plan = json.loads(plan_path.read_text())
     return Profiled(load_profiles(profile_path), float(plan.get("link_gbps", 0.0)), profile_path)
-
-
-def _child_env(machine: Machine) -> dict[str, str]:
-    import os
-
-    from bench.launch import visible_devices
-
-    env = dict(os.environ, PYTHONSAFEPATH="1")
-    visible = visible_devices(machine.gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if visible is not None:
-        env["CUDA_VISIBLE_DEVICES"] = visible
-    return env
 
 
 # ----------------------------------------------------------------------------------------------- cases
@@ -284,7 +273,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
     import torch
 
-    from partition.devices import DeviceError
+    from partition.devices import DeviceError, check_gpus
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
@@ -292,10 +281,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
         return Machine(None, cpu_processes, platform.processor() or platform.machine() or "cpu")
     chosen = list(range(count)) if gpus is None else gpus
-    missing = [i for i in chosen if i >= count]
-    if missing:
-        have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
-        raise DeviceError(f"GPU {missing[0]} does not exist: {have} visible")
+    check_gpus(chosen)  # names a GPU that does not exist
     from partition.gpus import free_memory_caps, query_gpus
 
     infos = {g.index: g for g in query_gpus()}

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Sequence
 
-__all__ = ["InfeasibleError", "solve", "stage_times", "stage_memory", "bottleneck"]
+__all__ = ["InfeasibleError", "solve", "stage_times", "stage_memory", "bottleneck", "format_bytes"]
 
 _REL_GAP = 1e-12
 
@@ -285,16 +285,17 @@ def _check_memory_feasible(problem: _Problem, memory: Sequence[float]) -> None:
     needed = max(per_stage)
     worst = per_stage.index(needed)
     caps = sorted(set(problem.caps))
-    shown = _fmt_bytes(caps[0]) if len(caps) == 1 else "from " + " to ".join(map(_fmt_bytes, (caps[0], caps[-1])))
+    shown = format_bytes(caps[0]) if len(caps) == 1 else "from " + " to ".join(map(format_bytes, (caps[0], caps[-1])))
     raise InfeasibleError(
         f"no split into {problem.stages} stages fits the memory cap ({shown} per stage): "
-        f"the leanest split needs {_fmt_bytes(needed)} on its largest stage "
-        f"(stage {worst}: layers {leanest[worst]}-{leanest[worst + 1] - 1}, cap {_fmt_bytes(problem.caps[worst])})",
+        f"the leanest split needs {format_bytes(needed)} on its largest stage "
+        f"(stage {worst}: layers {leanest[worst]}-{leanest[worst + 1] - 1}, cap {format_bytes(problem.caps[worst])})",
         needed,
     )
 
 
-def _fmt_bytes(value: float) -> str:
+def format_bytes(value: float) -> str:
+    """1.50 GiB, 12.00 MiB, 512 B: for messages and tables."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= size:
             return f"{value / size:.2f} {unit}"
