@@ -184,6 +184,20 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     }
 
 
+def error_record(exc: BaseException, rank: int) -> dict:
+    """What the parent learns of a failure: one line, whether it was out of memory, the traceback."""
+    message = str(exc).strip()
+    return {
+        "rank": rank,
+        "type": type(exc).__name__,
+        "message": message.splitlines()[0] if message else type(exc).__name__,
+        "oom": isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in message.lower(),
+        "unavailable": type(exc).__name__ == "UnavailableStrategy",
+        "traceback": traceback.format_exc(),
+        "time": time.time(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     job_path, out_dir = Path(argv[0]), Path(argv[1])
@@ -195,15 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             write_json(out_dir / "result.json", result)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
-        write_json(out_dir / f"error-rank{rank}.json", {
-            "rank": rank,
-            "type": type(exc).__name__,
-            "message": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-            "oom": isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower(),
-            "unavailable": type(exc).__name__ == "UnavailableStrategy",
-            "traceback": traceback.format_exc(),
-            "time": time.time(),
-        })
+        write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
         sys.stdout.flush()
         sys.stderr.flush()
         # Leave at once: peers blocked in a collective are ended by torchrun, not waited for.

@@ -90,3 +90,36 @@ def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
     code, _, err = run(capsys, "report", str(bad))
     assert code == 2 and "version" in err and "Traceback" not in err
     assert json.loads(bad.read_text())["version"] == 0
+
+
+def test_out_of_memory_is_told_apart():
+    import torch
+
+    from bench.worker import error_record
+
+    oom = error_record(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), 1)
+    assert oom["oom"] and oom["rank"] == 1 and oom["message"] == "CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert not error_record(ValueError("bad shape"), 0)["oom"]
+
+
+def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys):
+    from bench import launch
+
+    class OutOfMemory:
+        def __init__(self, job, **kw):
+            self.job = job
+
+        def __enter__(self):
+            if self.job.strategy == "ddp":
+                raise WorkerError("rank 1: OutOfMemoryError: CUDA out of memory", oom=True)
+            raise WorkerError("rank 0: RuntimeError: boom")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(launch, "Session", OutOfMemory)
+    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "ddp,single", "--quick", "--out", str(tmp_path))
+    assert code == 0, err
+    rows = load(sorted(tmp_path.glob("*.json")))
+    assert [(r.strategy, r.status) for r in rows] == [("ddp", "oom"), ("single", "failed")]
+    assert rows[0].reason == "rank 1: OutOfMemoryError: CUDA out of memory"
