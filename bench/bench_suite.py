@@ -20,7 +20,7 @@ import pytest
 
 from bench import results as res
 from bench.run import RunOptions, parse_chunks, parse_models, parse_strategies, quick_options
-from bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, prepare, profile_case_model
+from bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
 
 
 def _options(config) -> tuple[RunOptions, object]:
@@ -68,21 +68,16 @@ def test_case(benchmark, case, suite):
         prepared = prepare(case, machine, profiled, steps=options.steps, warmup=options.warmup)
     except CaseUnavailable as exc:
         pytest.skip(str(exc))
+    started = now()
     with Session(prepared.job, gpus=prepared.gpus, timeout=options.timeout) as workers:
         times: list[float] = []
         benchmark.pedantic(lambda: times.append(workers.step()), rounds=options.steps, iterations=1)
         workers.step(trace=True)
         result = workers.finish()
-    row = make_row(prepared, machine, status="ok", result=result, step_ms=times, started_at=res_now())
+    row = make_row(prepared, machine, status="ok", result=result, step_ms=times, started_at=started)
     benchmark.extra_info.update({k: v for k, v in dataclasses.asdict(row).items()
                                  if k not in ("timeline", "predicted_timeline")})
     if options.out != Path("."):
         csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
         res.append(row, csv_path, json_path)
     assert row.first_loss is not None and row.first_loss == row.first_loss  # a finite loss was computed
-
-
-def res_now() -> str:
-    from bench.suite import now
-
-    return now()
