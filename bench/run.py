@@ -53,24 +53,22 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
     for i, case in enumerate(cases, 1):
         head = f"[{i}/{len(cases)}] {case.label()}"
         key_base = (case.model, case.flavour, case.batch, case.overrides)
+        prepared = None
         try:
             if case.strategy not in ("dataparallel", "ddp") and key_base not in profiled:
                 profiled[key_base] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
                                                         reuse=True, note=note)
             prepared = prepare(case, machine, profiled.get(key_base), steps=options.steps, warmup=options.warmup)
+            # The key of the row this case will write (the planner may have chosen its micro-batch count).
+            row = make_row(prepared, machine, status="unavailable", reason="not run yet")
         except CaseUnavailable as exc:
             row = unavailable_row(case, machine, str(exc))
-            prepared = None
-        if prepared is not None:
-            row_key = res.case_key(make_row(prepared, machine, status="unavailable", reason="-"))
-            if row_key in done:
-                note(f"{head}: done already (--resume)")
-                continue
-            note(f"{head} ...")
-            row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
-        elif res.case_key(row) in done:
+        if res.case_key(row) in done:
             note(f"{head}: done already (--resume)")
             continue
+        if prepared is not None:
+            note(f"{head} ...")
+            row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
         res.append(row, csv_path, json_path)
         rows.append(row)
         if row.status == "ok" and row.strategy == "single":

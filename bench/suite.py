@@ -28,7 +28,6 @@ from typing import Any, Callable, Sequence
 
 from bench.job import PIPELINES, STRATEGIES, Job, job_from_plan
 from bench.results import Row, timeline_from_ops
-from partition import schedule as sched
 from partition.plan import Plan, make_plan
 from partition.profile import Profile, load_profiles
 
@@ -37,9 +36,6 @@ SCHEDULE_OF = {
     "pp-interleaved": ("interleaved", 2), "pp-zb": ("zb-interleaved", 2), "pp-zbv": ("zbv", 2),
 }
 """Pipeline strategy -> (schedule the planner simulates, stages per device)."""
-
-MIN_MICRO_BATCHES = {"pp-1f1b": lambda stages: stages}
-"""torch's Schedule1F1B refuses fewer micro-batches than stages."""
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
 """The default suite's models and global batches (DESIGN.md's figures are for these)."""
@@ -194,21 +190,12 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
         else:
             plan = make_plan(profiled.profiles, devices, schedule=case.schedule, virtual_stages=case.virtual_stages,
                              micro_batches=case.micro_batches, link_gbps=profiled.link_gbps, max_memory=caps,
-                             min_micro_batches=MIN_MICRO_BATCHES.get(case.strategy, lambda p: 1)(p))
+                             min_micro_batches=p if case.strategy == "pp-1f1b" else 1)  # torch's 1F1B wants m >= p
         job = job_from_plan(plan, case.strategy, **settings)
     except ValueError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
     gpus = machine.gpus[:1] if case.strategy == "single" and machine.gpus is not None else machine.gpus
-    return Prepared(case, job, plan, gpus, _simulated_timeline(plan))
-
-
-def _simulated_timeline(plan: Plan) -> list[dict]:
-    """The Plan's step as the simulator sees it, in the results file's timeline format."""
-    prices = [s.activation_out_bytes / (plan.link_gbps * 1e9) * 1e3 if plan.link_gbps > 0 else 0.0
-              for s in plan.stages[:-1]]
-    timeline = sched.simulate([s.forward_ms for s in plan.stages], [s.backward_ms for s in plan.stages],
-                              plan.micro_batches, plan.schedule, prices, devices=plan.device_count)
-    return timeline_from_ops(timeline.ops)
+    return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops))
 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
@@ -236,10 +223,10 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
     )
 
 
-def unavailable_row(case: Case, machine: Machine, reason: str, status: str = "unavailable") -> Row:
+def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
     return Row(model=case.model, flavour=case.flavour or "full", strategy=case.strategy, gpus=machine.gpus_label,
                world_size=1, batch=case.batch, micro_batches=case.micro_batches or 1, schedule=case.schedule,
-               virtual_stages=case.virtual_stages, status=status, reason=reason, device_name=machine.name,
+               virtual_stages=case.virtual_stages, status="unavailable", reason=reason, device_name=machine.name,
                host=socket.gethostname(), started_at=now())
 
 

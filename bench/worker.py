@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 import models
 from bench.job import MULTI_PROCESS_STRATEGIES, Job
+from partition.plan import uniform_bounds
 from partition.profile import write_json
 
 
@@ -40,7 +41,7 @@ def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
         device = torch.device(job.device_type, local_rank) if job.device_type == "cuda" else torch.device("cpu")
         if job.strategy == "ddp":
             return DDPTrainer(model, device)
-        bounds = job.bounds or _uniform(len(model), world)
+        bounds = job.bounds or uniform_bounds(len(model), world)
         inputs = None
         if job.stage_inputs is not None:
             size = job.batch // job.micro_batches
@@ -51,16 +52,10 @@ def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
     cls = SINGLE_PROCESS[job.strategy]
     if job.strategy in ("single", "dataparallel"):
         return cls(model, devices)
-    bounds = job.bounds or _uniform(len(model), job.devices)
+    bounds = job.bounds or uniform_bounds(len(model), job.devices)
     if job.strategy == "modelparallel":
         return cls(model, devices, bounds=bounds)
     return cls(model, devices, bounds=bounds, micro_batches=job.micro_batches)
-
-
-def _uniform(layers: int, stages: int) -> list[int]:
-    from partition.plan import uniform_bounds
-
-    return uniform_bounds(layers, stages)
 
 
 def _synchronize(devices) -> None:

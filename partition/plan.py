@@ -101,6 +101,12 @@ class Plan:
     def device_count(self) -> int:
         return len(self.stages) // self.virtual_stages
 
+    def simulate(self) -> sched.Timeline:
+        """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
+        transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps) for s in self.stages[:-1]]
+        return sched.simulate([s.forward_ms for s in self.stages], [s.backward_ms for s in self.stages],
+                              self.micro_batches, self.schedule, transfer, devices=self.device_count)
+
     def memory_per_device(self) -> list[int]:
         """Predicted peak bytes per device: the sum over the stages it runs."""
         where = sched.placement(self.schedule, len(self.stages), self.device_count)
@@ -108,6 +114,11 @@ class Plan:
         for stage, device in zip(self.stages, where):
             totals[device] += stage.predicted_memory_bytes
         return totals
+
+
+def transfer_ms(nbytes: float, link_gbps: float) -> float:
+    """Time to move `nbytes` across a link of `link_gbps` GB/s (0 when transfers are not priced)."""
+    return nbytes / (link_gbps * 1e9) * 1e3 if link_gbps > 0 else 0.0
 
 
 def uniform_bounds(layers: int, stages: int) -> list[int]:
@@ -229,7 +240,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     speeds = [device_speeds[d] for d in where]
     costs = [layer.step_ms for layer in layers]
     # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
-    prices = [layer.output_bytes / (link_gbps * 1e9) * 1e3 if link_gbps > 0 else 0.0 for layer in layers[:-1]]
+    prices = [transfer_ms(layer.output_bytes, link_gbps) for layer in layers[:-1]]
     states = 2 + OPTIMIZER_STATES[optimizer]
     # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule
     # (1F1B holds at most p; interleaved and zero-bubble schedules are counted as holding all m).

@@ -189,3 +189,12 @@ def test_a_slower_device_gets_less_work():
 def test_memory_error_names_the_stage():
     with pytest.raises(InfeasibleError, match=r"largest stage \(stage \d: layers \d+-\d+, cap "):
         make_plan([gpt_like()], ["a", "b"], micro_batches=8, max_memory=100)
+
+
+@pytest.mark.parametrize("schedule, virtual", [("1f1b", 1), ("zbv", 2)])
+def test_a_plan_simulates_to_its_own_prediction(schedule, virtual):
+    plan = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual,
+                     link_gbps=1.0)
+    timeline = plan.simulate()
+    assert timeline.step_time == pytest.approx(plan.predicted_step_ms)
+    assert timeline.bubble_fraction == pytest.approx(plan.bubble_fraction)
