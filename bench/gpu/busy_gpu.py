@@ -5,10 +5,12 @@ equal GPUs against the speed-aware plan, trained side by side in one run.
 
 1. Profile the model on GPU 0 (idle) at every micro-batch size, in a child `pipebench plan`.
 2. Start the load: a child process running matrix products on GPU 1 without pause.
-3. Probe both GPUs' speed while the load runs (partition.devices.measure_speeds).
-4. Plan pp-1f1b twice from the same profile: equal speeds, and the probed speeds.
-5. Train each plan with pp-1f1b (bench.launch.Session, 5 timed steps each), alternating the order so
-   that drift in the load does not favour one; write both rows and the ratio.
+3. Snapshot `pipebench devices` (NVML: the load shows as utilisation and another process) and probe
+   both GPUs' speed while the load runs (partition.devices.measure_speeds).
+4. Plan pp-1f1b twice from the same profile: equal speeds, and the probed speeds. Each plan is also
+   simulated at the probed speeds, which predicts what the equal plan loses on the loaded machine.
+5. Train each plan with pp-1f1b (bench.launch.Session: `--steps` timed steps and one traced step per
+   session), alternating the order so that drift in the load favours neither; write both and the ratio.
 """
 from __future__ import annotations
 
@@ -22,14 +24,35 @@ import time
 from pathlib import Path
 
 LOAD = """
-import torch, time
+import torch
 a = torch.randn(8192, 8192, device='cuda'); b = torch.randn(8192, 8192, device='cuda')
-print('load running', flush=True)
+print('load running on', torch.cuda.get_device_name(), flush=True)
 while True:
     for _ in range(50):
         a @ b
     torch.cuda.synchronize()
 """
+
+
+def simulate_at(plan, planned: list[float], actual: list[float]) -> float:
+    """The step time `plan`'s cuts take on GPUs running at `actual` speeds, when it was planned for
+    `planned` ones (1F1B, one stage per GPU: a stage's times were divided by its planned speed)."""
+    from partition import schedule as sched
+    from partition.plan import transfer_ms
+
+    scale = [p / a for p, a in zip(planned, actual)]
+    fwd = [s.forward_ms * k for s, k in zip(plan.stages, scale)]
+    bwd = [s.backward_ms * k for s, k in zip(plan.stages, scale)]
+    transfer = [transfer_ms(s.activation_out_bytes, plan.link_gbps) for s in plan.stages[:-1]]
+    return sched.simulate(fwd, bwd, plan.micro_batches, plan.schedule, transfer, devices=plan.device_count).step_time
+
+
+def busy_ms(timeline: list[dict]) -> dict[int, float]:
+    """Per GPU, the traced step's time spent in stage operations (ms)."""
+    busy: dict[int, float] = {}
+    for op in timeline:
+        busy[op["device"]] = busy.get(op["device"], 0.0) + op["end_ms"] - op["start_ms"]
+    return {d: round(t, 2) for d, t in sorted(busy.items())}
 
 
 def main(argv=None) -> int:
@@ -48,51 +71,65 @@ def main(argv=None) -> int:
     from partition.plan import make_plan
     from partition.profile import load_profiles
 
-    profile_path, plan_path = out / "profile.json", out / "plan-equal-cli.json"
-    subprocess.run([sys.executable, "-P", "-m", "bench.cli", "plan", "--model", args.model, "--batch", str(args.batch),
-                    "--gpus", "0,1", "--save-profile", str(profile_path), "--json", str(plan_path)], check=True)
+    cli = [sys.executable, "-P", "-m", "bench.cli"]
+    profile_path, plan_path = out / "profile.json", out / "plan-idle-cli.json"
+    subprocess.run(cli + ["plan", "--model", args.model, "--batch", str(args.batch), "--gpus", "0,1",
+                          "--save-profile", str(profile_path), "--json", str(plan_path)], check=True)
     profiles = load_profiles(profile_path)
     link = json.loads(plan_path.read_text())["link_gbps"]
+    devices = ["cuda:0", "cuda:1"]
 
     load = subprocess.Popen([sys.executable, "-c", LOAD], env=dict(os.environ, CUDA_VISIBLE_DEVICES="1"),
                             start_new_session=True)
+    results: dict[str, list[float]] = {}
+    traced: dict[str, list[dict]] = {}
     try:
-        time.sleep(10)  # let the load reach its steady state
-        speeds = measure_speeds(["cuda:0", "cuda:1"])
-        print(f"speed factors with GPU 1 loaded: {speeds[0]:.2f} / {speeds[1]:.2f}", flush=True)
-        devices = ["cuda:0", "cuda:1"]
+        time.sleep(15)  # let the load start and reach its steady state
+        snapshot = subprocess.run(cli + ["devices"], capture_output=True, text=True)
+        (out / "devices-under-load.txt").write_text(snapshot.stdout + snapshot.stderr)
+        print(snapshot.stdout, snapshot.stderr, flush=True)
+        probes = [measure_speeds(devices, repeats=50) for _ in range(3)]
+        speeds = [sorted(p[i] for p in probes)[1] for i in range(len(devices))]  # median of three probes
+        print(f"speed factors with GPU 1 loaded: {speeds[0]:.2f} / {speeds[1]:.2f} (probes {probes})", flush=True)
         plans = {
             "equal": make_plan(profiles, devices, schedule="1f1b", link_gbps=link, min_micro_batches=2),
             "speed-aware": make_plan(profiles, devices, schedule="1f1b", link_gbps=link, min_micro_batches=2,
                                      speeds=speeds),
         }
-        results: dict[str, list[float]] = {name: [] for name in plans}
+        planned = {"equal": [1.0, 1.0], "speed-aware": speeds}
+        predicted_loaded = {name: simulate_at(plan, planned[name], speeds) for name, plan in plans.items()}
         for name, plan in plans.items():
             plan.save(out / f"plan-{name}.json")
-            print(f"{name}: cuts {plan.bounds}, m={plan.micro_batches}, predicted {plan.predicted_step_ms:.1f} ms",
-                  flush=True)
+            print(f"{name}: cuts {plan.bounds}, m={plan.micro_batches}, planned step {plan.predicted_step_ms:.1f} ms,"
+                  f" predicted at the probed speeds {predicted_loaded[name]:.1f} ms", flush=True)
+        results = {name: [] for name in plans}
         for order in (("equal", "speed-aware"), ("speed-aware", "equal")):
             for name in order:
                 job = job_from_plan(plans[name], "pp-1f1b", steps=args.steps, warmup=2)
                 with Session(job, gpus=[0, 1], timeout=900) as workers:
                     results[name] += [workers.step() for _ in range(args.steps)]
-                    workers.finish()
-                print(f"{name}: {sum(results[name]) / len(results[name]):.1f} ms per step so far", flush=True)
+                    workers.step(trace=True)
+                    traced.setdefault(name, []).append(busy_ms(workers.finish()["timeline"]))
+                print(f"{name}: {sum(results[name]) / len(results[name]):.1f} ms per step so far; "
+                      f"busy ms per GPU in the traced step {traced[name][-1]}", flush=True)
     finally:
         os.killpg(load.pid, signal.SIGKILL)
         load.wait()
     mean = {name: sum(t) / len(t) for name, t in results.items()}
     summary = {
-        "model": args.model, "batch": args.batch, "speeds": speeds, "link_gbps": link,
-        "plans": {name: {"bounds": p.bounds, "micro_batches": p.micro_batches, "predicted_step_ms": p.predicted_step_ms}
+        "model": args.model, "batch": args.batch, "speeds": speeds, "speed_probes": probes, "link_gbps": link,
+        "plans": {name: {"bounds": p.bounds, "micro_batches": p.micro_batches,
+                         "planned_step_ms": p.predicted_step_ms, "predicted_at_probed_speeds_ms": predicted_loaded[name]}
                   for name, p in plans.items()},
-        "step_ms": results, "mean_step_ms": mean,
+        "step_ms": results, "mean_step_ms": mean, "traced_busy_ms_per_gpu": traced,
         "samples_per_s": {name: args.batch / m * 1e3 for name, m in mean.items()},
         "speed_aware_over_equal": mean["equal"] / mean["speed-aware"],
+        "predicted_speed_aware_over_equal": predicted_loaded["equal"] / predicted_loaded["speed-aware"],
     }
     (out / "busy-gpu.json").write_text(json.dumps(summary, indent=1))
     print(f"speed-aware plan: {summary['speed_aware_over_equal']:.2f}x the equal-speed plan's throughput "
-          f"({summary['samples_per_s']['speed-aware']:.1f} vs {summary['samples_per_s']['equal']:.1f} samples/s)")
+          f"({summary['samples_per_s']['speed-aware']:.1f} vs {summary['samples_per_s']['equal']:.1f} samples/s;"
+          f" predicted {summary['predicted_speed_aware_over_equal']:.2f}x)")
     return 0
 
 
