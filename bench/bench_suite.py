@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import time
 from datetime import date
 from pathlib import Path
 
@@ -23,7 +24,18 @@ from bench.run import RunOptions, parse_chunks, parse_models, parse_strategies, 
 from bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
 
 
-def _options(config) -> tuple[RunOptions, object]:
+def suite_options(config) -> tuple[RunOptions, object]:
+    """The suite's options and machine, parsed once (bench/conftest.py checks them at start-up, so that a
+    bad option is one line and pytest's usage-error status, 4)."""
+    if not hasattr(config, "_pipebench_suite"):
+        try:
+            config._pipebench_suite = _parse_options(config)
+        except ValueError as exc:  # DeviceError and the parse_* errors
+            raise pytest.UsageError(str(exc)) from None
+    return config._pipebench_suite
+
+
+def _parse_options(config) -> tuple[RunOptions, object]:
     from partition.devices import parse_gpu_ids
 
     gpus = config.getoption("--suite-gpus")
@@ -42,14 +54,14 @@ def _options(config) -> tuple[RunOptions, object]:
 
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
-        options, _ = _options(metafunc.config)
+        options, _ = suite_options(metafunc.config)
         cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour)
         metafunc.parametrize("case", cases, ids=[c.label().replace(" ", "-") for c in cases])
 
 
 @pytest.fixture(scope="session")
 def suite(request, tmp_path_factory):
-    options, machine = _options(request.config)
+    options, machine = suite_options(request.config)
     return {"options": options, "machine": machine, "profiles": {}, "folder": tmp_path_factory.mktemp("profiles")}
 
 
@@ -68,13 +80,14 @@ def test_case(benchmark, case, suite):
         prepared = prepare(case, machine, profiled, steps=options.steps, warmup=options.warmup)
     except CaseUnavailable as exc:
         pytest.skip(str(exc))
-    started = now()
+    started, start = now(), time.monotonic()
     with Session(prepared.job, gpus=prepared.gpus, timeout=options.timeout) as workers:
         times: list[float] = []
         benchmark.pedantic(lambda: times.append(workers.step()), rounds=options.steps, iterations=1)
         workers.step(trace=True)
         result = workers.finish()
-    row = make_row(prepared, machine, status="ok", result=result, step_ms=times, started_at=started)
+    row = make_row(prepared, machine, status="ok", result=result, step_ms=times, started_at=started,
+                   duration_s=time.monotonic() - start)
     benchmark.extra_info.update({k: v for k, v in dataclasses.asdict(row).items()
                                  if k not in ("timeline", "predicted_timeline")})
     if options.out != Path("."):

@@ -121,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--speeds", metavar="auto|F,F,...",
+                     help="speed factor per GPU for the pipeline plans: auto probes each GPU once at the start "
+                     "(a busy GPU gets fewer layers); default: all equal")
     run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
     run.epilog = "strategies: single, dataparallel, ddp, modelparallel, pipeline, pp-gpipe, pp-1f1b, " \
                  "pp-interleaved, pp-zb, pp-zbv"
@@ -177,6 +180,13 @@ def cmd_run(args) -> int:
         args.quick = True
     if args.quick:
         options = suite_run.quick_options(options)
+    if args.speeds == "auto" and machine.gpus is not None:
+        from bench.suite import probe_speeds
+
+        machine.speeds = probe_speeds(machine)
+        _note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+    elif args.speeds is not None:
+        machine.speeds = _speeds(args.speeds, [f"{machine.device_type}:{i}" for i in range(machine.devices)])
     try:
         rows, csv_path, json_path = suite_run.run_suite(options, machine, note=_note)
     except KeyboardInterrupt:

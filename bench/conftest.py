@@ -19,6 +19,13 @@ def pytest_addoption(parser):
     group.addoption("--suite-out", default=None, help="also append each case's row to a results file here")
 
 
+def pytest_configure(config):
+    """Check the --suite-* options before collection: a bad one is a usage error, not a collection error."""
+    from bench.bench_suite import suite_options
+
+    suite_options(config)
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     import torch
 

@@ -94,6 +94,8 @@ class Row:
     """The Plan's predicted idle share of device time."""
     bounds: list[int] = field(default_factory=list)
     """Stage cuts [0, ..., layers] from the Plan; empty when the model is not split."""
+    speeds: str = ""
+    """Speed factor per GPU the Plan was cut for (`--speeds`), e.g. "1;0.45"; "" when all equal."""
     device_name: str = ""
     """E.g. "NVIDIA H200", or "cpu"."""
     torch_version: str = ""
@@ -130,6 +132,8 @@ class Row:
 FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
+LATER_FIELDS = ("speeds",)
+"""Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages")
 
 
@@ -273,7 +277,7 @@ def _load_json(path: Path) -> list[Row]:
         unknown = sorted(set(entry) - set(FIELDS))
         if unknown:
             raise ResultsError(f"{where}: unknown field {unknown[0]!r}")
-        missing = [name for name in FIELDS if name not in entry]
+        missing = [name for name in FIELDS if name not in entry and name not in LATER_FIELDS]
         if missing:
             raise ResultsError(f"{where}: missing field {missing[0]!r}")
         rows.append(_make_row(entry, where))
@@ -285,7 +289,7 @@ def _load_csv(path: Path) -> list[Row]:
     header = next(reader, None)
     if header is None:
         raise ResultsError(f"{path}: empty file, expected the header {','.join(CSV_COLUMNS)}")
-    missing = [name for name in CSV_COLUMNS if name not in header]
+    missing = [name for name in CSV_COLUMNS if name not in header and name not in LATER_FIELDS]
     if missing:
         raise ResultsError(f"{path}: not a pipebench results CSV: missing column {missing[0]!r}")
     types = {f.name: f.type for f in fields(Row)}
@@ -298,7 +302,7 @@ def _load_csv(path: Path) -> list[Row]:
             raise ResultsError(f"{where}: {len(cells)} cells for {len(header)} columns")
         record = dict(zip(header, cells))
         values = {}
-        for name in CSV_COLUMNS:
+        for name in (name for name in CSV_COLUMNS if name in record):
             try:
                 values[name] = _parse_cell(types[name], record[name])
             except ValueError:

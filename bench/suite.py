@@ -79,6 +79,8 @@ class Machine:
     """Device name, e.g. "NVIDIA H200" or the CPU's."""
     caps: list[int] | None = None
     """Memory a plan may use per GPU (what was free when the run started, less a margin); None: no cap."""
+    speeds: list[float] | None = None
+    """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
 
     @property
     def device_type(self) -> str:
@@ -180,16 +182,17 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
         raise CaseUnavailable(f"{case.strategy} needs a profile of {case.model}")
     devices = [f"{machine.device_type}:{i}" for i in range(p)]
     try:
-        caps = machine.caps
+        caps, speeds = machine.caps, machine.speeds
         if case.strategy == "single":
             plan = make_plan(profiled.profiles, devices[:1], schedule="gpipe", micro_batches=1,
-                             max_memory=caps[:1] if caps else None)
+                             max_memory=caps[:1] if caps else None, speeds=speeds[:1] if speeds else None)
         elif case.strategy == "modelparallel":
             plan = make_plan(profiled.profiles, devices, schedule="gpipe", micro_batches=1,
-                             link_gbps=profiled.link_gbps, max_memory=caps)
+                             link_gbps=profiled.link_gbps, max_memory=caps, speeds=speeds)
         else:
             plan = make_plan(profiled.profiles, devices, schedule=case.schedule, virtual_stages=case.virtual_stages,
                              micro_batches=case.micro_batches, link_gbps=profiled.link_gbps, max_memory=caps,
+                             speeds=speeds,
                              min_micro_batches=p if case.strategy == "pp-1f1b" else 1)  # torch's 1F1B wants m >= p
         job = job_from_plan(plan, case.strategy, **settings)
     except ValueError as exc:  # InfeasibleError too
@@ -217,6 +220,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         predicted_step_ms=plan.predicted_step_ms if plan else None,
         predicted_memory_bytes=plan.memory_per_device() if plan else [],
         bubble_fraction=plan.bubble_fraction if plan else None, bounds=list(plan.bounds) if plan else [],
+        speeds=";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count]) if plan and machine.speeds else "",
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
@@ -247,6 +251,21 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
                         duration_s=time.monotonic() - start)
     return make_row(prepared, machine, status="ok", result=result, step_ms=step_ms, started_at=started,
                     duration_s=time.monotonic() - start)
+
+
+def probe_speeds(machine: Machine) -> list[float]:
+    """Speed factor per chosen GPU (partition.devices.measure_speeds), probed in a child process so that
+    this one never initialises CUDA."""
+    from bench.launch import child_env
+    from partition.devices import DeviceError
+
+    code = ("import json, torch; from partition.devices import measure_speeds; "
+            "print(json.dumps(measure_speeds([f'cuda:{i}' for i in range(torch.cuda.device_count())])))")
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=child_env(machine.gpus), capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise DeviceError("the GPU speed probe failed: " + (done.stderr.strip().splitlines() or ["no output"])[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def now() -> str:

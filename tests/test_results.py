@@ -62,6 +62,23 @@ def test_csv_is_the_flat_view_and_reads_back_without_timelines(paths):
     assert back[0].samples_per_s == 123.456789  # floats come back exactly
 
 
+def test_files_from_before_the_speeds_field_still_load(paths):
+    """`speeds` came later (LATER_FIELDS): JSON rows and CSV columns without it load with the default."""
+    append(make_row(speeds="1;0.5"), *paths)
+    data = json.loads(paths[1].read_text())
+    del data["rows"][0]["speeds"]
+    paths[1].write_text(json.dumps(data))
+    assert load(paths[1])[0].speeds == ""
+    with open(paths[0], newline="") as f:
+        table = list(csv.reader(f))
+    at = table[0].index("speeds")
+    with open(paths[0], "w", newline="") as f:
+        csv.writer(f).writerows(cells[:at] + cells[at + 1:] for cells in table)
+    assert load(paths[0])[0].speeds == ""
+    append(make_row(), *paths)  # appending rewrites the older file with the new column
+    assert [r.speeds for r in load(paths[1])] == ["", ""]
+
+
 def test_none_and_empty_lists_survive_the_csv(paths):
     row = make_row(status="unavailable", reason="no torch.distributed.pipelining", samples_per_s=None, step_ms=None,
                    step_ms_std=None, first_loss=None, predicted_step_ms=None, bubble_fraction=None,

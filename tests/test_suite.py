@@ -77,11 +77,29 @@ def test_unavailable_cases_become_rows(capsys, tmp_path):
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
     (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
     (["run", "--steps", "0"], "--steps must be at least 1 (got 0)"),
+    (["run", "--speeds", "auto"], "--speeds auto probes GPUs; on the CPU give the factors"),
+    (["run", "--speeds", "1,0.5,2"], "--speeds needs one positive factor per device (2)"),
 ])
 def test_run_bad_input_exits_2(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and err.strip().splitlines()[-1].startswith("pipebench: error: ") and message in err
     assert "Traceback" not in err
+
+
+def test_run_cuts_plans_for_the_given_speeds(capsys, tmp_path):
+    """A GPU at half speed gets fewer layers, and the row says which speeds the plan assumed."""
+    rows = {}
+    for speeds in ("1,1", "1,0.25"):
+        out = tmp_path / speeds
+        code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "pp-gpipe", "--quick", "--set", "depth=8",
+                           "--speeds", speeds, "--steps", "1", "--warmup", "0", "--out", str(out))
+        assert code == 0, err
+        (rows[speeds],) = load(sorted(out.glob("*.json")))
+    equal, aware = rows["1,1"], rows["1,0.25"]
+    assert equal.speeds == "1;1" and aware.speeds == "1;0.25" and aware.status == "ok"
+    layers = equal.bounds[-1]
+    assert aware.bounds[1] > equal.bounds[1]  # the slow device's stage (the last) starts later: fewer layers
+    assert layers - aware.bounds[1] < layers - equal.bounds[1]
 
 
 def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
@@ -123,3 +141,41 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
     rows = load(sorted(tmp_path.glob("*.json")))
     assert [(r.strategy, r.status) for r in rows] == [("ddp", "oom"), ("single", "failed")]
     assert rows[0].reason == "rank 1: OutOfMemoryError: CUDA out of memory"
+
+
+def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
+    """bench/bench_suite.py through pytest-benchmark, in its own pytest: two cases, their rows in
+    extra_info and in the results file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    report = tmp_path / "benchmark.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench/bench_suite.py", "-q", "-p", "no:cacheprovider",
+         "--suite-quick", "--suite-models", "gpt", "--suite-strategies", "single,pp-1f1b", "--suite-steps", "2",
+         "--suite-warmup", "1", "--suite-out", str(tmp_path), f"--benchmark-json={report}"],
+        cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    benchmarks = {b["extra_info"]["strategy"]: b for b in json.loads(report.read_text())["benchmarks"]}
+    assert set(benchmarks) == {"single", "pp-1f1b"}
+    for b in benchmarks.values():
+        assert b["stats"]["rounds"] == 2 and b["extra_info"]["status"] == "ok"
+        assert b["extra_info"]["samples_per_s"] > 0 and b["extra_info"]["duration_s"] > 0
+    assert benchmarks["pp-1f1b"]["extra_info"]["predicted_step_ms"] > 0
+    rows = [row for path in tmp_path.glob("*.json") if path != report for row in load(path)]
+    assert sorted(r.strategy for r in rows) == ["pp-1f1b", "single"]
+
+
+def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "bench/bench_suite.py", "-q", "-p", "no:cacheprovider",
+                           "--suite-strategies", "hand-split"],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 4  # pytest's usage error
+    assert "ERROR: unknown strategy 'hand-split'" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
