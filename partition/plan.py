@@ -45,6 +45,9 @@ class StagePlan:
     input_shape: list[int] = field(default_factory=list)
     """One micro-batch's input to the stage, as profiled (torch.distributed.pipelining needs it)."""
     input_dtype: str = ""
+    backward_input_ms: float | None = None
+    """Zero-bubble schedules' I and W of one micro-batch at the stage's speed; None when not profiled."""
+    backward_weight_ms: float | None = None
 
 
 @dataclass
@@ -104,8 +107,11 @@ class Plan:
     def simulate(self) -> sched.Timeline:
         """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
         transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps) for s in self.stages[:-1]]
+        split = all(s.backward_input_ms is not None and s.backward_weight_ms is not None for s in self.stages)
         return sched.simulate([s.forward_ms for s in self.stages], [s.backward_ms for s in self.stages],
-                              self.micro_batches, self.schedule, transfer, devices=self.device_count)
+                              self.micro_batches, self.schedule, transfer, devices=self.device_count,
+                              backward_input=[s.backward_input_ms for s in self.stages] if split else None,
+                              backward_weight=[s.backward_weight_ms for s in self.stages] if split else None)
 
     def memory_per_device(self) -> list[int]:
         """Predicted peak bytes per device: the sum over the stages it runs."""
@@ -263,10 +269,9 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     else:
         bounds = uniform_bounds(n, p)
 
-    fwd = [sum(l.forward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
-    bwd = [sum(l.backward_ms for l in layers[a:b]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
-    transfer = [prices[b - 1] for b in bounds[1:-1]]
-    timeline = sched.simulate(fwd, bwd, m, schedule, transfer, devices=len(devices))
+    times = _stage_times_ms(_prefix_sums(layers), bounds, speeds)
+    fwd, bwd = times["forward"], times["backward"]
+    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices))
     stage_compute = stage_times(costs, bounds, speeds=speeds)
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
@@ -285,6 +290,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             predicted_memory_bytes=int(sum(l.param_bytes * states + l.saved_bytes * held for l in layers[a:b])),
             input_shape=list(profile.input_shape if a == 0 else layers[a - 1].output_shape),
             input_dtype=profile.input_dtype if a == 0 else layers[a - 1].output_dtype,
+            backward_input_ms=times["input"][s] if "input" in times else None,
+            backward_weight_ms=times["weight"][s] if "weight" in times else None,
         ))
     step_ms = timeline.step_time
     return Plan(
@@ -309,6 +316,25 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     )
 
 
+def _prefix_sums(layers) -> dict[str, list[float]]:
+    """Running sums of the layers' forward and backward (and, when profiled, I and W) times."""
+    figures = {"forward": "forward_ms", "backward": "backward_ms"}
+    if all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
+        figures.update(input="backward_input_ms", weight="backward_weight_ms")
+    return {key: [0.0, *accumulate(getattr(l, name) for l in layers)] for key, name in figures.items()}
+
+
+def _stage_times_ms(prefix: dict[str, list[float]], bounds, speeds) -> dict[str, list[float]]:
+    """Each stage's times for one micro-batch at its device's speed, for the cuts `bounds`."""
+    return {key: [(sums[b] - sums[a]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
+            for key, sums in prefix.items()}
+
+
+def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices) -> sched.Timeline:
+    return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
+                          backward_input=times.get("input"), backward_weight=times.get("weight"))
+
+
 def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, devices) -> list[int]:
     """Among cuts that keep the optimal slowest stage (and the caps), move cuts one layer at a time while
     the simulated step gets shorter (with several stages per device, any cuts within the caps).
@@ -321,14 +347,12 @@ def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, de
     # may trade stage balance for a shorter simulated step.
     limit = (max(stage_times(costs, bounds, speeds=speeds, cut_prices=prices)) * (1 + 1e-9)
              if devices == len(bounds) - 1 else float("inf"))
-    fwd_prefix = [0.0, *accumulate(l.forward_ms for l in layers)]
-    bwd_prefix = [0.0, *accumulate(l.backward_ms for l in layers)]
+    prefix = _prefix_sums(layers)
     mem_prefix = [0.0, *accumulate(memory)]
 
     def step(cand):
-        fwd = [(fwd_prefix[b] - fwd_prefix[a]) / v for a, b, v in zip(cand, cand[1:], speeds)]
-        bwd = [(bwd_prefix[b] - bwd_prefix[a]) / v for a, b, v in zip(cand, cand[1:], speeds)]
-        return sched.simulate(fwd, bwd, m, schedule, [prices[b - 1] for b in cand[1:-1]], devices=devices).step_time
+        times = _stage_times_ms(prefix, cand, speeds)
+        return _simulate(times, m, schedule, [prices[b - 1] for b in cand[1:-1]], devices).step_time
 
     def allowed(cand):
         if any(a >= b for a, b in zip(cand, cand[1:])):

@@ -55,6 +55,12 @@ class LayerProfile:
     output_shape: list[int]
     output_dtype: str
     saved_bytes: int
+    backward_input_ms: float | None = None
+    """The backward split as zero-bubble schedules run it: I, the input gradient (torch's
+    stage_backward_input), and W, the weight gradient from what I kept (stage_backward_weight). Together
+    they cost more than one backward (W walks the graph again). None in profiles made before they were
+    measured, or where torch lacks the functions; the simulator then assumes a split."""
+    backward_weight_ms: float | None = None
 
     @property
     def step_ms(self) -> float:
@@ -151,12 +157,14 @@ def _check_fields(cls, data: Any, where: str, skip: set[str] = frozenset()) -> d
     for f in fields(cls):
         if f.name in skip:
             continue
-        if f.name not in data:
-            if f.default_factory is not dict:  # only `config` may be left out
+        optional = f.type.endswith("| None")  # measured in later versions: may be missing or null
+        if f.name not in data or (optional and data[f.name] is None):
+            if f.default_factory is not dict and not optional:  # only `config` and those may be left out
                 raise ProfileError(f"{where}: missing field {f.name!r}")
             continue
         value = data[f.name]
-        kind = {"int": int, "float": float, "str": str}.get(f.type) or (list if f.type.startswith("list") else dict)
+        base = f.type.removesuffix(" | None")
+        kind = {"int": int, "float": float, "str": str}.get(base) or (list if base.startswith("list") else dict)
         if isinstance(value, bool) or not isinstance(value, _TYPES[kind]):
             raise ProfileError(f"{where}.{f.name}: expected {kind.__name__}, got {value!r}")
         if kind in (int, float) and value < 0:

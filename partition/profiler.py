@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import time
+import warnings
 from typing import Callable
 
 import torch
@@ -127,6 +128,7 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
             _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)
         backward_s = _timed(lambda: [torch.autograd.backward(output, grad, retain_graph=True)
                                      for _ in range(repeats)], device)[1] / repeats
+    split = _split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) if output.requires_grad else None
     params = sum(p.numel() for p in layer.parameters())
     figures = dict(
         params=params,
@@ -137,10 +139,48 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
         output_shape=list(output.shape),
         output_dtype=_dtype_name(output.dtype),
         saved_bytes=sum(saved.values()),
+        backward_input_ms=split[0] if split else None,
+        backward_weight_ms=split[1] if split else None,
     )
     for p in layer.parameters():
         p.grad = None
     return figures, output.detach()
+
+
+def _split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) -> tuple[float, float] | None:
+    """The layer's backward run as zero-bubble schedules run it: ms of I (input gradient) and of W
+    (weight gradient), with torch.distributed.pipelining's own functions; None if torch lacks them.
+
+    Each I consumes its forward's graph, so `repeats` forwards run first (untimed); then the I passes
+    and the W passes are timed back to back, like the layer's other figures."""
+    try:
+        from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+    except ImportError:
+        return None
+    params = [p for p in layer.parameters() if p.requires_grad]
+
+    def forward(x):
+        out = layer(x)
+        # stage_backward_input detaches the output in place, which a view (a flatten) does not allow;
+        # a real stage's output is a fresh tensor received or returned, so copy views.
+        return out.clone() if out._is_view() else out
+
+    def run(n: int) -> tuple[float, float]:
+        pairs = [(x, forward(x)) for x in (fresh_input() for _ in range(n))]
+        groups = []
+        _, input_s = _timed(lambda: [groups.append(stage_backward_input([out], [grad], [x], iter(params))[1])
+                                     for x, out in pairs], device)
+        _, weight_s = _timed(lambda: [stage_backward_weight(iter(params), g) for g in groups], device)
+        return input_s / n, weight_s / n
+
+    with warnings.catch_warnings():  # the input is a clone (see fresh_input), whose .grad torch reads
+        warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+        if warmup:
+            run(warmup)
+        input_s, weight_s = run(repeats)
+    for p in layer.parameters():
+        p.grad = None
+    return input_s * 1e3, weight_s * 1e3
 
 
 def _timed(fn, device):

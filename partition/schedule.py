@@ -158,6 +158,8 @@ def simulate(
     *,
     devices: int | None = None,
     weight_fraction: float = 0.5,
+    backward_input: Sequence[float] | None = None,
+    backward_weight: Sequence[float] | None = None,
 ) -> Timeline:
     """Simulate one step.
 
@@ -165,9 +167,10 @@ def simulate(
     transfer[s]: time to move one micro-batch's activation (or its gradient) across the cut after stage s
     (len(forward) - 1 values; zero when omitted; ignored, as free, where both stages share a device).
     devices: how many devices the stages are placed on (see placement); defaults to one per stage.
-    weight_fraction: in zero-bubble schedules, the share of each backward that is W (the rest is I). The
-    profile does not measure the split, so this is an assumption; W is roughly the weight-gradient
-    matmuls, about half of a transformer block's backward.
+    backward_input[s], backward_weight[s]: in zero-bubble schedules, the measured I (input gradient) and W
+    (weight gradient) of stage s (the profiler measures them; together they exceed `backward`).
+    weight_fraction: without those, the share of each backward taken to be W (the rest is I): an
+    assumption, since W is roughly the weight-gradient matmuls, about half of a transformer block's backward.
     """
     p = len(forward)
     if len(backward) != p:
@@ -177,14 +180,21 @@ def simulate(
         raise ValueError(f"need one transfer time per cut ({len(transfer)} != {p - 1})")
     if not 0 <= weight_fraction <= 1:
         raise ValueError(f"weight_fraction is a share of the backward, between 0 and 1 (got {weight_fraction})")
+    if (backward_input is None) != (backward_weight is None):
+        raise ValueError("give both backward_input and backward_weight, or neither")
+    if backward_input is None:
+        backward_input = [(1 - weight_fraction) * b for b in backward]
+        backward_weight = [weight_fraction * b for b in backward]
+    if len(backward_input) != p or len(backward_weight) != p:
+        raise ValueError(f"need one input and one weight gradient time per stage ({p})")
     orders = device_orders(schedule, p, micro_batches, devices)
     where = placement(schedule, p, devices)
     hop = [t if where[s] != where[s + 1] else 0.0 for s, t in enumerate(transfer)]
     duration = {
         "F": list(forward),
         "B": list(backward),
-        "I": [(1 - weight_fraction) * b for b in backward],
-        "W": [weight_fraction * b for b in backward],
+        "I": list(backward_input),
+        "W": list(backward_weight),
     }
 
     done: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro) -> end time

@@ -198,3 +198,33 @@ def test_a_plan_simulates_to_its_own_prediction(schedule, virtual):
     timeline = plan.simulate()
     assert timeline.step_time == pytest.approx(plan.predicted_step_ms)
     assert timeline.bubble_fraction == pytest.approx(plan.bubble_fraction)
+
+
+def test_measured_input_and_weight_gradients_reach_the_stages_and_the_prediction():
+    """With I and W profiled, each stage carries their sums (at its speed) and zero-bubble predictions
+    use them: a costlier W makes the predicted step longer; 1F1B, which never splits, is unchanged."""
+    def with_split(weight_share, overhead):
+        profile = gpt_like()
+        for layer in profile.layers:
+            layer.backward_input_ms = (1 - weight_share) * layer.backward_ms * overhead
+            layer.backward_weight_ms = weight_share * layer.backward_ms * overhead
+        return profile
+
+    plain = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    assert all(s.backward_input_ms is None for s in plain.stages)
+    even = make_plan([with_split(0.5, 1.0)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    assert even.predicted_step_ms == pytest.approx(plain.predicted_step_ms)  # what the assumption was
+    costly = make_plan([with_split(0.6, 1.05)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2,
+                       speeds=[1.0, 0.5])
+    layers = with_split(0.6, 1.05).layers
+    for stage in costly.stages:
+        speed = 1.0 if stage.device == "a" else 0.5
+        part = layers[stage.first_layer:stage.end_layer]
+        assert stage.backward_weight_ms == pytest.approx(sum(l.backward_weight_ms for l in part) / speed)
+        assert stage.backward_input_ms == pytest.approx(sum(l.backward_input_ms for l in part) / speed)
+    assert costly.simulate().step_time == pytest.approx(costly.predicted_step_ms)
+    slower = make_plan([with_split(0.6, 1.05)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    assert slower.predicted_step_ms > even.predicted_step_ms
+    one_f_one_b = [make_plan([p], ["a", "b"], micro_batches=8).predicted_step_ms
+                   for p in (gpt_like(), with_split(0.6, 1.05))]
+    assert one_f_one_b[0] == pytest.approx(one_f_one_b[1])

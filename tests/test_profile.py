@@ -37,6 +37,19 @@ def test_every_layer_is_measured(resnet_profile):
     assert sum(layer.params for layer in profile.layers) == model.num_parameters()
 
 
+def test_the_zero_bubble_backward_parts_are_measured(resnet_profile):
+    """I and W are timed with torch's own stage_backward_input / stage_backward_weight, layer by layer:
+    W is positive where there are weights and I wherever the input needs a gradient."""
+    model, profile = resnet_profile
+    for layer in profile.layers:
+        assert layer.backward_input_ms is not None and layer.backward_input_ms > 0
+        assert layer.backward_weight_ms is not None and layer.backward_weight_ms >= 0
+    assert profile.layers[0].backward_weight_ms > 0  # conv1 has weights
+    gpt = profile_model(models.get_model("gpt", "tiny"), "cpu", micro_batch=2, repeats=1, warmup=0)
+    embed = gpt.layers[0]  # token ids need no gradient: its backward is all weight gradient
+    assert embed.backward_weight_ms > 0 and all(l.backward_weight_ms > 0 for l in gpt.layers)
+
+
 def test_in_place_relu_is_profiled(resnet_profile):
     model, profile = resnet_profile
     relu = model.layers[model.layer_names.index("relu")]
@@ -89,6 +102,7 @@ def _profile_dict():
     (lambda d: d["profiles"][0]["layers"][0].pop("forward_ms"), r"profiles\[0\]\.layers\[0\]: missing field 'forward_ms'"),
     (lambda d: d["profiles"][0]["layers"][0].update(params="many"), r"layers\[0\]\.params: expected int"),
     (lambda d: d["profiles"][0]["layers"][0].update(backward_ms=-1), r"backward_ms: must be >= 0"),
+    (lambda d: d["profiles"][0]["layers"][0].update(backward_input_ms="fast"), r"backward_input_ms: expected float"),
     (lambda d: d["profiles"][0].pop("device_name"), r"profiles\[0\]: missing field 'device_name'"),
     (lambda d: d["profiles"][0].update(micro_batch=3), r"micro_batch: 3 does not divide batch 8"),
     (lambda d: d["profiles"][0].update(layers=[]), r"layers: expected a non-empty list"),
@@ -103,6 +117,17 @@ def test_malformed_profile_names_the_field(tmp_path, edit, message):
     path.write_text(json.dumps(data))
     with pytest.raises(ProfileError, match=message):
         load_profiles(path)
+
+
+def test_profiles_from_before_the_backward_split_still_load(tmp_path):
+    data = {"format": "pipebench-profile", "version": 1, "profiles": [_profile_dict()]}
+    layer = data["profiles"][0]["layers"][0]
+    assert layer["backward_input_ms"] is None
+    del layer["backward_input_ms"], layer["backward_weight_ms"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    (profile,) = load_profiles(path)
+    assert profile.layers[0].backward_input_ms is None and profile.layers[0].backward_weight_ms is None
 
 
 def test_unreadable_profile(tmp_path):

@@ -202,6 +202,30 @@ def test_weight_fraction_splits_the_backward():
     assert {op.kind for op in simulate([1.0], [4.0], 2, "1f1b", weight_fraction=0.25).ops} == {"F", "B"}
 
 
+def test_measured_input_and_weight_gradients_replace_the_assumed_split():
+    timeline = simulate([1.0, 1.0], [4.0, 8.0], 2, "zbv", devices=1, backward_input=[2.5, 5.0],
+                        backward_weight=[2.0, 4.5])
+    length = {(op.kind, op.stage): op.end - op.start for op in timeline.ops}
+    assert length[("I", 0)] == pytest.approx(2.5) and length[("W", 0)] == pytest.approx(2.0)
+    assert length[("I", 1)] == pytest.approx(5.0) and length[("W", 1)] == pytest.approx(4.5)
+    # One device runs everything: the step is the sum of the measured parts, more than F + B.
+    assert timeline.step_time == pytest.approx(2 * (1 + 1 + 2.5 + 2.0 + 5.0 + 4.5))
+    # Measured parts equal to the assumed split give the same timeline.
+    same = simulate([1.0, 2.0], [4.0, 6.0], 4, "zb-interleaved", devices=2, backward_input=[3.0, 4.5],
+                    backward_weight=[1.0, 1.5])
+    assumed = simulate([1.0, 2.0], [4.0, 6.0], 4, "zb-interleaved", devices=2, weight_fraction=0.25)
+    assert same.step_time == pytest.approx(assumed.step_time)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(backward_input=[1.0, 1.0]), "give both backward_input and backward_weight"),
+    (dict(backward_input=[1.0], backward_weight=[1.0]), "one input and one weight gradient time per stage"),
+])
+def test_bad_input_and_weight_gradients(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        simulate([1.0, 1.0], [2.0, 2.0], 2, "zbv", devices=1, **kwargs)
+
+
 CONFIGS = [  # schedule, devices, stages, micro-batches
     ("gpipe", 3, 3, 5), ("1f1b", 4, 4, 3), ("1f1b", 3, 3, 7),
     ("interleaved", 2, 4, 4), ("interleaved", 3, 6, 5), ("interleaved", 2, 6, 8), ("interleaved", 4, 8, 2),
