@@ -473,6 +473,7 @@ def _profile(args, devices):
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
                                           progress=progress if sys.stderr.isatty() else None))
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
+            last_error = f"micro-batch {size}: {_first_line(exc)}"
             if len(counts) == 1:
                 raise UsageError(f"cannot run {model.name} with micro-batches of {size}: {_first_line(exc)}") from None
             _note(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {_first_line(exc)}" + " " * 30)
@@ -481,13 +482,17 @@ def _profile(args, devices):
             continue
         _note(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s" + " " * 30)
     if not profiles:
-        raise UsageError(f"{model.name} runs at none of the micro-batch sizes tried")
+        raise UsageError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     _note(f"profiled in {time.perf_counter() - started:.1f} s")
     return profiles, link_gbps
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    """The error's first line, and its cause's (torch wraps some errors in a bare RuntimeError)."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if exc.__cause__ is not None:
+        line += f" ({_first_line(exc.__cause__)})"
+    return line
 
 
 def _parse_override(text: str):

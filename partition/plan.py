@@ -325,9 +325,15 @@ def _prefix_sums(layers) -> dict[str, list[float]]:
 
 
 def _stage_times_ms(prefix: dict[str, list[float]], bounds, speeds) -> dict[str, list[float]]:
-    """Each stage's times for one micro-batch at its device's speed, for the cuts `bounds`."""
-    return {key: [(sums[b] - sums[a]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
-            for key, sums in prefix.items()}
+    """Each stage's times for one micro-batch at its device's speed, for the cuts `bounds`.
+
+    torch's zero-bubble schedules skip I on the first stage (its input needs no gradient) and run its
+    whole backward as W, so stage 0 gets I = 0 and W = its backward."""
+    times = {key: [(sums[b] - sums[a]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
+             for key, sums in prefix.items()}
+    if "input" in times:
+        times["input"][0], times["weight"][0] = 0.0, times["backward"][0]
+    return times
 
 
 def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices) -> sched.Timeline:

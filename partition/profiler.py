@@ -128,7 +128,11 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
             _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)
         backward_s = _timed(lambda: [torch.autograd.backward(output, grad, retain_graph=True)
                                      for _ in range(repeats)], device)[1] / repeats
-    split = _split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) if output.requires_grad else None
+    split = None
+    if output.requires_grad:
+        # A layer whose input needs no gradient (token ids) has no input gradient: its backward is all W.
+        split = (_split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) if needs_grad
+                 else (0.0, backward_s * 1e3))
     params = sum(p.numel() for p in layer.parameters())
     figures = dict(
         params=params,
@@ -155,7 +159,7 @@ def _split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) -> tup
     and the W passes are timed back to back, like the layer's other figures."""
     try:
         from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
-    except ImportError:
+    except ImportError:  # a private module: absent or renamed in some torch version
         return None
     params = [p for p in layer.parameters() if p.requires_grad]
 
@@ -175,9 +179,16 @@ def _split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) -> tup
 
     with warnings.catch_warnings():  # the input is a clone (see fresh_input), whose .grad torch reads
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
-        if warmup:
-            run(warmup)
-        input_s, weight_s = run(repeats)
+        try:
+            if warmup:
+                run(warmup)
+            input_s, weight_s = run(repeats)
+        except (RuntimeError, TypeError) as exc:  # a private API: fall back to the assumed split, say why
+            cause = exc.__cause__ or exc
+            warnings.warn(f"{type(layer).__name__}: I and W not measured, the simulator will assume a split "
+                          f"({type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''})",
+                          RuntimeWarning, stacklevel=2)
+            return None
     for p in layer.parameters():
         p.grad = None
     return input_s * 1e3, weight_s * 1e3

@@ -47,7 +47,22 @@ def test_the_zero_bubble_backward_parts_are_measured(resnet_profile):
     assert profile.layers[0].backward_weight_ms > 0  # conv1 has weights
     gpt = profile_model(models.get_model("gpt", "tiny"), "cpu", micro_batch=2, repeats=1, warmup=0)
     embed = gpt.layers[0]  # token ids need no gradient: its backward is all weight gradient
-    assert embed.backward_weight_ms > 0 and all(l.backward_weight_ms > 0 for l in gpt.layers)
+    assert embed.backward_input_ms == 0 and embed.backward_weight_ms == embed.backward_ms > 0
+    assert all(l.backward_weight_ms > 0 for l in gpt.layers)
+
+
+def test_the_backward_split_falls_back_with_a_warning_when_torch_refuses(monkeypatch):
+    import torch.distributed.pipelining._backward as backward
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("\n  Failed to run stage backward input:") from ValueError("no grad here")
+
+    monkeypatch.setattr(backward, "stage_backward_input", refuse)
+    model = models.get_model("mlp", "tiny")
+    with pytest.warns(RuntimeWarning, match=r"I and W not measured.*ValueError: no grad here"):
+        profile = profile_model(model, "cpu", micro_batch=2, repeats=1, warmup=0)
+    assert all(l.backward_input_ms is None for l in profile.layers)
+    assert all(l.backward_ms > 0 for l in profile.layers)
 
 
 def test_in_place_relu_is_profiled(resnet_profile):
