@@ -91,21 +91,13 @@ def profile_model(
 def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
     """Time one layer's forward and backward; return its figures and its (detached) output."""
     needs_grad = inputs.is_floating_point()
-    leaf = inputs.detach().requires_grad_(needs_grad)
+    source = inputs.detach()
 
     def fresh_input():
-        # A clone, not the leaf itself, so that in-place layers (ReLU(inplace=True)) may write to it.
-        return leaf.clone() if needs_grad else leaf
-
-    for _ in range(warmup):
-        _timed(lambda: layer(fresh_input()), device)
-    # Timed runs go back to back between two synchronisations, as layers follow one another in a real
-    # step: the CPU queues the next launches while the GPU works, so a layer costs what the slower of the
-    # two needs. Synchronising around every single run would also count the idle GPU while the CPU
-    # launches, which a real step hides (it made small micro-batches look up to 45% slower than they ran).
-    copies = [fresh_input() for _ in range(repeats)]
-    forward_s = _timed(lambda: [layer(x) for x in copies], device)[1] / repeats
-    del copies
+        # Each run gets a leaf of its own, so that its input gradient is stored, not added to an earlier
+        # run's (a pass over the activation that a real step does not make), seen through a clone so
+        # that in-place layers (ReLU(inplace=True)) may write to it.
+        return source.clone().requires_grad_().clone() if needs_grad else source
 
     saved: dict[int, int] = {}
 
@@ -115,21 +107,31 @@ def _profile_layer(layer, inputs, device, repeats, warmup, param_storages):
             saved[storage.data_ptr()] = storage.nbytes()
         return t
 
-    x = fresh_input()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        output = layer(x)
+        output = layer(fresh_input())
     if not isinstance(output, torch.Tensor):
         raise TypeError(f"layer {type(layer).__name__} returned {type(output).__name__}, not one tensor")
+    grad = torch.ones_like(output) if output.requires_grad else None
 
-    backward_s = 0.0
-    if output.requires_grad:
-        grad = torch.ones_like(output)
-        for _ in range(warmup):
-            _timed(lambda: torch.autograd.backward(output, grad, retain_graph=True), device)
-        backward_s = _timed(lambda: [torch.autograd.backward(output, grad, retain_graph=True)
-                                     for _ in range(repeats)], device)[1] / repeats
+    def runs() -> tuple[float, float]:
+        """Seconds per forward and per backward, `repeats` of each back to back between two
+        synchronisations, as layers follow one another in a real step: the CPU queues the next launches
+        while the GPU works, so a layer costs what the slower of the two needs. (Synchronising around
+        every run also counted the idle GPU while the CPU launched, which a real step hides; it made
+        small micro-batches look up to 45% slower than they ran.) Each backward frees its graph."""
+        xs = [fresh_input() for _ in range(repeats)]
+        outs: list[torch.Tensor] = []
+        forward_s = _timed(lambda: outs.extend(layer(x) for x in xs), device)[1]
+        backward_s = 0.0
+        if grad is not None:
+            backward_s = _timed(lambda: [torch.autograd.backward(out, grad) for out in outs], device)[1]
+        return forward_s / repeats, backward_s / repeats
+
+    for _ in range(warmup):  # also leaves the allocator holding the blocks that the timed runs use
+        runs()
+    forward_s, backward_s = runs()
     split = None
-    if output.requires_grad:
+    if grad is not None:
         # A layer whose input needs no gradient (token ids) has no input gradient: its backward is all W.
         split = (_split_backward_ms(layer, fresh_input, grad, device, repeats, warmup) if needs_grad
                  else (0.0, backward_s * 1e3))
