@@ -527,9 +527,13 @@ def format_plan(plan, baseline, max_memory=None) -> str:
 
     where = f" ({plan.virtual_stages} per device on {plan.device_count} devices)" if plan.virtual_stages > 1 else ""
 
+    # Zero-bubble schedules split each backward into I and W; show them where they were profiled.
+    split = plan.schedule in ("zb-interleaved", "zbv") and all(s.backward_input_ms is not None for s in plan.stages)
     rows = []
     for s in plan.stages:
         names = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}"
+        backward = ({"I ms": f"{s.backward_input_ms:.3f}", "W ms": f"{s.backward_weight_ms:.3f}"} if split
+                    else {"bwd ms": f"{s.backward_ms:.3f}"})
         rows.append({
             "stage": s.index,
             "device": s.device,
@@ -537,7 +541,7 @@ def format_plan(plan, baseline, max_memory=None) -> str:
             "names": names,
             "params": _count(s.params),
             "fwd ms": f"{s.forward_ms:.3f}",
-            "bwd ms": f"{s.backward_ms:.3f}",
+            **backward,
             "sends": format_bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
             "in flight": s.peak_in_flight,
             "memory": format_bytes(s.predicted_memory_bytes),

@@ -145,6 +145,14 @@ def test_plan_interleaved_stages(capsys):
     assert "on 4 stages (2 per device on 2 devices)" in out and ", interleaved," in out
 
 
+def test_plan_shows_the_profiled_backward_split_for_zero_bubble_schedules(capsys):
+    code, zbv, _ = run(capsys, *TINY_GPT, "--set", "depth=4", "--stages", "2", "--schedule", "zbv")
+    code2, plain, _ = run(capsys, *TINY_GPT, "--set", "depth=4", "--stages", "2")
+    assert code == code2 == 0
+    assert " I ms " in zbv and " W ms " in zbv and "bwd ms" not in zbv
+    assert "bwd ms" in plain and " I ms " not in plain
+
+
 def test_plan_with_speed_factors_gives_the_slow_device_fewer_layers(capsys):
     code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2")
     code2, slow, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2", "--speeds", "1,0.25")
