@@ -101,8 +101,9 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     peak = out["peak_gib_max"].where(out["peak_gib_max"] > 0)  # a CPU reports 0: no error to speak of
     out["memory_error_pct"] = (out["predicted_gib_max"] - peak) / peak * 100
     out["peak_gib"] = [" / ".join(f"{b / GIB:.1f}" for b in bs) for bs in out["peak_memory_bytes"]]
-    out["case"] = [_case_label(s, sch, m, v) for s, sch, m, v in
-                   zip(out["strategy"], out["schedule"], out["micro_batches"], out["virtual_stages"])]
+    out["case"] = [_case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
+                   for s, sch, m, v, sp in zip(out["strategy"], out["schedule"], out["micro_batches"],
+                                               out["virtual_stages"], out["speeds"])]
     out["_rank"] = [_strategy_rank(s) for s in out["strategy"]]
     out = out.sort_values([*GROUP, "_rank", "strategy", "devices", "gpus", "micro_batches", "schedule",
                            "virtual_stages"], kind="stable")

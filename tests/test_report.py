@@ -106,6 +106,13 @@ def test_summarise_orders_strategies_like_people_read_them(rows):
         "pp-interleaved (m=4, v=2)"]
 
 
+def test_a_plan_cut_for_speeds_says_so_in_its_case():
+    summary = summarise(frame([make_row("single", gpus="0", samples_per_s=80.0),
+                               make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b",
+                                        samples_per_s=100.0, speeds="1;0.45")]))
+    assert list(summary["case"]) == ["single", "pp-1f1b (m=8), planned for speeds 1/0.45"]
+
+
 def test_cpu_processes_count_as_devices():
     df = frame([make_row("pp-1f1b", gpus="cpu", world_size=2, micro_batches=2, samples_per_s=10.0),
                 make_row("single", gpus="cpu", samples_per_s=8.0)])
