@@ -121,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--max-memory", metavar="SIZE",
+                     help="memory cap per GPU for the plans, e.g. 20GiB (default on GPUs: what is free when the run "
+                     "starts, less 5%% of the total or 1 GiB)")
     run.add_argument("--speeds", metavar="auto|F,F,...",
                      help="speed factor per GPU for the pipeline plans: auto probes each GPU once at the start "
                      "(a busy GPU gets fewer layers); default: all equal")
@@ -173,7 +176,10 @@ def cmd_run(args) -> int:
         _announce_choice(infos)
     elif args.gpus:
         ids = parse_gpu_ids(args.gpus)
+    cap = parse_size(args.max_memory) if args.max_memory else None
     machine = detect_machine(ids)
+    if cap is not None:
+        machine.caps = [cap] * machine.devices
     if machine.gpus is None:
         _note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs "
               "(gloo), tiny flavours")

@@ -77,6 +77,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path):
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
     (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
     (["run", "--steps", "0"], "--steps must be at least 1 (got 0)"),
+    (["run", "--max-memory", "lots"], "cannot read memory size 'lots'"),
     (["run", "--speeds", "auto"], "--speeds auto probes GPUs; on the CPU give the factors"),
     (["run", "--speeds", "1,0.5,2"], "--speeds needs one positive factor per device (2)"),
 ])
@@ -100,6 +101,16 @@ def test_run_cuts_plans_for_the_given_speeds(capsys, tmp_path):
     layers = equal.bounds[-1]
     assert aware.bounds[1] > equal.bounds[1]  # the slow device's stage (the last) starts later: fewer layers
     assert layers - aware.bounds[1] < layers - equal.bounds[1]
+
+
+def test_run_honours_a_memory_cap(capsys, tmp_path):
+    """--max-memory caps every plan; a case that fits nowhere becomes an unavailable row naming the stage."""
+    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "pp-1f1b", "--quick", "--max-memory", "1KB",
+                       "--steps", "1", "--warmup", "0", "--out", str(tmp_path))
+    assert code == 0, err
+    (row,) = load(sorted(tmp_path.glob("*.json")))
+    assert row.status == "unavailable" and "fits the memory cap (1000 B per stage)" in row.reason
+    assert "(stage 0: layers" in row.reason
 
 
 def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
