@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -157,10 +160,6 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
 def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
     """bench/bench_suite.py through pytest-benchmark, in its own pytest: two cases, their rows in
     extra_info and in the results file."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     report = tmp_path / "benchmark.json"
     done = subprocess.run(
@@ -180,10 +179,6 @@ def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
 
 
 def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
-    import subprocess
-    import sys
-    from pathlib import Path
-
     done = subprocess.run([sys.executable, "-m", "pytest", "bench/bench_suite.py", "-q", "-p", "no:cacheprovider",
                            "--suite-strategies", "hand-split"],
                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)

@@ -36,15 +36,16 @@ while True:
 
 def simulate_at(plan, planned: list[float], actual: list[float]) -> float:
     """The step time `plan`'s cuts take on GPUs running at `actual` speeds, when it was planned for
-    `planned` ones (1F1B, one stage per GPU: a stage's times were divided by its planned speed)."""
-    from partition import schedule as sched
-    from partition.plan import transfer_ms
+    `planned` ones (one stage per GPU: a stage's times were divided by its planned speed)."""
+    from dataclasses import replace
 
-    scale = [p / a for p, a in zip(planned, actual)]
-    fwd = [s.forward_ms * k for s, k in zip(plan.stages, scale)]
-    bwd = [s.backward_ms * k for s, k in zip(plan.stages, scale)]
-    transfer = [transfer_ms(s.activation_out_bytes, plan.link_gbps) for s in plan.stages[:-1]]
-    return sched.simulate(fwd, bwd, plan.micro_batches, plan.schedule, transfer, devices=plan.device_count).step_time
+    def rescaled(stage, k):
+        split = {name: getattr(stage, name) * k for name in ("backward_input_ms", "backward_weight_ms")
+                 if getattr(stage, name) is not None}
+        return replace(stage, forward_ms=stage.forward_ms * k, backward_ms=stage.backward_ms * k, **split)
+
+    stages = [rescaled(s, p / a) for s, p, a in zip(plan.stages, planned, actual)]
+    return replace(plan, stages=stages).simulate().step_time
 
 
 def busy_ms(timeline: list[dict]) -> dict[int, float]:
