@@ -37,7 +37,7 @@ GROUP = ["model", "flavour", "batch", "device_name"]
 STRATEGY_ORDER = ("single", "dataparallel", "ddp", "modelparallel", "pipeline")
 SUMMARY_COLUMNS = [
     "model", "flavour", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
-    "schedule", "virtual_stages", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
+    "schedule", "virtual_stages", "speeds", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
     "ideal_samples_per_s", "efficiency", "step_ms", "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
 ]

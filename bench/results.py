@@ -134,12 +134,14 @@ CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predict
 """The CSV header, in this order."""
 LATER_FIELDS = ("speeds",)
 """Fields added after the first files were written: a file without them still loads, with the default."""
-CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages")
+CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
+               "speeds")
 
 
 def case_key(row: Row) -> tuple:
-    """What identifies a benchmark case, for `--resume`: (model, flavour, strategy, gpus, batch,
-    micro_batches, schedule, virtual_stages)."""
+    """What identifies a benchmark case, for `--resume` and the report: (model, flavour, strategy, gpus,
+    batch, micro_batches, schedule, virtual_stages, speeds). The same case planned for other speeds is
+    another case."""
     return tuple(getattr(row, name) for name in CASE_FIELDS)
 
 

@@ -220,7 +220,9 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         predicted_step_ms=plan.predicted_step_ms if plan else None,
         predicted_memory_bytes=plan.memory_per_device() if plan else [],
         bubble_fraction=plan.bubble_fraction if plan else None, bounds=list(plan.bounds) if plan else [],
-        speeds=";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count]) if plan and machine.speeds else "",
+        # Only a plan cut across devices depends on the speeds (one GPU runs the whole model either way).
+        speeds=(";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count])
+                if plan and machine.speeds and plan.device_count > 1 else ""),
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
