@@ -80,12 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
-    plan.add_argument("--max-memory", metavar="SIZE",
-                      help="memory cap per GPU, e.g. 20GiB or 512MB (default on GPUs: what is free now, less "
-                      "5%% of the total or 1 GiB)")
-    plan.add_argument("--speeds", metavar="auto|F,F,...",
-                      help="speed factor per GPU for the solver: auto runs a short matrix-product probe on each "
-                      "(a busy GPU gets fewer layers); default: all equal")
+    _add_shared_server_options(plan)
     plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
                       help="optimizer whose state the memory prediction counts (default: sgd)")
     plan.add_argument("--link-gbps", type=float, default=None,
@@ -121,12 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
-    run.add_argument("--max-memory", metavar="SIZE",
-                     help="memory cap per GPU for the plans, e.g. 20GiB (default on GPUs: what is free when the run "
-                     "starts, less 5%% of the total or 1 GiB)")
-    run.add_argument("--speeds", metavar="auto|F,F,...",
-                     help="speed factor per GPU for the pipeline plans: auto probes each GPU once at the start "
-                     "(a busy GPU gets fewer layers); default: all equal")
+    _add_shared_server_options(run)
     run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
     run.epilog = "strategies: single, dataparallel, ddp, modelparallel, pipeline, pp-gpipe, pp-1f1b, " \
                  "pp-interleaved, pp-zb, pp-zbv"
@@ -149,6 +139,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------------- run
+
+def _add_shared_server_options(parser: argparse.ArgumentParser) -> None:
+    """--max-memory and --speeds, which plan and run share (run applies them to each plan it makes)."""
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="memory cap per GPU, e.g. 20GiB or 512MB (default on GPUs: what is free at the "
+                        "start, less 5%% of the total or 1 GiB)")
+    parser.add_argument("--speeds", metavar="auto|F,F,...",
+                        help="speed factor per GPU for the solver: auto runs a short matrix-product probe on each "
+                        "(a busy GPU gets fewer layers); default: all equal")
+
 
 def cmd_run(args) -> int:
     from bench import run as suite_run
