@@ -222,7 +222,7 @@ def simulate(
             raise RuntimeError(f"schedule {schedule!r} deadlocks")
 
     step = max(free_at) if ops else 0.0
-    busy = sum(forward) * micro_batches + sum(backward) * micro_batches
+    busy = sum(op.end - op.start for op in ops)  # with measured I and W, more than F + B
     bubble = 1.0 - busy / (len(orders) * step) if step > 0 else 0.0
     return Timeline(
         ops=sorted(ops, key=lambda op: (op.start, op.device, op.stage)),

@@ -210,6 +210,7 @@ def test_measured_input_and_weight_gradients_replace_the_assumed_split():
     assert length[("I", 1)] == pytest.approx(5.0) and length[("W", 1)] == pytest.approx(4.5)
     # One device runs everything: the step is the sum of the measured parts, more than F + B.
     assert timeline.step_time == pytest.approx(2 * (1 + 1 + 2.5 + 2.0 + 5.0 + 4.5))
+    assert timeline.bubble_fraction == pytest.approx(0.0)  # busy time is what the ops take, not F + B
     # Measured parts equal to the assumed split give the same timeline.
     same = simulate([1.0, 2.0], [4.0, 6.0], 4, "zb-interleaved", devices=2, backward_input=[3.0, 4.5],
                     backward_weight=[1.0, 1.5])
