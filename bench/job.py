@@ -1,30 +1,29 @@
 """What one benchmark case runs: a plain, JSON-ready description that crosses process boundaries.
 
-The parent writes a `Job` to a file, every worker process reads it, builds the same model from the same
-seed, and runs the named strategy; see `bench/worker.py` and `bench/launch.py`.
+The parent writes a `Job` to a file; every worker process reads it, builds the same model from the same
+seed, and runs the named strategy on the Job's Plan (see `bench/worker.py` and `bench/launch.py`). The
+Plan travels whole, in its own versioned format: the worker reads cuts, placement and micro-batch count
+from it and decides none of them.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from partition.profile import write_json
+from pipebench.bench.strategies import get_strategy
+from pipebench.errors import UserError
+from pipebench.files import read_json, record, write_json
+from pipebench.partition.plan import Plan
 
-__all__ = ["Job", "job_from_plan", "SINGLE_PROCESS_STRATEGIES", "MULTI_PROCESS_STRATEGIES", "STRATEGIES", "PIPELINES"]
-
-SINGLE_PROCESS_STRATEGIES = ("single", "dataparallel", "modelparallel", "pipeline")
-MULTI_PROCESS_STRATEGIES = ("ddp", "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv")
-STRATEGIES = SINGLE_PROCESS_STRATEGIES + MULTI_PROCESS_STRATEGIES
-PIPELINES = ("pipeline", "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv")
-"""Strategies that cut the batch into micro-batches."""
+__all__ = ["Job"]
 
 
 @dataclass
 class Job:
     model: str
     strategy: str
+    """A name in the strategy registry (bench/strategies)."""
     batch: int
     devices: int
     """Devices the strategy uses: GPUs cuda:0..devices-1 (after CUDA_VISIBLE_DEVICES), or CPU stand-ins."""
@@ -33,18 +32,15 @@ class Job:
     flavour: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None
-    micro_batches: int = 1
-    bounds: list[int] | None = None
-    """The Plan's stage boundaries [0, ..., n] (p x v of them for interleaved schedules)."""
-    stage_inputs: list[list[Any]] | None = None
-    """Per stage, [shape, dtype] of one micro-batch's input, from the profile (dimension 0 is rescaled)."""
+    plan: dict[str, Any] | None = None
+    """The Plan the strategy runs (`Plan.to_dict()`); None for strategies that need none (replicas)."""
     steps: int = 5
     """Timed training steps, after `warmup` untimed ones."""
     warmup: int = 2
     seed: int = 0
     """Weights; the batch uses seed + 1."""
     fast_math: bool = True
-    """TF32 and cuDNN autotuning, as DESIGN.md's figures were measured."""
+    """TF32 and cuDNN autotuning, as the published GPU figures were measured."""
     save_params: bool = False
     """Write each process's updated parameters (after the first step) to params-rank<r>.pt, for tests."""
     fail_on_rank: int | None = None
@@ -54,41 +50,70 @@ class Job:
     TCPStore on this port, so that the parent (and pytest-benchmark in it) times every step itself."""
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+        strategy = get_strategy(self.strategy)
         if self.device_type not in ("cuda", "cpu"):
-            raise ValueError(f"device_type is 'cuda' or 'cpu' (got {self.device_type!r})")
+            raise UserError(f"device_type is 'cuda' or 'cpu' (got {self.device_type!r})")
         if self.devices < 1:
-            raise ValueError(f"need at least one device (got {self.devices})")
-        if self.micro_batches < 1 or self.batch % self.micro_batches:
-            raise ValueError(f"batch {self.batch} does not split into {self.micro_batches} equal micro-batches")
-        if self.strategy == "ddp" and self.batch % self.devices:
-            raise ValueError(f"batch {self.batch} does not split evenly over {self.devices} DDP processes")
+            raise UserError(f"need at least one device (got {self.devices})")
+        if strategy.needs_plan and self.plan is None:
+            raise UserError(f"{self.strategy} runs a Plan; the job has none")
+        plan = self.the_plan
+        if plan is not None:
+            if plan.batch != self.batch:
+                raise UserError(f"the plan is for batch {plan.batch}, the job for {self.batch}")
+            if plan.device_count != (1 if strategy.devices == "one" else self.devices):
+                raise UserError(f"the plan is for {plan.device_count} device(s); {self.strategy} runs on "
+                                f"{self.devices}")
+        if strategy.splits_batch and self.batch % self.devices:
+            raise UserError(f"batch {self.batch} does not split evenly over {self.devices} {self.strategy} processes")
+
+    @property
+    def the_plan(self) -> Plan | None:
+        return None if self.plan is None else Plan.from_dict(self.plan, "job.plan")
+
+    @property
+    def micro_batches(self) -> int:
+        return self.plan["micro_batches"] if self.plan is not None and get_strategy(self.strategy).micro_batched else 1
 
     @property
     def processes(self) -> int:
         """Worker processes: one per device for multi-process strategies, else one."""
-        return self.devices if self.strategy in MULTI_PROCESS_STRATEGIES else 1
+        return get_strategy(self.strategy).processes(self.devices)
+
+    @classmethod
+    def from_plan(cls, plan: Plan, strategy: str, *, device_type: str = "cuda", **settings: Any) -> "Job":
+        """The Job that runs `strategy` on `plan` (its model, batch and devices), e.g. to start on several
+        machines with torchrun; `settings`: steps, warmup, seed and the other fields."""
+        return cls(model=plan.model, flavour=plan.flavour or None, overrides=dict(plan.config), strategy=strategy,
+                   batch=plan.batch, devices=plan.device_count, device_type=device_type, plan=plan.to_dict(),
+                   **settings)
+
+    @classmethod
+    def by_hand(cls, model: str, strategy: str, *, batch: int, devices: int, flavour: str | None = None,
+                overrides: dict[str, Any] | None = None, micro_batches: int = 1, stages_per_device: int | None = None,
+                bounds: list[int] | None = None, device_type: str = "cuda", **settings: Any) -> "Job":
+        """A Job whose Plan is cut by hand (`bounds`, default equal layer counts) without profiling: to try
+        a split of your own, and how the tests run many splits. `stages_per_device` defaults to the
+        strategy's."""
+        from pipebench import models
+        from pipebench.partition.plan import hand_plan
+
+        kind = get_strategy(strategy)
+        overrides = dict(overrides or {})
+        plan = None
+        if kind.needs_plan:
+            built = models.get_model(model, flavour, device="meta", **overrides)  # layer names, no memory
+            p = 1 if kind.devices == "one" else devices
+            plan = hand_plan(model, built.layer_names, batch=batch, devices=[f"{device_type}:{i}" for i in range(p)],
+                             flavour=built.flavour, schedule=kind.schedule,
+                             micro_batches=micro_batches if kind.micro_batched else 1,
+                             virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds).to_dict()
+        return cls(model=model, flavour=flavour, overrides=overrides, strategy=strategy, batch=batch, devices=devices,
+                   device_type=device_type, plan=plan, **settings)
 
     def save(self, path: str | Path) -> None:
         write_json(path, asdict(self))
 
     @classmethod
     def load(cls, path: str | Path) -> "Job":
-        data = json.loads(Path(path).read_text())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def job_from_plan(plan, strategy: str, *, device_type: str = "cuda", **settings: Any) -> Job:
-    """The Job that runs `strategy` on a Plan's cuts, micro-batches and profiled stage input shapes.
-
-    Non-pipeline strategies keep the Plan's devices and batch but run the whole batch at once."""
-    virtual = getattr(plan, "virtual_stages", 1)
-    shapes = [[s.input_shape, s.input_dtype] for s in plan.stages]
-    return Job(
-        model=plan.model, flavour=plan.flavour, overrides=dict(plan.config), strategy=strategy,
-        batch=plan.batch, devices=len(plan.stages) // virtual, device_type=device_type,
-        micro_batches=plan.micro_batches if strategy in PIPELINES else 1, bounds=list(plan.bounds),
-        stage_inputs=shapes if all(shape for shape, _ in shapes) else None, **settings,
-    )
+        return record(cls, read_json(path, kind="job"), str(path))

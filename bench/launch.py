@@ -27,11 +27,12 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from bench.job import Job
+from pipebench.bench.job import Job
+from pipebench.errors import UserError
 
-__all__ = ["WorkerError", "Session", "launch", "visible_devices", "free_port", "child_env"]
+__all__ = ["WorkerError", "Session", "launch", "call_in_child", "visible_devices", "free_port", "child_env"]
 
 
 class WorkerError(RuntimeError):
@@ -56,7 +57,7 @@ def visible_devices(gpus: Sequence[int] | None, current: str | None) -> str | No
     entries = [e.strip() for e in current.split(",") if e.strip()]
     missing = [g for g in gpus if g >= len(entries)]
     if missing:
-        raise ValueError(f"GPU {missing[0]} does not exist: CUDA_VISIBLE_DEVICES={current} makes "
+        raise UserError(f"GPU {missing[0]} does not exist: CUDA_VISIBLE_DEVICES={current} makes "
                          f"{len(entries)} visible (ids count within it)")
     return ",".join(entries[g] for g in gpus)
 
@@ -71,7 +72,7 @@ def free_port() -> int:
 def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
                    torchrun_args: Sequence[str] = ()) -> list[str]:
     """The command line that starts the job's workers."""
-    worker = ["-m", "bench.worker", str(job_path), str(out_dir)]
+    worker = ["-m", "pipebench.bench.worker", str(job_path), str(out_dir)]
     if job.processes == 1:
         return [sys.executable, "-P", *worker]
     return [
@@ -199,6 +200,54 @@ def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800
         finally:  # also on Ctrl-C: take the workers down with us
             _kill_group(proc)
         return _collect(job, out_dir, rc)
+
+
+def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None = None, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` in a fresh process that sees only `gpus`, and its return value.
+
+    The suite profiles and probes GPUs this way, so that its own process never initialises CUDA (the
+    workers it starts later must choose their GPUs first). `fn` must be a module-level function; its
+    arguments and result cross as pickles between our own processes. A UserError in the child is
+    raised here as a UserError with the same message; any other failure as WorkerError."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(child_env(gpus))  # what the child inherits when it starts; restored at once
+    try:
+        proc = context.Process(target=_child_main, args=(send, fn, args, kwargs), daemon=True)
+        proc.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    send.close()
+    try:
+        kind, value = receive.recv()
+    except EOFError:
+        proc.join()
+        raise WorkerError(f"{fn.__name__} ended without an answer (exit status {proc.exitcode})") from None
+    finally:
+        receive.close()
+    proc.join()
+    if kind == "ok":
+        return value
+    if kind == "user":
+        raise UserError(value)
+    raise WorkerError(value)
+
+
+def _child_main(send, fn, args, kwargs) -> None:
+    try:
+        outcome = ("ok", fn(*args, **kwargs))
+    except UserError as exc:
+        outcome = ("user", str(exc))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
+        message = (str(exc).strip().splitlines() or [""])[0]
+        outcome = ("error", f"{fn.__name__}: {type(exc).__name__}: {message}")
+    send.send(outcome)
+    send.close()
 
 
 def child_env(gpus: Sequence[int] | None) -> dict[str, str]:

@@ -27,10 +27,13 @@ import math
 import numbers
 import os
 import re
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from datetime import date as Date
 from pathlib import Path
 from typing import Any, Iterable
+from pipebench.errors import UserError
+from pipebench.files import check, write_text
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
            "results_paths", "append", "load", "done_keys", "timeline_from_ops"]
@@ -40,13 +43,12 @@ VERSION = 1
 STATUSES = ("ok", "oom", "failed", "unavailable")
 DONE_STATUSES = ("ok", "oom", "unavailable")
 """Statuses `--resume` does not run again: an out-of-memory or unavailable case would end the same way."""
-TIMELINE_KEYS = {"stage": "int", "device": "int | str", "kind": "str", "micro": "int",
-                 "start_ms": "float", "end_ms": "float"}
+TIMELINE_KEYS = {"stage": int, "device": int | str, "kind": str, "micro": int, "start_ms": float, "end_ms": float}
 """One operation of a timeline: kind is "F" (forward), "B" (backward), or "I" / "W" (a zero-bubble
 schedule's input-gradient and weight-gradient halves of a backward); times from the step's start."""
 
 
-class ResultsError(ValueError):
+class ResultsError(UserError):
     """A results file that is unreadable or malformed; the one-line message names the file and the field."""
 
 
@@ -94,6 +96,8 @@ class Row:
     """The Plan's predicted idle share of device time."""
     bounds: list[int] = field(default_factory=list)
     """Stage cuts [0, ..., layers] from the Plan; empty when the model is not split."""
+    plan_id: str = ""
+    """`Plan.plan_id` of the Plan the case ran (saved as <results stem>-plans/<plan_id>.plan.json); "" without one."""
     speeds: str = ""
     """Speed factor per GPU the Plan was cut for (`--speeds`), e.g. "1;0.45"; "" when all equal."""
     device_name: str = ""
@@ -112,11 +116,15 @@ class Row:
     def __post_init__(self):
         # Normalise numpy and other numeric types to plain Python ones, so the row is JSON-ready; NaN
         # ("not measured", as pandas and statistics write it) becomes None.
+        hints = typing.get_type_hints(Row)
         for f in fields(self):
-            try:
-                setattr(self, f.name, _checked(f.type, getattr(self, f.name)))
-            except _FieldError as exc:
-                raise ValueError(f"Row.{f.name}: {exc}") from None
+            value = getattr(self, f.name)
+            if isinstance(value, numbers.Real) and math.isnan(value) and f.type.endswith("| None"):
+                value = None
+            value = check(hints[f.name], value, f"Row.{f.name}", error=ResultsError)
+            if f.name in ("timeline", "predicted_timeline"):
+                value = [_timeline_entry(f"Row.{f.name}[{i}]", op) for i, op in enumerate(value)]
+            setattr(self, f.name, value)
         if self.status not in STATUSES:
             raise ValueError(f"Row.status: {self.status!r} is not one of: {', '.join(STATUSES)}")
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
@@ -132,7 +140,7 @@ class Row:
 FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
-LATER_FIELDS = ("speeds",)
+LATER_FIELDS = ("speeds", "plan_id")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
                "speeds")
@@ -165,8 +173,8 @@ def append(row: Row, csv_path: str | Path, json_path: str | Path) -> None:
     else:
         rows = []
     rows.append(row)
-    _write_atomic(json_path, _json_text(rows))
-    _write_atomic(csv_path, _csv_text(rows))
+    write_text(json_path, _json_text(rows))
+    write_text(csv_path, _csv_text(rows))
 
 
 def load(paths: str | Path | Iterable[str | Path]) -> list[Row]:
@@ -199,32 +207,6 @@ def timeline_from_ops(ops: Iterable[Any]) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------------------------- files
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder, fsync it, then os.replace: readers and a crash
-    see the old file or the new one, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not every platform can open a folder
-        folder = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(folder)
-    except OSError:
-        pass
-    finally:
-        os.close(folder)
-
 
 def _json_text(rows: list[Row]) -> str:
     lines = ",\n".join(json.dumps(asdict(r), allow_nan=False) for r in rows)
@@ -324,16 +306,10 @@ def _parse_cell(kind: str, text: str) -> Any:
 
 
 def _make_row(values: dict[str, Any], where: str) -> Row:
-    for f in fields(Row):  # name the field first, as read; __post_init__ then checks across fields
-        if f.name in values:
-            try:
-                _checked(f.type, values[f.name])
-            except _FieldError as exc:
-                raise ResultsError(f"{where}: field {f.name!r}: {exc}") from None
     try:
         return Row(**values)
     except ValueError as exc:
-        raise ResultsError(f"{where}: {exc}") from None
+        raise ResultsError(f"{where}: {str(exc).removeprefix('Row.')}") from None
 
 
 def _expand(paths) -> list[Path]:
@@ -361,54 +337,14 @@ def _slug(text: str, what: str) -> str:
     return slug
 
 
-# ------------------------------------------------------------------------------------------ field types
+# ------------------------------------------------------------------------------------------- timelines
 
-class _FieldError(Exception):
-    """A value of the wrong type; the caller adds where it was."""
-
-
-def _checked(kind: str, value: Any) -> Any:
-    """`value` as the plain Python type the annotation `kind` names, or _FieldError saying what was wrong."""
-    if kind.endswith(" | None"):
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return None
-        kind = kind[: -len(" | None")]
-    if kind == "str":
-        if isinstance(value, str):
-            return value
-    elif kind == "int":
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return int(value)
-    elif kind == "float":
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise _FieldError(f"expected a finite number, got {value!r}")
-            return float(value)
-    elif kind == "list[int]":
-        if isinstance(value, (list, tuple)):
-            try:
-                return [_checked("int", v) for v in value]
-            except _FieldError:
-                raise _FieldError(f"expected a list of int, got {value!r}") from None
-    elif kind == "list[dict]":
-        if isinstance(value, (list, tuple)):
-            return [_timeline_entry(i, op) for i, op in enumerate(value)]
-    else:  # pragma: no cover - a Row field with a type this table lacks
-        raise AssertionError(f"no check for field type {kind!r}")
-    raise _FieldError(f"expected {kind}, got {value!r}")
-
-
-def _timeline_entry(i: int, op: Any) -> dict:
+def _timeline_entry(where: str, op: Any) -> dict:
     if not isinstance(op, dict):
-        raise _FieldError(f"[{i}]: expected an object, got {op!r}")
+        raise ResultsError(f"{where}: expected an object, got {op!r}")
     entry = dict(op)
     for key, kind in TIMELINE_KEYS.items():
         if key not in op:
-            raise _FieldError(f"[{i}]: missing key {key!r}")
-        if kind == "int | str" and isinstance(op[key], str):
-            continue
-        try:
-            entry[key] = _checked(kind.split(" | ")[0], op[key])
-        except _FieldError as exc:
-            raise _FieldError(f"[{i}].{key}: {exc}") from None
+            raise ResultsError(f"{where}: missing key {key!r}")
+        entry[key] = check(kind, op[key], f"{where}.{key}", error=ResultsError)
     return entry

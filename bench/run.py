@@ -2,7 +2,8 @@
 
 Cases run one after another in fresh processes (bench.launch); each finished case is appended to
 <out>/<date>-<host>-<hardware>.json and .csv at once (bench.results), so Ctrl-C or a crash loses at most
-the case in progress, and `--resume` skips the cases already there.
+the case in progress, and `--resume` skips the cases already there. The Plan each case ran is saved in
+<out>/<date>-<host>-<hardware>-plans/<plan_id>.plan.json; its row names it by plan_id.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from bench import results as res
-from bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, prepare,
+from pipebench.bench import results as res
+from pipebench.bench.strategies import get_strategy, parse_strategies  # noqa: F401 - parse_strategies: re-exported
+from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, prepare,
                          profile_case_model, run_prepared, unavailable_row)
+from pipebench.errors import UserError
 
 
 @dataclass
@@ -42,6 +45,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
     done = res.done_keys([json_path]) if options.resume else set()
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     profile_dir.mkdir(parents=True, exist_ok=True)
+    plan_dir = json_path.with_name(json_path.stem + "-plans")
     cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
                        overrides=options.overrides)
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
@@ -55,7 +59,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         key_base = (case.model, case.flavour, case.batch, case.overrides)
         prepared = None
         try:
-            if case.strategy not in ("dataparallel", "ddp") and key_base not in profiled:
+            if get_strategy(case.strategy).needs_plan and key_base not in profiled:
                 profiled[key_base] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
                                                         reuse=True, note=note)
             prepared = prepare(case, machine, profiled.get(key_base), steps=options.steps, warmup=options.warmup)
@@ -68,6 +72,8 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
             continue
         if prepared is not None:
             note(f"{head} ...")
+            if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
+                prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
             row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
         res.append(row, csv_path, json_path)
         rows.append(row)
@@ -111,45 +117,19 @@ def quick_options(options: RunOptions) -> RunOptions:
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
     """'gpt,resnet101' -> {name: batch}; the default batch per model unless --batch is given."""
-    import models as zoo
+    from pipebench import models as zoo
 
     names = list(DEFAULT_MODELS) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise ValueError("--models names no model")
+        raise UserError("--models names no model")
     for name in names:
         if name not in zoo.model_names():
             raise zoo.UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(zoo.model_names())}")
     return {name: batch or DEFAULT_MODELS.get(name, 64) for name in names}
 
 
-def parse_strategies(text: str | None) -> list[str]:
-    from bench.job import STRATEGIES
-
-    if text is None:
-        return list(STRATEGIES)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown or not names:
-        raise ValueError(f"unknown strategy {unknown[0] if unknown else text!r}; choose from: {', '.join(STRATEGIES)}")
-    return names
-
-
-def parse_chunks(text: str) -> list[int | None]:
-    """'auto' -> [None]; '2,4,auto' -> [2, 4, None]."""
-    counts: list[int | None] = []
-    for part in text.split(","):
-        part = part.strip()
-        if part == "auto":
-            counts.append(None)
-        elif part.isdigit() and int(part) > 0:
-            counts.append(int(part))
-        else:
-            raise ValueError(f"--chunks takes positive integers and/or auto, comma-separated (got {text!r})")
-    return counts
-
-
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from bench.report import frame, markdown_table, recommend, summarise
+    from pipebench.bench.report import frame, markdown_table, recommend, summarise
 
     ok = [r for r in rows if r.status == "ok"]
     if not ok:

@@ -1,4 +1,4 @@
-"""Runs one Job in this process: `python -P -m bench.worker JOB.json OUT_DIR`.
+"""Runs one Job in this process: `python -P -m pipebench.bench.worker JOB.json OUT_DIR`.
 
 Started by `bench.launch`, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
@@ -18,44 +18,29 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-import models
-from bench.job import MULTI_PROCESS_STRATEGIES, Job
-from partition.plan import uniform_bounds
-from partition.profile import write_json
+from pipebench import models
+from pipebench.bench.job import Job
+from pipebench.bench.strategies import get_strategy
+from pipebench.files import write_json
 
 
 COMMANDS = ("step", "trace", "stop")
 """What the parent's store may ask of rank 0 (bench.launch.Session)."""
 
 
-def build_trainer(job: Job, model, rank: int, world: int, local_rank: int):
-    """The strategy's Trainer for this process's share of the job."""
-    if job.bounds is not None and job.bounds[-1] != len(model):
-        raise ValueError(f"the plan cuts {job.bounds[-1]} layers but {job.model} has {len(model)}; "
-                         "plan again for this version of the model")
-    from bench.strategies import SINGLE_PROCESS
-    from bench.strategies.ddp import DDPTrainer
-    from bench.strategies.pp import PipelineParallelTrainer
+def process_devices(job: Job, local_rank: int) -> list[torch.device]:
+    """The devices this process drives: its own one (a process per device), or all of the job's."""
+    if get_strategy(job.strategy).process_per_device:
+        return [torch.device("cuda", local_rank) if job.device_type == "cuda" else torch.device("cpu")]
+    if job.device_type == "cuda":
+        return [torch.device("cuda", i) for i in range(job.devices)]
+    return [torch.device("cpu")] * job.devices
 
-    if job.strategy in MULTI_PROCESS_STRATEGIES:
-        device = torch.device(job.device_type, local_rank) if job.device_type == "cuda" else torch.device("cpu")
-        if job.strategy == "ddp":
-            return DDPTrainer(model, device)
-        bounds = job.bounds or uniform_bounds(len(model), world)
-        inputs = None
-        if job.stage_inputs is not None:
-            size = job.batch // job.micro_batches
-            inputs = [[[size, *shape[1:]], dtype] for shape, dtype in job.stage_inputs]
-        return PipelineParallelTrainer(model, device, strategy=job.strategy, bounds=bounds,
-                                       micro_batches=job.micro_batches, stage_inputs=inputs)
-    devices = [f"cuda:{i}" for i in range(job.devices)] if job.device_type == "cuda" else ["cpu"] * job.devices
-    cls = SINGLE_PROCESS[job.strategy]
-    if job.strategy in ("single", "dataparallel"):
-        return cls(model, devices)
-    bounds = job.bounds or uniform_bounds(len(model), job.devices)
-    if job.strategy == "modelparallel":
-        return cls(model, devices, bounds=bounds)
-    return cls(model, devices, bounds=bounds, micro_batches=job.micro_batches)
+
+def build_trainer(job: Job, model, local_rank: int):
+    """The strategy's Trainer for this process's share of the job, from the registry and the Job's Plan."""
+    strategy = get_strategy(job.strategy)
+    return strategy.trainer_class().from_plan(model, process_devices(job, local_rank), job.the_plan, job.strategy)
 
 
 def _synchronize(devices) -> None:
@@ -70,13 +55,13 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
 
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
     `job.control_port` is set (see bench.launch.Session). The last timed step is traced (bench/trace.py)."""
-    distributed = job.strategy in MULTI_PROCESS_STRATEGIES
+    distributed = get_strategy(job.strategy).process_per_device
     if job.device_type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is visible in the worker")
         torch.cuda.set_device(local_rank if distributed else 0)
         if job.fast_math:
-            from partition.profiler import set_fast_math
+            from pipebench.partition.profiler import set_fast_math  # noqa: I001
 
             set_fast_math()
     if distributed:
@@ -91,12 +76,12 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     # would draw from the device's generator and differ from the single-device run).
     model = models.get_model(job.model, job.flavour, seed=job.seed, data_dir=job.data_dir, **job.overrides)
     inputs, targets = model.make_batch(job.batch, seed=job.seed + 1)
-    trainer = build_trainer(job, model, rank, world, local_rank)
+    trainer = build_trainer(job, model, local_rank)
     if job.device_type == "cuda":
         inputs, targets = inputs.to(trainer.devices[0]), targets.to(trainer.devices[0])
     tracer = None
     if hasattr(trainer, "pipeline_stages"):
-        from bench.trace import OpTrace
+        from pipebench.bench.trace import OpTrace
 
         tracer = OpTrace(trainer.pipeline_stages, trainer.devices[0], rank)
 
@@ -161,7 +146,7 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     if rank != 0:
         return None
     mean = statistics.fmean(step_ms) if step_ms else float("nan")
-    from partition.profiler import device_name
+    from pipebench.partition.profiler import device_name
 
     return {
         "strategy": job.strategy,

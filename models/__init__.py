@@ -17,13 +17,14 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from models import convnet, gpt, mlp, mnist, resnet, vit
-from models.base import Built, LayeredModel
+from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
+from pipebench.models.base import Built, LayeredModel
+from pipebench.errors import UserError
 
 __all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "get_model", "list_models", "model_names"]
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(UserError):
     """No model is registered under that name."""
 
 
@@ -106,11 +107,11 @@ def get_model(
         raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(model_names())}")
     flavour = entry.info.default_flavour if flavour is None else flavour
     if flavour not in entry.flavours:
-        raise ValueError(f"unknown flavour {flavour!r} for model {name!r}; choose one of: {', '.join(entry.flavours)}")
+        raise UserError(f"unknown flavour {flavour!r} for model {name!r}; choose one of: {', '.join(entry.flavours)}")
     config = dict(entry.flavours[flavour])
     unknown = sorted(set(overrides) - set(config))
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"unknown setting(s) {', '.join(unknown)} for model {name!r}; valid settings: {', '.join(config)}"
         )
     config.update(overrides)
@@ -119,7 +120,7 @@ def get_model(
     if data_dir is not None:
         if entry.real_data is None:
             with_data = [n for n in model_names() if _REGISTRY[n].real_data is not None]
-            raise ValueError(f"model {name!r} has no real data set; data_dir works only with: {', '.join(with_data)}")
+            raise UserError(f"model {name!r} has no real data set; data_dir works only with: {', '.join(with_data)}")
         real_batches = entry.real_data(data_dir)
 
     device = torch.device(device) if device is not None else None

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Built, flatten_sequential
-from models.synthetic import SyntheticImages
+from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.synthetic import SyntheticImages
 
 DESCRIPTION = "The seed example's MNIST ConvNet (2 conv + 2 fc, log_softmax); can train on real MNIST"
 FLAVOURS = {

@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Built, flatten_sequential
-from models.synthetic import SyntheticTokens
+from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.synthetic import SyntheticTokens
+from pipebench.errors import UserError
 
 DESCRIPTION = "GPT-style decoder (pre-LN, causal SDPA attention, GELU MLP, untied head), attention and MLP cuttable"
 FLAVOURS = {
@@ -103,9 +104,9 @@ def build(config: dict) -> Built:
         config[key] for key in ("vocab", "width", "depth", "heads", "ffn", "seq_len", "split")
     )
     if width % heads:
-        raise ValueError(f"gpt width ({width}) must be divisible by heads ({heads})")
+        raise UserError(f"gpt width ({width}) must be divisible by heads ({heads})")
     if split not in (1, 2):
-        raise ValueError(f"gpt split is 1 (whole blocks) or 2 (attention and MLP halves), not {split!r}")
+        raise UserError(f"gpt split is 1 (whole blocks) or 2 (attention and MLP halves), not {split!r}")
     blocks = []
     for i in range(depth):
         block = Block(width, heads, ffn)

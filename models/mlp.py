@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Built, flatten_sequential
-from models.synthetic import SyntheticFeatures
+from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.synthetic import SyntheticFeatures
+from pipebench.errors import UserError
 
 DESCRIPTION = "Plain MLP on flat vectors: depth x (Linear + ReLU) then a Linear classifier"
 FLAVOURS = {
@@ -23,7 +24,7 @@ DEFAULT_FLAVOUR = "full"
 def build(config: dict) -> Built:
     in_features, hidden, depth, classes = (config[key] for key in ("in_features", "hidden", "depth", "classes"))
     if depth < 1:
-        raise ValueError(f"mlp depth must be at least 1, got {depth}")
+        raise UserError(f"mlp depth must be at least 1, got {depth}")
     widths = [in_features] + [hidden] * depth
     blocks = [
         (f"hidden_{i}", nn.Sequential(nn.Linear(widths[i], widths[i + 1]), nn.ReLU()))  # B, hidden

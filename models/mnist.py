@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torchvision.datasets import MNIST
 
-from models.synthetic import check_batch_size, seeded_generator
+from pipebench.models.synthetic import check_batch_size, seeded_generator
 
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 MEAN, STD = 0.1307, 0.3081

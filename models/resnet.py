@@ -16,8 +16,8 @@ import torchvision
 from torch import nn
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
-from models.base import Built, flatten_sequential
-from models.synthetic import SyntheticImages
+from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.synthetic import SyntheticImages
 
 BLOCKS: dict[str, tuple[type[BasicBlock] | type[Bottleneck], list[int]]] = {
     "resnet18": (BasicBlock, [2, 2, 2, 2]),

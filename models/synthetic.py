@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from pipebench.errors import UserError
 
 
 def seeded_generator(seed: int) -> torch.Generator:
@@ -18,7 +19,7 @@ def seeded_generator(seed: int) -> torch.Generator:
 
 def check_batch_size(batch_size: int) -> None:
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        raise UserError(f"batch_size must be at least 1, got {batch_size}")
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
 
-from models.base import Built, flatten_sequential
-from models.synthetic import SyntheticImages
+from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.synthetic import SyntheticImages
 
 DESCRIPTION = "torchvision ViT-B/16, one layer per encoder block"
 FLAVOURS = {

@@ -1,4 +1,4 @@
 """Partitioning: profile layers, solve for balanced contiguous stages, simulate schedules, make Plans."""
-from partition.solver import InfeasibleError, bottleneck, solve, stage_memory, stage_times
+from pipebench.partition.solver import InfeasibleError, bottleneck, solve, stage_memory, stage_times
 
 __all__ = ["InfeasibleError", "bottleneck", "solve", "stage_memory", "stage_times"]

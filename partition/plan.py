@@ -7,21 +7,31 @@ torch, so a saved profile plans anywhere.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Sequence
 
-from partition import schedule as sched
-from partition.profile import Profile, write_json
-from partition.solver import InfeasibleError, solve, stage_times
+from pipebench.files import read_json, record, write_json
+from pipebench.partition import schedule as sched
+from pipebench.partition.profile import Profile
+from pipebench.partition.solver import InfeasibleError, solve, stage_times
+from pipebench.errors import UserError
 
-__all__ = ["BALANCES", "StagePlan", "Plan", "make_plan", "uniform_bounds", "OPTIMIZER_STATES"]
+__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES"]
+
+FORMAT = "pipebench-plan"
+VERSION = 1
 
 BALANCES = ("time", "params", "uniform")
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
 """Tensors of parameter size an optimizer keeps per parameter (besides the parameter and its gradient)."""
+
+
+class PlanError(UserError):
+    """A plan file that is missing, unreadable or malformed; the message names the field."""
 
 
 @dataclass
@@ -58,7 +68,8 @@ class Plan:
     micro_batches: int
     micro_batch_size: int
     schedule: str
-    balance: str
+    balanced_by: str
+    """What the cuts balance: "time" (profiled forward + backward), "params" or "uniform" (layer counts)."""
     device_name: str
     bounds: list[int]
     stages: list[StagePlan]
@@ -75,25 +86,70 @@ class Plan:
     config: dict[str, Any] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
+    placement: list[int] = field(default_factory=list)
+    """The device index (0 .. device_count - 1) of each stage, as the schedule places it: the one place
+    every executor reads it from (partition.schedule.placement computes it when the plan is made)."""
+
+    def __post_init__(self):
+        if not self.placement:  # plans written before placement was stored
+            self.placement = sched.placement(self.schedule, len(self.stages), len(self.stages) // self.virtual_stages)
+        if len(self.placement) != len(self.stages) or len(self.bounds) != len(self.stages) + 1:
+            raise PlanError(f"plan: {len(self.stages)} stages, {len(self.bounds)} bounds and "
+                            f"{len(self.placement)} placements do not agree")
+
+    # ------------------------------------------------------------------------------------- the file
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"format": FORMAT, "version": VERSION, **asdict(self)}
 
     def save(self, path: str | Path) -> None:
         write_json(path, self.to_dict())
 
+    @property
+    def plan_id(self) -> str:
+        """A short hash of the plan's content: results rows name the plan they ran by it."""
+        text = json.dumps(asdict(self), sort_keys=True, allow_nan=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+    def from_dict(cls, data: Any, where: str = "plan") -> "Plan":
+        """A Plan from its JSON object (format and version checked when present: plans saved before the
+        plan had a format load too), every field checked."""
+        if not isinstance(data, dict):
+            raise PlanError(f"{where}: expected an object")
         values = dict(data)
-        values["stages"] = [StagePlan(**s) for s in data["stages"]]
-        return cls(**values)
+        if "format" in values or "version" in values:
+            if values.pop("format", None) != FORMAT or values.pop("version", None) != VERSION:
+                raise PlanError(f"{where}: not a pipebench plan version {VERSION} "
+                                f"(format {data.get('format')!r}, version {data.get('version')!r})")
+        if isinstance(values.get("balance"), str):  # before balanced_by had its name
+            values["balanced_by"] = values.pop("balance")
+        return record(cls, values, where, error=PlanError)
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a pipebench plan ({exc})") from None
+        return cls.from_dict(read_json(path, kind="plan", error=PlanError), str(path))
+
+    # ------------------------------------------------------------------- handing the plan to others
+
+    @property
+    def balance(self) -> list[int]:
+        """Layers per stage, in stage order: torchgpipe's `balance` (GPipe(module, balance, chunks=m))."""
+        return [b - a for a, b in zip(self.bounds, self.bounds[1:])]
+
+    def split_spec(self) -> dict[str, Any]:
+        """{layer name: SplitPoint.BEGINNING} at every cut, for torch.distributed.pipelining:
+
+            pipe = pipeline(module, mb_args=(x,), split_spec=plan.split_spec())
+
+        builds exactly this plan's stages (stage k begins at the first layer of StagePlan k)."""
+        from torch.distributed.pipelining import SplitPoint
+
+        return {stage.layers[0]: SplitPoint.BEGINNING for stage in self.stages[1:]}
+
+    def stages_on(self, device: int) -> list[int]:
+        """The stage indices that device `device` runs, in increasing order."""
+        return [s for s, d in enumerate(self.placement) if d == device]
 
     @property
     def devices(self) -> list[str]:
@@ -115,9 +171,8 @@ class Plan:
 
     def memory_per_device(self) -> list[int]:
         """Predicted peak bytes per device: the sum over the stages it runs."""
-        where = sched.placement(self.schedule, len(self.stages), self.device_count)
         totals = [0] * self.device_count
-        for stage, device in zip(self.stages, where):
+        for stage, device in zip(self.stages, self.placement):
             totals[device] += stage.predicted_memory_bytes
         return totals
 
@@ -130,12 +185,40 @@ def transfer_ms(nbytes: float, link_gbps: float) -> float:
 def uniform_bounds(layers: int, stages: int) -> list[int]:
     """Equal layer counts per stage (the earlier stages take the remainder)."""
     if stages > layers:
-        raise ValueError(f"more stages than layers ({stages} > {layers})")
+        raise UserError(f"more stages than layers ({stages} > {layers})")
     base, extra = divmod(layers, stages)
     bounds = [0]
     for s in range(stages):
         bounds.append(bounds[-1] + base + (1 if s < extra else 0))
     return bounds
+
+
+def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequence[str], flavour: str = "",
+              config: dict[str, Any] | None = None, schedule: str = "gpipe", micro_batches: int = 1,
+              virtual_stages: int = 1, bounds: Sequence[int] | None = None) -> Plan:
+    """A Plan with cuts given by hand (default: equal layer counts), for a model not profiled: it runs
+    like any Plan but predicts nothing (its predicted figures are 0). The way to try a split of your own,
+    and what the tests use to run many splits without profiling."""
+    if schedule not in sched.SCHEDULES:
+        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
+    if micro_batches < 1 or batch % micro_batches:
+        raise UserError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
+    p = len(devices) * virtual_stages
+    by_hand = bounds is not None
+    bounds = list(bounds) if by_hand else uniform_bounds(len(layers), p)
+    if len(bounds) != p + 1 or bounds[0] != 0 or bounds[-1] != len(layers) or any(
+            a >= b for a, b in zip(bounds, bounds[1:])):
+        raise UserError(f"bounds {bounds} are not {p} non-empty stages of {len(layers)} layers")
+    where = sched.placement(schedule, p, len(devices))
+    stages = [StagePlan(index=s, device=str(devices[where[s]]), first_layer=a, end_layer=b, layers=list(layers[a:b]),
+                        params=0, forward_ms=0.0, backward_ms=0.0, activation_out_bytes=0, peak_in_flight=0,
+                        predicted_memory_bytes=0)
+              for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    return Plan(model=model, flavour=flavour, batch=batch, micro_batches=micro_batches,
+                micro_batch_size=batch // micro_batches, schedule=schedule,
+                balanced_by="hand" if by_hand else "uniform", device_name="", bounds=bounds,
+                stages=stages, predicted_step_ms=0.0, predicted_samples_per_s=0.0, bubble_fraction=0.0,
+                balance_ratio=1.0, virtual_stages=virtual_stages, config=dict(config or {}), placement=list(where))
 
 
 def make_plan(
@@ -165,33 +248,33 @@ def make_plan(
         stage at least); fewer are neither picked nor accepted.
     """
     if balance not in BALANCES:
-        raise ValueError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
+        raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
     if optimizer not in OPTIMIZER_STATES:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
+        raise UserError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
     if schedule not in sched.SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
+        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
     if not profiles:
-        raise ValueError("need at least one profile")
+        raise UserError("need at least one profile")
     if virtual_stages < 1:
-        raise ValueError(f"need at least one stage per device (got {virtual_stages})")
+        raise UserError(f"need at least one stage per device (got {virtual_stages})")
     sched.placement(schedule, len(devices) * virtual_stages, len(devices))  # one clear error if it does not fit
     batch = profiles[0].batch
     by_count = {p.micro_batches: p for p in profiles}
     if micro_batches is not None:
         if micro_batches < 1 or batch % micro_batches:
-            raise ValueError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
+            raise UserError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
         if micro_batches not in by_count:
             have = ", ".join(str(m) for m in sorted(by_count))
-            raise ValueError(f"no profile at micro-batch size {batch // micro_batches} "
+            raise UserError(f"no profile at micro-batch size {batch // micro_batches} "
                              f"({micro_batches} micro-batches); profiled counts: {have}")
         if micro_batches < min_micro_batches:
-            raise ValueError(f"{micro_batches} micro-batch(es) are too few: this schedule needs at least "
+            raise UserError(f"{micro_batches} micro-batch(es) are too few: this schedule needs at least "
                              f"{min_micro_batches}")
         counts = [micro_batches]
     else:
         counts = [m for m in sorted(by_count) if m >= min_micro_batches]
         if not counts:
-            raise ValueError(f"no profiled micro-batch count reaches the {min_micro_batches} this schedule needs "
+            raise UserError(f"no profiled micro-batch count reaches the {min_micro_batches} this schedule needs "
                              f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
 
     candidates: list[dict[str, Any]] = []
@@ -237,12 +320,12 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     p = len(devices) * v  # stages
     n = len(layers)
     if p > n:
-        raise ValueError(f"more stages than layers ({p} > {n})")
+        raise UserError(f"more stages than layers ({p} > {n})")
     m = profile.micro_batches
     where = sched.placement(schedule, p, len(devices))  # device index of each stage
     device_speeds = [1.0] * len(devices) if speeds is None else list(speeds)
     if len(device_speeds) != len(devices):
-        raise ValueError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
+        raise UserError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
     speeds = [device_speeds[d] for d in where]
     costs = [layer.step_ms for layer in layers]
     # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
@@ -257,7 +340,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         per_device = ([float(max_memory)] * len(devices) if isinstance(max_memory, (int, float))
                       else [float(c) for c in max_memory])
         if len(per_device) != len(devices):
-            raise ValueError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
+            raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
         caps = [per_device[d] / v for d in where]
 
     if balance == "time":
@@ -302,7 +385,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         micro_batches=m,
         micro_batch_size=profile.micro_batch,
         schedule=schedule,
-        balance=balance,
+        balanced_by=balance,
         device_name=profile.device_name,
         bounds=list(bounds),
         stages=stages,
@@ -313,6 +396,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         optimizer=optimizer,
         link_gbps=link_gbps,
         virtual_stages=v,
+        placement=list(where),
     )
 
 

@@ -29,10 +29,11 @@ File format (version 1), one JSON object:
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from pipebench.errors import UserError
+from pipebench.files import read_json, record, write_json
 
 __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles"]
 
@@ -40,7 +41,7 @@ FORMAT = "pipebench-profile"
 VERSION = 1
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError):
     """A profile file that is missing, unreadable or malformed; the message names the field."""
 
 
@@ -83,6 +84,9 @@ class Profile:
     input_dtype: str
     layers: list[LayerProfile]
     config: dict[str, Any] = field(default_factory=dict)
+    link_gbps: float | None = None
+    """GB/s between the first two devices, timed when profiled (None: not measured, e.g. one device); a
+    plan made from this profile later prices its cuts with it, without touching a GPU."""
 
     @property
     def micro_batches(self) -> int:
@@ -93,15 +97,10 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "profile") -> "Profile":
-        values = _check_fields(cls, data, where, skip={"layers"})
-        layers = data.get("layers")
-        if not isinstance(layers, list) or not layers:
+        """A Profile from its JSON object, every field checked (ProfileError names the first wrong one)."""
+        if isinstance(data, dict) and data.get("layers") == []:
             raise ProfileError(f"{where}.layers: expected a non-empty list")
-        values["layers"] = [
-            LayerProfile(**_check_fields(LayerProfile, layer, f"{where}.layers[{i}]"))
-            for i, layer in enumerate(layers)
-        ]
-        profile = cls(**values)
+        profile = record(cls, data, where, error=ProfileError, nonnegative=True)
         if profile.micro_batch < 1 or profile.batch % profile.micro_batch:
             raise ProfileError(f"{where}.micro_batch: {profile.micro_batch} does not divide batch {profile.batch}")
         return profile
@@ -112,30 +111,9 @@ def save_profiles(profiles: list[Profile], path: str | Path) -> None:
     write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
 
 
-def write_json(path: str | Path, data: Any) -> None:
-    """Write JSON through a temporary file, so a crash never leaves a half-written file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-
-
 def load_profiles(path: str | Path) -> list[Profile]:
     """Read a profile file, naming the first field that is missing or wrong."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}: not JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ProfileError(f"{path}: not a pipebench profile (field 'format' should be {FORMAT!r})")
-    if data.get("version") != VERSION:
-        raise ProfileError(f"{path}: profile version {data.get('version')!r} is not supported (expected {VERSION})")
+    data = read_json(path, kind="profile", fmt=FORMAT, versions=(VERSION,), error=ProfileError)
     entries = data.get("profiles")
     if not isinstance(entries, list) or not entries:
         raise ProfileError(f"{path}: field 'profiles' should be a non-empty list")
@@ -145,29 +123,3 @@ def load_profiles(path: str | Path) -> list[Profile]:
         if (other.model, other.batch, len(other.layers)) != (first.model, first.batch, len(first.layers)):
             raise ProfileError(f"{path}: profiles[{i}] is for another model or batch than profiles[0]")
     return profiles
-
-
-_TYPES = {int: (int,), float: (int, float), str: (str,), list: (list,), dict: (dict,)}
-
-
-def _check_fields(cls, data: Any, where: str, skip: set[str] = frozenset()) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ProfileError(f"{where}: expected an object")
-    values = {}
-    for f in fields(cls):
-        if f.name in skip:
-            continue
-        optional = f.type.endswith("| None")  # measured in later versions: may be missing or null
-        if f.name not in data or (optional and data[f.name] is None):
-            if f.default_factory is not dict and not optional:  # only `config` and those may be left out
-                raise ProfileError(f"{where}: missing field {f.name!r}")
-            continue
-        value = data[f.name]
-        base = f.type.removesuffix(" | None")
-        kind = {"int": int, "float": float, "str": str}.get(base) or (list if base.startswith("list") else dict)
-        if isinstance(value, bool) or not isinstance(value, _TYPES[kind]):
-            raise ProfileError(f"{where}.{f.name}: expected {kind.__name__}, got {value!r}")
-        if kind in (int, float) and value < 0:
-            raise ProfileError(f"{where}.{f.name}: must be >= 0, got {value!r}")
-        values[f.name] = value
-    return values

@@ -56,6 +56,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Sequence
+from pipebench.errors import UserError
 
 __all__ = [
     "SCHEDULES", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency",
@@ -98,21 +99,21 @@ def placement(schedule: str, stages: int, devices: int | None = None) -> list[in
     gpipe and 1f1b: one stage per device. interleaved and zb-interleaved: in loops, stage s on device
     s % devices. zbv: in a V, down the devices and back up, two stages each."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
     p = stages if devices is None else devices
     if stages < 1 or p < 1:
-        raise ValueError(f"need at least one stage and one device (got {stages}, {p})")
+        raise UserError(f"need at least one stage and one device (got {stages}, {p})")
     if schedule in ("gpipe", "1f1b"):
         if stages != p:
-            raise ValueError(f"{schedule} runs one stage per device; got {stages} stages on {p} devices")
+            raise UserError(f"{schedule} runs one stage per device; got {stages} stages on {p} devices")
         return list(range(p))
     if schedule == "zbv":
         if stages != 2 * p:
-            raise ValueError(f"zbv runs two stages per device (stages = 2 x devices); "
+            raise UserError(f"zbv runs two stages per device (stages = 2 x devices); "
                              f"got {stages} stages on {p} devices")
         return [s if s < p else 2 * p - 1 - s for s in range(stages)]
     if stages % p:
-        raise ValueError(f"{schedule} puts stage s on device s % devices, so stages must be a multiple of devices; "
+        raise UserError(f"{schedule} puts stage s on device s % devices, so stages must be a multiple of devices; "
                          f"got {stages} stages on {p} devices")
     return [s % p for s in range(stages)]
 
@@ -125,9 +126,9 @@ def device_orders(
     The multi-stage orders follow torch.distributed.pipelining (ScheduleInterleaved1F1B,
     ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) so that the prediction is of what torch runs."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
     if stages < 1 or micro_batches < 1:
-        raise ValueError(f"need at least one stage and one micro-batch (got {stages}, {micro_batches})")
+        raise UserError(f"need at least one stage and one micro-batch (got {stages}, {micro_batches})")
     where = placement(schedule, stages, devices)
     p, m = max(where) + 1, micro_batches
     if schedule in ("gpipe", "1f1b"):
@@ -136,7 +137,7 @@ def device_orders(
         return [_zbv_order(d, p, m) for d in range(p)]
     rounds = max(1, m // p)
     if m % rounds:
-        raise ValueError(f"{schedule} runs micro-batches in max(1, micro_batches // devices) = {rounds} equal rounds, "
+        raise UserError(f"{schedule} runs micro-batches in max(1, micro_batches // devices) = {rounds} equal rounds, "
                          f"so micro_batches must be a multiple of {rounds} (got {m})")
     return [_interleaved_order(d, p, stages // p, m, schedule == "zb-interleaved") for d in range(p)]
 

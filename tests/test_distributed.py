@@ -8,12 +8,14 @@ import time
 import pytest
 import torch
 
-import models
-from bench.job import Job, job_from_plan
-from bench.launch import WorkerError, free_port, launch, visible_devices
-from bench.strategies import PipelineTrainer, SingleTrainer
-from partition.plan import make_plan, uniform_bounds
-from partition.profiler import profile_model
+from pipebench import models
+from pipebench.bench.job import Job
+from pipebench.errors import UserError
+from pipebench.bench.launch import WorkerError, free_port, launch, visible_devices
+from pipebench.bench.strategies.pipeline import PipelineTrainer
+from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.partition.plan import make_plan
+from pipebench.partition.profiler import profile_model
 
 SEED = 0
 
@@ -47,10 +49,9 @@ def reference(model, micro_batches: int, batch: int):
 
 def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batch=8, **overrides):
     model = models.get_model(name, "tiny", seed=SEED, **overrides)
-    bounds = uniform_bounds(len(model), stages or procs)
-    job = Job(model=name, flavour="tiny", overrides=overrides, strategy=strategy, batch=batch, devices=procs,
-              device_type="cpu", micro_batches=micro_batches, bounds=bounds, steps=1, warmup=0, seed=SEED,
-              save_params=True)
+    job = Job.by_hand(name, strategy, flavour="tiny", overrides=overrides, batch=batch, devices=procs,
+                      device_type="cpu", micro_batches=micro_batches,
+                      stages_per_device=(stages or procs) // procs, steps=1, warmup=0, seed=SEED, save_params=True)
     result, params = trained_params(tmp_path, job)
     # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
     # the equal reference is one device taking the batch in those same pieces.
@@ -96,8 +97,9 @@ def test_pipeline_from_a_profiled_plan(tmp_path):
     model = models.get_model("gpt", "tiny", seed=SEED)
     profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
     plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
-    job = job_from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
-    assert job.stage_inputs[0] == [[2, 32], "int64"] and job.stage_inputs[1][0] == [2, 32, 64]
+    job = Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+    stages = job.the_plan.stages
+    assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]
     result, params = trained_params(tmp_path, job)
     ref_loss, ref = reference(model, 1, 8)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
@@ -120,8 +122,8 @@ def _processes_mentioning(text: str) -> list[int]:
 
 def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
     port = free_port()
-    monkeypatch.setattr("bench.launch.free_port", lambda: port)
-    job = Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=2, device_type="cpu",
+    monkeypatch.setattr("pipebench.bench.launch.free_port", lambda: port)
+    job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, steps=50, warmup=0, fail_on_rank=1)
     start = time.monotonic()
     with pytest.raises(WorkerError, match="rank 1: RuntimeError: injected failure on rank 1") as info:
@@ -136,7 +138,7 @@ def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
 
 
 def test_a_worker_exception_names_the_cause(tmp_path):
-    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+    job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
               overrides={"width": 63}, steps=1, warmup=0)  # 63 does not divide into 2 heads
     # Both processes fail alike; whichever reports first is named.
     with pytest.raises(WorkerError, match=r"rank [01]: ValueError: gpt width \(63\) must be divisible by heads \(2\)") as info:
@@ -146,7 +148,7 @@ def test_a_worker_exception_names_the_cause(tmp_path):
 
 
 def test_timeout_stops_everything(tmp_path):
-    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+    job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
               steps=100000, warmup=0)
     with pytest.raises(WorkerError, match="no result within"):
         launch(job, keep=tmp_path, timeout=8)
@@ -156,13 +158,13 @@ def test_timeout_stops_everything(tmp_path):
 def test_workers_ignore_a_models_py_in_the_current_folder(tmp_path, monkeypatch):
     (tmp_path / "models.py").write_text("raise SystemExit('the wrong models module')\n")
     monkeypatch.chdir(tmp_path)
-    result = launch(Job(model="mlp", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu",
+    result = launch(Job.by_hand("mlp", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
                         steps=1, warmup=0), timeout=120)
     assert result["first_loss"] > 0
 
 
 def test_single_process_strategy_runs_in_a_child(tmp_path):
-    result = launch(Job(model="mlp", flavour="tiny", strategy="pipeline", batch=8, devices=2, device_type="cpu",
+    result = launch(Job.by_hand("mlp", "pipeline", flavour="tiny", batch=8, devices=2, device_type="cpu",
                         micro_batches=2, steps=2, warmup=1), keep=tmp_path, timeout=120)
     assert result["world_size"] == 1 and len(result["step_ms"]) == 2 and result["samples_per_s"] > 0
 
@@ -178,13 +180,24 @@ def test_visible_devices_count_within_the_users_choice():
 
 @pytest.mark.parametrize("settings, message", [
     (dict(strategy="nope"), "unknown strategy 'nope'"),
-    (dict(strategy="ddp", batch=9), "batch 9 does not split evenly over 2 DDP processes"),
+    (dict(strategy="ddp", batch=9), "batch 9 does not split evenly over 2 ddp processes"),
     (dict(strategy="pp-1f1b", micro_batches=3), "batch 8 does not split into 3 equal micro-batches"),
 ])
 def test_bad_jobs_are_refused_before_anything_starts(settings, message):
-    base = dict(model="gpt", batch=8, devices=2, device_type="cpu")
-    with pytest.raises(ValueError, match=message):
-        Job(**{**base, **settings})
+    base = dict(flavour="tiny", batch=8, devices=2, device_type="cpu")
+    settings = {**base, **settings}
+    with pytest.raises(UserError, match=message):
+        Job.by_hand("gpt", settings.pop("strategy"), **settings)
+
+
+def test_a_job_refuses_a_plan_for_other_devices_or_batch():
+    plan = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=2).plan
+    with pytest.raises(UserError, match="the plan is for 2 device"):
+        Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=4, device_type="cpu", plan=plan)
+    with pytest.raises(UserError, match="the plan is for batch 8"):
+        Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=16, devices=2, device_type="cpu", plan=plan)
+    with pytest.raises(UserError, match="pp-1f1b runs a Plan; the job has none"):
+        Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=2, device_type="cpu")
 
 
 @pytest.mark.slow

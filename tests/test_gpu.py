@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
-from bench.cli import main
-from partition.profiler import profile_model
+from pipebench import models
+from pipebench.bench.cli import main
+from pipebench.partition.profiler import profile_model
 
 
 @pytest.mark.gpu
@@ -32,13 +32,13 @@ def test_plan_across_two_gpus(tmp_path, capsys):
 @pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 2), ("pp-zbv", 4), ("pipeline", 2)])
 def test_strategies_on_two_gpus_agree_with_one(strategy, micro_batches):
     """NCCL process groups through torchrun on real GPUs: same first loss as one GPU (tiny GPT)."""
-    from bench.job import Job
-    from bench.launch import launch
+    from pipebench.bench.job import Job
+    from pipebench.bench.launch import launch
 
-    common = dict(model="gpt", flavour="tiny", batch=16, steps=1, warmup=0)
-    single = launch(Job(strategy="single", devices=1, **common), gpus=[0], timeout=300)
+    common = dict(flavour="tiny", batch=16, steps=1, warmup=0)
+    single = launch(Job.by_hand("gpt", "single", devices=1, **common), gpus=[0], timeout=300)
     bounds = [0, 2, 4, 5, 7] if strategy == "pp-zbv" else [0, 4, 7]
-    other = launch(Job(strategy=strategy, devices=2, micro_batches=micro_batches, bounds=bounds, **common),
+    other = launch(Job.by_hand("gpt", strategy, devices=2, micro_batches=micro_batches, bounds=bounds, **common),
                    gpus=[0, 1], timeout=300)
     assert other["first_loss"] == pytest.approx(single["first_loss"], rel=1e-4)
     assert len(other["peak_memory_bytes"]) == 2 and all(b > 0 for b in other["peak_memory_bytes"])

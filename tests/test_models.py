@@ -12,9 +12,9 @@ import torch
 import torchvision
 from torchvision.models.vision_transformer import VisionTransformer
 
-from models import LayeredModel, ModelInfo, UnknownModelError, get_model, list_models, model_names
-from models.resnet import flatten_resnet
-from models.vit import flatten_vit
+from pipebench.models import LayeredModel, ModelInfo, UnknownModelError, get_model, list_models, model_names
+from pipebench.models.resnet import flatten_resnet
+from pipebench.models.vit import flatten_vit
 
 LAYER_COUNTS = {
     ("convnet", "tiny"): 10,

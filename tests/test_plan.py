@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from partition.plan import Plan, make_plan, uniform_bounds
-from partition.profile import LayerProfile, Profile
-from partition.schedule import simulate
-from partition.solver import InfeasibleError, solve, stage_times
+from pipebench.partition.plan import Plan, make_plan, uniform_bounds
+from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.schedule import simulate
+from pipebench.partition.solver import InfeasibleError, solve, stage_times
 
 
 def gpt_like(micro_batch=8, batch=64, per_sample_overhead=0.0):

@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-import models
-from partition.profile import LayerProfile, Profile, ProfileError, load_profiles, save_profiles
-from partition.profiler import profile_model
+from pipebench import models
+from pipebench.partition.profile import LayerProfile, Profile, ProfileError, load_profiles, save_profiles
+from pipebench.partition.profiler import profile_model
 
 
 @pytest.fixture(scope="module")

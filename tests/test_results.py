@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
-from bench.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
+from pipebench.bench import results
+from pipebench.bench.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -260,7 +260,7 @@ def test_bad_csv_names_the_line_and_the_field(tmp_path, paths):
 
 
 def test_timeline_from_schedule_ops():
-    from partition.schedule import simulate
+    from pipebench.partition.schedule import simulate
 
     timeline = results.timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
     assert timeline[0] == {"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.0}

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from partition.schedule import device_orders, ideal_efficiency, op_order, placement, simulate
+from pipebench.partition.schedule import device_orders, ideal_efficiency, op_order, placement, simulate
 
 
 def test_gpipe_order():

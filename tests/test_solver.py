@@ -7,8 +7,8 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from partition import solver
-from partition.solver import InfeasibleError, bottleneck, solve, stage_memory
+from pipebench.partition import solver
+from pipebench.partition.solver import InfeasibleError, bottleneck, solve, stage_memory
 
 
 def brute_force(costs, stages, speeds=None, memory=None, caps=None, prices=None):

@@ -4,10 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
-from bench.strategies import SINGLE_PROCESS, DataParallelTrainer, ModelParallelTrainer, PipelineTrainer, SingleTrainer
-from bench.strategies.pipeline import clock_cycles
-from partition.plan import uniform_bounds
+from pipebench import models
+from pipebench.bench.strategies import STRATEGIES
+from pipebench.bench.strategies.dataparallel import DataParallelTrainer
+from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
+from pipebench.bench.strategies.pipeline import PipelineTrainer
+from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.bench.strategies.pipeline import clock_cycles
+from pipebench.partition.plan import uniform_bounds
 
 DEVICES = ["cpu", "cpu"]
 
@@ -67,8 +71,9 @@ def test_pipeline_with_batchnorm():
 def test_strategies_leave_the_callers_model_alone():
     model = models.get_model("gpt", "tiny")
     before = {n: p.detach().clone() for n, p in model.layers.named_parameters()}
-    for strategy in SINGLE_PROCESS.values():
-        after_one_step(make(strategy, model), model)
+    for name, strategy in STRATEGIES.items():
+        if not strategy.process_per_device:
+            after_one_step(make(strategy.trainer_class(), model), model)
     assert all(torch.equal(p, before[n]) for n, p in model.layers.named_parameters())
 
 
@@ -90,3 +95,35 @@ def test_uneven_micro_batches_are_an_error():
 
 def test_clock_cycles():
     assert clock_cycles(3, 2) == [[(0, 0)], [(1, 0), (0, 1)], [(2, 0), (1, 1)], [(2, 1)]]
+
+
+def test_the_registry_declares_every_strategy_once():
+    """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
+    schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
+    from pipebench.bench.strategies.common import Trainer
+    from pipebench.partition.schedule import SCHEDULES
+
+    assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "modelparallel", "pipeline", "pp-gpipe", "pp-1f1b",
+                                "pp-interleaved", "pp-zb", "pp-zbv"]
+    for name, strategy in STRATEGIES.items():
+        assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
+        assert strategy.schedule is None or strategy.schedule in SCHEDULES
+        assert (strategy.torch_schedule is not None) == name.startswith("pp-")
+        assert not strategy.micro_batched or strategy.needs_plan
+
+
+@pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])
+def test_one_process_strategies_run_a_plan_as_given(name):
+    """The worker's path: registry entry + Plan -> Trainer; the Plan's cuts and micro-batches are used."""
+    from pipebench.bench.job import Job
+    from pipebench.bench.worker import build_trainer
+
+    model = models.get_model("mlp", "tiny")
+    job = Job.by_hand("mlp", name, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
+                      bounds=None if name in ("single", "dataparallel") else [0, 2, len(model)])
+    trainer = build_trainer(job, model, local_rank=0)
+    if name in ("modelparallel", "pipeline"):
+        assert [len(stage) for stage in trainer.stages] == [2, len(model) - 2]
+    if name == "pipeline":
+        assert trainer.micro_batches == 4
+    assert_same_training(model, trainer)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import main
-from bench.job import Job
-from bench.launch import Session, WorkerError
-from bench.results import load
+from pipebench.bench.cli import main
+from pipebench.bench.job import Job
+from pipebench.bench.launch import Session, WorkerError
+from pipebench.bench.results import load
 
 
 def test_session_times_each_step_in_the_parent():
-    job = Job(model="gpt", flavour="tiny", strategy="pp-1f1b", batch=8, devices=2, device_type="cpu",
+    job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, warmup=1)
     with Session(job, timeout=120) as workers:
         times = [workers.step() for _ in range(3)]
@@ -28,7 +28,7 @@ def test_session_times_each_step_in_the_parent():
 
 
 def test_session_reports_a_failing_worker():
-    job = Job(model="gpt", flavour="tiny", strategy="ddp", batch=8, devices=2, device_type="cpu", fail_on_rank=0)
+    job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu", fail_on_rank=0)
     with pytest.raises(WorkerError, match="rank 0: RuntimeError: injected failure on rank 0"):
         with Session(job, timeout=120):
             pass
@@ -141,7 +141,7 @@ def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
 def test_out_of_memory_is_told_apart():
     import torch
 
-    from bench.worker import error_record
+    from pipebench.bench.worker import error_record
 
     oom = error_record(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), 1)
     assert oom["oom"] and oom["rank"] == 1 and oom["message"] == "CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -149,7 +149,7 @@ def test_out_of_memory_is_told_apart():
 
 
 def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys):
-    from bench import launch
+    from pipebench.bench import launch
 
     class OutOfMemory:
         def __init__(self, job, **kw):
@@ -172,12 +172,12 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
 
 
 def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
-    """bench/bench_suite.py through pytest-benchmark, in its own pytest: two cases, their rows in
+    """bench/benchmarks/bench_suite.py through pytest-benchmark, in its own pytest: two cases, their rows in
     extra_info and in the results file."""
     root = Path(__file__).resolve().parents[1]
     report = tmp_path / "benchmark.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "bench/bench_suite.py", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "bench/benchmarks/bench_suite.py", "-q", "-p", "no:cacheprovider",
          "--suite-quick", "--suite-models", "gpt", "--suite-strategies", "single,pp-1f1b", "--suite-steps", "2",
          "--suite-warmup", "1", "--suite-out", str(tmp_path), f"--benchmark-json={report}"],
         cwd=root, capture_output=True, text=True, timeout=600)
@@ -193,7 +193,7 @@ def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
 
 
 def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "pytest", "bench/bench_suite.py", "-q", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "bench/benchmarks/bench_suite.py", "-q", "-p", "no:cacheprovider",
                            "--suite-strategies", "hand-split"],
                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
     assert done.returncode == 4  # pytest's usage error

@@ -1,12 +1,12 @@
 """Issue 5's demonstration: one GPU under a steady background load of our own; the plan that assumes
 equal GPUs against the speed-aware plan, trained side by side in one run.
 
-    PYTHONPATH=. python3 bench/gpu/busy_gpu.py [--model gpt] [--batch 64] [--out DIR]
+    python3 bench/gpu/busy_gpu.py [--model gpt] [--batch 64] [--out DIR]
 
 1. Profile the model on GPU 0 (idle) at every micro-batch size, in a child `pipebench plan`.
 2. Start the load: a child process running matrix products on GPU 1 without pause.
 3. Snapshot `pipebench devices` (NVML: the load shows as utilisation and another process) and probe
-   both GPUs' speed while the load runs (partition.devices.measure_speeds).
+   both GPUs' speed while the load runs (hardware.probes.measure_speeds).
 4. Plan pp-1f1b twice from the same profile: equal speeds, and the probed speeds. Each plan is also
    simulated at the probed speeds, which predicts what the equal plan loses on the loaded machine.
 5. Train each plan with pp-1f1b (bench.launch.Session: `--steps` timed steps and one traced step per
@@ -66,13 +66,13 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    from bench.job import job_from_plan
-    from bench.launch import Session
-    from partition.devices import measure_speeds
-    from partition.plan import make_plan
-    from partition.profile import load_profiles
+    from pipebench.bench.job import Job
+    from pipebench.bench.launch import Session
+    from pipebench.hardware.probes import measure_speeds
+    from pipebench.partition.plan import make_plan
+    from pipebench.partition.profile import load_profiles
 
-    cli = [sys.executable, "-P", "-m", "bench.cli"]
+    cli = [sys.executable, "-P", "-m", "pipebench.bench.cli"]
     profile_path, plan_path = out / "profile.json", out / "plan-idle-cli.json"
     subprocess.run(cli + ["plan", "--model", args.model, "--batch", str(args.batch), "--gpus", "0,1",
                           "--save-profile", str(profile_path), "--json", str(plan_path)], check=True)
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         results = {name: [] for name in plans}
         for order in (("equal", "speed-aware"), ("speed-aware", "equal")):
             for name in order:
-                job = job_from_plan(plans[name], "pp-1f1b", steps=args.steps, warmup=2)
+                job = Job.from_plan(plans[name], "pp-1f1b", steps=args.steps, warmup=2)
                 with Session(job, gpus=[0, 1], timeout=900) as workers:
                     results[name] += [workers.step() for _ in range(args.steps)]
                     workers.step(trace=True)

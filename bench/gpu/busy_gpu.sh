@@ -2,7 +2,7 @@
 # Issue 5 on the 2xH200 machine, from the repository root: the GPU tests, then the busy-GPU
 # demonstration (bench/gpu/busy_gpu.py). Writes ${OUT:-out}/busy-gpu/ and packs it as busy-gpu.tar.gz.
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+source bench/gpu/env.sh
 py=${PYTHON:-python3}
 dir=${OUT:-out}/busy-gpu
 mkdir -p "$dir"

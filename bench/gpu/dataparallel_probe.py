@@ -1,18 +1,18 @@
 """Where does nn.DataParallel's time go on ResNet-101? Times it with and without TF32 + cuDNN autotuning,
 beside one GPU under the same settings (run on the 2xH200 machine from the repository root:
-`PYTHONPATH=. python3 bench/gpu/dataparallel_probe.py`)."""
+`python3 bench/gpu/dataparallel_probe.py`)."""
 from __future__ import annotations
 
 import json
 import sys
 
-from bench.job import Job
-from bench.launch import launch
+from pipebench.bench.job import Job
+from pipebench.bench.launch import launch
 
 rows = []
 for fast in (True, False):
     for strategy, devices in (("single", 1), ("dataparallel", 2)):
-        job = Job(model="resnet101", strategy=strategy, batch=256, devices=devices, steps=3, warmup=2, fast_math=fast)
+        job = Job.by_hand("resnet101", strategy, batch=256, devices=devices, steps=3, warmup=2, fast_math=fast)
         result = launch(job, gpus=[0, 1][:devices], timeout=600)
         row = {"strategy": strategy, "fast_math": fast, "step_ms": round(result["step_ms_mean"], 1),
                "samples_per_s": round(result["samples_per_s"], 1), "first_loss": result["first_loss"]}

@@ -5,7 +5,7 @@
 #   3. the same for the GPT decoder (800M, batch 64) that the strategies issue trains.
 # Writes everything under ${OUT:-out}/foundation and packs it into foundation.tar.gz.
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+source bench/gpu/env.sh
 dir=${OUT:-out}/foundation
 mkdir -p "$dir"
 py=${PYTHON:-python3}
@@ -21,7 +21,7 @@ py=${PYTHON:-python3}
 run() {  # name, then pipebench arguments; keeps stdout, stderr and wall time
   local name=$1; shift
   local t0=$(date +%s%N)
-  $py -m bench.cli "$@" > "$dir/$name.txt" 2> "$dir/$name.log"
+  $py -m pipebench "$@" > "$dir/$name.txt" 2> "$dir/$name.log"
   local rc=$?
   echo "command: pipebench $* | exit $rc | wall $(( ($(date +%s%N) - t0) / 1000000 )) ms" >> "$dir/$name.txt"
   cat "$dir/$name.txt"; tail -3 "$dir/$name.log"

@@ -11,9 +11,9 @@ import argparse
 import csv
 import sys
 
-from partition.plan import make_plan
-from partition.profile import load_profiles
-from partition.schedule import ideal_efficiency
+from pipebench.partition.plan import make_plan
+from pipebench.partition.profile import load_profiles
+from pipebench.partition.schedule import ideal_efficiency
 
 SCHEDULES = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-interleaved", 2), ("zbv", 2)]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Single-process strategies on the 2xH200 machine from the committed foundation plans.
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+source bench/gpu/env.sh
 dir=${OUT:-out}/strategies
 mkdir -p "$dir"
 plans=results/2026-11-29-2xH200-foundation

@@ -5,7 +5,7 @@
 # Writes ${OUT:-out}/suite-<models>/: env.txt, run.log, the results .csv/.json, profiles and the report,
 # and packs them into suite-<models>.tar.gz.
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+source bench/gpu/env.sh
 models=${MODELS:-gpt,resnet101}
 name=suite-${models//,/-}
 dir=${OUT:-out}/$name
@@ -21,15 +21,15 @@ py=${PYTHON:-python3}
   nproc
 } > "$dir/env.txt" 2>&1
 cat "$dir/env.txt"
-$py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUNKS:-auto}" \
+$py -m pipebench run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUNKS:-auto}" \
     ${STRATEGIES:+--strategies "$STRATEGIES"} ${EXTRA:-} 2>&1 | tee "$dir/run.log"
 if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count, into the same results file
-  $py -m bench.cli run --models "$models" --gpus 0,1 --out "$dir" --strategies "$SWEEP_STRATEGIES" \
+  $py -m pipebench run --models "$models" --gpus 0,1 --out "$dir" --strategies "$SWEEP_STRATEGIES" \
       --chunks "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
 fi
 if [ -n "${PROBE:-}" ]; then  # DataParallel's slowness on ResNet-101: with and without TF32 + cuDNN autotuning
   mkdir -p "$dir/probe"
   $py bench/gpu/dataparallel_probe.py "$dir/probe/dataparallel.json" 2>&1 | tee "$dir/probe/dataparallel.log"
 fi
-$py -m bench.cli report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
+$py -m pipebench report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
 tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"

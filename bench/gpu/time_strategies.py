@@ -14,10 +14,13 @@ import time
 
 import torch
 
-import models
-from bench.strategies import DataParallelTrainer, ModelParallelTrainer, PipelineTrainer, SingleTrainer
-from partition.plan import Plan
-from partition.profiler import set_fast_math
+from pipebench import models
+from pipebench.bench.strategies.dataparallel import DataParallelTrainer
+from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
+from pipebench.bench.strategies.pipeline import PipelineTrainer
+from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.partition.plan import Plan
+from pipebench.partition.profiler import set_fast_math
 
 
 def main() -> int:

@@ -1,22 +1,112 @@
-"""Training strategies: each trains a registry model one optimizer step at a time on the same batch.
+"""The strategy registry: every way pipebench trains a model, each declared once.
 
-Single-process strategies live here; they all return a `Trainer` (see `common.py`) so that the suite
-times them the same way. Every strategy starts from the same weights (the model is built once on the
-CPU from its seed and copied), uses the same loss and the same SGD step, and records the loss of its
-first step so that a reader sees they compute the same thing.
+The CLI's help, the suite's cases, the worker and the report all read `STRATEGIES`; adding a strategy is
+one entry here plus its Trainer (a module of this package) and its tests. Nothing here imports torch:
+the trainer class is named as "module:Class" and imported only in the worker that runs it.
+
+Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
+copied), uses the same loss and the same SGD step, and records the loss of its first step, so that a
+reader sees that every strategy computes the same thing.
 """
-from bench.strategies.common import Trainer, UnavailableStrategy
-from bench.strategies.dataparallel import DataParallelTrainer
-from bench.strategies.modelparallel import ModelParallelTrainer
-from bench.strategies.pipeline import PipelineTrainer
-from bench.strategies.single import SingleTrainer
+from __future__ import annotations
 
-SINGLE_PROCESS = {
-    "single": SingleTrainer,
-    "dataparallel": DataParallelTrainer,
-    "modelparallel": ModelParallelTrainer,
-    "pipeline": PipelineTrainer,
-}
+import importlib
+from dataclasses import dataclass
 
-__all__ = ["SINGLE_PROCESS", "Trainer", "UnavailableStrategy", "SingleTrainer", "DataParallelTrainer",
-           "ModelParallelTrainer", "PipelineTrainer"]
+from pipebench.errors import UserError
+
+__all__ = ["Strategy", "STRATEGIES", "get_strategy", "strategy_names", "parse_strategies"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    summary: str
+    """One line for the help and the report."""
+    trainer: str
+    """"module:Class" under pipebench.bench.strategies; imported by the worker only."""
+    process_per_device: bool
+    """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
+    schedule: str | None = None
+    """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
+    stages_per_device: int = 1
+    """Stages of the Plan on each device (2 for the interleaved and zero-bubble schedules)."""
+    devices: str = "all"
+    """"all" the chosen devices, or "one" (the baseline)."""
+    micro_batched: bool = False
+    """True: the batch is cut into the Plan's micro-batches (the planner's count, or --chunks)."""
+    one_micro_batch_per_stage: bool = False
+    """torch's Schedule1F1B needs at least as many micro-batches as stages."""
+    torch_schedule: str | None = None
+    """The torch.distributed.pipelining schedule class it runs, if any."""
+    splits_batch: bool = False
+    """The batch is split evenly over the processes (DDP): it must divide by the device count."""
+
+    @property
+    def needs_plan(self) -> bool:
+        return self.schedule is not None
+
+    def processes(self, devices: int) -> int:
+        return devices if self.process_per_device else 1
+
+    def min_micro_batches(self, devices: int) -> int:
+        return devices * self.stages_per_device if self.one_micro_batch_per_stage else 1
+
+    def trainer_class(self):
+        module, _, cls = self.trainer.partition(":")
+        return getattr(importlib.import_module(f"pipebench.bench.strategies.{module}"), cls)
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
+    Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
+             schedule="gpipe", devices="one"),
+    Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
+             "dataparallel:DataParallelTrainer", False),
+    Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
+             "ddp:DDPTrainer", True, splits_batch=True),
+    Strategy("modelparallel", "the seed's hand split at the plan's cuts, no micro-batches",
+             "modelparallel:ModelParallelTrainer", False, schedule="gpipe"),
+    Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
+             schedule="gpipe", micro_batched=True),
+    Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
+             "pp:PipelineParallelTrainer", True, schedule="gpipe", micro_batched=True, torch_schedule="ScheduleGPipe"),
+    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", "pp:PipelineParallelTrainer", True,
+             schedule="1f1b", micro_batched=True, one_micro_batch_per_stage=True, torch_schedule="Schedule1F1B"),
+    Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
+             True, schedule="interleaved", stages_per_device=2, micro_batched=True,
+             torch_schedule="ScheduleInterleaved1F1B"),
+    Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
+             True, schedule="zb-interleaved", stages_per_device=2, micro_batched=True,
+             torch_schedule="ScheduleInterleavedZeroBubble"),
+    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "pp:PipelineParallelTrainer", True,
+             schedule="zbv", stages_per_device=2, micro_batched=True, torch_schedule="ScheduleZBVZeroBubble"),
+]}
+
+
+def strategy_names() -> list[str]:
+    return list(STRATEGIES)
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise UserError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+
+
+def parse_strategies(text: str | None) -> list[str]:
+    """'single,ddp' -> ["single", "ddp"]; None -> every strategy."""
+    if text is None:
+        return strategy_names()
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError(f"--strategies names no strategy (got {text!r}); choose from: {', '.join(STRATEGIES)}")
+    for name in names:
+        get_strategy(name)
+    return names
+
+
+def help_text() -> str:
+    """The strategies, one line each, for `pipebench run --help`."""
+    width = max(map(len, STRATEGIES))
+    return "strategies:\n" + "\n".join(f"  {s.name:<{width}}  {s.summary}" for s in STRATEGIES.values())

@@ -7,10 +7,11 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from models.base import LayeredModel
+from pipebench.errors import UserError
+from pipebench.models.base import LayeredModel
 
 LEARNING_RATE = 0.1
-"""Plain SGD, as DESIGN.md's figures were measured; large enough that a wrong gradient shows."""
+"""Plain SGD, as the published figures were measured; large enough that a wrong gradient shows."""
 
 
 class UnavailableStrategy(NotImplementedError):
@@ -28,6 +29,13 @@ class Trainer:
         self.lr = lr
         self.first_loss: float | None = None
         self._optimizer: torch.optim.Optimizer | None = None
+
+    @classmethod
+    def from_plan(cls, model: LayeredModel, devices: Sequence[torch.device], plan, strategy: str) -> "Trainer":
+        """The trainer for this process's share of a Plan (None for strategies without one), running
+        `strategy` (a registry name): every cut, placement and micro-batch count comes from the Plan,
+        none is decided here. `devices`: the devices this process drives."""
+        return cls(model, devices)
 
     def parameters(self) -> list[nn.Parameter]:
         raise NotImplementedError
@@ -61,6 +69,13 @@ class Trainer:
         for d in self.devices:
             if d.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(d)
+
+
+def check_plan_fits(plan, model: LayeredModel) -> None:
+    """The Plan must cut the model it runs: a plan made for another version of the model is refused."""
+    if plan.bounds[-1] != len(model):
+        raise UserError(f"the plan cuts {plan.bounds[-1]} layers but {model.name} has {len(model)}; "
+                        "plan again for this version of the model")
 
 
 def own_copy(model: LayeredModel) -> LayeredModel:

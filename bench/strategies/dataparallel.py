@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from bench.strategies.common import Trainer, own_copy
+from pipebench.bench.strategies.common import Trainer, own_copy
 
 
 class DataParallelTrainer(Trainer):

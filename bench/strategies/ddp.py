@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from bench.strategies.common import Trainer, own_copy, split
+from pipebench.bench.strategies.common import Trainer, own_copy, split
 
 
 class DDPTrainer(Trainer):
@@ -24,6 +24,10 @@ class DDPTrainer(Trainer):
         self.model.layers.to(self.devices[0])
         ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None
         self.replica = DistributedDataParallel(self.model.layers, device_ids=ids)
+
+    @classmethod
+    def from_plan(cls, model, devices, plan, strategy):
+        return cls(model, devices[0])
 
     def parameters(self):
         return list(self.model.layers.parameters())

@@ -2,7 +2,7 @@
 batch moving from stage to stage, no micro-batches. Only one device works at a time."""
 from __future__ import annotations
 
-from bench.strategies.common import Trainer, own_copy
+from pipebench.bench.strategies.common import Trainer, check_plan_fits, own_copy
 
 
 class ModelParallelTrainer(Trainer):
@@ -14,6 +14,11 @@ class ModelParallelTrainer(Trainer):
             raise ValueError(f"need one device per stage ({len(devices)} devices, {len(bounds) - 1} stages)")
         super().__init__(own_copy(model), devices, **kw)
         self.stages = [self.model.stage(a, b).to(d) for a, b, d in zip(bounds, bounds[1:], self.devices)]
+
+    @classmethod
+    def from_plan(cls, model, devices, plan, strategy):
+        check_plan_fits(plan, model)
+        return cls(model, devices, bounds=plan.bounds)
 
     def parameters(self):
         return [p for stage in self.stages for p in stage.parameters()]

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from bench.strategies.common import split
-from bench.strategies.modelparallel import ModelParallelTrainer
+from pipebench.bench.strategies.common import check_plan_fits, split
+from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 
 
 def clock_cycles(micro_batches: int, stages: int) -> list[list[tuple[int, int]]]:
@@ -34,6 +34,11 @@ class PipelineTrainer(ModelParallelTrainer):
     def __init__(self, model, devices, *, bounds, micro_batches, **kw):
         super().__init__(model, devices, bounds=bounds, **kw)
         self.micro_batches = micro_batches
+
+    @classmethod
+    def from_plan(cls, model, devices, plan, strategy):
+        check_plan_fits(plan, model)
+        return cls(model, devices, bounds=plan.bounds, micro_batches=plan.micro_batches)
 
     def forward_backward(self, inputs, targets):
         m = self.micro_batches

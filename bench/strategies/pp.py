@@ -3,12 +3,15 @@
 Each process owns one or more of the Plan's stages and runs torch's schedule for them; activations and
 their gradients cross between processes with point-to-point sends (NCCL on GPUs, gloo on the CPU).
 
-    strategy        torch schedule                   stages per process   stage s lives on
+    strategy        torch schedule                   stages per process   stage s lives on (Plan.placement)
     pp-gpipe        ScheduleGPipe                    1                    process s
     pp-1f1b         Schedule1F1B                     1                    process s
     pp-interleaved  ScheduleInterleaved1F1B          v (>= 2)             process s % p   (loop)
     pp-zb           ScheduleInterleavedZeroBubble    v (>= 2)             process s % p   (loop)
     pp-zbv          ScheduleZBVZeroBubble            2                    s < p: s, else 2p - 1 - s  (V)
+
+The torch class comes from the strategy registry (bench/strategies/__init__.py); which stages this
+process runs comes from the Plan (`Plan.placement`, made once by partition.schedule.placement).
 
 A schedule the installed torch lacks raises `UnavailableStrategy`, never a stand-in.
 
@@ -18,98 +21,69 @@ micro-batch on its own, as in every pipeline.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 import torch.distributed as dist
 
-from bench.strategies.common import Trainer, UnavailableStrategy, own_copy
-
-SCHEDULES = {
-    # strategy: (torch class name, placement, stages per process or None for "v from the plan")
-    "pp-gpipe": ("ScheduleGPipe", "loop", 1),
-    "pp-1f1b": ("Schedule1F1B", "loop", 1),
-    "pp-interleaved": ("ScheduleInterleaved1F1B", "loop", None),
-    "pp-zb": ("ScheduleInterleavedZeroBubble", "loop", None),
-    "pp-zbv": ("ScheduleZBVZeroBubble", "v", 2),
-}
+from pipebench.bench.strategies import get_strategy
+from pipebench.bench.strategies.common import Trainer, UnavailableStrategy, check_plan_fits, own_copy
+from pipebench.errors import UserError
 
 
 def schedule_class(strategy: str):
-    """torch's schedule class for a pp-* strategy; UnavailableStrategy if this torch has none."""
-    if strategy not in SCHEDULES:
-        raise ValueError(f"unknown pipeline strategy {strategy!r}; choose one of: {', '.join(SCHEDULES)}")
+    """torch's schedule class for a pp-* strategy (from the registry); UnavailableStrategy if this torch
+    has none."""
+    name = get_strategy(strategy).torch_schedule
+    if name is None:
+        raise UserError(f"{strategy} is not a torch.distributed.pipelining strategy")
     import torch.distributed.pipelining as pipelining
 
-    name = SCHEDULES[strategy][0]
     cls = getattr(pipelining, name, None)
     if cls is None:
         raise UnavailableStrategy(f"{strategy}: torch {torch.__version__} has no {name}")
     return cls
 
 
-def stages_per_process(strategy: str, num_stages: int, processes: int) -> int:
-    """How many of the Plan's stages each process runs; ValueError when the counts do not fit."""
-    fixed = SCHEDULES[strategy][2]
-    if num_stages % processes:
-        raise ValueError(f"{strategy}: {num_stages} stages do not spread evenly over {processes} processes")
-    v = num_stages // processes
-    if fixed is not None and v != fixed:
-        raise ValueError(f"{strategy} runs {fixed} stage(s) per process; the plan has {num_stages} stages "
-                         f"for {processes} processes")
-    if fixed is None and v < 2:
-        raise ValueError(f"{strategy} needs at least 2 stages per process (plan {2 * processes} stages for "
-                         f"{processes} processes, e.g. --virtual-stages 2)")
-    return v
-
-
-def local_stages(strategy: str, rank: int, processes: int, num_stages: int) -> list[int]:
-    """The global indices of the stages that process `rank` owns, in increasing order."""
-    v = stages_per_process(strategy, num_stages, processes)
-    if SCHEDULES[strategy][1] == "v":
-        return [rank, 2 * processes - 1 - rank]
-    return [rank + k * processes for k in range(v)]
-
-
-def owner(strategy: str, stage: int, processes: int) -> int:
-    """The process that runs global stage `stage`."""
-    if SCHEDULES[strategy][1] == "v" and stage >= processes:
-        return 2 * processes - 1 - stage
-    return stage % processes
-
-
 class PipelineParallelTrainer(Trainer):
-    """This process's share of a torch.distributed.pipelining pipeline."""
+    """This process's share of a torch.distributed.pipelining pipeline: the Plan's stages that the Plan
+    places on this process's device, run by torch's schedule for the strategy."""
 
-    def __init__(self, model, device, *, strategy: str, bounds: Sequence[int], micro_batches: int,
-                 stage_inputs: Sequence[tuple[Sequence[int], str]] | None = None, **kw):
-        """bounds: the Plan's stage boundaries (p x v stages); stage_inputs: per stage, the shape and dtype
-        of one micro-batch's input (from the profile); None lets torch infer shapes on the first step."""
+    def __init__(self, model, device, *, strategy: str, plan, **kw):
         cls = schedule_class(strategy)
+        check_plan_fits(plan, model)
         super().__init__(own_copy(model), [device], **kw)
         from torch.distributed.pipelining import PipelineStage
+        from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
         self.name = strategy
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.num_stages = len(bounds) - 1
-        self.micro_batches = micro_batches
-        self.stage_ids = local_stages(strategy, self.rank, self.world, self.num_stages)
+        if plan.device_count != self.world:
+            raise UserError(f"{strategy}: the plan is for {plan.device_count} devices, {self.world} processes run it")
+        self.num_stages = len(plan.stages)
+        self.micro_batches = plan.micro_batches
+        self.stage_ids = plan.stages_on(self.rank)
         device = self.devices[0]
         self.modules = []
         stages = []
         for s in self.stage_ids:
-            module = self.model.stage(bounds[s], bounds[s + 1]).to(device)
+            stage_plan = plan.stages[s]
+            module = self.model.stage(stage_plan.first_layer, stage_plan.end_layer).to(device)
             example = None
-            if stage_inputs is not None:
-                shape, dtype = stage_inputs[s]
-                example = torch.zeros(list(shape), dtype=getattr(torch, dtype), device=device)
+            if stage_plan.input_shape:  # one micro-batch's input, as profiled: no shape inference step
+                shape = [plan.micro_batch_size, *stage_plan.input_shape[1:]]
+                example = torch.zeros(shape, dtype=getattr(torch, stage_plan.input_dtype), device=device)
             self.modules.append(module)
             stages.append(PipelineStage(module, s, self.num_stages, device, input_args=example))
-        self.first_rank = owner(strategy, 0, self.world)
-        self.last_rank = owner(strategy, self.num_stages - 1, self.world)
+        self.first_rank = plan.placement[0]
+        self.last_rank = plan.placement[-1]
         self.pipeline_stages = stages
-        stage_arg = stages[0] if len(stages) == 1 and SCHEDULES[strategy][2] == 1 else stages
-        self.schedule = cls(stage_arg, micro_batches, loss_fn=self.model.loss_fn)
+        single = issubclass(cls, PipelineScheduleSingle)
+        if single and len(stages) != 1:
+            raise UserError(f"{strategy} runs one stage per process; the plan puts {len(stages)} on process {self.rank}")
+        self.schedule = cls(stages[0] if single else stages, plan.micro_batches, loss_fn=self.model.loss_fn)
+
+    @classmethod
+    def from_plan(cls, model, devices, plan, strategy):
+        return cls(model, devices[0], strategy=strategy, plan=plan)
 
     def parameters(self):
         return [p for module in self.modules for p in module.parameters()]

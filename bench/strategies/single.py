@@ -4,7 +4,7 @@ It is the hand split with a single stage, so both share one forward and backward
 """
 from __future__ import annotations
 
-from bench.strategies.modelparallel import ModelParallelTrainer
+from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 
 
 class SingleTrainer(ModelParallelTrainer):
@@ -12,3 +12,7 @@ class SingleTrainer(ModelParallelTrainer):
 
     def __init__(self, model, devices, **kw):
         super().__init__(model, devices[:1], bounds=[0, len(model)], **kw)
+
+    @classmethod
+    def from_plan(cls, model, devices, plan, strategy):
+        return cls(model, devices)

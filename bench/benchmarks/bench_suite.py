@@ -1,7 +1,7 @@
 """The strategy suite as pytest-benchmark cases: one case per model x strategy x micro-batch count.
 
-    pytest bench/bench_suite.py --benchmark-json=out.json                    # every visible GPU
-    pytest bench/bench_suite.py --suite-quick --suite-strategies single,ddp,pp-1f1b
+    pytest bench/benchmarks/bench_suite.py --benchmark-json=out.json                    # every visible GPU
+    pytest bench/benchmarks/bench_suite.py --suite-quick --suite-strategies single,ddp,pp-1f1b
 
 Each case starts its workers (bench.launch.Session; multi-process strategies through torchrun), lets
 them warm up, then `benchmark.pedantic` times one synchronised training step per round in this process.
@@ -19,27 +19,35 @@ from pathlib import Path
 
 import pytest
 
-from bench import results as res
-from bench.run import RunOptions, parse_chunks, parse_models, parse_strategies, quick_options
-from bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
+from pipebench.errors import UserError
+
+from pipebench.bench import results as res
+from pipebench.bench.run import RunOptions, parse_models, quick_options
+from pipebench.bench.strategies import get_strategy, parse_strategies
+from pipebench.specs import parse_chunks
+from pipebench.bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
 
 
 def suite_options(config) -> tuple[RunOptions, object]:
-    """The suite's options and machine, parsed once (bench/conftest.py checks them at start-up, so that a
+    """The suite's options and machine, parsed once (bench/benchmarks/conftest.py checks them at start-up, so that a
     bad option is one line and pytest's usage-error status, 4)."""
     if not hasattr(config, "_pipebench_suite"):
         try:
             config._pipebench_suite = _parse_options(config)
-        except ValueError as exc:  # DeviceError and the parse_* errors
+        except UserError as exc:  # DeviceError and the parse_* errors
             raise pytest.UsageError(str(exc)) from None
     return config._pipebench_suite
 
 
 def _parse_options(config) -> tuple[RunOptions, object]:
-    from partition.devices import parse_gpu_ids
+    from pipebench.specs import AutoGpus, parse_gpus
 
-    gpus = config.getoption("--suite-gpus")
-    machine = detect_machine(parse_gpu_ids(gpus) if gpus else None)
+    gpus = parse_gpus(config.getoption("--suite-gpus")) if config.getoption("--suite-gpus") else None
+    if isinstance(gpus, AutoGpus):
+        from pipebench.hardware.gpus import choose_gpus, query_gpus
+
+        gpus = [g.index for g in choose_gpus(query_gpus(), gpus.count)]
+    machine = detect_machine(gpus)
     options = RunOptions(
         models=parse_models(config.getoption("--suite-models"), config.getoption("--suite-batch")),
         strategies=parse_strategies(config.getoption("--suite-strategies")),
@@ -66,14 +74,14 @@ def suite(request, tmp_path_factory):
 
 
 def test_case(benchmark, case, suite):
-    from bench.launch import Session
+    from pipebench.bench.launch import Session
 
     options, machine = suite["options"], suite["machine"]
     benchmark.group = f"{case.model} {case.flavour or 'full'} batch {case.batch} on {machine.hardware}"
     key = (case.model, case.flavour, case.batch, case.overrides)
     try:
         profiled = None
-        if case.strategy not in ("dataparallel", "ddp"):
+        if get_strategy(case.strategy).needs_plan:
             if key not in suite["profiles"]:
                 suite["profiles"][key] = profile_case_model(case, machine, suite["folder"], note=lambda _: None)
             profiled = suite["profiles"][key]

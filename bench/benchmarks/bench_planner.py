@@ -1,6 +1,6 @@
 """How fast the planner answers: the exact solver and the micro-batch search on a large chain.
 
-Run: pytest bench/bench_planner.py   (a benchmark, not a test: it prints times, asserts only validity)
+Run: pytest bench/benchmarks/bench_planner.py   (a benchmark, not a test: it prints times, asserts only validity)
 Target (issue 2): 1,000 layers into 8 stages with speeds, caps and cut prices, plus the micro-batch
 search, well under a second on a 2-core CPU.
 """
@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from partition.plan import make_plan
-from partition.profile import LayerProfile, Profile
-from partition.solver import solve
+from pipebench.partition.plan import make_plan
+from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.solver import solve
 
 LAYERS, STAGES = 1000, 8
 SPEEDS = [1.0, 1.0, 1.5, 1.5, 1.0, 1.0, 0.5, 1.0]

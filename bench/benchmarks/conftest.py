@@ -6,7 +6,7 @@ import subprocess
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("pipebench", "pipebench suite (bench/bench_suite.py)")
+    group = parser.getgroup("pipebench", "pipebench suite (bench/benchmarks/bench_suite.py)")
     group.addoption("--suite-models", default=None,
                     help="comma-separated models (default: gpt,resnet101 on GPUs; tiny flavours on the CPU)")
     group.addoption("--suite-strategies", default=None, help="comma-separated strategies (default: all)")
@@ -21,7 +21,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     """Check the --suite-* options before collection: a bad one is a usage error, not a collection error."""
-    from bench.bench_suite import suite_options
+    from bench_suite import suite_options
 
     suite_options(config)
 

@@ -1,0 +1,23 @@
+"""pipebench: on these GPUs, for this model, how should I split the work, and what do I gain?
+
+    import pipebench
+
+    plan = pipebench.plan("resnet101", batch=256, gpus=[0, 1])       # profile, solve, simulate
+    print(plan.predicted_samples_per_s, plan.balance)                  # balance: layers per stage
+    pipe = torch.distributed.pipelining.pipeline(module, (x,), split_spec=plan.split_spec())
+
+`profile` measures a model, `plan` cuts it into balanced stages with the exact solver and predicts the
+step; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
+line (`pipebench models | devices | plan | run | report`) is a thin layer over these.
+"""
+from pipebench.api import plan, plan_devices, profile
+from pipebench.errors import UserError
+from pipebench.partition.plan import Plan, StagePlan, make_plan
+from pipebench.partition.profile import LayerProfile, Profile, load_profiles, save_profiles
+from pipebench.partition.solver import InfeasibleError, solve
+
+__all__ = [
+    "plan", "profile", "plan_devices", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
+    "load_profiles", "save_profiles", "solve", "InfeasibleError", "UserError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,124 @@
+"""The library entry points: profile a model, plan it, hand the Plan to the libraries people use.
+
+    >>> import pipebench
+    >>> plan = pipebench.plan("resnet18", batch=32, stages=2, device="cpu", flavour="tiny")
+    >>> plan.balance                  # layers per stage: torchgpipe's GPipe(module, balance, chunks=m)
+    >>> plan.split_spec()             # torch.distributed.pipelining.pipeline(module, (x,), split_spec=...)
+
+The command line (`pipebench plan`, `pipebench run`) is a thin layer over these functions.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from pipebench.errors import UserError
+from pipebench.partition.plan import Plan, make_plan
+from pipebench.partition.profile import Profile
+
+__all__ = ["profile", "plan", "plan_devices"]
+
+
+def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None,
+                 virtual_stages: int = 1) -> list[str]:
+    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device`."""
+    if gpus is not None:
+        if stages is not None:
+            raise UserError("give gpus or stages, not both")
+        gpus = list(gpus)
+        if not gpus:
+            raise UserError("gpus names no GPU")
+        return [f"cuda:{i}" for i in gpus]
+    stages = 2 if stages is None else stages
+    if stages < 1:
+        raise UserError(f"stages must be at least 1 (got {stages})")
+    return [device] * stages
+
+
+def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
+            devices: Sequence[str] | None = None, micro_batches: int | str = "auto", repeats: int | None = None,
+            flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
+            link_gbps: float | None = None, note: Callable[[str], None] | None = None,
+            progress: Callable[[int, int, str], None] | None = None) -> list[Profile]:
+    """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers.
+
+    model: a registry name ("resnet101", see `pipebench models`) or a LayeredModel.
+    micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
+        skipped with a note) or one count.
+    devices: the devices the plan will use; with two distinct GPUs among them the link between the first
+        two is timed (unless `link_gbps` is given) and recorded in each Profile.
+    Returns one Profile per micro-batch size that ran.
+    """
+    import torch
+
+    from pipebench.hardware.probes import measure_link_gbps
+    from pipebench.models import LayeredModel, get_model
+    from pipebench.partition.profiler import profile_sizes, set_fast_math
+    from pipebench.specs import micro_batch_counts
+
+    if batch < 1:
+        raise UserError(f"batch must be at least 1 (got {batch})")
+    counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
+    target = torch.device(device)
+    on_gpu = target.type == "cuda"
+    if on_gpu:
+        set_fast_math()
+        torch.cuda.set_device(target)
+    if isinstance(model, str):
+        model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
+    elif not isinstance(model, LayeredModel):
+        raise UserError(f"model must be a registry name or a LayeredModel, not {type(model).__name__}")
+    if link_gbps is None:
+        distinct = list(dict.fromkeys(devices or [device]))
+        link_gbps = (measure_link_gbps(distinct[0], distinct[1])
+                     if len(distinct) > 1 and distinct[0].startswith("cuda") else None)
+        if link_gbps and note:
+            note(f"link {distinct[0]} -> {distinct[1]}: {link_gbps:.0f} GB/s (timed copy)")
+    repeats = repeats if repeats is not None else (5 if on_gpu else 3)
+    if repeats < 1:
+        raise UserError(f"repeats must be at least 1 (got {repeats})")
+    profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
+                             note=note, progress=progress)
+    for p in profiles:
+        p.link_gbps = link_gbps
+    return profiles
+
+
+def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = None, stages: int | None = None,
+         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = "1f1b",
+         micro_batches: int | str = "auto", virtual_stages: int | None = None, balance: str = "time",
+         max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
+         link_gbps: float | None = None, optimizer: str = "sgd", profiles: Sequence[Profile] | None = None,
+         flavour: str | None = None, settings: dict[str, Any] | None = None, repeats: int | None = None,
+         note: Callable[[str], None] | None = None) -> Plan:
+    """Profile `model` (unless `profiles` are given) and return the Plan with the fastest predicted step.
+
+    Stages: one per GPU in `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu").
+    schedule: gpipe, 1f1b, interleaved, zb-interleaved or zbv; the last three put `virtual_stages`
+    (default 2) stages on each device. micro_batches: "auto" picks the count with the highest predicted
+    throughput among those profiled. max_memory: bytes per device the plan must stay within. speeds:
+    per-device speed factors (a busy GPU is slower). link_gbps: GB/s that prices a cut (default: what
+    the profile measured; 0 when nothing was).
+    """
+    from pipebench.partition.schedule import SCHEDULES
+    from pipebench.specs import virtual_stages as stages_per_device
+
+    if schedule not in SCHEDULES:
+        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    virtual = stages_per_device(schedule, virtual_stages)
+    devices = plan_devices(stages=stages, device=device, gpus=gpus)
+    if profiles is None:
+        if model is None:
+            raise UserError("plan needs a model (or profiles)")
+        if batch is None:
+            raise UserError("plan needs the global batch size, e.g. batch=256")
+        profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
+                           micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
+                           link_gbps=link_gbps, note=note)
+    elif batch is not None and batch != profiles[0].batch:
+        raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
+    if link_gbps is None:
+        link_gbps = profiles[0].link_gbps or 0.0
+    chosen = None if micro_batches == "auto" else int(micro_batches)
+    return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
+                     max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, optimizer=optimizer,
+                     virtual_stages=virtual)

@@ -1,0 +1,179 @@
+"""Files pipebench writes and reads: written atomically, read back as typed, checked records.
+
+One home for two things every file format here needs (profiles, plans, jobs, results):
+- `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
+  so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
+  unique per process, so two writers never share one.
+- `read_json` and `record`: a versioned JSON object read back into a dataclass, every field checked
+  against its annotation, with an error that names the file and the field in one line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipebench.errors import UserError
+
+__all__ = ["write_text", "write_json", "read_json", "record", "check"]
+
+T = TypeVar("T")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` atomically and durably (fsync of the file and of its folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable; not every platform can open a folder
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(folder)
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """`write_text` of `data` as indented JSON (NaN and infinities refused: they are not JSON)."""
+    write_text(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+
+
+def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: tuple[int, ...] = (1,),
+              error: type[UserError] = UserError) -> Any:
+    """Parse the JSON file at `path`; with `fmt`, it must be an object whose "format" is `fmt` and whose
+    "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a {kind} file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not JSON: {exc}") from None
+    if fmt is not None:
+        if not isinstance(data, dict) or data.get("format") != fmt:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise error(f"{path}: not a pipebench {kind} (field 'format' should be {fmt!r}, got {found!r})")
+        if data.get("version") not in versions:
+            raise error(f"{path}: {kind} version {data.get('version')!r} is not supported "
+                        f"(expected {', '.join(map(str, versions))})")
+    return data
+
+
+def record(cls: type[T], data: Any, where: str, *, error: type[UserError] = UserError,
+           may_miss: typing.Iterable[str] | None = None, unknown: str = "error", nonnegative: bool = False) -> T:
+    """`cls(**data)` for a dataclass, each field checked against its annotation first.
+
+    may_miss: fields that may be absent (default: those with a default). unknown: "error" or "ignore"
+    for keys that are not fields. nonnegative: numbers must be >= 0 (measurements). Nested dataclasses
+    and lists of them are checked the same way; every number must be finite; an int is not a bool."""
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected an object, got {_short(data)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    if unknown == "error":
+        extra = sorted(set(data) - set(fields))
+        if extra:
+            raise error(f"{where}: unknown field {extra[0]!r}")
+    if may_miss is None:
+        may_miss = {n for n, f in fields.items()
+                    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    values = {}
+    for name in fields:
+        if name not in data:
+            if name not in may_miss:
+                raise error(f"{where}: missing field {name!r}")
+            continue
+        try:
+            values[name] = _checked(hints[name], data[name], nonnegative, error, f"{where}.{name}")
+        except _Wrong as exc:
+            raise error(f"{where}.{name}: {exc}") from None
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, UserError):
+            raise
+        raise error(f"{where}: {exc}") from None
+
+
+def check(kind: Any, value: Any, where: str, *, error: type[UserError] = UserError) -> Any:
+    """`value` as the plain Python type the annotation `kind` names (numpy numbers become int or float),
+    or `error` saying where and what was wrong."""
+    try:
+        return _checked(kind, value, False, error, where)
+    except _Wrong as exc:
+        raise error(f"{where}: {exc}") from None
+
+
+class _Wrong(Exception):
+    """A value that does not fit its annotation; `record` adds where it was."""
+
+
+def _checked(kind: Any, value: Any, nonnegative: bool, error, where: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        for option in inner[:-1]:  # e.g. int | str: the first that fits
+            try:
+                return _checked(option, value, nonnegative, error, where)
+            except _Wrong:
+                pass
+        return _checked(inner[-1], value, nonnegative, error, where)
+    if kind is Any:
+        return value
+    if dataclasses.is_dataclass(kind):
+        return record(kind, value, where, error=error, nonnegative=nonnegative)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+    elif kind in (int, float):
+        integral = isinstance(value, numbers.Integral)
+        if not isinstance(value, bool) and (integral or (kind is float and isinstance(value, numbers.Real))):
+            if not math.isfinite(value):
+                raise _Wrong(f"expected a finite number, got {value!r}")
+            if nonnegative and value < 0:
+                raise _Wrong(f"must be >= 0, got {value!r}")
+            return int(value) if kind is int else float(value)
+    elif origin is list or kind is list:
+        if isinstance(value, list):
+            item = args[0] if args else Any
+            return [_checked(item, v, nonnegative, error, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict or kind is dict:
+        if isinstance(value, dict):
+            return value
+    else:  # pragma: no cover - a field type this table lacks
+        raise AssertionError(f"no check for field type {kind!r}")
+    name = getattr(kind, "__name__", str(kind))
+    raise _Wrong(f"expected {'a list' if name == 'list' else name}, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

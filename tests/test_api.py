@@ -1,0 +1,66 @@
+"""The library API: pipebench.plan / pipebench.profile, and a Plan handing itself to torchgpipe's balance
+and torch.distributed.pipelining's split_spec."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import pipebench
+from pipebench import models
+from pipebench.errors import UserError
+
+
+@pytest.mark.parametrize("name", ["resnet18", "gpt", "convnet"])
+def test_split_spec_makes_pipeline_build_exactly_the_planned_stages(name):
+    from torch.distributed.pipelining import pipeline
+
+    torch.set_num_threads(1)
+    model = models.get_model(name, "tiny")
+    plan = pipebench.plan(model, batch=8, stages=3, micro_batches=2, repeats=1)
+    assert sum(plan.balance) == len(model) and len(plan.balance) == 3
+    inputs, _ = model.make_batch(plan.micro_batch_size)
+    pipe = pipeline(model.layers, mb_args=(inputs,), split_spec=plan.split_spec())
+    assert pipe.num_stages == len(plan.stages)
+    for k, stage in enumerate(plan.stages):
+        module = pipe.get_stage_module(k)
+        assert sum(p.numel() for p in module.parameters()) == stage.params
+        owners = {name.split(".")[0] for name, _ in module.named_parameters()}
+        assert owners <= set(stage.layers), (k, owners, stage.layers)
+
+
+def test_plan_from_saved_profiles_and_a_round_trip(tmp_path):
+    profiles = pipebench.profile("mlp", batch=8, flavour="tiny", micro_batches=2, repeats=1)
+    assert [p.micro_batch for p in profiles] == [4] and profiles[0].link_gbps is None
+    pipebench.save_profiles(profiles, tmp_path / "p.json")
+    plan = pipebench.plan(profiles=pipebench.load_profiles(tmp_path / "p.json"), stages=2, schedule="gpipe")
+    plan.save(tmp_path / "plan.json")
+    again = pipebench.Plan.load(tmp_path / "plan.json")
+    assert again == plan and again.plan_id == plan.plan_id and again.placement == [0, 1]
+    zbv = pipebench.plan(profiles=profiles, stages=2, schedule="zbv")
+    assert zbv.placement == [0, 1, 1, 0] and zbv.stages_on(0) == [0, 3]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(model="nosuch", batch=8), "unknown model 'nosuch'"),
+    (dict(model="mlp", flavour="tiny"), "plan needs the global batch size"),
+    (dict(model="mlp", flavour="tiny", batch=8, micro_batches=3), "batch 8 does not split into 3"),
+    (dict(model="mlp", flavour="tiny", batch=8, schedule="nope"), "unknown schedule 'nope'"),
+    (dict(model="mlp", flavour="tiny", batch=8, stages=0), "stages must be at least 1"),
+    (dict(model="mlp", flavour="tiny", batch=8, stages=2, gpus=[0, 1]), "give gpus or stages, not both"),
+])
+def test_bad_input_is_a_user_error(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        pipebench.plan(**kwargs)
+
+
+def test_importing_pipebench_loads_neither_torch_nor_pandas():
+    code = "import sys, pipebench; sys.exit(any(m in sys.modules for m in ('torch', 'pandas', 'matplotlib')))"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_public_api_is_listed_and_documented():
+    for name in pipebench.__all__:
+        assert getattr(pipebench, name).__doc__, name
