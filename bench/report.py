@@ -1,6 +1,7 @@
 """`pipebench report`: results rows ─▶ one table per model, recommendations, summary.csv and plots.
 
-No torch and no printing: functions return frames, text and the paths they wrote; the CLI prints.
+No torch, no matplotlib and no printing: functions return frames, text and the paths they wrote; the CLI
+prints. The plots are bench/plots.py, imported (with matplotlib) only when write_report draws them.
 
 How the figures are defined (per model, flavour, batch and GPU kind):
 - x_single: samples/s over the fastest ok `single` row; x_dataparallel: over the fastest ok
@@ -16,25 +17,24 @@ How the figures are defined (per model, flavour, batch and GPU kind):
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
-from bench.results import CASE_FIELDS, FIELDS, Row
+from pipebench.bench.strategies import STRATEGIES
+from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
+from pipebench.partition.schedule import ideal_efficiency
+from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
            "markdown_table", "write_report"]
 
-GIB = 2**30
 GROUP = ["model", "flavour", "batch", "device_name"]
 """Rows are compared with each other only within one of these groups."""
-STRATEGY_ORDER = ("single", "dataparallel", "ddp", "modelparallel", "pipeline")
+STRATEGY_ORDER = tuple(STRATEGIES)
+"""Strategies in the registry's order: baselines first, then the pipelines."""
 SUMMARY_COLUMNS = [
     "model", "flavour", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
     "schedule", "virtual_stages", "speeds", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
@@ -54,10 +54,6 @@ _FORMATS = {
     "peak_gib_max": "{:.1f}", "predicted_gib_max": "{:.1f}", "memory_error_pct": "{:+.1f}",
     "bubble_fraction": "{:.1%}", "first_loss": "{:.5f}",
 }
-_KIND_COLOURS = {"F": "#4C72B0", "B": "#DD8452", "I": "#55A868", "W": "#8172B3"}
-_KIND_NAMES = {"F": "forward", "B": "backward", "I": "backward, input grad", "W": "backward, weight grad"}
-_OTHER_KIND = "#937860"
-_IDLE = "#E6E6E6"
 
 
 class WrittenReport(NamedTuple):
@@ -100,7 +96,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["step_error_pct"] = (out["predicted_step_ms"] - out["step_ms"]) / out["step_ms"] * 100
     peak = out["peak_gib_max"].where(out["peak_gib_max"] > 0)  # a CPU reports 0: no error to speak of
     out["memory_error_pct"] = (out["predicted_gib_max"] - peak) / peak * 100
-    out["peak_gib"] = [" / ".join(f"{b / GIB:.1f}" for b in bs) for bs in out["peak_memory_bytes"]]
+    out["peak_gib"] = [" / ".join(format_gib(b) for b in bs) for bs in out["peak_memory_bytes"]]
     out["case"] = [_case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
                    for s, sch, m, v, sp in zip(out["strategy"], out["schedule"], out["micro_batches"],
                                                out["virtual_stages"], out["speeds"])]
@@ -173,14 +169,10 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "") ->
     if summary.empty:
         notes.append("no result rows: nothing to tabulate or plot")
     else:
-        cases = frame(rows)
+        from pipebench.bench.plots import write_plots  # matplotlib loads here, only when plots are drawn
+
         footer = _machine_line(rows) + (f"; made by: {command}" if command else "")
-        plots = [_plot_throughput(summary, out / "throughput.png", footer),
-                 _plot_micro_batches(summary, out / "micro_batches.png", footer, notes)]
-        for key, group in summary.groupby(GROUP, sort=False):
-            path = out / f"timeline-{_slug(_group_label(summary, key, batch=True))}.png"
-            plots.append(_plot_timeline(summary, key, group, cases, path, footer, notes))
-        paths = [p for p in plots if p is not None]
+        paths = write_plots(summary, frame(rows), out, footer, notes)
     csv_path = out / "summary.csv"
     summary.to_csv(csv_path, index=False)
     md_path = out / "report.md"
@@ -188,7 +180,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "") ->
     return WrittenReport([md_path, csv_path, *paths], notes)
 
 
-# ------------------------------------------------------------------------------------------------ figures
+# ------------------------------------------------------------------------------------------------ helpers
 
 def _device_count(gpus: str, world_size: int) -> int:
     """Devices a case used: the GPU ids listed ("cpu" counts one), or its processes if more."""
@@ -196,15 +188,17 @@ def _device_count(gpus: str, world_size: int) -> int:
 
 
 def _is_pipeline(strategy: str) -> bool:
-    return strategy.startswith(("pipeline", "pp-"))
+    """A strategy that cuts the batch into micro-batches (the registry says; unknown names by their look)."""
+    known = STRATEGIES.get(strategy)
+    return known.micro_batched if known is not None else strategy.startswith(("pipeline", "pp-"))
 
 
 def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages: int) -> float:
-    """The share of p x single a schedule can reach: v·m / (v·m + p - 1) for pipelines, else 1."""
+    """The share of p x single a schedule can reach: v·m / (v·m + p - 1) for pipelines (GPipe's bound with
+    v·m chunks of work per device), else 1."""
     if not _is_pipeline(strategy):
         return 1.0
-    work = virtual_stages * micro_batches
-    return work / (work + devices - 1)
+    return ideal_efficiency(devices, virtual_stages * micro_batches)
 
 
 def _strategy_rank(strategy: str) -> int:
@@ -249,10 +243,6 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-").lower()
-
-
 def _machine_line(rows: Sequence[Row]) -> str:
     """Hardware, versions and hosts of the rows: every table and figure carries them."""
     def seen(values, unknown="unknown"):
@@ -280,133 +270,3 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
               "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report.py); errors: "
               "(predicted - measured) / measured.", ""]
     return "\n".join(lines)
-
-
-def _save(fig: Figure, path: Path, footer: str) -> Path:
-    fig.text(0.01, 0.005, footer, fontsize=7, color="0.4", ha="left", va="bottom")
-    FigureCanvasAgg(fig)  # render with Agg, whatever backend pyplot users have chosen
-    fig.savefig(path, dpi=120)
-    return path
-
-
-def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
-    """(a) One horizontal bar per case, one panel per model; the speed-up over one GPU on each bar and on
-    a second axis along the top."""
-    groups = list(summary.groupby(GROUP, sort=False))
-    heights = [0.35 * len(g) + 1.6 for _, g in groups]
-    fig = Figure(figsize=(9, sum(heights) + 0.8), layout="constrained")
-    axes = fig.subplots(len(groups), 1, squeeze=False, height_ratios=heights)[:, 0]
-    for ax, (key, group) in zip(axes, groups):
-        speed = group["samples_per_s"].fillna(0.0)
-        labels = [f"{c}  [{g}]" for c, g in zip(group["case"], group["gpus"])]
-        colours = ["#4C72B0" if _is_pipeline(s) else "#8C8C8C" for s in group["strategy"]]
-        ax.barh(range(len(group)), speed, color=colours)
-        ax.set_yticks(range(len(group)), labels, fontsize=8)
-        ax.invert_yaxis()  # first case at the top
-        top = speed.max() or 1.0
-        for y, r in enumerate(group.itertuples()):
-            if r.status != "ok":
-                ax.text(0, y, f" {r.status}", va="center", fontsize=8, color="#C44E52")
-            elif pd.notna(r.x_single):
-                ax.text(r.samples_per_s + top * 0.01, y, f"{r.x_single:.2f}x", va="center", fontsize=8)
-        ax.set_xlim(0, top * 1.15)
-        ax.set_xlabel("throughput (samples/s)")
-        ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
-        single = _fastest(group, "single")
-        if single:
-            second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
-            second.set_xlabel("speed-up over one GPU (x)", fontsize=8)
-    fig.legend(handles=[Patch(color="#4C72B0", label="pipeline (micro-batches)"),
-                        Patch(color="#8C8C8C", label="other strategies")], loc="outside lower right", fontsize=8)
-    return _save(fig, path, footer)
-
-
-def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: list[str]) -> Path | None:
-    """(b) Throughput against the micro-batch count: one line per pipeline strategy (and schedule, stages
-    per device, GPUs), one panel per model; the fastest single, dataparallel and ddp runs as levels."""
-    ok = summary[(summary["status"] == "ok") & summary["strategy"].map(_is_pipeline)]
-    series_keys = ["strategy", "schedule", "virtual_stages", "gpus"]
-    panels = [(key, group) for key, group in ok.groupby(GROUP, sort=False)
-              if group.groupby(series_keys)["micro_batches"].nunique().max() > 1]
-    if not panels:
-        notes.append("throughput against micro-batches: not drawn, no pipeline strategy ran ok at two or more "
-                     "micro-batch counts")
-        return None
-    fig = Figure(figsize=(8, 3.6 * len(panels) + 0.4), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    for ax, (key, group) in zip(axes, panels):
-        for (strategy, schedule, v, gpus), line in group.groupby(series_keys, sort=False):
-            line = line.sort_values("micro_batches")
-            label = _case_label(strategy, schedule, None, v)
-            ax.plot(line["micro_batches"], line["samples_per_s"], marker="o", label=f"{label} [{gpus}]")
-        everything = summary[(summary[GROUP] == pd.Series(key, index=GROUP)).all(axis=1)]
-        for strategy, style in (("single", "--"), ("dataparallel", ":"), ("ddp", "-.")):
-            level = _fastest(everything, strategy)
-            if level:
-                ax.axhline(level, linestyle=style, color="0.3", linewidth=1, label=f"{strategy} (fastest)")
-        counts = sorted(group["micro_batches"].unique())
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.set_xlabel("micro-batches per step (m)")
-        ax.set_ylabel("throughput (samples/s)")
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput against micro-batch count", fontsize=10)
-        ax.legend(fontsize=8)
-    return _save(fig, path, footer)
-
-
-def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases: pd.DataFrame, path: Path,
-                   footer: str, notes: list[str]) -> Path | None:
-    """(c) The fastest ok pipeline case that recorded a timeline: its measured step above the Plan's
-    simulated one, one lane per (device, stage), so the bubble shows as grey."""
-    name = _group_label(summary, key)
-    key_columns = [*CASE_FIELDS, "device_name"]
-    timelines = {tuple(r[c] for c in key_columns): r for _, r in cases.iterrows() if r["timeline"]}
-    ok = group[(group["status"] == "ok") & group["strategy"].map(_is_pipeline)]
-    ok = ok[[tuple(r[c] for c in key_columns) in timelines for _, r in ok.iterrows()]]
-    if ok.empty:
-        notes.append(f"timeline for {name}: not drawn, no ok pipeline case recorded a measured timeline")
-        return None
-    best = ok.loc[ok["samples_per_s"].idxmax()]
-    case = timelines[tuple(best[c] for c in key_columns)]
-    mean = f" (mean of the timed steps: {best['step_ms']:.1f} ms)"
-    panels = [("measured step", case["timeline"], mean)]
-    if case["predicted_timeline"]:
-        panels.append(("simulated by the plan", case["predicted_timeline"], ""))
-    else:
-        notes.append(f"timeline for {name}: {best['case']} has no predicted timeline; measured step drawn alone")
-    lanes = sorted({(op["device"], op["stage"]) for _, ops, _ in panels for op in ops}, key=lambda l: (str(l[0]), l[1]))
-    fig = Figure(figsize=(11, 1.4 + len(panels) * (0.45 * len(lanes) + 1.1)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)[:, 0]
-    kinds: set[str] = set()
-    for ax, (title, ops, aside) in zip(axes, panels):
-        origin = min(op["start_ms"] for op in ops)
-        span = max(op["end_ms"] for op in ops) - origin
-        for y, lane in enumerate(lanes):
-            ax.barh(y, span, left=0, height=0.8, color=_IDLE)  # idle time shows through between operations
-            for op in (op for op in ops if (op["device"], op["stage"]) == lane):
-                start, width = op["start_ms"] - origin, op["end_ms"] - op["start_ms"]
-                kinds.add(op["kind"])
-                ax.barh(y, width, left=start, height=0.8, color=_KIND_COLOURS.get(op["kind"], _OTHER_KIND),
-                        edgecolor="white", linewidth=0.5)
-                if width > span / 60:
-                    ax.text(start + width / 2, y, str(op["micro"]), ha="center", va="center", fontsize=7, color="white")
-        ax.set_yticks(range(len(lanes)), [f"device {d}, stage {s}" for d, s in lanes])
-        ax.invert_yaxis()
-        ax.set_title(f"{title}: {span:.1f} ms from first to last operation{aside}", fontsize=10)
-    axes[-1].set_xlabel("time since the step's first operation (ms)")
-    order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
-    handles = [Patch(color=_KIND_COLOURS.get(k, _OTHER_KIND), label=_KIND_NAMES.get(k, k)) for k in order]
-    fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside lower right",
-               ncols=len(handles) + 1)
-    versus = f"measured {best['step_ms']:.1f} ms"
-    if pd.notna(best["predicted_step_ms"]):
-        versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
-    fig.suptitle(f"{_group_label(summary, key, batch=True)}, {best['case']} on GPUs {best['gpus']}: {versus} per step")
-    return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
-
-
-def _fastest(df: pd.DataFrame, strategy: str) -> float | None:
-    """The best ok samples/s of `strategy` in df, or None."""
-    speeds = df.loc[(df["strategy"] == strategy) & (df["status"] == "ok"), "samples_per_s"]
-    return float(speeds.max()) if speeds.notna().any() and speeds.max() > 0 else None

@@ -309,7 +309,9 @@ def _make_row(values: dict[str, Any], where: str) -> Row:
     try:
         return Row(**values)
     except ValueError as exc:
-        raise ResultsError(f"{where}: {str(exc).removeprefix('Row.')}") from None
+        # "Row.batch: expected int" -> "rows[3]: field 'batch': expected int"
+        message = re.sub(r"^Row\.(\w+)", lambda m: f"field {m.group(1)!r}", str(exc))
+        raise ResultsError(f"{where}: {message}") from None
 
 
 def _expand(paths) -> list[Path]:

@@ -20,6 +20,7 @@ from pipebench.bench.strategies import get_strategy, parse_strategies  # noqa: F
 from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, prepare,
                          profile_case_model, run_prepared, unavailable_row)
 from pipebench.errors import UserError
+from pipebench.units import format_gib
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _outcome(row: res.Row, single: float | None) -> str:
         step += f" (predicted {row.predicted_step_ms:.1f})"
     parts.append(step)
     if any(row.peak_memory_bytes):
-        parts.append("peak " + " / ".join(f"{b / 2**30:.1f}" for b in row.peak_memory_bytes) + " GiB")
+        parts.append("peak " + " / ".join(format_gib(b) for b in row.peak_memory_bytes) + " GiB")
     if row.first_loss is not None:
         parts.append(f"first loss {row.first_loss:.5f}")
     return ", ".join(parts)

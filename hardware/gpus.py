@@ -13,9 +13,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from partition.devices import DeviceError
+from pipebench.hardware.probes import DeviceError
+from pipebench.specs import AutoGpus, parse_gpus
+from pipebench.units import GIB, format_gib
 
-__all__ = ["GpuInfo", "query_gpus", "choose_gpus", "parse_gpu_choice", "free_memory_caps", "SAFETY_MARGIN"]
+__all__ = ["GpuInfo", "query_gpus", "choose_gpus", "parse_gpu_choice", "free_memory_caps", "format_gpus",
+           "describe_choice", "SAFETY_MARGIN"]
 
 SAFETY_MARGIN = 0.05
 """Share of a GPU's total memory left unplanned (CUDA context, allocator slack, others' growth); at least 1 GiB."""
@@ -110,19 +113,32 @@ def choose_gpus(infos: Sequence[GpuInfo], count: int) -> list[GpuInfo]:
 
 def parse_gpu_choice(spec: str, nvml: Any | None = None) -> tuple[list[int], list[GpuInfo]]:
     """'0,1' -> ids as given; 'auto:N' -> the N freest GPUs now. Returns the ids and what NVML said of them."""
-    from partition.devices import parse_gpu_ids
-
-    if spec.startswith("auto"):
-        _, _, n = spec.partition(":")
-        if not n.isdigit():
-            raise DeviceError(f"--gpus auto:N takes a number of GPUs, e.g. auto:2 (got {spec!r})")
-        chosen = choose_gpus(query_gpus(nvml), int(n))
+    choice = parse_gpus(spec)
+    if isinstance(choice, AutoGpus):
+        chosen = choose_gpus(query_gpus(nvml), choice.count)
         return [g.index for g in chosen], chosen
-    ids = parse_gpu_ids(spec)
     infos = {g.index: g for g in query_gpus(nvml)}
-    return ids, [infos[i] for i in ids if i in infos]
+    return choice, [infos[i] for i in choice if i in infos]
 
 
 def free_memory_caps(infos: Sequence[GpuInfo], margin: float = SAFETY_MARGIN) -> list[int]:
     """Per GPU, the memory a plan may use: what is free now less the safety margin."""
-    return [max(0, g.memory_free - max(int(margin * g.memory_total), 2**30)) for g in infos]
+    return [max(0, g.memory_free - max(int(margin * g.memory_total), GIB)) for g in infos]
+
+
+def format_gpus(infos: Sequence[GpuInfo]) -> str:
+    """A table of the GPUs: ids, name, memory used, free and total (GiB), utilisation, other processes."""
+    import pandas as pd
+
+    rows = [{"gpu": g.index, "nvidia-smi id": g.physical, "name": g.name,
+             "used GiB": format_gib(g.memory_used), "free GiB": format_gib(g.memory_free),
+             "total GiB": format_gib(g.memory_total), "busy %": g.utilisation, "processes": g.processes}
+            for g in infos]
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+def describe_choice(infos: Sequence[GpuInfo]) -> str:
+    """What `--gpus auto:N` took, and why: 'chose GPUs 1 (H200, 140.0 GiB free, 0% busy, 0 process(es))'."""
+    return "chose GPUs " + ", ".join(
+        f"{g.index} ({g.name}, {format_gib(g.memory_free)} GiB free, {g.utilisation}% busy, "
+        f"{g.processes} process(es))" for g in infos)

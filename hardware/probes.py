@@ -6,27 +6,25 @@ from __future__ import annotations
 
 import statistics
 import time
+from pipebench.errors import UserError
 
-__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "measure_link_gbps"]
+__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "measure_link_gbps", "measure_stage_link",
+           "measure_speeds"]
 
 
-class DeviceError(ValueError):
+class DeviceError(UserError):
     """A device that does not exist or cannot be used."""
 
 
 def parse_gpu_ids(spec: str) -> list[int]:
-    """'0,1' -> [0, 1]; rejects empty, negative, repeated or non-numeric ids."""
-    try:
-        ids = [int(part) for part in spec.split(",") if part.strip() != ""]
-    except ValueError:
-        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {spec!r})") from None
-    if not ids:
-        raise DeviceError(f"--gpus names no GPU (got {spec!r})")
-    if any(i < 0 for i in ids):
-        raise DeviceError(f"GPU ids are >= 0 (got {spec!r})")
-    if len(set(ids)) != len(ids):
-        raise DeviceError(f"--gpus names a GPU twice (got {spec!r}); use --stages to put several stages on one device")
-    return ids
+    """'0,1' -> [0, 1]; rejects empty, negative, repeated or non-numeric ids (and auto:N, which names no ids).
+
+    Kept for callers of the old name; pipebench.specs.parse_gpus reads both forms."""
+    from pipebench.specs import parse_gpus
+
+    if spec.startswith("auto"):
+        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {spec!r})")
+    return parse_gpus(spec)
 
 
 def check_gpus(ids: list[int]) -> list[str]:
@@ -60,6 +58,15 @@ def measure_link_gbps(src: str, dst: str, megabytes: int = 256, repeats: int = 5
         torch.cuda.synchronize(dst)
         times.append(time.perf_counter() - start)
     return nbytes / statistics.median(times[1:]) / 1e9
+
+
+def measure_stage_link(devices: list[str]) -> tuple[str, str, float] | None:
+    """The link a plan prices activation transfers with: (first, second, GB/s) between the first two
+    distinct GPUs of `devices`, timed; None on the CPU or on a single device (transfers are free there)."""
+    distinct = list(dict.fromkeys(devices))
+    if len(distinct) < 2 or not distinct[0].startswith("cuda"):
+        return None
+    return distinct[0], distinct[1], measure_link_gbps(distinct[0], distinct[1])
 
 
 def measure_speeds(devices: list[str], size: int = 4096, repeats: int = 20) -> list[float]:

@@ -84,6 +84,9 @@ class Profile:
     input_dtype: str
     layers: list[LayerProfile]
     config: dict[str, Any] = field(default_factory=dict)
+    granularity: int | None = None
+    """Module depth of the cut candidates the layers are (1: the model's top-level children; see
+    partition/graph.py); None in profiles made before models were captured as graphs."""
     link_gbps: float | None = None
     """GB/s between the first two devices, timed when profiled (None: not measured, e.g. one device); a
     plan made from this profile later prices its cuts with it, without touching a GPU."""

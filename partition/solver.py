@@ -26,13 +26,15 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Sequence
+from pipebench.errors import UserError
+from pipebench.units import format_bytes
 
-__all__ = ["InfeasibleError", "solve", "stage_times", "stage_memory", "bottleneck", "format_bytes"]
+__all__ = ["InfeasibleError", "solve", "stage_times", "stage_memory", "bottleneck"]
 
 _REL_GAP = 1e-12
 
 
-class InfeasibleError(ValueError):
+class InfeasibleError(UserError):
     """No partition fits the memory caps.
 
     `needed` is the memory of the largest stage in the partition that needs least memory: caps of at
@@ -134,9 +136,9 @@ def stage_memory(memory: Sequence[float], bounds: Sequence[int]) -> list[float]:
 def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
     n = len(costs)
     if stages < 1:
-        raise ValueError(f"need at least one stage (got {stages})")
+        raise UserError(f"need at least one stage (got {stages})")
     if stages > n:
-        raise ValueError(f"more stages than layers ({stages} > {n})")
+        raise UserError(f"more stages than layers ({stages} > {n})")
     if any(c < 0 for c in costs):
         raise ValueError("layer costs must be >= 0")
     speeds = [1.0] * stages if speeds is None else [float(v) for v in speeds]
@@ -292,11 +294,3 @@ def _check_memory_feasible(problem: _Problem, memory: Sequence[float]) -> None:
         f"(stage {worst}: layers {leanest[worst]}-{leanest[worst + 1] - 1}, cap {format_bytes(problem.caps[worst])})",
         needed,
     )
-
-
-def format_bytes(value: float) -> str:
-    """1.50 GiB, 12.00 MiB, 512 B: for messages and tables."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"

@@ -38,7 +38,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             devices: Sequence[str] | None = None, micro_batches: int | str = "auto", repeats: int | None = None,
             flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
             link_gbps: float | None = None, note: Callable[[str], None] | None = None,
-            progress: Callable[[int, int, str], None] | None = None) -> list[Profile]:
+            progress: Callable[[str], None] | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers.
 
     model: a registry name ("resnet101", see `pipebench models`) or a LayeredModel.
@@ -46,11 +46,12 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         skipped with a note) or one count.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
+    note(line) hears what happens (sizes skipped, the link); progress(line) hears each layer as it starts.
     Returns one Profile per micro-batch size that ran.
     """
     import torch
 
-    from pipebench.hardware.probes import measure_link_gbps
+    from pipebench.hardware.probes import measure_stage_link
     from pipebench.models import LayeredModel, get_model
     from pipebench.partition.profiler import profile_sizes, set_fast_math
     from pipebench.specs import micro_batch_counts
@@ -68,11 +69,10 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     elif not isinstance(model, LayeredModel):
         raise UserError(f"model must be a registry name or a LayeredModel, not {type(model).__name__}")
     if link_gbps is None:
-        distinct = list(dict.fromkeys(devices or [device]))
-        link_gbps = (measure_link_gbps(distinct[0], distinct[1])
-                     if len(distinct) > 1 and distinct[0].startswith("cuda") else None)
-        if link_gbps and note:
-            note(f"link {distinct[0]} -> {distinct[1]}: {link_gbps:.0f} GB/s (timed copy)")
+        link = measure_stage_link(list(devices or [device]))
+        link_gbps = link[2] if link else None
+        if link and note:
+            note(f"link {link[0]} -> {link[1]}: {link_gbps:.0f} GB/s (timed copy)")
     repeats = repeats if repeats is not None else (5 if on_gpu else 3)
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")

@@ -7,8 +7,17 @@ keeps its traceback.
 """
 from __future__ import annotations
 
-__all__ = ["UserError"]
+__all__ = ["UserError", "first_line"]
 
 
 class UserError(ValueError):
     """Bad input the user can fix; the message is one line that names the value and, where it helps, the fix."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The error's first line (its type when it has no message), and its cause's: torch wraps some
+    errors in a bare RuntimeError whose cause says what went wrong."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+    if exc.__cause__ is not None and exc.__cause__ is not exc:
+        line += f" ({first_line(exc.__cause__, limit)})"
+    return line

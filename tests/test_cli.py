@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import models
-from bench.cli import main, parse_size
+from pipebench import models
+from pipebench.bench.cli import main
 
 TINY_GPT = ["plan", "--model", "gpt", "--flavour", "tiny", "--batch", "8", "--repeats", "1"]
 
@@ -75,7 +75,7 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     ([*TINY_GPT, "--stages", "9"], "more stages than layers (9 > 7)"),
     ([*TINY_GPT, "--stages", "2", "--chunks", "3"], "batch 8 does not split into 3 equal micro-batches"),
     ([*TINY_GPT, "--stages", "2", "--chunks", "many"], "--chunks takes a positive integer or auto"),
-    ([*TINY_GPT, "--gpus", "7"], "GPU"),
+    ([*TINY_GPT, "--gpus", "99"], "GPU"),  # no machine has a GPU 99, with or without CUDA
     ([*TINY_GPT, "--gpus", "0,0"], "names a GPU twice"),
     ([*TINY_GPT, "--stages", "2", "--max-memory", "1KiB"], "leanest split needs"),
     ([*TINY_GPT, "--stages", "2", "--max-memory", "lots"], "cannot read memory size 'lots'"),
@@ -119,13 +119,6 @@ def test_profile_mismatch(capsys, tmp_path):
                        "no profile at micro-batch size 4")
 
 
-def test_parse_size():
-    assert parse_size("20GiB") == 20 * 2**30
-    assert parse_size("512MB") == 512 * 10**6
-    assert parse_size("1e3") == parse_size("1000") == 1000
-    assert parse_size("1.5 gib") == int(1.5 * 2**30)
-
-
 def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
     """Many users keep a models.py of their own; it must not shadow pipebench's models package."""
     script = shutil.which("pipebench", path=str(Path(sys.executable).parent)) or shutil.which("pipebench")
@@ -153,9 +146,56 @@ def test_plan_shows_the_profiled_backward_split_for_zero_bubble_schedules(capsys
     assert "bwd ms" in plain and " I ms " not in plain
 
 
-def test_plan_with_speed_factors_gives_the_slow_device_fewer_layers(capsys):
-    code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2")
-    code2, slow, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2", "--speeds", "1,0.25")
+def test_plan_with_speed_factors_gives_the_slow_device_fewer_layers(capsys, tmp_path):
+    # Both plans from one saved profile: two profilings on a busy CPU could differ more than the speeds do.
+    profile = tmp_path / "profile.json"
+    code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2",
+                         "--save-profile", str(profile))
+    code2, slow, _ = run(capsys, "plan", "--profile", str(profile), "--stages", "2", "--chunks", "2",
+                         "--speeds", "1,0.25")
     assert code == code2 == 0
     layers = lambda out: int(out.split("\n     1 ")[1].split("(")[1].split(")")[0])  # noqa: E731 - stage 1's count
     assert layers(slow) < layers(equal)
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("models", "plan", "run", "devices", "report"):
+        assert command in out
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out  # the registry's strategies, one line each
+    from pipebench.bench.strategies import STRATEGIES
+
+    assert all(f"  {name} " in out for name in STRATEGIES) and "ScheduleZBVZeroBubble" in out
+
+
+def test_cli_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "pipebench.bench.cli", "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "models" in result.stdout and "report" in result.stdout
+
+
+def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
+    from pipebench.errors import UserError
+    from pipebench.partition import profiler
+
+    def fake_profile(model, device, micro_batch, **kwargs):
+        if micro_batch < 2:
+            raise RuntimeError("Expected more than 1 value per channel when training\nmore")
+        return micro_batch
+
+    monkeypatch.setattr(profiler, "profile_model", fake_profile)
+    model = models.get_model("mlp", "tiny", device="meta")
+    notes = []
+    assert profiler.profile_sizes(model, "cpu", 8, [1, 2, 8], repeats=1, warmup=0, note=notes.append) == [8, 4]
+    assert notes[3].startswith("  [3/3] micro-batch 1: skipped, Expected more than 1 value per channel when training ")
+    assert notes[-1].startswith("profiled in ")
+    with pytest.raises(UserError, match="cannot run mlp with micro-batches of 1: Expected more than 1 value"):
+        profiler.profile_sizes(model, "cpu", 8, [8], repeats=1, warmup=0)
+    with pytest.raises(UserError, match="mlp runs at none of the micro-batch sizes tried; the last: micro-batch 0: "):
+        profiler.profile_sizes(model, "cpu", 2, [2, 4], repeats=1, warmup=0)

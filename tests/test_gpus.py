@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.cli import main
-from partition.devices import DeviceError
-from partition.gpus import GpuInfo, choose_gpus, free_memory_caps, parse_gpu_choice, query_gpus
+from pipebench.bench.cli import main
+from pipebench.hardware.probes import DeviceError
+from pipebench.hardware.gpus import GpuInfo, choose_gpus, free_memory_caps, parse_gpu_choice, query_gpus
 
 GIB = 2**30
 
@@ -126,7 +126,7 @@ def test_free_memory_caps_leave_a_margin():
 
 def test_cli_auto_asks_for_too_many(monkeypatch, capsys):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr("partition.gpus._nvml", lambda: SERVER)
+    monkeypatch.setattr("pipebench.hardware.gpus._nvml", lambda: SERVER)
     code = main(["plan", "--model", "gpt", "--flavour", "tiny", "--gpus", "auto:6"])
     err = capsys.readouterr().err
     assert code == 2 and "pipebench: error: asked for 6 GPUs, only 4 visible" in err
@@ -134,13 +134,13 @@ def test_cli_auto_asks_for_too_many(monkeypatch, capsys):
 
 def test_cli_devices_lists_the_fake_server(monkeypatch, capsys):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr("partition.gpus._nvml", lambda: SERVER)
+    monkeypatch.setattr("pipebench.hardware.gpus._nvml", lambda: SERVER)
     assert main(["devices", "--no-links"]) == 0
     out = capsys.readouterr().out
     assert "free GiB" in out and "40.0" in out and "busy %" in out
 
 
 def test_cli_devices_without_gpus(monkeypatch, capsys):
-    monkeypatch.setattr("partition.gpus._nvml", lambda: FakeNVML([], fail=True))
+    monkeypatch.setattr("pipebench.hardware.gpus._nvml", lambda: FakeNVML([], fail=True))
     assert main(["devices"]) == 0
     assert capsys.readouterr().out.startswith("no NVIDIA GPU visible here")

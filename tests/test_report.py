@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import frame, markdown_table, recommend, summarise, write_report
-from bench.results import Row, timeline_from_ops
-from partition.schedule import simulate
+from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
+from pipebench.bench.results import Row, timeline_from_ops
+from pipebench.partition.schedule import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -102,8 +102,8 @@ def test_summarise_speedups_efficiency_and_errors(rows):
 def test_summarise_orders_strategies_like_people_read_them(rows):
     summary = summarise(frame(rows))
     assert list(summary[summary["model"] == "gpt"]["case"]) == [
-        "single", "dataparallel", "modelparallel", "pp-1f1b (m=4)", "pp-1f1b (m=8)", "pp-gpipe (m=8)",
-        "pp-interleaved (m=4, v=2)"]
+        "single", "dataparallel", "modelparallel", "pp-gpipe (m=8)", "pp-1f1b (m=4)", "pp-1f1b (m=8)",
+        "pp-interleaved (m=4, v=2)"]  # the strategy registry's order
 
 
 def test_a_plan_cut_for_speeds_says_so_in_its_case():
@@ -209,6 +209,20 @@ def test_timeline_of_several_stages_per_device(tmp_path):
     assert not [note for note in written.notes if note.startswith("timeline")]
 
 
-def test_report_module_imports_no_torch():
-    code = "import sys, bench.report; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+def test_report_module_imports_no_torch_and_no_matplotlib():
+    """`pipebench run` prints its table through report's frame, summarise, markdown_table and recommend:
+    neither torch nor matplotlib may load for it (matplotlib loads only when write_report draws)."""
+    code = ("import sys, pipebench.bench.report; "
+            "loaded = [m for m in ('torch', 'matplotlib') if m in sys.modules]; "
+            "assert not loaded, f'imported: {loaded}'")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ideal_share_is_the_schedule_bound():
+    from pipebench.bench.report import _ideal_share
+    from pipebench.partition.schedule import ideal_efficiency
+
+    assert _ideal_share("pp-1f1b", 2, 8, 1) == pytest.approx(8 / 9) == ideal_efficiency(2, 8)
+    assert _ideal_share("pp-interleaved", 2, 4, 2) == pytest.approx(8 / 9)  # v stages per device: v·m chunks
+    assert _ideal_share("ddp", 4, 1, 1) == 1.0

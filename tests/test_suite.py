@@ -14,6 +14,16 @@ from pipebench.bench.launch import Session, WorkerError
 from pipebench.bench.results import load
 
 
+@pytest.fixture(autouse=True)
+def cpu_only(monkeypatch):
+    """These tests are about the CPU path: hide any GPU from this process and from the workers."""
+    import torch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
 def test_session_times_each_step_in_the_parent():
     job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, warmup=1)

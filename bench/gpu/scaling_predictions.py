@@ -14,6 +14,7 @@ import sys
 from pipebench.partition.plan import make_plan
 from pipebench.partition.profile import load_profiles
 from pipebench.partition.schedule import ideal_efficiency
+from pipebench.units import GIB
 
 SCHEDULES = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-interleaved", 2), ("zbv", 2)]
 
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
                     "efficiency_vs_p_times_single": round(speedup / p, 3),
                     "ideal_gpipe_x": round(ideal, 2),
                     "bubble": round(plan.bubble_fraction, 3),
-                    "max_memory_gib": round(max(plan.memory_per_device()) / 2**30, 1), "note": "",
+                    "max_memory_gib": round(max(plan.memory_per_device()) / GIB, 1), "note": "",
                 })
                 print(f"{rows[-1]['model']:10} {p} GPUs {schedule:15} m={plan.micro_batches:<3} "
                       f"{speedup:5.2f}x single (predicted), bubble {plan.bubble_fraction:.1%}", file=sys.stderr)

@@ -21,6 +21,7 @@ from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition.plan import Plan
 from pipebench.partition.profiler import set_fast_math
+from pipebench.units import format_gib
 
 
 def main() -> int:
@@ -58,7 +59,7 @@ def main() -> int:
         rows.append({
             "model": plan.model, "strategy": name, "batch": plan.batch, "gpus": len(trainer.devices),
             "step_ms": round(step_s * 1e3, 2), "samples_per_s": round(plan.batch / step_s, 1),
-            "peak_gib": " / ".join(f"{b / 2**30:.1f}" for b in trainer.peak_memory()),
+            "peak_gib": " / ".join(format_gib(b) for b in trainer.peak_memory()),
             "first_loss": round(trainer.first_loss, 5),
             "predicted_ms": round(plan.predicted_step_ms, 2) if name.startswith("pipeline") else "",
         })

@@ -1,0 +1,146 @@
+"""`pipebench plan`: profile a model (or load a saved profile) and print a balanced pipeline plan."""
+from __future__ import annotations
+
+import sys
+
+from pipebench.bench.cli import add_server_options, auto_gpus, note, speeds
+from pipebench.errors import UserError
+from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
+
+
+def add_parser(subparsers) -> None:
+    plan = subparsers.add_parser(
+        "plan",
+        help="profile a model and print a balanced pipeline plan",
+        description="Profile each layer at the micro-batch sizes considered, cut the model into balanced "
+        "contiguous stages with the exact solver, simulate the schedule and print the plan beside the "
+        "parameter-balanced baseline.",
+    )
+    plan.add_argument("--model", help="model name (see `pipebench models`); taken from --profile if omitted")
+    plan.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a model setting, e.g. --set depth=8 (repeatable)")
+    plan.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
+    where = plan.add_mutually_exclusive_group()
+    where.add_argument("--gpus", help="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now")
+    where.add_argument("--stages", type=int, help="number of stages, all on --device")
+    plan.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
+    plan.add_argument("--chunks", default="auto",
+                      help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
+    plan.add_argument("--schedule", default="1f1b", choices=list(SIMULATED_SCHEDULES),
+                      help="pipeline schedule to plan for (default: 1f1b)")
+    plan.add_argument("--virtual-stages", type=int, default=None, metavar="V",
+                      help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
+    plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
+                      help="what to balance: profiled time (default), parameter counts or layer counts")
+    add_server_options(plan)
+    plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
+                      help="optimizer whose state the memory prediction counts (default: sgd)")
+    plan.add_argument("--link-gbps", type=float, default=None,
+                      help="GB/s between stages to price activation transfers (default: measured between "
+                      "the first two GPUs; 0 on the CPU)")
+    plan.add_argument("--repeats", type=int, default=None, help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
+    plan.add_argument("--profile", metavar="FILE", help="plan from a saved profile, touching no GPU")
+    plan.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
+    plan.add_argument("--json", metavar="FILE", help="write the plan as JSON")
+    plan.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
+    plan.set_defaults(handler=cmd_plan)
+
+
+def cmd_plan(args) -> int:
+    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan_text import format_plan
+    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
+    from pipebench.units import parse_size
+
+    max_memory = parse_size(args.max_memory) if args.max_memory else None
+    virtual = virtual_stages(args.schedule, args.virtual_stages)
+    if args.profile:
+        profiles = load_profiles(args.profile)
+        first = profiles[0]
+        if args.model and args.model != first.model:
+            raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
+        if args.batch is not None and args.batch != first.batch:
+            raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
+        devices, link_gbps = _devices(args, check=False), args.link_gbps or 0.0
+        if args.speeds == "auto":
+            raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
+        factors = speeds(args.speeds, devices)
+        micro_batch_counts(parse_chunk(args.chunks), first.batch)
+    else:
+        if not args.model:
+            raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
+        devices = _devices(args, check=True)
+        if max_memory is None and getattr(args, "gpu_infos", None):
+            from pipebench.hardware.gpus import free_memory_caps
+
+            max_memory = free_memory_caps(args.gpu_infos)
+        factors = speeds(args.speeds, devices)
+        profiles, link_gbps = _profile(args, devices)
+        if args.save_profile:
+            save_profiles(profiles, args.save_profile)
+    if len(devices) * virtual > len(profiles[0].layers):
+        raise UserError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
+
+    common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer, virtual_stages=virtual)
+    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=parse_chunk(args.chunks),
+                     max_memory=max_memory, speeds=factors, **common)
+    baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
+    print(format_plan(plan, baseline, max_memory))
+    if args.save_profile and not args.profile:
+        print(f"profile written to {args.save_profile}")
+    if args.json:
+        plan.save(args.json)
+        print(f"plan written to {args.json}")
+    return 0
+
+
+def _devices(args, check: bool) -> list[str]:
+    """The device of each stage: --gpus (checked to exist when `check`), else --stages on --device.
+    Sets args.gpu_infos to what NVML says of the GPUs taken, for the default memory caps."""
+    from pipebench.hardware.probes import check_gpus
+    from pipebench.specs import parse_gpus
+
+    if args.gpus is not None:
+        if args.gpus.startswith("auto"):
+            if not check:
+                raise UserError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
+            ids, args.gpu_infos = auto_gpus(args.gpus)
+            return check_gpus(ids)
+        ids = parse_gpus(args.gpus)
+        if not check:
+            return [f"cuda:{i}" for i in ids]
+        devices = check_gpus(ids)
+        from pipebench.hardware.gpus import parse_gpu_choice
+
+        args.gpu_infos = parse_gpu_choice(args.gpus)[1] or None
+        return devices
+    stages = 2 if args.stages is None else args.stages
+    if stages < 1:
+        raise UserError(f"--stages must be at least 1 (got {stages})")
+    if check and args.device.startswith("cuda"):
+        index = int(args.device.partition(":")[2] or 0)
+        check_gpus([index])
+    return [args.device] * stages
+
+
+def _profile(args, devices: list[str]):
+    """Profile through the library (pipebench.profile) at every micro-batch size considered;
+    (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
+    import pipebench
+    from pipebench.specs import micro_batch_counts, parse_chunk, parse_override
+
+    on_gpu = devices[0].startswith("cuda")
+    batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
+    if batch < 1:
+        raise UserError(f"--batch must be at least 1 (got {batch})")
+    micro_batch_counts(parse_chunk(args.chunks), batch)
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
+    profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
+                                 micro_batches=args.chunks, repeats=args.repeats, flavour=args.flavour,
+                                 settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
+                                 progress=(lambda line: note(line, end="\r")) if sys.stderr.isatty() else None)
+    return profiles, profiles[0].link_gbps or 0.0

@@ -1,0 +1,44 @@
+"""`pipebench report`: tables, recommendations and plots from results files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipebench.bench.cli import note
+from pipebench.errors import UserError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="tables and plots from results files",
+        description="Summarise results files (speed-ups, efficiency, predicted against measured) into "
+        "report.md, summary.csv and PNG plots.")
+    parser.add_argument("files", nargs="*", help="results .json/.csv files or folders (default: results)")
+    parser.add_argument("--out", help="folder for the report (default: <first file>-report)")
+    parser.set_defaults(handler=cmd_report)
+
+
+def cmd_report(args) -> int:
+    from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
+    from pipebench.bench.results import load
+
+    files = args.files or ["results"]
+    rows = load(files)
+    if not rows:
+        raise UserError(f"no results rows in {', '.join(files)}")
+    out = Path(args.out) if args.out else default_report_dir(Path(files[0]))
+    summary = summarise(frame(rows))
+    print(markdown_table(summary))
+    print()
+    print("\n".join(recommend(summary)))
+    written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]))
+    for line in written.notes:
+        note(line)
+    print("\nwrote " + ", ".join(str(p) for p in written.paths))
+    return 0
+
+
+def default_report_dir(first: Path) -> Path:
+    """Beside the first results file (x.json -> x-report), or inside the first folder (results/report)."""
+    if first.is_dir():
+        return first / "report"
+    return first.with_name(first.stem + "-report")

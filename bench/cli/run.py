@@ -1,0 +1,93 @@
+"""`pipebench run`: the benchmark suite, one results row per case, on the chosen GPUs (or CPU processes)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipebench.bench.cli import EXIT_INTERRUPTED, add_server_options, auto_gpus, note, speeds
+from pipebench.bench.strategies import help_text
+from pipebench.errors import UserError
+
+
+def add_parser(subparsers) -> None:
+    run = subparsers.add_parser(
+        "run", help="run the benchmark suite and write one results row per case",
+        description="Train every model with every strategy on the chosen GPUs, side by side in one run; "
+        "append one row per case to <out>/<date>-<host>-<hardware>.csv and .json as each case ends.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--models", help="comma-separated models (default: gpt,resnet101)")
+    run.add_argument("--strategies", help="comma-separated strategies (default: all; see below)")
+    run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
+                     "visible GPU; the CPU when there is none)")
+    run.add_argument("--batch", type=int, help="global batch for every model (default: gpt 64, resnet101 256)")
+    run.add_argument("--chunks", default="auto",
+                     help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
+    run.add_argument("--flavour", help="size flavour for every model (default: full size)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a model setting for every model (repeatable)")
+    run.add_argument("--quick", action="store_true",
+                     help="tiny flavours of every strategy, batch 8: a couple of minutes on a 2-core CPU")
+    run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
+    run.add_argument("--out", default="results", help="folder for the results files (default: results)")
+    run.add_argument("--steps", type=int, default=5, help="timed steps per case (default: 5)")
+    run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
+    run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
+    run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    add_server_options(run)
+    run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
+    run.epilog = help_text()  # from the strategy registry
+    run.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from pipebench.bench import run as suite_run
+    from pipebench.bench.suite import detect_machine
+    from pipebench.specs import parse_chunks, parse_gpus, parse_override
+    from pipebench.units import parse_size
+
+    if args.steps < 1:
+        raise UserError(f"--steps must be at least 1 (got {args.steps})")
+    if args.warmup < 0:
+        raise UserError(f"--warmup must be at least 0 (got {args.warmup})")
+    if args.batch is not None and args.batch < 1:
+        raise UserError(f"--batch must be at least 1 (got {args.batch})")
+    options = suite_run.RunOptions(
+        models=suite_run.parse_models(args.models, args.batch),
+        strategies=suite_run.parse_strategies(args.strategies),
+        chunks=parse_chunks(args.chunks),
+        flavour=args.flavour, overrides=dict(parse_override(o) for o in args.overrides), out=Path(args.out),
+        resume=args.resume, steps=args.steps, warmup=args.warmup, timeout=args.timeout, repeats=args.repeats,
+        profiles=Path(args.profiles) if args.profiles else None,
+    )
+    ids = None
+    if args.gpus and args.gpus.startswith("auto"):
+        ids, _ = auto_gpus(args.gpus)
+    elif args.gpus:
+        ids = parse_gpus(args.gpus)
+    cap = parse_size(args.max_memory) if args.max_memory else None
+    machine = detect_machine(ids)
+    if cap is not None:
+        machine.caps = [cap] * machine.devices
+    if machine.gpus is None:
+        note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs "
+             "(gloo), tiny flavours")
+        args.quick = True
+    if args.quick:
+        options = suite_run.quick_options(options)
+    if args.speeds == "auto" and machine.gpus is not None:
+        from pipebench.bench.suite import probe_speeds
+
+        machine.speeds = probe_speeds(machine)
+        note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+    elif args.speeds is not None:
+        machine.speeds = speeds(args.speeds, [f"{machine.device_type}:{i}" for i in range(machine.devices)])
+    try:
+        rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
+    except KeyboardInterrupt:
+        note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
+        return EXIT_INTERRUPTED
+    print(suite_run.summary_table(rows))
+    print(f"\nresults: {csv_path}\n         {json_path}")
+    print(f"report:  pipebench report {json_path}")
+    return 0

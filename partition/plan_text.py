@@ -1,0 +1,79 @@
+"""A Plan as text: its stages as a table, then its predicted figures beside a baseline plan's.
+
+`pipebench plan` prints this; pandas is imported only when a plan is formatted.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pipebench.units import format_bytes, format_count
+
+__all__ = ["format_plan"]
+
+
+def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = None) -> str:
+    """The stages of `plan` as a table, then its predicted step time, throughput, bubble, balance and
+    memory beside `baseline`'s (the parameter-balanced split), the speed-up over it, the memory cap(s)
+    and the micro-batch counts the planner tried."""
+    import pandas as pd
+
+    where = f" ({plan.virtual_stages} per device on {plan.device_count} devices)" if plan.virtual_stages > 1 else ""
+
+    # Zero-bubble schedules split each backward into I and W; show them where they were profiled.
+    split = plan.schedule in ("zb-interleaved", "zbv") and all(s.backward_input_ms is not None for s in plan.stages)
+    rows = []
+    for s in plan.stages:
+        names = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}"
+        backward = ({"I ms": f"{s.backward_input_ms:.3f}", "W ms": f"{s.backward_weight_ms:.3f}"} if split
+                    else {"bwd ms": f"{s.backward_ms:.3f}"})
+        rows.append({
+            "stage": s.index,
+            "device": s.device,
+            "layers": f"{s.first_layer}-{s.end_layer - 1} ({s.end_layer - s.first_layer})",
+            "names": names,
+            "params": format_count(s.params),
+            "fwd ms": f"{s.forward_ms:.3f}",
+            **backward,
+            "sends": format_bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
+            "in flight": s.peak_in_flight,
+            "memory": format_bytes(s.predicted_memory_bytes),
+        })
+    lines = [
+        f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
+        f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balanced_by}",
+        "",
+        pd.DataFrame(rows).to_string(index=False),
+        "",
+    ]
+    summary = pd.DataFrame(
+        {
+            f"this plan ({plan.balanced_by})": _summary(plan),
+            "by parameters": _summary(baseline),
+        }
+    )
+    lines.append(summary.to_string())
+    ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
+    lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
+                 f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
+    if max_memory:
+        caps = [max_memory] if isinstance(max_memory, (int, float)) else list(max_memory)
+        lines.append("memory cap per GPU: " + " / ".join(format_bytes(c) for c in caps))
+    if len(plan.candidates) > 1:
+        tried = ", ".join(
+            f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit"
+            for c in plan.candidates
+        )
+        lines.append(f"micro-batch counts tried (predicted samples/s): {tried}")
+    return "\n".join(lines)
+
+
+def _summary(plan) -> dict[str, str]:
+    slowest = max(s.forward_ms + s.backward_ms for s in plan.stages)
+    return {
+        "step time (ms)": f"{plan.predicted_step_ms:.2f}",
+        "throughput (samples/s)": f"{plan.predicted_samples_per_s:.1f}",
+        "bubble": f"{plan.bubble_fraction:.1%}",
+        "balance (slowest/mean)": f"{plan.balance_ratio:.3f}",
+        "slowest stage (ms/micro-batch)": f"{slowest:.3f}",
+        "largest stage memory": format_bytes(max(s.predicted_memory_bytes for s in plan.stages)),
+    }

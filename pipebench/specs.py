@@ -1,0 +1,132 @@
+"""What a user types, read into values: micro-batch counts, GPU choices, speed factors, KEY=VALUE settings.
+
+Every function here checks its text and raises `pipebench.errors.UserError` (or a subclass) with a one-line
+message naming the option and the fix; the command line prints it and exits 2. Nothing here touches a GPU:
+`parse_gpus("auto:2")` only says "the 2 freest", and hardware.gpus.choose_gpus picks them.
+(Byte sizes such as 20GiB are read by pipebench.units.parse_size.)
+"""
+from __future__ import annotations
+
+import re
+from typing import Literal, NamedTuple
+
+from pipebench.errors import UserError
+from pipebench.hardware.probes import DeviceError
+
+__all__ = ["AUTO_CHUNK_COUNTS", "AutoGpus", "parse_chunk", "parse_chunks", "micro_batch_counts", "parse_gpus",
+           "parse_speeds", "parse_override", "virtual_stages"]
+
+AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""The micro-batch counts `--chunks auto` considers (those that split the batch)."""
+
+
+# ------------------------------------------------------------------------------------------ micro-batches
+
+def parse_chunk(text: str) -> int | None:
+    """`plan --chunks`: one positive count, or 'auto' -> None (the planner picks)."""
+    if text == "auto":
+        return None
+    if not re.fullmatch(r"[1-9][0-9]*", text):
+        raise UserError(f"--chunks takes a positive integer or auto (got {text!r})")
+    return int(text)
+
+
+def parse_chunks(text: str) -> list[int | None]:
+    """`run --chunks`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None]."""
+    counts: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "auto":
+            counts.append(None)
+        elif part.isdigit() and int(part) > 0:
+            counts.append(int(part))
+        else:
+            raise UserError(f"--chunks takes positive integers and/or auto, comma-separated (got {text!r})")
+    return counts
+
+
+def micro_batch_counts(chunks: int | None, batch: int) -> list[int]:
+    """The micro-batch counts to profile for `batch`: the one asked for, or (None, auto) the powers of two
+    up to 64 that split the batch into equal micro-batches."""
+    if chunks is None:
+        return [m for m in AUTO_CHUNK_COUNTS if m <= batch and batch % m == 0]
+    if batch % chunks:
+        raise UserError(f"batch {batch} does not split into {chunks} equal micro-batches")
+    return [chunks]
+
+
+# ------------------------------------------------------------------------------------------------- GPUs
+
+class AutoGpus(NamedTuple):
+    """`--gpus auto:N`: the N freest GPUs at the time they are chosen."""
+
+    count: int
+
+
+def parse_gpus(text: str) -> list[int] | AutoGpus:
+    """'0,1' -> [0, 1] (CUDA ordinals, within CUDA_VISIBLE_DEVICES); 'auto:2' -> AutoGpus(2).
+
+    Rejects empty, negative, repeated or non-numeric ids, and auto without a positive count."""
+    if text.startswith("auto"):
+        _, _, n = text.partition(":")
+        if not n.isdigit():
+            raise DeviceError(f"--gpus auto:N takes a number of GPUs, e.g. auto:2 (got {text!r})")
+        if int(n) < 1:
+            raise DeviceError(f"auto:N takes N >= 1 (got {int(n)})")
+        return AutoGpus(int(n))
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip() != ""]
+    except ValueError:
+        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {text!r})") from None
+    if not ids:
+        raise DeviceError(f"--gpus names no GPU (got {text!r})")
+    if any(i < 0 for i in ids):
+        raise DeviceError(f"GPU ids are >= 0 (got {text!r})")
+    if len(set(ids)) != len(ids):
+        raise DeviceError(f"--gpus names a GPU twice (got {text!r}); use --stages to put several stages on one device")
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------- options
+
+def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | None:
+    """`--speeds`: None (all equal) -> None; 'auto' -> 'auto' (the caller probes the GPUs); else one
+    positive factor per device, e.g. '1,0.5' for n = 2."""
+    if text is None or text == "auto":
+        return text
+    try:
+        speeds = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise UserError(f"--speeds takes auto or comma-separated positive numbers (got {text!r})") from None
+    if len(speeds) != n or any(s <= 0 for s in speeds):
+        raise UserError(f"--speeds needs one positive factor per device ({n}), got {text!r}")
+    return speeds
+
+
+def parse_override(text: str) -> tuple[str, int | float | str]:
+    """`--set KEY=VALUE`: ('depth', 8) from 'depth=8'; the value is an int, else a float, else the text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set takes KEY=VALUE (got {text!r})")
+    for cast in (int, float):
+        try:
+            return key, cast(value)
+        except ValueError:
+            pass
+    return key, value
+
+
+def virtual_stages(schedule: str, asked: int | None) -> int:
+    """`--virtual-stages` for `schedule`: 1 for gpipe and 1f1b, 2 by default for the multi-stage schedules
+    (exactly 2 for zbv)."""
+    if schedule in ("gpipe", "1f1b"):
+        if asked not in (None, 1):
+            raise UserError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
+        return 1
+    if asked is None:
+        return 2
+    if schedule == "zbv" and asked != 2:
+        raise UserError(f"--virtual-stages {asked}: zbv runs exactly 2 stages per device")
+    if asked < 1:
+        raise UserError(f"--virtual-stages takes a positive integer (got {asked})")
+    return asked

@@ -1,0 +1,46 @@
+"""Byte sizes and counts, read and written in one place.
+
+`parse_size` reads what a user types (--max-memory 20GiB); `format_bytes`, `format_gib` and
+`format_count` write sizes for tables and messages. Nothing here imports torch or pandas.
+"""
+from __future__ import annotations
+
+import re
+
+from pipebench.errors import UserError
+
+__all__ = ["KIB", "MIB", "GIB", "parse_size", "format_bytes", "format_gib", "format_count"]
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": KIB, "mib": MIB, "gib": GIB, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'20GiB' -> 21474836480; '512MB' -> 512000000; a bare number is bytes; case and spaces do not matter."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise UserError(f"cannot read memory size {text!r}; write it like 20GiB, 512MB or 1e9")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_bytes(value: float) -> str:
+    """1.50 GiB, 12.00 MiB, 512 B: for messages and tables."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_gib(value: float) -> str:
+    """Bytes as GiB with one decimal and no unit, for columns headed "GiB": 42949672960 -> '40.0'."""
+    return f"{value / GIB:.1f}"
+
+
+def format_count(n: int) -> str:
+    """Parameter counts: 1.23B, 45.60M, 7.00K, or the number itself below a thousand."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f}{unit}"
+    return str(n)

@@ -1,0 +1,114 @@
+"""Reading what users type (sizes, micro-batch counts, GPUs, speeds, settings) and writing sizes back."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pipebench.errors import UserError
+from pipebench.hardware.probes import DeviceError, parse_gpu_ids
+from pipebench.specs import (AutoGpus, micro_batch_counts, parse_chunk, parse_chunks, parse_gpus, parse_override,
+                             parse_speeds, virtual_stages)
+from pipebench.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
+
+
+def test_parse_size():
+    assert parse_size("20GiB") == 20 * 2**30
+    assert parse_size("512MB") == 512 * 10**6
+    assert parse_size("1e3") == parse_size("1000") == 1000
+    assert parse_size("1.5 gib") == int(1.5 * 2**30)
+    assert parse_size(" 2 KiB ") == 2048
+
+
+@pytest.mark.parametrize("text", ["lots", "", "20 GiBs", "-1GiB", "1,5GiB"])
+def test_parse_size_rejects(text):
+    with pytest.raises(UserError, match=f"cannot read memory size {text!r}; write it like 20GiB"):
+        parse_size(text)
+
+
+def test_format_bytes_gib_and_count():
+    assert format_bytes(1.5 * GIB) == "1.50 GiB"
+    assert format_bytes(12 * MIB) == "12.00 MiB"
+    assert format_bytes(2048) == "2.00 KiB"
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(parse_size("20GiB")) == "20.00 GiB"
+    assert format_gib(40 * GIB) == "40.0" and format_gib(0) == "0.0"
+    assert [format_count(n) for n in (999, 1000, 45_600_000, 1_230_000_000)] == ["999", "1.00K", "45.60M", "1.23B"]
+
+
+def test_chunks():
+    assert parse_chunks("auto") == [None]
+    assert parse_chunks("4") == [4]
+    assert parse_chunks("2, 4,auto") == [2, 4, None]
+    for bad in ("0", "two", "2,,4", ""):
+        with pytest.raises(UserError, match="--chunks takes positive integers and/or auto, comma-separated"):
+            parse_chunks(bad)
+    assert parse_chunk("auto") is None and parse_chunk("8") == 8
+    for bad in ("many", "0", "2,4", "-2"):
+        with pytest.raises(UserError, match="--chunks takes a positive integer or auto"):
+            parse_chunk(bad)
+
+
+def test_micro_batch_counts():
+    assert micro_batch_counts(None, 8) == [1, 2, 4, 8]
+    assert micro_batch_counts(None, 12) == [1, 2, 4]
+    assert micro_batch_counts(None, 256) == [1, 2, 4, 8, 16, 32, 64]
+    assert micro_batch_counts(4, 8) == [4]
+    with pytest.raises(UserError, match="batch 8 does not split into 3 equal micro-batches"):
+        micro_batch_counts(3, 8)
+
+
+def test_parse_gpus():
+    assert parse_gpus("0,1") == [0, 1] == parse_gpu_ids("0, 1")
+    assert parse_gpus("auto:2") == AutoGpus(2) and parse_gpus("auto:2").count == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a,b", "--gpus takes comma-separated GPU ids such as 0,1"),
+    (",", "--gpus names no GPU"),
+    ("-1", "GPU ids are >= 0"),
+    ("0,0", "--gpus names a GPU twice"),
+    ("auto", "--gpus auto:N takes a number of GPUs, e.g. auto:2"),
+    ("auto:two", "--gpus auto:N takes a number of GPUs"),
+    ("auto:0", "auto:N takes N >= 1 (got 0)"),
+])
+def test_parse_gpus_rejects(text, message):
+    with pytest.raises(DeviceError, match=re.escape(message)):
+        parse_gpus(text)
+
+
+def test_parse_gpu_ids_takes_no_auto():
+    with pytest.raises(DeviceError, match="--gpus takes comma-separated GPU ids such as 0,1"):
+        parse_gpu_ids("auto:2")
+
+
+def test_parse_speeds():
+    assert parse_speeds(None, 2) is None
+    assert parse_speeds("auto", 2) == "auto"
+    assert parse_speeds("1,0.5", 2) == [1.0, 0.5]
+    with pytest.raises(UserError, match="--speeds takes auto or comma-separated positive numbers"):
+        parse_speeds("fast", 2)
+    for bad in ("1", "1,0", "1,-1"):
+        with pytest.raises(UserError, match=r"--speeds needs one positive factor per device \(2\)"):
+            parse_speeds(bad, 2)
+
+
+def test_parse_override():
+    assert parse_override("depth=8") == ("depth", 8)
+    assert parse_override("dropout=0.1") == ("dropout", 0.1)
+    assert parse_override("act=gelu") == ("act", "gelu")
+    assert parse_override("name=") == ("name", "")
+    for bad in ("depth", "=3"):
+        with pytest.raises(UserError, match="--set takes KEY=VALUE"):
+            parse_override(bad)
+
+
+def test_virtual_stages():
+    assert virtual_stages("1f1b", None) == virtual_stages("gpipe", 1) == 1
+    assert virtual_stages("interleaved", None) == virtual_stages("zbv", 2) == 2
+    assert virtual_stages("zb-interleaved", 3) == 3
+    for schedule, asked, message in [("1f1b", 2, "1f1b runs one stage per device"),
+                                     ("zbv", 3, "zbv runs exactly 2 stages per device"),
+                                     ("interleaved", 0, "--virtual-stages takes a positive integer")]:
+        with pytest.raises(UserError, match=message):
+            virtual_stages(schedule, asked)
