@@ -11,6 +11,7 @@ is how parameter counts of large flavours are taken.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -19,6 +20,7 @@ import torch
 
 from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
 from pipebench.models.base import Built, LayeredModel
+from pipebench.models.source import ModelSource, UserModel, is_user_model, load_user_model
 from pipebench.errors import UserError
 
 __all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "get_model", "list_models", "model_names"]
@@ -101,7 +103,21 @@ def get_model(
     `device` builds the parameters directly there ("meta" allocates nothing); `overrides` replace
     settings of the flavour (e.g. depth=3); `data_dir` makes `make_batch` serve real data (convnet:
     MNIST) instead of synthetic batches.
+
+    A name with a colon is a model of your own, `path/to/file.py:NAME` or `package.module:NAME`
+    (models/source.py); its settings are ModelSource's: input_shape, input_dtype, num_classes,
+    token_range, loss, granularity. It comes back as a UserModel, which strategies train alike.
     """
+    if is_user_model(name):  # path/to/file.py:NAME or package.module:NAME, settings = how to feed it
+        if flavour:
+            raise UserError(f"{name}: a model of your own has no flavours (got --flavour {flavour})")
+        if data_dir is not None:
+            raise UserError(f"{name}: --data-dir works only with the zoo's convnet; define make_batch in your file")
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(ModelSource)} - {"target"})
+        if unknown:
+            raise UserError(f"unknown setting(s) {', '.join(unknown)} for {name}")
+        model = load_user_model(ModelSource(name, **overrides), seed=seed, device=device)
+        return model
     entry = _REGISTRY.get(name)
     if entry is None:
         raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(model_names())}")

@@ -33,6 +33,14 @@ class LayeredModel:
     config: dict[str, Any] = field(default_factory=dict)
     """The flavour's settings after overrides (width, depth, image size...), recorded in plans."""
 
+    granularity: int | None = 1
+    """Module depth of the cut candidates (partition/graph.py): 1, the designed layers above."""
+
+    @property
+    def module(self) -> nn.Module:
+        """The whole model, as every strategy and the graph capture see it."""
+        return self.layers
+
     def __len__(self) -> int:
         return len(self.layers)
 

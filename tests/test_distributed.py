@@ -14,7 +14,7 @@ from pipebench.errors import UserError
 from pipebench.bench.launch import WorkerError, free_port, launch, visible_devices
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition.plan import make_plan
+from pipebench.partition.plan import hand_plan, make_plan
 from pipebench.partition.profiler import profile_model
 
 SEED = 0
@@ -41,7 +41,8 @@ def reference(model, micro_batches: int, batch: int):
     if micro_batches == 1:
         trainer = SingleTrainer(model, ["cpu"])
     else:
-        trainer = PipelineTrainer(model, ["cpu"], bounds=[0, len(model)], micro_batches=micro_batches)
+        plan = hand_plan(model.name, model.layer_names, batch=batch, devices=["cpu"], micro_batches=micro_batches)
+        trainer = PipelineTrainer(model, ["cpu"], plan=plan)
     inputs, targets = model.make_batch(batch, seed=SEED + 1)
     loss = trainer.step(inputs, targets)
     return loss, trainer.state_dict()
@@ -141,7 +142,7 @@ def test_a_worker_exception_names_the_cause(tmp_path):
     job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
               overrides={"width": 63}, steps=1, warmup=0)  # 63 does not divide into 2 heads
     # Both processes fail alike; whichever reports first is named.
-    with pytest.raises(WorkerError, match=r"rank [01]: ValueError: gpt width \(63\) must be divisible by heads \(2\)") as info:
+    with pytest.raises(WorkerError, match=r"rank [01]: UserError: gpt width \(63\) must be divisible by heads \(2\)") as info:
         launch(job, keep=tmp_path, timeout=120)
     assert "Traceback" not in str(info.value)
     assert _processes_mentioning(str(tmp_path)) == []

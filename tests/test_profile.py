@@ -1,14 +1,26 @@
-"""The profiler measures every layer, handles in-place layers, and leaves the model as it found it."""
+"""The profiler measures every segment of the captured graph (for the zoo: every layer), prices each cut at
+every tensor crossing it, handles in-place layers and several inputs, and leaves the model as it found it."""
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
+import torch.nn as nn
 
 from pipebench import models
 from pipebench.partition.profile import LayerProfile, Profile, ProfileError, load_profiles, save_profiles
-from pipebench.partition.profiler import profile_model
+from pipebench.partition.profiler import profile_model, profile_sizes
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +53,11 @@ def test_the_zero_bubble_backward_parts_are_measured(resnet_profile):
     """I and W are timed with torch's own stage_backward_input / stage_backward_weight, layer by layer:
     W is positive where there are weights and I wherever the input needs a gradient."""
     model, profile = resnet_profile
-    for layer in profile.layers:
+    conv1 = profile.layers[0]  # the images need no gradient (as in a pipeline): its backward is all W
+    assert conv1.backward_input_ms == 0 and conv1.backward_weight_ms == conv1.backward_ms > 0
+    for layer in profile.layers[1:]:
         assert layer.backward_input_ms is not None and layer.backward_input_ms > 0
         assert layer.backward_weight_ms is not None and layer.backward_weight_ms >= 0
-    assert profile.layers[0].backward_weight_ms > 0  # conv1 has weights
     gpt = profile_model(models.get_model("gpt", "tiny"), "cpu", micro_batch=2, repeats=1, warmup=0)
     embed = gpt.layers[0]  # token ids need no gradient: its backward is all weight gradient
     assert embed.backward_input_ms == 0 and embed.backward_weight_ms == embed.backward_ms > 0
@@ -61,7 +74,9 @@ def test_the_backward_split_falls_back_with_a_warning_when_torch_refuses(monkeyp
     model = models.get_model("mlp", "tiny")
     with pytest.warns(RuntimeWarning, match=r"I and W not measured.*ValueError: no grad here"):
         profile = profile_model(model, "cpu", micro_batch=2, repeats=1, warmup=0)
-    assert all(l.backward_input_ms is None for l in profile.layers)
+    # torch's I is not called where no input needs a gradient (the first layer): there it is all W
+    assert all(l.backward_input_ms is None for l in profile.layers[1:])
+    assert profile.layers[0].backward_input_ms == 0
     assert all(l.backward_ms > 0 for l in profile.layers)
 
 
@@ -80,6 +95,8 @@ def test_model_is_left_as_found():
     params[0].grad = torch.full_like(params[0], 3.0)
     model.layers.eval()
     profile_model(model, "cpu", micro_batch=2, repeats=1, warmup=1)
+    # pipeline() replaces forward on the modules it splits at; capture puts them back
+    assert not any("forward" in m.__dict__ or "_orig_forward" in m.__dict__ for m in model.layers.modules())
     assert list(model.layers.parameters()) == params  # the same Parameter objects
     assert all(torch.equal(p, v) for p, v in zip(params, values))
     assert all(torch.equal(b, buffers[n]) for n, b in model.layers.named_buffers())  # BatchNorm statistics
@@ -152,3 +169,127 @@ def test_unreadable_profile(tmp_path):
     broken.write_text('{"format": "pipebench-profile", ')
     with pytest.raises(ProfileError, match="not JSON"):
         load_profiles(broken)
+
+
+# ------------------------------------------------------------------------------ through the graph
+def _old_profiler_structure(model, micro_batch):
+    """What the per-layer profiler recorded: one entry per child, its parameters and its output bytes."""
+    x, _ = model.make_batch(micro_batch, seed=0)
+    names, params, out_bytes = [], [], []
+    with torch.no_grad():
+        for name, layer in model.layers.named_children():
+            x = layer(x)
+            names.append(name)
+            params.append(sum(p.numel() for p in layer.parameters()))
+            out_bytes.append(x.numel() * x.element_size())
+    return names, params, out_bytes
+
+
+@pytest.mark.parametrize("name", ["gpt", "resnet18", "convnet", "vit_b_16"])
+def test_zoo_models_profile_as_the_per_layer_profiler_did(name):
+    model = models.get_model(name, "tiny")
+    names, params, out_bytes = _old_profiler_structure(model, 2)
+    profile = profile_model(model, "cpu", micro_batch=2, repeats=1, warmup=0)
+    assert profile.granularity == 1
+    assert [l.name for l in profile.layers] == names
+    assert [l.params for l in profile.layers] == params
+    assert [l.output_bytes for l in profile.layers] == out_bytes
+    assert all(l.forward_ms > 0 for l in profile.layers)
+
+
+class _Wrapped:
+    """A user's nn.Module as the profiler receives it."""
+
+    def __init__(self, module, make_batch, name="user"):
+        self.module, self.make_batch, self.name = module, make_batch, name
+        self.flavour, self.config, self.granularity = "user", {}, None
+
+
+def _seed_convnet():
+    path = Path(__file__).parent / "fixtures" / "seed_convnet.py"
+    spec = importlib.util.spec_from_file_location("seed_convnet", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConvNet()
+
+
+def test_the_seeds_functional_convnet_is_profiled_in_four_segments():
+    def make_batch(batch_size, seed=0, device="cpu"):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(batch_size, 1, 28, 28, generator=g).to(device),
+                torch.randint(0, 10, (batch_size,), generator=g).to(device))
+
+    net = _seed_convnet()
+    model = _Wrapped(net, make_batch, "seed-convnet")
+    profile = profile_model(model, "cpu", micro_batch=4, repeats=1, warmup=0)
+    assert [l.name for l in profile.layers] == ["conv1", "conv2", "fc1", "fc2"]
+    assert [l.params for l in profile.layers] == [260, 1820, 1000500, 5010]
+    assert profile.input_shape == [4, 1, 28, 28] and profile.granularity == 1
+    # relu and max-pool run in conv1's segment; the flattened conv2 activation crosses before fc1
+    assert profile.layers[0].output_shape == [4, 10, 12, 12]
+    assert profile.layers[1].output_bytes == 4 * 2000 * 4 and profile.layers[1].output_shape == [4, 2000]
+    assert profile.layers[-1].output_shape == [4, 10]
+    assert all(l.backward_ms > 0 and l.backward_weight_ms > 0 for l in profile.layers)
+    assert "forward" not in net.fc1.__dict__ and net.training  # left as found
+    # the graph keeps the micro-batch size (view(in_size, -1)): each size is captured anew
+    (small, big) = profile_sizes(model, "cpu", 8, [4, 2], repeats=1, warmup=0)
+    assert (small.micro_batch, big.micro_batch) == (2, 4)
+    assert small.layers[1].output_shape == [2, 2000] and big.layers[1].output_shape == [4, 2000]
+
+
+class _Skip(nn.Module):
+    """x -> a -> b -> c -> d, with the model input and a's output used again later."""
+
+    def __init__(self, n=8):
+        super().__init__()
+        self.a, self.b, self.c, self.d = (nn.Linear(n, n) for _ in range(4))
+
+    def forward(self, x):
+        a = self.a(x)
+        b = self.b(a)
+        c = self.c(b) + x  # x lives across cuts b and c
+        return self.d(c) * a  # a lives across cuts b, c and d
+
+
+def test_a_cut_is_priced_at_every_tensor_crossing_it():
+    model = _Wrapped(_Skip(), lambda b, seed=0, device="cpu": (torch.randn(b, 8, device=device), None))
+    profile = profile_model(model, "cpu", micro_batch=3, repeats=1, warmup=0)
+    assert [l.name for l in profile.layers] == ["a", "b", "c", "d"]
+    t = 3 * 8 * 4  # one (3, 8) float32 tensor
+    # after a: a_out, x; after b: b_out, a_out, x; after c: c_out, a_out; after d: the output
+    assert [l.output_bytes for l in profile.layers] == [2 * t, 3 * t, 2 * t, t]
+    assert all(l.output_shape == [3, 8] for l in profile.layers)
+    assert all(l.params == 72 for l in profile.layers)
+    # x is a model input (no gradient), a_out an activation (gradient): d's backward has an I part
+    assert profile.layers[0].backward_input_ms == 0 and profile.layers[3].backward_input_ms > 0
+
+
+class _Masked(nn.Module):
+    """Two inputs: token ids and a float mask, the mask used by a later segment."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.mix, self.head = nn.Embedding(16, 8), nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, ids, mask):
+        h = self.embed(ids)
+        h = self.mix(h) * mask.unsqueeze(-1)
+        return self.head(h)
+
+
+def test_a_model_with_two_inputs_is_profiled():
+    def make_batch(batch_size, seed=0, device="cpu"):
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, 16, (batch_size, 5), generator=g)
+        mask = (torch.rand(batch_size, 5, generator=g) > 0.5).float()
+        return (ids.to(device), mask.to(device)), None
+
+    profile = profile_model(_Wrapped(_Masked(), make_batch), "cpu", micro_batch=2, repeats=1, warmup=0)
+    assert [l.name for l in profile.layers] == ["embed", "mix", "head"]
+    assert profile.input_shape == [2, 5] and profile.input_dtype == "int64"
+    # the mask (a model input) crosses the cut before mix with the embedding
+    assert profile.layers[0].output_bytes == 2 * 5 * 8 * 4 + 2 * 5 * 4
+    assert profile.layers[0].output_shape == [2, 5, 8]
+    assert profile.layers[-1].output_shape == [2, 5, 4]
+    assert all(l.backward_ms > 0 for l in profile.layers)
+    assert profile.layers[0].backward_input_ms == 0 and profile.layers[1].backward_input_ms > 0

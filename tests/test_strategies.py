@@ -10,19 +10,17 @@ from pipebench.bench.strategies.dataparallel import DataParallelTrainer
 from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.bench.strategies.pipeline import clock_cycles
-from pipebench.partition.plan import uniform_bounds
+from pipebench.partition.plan import hand_plan
 
 DEVICES = ["cpu", "cpu"]
 
 
-def make(strategy, model, devices=DEVICES, micro_batches=1, stages=None):
-    bounds = uniform_bounds(len(model), stages or len(devices))
+def make(strategy, model, devices=DEVICES, micro_batches=1, stages=None, batch=8):
     if strategy is SingleTrainer or strategy is DataParallelTrainer:
         return strategy(model, devices)
-    if strategy is ModelParallelTrainer:
-        return strategy(model, devices, bounds=bounds)
-    return strategy(model, devices, bounds=bounds, micro_batches=micro_batches)
+    plan = hand_plan(model.name, model.layer_names, batch=batch, devices=devices[:stages or len(devices)],
+                     micro_batches=micro_batches if strategy is PipelineTrainer else 1)
+    return strategy(model, devices, plan=plan)
 
 
 def after_one_step(trainer, model, batch=8):
@@ -88,13 +86,8 @@ def test_first_loss_is_recorded():
 
 def test_uneven_micro_batches_are_an_error():
     model = models.get_model("mlp", "tiny")
-    trainer = make(PipelineTrainer, model, micro_batches=3)
     with pytest.raises(ValueError, match="batch 8 does not split into 3 equal micro-batches"):
-        trainer.step(*model.make_batch(8))
-
-
-def test_clock_cycles():
-    assert clock_cycles(3, 2) == [[(0, 0)], [(1, 0), (0, 1)], [(2, 0), (1, 1)], [(2, 1)]]
+        make(PipelineTrainer, model, micro_batches=3)  # refused when the plan is made, before any step
 
 
 def test_the_registry_declares_every_strategy_once():
@@ -123,7 +116,8 @@ def test_one_process_strategies_run_a_plan_as_given(name):
                       bounds=None if name in ("single", "dataparallel") else [0, 2, len(model)])
     trainer = build_trainer(job, model, local_rank=0)
     if name in ("modelparallel", "pipeline"):
-        assert [len(stage) for stage in trainer.stages] == [2, len(model) - 2]
+        owners = [{n.split(".")[0] for n, _ in stage.named_parameters()} for stage in trainer.stages]
+        assert owners[0] <= set(model.layer_names[:2]) and owners[1] <= set(model.layer_names[2:])
     if name == "pipeline":
         assert trainer.micro_batches == 4
     assert_same_training(model, trainer)

@@ -8,7 +8,6 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError
-from pipebench.models.base import LayeredModel
 
 LEARNING_RATE = 0.1
 """Plain SGD, as the published figures were measured; large enough that a wrong gradient shows."""
@@ -23,7 +22,7 @@ class Trainer:
 
     name = "trainer"
 
-    def __init__(self, model: LayeredModel, devices: Sequence[str | torch.device], *, lr: float = LEARNING_RATE):
+    def __init__(self, model, devices: Sequence[str | torch.device], *, lr: float = LEARNING_RATE):
         self.model = model
         self.devices = [torch.device(d) for d in devices]
         self.lr = lr
@@ -31,7 +30,7 @@ class Trainer:
         self._optimizer: torch.optim.Optimizer | None = None
 
     @classmethod
-    def from_plan(cls, model: LayeredModel, devices: Sequence[torch.device], plan, strategy: str) -> "Trainer":
+    def from_plan(cls, model, devices: Sequence[torch.device], plan, strategy: str) -> "Trainer":
         """The trainer for this process's share of a Plan (None for strategies without one), running
         `strategy` (a registry name): every cut, placement and micro-batch count comes from the Plan,
         none is decided here. `devices`: the devices this process drives."""
@@ -58,7 +57,7 @@ class Trainer:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Parameters by their name in the original model, on the CPU (to compare strategies)."""
-        names = {id(p): n for n, p in self.model.layers.named_parameters()}
+        names = {id(p): n for n, p in self.model.module.named_parameters()}
         return {names[id(p)]: p.detach().cpu() for p in self.parameters() if id(p) in names}
 
     def peak_memory(self) -> list[int]:
@@ -71,20 +70,59 @@ class Trainer:
                 torch.cuda.reset_peak_memory_stats(d)
 
 
-def check_plan_fits(plan, model: LayeredModel) -> None:
-    """The Plan must cut the model it runs: a plan made for another version of the model is refused."""
-    if plan.bounds[-1] != len(model):
-        raise UserError(f"the plan cuts {plan.bounds[-1]} layers but {model.name} has {len(model)}; "
-                        "plan again for this version of the model")
+def check_plan_fits(plan, model) -> None:
+    """The Plan must cut the model it runs: a cut at a submodule the model lacks (a plan made for another
+    version of the model) is refused in one line."""
+    names = dict(model.module.named_modules())
+    for stage in plan.stages[1:]:
+        if stage.layers[0] not in names:
+            raise UserError(f"the plan cuts at {stage.layers[0]!r}, which {model.name} does not have; "
+                            "plan again for this version of the model")
 
 
-def own_copy(model: LayeredModel) -> LayeredModel:
+def stage_pipe(model, plan):
+    """torch.distributed.pipelining's own split of the whole module at the Plan's cuts (one `Pipe`, built
+    by `pipeline()` through torch.export on one micro-batch of the Plan's size): stage k is
+    `pipe.get_stage_module(k)`, sharing its parameters with `model.module`."""
+    from pipebench.partition.graph import split_module
+
+    check_plan_fits(plan, model)
+    inputs, _ = model.make_batch(plan.micro_batch_size, seed=0)
+    return split_module(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
+
+
+def as_args(inputs) -> tuple:
+    """A model's inputs as forward's positional arguments (one tensor, or a tuple of them)."""
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def to_device(inputs, device):
+    """Tensors (or a tuple of them) on `device`."""
+    if isinstance(inputs, (tuple, list)):
+        return tuple(t.to(device, non_blocking=True) for t in inputs)
+    return inputs.to(device, non_blocking=True)
+
+
+def only_output(outputs):
+    """What the loss takes: a Pipe returns its single output as a one-element tuple."""
+    if isinstance(outputs, (tuple, list)):
+        if len(outputs) != 1:
+            raise UserError(f"the model returns {len(outputs)} outputs; pipebench trains a model that returns one tensor")
+        return outputs[0]
+    return outputs
+
+
+def own_copy(model):
     """A deep copy, so strategies never share (and never move) the caller's parameters."""
     return copy.deepcopy(model)
 
 
-def split(tensor: torch.Tensor, chunks: int) -> list[torch.Tensor]:
-    """Equal micro-batches along dimension 0; an uneven split is an error, not a silent remainder."""
-    if chunks < 1 or tensor.shape[0] % chunks:
-        raise ValueError(f"batch {tensor.shape[0]} does not split into {chunks} equal micro-batches")
-    return list(tensor.chunk(chunks))
+def split(inputs, chunks: int) -> list:
+    """Equal micro-batches along dimension 0 (of each tensor of a tuple); an uneven split is an error,
+    not a silent remainder."""
+    if isinstance(inputs, (tuple, list)):
+        parts = [split(t, chunks) for t in inputs]
+        return [tuple(p[i] for p in parts) for i in range(chunks)]
+    if chunks < 1 or inputs.shape[0] % chunks:
+        raise ValueError(f"batch {inputs.shape[0]} does not split into {chunks} equal micro-batches")
+    return list(inputs.chunk(chunks))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipebench.bench.strategies.common import Trainer, own_copy
+from pipebench.bench.strategies.common import Trainer, as_args, own_copy, to_device
 
 
 class DataParallelTrainer(Trainer):
@@ -14,16 +14,16 @@ class DataParallelTrainer(Trainer):
 
     def __init__(self, model, devices, **kw):
         super().__init__(own_copy(model), devices, **kw)
-        self.model.layers.to(self.devices[0])
+        self.model.module.to(self.devices[0])
         cuda = [d.index for d in self.devices if d.type == "cuda"]
-        self.parallel = nn.DataParallel(self.model.layers, device_ids=cuda or None, output_device=cuda[0] if cuda else None)
+        self.parallel = nn.DataParallel(self.model.module, device_ids=cuda or None,
+                                        output_device=cuda[0] if cuda else None)
 
     def parameters(self):
-        return list(self.model.layers.parameters())
+        return list(self.model.module.parameters())
 
     def forward_backward(self, inputs, targets):
-        device = self.devices[0]
-        outputs = self.parallel(inputs.to(device))
+        outputs = self.parallel(*as_args(to_device(inputs, self.devices[0])))
         loss = self.model.loss_fn(outputs, targets.to(outputs.device))
         loss.backward()
         return loss

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from pipebench.bench.strategies.common import Trainer, own_copy, split
+from pipebench.bench.strategies.common import Trainer, as_args, own_copy, split, to_device
 
 
 class DDPTrainer(Trainer):
@@ -21,22 +21,22 @@ class DDPTrainer(Trainer):
         """device: this process's device; the process group must already be initialised."""
         super().__init__(own_copy(model), [device], **kw)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.model.layers.to(self.devices[0])
+        self.model.module.to(self.devices[0])
         ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None
-        self.replica = DistributedDataParallel(self.model.layers, device_ids=ids)
+        self.replica = DistributedDataParallel(self.model.module, device_ids=ids)
 
     @classmethod
     def from_plan(cls, model, devices, plan, strategy):
         return cls(model, devices[0])
 
     def parameters(self):
-        return list(self.model.layers.parameters())
+        return list(self.model.module.parameters())
 
     def forward_backward(self, inputs, targets):
         device = self.devices[0]
-        x = split(inputs, self.world)[self.rank].to(device)
+        x = to_device(split(inputs, self.world)[self.rank], device)
         y = split(targets, self.world)[self.rank].to(device)
-        loss = self.model.loss_fn(self.replica(x), y)
+        loss = self.model.loss_fn(self.replica(*as_args(x)), y)
         loss.backward()
         # The batch-mean loss is the mean of the equal slices' mean losses.
         total = loss.detach().clone()

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench.bench.strategies import get_strategy
-from pipebench.bench.strategies.common import Trainer, UnavailableStrategy, check_plan_fits, own_copy
+from pipebench.bench.strategies.common import Trainer, UnavailableStrategy, as_args, own_copy, stage_pipe, to_device
 from pipebench.errors import UserError
 
 
@@ -43,15 +43,36 @@ def schedule_class(strategy: str):
     return cls
 
 
+def is_chain(pipe) -> bool:
+    """True when stage k + 1 takes exactly stage k's outputs, in order, and nothing else, and no value
+    reaches past the next stage (a Sequential cut anywhere). Such stages run as torch's plain
+    PipelineStage, which every schedule supports; with torch's graph stages (`Pipe.build_stage`),
+    ScheduleZBVZeroBubble sends a V's local hand-over through the process group (seen on torch 2.14
+    with gloo: "Pair is not connected")."""
+    import operator
+
+    def is_pick(node, source) -> bool:
+        return node.op == "call_function" and node.target is operator.getitem and node.args[0] is source
+
+    calls = [node for node in pipe.split_gm.graph.nodes if node.op == "call_module"]
+    for previous, node in zip(calls, calls[1:]):
+        args = list(node.args) + list(node.kwargs.values())
+        if args != [previous] and [a.args[1] if is_pick(a, previous) else None for a in args] != list(range(len(args))):
+            return False
+        users = [u for a in args for u in a.users] if args != [previous] else list(previous.users)
+        if any(u is not node for u in users) or any(u is not node and u not in args for u in previous.users):
+            return False
+    return True
+
+
 class PipelineParallelTrainer(Trainer):
     """This process's share of a torch.distributed.pipelining pipeline: the Plan's stages that the Plan
-    places on this process's device, run by torch's schedule for the strategy."""
+    places on this process's device, built by torch's own `Pipe.build_stage` from its split of the model
+    at the Plan's cuts, and run by torch's schedule for the strategy."""
 
     def __init__(self, model, device, *, strategy: str, plan, **kw):
         cls = schedule_class(strategy)
-        check_plan_fits(plan, model)
         super().__init__(own_copy(model), [device], **kw)
-        from torch.distributed.pipelining import PipelineStage
         from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
         self.name = strategy
@@ -62,17 +83,19 @@ class PipelineParallelTrainer(Trainer):
         self.micro_batches = plan.micro_batches
         self.stage_ids = plan.stages_on(self.rank)
         device = self.devices[0]
-        self.modules = []
-        stages = []
-        for s in self.stage_ids:
-            stage_plan = plan.stages[s]
-            module = self.model.stage(stage_plan.first_layer, stage_plan.end_layer).to(device)
-            example = None
-            if stage_plan.input_shape:  # one micro-batch's input, as profiled: no shape inference step
-                shape = [plan.micro_batch_size, *stage_plan.input_shape[1:]]
-                example = torch.zeros(shape, dtype=getattr(torch, stage_plan.input_dtype), device=device)
-            self.modules.append(module)
-            stages.append(PipelineStage(module, s, self.num_stages, device, input_args=example))
+        pipe = stage_pipe(self.model, plan)  # every process splits the same model the same way
+        if pipe.replicated_params:
+            raise UserError(f"{strategy}: parameters shared by several stages are not supported yet "
+                            f"({', '.join(sorted(map(str, pipe.replicated_params))[:3])}); untie them "
+                            "(e.g. tie_word_embeddings=False) or use another strategy")
+        if is_chain(pipe):  # each stage takes exactly what the one before returns: torch's plain stages
+            from torch.distributed.pipelining import PipelineStage
+
+            stages = [PipelineStage(pipe.get_stage_module(s).to(device), s, self.num_stages, device)
+                      for s in self.stage_ids]
+        else:  # values skip stages (residuals, masks): torch's graph stages route each to its consumer
+            stages = [pipe.build_stage(s, device) for s in self.stage_ids]
+        self.modules = [stage.submod for stage in stages]
         self.first_rank = plan.placement[0]
         self.last_rank = plan.placement[-1]
         self.pipeline_stages = stages
@@ -90,7 +113,7 @@ class PipelineParallelTrainer(Trainer):
 
     def forward_backward(self, inputs, targets):
         device = self.devices[0]
-        args = (inputs.to(device),) if self.rank == self.first_rank else ()
+        args = as_args(to_device(inputs, device)) if self.rank == self.first_rank else ()
         kwargs = {}
         losses: list[torch.Tensor] = []
         if self.rank == self.last_rank:

@@ -1,0 +1,312 @@
+"""A user's own model, named as `path/to/file.py:NAME` or `package.module:NAME`, made ready to train.
+
+NAME is an nn.Module class that takes no arguments, or a function that returns a module. What pipebench
+also needs, the batch and the loss, comes from the same file when it defines them, else from options:
+
+- `make_batch(batch_size)` in the file returns `(inputs, targets)` (inputs a tensor or a tuple of them);
+  pipebench seeds torch's RNG around the call, so every process gets the same batch. Without it the
+  batch is synthetic: `input_shape` per sample (the batch dimension is added) of `input_dtype`; integer
+  inputs are token ids below `token_range` (default 1000) and the targets are the next tokens (the
+  language-model convention); float inputs get class targets below `num_classes` (default: the size of
+  the output's last dimension), or, for `loss="mse"`, Gaussian targets shaped like the output.
+- `loss_fn(outputs, targets)` in the file, else `loss`: cross_entropy (default), nll or mse. Outputs of
+  shape (B, T, C) are flattened to (B*T, C) for cross_entropy and nll.
+
+Hugging Face models (a `transformers.PreTrainedModel`) are trained as people train them: the KV cache
+off (`use_cache=False`), the logits taken from the ModelOutput, and the loss against shifted labels.
+
+Workers are fresh processes: each imports the model again from the same name; nothing is pickled.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipebench.errors import UserError, first_line
+
+__all__ = ["ModelSource", "UserModel", "is_user_model", "load_user_model", "LOSSES"]
+
+LOSSES = ("cross_entropy", "nll", "mse")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
+
+
+def is_user_model(name: str) -> bool:
+    """True for `file.py:NAME` and `package.module:NAME` (registry names have no colon)."""
+    return ":" in name
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a user model comes from and how it is fed: plain data, recorded in plans, jobs and rows."""
+
+    target: str
+    """`path/to/file.py:NAME` (the path made absolute) or `package.module:NAME`."""
+    input_shape: list[int] = field(default_factory=list)
+    """Per sample, without the batch dimension; empty when the file has make_batch."""
+    input_dtype: str = "float32"
+    num_classes: int | None = None
+    token_range: int | None = None
+    loss: str = "cross_entropy"
+    granularity: int | None = None
+    """Module depth of the cut candidates (1: top-level submodules); None: partition/graph.py's default."""
+
+    def __post_init__(self):
+        where, sep, name = self.target.rpartition(":")
+        if sep and where.endswith(".py"):  # workers start elsewhere: record where the file is
+            object.__setattr__(self, "target", f"{Path(where).resolve()}:{name}")
+        if self.loss not in LOSSES:
+            raise UserError(f"unknown loss {self.loss!r}; choose one of: {', '.join(LOSSES)} (or define loss_fn "
+                            "in the model's file)")
+        if self.input_dtype not in DTYPES:
+            raise UserError(f"unknown input dtype {self.input_dtype!r}; choose one of: {', '.join(DTYPES)}")
+        if any(d < 1 for d in self.input_shape):
+            raise UserError(f"input shape dimensions must be positive (got {self.input_shape})")
+        if self.granularity is not None and self.granularity < 1:
+            raise UserError(f"granularity is a module depth, at least 1 (got {self.granularity})")
+        for name in ("num_classes", "token_range"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"{name} must be at least 1 (got {value})")
+
+    @property
+    def label(self) -> str:
+        """A short name for tables and file names: NAME, or the file's stem and NAME."""
+        where, _, name = self.target.rpartition(":")
+        return f"{Path(where).stem}:{name}" if where.endswith(".py") else f"{where.rpartition('.')[2]}:{name}"
+
+
+@dataclass
+class UserModel:
+    """A user module with what training needs: seeded batches and a loss."""
+
+    name: str
+    module: nn.Module
+    make_batch: Callable[..., tuple[Any, torch.Tensor]]
+    """`make_batch(batch_size, seed=0, device="cpu") -> (inputs, targets)`."""
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    source: ModelSource
+    flavour: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The settings it was loaded with (input shape, dtype, loss...): what a Plan records and a worker
+    passes back to get_model."""
+    granularity: int | None = None
+    """Module depth of the cut candidates; None: the finest that stays fast to profile (partition/graph.py)."""
+
+
+def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device | str | None = None) -> UserModel:
+    """Import the model named by `source`, build it with weights seeded by `seed`, and check that a batch
+    goes through its forward; every problem is one UserError line."""
+    namespace, name = _import_target(source.target)
+    factory = namespace.get(name)
+    if factory is None:
+        raise UserError(f"{source.target}: no {name!r} in {_where(source.target)}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = _build(factory, source.target, device)
+    module = _hugging_face_logits(module)
+    module.train()
+    make_batch = _batch_maker(namespace, source, module)
+    loss_fn = namespace.get("loss_fn") or _loss(source.loss)
+    settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
+    return UserModel(source.target, module, make_batch, loss_fn, source, config=settings,
+                     granularity=source.granularity)
+
+
+# --------------------------------------------------------------------------------------------- import
+
+def _import_target(target: str) -> tuple[dict[str, Any], str]:
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise UserError(f"--model {target!r}: write it as path/to/file.py:NAME or package.module:NAME")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise UserError(f"{target}: no such file {where}")
+        module_name = f"pipebench_user_{abs(hash(str(path.resolve())))}"
+        if module_name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            loaded = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = loaded
+            try:
+                spec.loader.exec_module(loaded)
+            except Exception as exc:  # noqa: BLE001 - the user's file; say what it raised, in one line
+                del sys.modules[module_name]
+                raise UserError(f"{target}: importing {where} failed: {type(exc).__name__}: {first_line(exc)}") from None
+        return vars(sys.modules[module_name]), name
+    try:
+        loaded = importlib.import_module(where)
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{target}: cannot import {where}: {type(exc).__name__}: {first_line(exc)}") from None
+    return vars(loaded), name
+
+
+def _where(target: str) -> str:
+    return target.rpartition(":")[0]
+
+
+def _build(factory: Any, target: str, device) -> nn.Module:
+    if isinstance(factory, nn.Module):
+        raise UserError(f"{target}: is a module instance; name its class or a function that returns one, so "
+                        "that every worker process can build it")
+    if not callable(factory):
+        raise UserError(f"{target}: is a {type(factory).__name__}, not an nn.Module class or a function")
+    required = [p.name for p in _parameters(factory) if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if required:
+        raise UserError(f"{target}: needs argument(s) {', '.join(required)}; pipebench builds it with none (write a "
+                        "function without arguments that returns the module)")
+    context = torch.device(device) if device is not None else contextlib.nullcontext()
+    try:
+        with context:
+            module = factory()
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{target}: building it failed: {type(exc).__name__}: {first_line(exc)}") from None
+    if not isinstance(module, nn.Module):
+        raise UserError(f"{target}: returned a {type(module).__name__}, not an nn.Module")
+    return module
+
+
+def _parameters(factory) -> list[inspect.Parameter]:
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    params = list(signature.parameters.values())
+    return params[1:] if params and params[0].name == "self" else params
+
+
+# ------------------------------------------------------------------------------------- Hugging Face
+
+class LogitsOf(nn.Module):
+    """A Hugging Face model as people train it: token ids in, logits out, no KV cache."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, use_cache=False, return_dict=True).logits
+
+
+def _hugging_face_logits(module: nn.Module) -> nn.Module:
+    transformers = sys.modules.get("transformers")
+    if transformers is None or not isinstance(module, transformers.PreTrainedModel):
+        return module
+    if getattr(module.config, "use_cache", None) is not None:
+        module.config.use_cache = False
+    return LogitsOf(module)
+
+
+# ------------------------------------------------------------------------------------ batches, loss
+
+def _batch_maker(namespace: dict[str, Any], source: ModelSource, module: nn.Module):
+    own = namespace.get("make_batch")
+    if own is not None:
+        return _SeededUserBatches(own, source.target)
+    if not source.input_shape:
+        raise UserError(f"{source.target}: say what the model takes: --input-shape C,H,W (per sample) and "
+                        "--input-dtype, or define make_batch(batch_size) in the file")
+    return SyntheticInputs(list(source.input_shape), source.input_dtype, source.num_classes, source.token_range,
+                           source.loss, _output_shape(module, source))
+
+
+def _output_shape(module: nn.Module, source: ModelSource) -> list[int]:
+    """One sample's output shape (targets are made to fit it), from a forward of two samples; this is
+    also where an input the model rejects is found, before any profiling."""
+    probe = SyntheticInputs(list(source.input_shape), source.input_dtype, 1, source.token_range, "cross_entropy", [1])
+    outputs = run_forward(module, probe(2, seed=0)[0], source.target)
+    return list(outputs.shape[1:])
+
+
+def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
+    """One forward without gradients, the model's own error as one UserError line."""
+    first = next(module.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    args = tuple(i.to(device) for i in inputs) if isinstance(inputs, tuple) else (inputs.to(device),)
+    try:
+        with torch.no_grad():
+            outputs = module(*args)
+    except Exception as exc:  # noqa: BLE001 - the model rejected the input: its own words
+        shapes = ", ".join(str(list(a.shape)) for a in args)
+        raise UserError(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}") from None
+    if not isinstance(outputs, torch.Tensor):
+        raise UserError(f"{target} returns a {type(outputs).__name__}; pipebench trains a model that returns one "
+                        "tensor (wrap it so that forward returns the logits)")
+    return outputs
+
+
+@dataclass(frozen=True)
+class SyntheticInputs:
+    """Seeded synthetic batches for a user model (see the module docstring)."""
+
+    shape: list[int]
+    dtype: str
+    classes: int | None
+    token_range: int | None
+    loss: str
+    output_shape: list[int]
+    """One sample's output shape, probed: targets are shaped to fit it."""
+
+    def __call__(self, batch_size: int, seed: int = 0, device: torch.device | str = "cpu"):
+        if batch_size < 1:
+            raise UserError(f"batch_size must be at least 1, got {batch_size}")
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        dtype = getattr(torch, self.dtype)
+        if not dtype.is_floating_point:  # token ids: the targets are the next tokens
+            high = self.token_range or 1000
+            stream = torch.randint(0, high, (batch_size, *self.shape[:-1], self.shape[-1] + 1), generator=generator)
+            return stream[..., :-1].to(dtype).contiguous().to(device), stream[..., 1:].contiguous().to(device)
+        inputs = torch.randn((batch_size, *self.shape), generator=generator).to(dtype)
+        if self.loss == "mse":
+            targets = torch.randn((batch_size, *self.output_shape), generator=generator)
+        else:  # class ids for every position of the output but its last (class) dimension
+            classes = self.classes or (self.output_shape[-1] if self.output_shape else 10)
+            targets = torch.randint(0, classes, (batch_size, *self.output_shape[:-1]), generator=generator)
+        return inputs.to(device), targets.to(device)
+
+
+@dataclass(frozen=True)
+class _SeededUserBatches:
+    """The file's make_batch(batch_size), under a seeded RNG so that every process draws the same batch."""
+
+    make: Callable[[int], Any]
+    target: str
+
+    def __call__(self, batch_size: int, seed: int = 0, device: torch.device | str = "cpu"):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            try:
+                inputs, targets = self.make(batch_size)
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"{self.target}: make_batch({batch_size}) failed: {type(exc).__name__}: "
+                                f"{first_line(exc)}") from None
+        move = (lambda t: t.to(device)) if device is not None else (lambda t: t)
+        inputs = tuple(move(i) for i in inputs) if isinstance(inputs, (tuple, list)) else move(inputs)
+        return inputs, move(targets)
+
+
+def _loss(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return {"cross_entropy": cross_entropy, "nll": nll, "mse": mse}[name]
+
+
+def cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(outputs.flatten(0, -2).float(), targets.flatten())
+
+
+def nll(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.nll_loss(outputs.flatten(0, -2).float(), targets.flatten())
+
+
+def mse(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(outputs.float(), targets.float())

@@ -1,0 +1,747 @@
+"""Capture any ``nn.Module`` as torch.distributed.pipelining does, and find where it can be cut.
+
+Front end
+---------
+``torch.distributed.pipelining.pipeline(module, mb_args, mb_kwargs, split_spec)`` (torch file
+``torch/distributed/pipelining/_IR.py``) wraps the ``forward`` of every module named in
+``split_spec`` so that it first calls ``pipe_split()`` (``SplitPoint.BEGINNING``), runs
+``torch.export.export(module, args, kwargs)`` (non-strict), and cuts the flat graph at the
+``pipe_split`` nodes with ``torch.fx.passes.split_module.split_module``.  Stage ``k`` is the
+``fx.GraphModule`` ``pipe.split_gm.submod_k``.  Two details of ``_IR.py`` matter here:
+
+* ``annotate_split_points`` replaces ``forward`` on the user's module instances and never restores
+  it; :func:`split_module` below undoes that, so the user's model is left as it was.
+* two ``pipe_split`` nodes with nothing between them are merged (the second is erased), so a
+  module that produces no graph node (``nn.Identity``, ``Dropout`` in eval mode, a module whose
+  forward only returns its input) cannot begin a stage: it silently yields one stage too few.
+
+Candidates (what :func:`capture` returns)
+-----------------------------------------
+One eager run with forward pre/post hooks records the *call tree*: which module is called, in
+what order, at what depth of the call stack.  Depth counts modules that are actually called
+(root excluded): a ``ModuleList``/``ModuleDict`` is never called, so it is skipped automatically
+(``model.layers.2`` of a Llama is depth 2, ``transformer.h.1`` of GPT-2 is depth 2); a called
+``nn.Sequential`` is a real call and counts as a level (ResNet's ``layer1`` is depth 1,
+``layer1.0`` depth 2).  The candidates at ``granularity=d`` are the modules called at depth ``d``
+plus the leaf modules called at a smaller depth, in execution order, minus those that cannot
+begin a stage: modules called more than once (a shared ``relu``; ``pipe_split`` would fire at
+every call), and modules that emit no graph node (see above).  Ops of dropped modules, and ops
+the parents run between their children (a residual add), belong to the segment of the preceding
+candidate.  ``candidates[0]`` is the start of the first stage and is never a cut (ops that run
+before it, if any, are in segment 0); a split into S stages picks S-1 names of
+``candidates[1:]``.  Default granularity: the deepest depth whose candidate count stays
+<= ``MAX_CANDIDATES`` (64), so a profiler times at most 64 small segments; depth 1 if even that
+has more.  The finest split (every candidate a stage) is actually built with ``pipeline()`` and
+its stage count checked.
+
+Values that cross a cut (``Captured.cuts``)
+-------------------------------------------
+``split_module`` (``torch/fx/passes/split_module.py``) does NOT pass a value through the stages
+between its producer and its consumer: a value made in stage 0 and used in stage 3 becomes an
+extra output of ``submod_0`` and a direct argument of ``submod_3`` in the root graph, and at run
+time ``_PipelineStage._create_act_recv_info``/``_create_act_send_info``
+(``torch/distributed/pipelining/stage.py``) sends it point-to-point from stage 0's rank straight
+to stage 3's rank.  A root input (mask, position ids) used by stage 3 is a direct argument of
+``submod_3`` too (``is_root_arg``: torch expects it to be supplied to that stage, it is not sent).
+Either way the tensor is alive across cuts 1, 2 and 3 of a linear pipeline and the bytes move (or
+must be made available) past each of them, so a cut is priced at the bytes of EVERY tensor live
+across it (skip connections and extra inputs included), for one micro-batch of the example size.
+A value that stage k < S-1 sends to the model's output (an aux logit) counts as live up to the
+end (``to_output``): the loss needs it on the last stage, although torch's runtime drops such
+outputs (only the last stage's outputs are returned by a schedule).
+
+Findings on other models (checked in tests/test_graph.py, torch 2.14)
+--------------------------------------------------------------------
+* HF models (tiny GPT-2 and Llama from configs, ``use_cache=False``, offline): captured and split
+  (GPT-2 at ``transformer.h.1``, Llama at ``model.layers.1``).  Export flattens the
+  ``ModelOutput``: the Pipe (and the last stage) returns a plain tuple ``(logits,)``, no
+  ``ModelOutput``.  The causal mask (bool [B,1,T,T]) is built once near the embeddings and is a
+  direct input of every decoder-layer stage; Llama's cos/sin likewise: they are priced on every
+  cut they span.  The root graph may call stages out of index order (Llama's rotary stage after
+  the next one): stages are indexed with ``get_stage_module``, never by graph order.
+* GoogLeNet (aux_logits, train mode): the aux heads become dead-end stages whose outputs go to the
+  root output; the next trunk stage reads its input straight from the stage before the aux head.
+  ``Pipe.__call__`` returns the flattened ``(logits, aux2, aux1)``; in a schedule only the last
+  stage's outputs reach the loss (``find_dst_rank`` returns None for the output node), so aux
+  losses are lost: train with ``aux_logits=False`` or eval mode (Inception v3 has the same
+  kind of aux head; not checked in train mode).
+* BatchNorm buffers move with their module into the stage that runs it; the stage's
+  ``running_mean`` IS the user's tensor, so training the split updates the user's statistics
+  (``capture`` itself restores every buffer it touched).
+* Parameters used by two stages (GPT-2 tied ``wte``/``lm_head``): ``pipeline()`` REPLICATES them
+  (``MultiUseParameterConfig.REPLICATE``) and deep-copies each replica (``Pipe.replicated_params``
+  lists them, ``Captured.shared_params`` too): the stages hold separate, initially equal copies;
+  keeping them equal (all-reducing their gradients) is the caller's job. Each replica counts in
+  its segment's parameter bytes. The user's model stays tied.
+
+Why eager hooks and not ``nn_module_stack``: the call tree (depth, call count, leaf-ness) comes
+from one eager run; a module's ``nn_module_stack`` entry is not emitted for modules without ops,
+and call counts are what decides validity.  Whether a module emits graph ops is read from an
+export with a ``pipe_split`` before each candidate (only done when the optimistic split at all
+candidates does not give one stage per candidate).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.distributed.pipelining import SplitPoint, pipe_split, pipeline
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "GraphError",
+    "CaptureError",
+    "InputError",
+    "TooFewCandidates",
+    "SplitError",
+    "TensorInfo",
+    "CrossingTensor",
+    "Cut",
+    "SegmentInfo",
+    "Captured",
+    "Segment",
+    "capture",
+    "split_module",
+    "segments",
+    "run_segment",
+]
+
+MAX_CANDIDATES = 64
+
+
+# --------------------------------------------------------------------------------------- errors
+class GraphError(ValueError):
+    """A model cannot be captured / split as asked. The message is one line."""
+
+    def __init__(self, message: str):
+        super().__init__(_one_line(message))
+
+
+class CaptureError(GraphError):
+    """torch.export cannot capture the forward (data-dependent control flow, unsupported op)."""
+
+
+class InputError(GraphError):
+    """The model's own forward rejects the example input."""
+
+
+class TooFewCandidates(GraphError):
+    """Fewer places to cut than the stages requested."""
+
+
+class SplitError(GraphError):
+    """pipeline() did not split where asked."""
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_THIS_FILE = os.path.abspath(__file__)
+
+
+def _user_frame(exc: BaseException) -> str:
+    """`file:line `code`` of the deepest traceback frame outside torch (the user's failing line)."""
+    best = None
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for fs in traceback.extract_tb(e.__traceback__):
+            path = os.path.abspath(fs.filename)
+            if path.startswith(_TORCH_DIR + os.sep) or path == _THIS_FILE:
+                continue
+            if "/contextlib.py" in path or "/functools.py" in path:
+                continue
+            best = fs
+        e = e.__cause__ or e.__context__
+    if best is None:
+        return ""
+    code = f" `{best.line.strip()}`" if best.line else ""
+    return f" (at {os.path.basename(best.filename)}:{best.lineno} in {best.name}{code})"
+
+
+# ----------------------------------------------------------------------------------- data types
+@dataclass
+class TensorInfo:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    bytes: int
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorInfo":
+        return TensorInfo(tuple(t.shape), t.dtype, t.numel() * t.element_size())
+
+
+@dataclass
+class CrossingTensor:
+    """A tensor live across a cut: produced before it (by a segment or as a model input), used after."""
+
+    name: str  # node name in pipe.split_gm (a root input keeps its argument name)
+    source: str  # "input" or "segment <k> (<candidate>)"
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    bytes: int
+    to_output: bool = False  # only the model's output uses it after this cut
+
+
+@dataclass
+class Cut:
+    """Cut k (1 <= k < len(candidates)) lies between segment k-1 and segment k (= before candidates[k])."""
+
+    index: int
+    begins_at: str
+    tensors: list[CrossingTensor]
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors)
+
+
+@dataclass
+class SegmentInfo:
+    index: int
+    begins_at: str
+    modules: list[str]  # frontier modules whose ops are in this segment, in call order
+    param_count: int
+    param_bytes: int
+    buffer_bytes: int
+
+
+@dataclass
+class Segment:
+    """One segment of the finest split, runnable on its own (``run_segment``)."""
+
+    index: int
+    name: str  # submodule name in pipe.split_gm ("submod_pp_<k>" in torch 2.14, "submod_<k>" before)
+    begins_at: str
+    module: nn.Module  # the stage's fx.GraphModule
+    args: tuple
+    kwargs: dict
+    outputs: list[TensorInfo]
+    param_count: int
+    param_bytes: int
+    arg_sources: list[int] = field(default_factory=list)
+    """Per positional arg, the index of the segment that produces it; -1 for a root input (or a
+    constant).  torch's runtime receives what another stage produced, and gives a received float
+    activation ``requires_grad`` when training; a root input it passes as given."""
+
+
+@dataclass
+class Captured:
+    module: nn.Module
+    args: tuple
+    kwargs: dict
+    granularity: int
+    candidates: list[str]
+    segments: list[SegmentInfo]
+    cuts: list[Cut]  # cuts[k-1] is cut k, before candidates[k]
+    pipe: Any  # the finest torch Pipe (one stage per candidate)
+    depth_counts: dict[int, int] = field(default_factory=dict)  # raw candidate count per depth
+    dropped: dict[str, str] = field(default_factory=dict)  # frontier module -> why it is no cut
+    shared_params: list[dict[str, str]] = field(default_factory=list)  # pipe.replicated_params
+    _inputs: list[tuple[tuple, dict]] = field(default_factory=list, repr=False)
+    _outputs: list[list[TensorInfo]] = field(default_factory=list, repr=False)
+    _stage_names: list[str] = field(default_factory=list, repr=False)
+    _arg_sources: list[list[int]] = field(default_factory=list, repr=False)
+
+    def cut(self, name: str) -> Cut:
+        """The cut before candidate ``name``."""
+        for c in self.cuts:
+            if c.begins_at == name:
+                return c
+        raise GraphError(f"{name!r} is not a cut of this model; cuts: {[c.begins_at for c in self.cuts]}")
+
+    def cut_bytes(self, begin_at: list[str]) -> list[int]:
+        """Bytes crossing each cut of a split that begins stages at ``begin_at``."""
+        return [self.cut(n).bytes for n in begin_at]
+
+    def check_stages(self, n_stages: int) -> None:
+        if n_stages > len(self.candidates):
+            raise TooFewCandidates(
+                f"{type(self.module).__name__} has {len(self.candidates)} places to begin a stage at granularity "
+                f"{self.granularity} but {n_stages} stages were requested; use a finer granularity or fewer stages"
+            )
+
+
+# ------------------------------------------------------------------------------------ call tree
+@dataclass
+class _Call:
+    name: str
+    depth: int
+    leaf: bool = True
+
+
+@contextlib.contextmanager
+def _quiet_export():
+    """torch.export logs whole graphs at WARNING on failure; keep them out of the user's terminal."""
+    names = ["torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
+             "torch.distributed.pipelining"]
+    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
+    for lg, _ in saved:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        # torch/export/_trace.py print()s the partial graph to stderr when export fails
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for lg, lvl in saved:
+            lg.setLevel(lvl)
+
+
+@contextlib.contextmanager
+def _preserved_buffers(module: nn.Module):
+    """Undo BatchNorm running-stat updates (and any other buffer writes) done while capturing."""
+    saved = {n: b.detach().clone() for n, b in module.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, b in module.named_buffers():
+                if n in saved and saved[n].shape == b.shape:
+                    b.copy_(saved[n])
+
+
+def _eager_calls(module: nn.Module, args: tuple, kwargs: dict):
+    names = {}
+    for n, m in module.named_modules():
+        names.setdefault(id(m), n)
+    calls: list[_Call] = []
+    stack: list[_Call] = []
+    handles = []
+
+    def pre(m, _inp):
+        c = _Call(names[id(m)], len(stack) + 1)
+        if stack:
+            stack[-1].leaf = False
+        stack.append(c)
+        calls.append(c)
+
+    def post(m, _inp, _out):
+        if stack:
+            stack.pop()
+
+    for n, m in module.named_modules():
+        if n and names[id(m)] == n:
+            handles.append(m.register_forward_pre_hook(pre))
+            handles.append(m.register_forward_hook(post))
+    try:
+        with torch.no_grad():
+            out = module(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the model's own error, reported as such
+        raise InputError(
+            f"{type(module).__name__}.forward rejects the example input: {type(e).__name__}: {_first_line(e)}"
+            f"{_user_frame(e)}; pass inputs the model accepts (shape, dtype, keyword names)"
+        ) from e
+    finally:
+        for h in handles:
+            h.remove()
+    return calls, out
+
+
+def _frontier(calls: list[_Call], depth: int) -> tuple[list[str], set[str]]:
+    """Distinct module names at ``depth`` (plus shallower leaves) in call order, and those called twice+."""
+    count: dict[str, int] = {}
+    for c in calls:
+        count[c.name] = count.get(c.name, 0) + 1
+    order: list[str] = []
+    seen = set()
+    for c in calls:
+        if c.depth == depth or (c.depth < depth and c.leaf):
+            if c.name not in seen:
+                seen.add(c.name)
+                order.append(c.name)
+    multi = {n for n in order if count[n] > 1}
+    return order, multi
+
+
+def _choose_depth(calls, granularity, min_stages):
+    max_depth = max((c.depth for c in calls), default=1)
+    counts = {d: len([n for n in o if n not in m]) for d in range(1, max_depth + 1) for o, m in [_frontier(calls, d)]}
+    if granularity is not None:
+        if granularity < 1:
+            raise GraphError(f"granularity must be >= 1, got {granularity}")
+        return min(granularity, max_depth), counts
+    depth = 1
+    for d in range(1, max_depth + 1):
+        if counts[d] <= MAX_CANDIDATES:
+            depth = d
+    if min_stages:
+        while counts[depth] < min_stages and depth < max_depth:
+            depth += 1
+    return depth, counts
+
+
+# ------------------------------------------------------------------------------------ splitting
+@contextlib.contextmanager
+def _restore_forwards(module: nn.Module, names: list[str]):
+    """pipeline()'s annotate_split_points overwrites ``forward`` on the instances: put it back."""
+    saved = []
+    for n in names:
+        m = module.get_submodule(n)
+        saved.append((m, m.__dict__.get("forward"), "_orig_forward" in m.__dict__, m.__dict__.get("_orig_forward")))
+    try:
+        yield
+    finally:
+        for m, fwd, had_orig, orig in saved:
+            if fwd is None:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = fwd
+            if had_orig:
+                m._orig_forward = orig
+            else:
+                m.__dict__.pop("_orig_forward", None)
+
+
+def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
+    cause = e.__cause__ if (e.__cause__ is not None and "cannot capture your model" in str(e)) else e
+    return CaptureError(
+        f"torch.export cannot capture {type(module).__name__}: {type(cause).__name__}: {_first_line(cause)}"
+        f"{_user_frame(cause)}; make the forward free of data-dependent Python control flow "
+        f"(use torch.where/torch.cond, no .item()/bool() of tensors) or split the model by hand"
+    )
+
+
+def split_module(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]):
+    """``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING for name in begin_at})``.
+
+    Returns the torch ``Pipe`` (``pipe.num_stages == len(begin_at) + 1``, stage k is
+    ``pipe.get_stage_module(k)``).  The module's ``forward`` methods are restored afterwards.
+    """
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    kwargs = dict(kwargs or {})
+    begin_at = list(begin_at)
+    if len(set(begin_at)) != len(begin_at):
+        raise SplitError(f"begin_at names a module twice: {begin_at}")
+    for n in begin_at:
+        try:
+            module.get_submodule(n)
+        except AttributeError as e:
+            raise SplitError(f"begin_at names {n!r}, which is no submodule of {type(module).__name__}") from e
+    spec = {n: SplitPoint.BEGINNING for n in begin_at}
+    with _restore_forwards(module, begin_at), _quiet_export(), _preserved_buffers(module):
+        try:
+            pipe = pipeline(module, mb_args=args, mb_kwargs=kwargs or None, split_spec=spec)
+        except Exception as e:  # noqa: BLE001
+            if "cannot capture your model" in str(e):
+                raise _export_error(module, e) from e
+            raise SplitError(
+                f"pipeline() cannot split {type(module).__name__} at {begin_at}: {type(e).__name__}: {_first_line(e)}"
+            ) from e
+    if pipe.num_stages != len(begin_at) + 1:
+        raise SplitError(
+            f"pipeline() made {pipe.num_stages} stages of {type(module).__name__} from {len(begin_at)} split points "
+            f"(expected {len(begin_at) + 1}): a split module is called more than once or produces no op"
+        )
+    return pipe
+
+
+def _analyse(module, args, kwargs, names):
+    """Export with a pipe_split before each of ``names``; return per name whether ops follow it."""
+    order: list[str] = []
+
+    def wrap(m, n):
+        orig = m.forward
+
+        def fwd(*a, **k):
+            order.append(n)
+            pipe_split()
+            return orig(*a, **k)
+
+        return fwd
+
+    with _restore_forwards(module, names), _quiet_export(), _preserved_buffers(module):
+        for n in names:
+            m = module.get_submodule(n)
+            m.forward = wrap(m, n)
+        try:
+            ep = torch.export.export(module, args, kwargs)
+        except Exception as e:  # noqa: BLE001
+            raise _export_error(module, e) from e
+    ops_after: list[int] = []
+    pre_ops = 0
+    for node in ep.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        if "pipe_split" in str(node.target):
+            ops_after.append(0)
+        elif ops_after:
+            ops_after[-1] += 1
+        else:
+            pre_ops += 1
+    if len(ops_after) != len(order):
+        return None
+    has_ops: dict[str, bool] = {}
+    for n, k in zip(order, ops_after):
+        has_ops[n] = has_ops.get(n, False) or k > 0
+    return has_ops
+
+
+def _sizes(mod: nn.Module):
+    pc = sum(p.numel() for p in mod.parameters())
+    pb = sum(p.numel() * p.element_size() for p in mod.parameters())
+    bb = sum(b.numel() * b.element_size() for b in mod.buffers())
+    return pc, pb, bb
+
+
+# -------------------------------------------------------------------------------------- capture
+def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity: int | None = None,
+            min_stages: int | None = None) -> Captured:
+    """Capture ``module`` with torch.export (as pipeline() does) and find its cut candidates.
+
+    ``granularity``: call depth of the candidates (see module docstring); None = the deepest with
+    <= MAX_CANDIDATES candidates.  ``min_stages``: raise TooFewCandidates if fewer candidates
+    (and, with granularity None, go deeper to find them).  The module is left unchanged (forward
+    methods and buffers restored).
+    """
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    kwargs = dict(kwargs or {})
+    with _preserved_buffers(module):
+        calls, _ = _eager_calls(module, args, kwargs)
+    if not calls:
+        raise TooFewCandidates(f"{type(module).__name__} calls no submodule: nothing to cut at")
+    depth, counts = _choose_depth(calls, granularity, min_stages)
+    frontier, multi = _frontier(calls, depth)
+    dropped = {n: "called more than once" for n in multi}
+    names = [n for n in frontier if n not in multi]
+
+    def enough():
+        if min_stages and len(names) < min_stages:
+            raise TooFewCandidates(
+                f"{type(module).__name__} has {len(names)} places to begin a stage at granularity {depth} "
+                f"({', '.join(names[:8])}{'...' if len(names) > 8 else ''}) but {min_stages} stages were requested; "
+                f"use a finer granularity or fewer stages")
+
+    enough()
+    # Optimistic: split at every name; if torch makes the expected stages, all are good cuts.
+    pipe = None
+    try:
+        pipe = split_module(module, args, kwargs, names[1:])
+    except SplitError:
+        pipe = None
+    if pipe is None:
+        has_ops = _analyse(module, args, kwargs, names)
+        if has_ops is not None:
+            for n in names:
+                if not has_ops.get(n, False):
+                    dropped[n] = "produces no graph op (a stage cannot begin there)"
+            names = [n for n in names if has_ops.get(n, False)]
+        pipe = _split_dropping(module, args, kwargs, names, dropped)
+
+    enough()
+    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe)
+
+
+def _split_dropping(module, args, kwargs, names, dropped):
+    """Split at names[1:]; if torch refuses, drop names one at a time until it works."""
+    try:
+        return split_module(module, args, kwargs, names[1:])
+    except SplitError as first:
+        # locate bad names by bisection-free greedy growth (rare path)
+        good = [names[0]]
+        for n in names[1:]:
+            try:
+                split_module(module, args, kwargs, good[1:] + [n])
+                good.append(n)
+            except SplitError as e:
+                dropped[n] = f"pipeline() cannot begin a stage there ({_first_line(e)[:80]})"
+        names[:] = good
+        if len(good) == 1:
+            raise first
+        return split_module(module, args, kwargs, good[1:])
+
+
+def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe) -> Captured:
+    gm = pipe.split_gm
+    # modules per segment: frontier in call order, attached to the preceding kept candidate
+    seg_modules: list[list[str]] = [[] for _ in names]
+    k = 0
+    for n in frontier:
+        if n in names:
+            k = names.index(n)
+        seg_modules[k].append(n)
+
+    # run the split graph once, recording every stage's inputs
+    inputs: list[tuple[tuple, dict] | None] = [None] * pipe.num_stages
+    outputs: list[list[TensorInfo]] = [[] for _ in range(pipe.num_stages)]
+    handles = []
+    for i in range(pipe.num_stages):
+        sm = pipe.get_stage_module(i)
+
+        def pre(m, a, kw, i=i):
+            det = lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t  # noqa: E731
+            inputs[i] = (tuple(det(x) for x in a), {kk: det(v) for kk, v in kw.items()})
+
+        def post(m, a, kw, out, i=i):
+            flat = out if isinstance(out, (tuple, list)) else (out,)
+            outputs[i] = [TensorInfo.of(t) for t in flat if isinstance(t, torch.Tensor)]
+
+        handles.append(sm.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(sm.register_forward_hook(post, with_kwargs=True))
+    try:
+        with torch.no_grad(), _preserved_buffers(module):
+            pipe(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+
+    # which stage each root node belongs to
+    # (the root graph may call the stages out of index order, e.g. Llama's rotary_emb stage
+    # after the next one: index stages by identity with get_stage_module, not by graph order)
+    S = pipe.num_stages
+    index_of = {id(pipe.get_stage_module(i)): i for i in range(S)}
+    stage_of: dict[str, int] = {}
+    call_nodes: list = [None] * S
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and id(getattr(gm, node.target, None)) in index_of:
+            i = index_of[id(getattr(gm, node.target))]
+            stage_of[node.name] = i
+            call_nodes[i] = node
+    if any(n is None for n in call_nodes):
+        raise SplitError(f"pipeline() split of {type(module).__name__} calls a stage more than once or never")
+
+    def producer(node) -> int:
+        import operator
+        while node.op == "call_function" and node.target is operator.getitem:
+            node = node.args[0]
+        if node.op == "placeholder":
+            return -1
+        return stage_of.get(node.name, -1)
+
+    # last use of every value (stage index; output -> S-1 with to_output)
+    values: dict[str, dict] = {}
+    for si, node in enumerate(call_nodes):
+        rec = inputs[si]
+        recorded = list(rec[0]) if rec is not None else []
+        for ai, a in enumerate(node.args):
+            if not hasattr(a, "op"):
+                continue
+            t = recorded[ai] if ai < len(recorded) else None
+            v = values.setdefault(a.name, {"prod": producer(a), "last": si, "t": t, "to_output": False})
+            v["last"] = max(v["last"], si)
+            if v["t"] is None:
+                v["t"] = t
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    flat_out = []
+
+    def collect(x):
+        if hasattr(x, "op"):
+            flat_out.append(x)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                collect(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                collect(y)
+
+    collect(out_node.args)
+    for a in flat_out:
+        p = producer(a)
+        if p >= S - 1:
+            continue
+        if a.name in values:
+            v = values[a.name]
+            v["to_output"] = v["last"] < S - 1
+            v["last"] = S - 1
+        else:
+            values[a.name] = {"prod": p, "last": S - 1, "t": None, "to_output": True, "node": a}
+
+    cuts = []
+    for ci in range(1, S):
+        tensors = []
+        for name, v in values.items():
+            prod = max(v["prod"], 0)
+            if prod < ci <= v["last"]:
+                t = v["t"]
+                if t is None and v.get("to_output"):
+                    t = _output_value(v["node"], pipe, outputs)
+                if not isinstance(t, torch.Tensor):
+                    continue
+                src = "input" if v["prod"] < 0 else f"segment {v['prod']} ({names[v['prod']]})"
+                tensors.append(CrossingTensor(name, src, tuple(t.shape), t.dtype, t.numel() * t.element_size(),
+                                              v.get("to_output", False)))
+        cuts.append(Cut(ci, names[ci], tensors))
+
+    seg_infos = []
+    for i in range(S):
+        pc, pb, bb = _sizes(pipe.get_stage_module(i))
+        seg_infos.append(SegmentInfo(i, names[i], seg_modules[i], pc, pb, bb))
+
+    return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
+                    segments=seg_infos, cuts=cuts, pipe=pipe, depth_counts=counts, dropped=dropped,
+                    shared_params=list(pipe.replicated_params),
+                    _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
+                    _stage_names=[n.target for n in call_nodes],
+                    _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes])
+
+
+def _output_value(node, pipe, outputs):
+    """Meta of a root-output value made by a non-last stage (shape only, zero-filled stand-in)."""
+    import operator
+    idx = 0
+    if node.op == "call_function" and node.target is operator.getitem:
+        idx = node.args[1]
+        node = node.args[0]
+    if node.op != "call_module":
+        return None
+    target = getattr(pipe.split_gm, node.target, None)
+    ks = [i for i in range(pipe.num_stages) if pipe.get_stage_module(i) is target]
+    if not ks:
+        return None
+    metas = outputs[ks[0]]
+    if isinstance(idx, int) and idx < len(metas):
+        m = metas[idx]
+        return torch.empty(m.shape, dtype=m.dtype, device="meta")
+    return None
+
+
+# ------------------------------------------------------------------------------------- segments
+def segments(captured: Captured) -> list[Segment]:
+    """The finest split's stages, each with the inputs it received when the split graph ran once."""
+    out = []
+    for i, info in enumerate(captured.segments):
+        a, kw = captured._inputs[i]
+        out.append(Segment(index=i, name=captured._stage_names[i], begins_at=info.begins_at,
+                           module=captured.pipe.get_stage_module(i), args=a, kwargs=kw,
+                           outputs=captured._outputs[i], param_count=info.param_count,
+                           param_bytes=info.param_bytes, arg_sources=list(captured._arg_sources[i])))
+    return out
+
+
+def run_segment(segment: Segment, inputs=None, *, requires_grad: bool = False):
+    """Run one segment. ``inputs``: None (the recorded ones), a tuple of args, or (args, kwargs).
+
+    With ``requires_grad`` the floating-point inputs are fresh leaves that require grad, so a
+    profiler can time ``out.backward(...)`` as the stage's backward would run in a pipeline.
+    """
+    if inputs is None:
+        a, kw = segment.args, segment.kwargs
+    elif isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[1], dict) and isinstance(inputs[0], (tuple, list)):
+        a, kw = tuple(inputs[0]), inputs[1]
+    else:
+        a, kw = (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+    if requires_grad:
+        def leaf(t):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                return t.detach().requires_grad_(True)
+            return t
+        a = tuple(leaf(t) for t in a)
+        kw = {k: leaf(v) for k, v in kw.items()}
+    return segment.module(*a, **kw)
