@@ -102,10 +102,9 @@ class Job:
         overrides = dict(overrides or {})
         plan = None
         if kind.needs_plan:
-            built = models.get_model(model, flavour, device="meta", **overrides)  # layer names, no memory
             p = 1 if kind.devices == "one" else devices
-            plan = hand_plan(model, built.layer_names, batch=batch, devices=[f"{device_type}:{i}" for i in range(p)],
-                             flavour=built.flavour, schedule=kind.schedule,
+            plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=batch, devices=[f"{device_type}:{i}" for i in range(p)],
+                             flavour=flavour or "", schedule=kind.schedule,
                              micro_batches=micro_batches if kind.micro_batched else 1,
                              virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds).to_dict()
         return cls(model=model, flavour=flavour, overrides=overrides, strategy=strategy, batch=batch, devices=devices,
@@ -117,3 +116,18 @@ class Job:
     @classmethod
     def load(cls, path: str | Path) -> "Job":
         return record(cls, read_json(path, kind="job"), str(path))
+
+
+def cut_candidates(model: str, flavour: str | None, settings: dict[str, Any]) -> list[str]:
+    """Where a model may be cut: the zoo's layers (read on the meta device, no memory), or for a model
+    of your own the candidates its captured graph offers (partition/graph.py)."""
+    from pipebench import models
+
+    if not models.is_user_model(model):
+        return models.get_model(model, flavour, device="meta", **settings).layer_names
+    from pipebench.bench.strategies.common import as_args
+    from pipebench.partition.graph import capture
+
+    built = models.get_model(model, flavour, **settings)
+    inputs, _ = built.make_batch(2, seed=0)
+    return capture(built.module, as_args(inputs), granularity=built.granularity).candidates

@@ -124,9 +124,20 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
     if not names:
         raise UserError("--models names no model")
     for name in names:
-        if name not in zoo.model_names():
+        if name not in zoo.model_names() and not zoo.is_user_model(name):
             raise zoo.UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(zoo.model_names())}")
     return {name: batch or DEFAULT_MODELS.get(name, 64) for name in names}
+
+
+def check_user_models(models: dict[str, int], settings: dict) -> None:
+    """Build each model of the user's own once, without memory (the meta device), and put a batch through
+    it, so that a missing file, a constructor that needs arguments or an input the forward rejects is one
+    line before anything is profiled."""
+    from pipebench import models as zoo
+
+    for name in models:
+        if zoo.is_user_model(name):
+            zoo.get_model(name, device="meta", **settings)
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:

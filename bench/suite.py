@@ -12,6 +12,7 @@ whole to the workers inside the Job.
 from __future__ import annotations
 
 import platform
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pipebench.bench.job import Job
 from pipebench.bench.results import Row, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
+from pipebench.models.source import ModelSource, is_user_model
 from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
 
@@ -59,7 +61,8 @@ class Case:
     def label(self) -> str:
         strategy = STRATEGIES.get(self.strategy)
         m = f" m={self.micro_batches or 'auto'}" if strategy is not None and strategy.micro_batched else ""
-        return f"{self.model} {self.flavour or 'full'} b{self.batch} {self.strategy}{m}"
+        flavour = "" if is_user_model(self.model) else f" {self.flavour or 'full'}"
+        return f"{self.model}{flavour} b{self.batch} {self.strategy}{m}"
 
 
 @dataclass
@@ -94,10 +97,10 @@ def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequen
     from pipebench import models as zoo
 
     defaults = {info.name: info.default_flavour for info in zoo.list_models()}
-    extra = tuple(sorted((overrides or {}).items()))
+    extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (overrides or {}).items()))
     cases = []
     for model, batch in models.items():
-        named = flavour or defaults.get(model)  # rows always name the flavour, e.g. "800m" not "full"
+        named = None if zoo.is_user_model(model) else flavour or defaults.get(model)  # e.g. "800m", not "full"
         for strategy in strategies:
             counts = chunks if get_strategy(strategy).micro_batched else [1]
             cases += [Case(model, named, batch, strategy, m, extra) for m in counts]
@@ -123,7 +126,9 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     `folder` and reused when already there."""
     from pipebench.bench.launch import WorkerError, call_in_child
 
-    name = f"{case.model}-{case.flavour or 'full'}-b{case.batch}" + "".join(f"-{k}{v}" for k, v in case.overrides)
+    model = ModelSource(case.model).label if is_user_model(case.model) else case.model
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
+                  + "".join(f"-{k}{v}" for k, v in case.overrides))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
@@ -198,7 +203,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
     case, plan, result = prepared.case, prepared.plan, result or {}
     mean = statistics.fmean(step_ms) if step_ms else None
     return Row(
-        model=case.model, flavour=case.flavour or (plan.flavour if plan else "full"), strategy=case.strategy,
+        model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"), strategy=case.strategy,
         gpus=(",".join(map(str, prepared.gpus)) if prepared.gpus is not None else machine.gpus_label),
         world_size=prepared.job.processes, batch=case.batch,
         micro_batches=prepared.job.micro_batches, schedule=case.schedule, virtual_stages=case.virtual_stages,
@@ -220,7 +225,8 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
 
 
 def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
-    return Row(model=case.model, flavour=case.flavour or "full", strategy=case.strategy, gpus=machine.gpus_label,
+    return Row(model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"),
+               strategy=case.strategy, gpus=machine.gpus_label,
                world_size=1, batch=case.batch, micro_batches=case.micro_batches or 1, schedule=case.schedule,
                virtual_stages=case.virtual_stages, status="unavailable", reason=reason, device_name=machine.name,
                host=socket.gethostname(), started_at=now())

@@ -23,7 +23,7 @@ from pipebench.models.base import Built, LayeredModel
 from pipebench.models.source import ModelSource, UserModel, is_user_model, load_user_model
 from pipebench.errors import UserError
 
-__all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "get_model", "list_models", "model_names"]
+__all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "UserModel", "get_model", "is_user_model", "list_models", "model_names"]
 
 
 class UnknownModelError(UserError):

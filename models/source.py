@@ -70,6 +70,7 @@ class ModelSource:
                             "in the model's file)")
         if self.input_dtype not in DTYPES:
             raise UserError(f"unknown input dtype {self.input_dtype!r}; choose one of: {', '.join(DTYPES)}")
+        object.__setattr__(self, "input_shape", list(self.input_shape))
         if any(d < 1 for d in self.input_shape):
             raise UserError(f"input shape dimensions must be positive (got {self.input_shape})")
         if self.granularity is not None and self.granularity < 1:

@@ -76,9 +76,9 @@ def profile_model(
         device = torch.device("cuda", torch.cuda.current_device())
     if repeats < 1 or warmup < 0:
         raise UserError(f"need repeats >= 1 and warmup >= 0 (got {repeats}, {warmup})")
-    module = _module_of(model)
+    module = model.module
     if granularity is None:
-        granularity = _granularity_of(model)
+        granularity = model.granularity
     restore = _snapshot(module)
     try:
         module.to(device)
@@ -129,17 +129,6 @@ def profile_model(
         layers=layers,
         granularity=depth,
     )
-
-
-def _module_of(model) -> torch.nn.Module:
-    module = getattr(model, "module", None)
-    return module if module is not None else model.layers  # a LayeredModel without .module yet
-
-
-def _granularity_of(model) -> int | None:
-    if hasattr(model, "granularity"):
-        return model.granularity
-    return 1 if hasattr(model, "layers") else None  # a LayeredModel without .granularity yet
 
 
 def _profile_segment(segment: Segment, device, repeats, warmup, param_storages) -> dict:

@@ -37,11 +37,18 @@ def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequen
 def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
             devices: Sequence[str] | None = None, micro_batches: int | str = "auto", repeats: int | None = None,
             flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
-            link_gbps: float | None = None, note: Callable[[str], None] | None = None,
+            link_gbps: float | None = None, granularity: int | None = None,
+            note: Callable[[str], None] | None = None,
             progress: Callable[[str], None] | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers.
 
-    model: a registry name ("resnet101", see `pipebench models`) or a LayeredModel.
+    model: a registry name ("resnet101", see `pipebench models`), `path/to/file.py:NAME` or
+        `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss; see
+        models/source.py), or an nn.Module object with `example_inputs`, a batch of any size such as
+        torch.randn(2, 3, 224, 224) (batches like it are made up; settings may give loss="mse" or
+        num_classes).
+    granularity: module depth of the cut candidates (1 = top-level submodules); None: the zoo's layers,
+        or the finest depth with at most 64 candidates (partition/graph.py).
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
         skipped with a note) or one count.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
@@ -52,7 +59,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     import torch
 
     from pipebench.hardware.probes import measure_stage_link
-    from pipebench.models import LayeredModel, get_model
+    from pipebench.models import LayeredModel, UserModel, get_model
     from pipebench.partition.profiler import profile_sizes, set_fast_math
     from pipebench.specs import micro_batch_counts
 
@@ -66,8 +73,11 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         torch.cuda.set_device(target)
     if isinstance(model, str):
         model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
-    elif not isinstance(model, LayeredModel):
-        raise UserError(f"model must be a registry name or a LayeredModel, not {type(model).__name__}")
+    elif isinstance(model, torch.nn.Module):
+        model = _as_user_model(model, example_inputs, settings)
+    elif not isinstance(model, (LayeredModel, UserModel)):
+        raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
+                        f"not {type(model).__name__}")
     if link_gbps is None:
         link = measure_stage_link(list(devices or [device]))
         link_gbps = link[2] if link else None
@@ -77,7 +87,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")
     profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
-                             note=note, progress=progress)
+                             note=note, progress=progress, granularity=granularity)
     for p in profiles:
         p.link_gbps = link_gbps
     return profiles
@@ -89,7 +99,7 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
          max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
          link_gbps: float | None = None, optimizer: str = "sgd", profiles: Sequence[Profile] | None = None,
          flavour: str | None = None, settings: dict[str, Any] | None = None, repeats: int | None = None,
-         note: Callable[[str], None] | None = None) -> Plan:
+         granularity: int | None = None, note: Callable[[str], None] | None = None) -> Plan:
     """Profile `model` (unless `profiles` are given) and return the Plan with the fastest predicted step.
 
     Stages: one per GPU in `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu").
@@ -113,7 +123,7 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
             raise UserError("plan needs the global batch size, e.g. batch=256")
         profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
                            micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
-                           link_gbps=link_gbps, note=note)
+                           link_gbps=link_gbps, granularity=granularity, note=note)
     elif batch is not None and batch != profiles[0].batch:
         raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
     if link_gbps is None:
@@ -122,3 +132,22 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
                      max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, optimizer=optimizer,
                      virtual_stages=virtual)
+
+
+def _as_user_model(module, example_inputs, settings):
+    """An nn.Module object from Python: fed synthetic batches shaped like `example_inputs` (one tensor;
+    its first dimension is the batch). To run strategies in worker processes, name it by
+    file.py:NAME instead: workers import models, they are never sent one."""
+    import torch
+
+    from pipebench.models.source import ModelSource, SyntheticInputs, UserModel, _loss, _output_shape
+
+    if not isinstance(example_inputs, torch.Tensor):
+        raise UserError("an nn.Module needs example_inputs: one batch tensor, e.g. torch.randn(2, 3, 224, 224)")
+    settings = dict(settings or {})
+    source = ModelSource(f"python:{type(module).__name__}", list(example_inputs.shape[1:]),
+                         str(example_inputs.dtype).removeprefix("torch."), **settings)
+    make_batch = SyntheticInputs(source.input_shape, source.input_dtype, source.num_classes, source.token_range,
+                                 source.loss, _output_shape(module, source))
+    return UserModel(type(module).__name__, module, make_batch, _loss(source.loss), source,
+                     config={k: v for k, v in vars(source).items() if k != "target"}, granularity=source.granularity)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,29 +42,35 @@ def reference(model, micro_batches: int, batch: int):
     if micro_batches == 1:
         trainer = SingleTrainer(model, ["cpu"])
     else:
-        plan = hand_plan(model.name, model.layer_names, batch=batch, devices=["cpu"], micro_batches=micro_batches)
+        plan = hand_plan(model.name, ["whole model"], batch=batch, devices=["cpu"], micro_batches=micro_batches)
         trainer = PipelineTrainer(model, ["cpu"], plan=plan)
     inputs, targets = model.make_batch(batch, seed=SEED + 1)
     loss = trainer.step(inputs, targets)
     return loss, trainer.state_dict()
 
 
-def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batch=8, **overrides):
-    model = models.get_model(name, "tiny", seed=SEED, **overrides)
-    job = Job.by_hand(name, strategy, flavour="tiny", overrides=overrides, batch=batch, devices=procs,
+def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batch=8, flavour="tiny", **overrides):
+    model = models.get_model(name, flavour, seed=SEED, **overrides)
+    job = Job.by_hand(name, strategy, flavour=flavour, overrides=overrides, batch=batch, devices=procs,
                       device_type="cpu", micro_batches=micro_batches,
                       stages_per_device=(stages or procs) // procs, steps=1, warmup=0, seed=SEED, save_params=True)
     result, params = trained_params(tmp_path, job)
     # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
     # the equal reference is one device taking the batch in those same pieces.
-    has_batchnorm = any(isinstance(m, torch.nn.BatchNorm2d) for m in model.layers.modules())
+    has_batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.module.modules())
     pieces = (procs if strategy == "ddp" else micro_batches) if has_batchnorm else 1
-    ref_loss, ref = reference(model, pieces, batch)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker computes: the same reduction order
+    try:
+        ref_loss, ref = reference(model, pieces, batch)
+    finally:
+        torch.set_num_threads(threads)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
-    assert params.keys() == ref.keys()
-    for key in ref:
-        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=key)
-    start = dict(model.layers.named_parameters())
+    start = dict(model.module.named_parameters())
+    unused = ref.keys() - params.keys()  # in no stage: the forward never uses them (BERT's spare bias)
+    assert params.keys() <= ref.keys() and all(torch.equal(ref[k], start[k].detach()) for k in unused), unused
+    for key in params:
+        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
     assert any(not torch.equal(ref[k], start[k].detach()) for k in ref)  # the step moved the weights
     assert result["world_size"] == job.processes and len(result["peak_memory_bytes"]) == job.processes
     return result
@@ -105,7 +112,7 @@ def test_pipeline_from_a_profiled_plan(tmp_path):
     ref_loss, ref = reference(model, 1, 8)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
-        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=key)
+        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -205,3 +212,36 @@ def test_a_job_refuses_a_plan_for_other_devices_or_batch():
 @pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 8)])
 def test_eight_processes_gpt(tmp_path, strategy, micro_batches):
     check(tmp_path, "gpt", strategy, 8, micro_batches=micro_batches, depth=4)
+
+
+# ------------------------------------------------------------------------- models of the user's own
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SEED_CONVNET = f"{FIXTURES / 'seed_convnet.py'}:ConvNet"
+"""The seed's ConvNet exactly as the seed writes it: functional forward, .view, log_softmax, nll_loss."""
+
+
+@pytest.mark.parametrize("strategy, micro_batches, stages", [
+    ("ddp", 1, None), ("pp-gpipe", 2, None), ("pp-1f1b", 2, None),
+    ("pp-interleaved", 2, 4), ("pp-zb", 2, 4), ("pp-zbv", 2, 4),
+])
+def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, strategy, micro_batches, stages):
+    check(tmp_path, SEED_CONVNET, strategy, 2, micro_batches=micro_batches, stages=stages, flavour=None,
+          input_shape=[1, 28, 28], loss="nll")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("strategy, stages", [("pp-1f1b", None), ("pp-zbv", 4)])
+def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, name, strategy, stages):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check(tmp_path, f"{FIXTURES / 'hf_models.py'}:{name}", strategy, 2, micro_batches=2, stages=stages, flavour=None,
+          input_shape=[16], input_dtype="int64", token_range=128)
+
+
+@pytest.mark.parametrize("name", ["resnet", "densenet", "mobilenet_v3", "efficientnet", "convnext", "regnet",
+                                  "vit", "swin", "googlenet"])
+def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, name):
+    size = 32 if name == "vit" else 64
+    check(tmp_path, f"{FIXTURES / 'vision_models.py'}:{name}", "pp-1f1b", 2, micro_batches=2, flavour=None,
+          input_shape=[3, size, size])

@@ -116,7 +116,7 @@ def test_one_process_strategies_run_a_plan_as_given(name):
                       bounds=None if name in ("single", "dataparallel") else [0, 2, len(model)])
     trainer = build_trainer(job, model, local_rank=0)
     if name in ("modelparallel", "pipeline"):
-        owners = [{n.split(".")[0] for n, _ in stage.named_parameters()} for stage in trainer.stages]
+        owners = [{n.split(".")[1] for n, _ in stage.named_parameters()} for stage in trainer.stages]
         assert owners[0] <= set(model.layer_names[:2]) and owners[1] <= set(model.layer_names[2:])
     if name == "pipeline":
         assert trainer.micro_batches == 4

@@ -90,3 +90,40 @@ def auto_gpus(text: str):
     ids, infos = parse_gpu_choice(text)
     note(describe_choice(infos))
     return ids, infos
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """How a model of your own (--model FILE.py:NAME or package.module:NAME) is fed and cut; plan and run
+    share them (models/source.py says what each does)."""
+    group = parser.add_argument_group("a model of your own (FILE.py:NAME or package.module:NAME)")
+    group.add_argument("--input-shape", metavar="C,H,W", help="one sample's input shape, without the batch "
+                       "dimension (not needed when the file defines make_batch(batch_size))")
+    group.add_argument("--input-dtype", default=None, help="float32 (default), bfloat16, int64 (token ids)...")
+    group.add_argument("--num-classes", type=int, default=None,
+                       help="classes of the synthetic targets (default: the output's last dimension)")
+    group.add_argument("--token-range", type=int, default=None, help="token ids are drawn below this (default 1000)")
+    group.add_argument("--loss", default=None, help="cross_entropy (default), nll or mse; a loss_fn in the file wins")
+    group.add_argument("--granularity", type=int, default=None, metavar="DEPTH",
+                       help="module depth of the cut candidates, 1 = top-level submodules (default: the finest "
+                       "depth with at most 64 candidates)")
+
+
+def model_settings(args, names: list[str]) -> dict:
+    """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
+    from pipebench.models import is_user_model
+
+    given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
+             "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return {}
+    zoo = [n for n in names if not is_user_model(n)]
+    if zoo:
+        option = "--" + next(iter(given)).replace("_", "-")
+        raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
+    if "input_shape" in given:
+        try:
+            given["input_shape"] = [int(d) for d in given["input_shape"].split(",")]
+        except ValueError:
+            raise UserError(f"--input-shape takes positive integers such as 3,224,224 (got {args.input_shape!r})") from None
+    return given

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from pipebench.bench.cli import add_server_options, auto_gpus, note, speeds
+from pipebench.bench.cli import add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
 
@@ -16,7 +16,9 @@ def add_parser(subparsers) -> None:
         "contiguous stages with the exact solver, simulate the schedule and print the plan beside the "
         "parameter-balanced baseline.",
     )
-    plan.add_argument("--model", help="model name (see `pipebench models`); taken from --profile if omitted")
+    plan.add_argument("--model", help="a zoo model (see `pipebench models`), or your own: path/to/file.py:NAME or "
+                      "package.module:NAME (NAME: an nn.Module class or a function returning one); taken from "
+                      "--profile if omitted")
     plan.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
     plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a model setting, e.g. --set depth=8 (repeatable)")
@@ -44,6 +46,7 @@ def add_parser(subparsers) -> None:
     plan.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
     plan.add_argument("--json", metavar="FILE", help="write the plan as JSON")
     plan.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
+    add_model_options(plan)
     plan.set_defaults(handler=cmd_plan)
 
 
@@ -136,7 +139,7 @@ def _profile(args, devices: list[str]):
     if batch < 1:
         raise UserError(f"--batch must be at least 1 (got {batch})")
     micro_batch_counts(parse_chunk(args.chunks), batch)
-    overrides = dict(parse_override(o) for o in args.overrides)
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipebench.bench.cli import EXIT_INTERRUPTED, add_server_options, auto_gpus, note, speeds
+from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError
 
@@ -16,7 +16,8 @@ def add_parser(subparsers) -> None:
         "append one row per case to <out>/<date>-<host>-<hardware>.csv and .json as each case ends.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--models", help="comma-separated models (default: gpt,resnet101)")
+    run.add_argument("--models", help="comma-separated models: zoo names or your own, path/to/file.py:NAME "
+                     "(default: gpt,resnet101)")
     run.add_argument("--strategies", help="comma-separated strategies (default: all; see below)")
     run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
                      "visible GPU; the CPU when there is none)")
@@ -36,6 +37,7 @@ def add_parser(subparsers) -> None:
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
     add_server_options(run)
     run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
+    add_model_options(run)
     run.epilog = help_text()  # from the strategy registry
     run.set_defaults(handler=cmd_run)
 
@@ -52,11 +54,14 @@ def cmd_run(args) -> int:
         raise UserError(f"--warmup must be at least 0 (got {args.warmup})")
     if args.batch is not None and args.batch < 1:
         raise UserError(f"--batch must be at least 1 (got {args.batch})")
+    models = suite_run.parse_models(args.models, args.batch)
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
+    suite_run.check_user_models(models, overrides)  # a bad file or input: one line now, not after profiling
     options = suite_run.RunOptions(
-        models=suite_run.parse_models(args.models, args.batch),
+        models=models,
         strategies=suite_run.parse_strategies(args.strategies),
         chunks=parse_chunks(args.chunks),
-        flavour=args.flavour, overrides=dict(parse_override(o) for o in args.overrides), out=Path(args.out),
+        flavour=args.flavour, overrides=overrides, out=Path(args.out),
         resume=args.resume, steps=args.steps, warmup=args.warmup, timeout=args.timeout, repeats=args.repeats,
         profiles=Path(args.profiles) if args.profiles else None,
     )

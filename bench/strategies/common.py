@@ -126,3 +126,90 @@ def split(inputs, chunks: int) -> list:
     if chunks < 1 or inputs.shape[0] % chunks:
         raise ValueError(f"batch {inputs.shape[0]} does not split into {chunks} equal micro-batches")
     return list(inputs.chunk(chunks))
+
+
+def chain_stages(pipe) -> list[nn.Module]:
+    """torch's split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage
+    k + 1 takes, so that plain PipelineStages (which every schedule supports) and one-process trainers
+    can run it. torch's split hands a value straight to every stage that uses it (a residual, a mask,
+    Llama's cos/sin: partition/graph.py); here each stage passes on the values later stages need.
+    Stages are ordered by index: torch's runtime, too, only sends a value to a later stage."""
+    import operator
+
+    graph = pipe.split_gm.graph
+    calls = {node.target: node for node in graph.nodes if node.op == "call_module"}
+    order = [calls[name] for name in sorted(calls, key=lambda n: int(n.rsplit("_", 1)[1]))]
+    index = {node: k for k, node in enumerate(order)}
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    output = next(node for node in graph.nodes if node.op == "output")
+
+    def producer(value) -> int:
+        if value.op == "placeholder":
+            return -1
+        if value.op == "call_function" and value.target is operator.getitem:
+            return index[value.args[0]]
+        return index[value]
+
+    last_use: dict = {}
+    for k, node in enumerate(order):
+        for value in node.all_input_nodes:
+            last_use[value] = max(last_use.get(value, -1), k)
+    for value in output.all_input_nodes:
+        last_use[value] = len(order)
+    values = sorted(last_use, key=lambda v: list(graph.nodes).index(v))
+    stages, takes = [], placeholders
+    for k, node in enumerate(order):
+        if k == len(order) - 1:
+            returns = None  # the model's output
+        else:
+            returns = [v for v in values if producer(v) <= k < last_use[v]]
+        makes = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+        stages.append(_ChainStage(getattr(pipe.split_gm, node.target), takes, node, makes, returns, output))
+        takes = returns
+    return stages
+
+
+class _ChainStage(nn.Module):
+    """One stage of `chain_stages`: runs its submodule on the values it needs among those it received,
+    and returns the values the next stages need."""
+
+    copy_outputs = False
+    """Return copies of the float outputs that need a gradient: torch's zero-bubble schedules detach a
+    stage's outputs in place (stage_backward_input), which breaks a view, a value passed on unchanged,
+    or one the stage's own backward still needs."""
+
+    def __init__(self, submod, takes, node, makes, returns, output):
+        super().__init__()
+        self.submod = submod
+        self._takes = [v.name for v in takes]
+        self._args = [a.name if isinstance(a, torch.fx.Node) else a for a in node.args]
+        self._kwargs = {k: (a.name if isinstance(a, torch.fx.Node) else a) for k, a in node.kwargs.items()}
+        self._name = node.name
+        self._makes = {u.name: u.args[1] for u in makes}
+        self._returns = None if returns is None else [v.name for v in returns]
+        self._output = output.args[0]
+
+    def forward(self, *received):
+        # A received activation is a leaf that needs a gradient; the stage may change it in place (a
+        # ReLU(inplace=True) first), which autograd allows on a copy only.
+        received = [t.clone() if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else t for t in received]
+        env = dict(zip(self._takes, received))
+        look = lambda a: env[a] if isinstance(a, str) and a in env else a  # noqa: E731
+        result = self.submod(*[look(a) for a in self._args], **{k: look(a) for k, a in self._kwargs.items()})
+        env[self._name] = result
+        for name, i in self._makes.items():
+            env[name] = result[i]
+        if self._returns is None:  # the model's output; a single one as itself, not a 1-tuple
+            out = torch.fx.graph.map_arg(self._output, lambda n: env[n.name])
+            return out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
+        out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _contiguous(env[name])
+               for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+def _contiguous(value):
+    return value.contiguous() if isinstance(value, torch.Tensor) else value
+
+
+def _needs_copy(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.requires_grad

@@ -1,15 +1,15 @@
 """The seed's hand-placed model parallelism, generalised: the Plan's stages on their devices, the whole
 batch moving from stage to stage, no micro-batches. Only one device works at a time.
 
-The stages are torch.distributed.pipelining's own split of the model at the Plan's cuts (the same
-modules the pp-* strategies run), placed by `Plan.placement`; the split graph routes every tensor to
-the stage that needs it, skip connections included, and each stage first moves its inputs to its device.
+The stages are torch.distributed.pipelining's own split of the model at the Plan's cuts, as the chain
+the pp-* strategies run (common.chain_stages), placed by `Plan.placement`; each stage first moves what
+it receives to its device.
 """
 from __future__ import annotations
 
 import torch
 
-from pipebench.bench.strategies.common import Trainer, as_args, only_output, own_copy, stage_pipe, to_device
+from pipebench.bench.strategies.common import Trainer, as_args, chain_stages, only_output, own_copy, stage_pipe
 
 
 class ModelParallelTrainer(Trainer):
@@ -22,8 +22,7 @@ class ModelParallelTrainer(Trainer):
             raise ValueError(f"the plan places stages on {max(plan.placement) + 1} devices; {len(devices)} given")
         super().__init__(own_copy(model), devices, **kw)
         self.plan = plan
-        self.pipe = stage_pipe(self.model, plan)
-        self.stages = [self.pipe.get_stage_module(s) for s in range(len(plan.stages))]
+        self.stages = chain_stages(stage_pipe(self.model, plan))
         for module, where in zip(self.stages, plan.placement):
             device = self.devices[where]
             module.to(device)
@@ -43,9 +42,10 @@ class ModelParallelTrainer(Trainer):
         return params
 
     def forward(self, inputs):
-        # The split graph, node by node (torch's own Pipe.forward detaches between stages: no backward).
-        args = as_args(to_device(inputs, self.devices[self.plan.placement[0]]))
-        return only_output(torch.fx.Interpreter(self.pipe.split_gm).run(*args))
+        values = as_args(inputs)
+        for stage in self.stages:  # each stage's hook moves what it receives to its device
+            values = as_args(stage(*values))
+        return only_output(values)
 
     def forward_backward(self, inputs, targets):
         outputs = self.forward(inputs)

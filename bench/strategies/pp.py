@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 
 from pipebench.bench.strategies import get_strategy
-from pipebench.bench.strategies.common import Trainer, UnavailableStrategy, as_args, own_copy, stage_pipe, to_device
+from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy,
+                                                stage_pipe, to_device)
 from pipebench.errors import UserError
 
 
@@ -43,32 +44,10 @@ def schedule_class(strategy: str):
     return cls
 
 
-def is_chain(pipe) -> bool:
-    """True when stage k + 1 takes exactly stage k's outputs, in order, and nothing else, and no value
-    reaches past the next stage (a Sequential cut anywhere). Such stages run as torch's plain
-    PipelineStage, which every schedule supports; with torch's graph stages (`Pipe.build_stage`),
-    ScheduleZBVZeroBubble sends a V's local hand-over through the process group (seen on torch 2.14
-    with gloo: "Pair is not connected")."""
-    import operator
-
-    def is_pick(node, source) -> bool:
-        return node.op == "call_function" and node.target is operator.getitem and node.args[0] is source
-
-    calls = [node for node in pipe.split_gm.graph.nodes if node.op == "call_module"]
-    for previous, node in zip(calls, calls[1:]):
-        args = list(node.args) + list(node.kwargs.values())
-        if args != [previous] and [a.args[1] if is_pick(a, previous) else None for a in args] != list(range(len(args))):
-            return False
-        users = [u for a in args for u in a.users] if args != [previous] else list(previous.users)
-        if any(u is not node for u in users) or any(u is not node and u not in args for u in previous.users):
-            return False
-    return True
-
-
 class PipelineParallelTrainer(Trainer):
     """This process's share of a torch.distributed.pipelining pipeline: the Plan's stages that the Plan
-    places on this process's device, built by torch's own `Pipe.build_stage` from its split of the model
-    at the Plan's cuts, and run by torch's schedule for the strategy."""
+    places on this process's device: torch's split of the model at the Plan's cuts, as a chain of plain
+    PipelineStages (bench/strategies/common.py: chain_stages), run by torch's schedule for the strategy."""
 
     def __init__(self, model, device, *, strategy: str, plan, **kw):
         cls = schedule_class(strategy)
@@ -88,13 +67,12 @@ class PipelineParallelTrainer(Trainer):
             raise UserError(f"{strategy}: parameters shared by several stages are not supported yet "
                             f"({', '.join(sorted(map(str, pipe.replicated_params))[:3])}); untie them "
                             "(e.g. tie_word_embeddings=False) or use another strategy")
-        if is_chain(pipe):  # each stage takes exactly what the one before returns: torch's plain stages
-            from torch.distributed.pipelining import PipelineStage
+        from torch.distributed.pipelining import PipelineStage
 
-            stages = [PipelineStage(pipe.get_stage_module(s).to(device), s, self.num_stages, device)
-                      for s in self.stage_ids]
-        else:  # values skip stages (residuals, masks): torch's graph stages route each to its consumer
-            stages = [pipe.build_stage(s, device) for s in self.stage_ids]
+        chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
+        for stage in chain:
+            stage.copy_outputs = "ZeroBubble" in cls.__name__
+        stages = [PipelineStage(chain[s].to(device), s, self.num_stages, device) for s in self.stage_ids]
         self.modules = [stage.submod for stage in stages]
         self.first_rank = plan.placement[0]
         self.last_rank = plan.placement[-1]
