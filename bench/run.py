@@ -61,8 +61,10 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         prepared = None
         try:
             if get_strategy(case.strategy).needs_plan and key_base not in profiled:
+                # Only the micro-batch counts this run needs (1 for the whole-batch cases), unless one is auto.
+                counts = None if None in options.chunks else sorted({1, *options.chunks})
                 profiled[key_base] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
-                                                        reuse=True, note=note)
+                                                        reuse=True, note=note, counts=counts)
             prepared = prepare(case, machine, profiled.get(key_base), steps=options.steps, warmup=options.warmup)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).
             row = make_row(prepared, machine, status="unavailable", reason="not run yet")

@@ -120,15 +120,17 @@ class Profiled:
 
 
 def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: int | None = None,
-                       reuse: bool = True, note: Callable[[str], None] = print) -> Profiled:
+                       reuse: bool = True, note: Callable[[str], None] = print,
+                       counts: Sequence[int] | None = None) -> Profiled:
     """Profile the case's model at every micro-batch size with `pipebench.profile`, in a child process
     (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
-    `folder` and reused when already there."""
+    `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
+    of two that splits the batch, for the planner to choose from)."""
     from pipebench.bench.launch import WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
-                  + "".join(f"-{k}{v}" for k, v in case.overrides))
+                  + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else ""))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
@@ -137,7 +139,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         start = time.monotonic()
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
-                          devices, repeats, gpus=machine.gpus)
+                          devices, repeats, list(counts) if counts else "auto", gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profiled in {time.monotonic() - start:.0f} s -> {path}")
@@ -145,12 +147,12 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
-                     devices: list[str], repeats: int | None) -> None:
+                     devices: list[str], repeats: int | None, micro_batches="auto") -> None:
     """In the child: profile and save (the parent reads the file; it stays for --resume and reuse)."""
     import pipebench
 
     profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
-                                 settings=settings, repeats=repeats)
+                                 settings=settings, repeats=repeats, micro_batches=micro_batches)
     save_profiles(profiles, path)
 
 

@@ -35,7 +35,8 @@ def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequen
 
 
 def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
-            devices: Sequence[str] | None = None, micro_batches: int | str = "auto", repeats: int | None = None,
+            devices: Sequence[str] | None = None, micro_batches: int | str | Sequence[int] = "auto",
+            repeats: int | None = None,
             flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
             link_gbps: float | None = None, granularity: int | None = None,
             note: Callable[[str], None] | None = None,
@@ -50,7 +51,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     granularity: module depth of the cut candidates (1 = top-level submodules); None: the zoo's layers,
         or the finest depth with at most 64 candidates (partition/graph.py).
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
-        skipped with a note) or one count.
+        skipped with a note), one count, or a list of counts.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
     note(line) hears what happens (sizes skipped, the link); progress(line) hears each layer as it starts.
@@ -65,7 +66,10 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
 
     if batch < 1:
         raise UserError(f"batch must be at least 1 (got {batch})")
-    counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
+    if isinstance(micro_batches, (list, tuple)):  # several counts, e.g. what a run's cases need
+        counts = sorted({m for c in micro_batches for m in micro_batch_counts(int(c), batch)})
+    else:
+        counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
     target = torch.device(device)
     on_gpu = target.type == "cuda"
     if on_gpu:

@@ -128,6 +128,31 @@ def split(inputs, chunks: int) -> list:
     return list(inputs.chunk(chunks))
 
 
+def place(stage: nn.Module, device: torch.device) -> nn.Module:
+    """Move a stage of torch's split to `device`, its exported graph included: torch.export records the
+    device of tensors the forward creates (a torch.arange of positions) as a literal, and keeps tensor
+    constants as plain attributes, which `.to()` leaves where they were."""
+    stage.to(device)
+    device = torch.device(device)
+    for module in stage.modules():  # GraphModules, and export's InterpreterModules (they run .graph)
+        if not isinstance(getattr(module, "graph", None), torch.fx.Graph):
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.device != device:
+                setattr(module, name, value.to(device))
+        changed = False
+        for node in module.graph.nodes:
+            where = node.kwargs.get("device")
+            if isinstance(where, torch.device) and where != device:
+                node.kwargs = {**node.kwargs, "device": device}
+                changed = True
+        if changed:
+            for compiled in (module, getattr(module, "graph_module", None)):
+                if isinstance(compiled, torch.fx.GraphModule):
+                    compiled.recompile()
+    return stage
+
+
 def chain_stages(pipe) -> list[nn.Module]:
     """torch's split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage
     k + 1 takes, so that plain PipelineStages (which every schedule supports) and one-process trainers

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from pipebench.bench.strategies.common import Trainer, as_args, chain_stages, only_output, own_copy, stage_pipe
+from pipebench.bench.strategies.common import Trainer, as_args, chain_stages, only_output, own_copy, place, stage_pipe
 
 
 class ModelParallelTrainer(Trainer):
@@ -25,7 +25,7 @@ class ModelParallelTrainer(Trainer):
         self.stages = chain_stages(stage_pipe(self.model, plan))
         for module, where in zip(self.stages, plan.placement):
             device = self.devices[where]
-            module.to(device)
+            place(module, device)
             module.register_forward_pre_hook(_move_inputs_to(device), with_kwargs=True)
 
     @classmethod

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench.bench.strategies import get_strategy
-from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy,
+from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
                                                 stage_pipe, to_device)
 from pipebench.errors import UserError
 
@@ -72,7 +72,7 @@ class PipelineParallelTrainer(Trainer):
         chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
         for stage in chain:
             stage.copy_outputs = "ZeroBubble" in cls.__name__
-        stages = [PipelineStage(chain[s].to(device), s, self.num_stages, device) for s in self.stage_ids]
+        stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device) for s in self.stage_ids]
         self.modules = [stage.submod for stage in stages]
         self.first_rank = plan.placement[0]
         self.last_rank = plan.placement[-1]
