@@ -38,7 +38,7 @@ __all__ = ["profile_model", "profile_sizes", "device_name", "set_fast_math"]
 
 
 def set_fast_math() -> None:
-    """TF32 matrix products and cuDNN autotuning, as the figures in DESIGN.md were measured."""
+    """TF32 matrix products and cuDNN autotuning, as the GPU figures in results/ were measured."""
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True

@@ -76,11 +76,16 @@ def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batc
     return result
 
 
-@pytest.mark.parametrize("strategy, micro_batches, stages", [
-    ("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 4, None),
-    ("pp-interleaved", 4, 4), ("pp-zb", 4, 4), ("pp-zbv", 4, 4),
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name, strategy, micro_batches, stages", [
+    *[("gpt", *case) for case in [("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 4, None),
+                                  ("pp-interleaved", 4, 4), ("pp-zb", 4, 4), ("pp-zbv", 4, 4)]],
+    ("resnet18", "ddp", 1, None), ("resnet18", "pp-1f1b", 4, None), ("resnet18", "pp-zbv", 4, 4),
+    pytest.param("resnet18", "pp-gpipe", 4, None, marks=SLOW),  # the seed's ConvNet and the GPT cover these
+    pytest.param("resnet18", "pp-interleaved", 4, 4, marks=SLOW), pytest.param("resnet18", "pp-zb", 4, 4, marks=SLOW),
 ])
-@pytest.mark.parametrize("name", ["gpt", "resnet18"])
 def test_two_processes_train_like_one_device(tmp_path, name, strategy, micro_batches, stages):
     check(tmp_path, name, strategy, 2, micro_batches=micro_batches, stages=stages)
 
@@ -230,8 +235,11 @@ def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, strategy,
           input_shape=[1, 28, 28], loss="nll")
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
-@pytest.mark.parametrize("strategy, stages", [("pp-1f1b", None), ("pp-zbv", 4)])
+@pytest.mark.parametrize("name, strategy, stages", [
+    ("gpt2", "pp-1f1b", None), ("llama", "pp-zbv", 4),
+    pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow), pytest.param("llama", "pp-1f1b", None, marks=pytest.mark.slow),
+    pytest.param("bert", "pp-1f1b", None, marks=pytest.mark.slow), pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow),
+])
 def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, name, strategy, stages):
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -239,8 +247,9 @@ def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, name, 
           input_shape=[16], input_dtype="int64", token_range=128)
 
 
-@pytest.mark.parametrize("name", ["resnet", "densenet", "mobilenet_v3", "efficientnet", "convnext", "regnet",
-                                  "vit", "swin", "googlenet"])
+@pytest.mark.parametrize("name", [
+    "resnet", "googlenet", *[pytest.param(name, marks=pytest.mark.slow) for name in
+                             ("densenet", "mobilenet_v3", "efficientnet", "convnext", "regnet", "vit", "swin")]])
 def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, name):
     size = 32 if name == "vit" else 64
     check(tmp_path, f"{FIXTURES / 'vision_models.py'}:{name}", "pp-1f1b", 2, micro_batches=2, flavour=None,

@@ -3,6 +3,7 @@ find where it can be cut, price each cut, and run each fine segment on its own."
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import time
 
 import pytest
@@ -33,26 +34,18 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-class ConvNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, 5)
-        self.conv2 = nn.Conv2d(10, 20, 3)
-        self.fc1 = nn.Linear(20 * 10 * 10, 500)
-        self.fc2 = nn.Linear(500, 10)
-    def forward(self, x):
-        in_size = x.size(0)
-        out = self.conv1(x)
-        out = F.relu(out)
-        out = F.max_pool2d(out, 2, 2)
-        out = self.conv2(out)
-        out = F.relu(out)
-        out = out.view(in_size, -1)
-        out = self.fc1(out)
-        out = F.relu(out)
-        out = self.fc2(out)
-        out = F.log_softmax(out, dim=1)
-        return out
+def _load_seed_convnet():
+    """The seed's ConvNet exactly as written (tests/fixtures/seed_convnet.py)."""
+    import importlib.util
+
+    path = Path(__file__).parent / "fixtures" / "seed_convnet.py"
+    spec = importlib.util.spec_from_file_location("seed_convnet_for_graph_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConvNet
+
+
+ConvNet = _load_seed_convnet()
 
 
 def _chain(pipe, *args):
