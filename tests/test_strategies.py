@@ -121,3 +121,27 @@ def test_one_process_strategies_run_a_plan_as_given(name):
     if name == "pipeline":
         assert trainer.micro_batches == 4
     assert_same_training(model, trainer)
+
+
+def test_a_weight_tied_across_stages_trains_as_one_parameter():
+    """GPT-2's LM head shares the token embedding: torch's split copies it into both stages, and the
+    one-process pipeline sums the copies' gradients, as one device does."""
+    pytest.importorskip("transformers")
+    from pathlib import Path
+
+    from pipebench.bench.job import Job
+    from pipebench.bench.worker import build_trainer
+
+    name = f"{Path(__file__).parent / 'fixtures' / 'hf_models.py'}:gpt2_tied"
+    settings = dict(input_shape=[16], input_dtype="int64", token_range=128)
+    model = models.get_model(name, **settings)
+    job = Job.by_hand(name, "pipeline", batch=8, devices=2, device_type="cpu", micro_batches=2, overrides=settings)
+    trainer = build_trainer(job, model, local_rank=0)
+    assert trainer.shared, "the split should have copied the tied weight into both stages"
+    whole = PipelineTrainer(model, ["cpu"], plan=hand_plan(model.name, ["whole model"], batch=8, devices=["cpu"],
+                                                          micro_batches=2))
+    ref_loss, ref = after_one_step(whole, model)
+    loss, state = after_one_step(trainer, model)
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    for key in ref:
+        torch.testing.assert_close(state[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")

@@ -1,6 +1,6 @@
 """A Hugging Face Llama of about 1.1B parameters from a config (random weights, nothing downloaded), as a
 user names it: --model bench/gpu/llama_1b.py:llama_1b --input-shape 512 --input-dtype int64 --token-range 32000.
-Word embeddings untied (pipebench does not yet keep parameters shared across stages in step)."""
+Word embeddings untied, as Llama's config has them by default."""
 import transformers
 
 

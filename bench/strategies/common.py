@@ -56,9 +56,14 @@ class Trainer:
         return value
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Parameters by their name in the original model, on the CPU (to compare strategies)."""
+        """Parameters by their name in the original model, on the CPU (to compare strategies). A stage's
+        replica of a parameter shared by several stages has the original's name too."""
         names = {id(p): n for n, p in self.model.module.named_parameters()}
-        return {names[id(p)]: p.detach().cpu() for p in self.parameters() if id(p) in names}
+        replicas = {id(p): n for p, n in getattr(self, "_replica_names", {}).items()}
+        names.update(replicas)
+        # A stage may still hold the tied original, unused, beside its trained copy: the copy wins.
+        ordered = sorted(self.parameters(), key=lambda p: id(p) in replicas)
+        return {names[id(p)]: p.detach().cpu() for p in ordered if id(p) in names}
 
     def peak_memory(self) -> list[int]:
         """Peak bytes allocated on each device since the trainer was made (0 for the CPU)."""
@@ -151,6 +156,43 @@ def place(stage: nn.Module, device: torch.device) -> nn.Module:
                 if isinstance(compiled, torch.fx.GraphModule):
                     compiled.recompile()
     return stage
+
+
+def shared_parameters(pipe, stages: Sequence[nn.Module], module: nn.Module) -> list[list[tuple[int, str, nn.Parameter]]]:
+    """Parameters that several stages use (tied embeddings): torch's split gives each stage its own copy
+    (`Pipe.replicated_params`). One list per parameter: (stage index, name in the model, the stage's
+    copy). Their gradients must be summed across the copies before each step (`sum_shared_grads`), as
+    autograd sums the uses of one parameter on one device; then the copies stay equal. The name is the
+    one `module.named_parameters()` gives the parameter (a tied weight has several; the first counts)."""
+    canonical = {id(p): n for n, p in module.named_parameters()}
+    groups = []
+    for uses in pipe.replicated_params:
+        group = []
+        for submod, name in sorted(uses.items()):
+            k = int(submod.rsplit("_", 1)[1])
+            owner = stages[k].submod
+            for part in name.split(".")[:-1]:
+                owner = getattr(owner, part)
+            group.append((k, canonical[id(module.get_parameter(name))], getattr(owner, name.split(".")[-1])))
+        groups.append(group)
+    return groups
+
+
+def sum_shared_grads(groups, local: set[int], all_reduce=None) -> None:
+    """Give every copy of a shared parameter the sum of all copies' gradients: over this process's
+    stages (`local`), then over the processes with `all_reduce` (in place, SUM) when given. Every
+    process calls it with the same groups in the same order."""
+    for group in groups:
+        mine = [param for k, _, param in group if k in local]
+        reference = group[0][2]
+        total = torch.zeros_like(reference if not mine else mine[0])
+        for param in mine:
+            if param.grad is not None:
+                total += param.grad
+        if all_reduce is not None:
+            all_reduce(total)
+        for param in mine:
+            param.grad = total.clone()
 
 
 def chain_stages(pipe) -> list[nn.Module]:

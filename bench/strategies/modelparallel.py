@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from pipebench.bench.strategies.common import Trainer, as_args, chain_stages, only_output, own_copy, place, stage_pipe
+from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
+                                                shared_parameters, stage_pipe)
 
 
 class ModelParallelTrainer(Trainer):
@@ -22,7 +23,10 @@ class ModelParallelTrainer(Trainer):
             raise ValueError(f"the plan places stages on {max(plan.placement) + 1} devices; {len(devices)} given")
         super().__init__(own_copy(model), devices, **kw)
         self.plan = plan
-        self.stages = chain_stages(stage_pipe(self.model, plan))
+        pipe = stage_pipe(self.model, plan)
+        self.stages = chain_stages(pipe)
+        self.shared = shared_parameters(pipe, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
+        self._replica_names = {param: name for group in self.shared for _, name, param in group}
         for module, where in zip(self.stages, plan.placement):
             device = self.devices[where]
             place(module, device)
@@ -51,7 +55,18 @@ class ModelParallelTrainer(Trainer):
         outputs = self.forward(inputs)
         loss = self.model.loss_fn(outputs, targets.to(outputs.device))
         loss.backward()
+        self.sum_shared()
         return loss
+
+    def sum_shared(self) -> None:
+        """The copies of a parameter tied across stages get the sum of their gradients (they may sit on
+        different devices: each gets its own copy of the sum)."""
+        for group in self.shared:
+            grads = [p.grad for _, _, p in group if p.grad is not None]
+            if grads:
+                total = sum(g.to(grads[0].device) for g in grads)
+                for _, _, p in group:
+                    p.grad = total.to(p.device)
 
 
 def _move_inputs_to(device: torch.device):

@@ -31,4 +31,5 @@ class PipelineTrainer(ModelParallelTrainer):
         losses = [self.model.loss_fn(out, y.to(out.device)) / m for out, y in zip(outputs, split(targets, m))]
         total = torch.stack(losses).sum()
         total.backward()
+        self.sum_shared()
         return total

@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
+                                                shared_parameters, sum_shared_grads,
                                                 stage_pipe, to_device)
 from pipebench.errors import UserError
 
@@ -63,13 +64,11 @@ class PipelineParallelTrainer(Trainer):
         self.stage_ids = plan.stages_on(self.rank)
         device = self.devices[0]
         pipe = stage_pipe(self.model, plan)  # every process splits the same model the same way
-        if pipe.replicated_params:
-            raise UserError(f"{strategy}: parameters shared by several stages are not supported yet "
-                            f"({', '.join(sorted(map(str, pipe.replicated_params))[:3])}); untie them "
-                            "(e.g. tie_word_embeddings=False) or use another strategy")
         from torch.distributed.pipelining import PipelineStage
 
         chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
+        self.shared = shared_parameters(pipe, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
+        self._replica_names = {param: name for group in self.shared for _, name, param in group}
         for stage in chain:
             stage.copy_outputs = "ZeroBubble" in cls.__name__
         stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device) for s in self.stage_ids]
@@ -97,6 +96,8 @@ class PipelineParallelTrainer(Trainer):
         if self.rank == self.last_rank:
             kwargs = {"target": targets.to(device), "losses": losses}
         self.schedule.step(*args, **kwargs)
+        if self.shared:
+            sum_shared_grads(self.shared, set(self.stage_ids), all_reduce=dist.all_reduce)
         # Each micro-batch loss is a mean over its samples; their mean is the batch-mean loss.
         loss = torch.stack([l.detach() for l in losses]).mean() if losses else torch.zeros((), device=device)
         dist.broadcast(loss, src=self.last_rank)
