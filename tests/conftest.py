@@ -19,6 +19,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test, as each worker process has: timings sane on 2 cores, and the same
+    reduction order as the workers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

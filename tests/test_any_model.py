@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from pipebench.bench.cli import main
 
@@ -14,12 +13,7 @@ CONVNET = f"{FIXTURES / 'seed_convnet.py'}:ConvNet"
 BAD = FIXTURES / "bad_models.py"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_seeds_convnet_plans_from_the_command_line_by_file_path(capsys, tmp_path):

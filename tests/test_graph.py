@@ -26,12 +26,7 @@ from pipebench.partition.graph import (
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _load_seed_convnet():

@@ -59,7 +59,7 @@ class Trainer:
         """Parameters by their name in the original model, on the CPU (to compare strategies). A stage's
         replica of a parameter shared by several stages has the original's name too."""
         names = {id(p): n for n, p in self.model.module.named_parameters()}
-        replicas = {id(p): n for p, n in getattr(self, "_replica_names", {}).items()}
+        replicas = {id(p): n for group in getattr(self, "shared", []) for _, n, p in group}
         names.update(replicas)
         # A stage may still hold the tied original, unused, beside its trained copy: the copy wins.
         ordered = sorted(self.parameters(), key=lambda p: id(p) in replicas)
@@ -181,18 +181,19 @@ def shared_parameters(pipe, stages: Sequence[nn.Module], module: nn.Module) -> l
 def sum_shared_grads(groups, local: set[int], all_reduce=None) -> None:
     """Give every copy of a shared parameter the sum of all copies' gradients: over this process's
     stages (`local`), then over the processes with `all_reduce` (in place, SUM) when given. Every
-    process calls it with the same groups in the same order."""
+    process calls it with the same groups in the same order. The copies may sit on several devices of
+    this process: each gets the sum on its own device."""
     for group in groups:
         mine = [param for k, _, param in group if k in local]
         reference = group[0][2]
         total = torch.zeros_like(reference if not mine else mine[0])
         for param in mine:
             if param.grad is not None:
-                total += param.grad
+                total += param.grad.to(total.device)
         if all_reduce is not None:
             all_reduce(total)
         for param in mine:
-            param.grad = total.clone()
+            param.grad = total.to(param.device, copy=True)
 
 
 def chain_stages(pipe) -> list[nn.Module]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
-                                                shared_parameters, stage_pipe)
+                                                shared_parameters, stage_pipe, sum_shared_grads)
 
 
 class ModelParallelTrainer(Trainer):
@@ -26,7 +26,6 @@ class ModelParallelTrainer(Trainer):
         pipe = stage_pipe(self.model, plan)
         self.stages = chain_stages(pipe)
         self.shared = shared_parameters(pipe, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
-        self._replica_names = {param: name for group in self.shared for _, name, param in group}
         for module, where in zip(self.stages, plan.placement):
             device = self.devices[where]
             place(module, device)
@@ -59,14 +58,8 @@ class ModelParallelTrainer(Trainer):
         return loss
 
     def sum_shared(self) -> None:
-        """The copies of a parameter tied across stages get the sum of their gradients (they may sit on
-        different devices: each gets its own copy of the sum)."""
-        for group in self.shared:
-            grads = [p.grad for _, _, p in group if p.grad is not None]
-            if grads:
-                total = sum(g.to(grads[0].device) for g in grads)
-                for _, _, p in group:
-                    p.grad = total.to(p.device)
+        """The copies of a parameter tied across stages get the sum of their gradients."""
+        sum_shared_grads(self.shared, set(range(len(self.stages))))
 
 
 def _move_inputs_to(device: torch.device):

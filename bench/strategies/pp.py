@@ -68,7 +68,6 @@ class PipelineParallelTrainer(Trainer):
 
         chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
         self.shared = shared_parameters(pipe, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
-        self._replica_names = {param: name for group in self.shared for _, name, param in group}
         for stage in chain:
             stage.copy_outputs = "ZeroBubble" in cls.__name__
         stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device) for s in self.stage_ids]
