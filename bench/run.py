@@ -7,6 +7,7 @@ the case in progress, and `--resume` skips the cases already there. The Plan eac
 """
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -21,6 +22,11 @@ from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable,
                          profile_case_model, run_prepared, unavailable_row)
 from pipebench.errors import UserError
 from pipebench.units import format_gib
+
+QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1}
+"""What --quick, and every run on the CPU, uses for each of these options the user did not give."""
+FULL = {"steps": 5, "warmup": 2}
+"""The defaults otherwise (batch: each model's own, DEFAULT_MODELS; flavour: its full size)."""
 
 
 @dataclass
@@ -109,13 +115,57 @@ def _elapsed(seconds: float) -> str:
     return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
-def quick_options(options: RunOptions) -> RunOptions:
-    """--quick: tiny flavours of the default models, small batch, every strategy, few steps."""
-    options.models = {name: QUICK_BATCH for name in options.models}
-    options.flavour = "tiny"
-    options.steps, options.warmup = min(options.steps, 2), min(options.warmup, 1)
-    options.chunks = [c for c in options.chunks if c is None or QUICK_BATCH % c == 0] or [None]
+def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
+    """--quick: tiny flavours, batch 8, 2 timed steps after 1 warm-up (QUICK), except for the options
+    named in `given` ("batch", "flavour", "steps", "warmup"), which keep what the user asked for: a run
+    on the CPU must not silently run batch 8 when --batch 1000000000 was asked."""
+    if "batch" not in given:
+        options.models = {name: QUICK["batch"] for name in options.models}
+    if "flavour" not in given:
+        options.flavour = QUICK["flavour"]
+    if "steps" not in given:
+        options.steps = min(options.steps, QUICK["steps"])
+    if "warmup" not in given:
+        options.warmup = min(options.warmup, QUICK["warmup"])
     return options
+
+
+def describe_options(options: RunOptions) -> str:
+    """One line on what every case runs with: flavour, batch, steps."""
+    batches = sorted(set(options.models.values()))
+    return (f"flavour {options.flavour or 'full'}, batch {', '.join(map(str, batches))}, "
+            f"{options.steps} timed step(s) after {options.warmup} warm-up")
+
+
+def check_options(options: RunOptions) -> None:
+    """What can be refused before anything is profiled, refused now in one line: every model is built
+    once on the meta device (no memory; a model of your own also puts a batch through it), which checks
+    its flavour and every --set setting (unknown, or a count that is not a positive integer), and each
+    --chunks count must split each model's batch into equal micro-batches."""
+    from pipebench import models as zoo
+
+    for name, batch in options.models.items():
+        own = zoo.is_user_model(name)
+        zoo.get_model(name, None if own else options.flavour, device="meta", **options.overrides)
+        for chunks in options.chunks:
+            if chunks is not None and batch % chunks:
+                raise UserError(f"--chunks {chunks}: {name}'s batch of {batch} does not split into {chunks} "
+                                "equal micro-batches")
+
+
+def writable_folder(path: str | Path, option: str) -> Path:
+    """`path` as a folder this run can write into, created now: a file in the way or a place where no folder
+    can be made is one line before any work, not a traceback after the first case."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{option} {path}: a file is in the way; name a folder") from None
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot create the folder ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: the folder is not writable")
+    return path
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
@@ -129,17 +179,6 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
         if name not in zoo.model_names() and not zoo.is_user_model(name):
             raise zoo.UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(zoo.model_names())}")
     return {name: batch or DEFAULT_MODELS.get(name, 64) for name in names}
-
-
-def check_user_models(models: dict[str, int], settings: dict) -> None:
-    """Build each model of the user's own once, without memory (the meta device), and put a batch through
-    it, so that a missing file, a constructor that needs arguments or an input the forward rejects is one
-    line before anything is profiled."""
-    from pipebench import models as zoo
-
-    for name in models:
-        if zoo.is_user_model(name):
-            zoo.get_model(name, device="meta", **settings)
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:

@@ -11,6 +11,8 @@ from typing import Any, Callable, NamedTuple
 import torch
 from torch import nn
 
+from pipebench.errors import UserError
+
 
 @dataclass
 class LayeredModel:
@@ -65,6 +67,17 @@ def flatten_sequential(modules: list[tuple[str, nn.Module]]) -> nn.Sequential:
     for name, module in modules:
         seq.add_module(name.replace(".", "_"), module)
     return seq
+
+
+def check_counts(model: str, config: dict[str, Any], *keys: str) -> None:
+    """Settings that count something (depth, width, heads, classes...) are positive integers.
+
+    `--set depth=abc`, `depth=1.5` or `depth=0` arrive here as given; without this check they fail deep
+    in torch with a traceback, or build a model with no layers."""
+    for key in keys:
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"{model} {key} must be a positive integer (got {value!r})")
 
 
 class Built(NamedTuple):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
 
 DESCRIPTION = "The seed example's MNIST ConvNet (2 conv + 2 fc, log_softmax); can train on real MNIST"
@@ -21,6 +21,7 @@ IMAGE_SIZE = 28
 
 
 def build(config: dict) -> Built:
+    check_counts("convnet", config, "classes")
     classes = config["classes"]
     layers = flatten_sequential([
         ("conv1", nn.Conv2d(1, 10, kernel_size=5)),  # B, 10, 24, 24

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticTokens
 from pipebench.errors import UserError
 
@@ -99,6 +99,8 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 
 def build(config: dict) -> Built:
+    optional = ["ffn"] if config["ffn"] is not None else []  # None: 4 * width
+    check_counts("gpt", config, "vocab", "width", "depth", "heads", "seq_len", *optional)
     config = {**config, "ffn": config["ffn"] or 4 * config["width"]}
     vocab, width, depth, heads, ffn, seq_len, split = (
         config[key] for key in ("vocab", "width", "depth", "heads", "ffn", "seq_len", "split")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticFeatures
-from pipebench.errors import UserError
 
 DESCRIPTION = "Plain MLP on flat vectors: depth x (Linear + ReLU) then a Linear classifier"
 FLAVOURS = {
@@ -22,9 +21,8 @@ DEFAULT_FLAVOUR = "full"
 
 
 def build(config: dict) -> Built:
+    check_counts("mlp", config, "in_features", "hidden", "depth", "classes")
     in_features, hidden, depth, classes = (config[key] for key in ("in_features", "hidden", "depth", "classes"))
-    if depth < 1:
-        raise UserError(f"mlp depth must be at least 1, got {depth}")
     widths = [in_features] + [hidden] * depth
     blocks = [
         (f"hidden_{i}", nn.Sequential(nn.Linear(widths[i], widths[i + 1]), nn.ReLU()))  # B, hidden

@@ -16,7 +16,7 @@ import torchvision
 from torch import nn
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
-from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
 
 BLOCKS: dict[str, tuple[type[BasicBlock] | type[Bottleneck], list[int]]] = {
@@ -88,6 +88,7 @@ def flatten_resnet(net: nn.Module) -> nn.Sequential:
 
 def build(name: str, config: dict) -> Built:
     block, counts = BLOCKS[name]
+    check_counts(name, config, "width", "image_size", "classes")
     width, classes = config["width"], config["classes"]
     if width == TORCHVISION_WIDTH:
         net = getattr(torchvision.models, name)(weights=None, num_classes=classes)

@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models.vision_transformer import VisionTransformer
 
-from pipebench.models.base import Built, flatten_sequential
+from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
+from pipebench.errors import UserError
 
 DESCRIPTION = "torchvision ViT-B/16, one layer per encoder block"
 FLAVOURS = {
@@ -69,6 +70,12 @@ def flatten_vit(vit: VisionTransformer) -> nn.Sequential:
 
 
 def build(config: dict) -> Built:
+    check_counts("vit_b_16", config, "image_size", "patch_size", "depth", "heads", "width", "mlp", "classes")
+    size, patch, width, heads = (config[key] for key in ("image_size", "patch_size", "width", "heads"))
+    if size % patch:  # torchvision asserts both: a traceback, not a line
+        raise UserError(f"vit_b_16 image_size ({size}) must be divisible by patch_size ({patch})")
+    if width % heads:
+        raise UserError(f"vit_b_16 width ({width}) must be divisible by heads ({heads})")
     vit = VisionTransformer(
         image_size=config["image_size"],
         patch_size=config["patch_size"],

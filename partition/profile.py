@@ -39,6 +39,9 @@ __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_pro
 
 FORMAT = "pipebench-profile"
 VERSION = 1
+MAX_LAYER_MS = 1e9
+"""A layer time above this (11 days per micro-batch) is not a measurement: sums of such times overflow
+and the plan prints nonsense."""
 
 
 class ProfileError(UserError):
@@ -103,9 +106,16 @@ class Profile:
         """A Profile from its JSON object, every field checked (ProfileError names the first wrong one)."""
         if isinstance(data, dict) and data.get("layers") == []:
             raise ProfileError(f"{where}.layers: expected a non-empty list")
-        profile = record(cls, data, where, error=ProfileError, nonnegative=True)
+        profile = record(cls, data, where, error=ProfileError, nonnegative=True)  # finite, >= 0
         if profile.micro_batch < 1 or profile.batch % profile.micro_batch:
             raise ProfileError(f"{where}.micro_batch: {profile.micro_batch} does not divide batch {profile.batch}")
+        for i, layer in enumerate(profile.layers):
+            for name in ("forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms"):
+                if (getattr(layer, name) or 0) > MAX_LAYER_MS:
+                    raise ProfileError(f"{where}.layers[{i}].{name}: {getattr(layer, name):g} ms is not a "
+                                       f"measurement (at most {MAX_LAYER_MS:g})")
+        if not sum(layer.step_ms for layer in profile.layers) > 0:  # a plan would divide by zero
+            raise ProfileError(f"{where}.layers: every forward and backward time is 0; nothing was measured")
         return profile
 
 

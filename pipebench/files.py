@@ -25,6 +25,10 @@ __all__ = ["write_text", "write_json", "read_json", "record", "check"]
 
 T = TypeVar("T")
 
+MAX_DEPTH = 100
+"""JSON nested deeper than this is refused on reading: no pipebench file nests beyond a few levels, and
+deeper values overflow Python's stack later (json.dumps, dataclasses.asdict) with a RecursionError."""
+
 
 def write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically and durably (fsync of the file and of its folder)."""
@@ -72,6 +76,10 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
         raise error(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deeply to be a pipebench {kind} file") from None
+    if _depth(data) > MAX_DEPTH:
+        raise error(f"{path}: JSON nested deeper than {MAX_DEPTH} levels; not a pipebench {kind} file")
     if fmt is not None:
         if not isinstance(data, dict) or data.get("format") != fmt:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
@@ -80,6 +88,17 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
             raise error(f"{path}: {kind} version {data.get('version')!r} is not supported "
                         f"(expected {', '.join(map(str, versions))})")
     return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and objects nest in `data` (0 for a plain value), walked without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def record(cls: type[T], data: Any, where: str, *, error: type[UserError] = UserError,

@@ -7,6 +7,7 @@ message naming the option and the fix; the command line prints it and exits 2. N
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal, NamedTuple
 
@@ -14,7 +15,7 @@ from pipebench.errors import UserError
 from pipebench.hardware.probes import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "AutoGpus", "parse_chunk", "parse_chunks", "micro_batch_counts", "parse_gpus",
-           "parse_speeds", "parse_override", "virtual_stages"]
+           "parse_device", "parse_speeds", "parse_link_gbps", "parse_override", "virtual_stages"]
 
 AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """The micro-batch counts `--chunks auto` considers (those that split the batch)."""
@@ -74,14 +75,15 @@ def parse_gpus(text: str) -> list[int] | AutoGpus:
         if int(n) < 1:
             raise DeviceError(f"auto:N takes N >= 1 (got {int(n)})")
         return AutoGpus(int(n))
-    try:
-        ids = [int(part) for part in text.split(",") if part.strip() != ""]
-    except ValueError:
-        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {text!r})") from None
+    parts = [part.strip() for part in text.split(",") if part.strip() != ""]
+    if any(part.startswith("-") and part[1:].isdigit() for part in parts):
+        raise DeviceError(f"GPU ids are >= 0 (got {text!r})")
+    # ASCII digits only: int() would also take '+1', '1_0' or other scripts' digits.
+    if not all(re.fullmatch(r"[0-9]+", part) for part in parts):
+        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {text!r})")
+    ids = [int(part) for part in parts]
     if not ids:
         raise DeviceError(f"--gpus names no GPU (got {text!r})")
-    if any(i < 0 for i in ids):
-        raise DeviceError(f"GPU ids are >= 0 (got {text!r})")
     if len(set(ids)) != len(ids):
         raise DeviceError(f"--gpus names a GPU twice (got {text!r}); use --stages to put several stages on one device")
     return ids
@@ -89,18 +91,51 @@ def parse_gpus(text: str) -> list[int] | AutoGpus:
 
 # ---------------------------------------------------------------------------------------------- options
 
+def parse_device(text: str) -> str:
+    """`plan --device`: cpu, cuda or cuda:N, the devices pipebench profiles on; anything else is refused
+    here in one line rather than by torch, deep in profiling."""
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", text):
+        raise UserError(f"--device takes cpu, cuda or cuda:N (got {text!r})")
+    return text
+
+
+SPEED_RANGE = 1e3
+"""Speed factors lie within [1/SPEED_RANGE, SPEED_RANGE] and within SPEED_RANGE x of each other: GPUs a
+thousand times apart do not share a pipeline, and factors beyond that (1e-300, inf) only break the
+solver's arithmetic."""
+
+
 def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | None:
     """`--speeds`: None (all equal) -> None; 'auto' -> 'auto' (the caller probes the GPUs); else one
-    positive factor per device, e.g. '1,0.5' for n = 2."""
+    positive factor per device, e.g. '1,0.5' for n = 2 (NaN, infinities and factors beyond SPEED_RANGE
+    are refused)."""
     if text is None or text == "auto":
         return text
     try:
         speeds = [float(part) for part in text.split(",")]
     except ValueError:
         raise UserError(f"--speeds takes auto or comma-separated positive numbers (got {text!r})") from None
-    if len(speeds) != n or any(s <= 0 for s in speeds):
+    if len(speeds) != n or not all(s > 0 for s in speeds):  # `not all(> 0)` also refuses NaN
         raise UserError(f"--speeds needs one positive factor per device ({n}), got {text!r}")
+    low, high = 1 / SPEED_RANGE, SPEED_RANGE
+    if not all(low <= s <= high for s in speeds) or max(speeds) > SPEED_RANGE * min(speeds):
+        raise UserError(f"--speeds factors lie between {low:g} and {high:g} and within {high:g}x of each other "
+                        f"(got {text!r})")
     return speeds
+
+
+def parse_link_gbps(text: str | None) -> float | None:
+    """`plan --link-gbps`: None (measure it), 0 (transfers are not priced) or a finite number of GB/s of at
+    least 0.001 (a slower link would price a cut in hours, and NaN or a negative price no cut at all)."""
+    if text is None:
+        return None
+    try:
+        gbps = float(text)
+    except ValueError:
+        gbps = math.nan
+    if not (gbps == 0 or 1e-3 <= gbps < math.inf):
+        raise UserError(f"--link-gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got {text!r})")
+    return gbps
 
 
 def parse_override(text: str) -> tuple[str, int | float | str]:

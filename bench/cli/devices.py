@@ -16,9 +16,15 @@ def add_parser(subparsers) -> None:
 
 def cmd_devices(args) -> int:
     from pipebench.hardware.gpus import format_gpus, parse_gpu_choice, query_gpus
+    from pipebench.hardware.probes import DeviceError
+    from pipebench.specs import parse_gpus
 
+    if args.gpus:
+        parse_gpus(args.gpus)  # the text first: '--gpus a,b' is wrong whether or not there are GPUs
     infos = query_gpus()
     if not infos:
+        if args.gpus:
+            raise DeviceError(f"--gpus {args.gpus}: no NVIDIA GPU is visible here (NVML found none)")
         print("no NVIDIA GPU visible here (NVML found none); pipebench runs on the CPU with gloo processes")
         return 0
     print(format_gpus(infos))

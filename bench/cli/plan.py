@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
     add_server_options(plan)
     plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
                       help="optimizer whose state the memory prediction counts (default: sgd)")
-    plan.add_argument("--link-gbps", type=float, default=None,
+    plan.add_argument("--link-gbps", default=None,
                       help="GB/s between stages to price activation transfers (default: measured between "
                       "the first two GPUs; 0 on the CPU)")
     plan.add_argument("--repeats", type=int, default=None, help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
@@ -54,11 +54,12 @@ def cmd_plan(args) -> int:
     from pipebench.partition.plan import make_plan
     from pipebench.partition.plan_text import format_plan
     from pipebench.partition.profile import load_profiles, save_profiles
-    from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
+    from pipebench.specs import micro_batch_counts, parse_chunk, parse_link_gbps, virtual_stages
     from pipebench.units import parse_size
 
     max_memory = parse_size(args.max_memory) if args.max_memory else None
     virtual = virtual_stages(args.schedule, args.virtual_stages)
+    args.link_gbps = parse_link_gbps(args.link_gbps)
     if args.profile:
         profiles = load_profiles(args.profile)
         first = profiles[0]
@@ -75,12 +76,13 @@ def cmd_plan(args) -> int:
         if not args.model:
             raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
         devices = _devices(args, check=True)
+        overrides = _settings(args, len(devices) * virtual)
         if max_memory is None and getattr(args, "gpu_infos", None):
             from pipebench.hardware.gpus import free_memory_caps
 
             max_memory = free_memory_caps(args.gpu_infos)
         factors = speeds(args.speeds, devices)
-        profiles, link_gbps = _profile(args, devices)
+        profiles, link_gbps = _profile(args, devices, overrides)
         if args.save_profile:
             save_profiles(profiles, args.save_profile)
     if len(devices) * virtual > len(profiles[0].layers):
@@ -103,7 +105,7 @@ def _devices(args, check: bool) -> list[str]:
     """The device of each stage: --gpus (checked to exist when `check`), else --stages on --device.
     Sets args.gpu_infos to what NVML says of the GPUs taken, for the default memory caps."""
     from pipebench.hardware.probes import check_gpus
-    from pipebench.specs import parse_gpus
+    from pipebench.specs import parse_device, parse_gpus
 
     if args.gpus is not None:
         if args.gpus.startswith("auto"):
@@ -122,24 +124,40 @@ def _devices(args, check: bool) -> list[str]:
     stages = 2 if args.stages is None else args.stages
     if stages < 1:
         raise UserError(f"--stages must be at least 1 (got {stages})")
+    parse_device(args.device)
     if check and args.device.startswith("cuda"):
         index = int(args.device.partition(":")[2] or 0)
         check_gpus([index])
     return [args.device] * stages
 
 
-def _profile(args, devices: list[str]):
+def _settings(args, stages: int) -> dict:
+    """The model's settings (--set, and --input-shape and friends for a model of your own), checked before
+    anything is profiled: a zoo model is built on the meta device (no memory, no time), which checks its
+    settings and counts its layers, so --stages 11 for a 10-layer model is refused at once. A model of
+    your own is counted once torch.export has captured it, as profiling starts."""
+    from pipebench.models import get_model, is_user_model
+    from pipebench.specs import parse_override
+
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
+    if not is_user_model(args.model):
+        layers = len(get_model(args.model, args.flavour, device="meta", **overrides))
+        if stages > layers:
+            raise UserError(f"more stages than layers ({stages} > {layers})")
+    return overrides
+
+
+def _profile(args, devices: list[str], overrides: dict):
     """Profile through the library (pipebench.profile) at every micro-batch size considered;
     (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
     import pipebench
-    from pipebench.specs import micro_batch_counts, parse_chunk, parse_override
+    from pipebench.specs import micro_batch_counts, parse_chunk
 
     on_gpu = devices[0].startswith("cuda")
     batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
     if batch < 1:
         raise UserError(f"--batch must be at least 1 (got {batch})")
     micro_batch_counts(parse_chunk(args.chunks), batch)
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,

@@ -8,6 +8,10 @@ from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError
 
+DEFAULT_OUT = "pipebench-results"
+"""Where rows go without --out: a folder of the user's own in the current folder, never beside the
+reference results committed in pipebench's checkout (results/)."""
+
 
 def add_parser(subparsers) -> None:
     run = subparsers.add_parser(
@@ -28,11 +32,13 @@ def add_parser(subparsers) -> None:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a model setting for every model (repeatable)")
     run.add_argument("--quick", action="store_true",
-                     help="tiny flavours of every strategy, batch 8: a couple of minutes on a 2-core CPU")
+                     help="tiny flavours of every strategy, batch 8, 2 steps after 1 warm-up, for whichever of "
+                     "--flavour, --batch, --steps and --warmup you do not give (always so on the CPU)")
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
-    run.add_argument("--out", default="results", help="folder for the results files (default: results)")
-    run.add_argument("--steps", type=int, default=5, help="timed steps per case (default: 5)")
-    run.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: 2)")
+    run.add_argument("--out", default=DEFAULT_OUT,
+                     help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
+    run.add_argument("--steps", type=int, default=None, help="timed steps per case (default: 5; 2 with --quick)")
+    run.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2; 1 with --quick)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
     add_server_options(run)
@@ -43,26 +49,34 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
+    import math
+
     from pipebench.bench import run as suite_run
     from pipebench.bench.suite import detect_machine
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
 
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be at least 1 (got {args.steps})")
-    if args.warmup < 0:
+    if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be at least 0 (got {args.warmup})")
     if args.batch is not None and args.batch < 1:
         raise UserError(f"--batch must be at least 1 (got {args.batch})")
+    if not 0 < args.timeout < math.inf:  # also NaN
+        raise UserError(f"--timeout takes a positive number of seconds (got {args.timeout:g})")
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
-    suite_run.check_user_models(models, overrides)  # a bad file or input: one line now, not after profiling
+    given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
         strategies=suite_run.parse_strategies(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
-        resume=args.resume, steps=args.steps, warmup=args.warmup, timeout=args.timeout, repeats=args.repeats,
+        resume=args.resume, timeout=args.timeout, repeats=args.repeats,
+        steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
+        warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
         profiles=Path(args.profiles) if args.profiles else None,
     )
     ids = None
@@ -74,19 +88,26 @@ def cmd_run(args) -> int:
     machine = detect_machine(ids)
     if cap is not None:
         machine.caps = [cap] * machine.devices
+    probe = args.speeds == "auto" and machine.gpus is not None
+    if args.speeds is not None and not probe:
+        machine.speeds = speeds(args.speeds, [f"{machine.device_type}:{i}" for i in range(machine.devices)])
+    if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
+        options = suite_run.quick_options(options, given)
+    suite_run.check_options(options)  # every model and setting: one line now, not a row after profiling
+    options.out = suite_run.writable_folder(options.out, "--out")
+    if options.profiles is not None:
+        options.profiles = suite_run.writable_folder(options.profiles, "--profiles")
+    uses = suite_run.describe_options(options)
     if machine.gpus is None:
-        note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs "
-             "(gloo), tiny flavours")
-        args.quick = True
-    if args.quick:
-        options = suite_run.quick_options(options)
-    if args.speeds == "auto" and machine.gpus is not None:
+        note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs (gloo): "
+             f"{uses}")
+    elif args.quick:
+        note(f"--quick: {uses}")
+    if probe:
         from pipebench.bench.suite import probe_speeds
 
         machine.speeds = probe_speeds(machine)
         note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
-    elif args.speeds is not None:
-        machine.speeds = speeds(args.speeds, [f"{machine.device_type}:{i}" for i in range(machine.devices)])
     try:
         rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
     except KeyboardInterrupt:

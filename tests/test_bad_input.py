@@ -1,0 +1,230 @@
+"""Bad input to plan, run and devices: one line on stderr and exit status 2, before any profiling or running;
+and what a run on the CPU uses when the user gives only some of the options (issue 15, items 8 to 11).
+
+Every call runs in this process, with profiling and the suite replaced by a failure, so that a check that
+comes too late fails the test at once instead of profiling or running a case."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pipebench
+from pipebench.bench import run as suite_run
+from pipebench.bench.cli import main
+
+TINY = ["--flavour", "tiny", "--batch", "8", "--repeats", "1"]
+
+
+@pytest.fixture(autouse=True)
+def nothing_runs(monkeypatch):
+    """No GPU (the CPU path), and neither profiling nor the suite may start: bad input stops before both."""
+    import torch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+    def too_far(*args, **kwargs):
+        raise AssertionError("got as far as profiling or running")
+
+    monkeypatch.setattr(pipebench, "profile", too_far)
+    monkeypatch.setattr(suite_run, "run_suite", too_far)
+
+
+def refused(capsys, argv: list[str], message: str) -> None:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.strip().splitlines() == [err.strip()], err  # one line
+    assert err.startswith("pipebench: error: ") and message in err, err
+
+
+def profile_file(path: Path, edit=None, layers: int = 4) -> Path:
+    """A small valid profile file, as `plan --save-profile` writes it; `edit(entry)` spoils it."""
+    layer = {"name": "", "params": 10, "param_bytes": 40, "forward_ms": 1.0, "backward_ms": 2.0, "output_bytes": 64,
+             "output_shape": [4, 4], "output_dtype": "float32", "saved_bytes": 64}
+    entry = {"model": "mlp", "flavour": "tiny", "device": "cpu", "device_name": "cpu", "torch_version": "2",
+             "batch": 8, "micro_batch": 4, "repeats": 1, "warmup": 1, "input_shape": [4, 4],
+             "input_dtype": "float32", "layers": [{**layer, "name": f"layer_{i}"} for i in range(layers)]}
+    if edit:
+        edit(entry)
+    path.write_text(json.dumps({"format": "pipebench-profile", "version": 1, "profiles": [entry]}))
+    return path
+
+
+def every_layer(key, value):
+    def edit(entry):
+        for layer in entry["layers"]:
+            layer[key] = value
+    return edit
+
+
+def test_a_good_profile_plans(capsys, tmp_path):
+    """The profile the tests below spoil is a good one."""
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--speeds", "1,0.5", "--link-gbps", "10"]) == 0, capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- plan: options and settings
+
+@pytest.mark.parametrize("extra, message", [
+    # item 9: tracebacks
+    (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
+    (["--set", "depth=1.5"], "mlp depth must be a positive integer (got 1.5)"),
+    (["--device", "bogus"], "--device takes cpu, cuda or cuda:N (got 'bogus')"),
+    (["--device", "cuda:x"], "--device takes cpu, cuda or cuda:N"),
+    # item 10: accepted nonsense
+    (["--set", "depth=-1"], "mlp depth must be a positive integer (got -1)"),
+    (["--set", "hidden=0"], "mlp hidden must be a positive integer (got 0)"),
+    (["--link-gbps", "-1"], "--link-gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got '-1')"),
+    (["--link-gbps", "nan"], "--link-gbps takes 0"),
+    (["--link-gbps", "fast"], "--link-gbps takes 0"),
+    (["--speeds", "inf,1"], "--speeds factors lie between 0.001 and 1000"),
+    (["--speeds", "1e-300,1"], "--speeds factors lie between 0.001 and 1000"),
+])
+def test_plan_refuses_before_profiling(capsys, extra, message):
+    refused(capsys, ["plan", "--model", "mlp", *TINY, "--stages", "2", *extra], message)
+
+
+@pytest.mark.parametrize("model, setting, message", [
+    ("gpt", "depth=0", "gpt depth must be a positive integer (got 0)"),
+    ("gpt", "width=0", "gpt width must be a positive integer (got 0)"),
+    ("gpt", "ffn=0", "gpt ffn must be a positive integer (got 0)"),
+    ("resnet18", "width=0", "resnet18 width must be a positive integer (got 0)"),
+    ("vit_b_16", "patch_size=5", "vit_b_16 image_size (32) must be divisible by patch_size (5)"),
+    ("vit_b_16", "heads=3", "vit_b_16 width (32) must be divisible by heads (3)"),
+    ("convnet", "classes=ten", "convnet classes must be a positive integer (got 'ten')"),
+])
+def test_every_model_checks_its_counts(capsys, model, setting, message):
+    refused(capsys, ["plan", "--model", model, *TINY, "--stages", "2", "--set", setting], message)
+
+
+def test_more_stages_than_layers_is_refused_before_profiling(capsys):
+    """Item 11: the convnet has 10 layers; --stages 11 used to profile for 10 s before saying so."""
+    refused(capsys, ["plan", "--model", "convnet", "--stages", "11"], "more stages than layers (11 > 10)")
+    refused(capsys, ["plan", "--model", "gpt", *TINY, "--stages", "4", "--schedule", "interleaved"],
+            "more stages than layers (8 > 7)")
+
+
+# ------------------------------------------------------------------------------------------- profile files
+
+@pytest.mark.parametrize("edit, message", [
+    (every_layer("forward_ms", float("nan")), "forward_ms: expected a finite number, got nan"),
+    (every_layer("backward_ms", float("inf")), "backward_ms: expected a finite number, got inf"),
+    (every_layer("forward_ms", -1.0), "forward_ms: must be >= 0, got -1.0"),
+    (every_layer("forward_ms", 1e308), "forward_ms: 1e+308 ms is not a measurement"),
+    (lambda e: [every_layer("forward_ms", 0.0)(e), every_layer("backward_ms", 0.0)(e)],
+     "every forward and backward time is 0"),
+    (lambda e: e.update(config={"a": json.loads("[" * 200 + "]" * 200)}), "JSON nested deeper than 100 levels"),
+])
+def test_nonsense_profiles_are_refused(capsys, tmp_path, edit, message):
+    """Item 10: a plan from these printed "nanx" or "0.00x", or failed with a traceback."""
+    refused(capsys, ["plan", "--profile", str(profile_file(tmp_path / "p.json", edit)), "--stages", "2"], message)
+
+
+def test_a_deeply_nested_profile_is_one_line(capsys, tmp_path):
+    """Item 9: deeper than Python's recursion limit, json.loads itself raised RecursionError."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    refused(capsys, ["plan", "--profile", str(deep), "--stages", "2"], "JSON nested too deeply")
+
+
+@pytest.mark.parametrize("speeds, message", [
+    ("nan,1", "--speeds needs one positive factor per device (2), got 'nan,1'"),  # item 9: an AssertionError
+    ("inf,1", "--speeds factors lie between 0.001 and 1000"),
+    ("1,1e-300", "--speeds factors lie between 0.001 and 1000"),
+    ("1000,0.01", "within 1000x of each other"),
+])
+def test_speed_factors_are_finite_and_in_range(capsys, tmp_path, speeds, message):
+    refused(capsys, ["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                     "--speeds", speeds], message)
+
+
+# ------------------------------------------------------------------------------------------------ devices
+
+@pytest.mark.parametrize("gpus, message", [
+    ("a,b", "--gpus takes comma-separated GPU ids such as 0,1 (got 'a,b')"),
+    ("1_0", "--gpus takes comma-separated GPU ids"),
+    ("0", "--gpus 0: no NVIDIA GPU is visible here"),
+])
+def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message):
+    from pipebench.hardware import gpus as nvml
+
+    monkeypatch.setattr(nvml, "query_gpus", lambda *a, **k: [])
+    refused(capsys, ["devices", "--gpus", gpus], message)
+    assert main(["devices"]) == 0 and "no NVIDIA GPU visible" in capsys.readouterr().out  # without --gpus: fine
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+@pytest.mark.parametrize("extra, message", [
+    (["--timeout", "-5"], "--timeout takes a positive number of seconds (got -5)"),
+    (["--timeout", "nan"], "--timeout takes a positive number of seconds"),
+    (["--set", "nosuch=1"], "unknown setting(s) nosuch for model 'mlp'"),
+    (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
+    (["--set", "depth=0"], "mlp depth must be a positive integer (got 0)"),
+    (["--flavour", "huge"], "unknown flavour 'huge'"),
+    (["--chunks", "16"], "--chunks 16: mlp's batch of 8 does not split into 16 equal micro-batches"),
+    (["--batch", "6", "--chunks", "4"], "--chunks 4: mlp's batch of 6 does not split"),
+])
+def test_run_refuses_before_running(capsys, tmp_path, extra, message):
+    refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *extra], message)
+
+
+def bad_folders(tmp_path: Path) -> list[tuple[str, str]]:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    folders = [(str(a_file), "a file is in the way"), (str(a_file / "below"), "cannot create the folder")]
+    if Path("/etc/hostname").is_file():
+        folders.append(("/etc/hostname", "a file is in the way"))
+    if Path("/proc/self").exists():
+        folders.append(("/proc/nope", "cannot create the folder"))
+    return folders
+
+
+@pytest.mark.parametrize("option", ["--out", "--profiles"])
+def test_run_refuses_folders_it_cannot_write(capsys, tmp_path, option):
+    """Items 8 and 9: these failed with a traceback once the first case had been profiled."""
+    for folder, message in bad_folders(tmp_path):
+        refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path / "out"), option, folder],
+                f"{option} {folder}: {message}")
+
+
+@pytest.fixture
+def suite_options(monkeypatch):
+    """The options and machine run_suite would have been given (it returns no rows)."""
+    seen = {}
+
+    def fake_run_suite(options, machine, note=print):
+        seen.update(options=options, machine=machine)
+        return [], options.out / "rows.csv", options.out / "rows.json"
+
+    monkeypatch.setattr(suite_run, "run_suite", fake_run_suite)
+    return seen
+
+
+def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypatch, suite_options):
+    """Item 8: `--out results` put a first run beside the reference results committed in the checkout."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--models", "mlp", "--strategies", "single"]) == 0
+    assert suite_options["options"].out == Path("pipebench-results") and (tmp_path / "pipebench-results").is_dir()
+    assert "pipebench-results/rows.csv" in capsys.readouterr().out
+
+
+def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
+    """Item 11: on the CPU, --batch 1000000000 ran batch 8, and --flavour and --steps were replaced too."""
+    assert main(["run", "--models", "mlp", "--batch", "1000000000", "--out", str(tmp_path)]) == 0
+    options, err = suite_options["options"], capsys.readouterr().err
+    assert options.models == {"mlp": 1000000000} and options.flavour == "tiny"  # the flavour was not given
+    assert "running on the CPU" in err and "flavour tiny, batch 1000000000, 2 timed step(s) after 1 warm-up" in err
+
+    assert main(["run", "--models", "mlp", "--flavour", "full", "--steps", "7", "--warmup", "3",
+                 "--out", str(tmp_path)]) == 0
+    options, err = suite_options["options"], capsys.readouterr().err
+    assert (options.flavour, options.models, options.steps, options.warmup) == ("full", {"mlp": 8}, 7, 3)
+    assert "flavour full, batch 8, 7 timed step(s) after 3 warm-up" in err
+
+    assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,4", "--out", str(tmp_path)]) == 0
+    assert suite_options["options"].chunks == [2, 4]
