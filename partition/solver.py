@@ -139,13 +139,13 @@ def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
         raise UserError(f"need at least one stage (got {stages})")
     if stages > n:
         raise UserError(f"more stages than layers ({stages} > {n})")
-    if any(c < 0 for c in costs):
-        raise ValueError("layer costs must be >= 0")
+    if not all(0 <= c < float("inf") for c in costs):  # NaN too: it fails every comparison
+        raise ValueError("layer costs must be finite and >= 0")
     speeds = [1.0] * stages if speeds is None else [float(v) for v in speeds]
     if len(speeds) != stages:
         raise ValueError(f"need one speed per stage ({len(speeds)} != {stages})")
-    if any(v <= 0 for v in speeds):
-        raise ValueError("stage speeds must be > 0")
+    if not all(0 < v < float("inf") for v in speeds):  # NaN left the bisection without a bound
+        raise ValueError("stage speeds must be finite and > 0")
     mem_prefix = cap_list = None
     if caps is not None:
         if memory is None:

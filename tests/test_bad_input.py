@@ -228,3 +228,16 @@ def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
 
     assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,4", "--out", str(tmp_path)]) == 0
     assert suite_options["options"].chunks == [2, 4]
+
+
+@pytest.mark.parametrize("costs, speeds", [
+    ([1.0, 2.0, 3.0], [float("nan"), 1.0]),
+    ([1.0, 2.0, 3.0], [float("inf"), 1.0]),
+    ([1.0, float("nan"), 3.0], None),
+])
+def test_the_solver_refuses_nan_and_infinity(costs, speeds):
+    """From Python too: speeds=[nan, 1] was an AssertionError deep in the solver's bisection."""
+    from pipebench.partition.solver import solve
+
+    with pytest.raises(ValueError, match="must be finite"):
+        solve(costs, 2, speeds=speeds)
