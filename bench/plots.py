@@ -4,7 +4,9 @@ imports this module when write_report draws)."""
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -19,15 +21,17 @@ _OTHER_KIND = "#937860"
 _IDLE = "#E6E6E6"
 
 
-def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: str, notes: list[str]) -> list[Path]:
+def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: str, notes: list[str],
+                csv_files: Sequence[Path] = ()) -> list[Path]:
     """Draw the plots of `summary` (report.summarise) into `out`, with `cases` (report.frame) for the
     timelines; returns the paths written. A plot without data is left out and a line in `notes` says why;
-    `footer` (hardware, versions, the command) goes under every plot."""
+    `footer` (hardware, versions, the command) goes under every plot. csv_files: the CSV files the rows
+    came from, which hold no timelines (a missing timeline is then blamed on them, not on the cases)."""
     plots = [_plot_throughput(summary, out / "throughput.png", footer),
              _plot_micro_batches(summary, out / "micro_batches.png", footer, notes)]
     for key, group in summary.groupby(GROUP, sort=False):
         path = out / f"timeline-{_slug(_group_label(summary, key, batch=True))}.png"
-        plots.append(_plot_timeline(summary, key, group, cases, path, footer, notes))
+        plots.append(_plot_timeline(summary, key, group, cases, path, footer, notes, csv_files))
     return [p for p in plots if p is not None]
 
 
@@ -116,16 +120,21 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
 
 
 def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases: pd.DataFrame, path: Path,
-                   footer: str, notes: list[str]) -> Path | None:
+                   footer: str, notes: list[str], csv_files: Sequence[Path] = ()) -> Path | None:
     """(c) The fastest ok pipeline case that recorded a timeline: its measured step above the Plan's
-    simulated one, one lane per (device, stage), so the bubble shows as grey."""
+    simulated one, one lane per (device, stage), so the bubble shows as grey. Each panel has its own time
+    axis: a prediction 20x off must not squeeze the measured step into a sliver."""
     name = _group_label(summary, key)
     key_columns = [*CASE_FIELDS, "device_name"]
     timelines = {tuple(r[c] for c in key_columns): r for _, r in cases.iterrows() if r["timeline"]}
-    ok = group[(group["status"] == "ok") & group["strategy"].map(_is_pipeline)]
-    ok = ok[[tuple(r[c] for c in key_columns) in timelines for _, r in ok.iterrows()]]
+    pipelines = group[(group["status"] == "ok") & group["strategy"].map(_is_pipeline)]
+    ok = pipelines[[tuple(r[c] for c in key_columns) in timelines for _, r in pipelines.iterrows()]]
     if ok.empty:
-        notes.append(f"timeline for {name}: not drawn, no ok pipeline case recorded a measured timeline")
+        if not pipelines.empty and csv_files:
+            notes.append(f"timeline for {name}: not drawn, a results CSV holds no timelines "
+                         f"({', '.join(f.name for f in csv_files)}); report the .json file beside it to draw them")
+        else:
+            notes.append(f"timeline for {name}: not drawn, no ok pipeline case recorded a measured timeline")
         return None
     best = ok.loc[ok["samples_per_s"].idxmax()]
     case = timelines[tuple(best[c] for c in key_columns)]
@@ -140,7 +149,9 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
 
     lanes = sorted({(op["device"], op["stage"]) for _, ops, _ in panels for op in ops}, key=lambda l: (str(l[0]), l[1]))
     fig = Figure(figsize=(11, 1.4 + len(panels) * (0.45 * len(lanes) + 1.1)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)[:, 0]
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    spans = [max(op["end_ms"] for op in ops) - min(op["start_ms"] for op in ops) for _, ops, _ in panels]
+    own_scales = max(spans) > 1.5 * min(spans)  # then say so: the bars' lengths do not compare across panels
     kinds: set[str] = set()
     for ax, (title, ops, aside) in zip(axes, panels):
         origin = min(op["start_ms"] for op in ops)
@@ -156,8 +167,9 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
                     ax.text(start + width / 2, y, str(op["micro"]), ha="center", va="center", fontsize=7, color="white")
         ax.set_yticks(range(len(lanes)), [f"device {d}, stage {s}" for d, s in lanes])
         ax.invert_yaxis()
-        ax.set_title(f"{title}: {span:.1f} ms from first to last operation{aside}", fontsize=10)
-    axes[-1].set_xlabel("time since the step's first operation (ms)")
+        ax.set_xlim(0, span * 1.01)
+        ax.set_xlabel("time since the step's first operation (ms)" + (", this panel's own scale" if own_scales else ""))
+        ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
     order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
     handles = [Patch(color=_KIND_COLOURS.get(k, _OTHER_KIND), label=_KIND_NAMES.get(k, k)) for k in order]
     fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside lower right",
@@ -165,8 +177,14 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
     versus = f"measured {best['step_ms']:.1f} ms"
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
-    fig.suptitle(f"{_group_label(summary, key, batch=True)}, {best['case']} on GPUs {best['gpus']}: {versus} per step")
+    fig.suptitle(_wrap(f"{_group_label(summary, key, batch=True)}, {best['case']} on GPUs {best['gpus']}: {versus} "
+                       f"per step", 100))
     return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
+
+
+def _wrap(title: str, width: int) -> str:
+    """A title on as many lines as it needs: one line wider than the figure is clipped at both ends."""
+    return "\n".join(textwrap.wrap(title, width))
 
 
 def _fastest(df: pd.DataFrame, strategy: str) -> float | None:

@@ -12,10 +12,13 @@ How the figures are defined (per model, flavour, batch and GPU kind):
   device the bubble shrinks v-fold (Narayanan et al., Megatron-LM, 2021, section 2.2.2). Zero-bubble
   schedules can pass 1.0.
 - step_error_pct, memory_error_pct: (predicted - measured) / measured x 100, memory as the largest
-  device's peak.
+  device's peak. A CPU measures no peak (its rows say 0): "n/a", and no error.
+- Rows of other `--set` settings are another model (another group); rows of another memory cap or
+  other speeds are another case, labelled so.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -29,15 +32,16 @@ from pipebench.partition.schedule import ideal_efficiency
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "markdown_table", "write_report"]
+           "markdown_table", "text_report", "loss_notes", "write_report"]
 
-GROUP = ["model", "flavour", "batch", "device_name"]
-"""Rows are compared with each other only within one of these groups."""
+GROUP = ["model", "flavour", "settings", "batch", "device_name"]
+"""Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
+which make another model)."""
 STRATEGY_ORDER = tuple(STRATEGIES)
 """Strategies in the registry's order: baselines first, then the pipelines."""
 SUMMARY_COLUMNS = [
-    "model", "flavour", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
-    "schedule", "virtual_stages", "speeds", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
+    "model", "flavour", "settings", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
+    "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
     "ideal_samples_per_s", "efficiency", "step_ms", "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
 ]
@@ -71,7 +75,8 @@ def frame(rows: Sequence[Row]) -> pd.DataFrame:
         df[name] = df[name].astype("float64")  # None -> NaN
     df = df.sort_values("started_at", kind="stable").drop_duplicates([*CASE_FIELDS, "device_name"], keep="last")
     df["devices"] = [_device_count(g, w) for g, w in zip(df["gpus"], df["world_size"])]
-    df["peak_gib_max"] = [max(b) / GIB if b else math.nan for b in df["peak_memory_bytes"]]
+    df["peak_gib_max"] = [max(b) / GIB if b and max(b) > 0 else math.nan  # a CPU measures none: 0
+                          for b in df["peak_memory_bytes"]]
     df["predicted_gib_max"] = [max(b) / GIB if b else math.nan for b in df["predicted_memory_bytes"]]
     return df.reset_index(drop=True)
 
@@ -94,12 +99,15 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["ideal_samples_per_s"] = out["devices"] * out["_single"] * keeps
     out["efficiency"] = measured / out["ideal_samples_per_s"]
     out["step_error_pct"] = (out["predicted_step_ms"] - out["step_ms"]) / out["step_ms"] * 100
-    peak = out["peak_gib_max"].where(out["peak_gib_max"] > 0)  # a CPU reports 0: no error to speak of
-    out["memory_error_pct"] = (out["predicted_gib_max"] - peak) / peak * 100
-    out["peak_gib"] = [" / ".join(format_gib(b) for b in bs) for bs in out["peak_memory_bytes"]]
+    out["memory_error_pct"] = (out["predicted_gib_max"] - out["peak_gib_max"]) / out["peak_gib_max"] * 100
+    out["peak_gib"] = [_peak_text(bs) for bs in out["peak_memory_bytes"]]
+    # A cap is named only where the group's cases ran under several (on GPUs every plan has one).
+    several_caps = out.groupby(GROUP)["max_memory"].transform("nunique") > 1
     out["case"] = [_case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
-                   for s, sch, m, v, sp in zip(out["strategy"], out["schedule"], out["micro_batches"],
-                                               out["virtual_stages"], out["speeds"])]
+                   + (f", memory cap {cap.replace(';', '/')} GiB" if cap and several else "")
+                   for s, sch, m, v, sp, cap, several in
+                   zip(out["strategy"], out["schedule"], out["micro_batches"], out["virtual_stages"], out["speeds"],
+                       out["max_memory"], several_caps)]
     out["_rank"] = [_strategy_rank(s) for s in out["strategy"]]
     out = out.sort_values([*GROUP, "_rank", "strategy", "devices", "gpus", "micro_batches", "schedule",
                            "virtual_stages"], kind="stable")
@@ -122,24 +130,29 @@ def recommend(df: pd.DataFrame) -> list[str]:
         single = ok[ok["strategy"] == "single"]
         where = f" on {best['devices']} devices" if spread.nunique() > 1 and best["devices"] > 1 else ""
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
+        peak = f"{_gib(best['peak_gib_max'])} peak per GPU"
         if best["strategy"] == "single":
-            lines.append(f"{text}, {best['peak_gib_max']:.1f} GiB peak per GPU")
+            lines.append(f"{text}, {peak}")
             continue
         if single.empty:
-            lines.append(f"{text} (no single-GPU run to compare with), {best['peak_gib_max']:.1f} GiB peak per GPU")
+            lines.append(f"{text} (no single-GPU run to compare with), {peak}")
             continue
         base = single.loc[single["samples_per_s"].idxmax()]
-        lines.append(f"{text}, {best['x_single']:.2f}x one GPU, {best['peak_gib_max']:.1f} GiB peak per GPU "
-                     f"(single: {base['peak_gib_max']:.1f} GiB)")
+        lines.append(f"{text}, {best['x_single']:.2f}x one GPU, {peak} (single: {_gib(base['peak_gib_max'])})")
     return lines
 
 
 def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | None = None) -> str:
     """A GitHub markdown table (no `tabulate` needed). columns: {column: header} or a list of columns;
-    None shows the DISPLAY_COLUMNS that `df` has, or all its columns if it has none of them. Cells of
-    cases that are not ok carry their status and reason; missing numbers are blank."""
+    None shows the DISPLAY_COLUMNS that `df` has, or all its columns if it has none of them, led by a
+    model column when the rows are of several models (or batches, settings, GPU kinds), so that each
+    row says whose it is. Cells of cases that are not ok carry their status and reason; missing numbers
+    are blank."""
     if columns is None:
         columns = {c: h for c, h in DISPLAY_COLUMNS.items() if c in df.columns} or list(df.columns)
+        if set(GROUP) <= set(df.columns) and len(df.groupby(GROUP)) > 1:
+            df = df.assign(_model=[_group_label(df, key) for key in zip(*(df[c] for c in GROUP))])
+            columns = {"_model": "model", **columns}
     if not isinstance(columns, dict):
         columns = {c: c for c in columns}
     missing = [c for c in columns if c not in df.columns]
@@ -157,10 +170,35 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
     return "\n".join(lines)
 
 
-def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "") -> WrittenReport:
+def text_report(summary: pd.DataFrame) -> str:
+    """What `pipebench report` prints: the table (with its model column), the notes on first losses, and
+    the recommendations."""
+    losses = loss_notes(summary)
+    return "\n".join([markdown_table(summary), *(["", *losses] if losses else []), "", *recommend(summary)])
+
+
+def loss_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per group whose ok cases started from different losses and whose model has BatchNorm:
+    this is expected there, and the README's "first losses agree" does not hold for such a model."""
+    lines = []
+    for key, group in summary.groupby(GROUP, sort=False):
+        losses = group.loc[group["status"] == "ok", "first_loss"].dropna()
+        if len(losses) < 2 or math.isclose(losses.min(), losses.max(), rel_tol=1e-4, abs_tol=1e-6):
+            continue
+        if _has_batch_norm(key[0], key[1]):
+            lines.append(f"Note: {_group_label(summary, key)}: first losses differ between strategies "
+                         f"({losses.min():.5f} to {losses.max():.5f}), as expected: the model has BatchNorm layers, "
+                         f"which normalise each micro-batch (or each process's share of the batch) with its own "
+                         f"statistics. Models without BatchNorm start from equal losses.")
+    return lines
+
+
+def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
+                 csv_files: Sequence[str | Path] = ()) -> WrittenReport:
     """Write report.md, summary.csv and the PNG plots into out_dir; plots without data are left out and
     the notes say which and why. `command`, e.g. "pipebench report results/x.json", is printed in the
-    report and under every plot, beside the hardware and versions, so a figure says how to remake it."""
+    report and under every plot, beside the hardware and versions, so a figure says how to remake it.
+    csv_files: the CSV files the rows were read from, which hold no timelines (the notes say so)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(frame(rows))
@@ -172,7 +210,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "") ->
         from pipebench.bench.plots import write_plots  # matplotlib loads here, only when plots are drawn
 
         footer = _machine_line(rows) + (f"; made by: {command}" if command else "")
-        paths = write_plots(summary, frame(rows), out, footer, notes)
+        paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files])
     csv_path = out / "summary.csv"
     summary.to_csv(csv_path, index=False)
     md_path = out / "report.md"
@@ -219,15 +257,45 @@ def _case_label(strategy: str, schedule: str, micro_batches: int | None, virtual
 
 
 def _group_label(df: pd.DataFrame, key: tuple, batch: bool = False) -> str:
-    """'gpt 800m', with the batch (always if asked) and the GPU kind added where the results hold several."""
-    model, flavour, size, device = key
+    """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the batch (always if asked) and the GPU
+    kind added where the results hold several."""
+    model, flavour, settings, size, device = key
     same_model = df[(df["model"] == model) & (df["flavour"] == flavour)]
-    label = f"{model} {flavour}"
+    label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
     if batch or same_model["batch"].nunique() > 1:
         label += f", batch {size}"
     if df["device_name"].nunique() > 1:
         label += f", {device or 'unknown device'}"
     return label
+
+
+def _peak_text(peaks: list[int]) -> str:
+    """'20.0 / 12.0' GiB per device; "n/a" where the device measures no peak (a CPU says 0)."""
+    if peaks and not any(peaks):
+        return "n/a"
+    return " / ".join(format_gib(b) for b in peaks)
+
+
+def _gib(value: float) -> str:
+    return "n/a GiB" if math.isnan(value) else f"{value:.1f} GiB"
+
+
+@functools.lru_cache(maxsize=None)
+def _has_batch_norm(model: str, flavour: str) -> bool:
+    """Whether the zoo's `model` has BatchNorm layers, built on the meta device (no memory, no weights);
+    False for a model of your own (a report does not run your file) or one that cannot be built here.
+    Loads torch, so it is asked only when first losses differ."""
+    if ":" in model:  # path/to/file.py:NAME or package.module:NAME
+        return False
+    try:
+        from torch.nn.modules.batchnorm import _BatchNorm
+
+        from pipebench import models
+
+        built = models.get_model(model, None if flavour in ("", "full") else flavour, device="meta")
+    except Exception:  # noqa: BLE001 - any failure to build means "cannot tell", never a failed report
+        return False
+    return any(isinstance(m, _BatchNorm) for m in built.module.modules())
 
 
 def _cell(column: str, value: Any) -> str:
@@ -262,6 +330,7 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         lines += ["## Recommendations", ""] + [f"- {line}" for line in recommend(summary)] + [""]
     for key, group in summary.groupby(GROUP, sort=False):
         lines += [f"## {_group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
+        lines += [line for note in loss_notes(group) for line in (note, "")]  # under the table it explains
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if notes:

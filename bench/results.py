@@ -15,28 +15,36 @@ Row fields in order, lists joined with ";", None written as an empty cell, and t
 
 `append` rewrites both files whole through a temporary file, fsync and `os.replace`, JSON first: a crash
 or Ctrl-C leaves each file either as it was or with the new row, never half-written, and the next
-`append` brings a CSV that lags behind its JSON up to date. One process writes a results file at a time
-(the parent of a run; workers report their rows back to it).
+`append` brings a CSV that lags behind its JSON up to date. Two runs may share a results file (its name
+is date-host-hardware: two jobs on one server): `append` holds an fcntl lock on `.<name>.json.lock`
+beside it and re-reads the JSON under the lock, so neither loses the other's rows. Rows found only in
+the CSV (edited by hand, or written by something else) are never dropped silently: `append` keeps them
+aside in `<stem>.csv-only-<time>.csv` and warns.
 """
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import math
 import numbers
 import os
 import re
+import sys
 import typing
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from datetime import date as Date
+from datetime import date as Date, datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from pipebench.errors import UserError
 from pipebench.files import check, write_text
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
-           "results_paths", "append", "load", "done_keys", "timeline_from_ops"]
+           "settings_text", "results_paths", "start_run", "append", "load", "files", "done_keys",
+           "timeline_from_ops"]
 
 FORMAT = "pipebench-results"
 VERSION = 1
@@ -100,6 +108,12 @@ class Row:
     """`Plan.plan_id` of the Plan the case ran (saved as <results stem>-plans/<plan_id>.plan.json); "" without one."""
     speeds: str = ""
     """Speed factor per GPU the Plan was cut for (`--speeds`), e.g. "1;0.45"; "" when all equal."""
+    max_memory: str = ""
+    """Memory cap per device in GiB the Plan was cut under (`--max-memory`, or on GPUs what was free at the
+    start less a margin), 3 significant figures, e.g. "20;20"; "" without a cap or a Plan."""
+    settings: str = ""
+    """The other settings that change what runs, as `settings_text` writes them: the model's `--set`
+    overrides (later precision, optimizer...), e.g. "depth=4;width=64"; "" for none."""
     device_name: str = ""
     """E.g. "NVIDIA H200", or "cpu"."""
     torch_version: str = ""
@@ -140,17 +154,26 @@ class Row:
 FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
-LATER_FIELDS = ("speeds", "plan_id")
+LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
-               "speeds")
+               "speeds", "max_memory", "settings")
+"""Every field that changes what runs. A new setting goes into `settings` (one entry where the suite
+makes the row), or into a field of its own listed here."""
 
 
 def case_key(row: Row) -> tuple:
-    """What identifies a benchmark case, for `--resume` and the report: (model, flavour, strategy, gpus,
-    batch, micro_batches, schedule, virtual_stages, speeds). The same case planned for other speeds is
-    another case."""
+    """What identifies a benchmark case, for `--resume` and the report: the CASE_FIELDS values. The same
+    case with other `--set` values, another memory cap or other speeds is another case."""
     return tuple(getattr(row, name) for name in CASE_FIELDS)
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """{"width": 64, "depth": 4} -> "depth=4;width=64": sorted, so the same settings always key alike;
+    list values joined with ","."""
+    def text(value):
+        return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return ";".join(f"{key}={text(settings[key])}" for key in sorted(settings))
 
 
 def results_paths(out_dir: str | Path, date: str | Date, host: str, hardware: str) -> tuple[Path, Path]:
@@ -161,35 +184,67 @@ def results_paths(out_dir: str | Path, date: str | Date, host: str, hardware: st
     return out / f"{stem}.csv", out / f"{stem}.json"
 
 
-def append(row: Row, csv_path: str | Path, json_path: str | Path) -> None:
-    """Add `row` to the JSON file and rewrite the CSV from it; see the module docstring for why a crash
-    at any point loses no finished row."""
+def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool) -> set[tuple]:
+    """Check the results files before a run starts anything, and return the case keys `--resume` skips.
+
+    Checked now, not at the first `append`, so that no case runs only to lose its row: a CSV without its
+    JSON, an unreadable JSON, and a file that already holds rows while `resume` is off (running again
+    without --resume would add a second row for every case, and the report would keep only the later)."""
     csv_path, json_path = Path(csv_path), Path(json_path)
-    if json_path.exists():
-        rows = _load_json(json_path)
-    elif csv_path.exists():
-        raise ResultsError(f"{csv_path}: exists without its JSON file {json_path}; "
-                           f"move it away rather than have it overwritten")
-    else:
-        rows = []
-    rows.append(row)
-    write_text(json_path, _json_text(rows))
-    write_text(csv_path, _csv_text(rows))
+    if not json_path.exists():
+        _refuse_csv_without_json(csv_path, json_path)
+        return set()
+    rows = _load_json(json_path)
+    if rows and not resume:
+        raise ResultsError(f"{json_path}: already holds {len(rows)} row(s) from an earlier run; add --resume to "
+                           f"skip the cases done there and run the rest, or give another --out")
+    return {case_key(row) for row in rows if row.status in DONE_STATUSES}
 
 
-def load(paths: str | Path | Iterable[str | Path]) -> list[Row]:
+def append(row: Row, csv_path: str | Path, json_path: str | Path, *, warn: Callable[[str], None] | None = None) -> None:
+    """Add `row` to the JSON file and rewrite the CSV from it; see the module docstring for why a crash
+    at any point or a second writer loses no finished row. `warn` (default: a line on stderr) hears of
+    CSV rows kept aside."""
+    csv_path, json_path = Path(csv_path), Path(json_path)
+    with _locked(json_path):
+        if json_path.exists():
+            rows = _load_json(json_path)
+        else:
+            _refuse_csv_without_json(csv_path, json_path)
+            rows = []
+        rows.append(row)
+        write_text(json_path, _json_text(rows))
+        _keep_csv_only_rows(csv_path, rows, warn or _warn)
+        write_text(csv_path, _csv_text(rows))
+
+
+def load(paths: str | Path | Iterable[str | Path], *, warn: Callable[[str], None] | None = None) -> list[Row]:
     """Rows from results files (.json, or the flat .csv with empty timelines) or folders of them.
 
     A folder stands for its *.json files and those *.csv files that have no JSON twin; a CSV whose JSON
-    twin is also given is skipped likewise, since the JSON holds the same rows and their timelines."""
-    files = _expand(paths)
-    given = {f.resolve() for f in files}
+    twin is also given is skipped likewise, since the JSON holds the same rows and their timelines. A
+    skipped twin is still read: one that is unreadable or holds rows its JSON lacks gets a line through
+    `warn` (default: stderr), not an error, since the JSON, the source of truth, is whole."""
     rows: list[Row] = []
-    for path in files:
-        if path.suffix == ".csv" and path.with_suffix(".json").resolve() in given:
+    for path in files(paths):
+        if path.suffix == ".csv":
+            rows.extend(_load_csv(path))
             continue
-        rows.extend(_load_csv(path) if path.suffix == ".csv" else _load_json(path))
+        json_rows = _load_json(path)
+        twin = path.with_suffix(".csv")
+        if twin.exists():
+            problem = _csv_disagrees(twin, json_rows)
+            if problem:
+                (warn or _warn)(f"{twin}: {problem}; reporting from {path.name}")
+        rows.extend(json_rows)
     return rows
+
+
+def files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The files `load` reads for `paths`: folders expanded, a CSV left out when its JSON twin is there."""
+    found = _expand(paths)
+    jsons = {f.resolve() for f in found if f.suffix == ".json"}
+    return [f for f in found if not (f.suffix == ".csv" and f.with_suffix(".json").resolve() in jsons)]
 
 
 def done_keys(paths: str | Path | Iterable[str | Path]) -> set[tuple]:
@@ -215,12 +270,19 @@ def _json_text(rows: list[Row]) -> str:
 
 
 def _csv_text(rows: list[Row]) -> str:
+    return _csv_table([_csv_cells(row) for row in rows])
+
+
+def _csv_table(lines: list[tuple[str, ...]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        writer.writerow([_csv_cell(getattr(row, name)) for name in CSV_COLUMNS])
+    writer.writerows(lines)
     return out.getvalue()
+
+
+def _csv_cells(row: Row) -> tuple[str, ...]:
+    return tuple(_csv_cell(getattr(row, name)) for name in CSV_COLUMNS)
 
 
 def _csv_cell(value: Any) -> str:
@@ -317,6 +379,8 @@ def _make_row(values: dict[str, Any], where: str) -> Row:
 def _expand(paths) -> list[Path]:
     files = []
     for path in map(Path, _as_paths(paths)):
+        if not path.exists():
+            raise ResultsError(f"{path}: no such file or folder")
         if path.is_dir():
             jsons = sorted(path.glob("*.json"))
             files += jsons + [c for c in sorted(path.glob("*.csv")) if c.with_suffix(".json") not in jsons]
@@ -337,6 +401,77 @@ def _slug(text: str, what: str) -> str:
     if not slug:
         raise ValueError(f"{what} {text!r} leaves nothing to name a results file with")
     return slug
+
+
+# ------------------------------------------------------------------------------------- sharing, repair
+
+@contextmanager
+def _locked(json_path: Path):
+    """Hold an exclusive fcntl lock on `.<stem>.json.lock` beside the results file (left in place:
+    removing a lock file races with the next writer opening it)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(json_path.with_name(f".{json_path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _refuse_csv_without_json(csv_path: Path, json_path: Path) -> None:
+    if csv_path.exists():
+        raise ResultsError(f"{csv_path}: exists without its JSON file {json_path}; "
+                           f"move it away rather than have it overwritten")
+
+
+def _csv_disagrees(csv_path: Path, json_rows: list[Row]) -> str:
+    """What is wrong with a CSV twin against its JSON rows: "" when it holds no row the JSON lacks."""
+    try:
+        extra = _csv_only_lines(csv_path, json_rows)
+    except ResultsError as exc:
+        return f"unreadable ({str(exc).removeprefix(f'{csv_path}: ')})"
+    return f"{len(extra)} row(s) that its JSON twin lacks" if extra else ""
+
+
+def _csv_only_lines(csv_path: Path, json_rows: list[Row]) -> list[tuple[str, ...]]:
+    """The CSV's rows that the JSON rows do not account for, as CSV cells; ResultsError if unreadable.
+
+    Compared as the cells `_csv_text` writes, so a CSV of an older layout (fewer columns) compares alike,
+    and a CSV that lags its JSON by a row or two (a crash between the two writes) has nothing extra."""
+    lines = Counter(_csv_cells(row) for row in _load_csv(csv_path))
+    lines.subtract(_csv_cells(row) for row in json_rows)
+    return [line for line, n in lines.items() if n > 0 for _ in range(n)]
+
+
+def _keep_csv_only_rows(csv_path: Path, json_rows: list[Row], warn: Callable[[str], None]) -> None:
+    """Before the CSV is rewritten from the JSON: move aside whatever of it would be lost, and say so."""
+    if not csv_path.exists():
+        return
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        extra = _csv_only_lines(csv_path, json_rows)
+    except ResultsError as exc:
+        aside = _free_name(csv_path.with_name(f"{csv_path.name}.unreadable-{stamp}"))
+        os.replace(csv_path, aside)
+        warn(f"{exc}; moved it to {aside.name} and rewrote {csv_path.name} from its JSON")
+        return
+    if extra:
+        aside = _free_name(csv_path.with_name(f"{csv_path.stem}.csv-only-{stamp}.csv"))
+        write_text(aside, _csv_table(extra))
+        warn(f"{csv_path}: {len(extra)} row(s) were in the CSV but not in its JSON; kept in {aside.name}")
+
+
+def _free_name(path: Path) -> Path:
+    n = 1
+    candidate = path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def _warn(message: str) -> None:
+    print(f"pipebench: warning: {message}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------- timelines

@@ -49,7 +49,7 @@ class RunOptions:
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
-    done = res.done_keys([json_path]) if options.resume else set()
+    done = res.start_run(csv_path, json_path, resume=options.resume)  # a bad or taken file: refused before any case
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     profile_dir.mkdir(parents=True, exist_ok=True)
     plan_dir = json_path.with_name(json_path.stem + "-plans")

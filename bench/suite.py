@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.job import Job
-from pipebench.bench.results import Row, timeline_from_ops
+from pipebench.bench.results import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource, is_user_model
@@ -220,6 +220,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         # Only a plan cut across devices depends on the speeds (one GPU runs the whole model either way).
         speeds=(";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count])
                 if plan and machine.speeds and plan.device_count > 1 else ""),
+        max_memory=case_caps(case, machine), settings=case_settings(case),
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
@@ -231,7 +232,24 @@ def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
                strategy=case.strategy, gpus=machine.gpus_label,
                world_size=1, batch=case.batch, micro_batches=case.micro_batches or 1, schedule=case.schedule,
                virtual_stages=case.virtual_stages, status="unavailable", reason=reason, device_name=machine.name,
-               host=socket.gethostname(), started_at=now())
+               max_memory=case_caps(case, machine), settings=case_settings(case), host=socket.gethostname(),
+               started_at=now())
+
+
+def case_settings(case: Case) -> str:
+    """The row's `settings`: what changes the training itself, for every strategy alike (so rows of
+    other settings are other cases for --resume and the report). A new setting is one entry here."""
+    return settings_text({**dict(case.overrides)})
+
+
+def case_caps(case: Case, machine: Machine) -> str:
+    """The row's `max_memory`: the caps (GiB) the case's Plan is cut under; "" for a strategy without a
+    Plan, which runs the whole model whatever the cap."""
+    strategy = STRATEGIES.get(case.strategy)
+    if strategy is None or not strategy.needs_plan or not machine.caps:
+        return ""
+    devices = 1 if strategy.devices == "one" else machine.devices
+    return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])
 
 
 def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float) -> Row:

@@ -3,7 +3,7 @@
 One home for two things every file format here needs (profiles, plans, jobs, results):
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
-  unique per process, so two writers never share one.
+  unique per call (random, created exclusively), so two writers, processes or threads, never share one.
 - `read_json` and `record`: a versioned JSON object read back into a dataclass, every field checked
   against its annotation, with an error that names the file and the field in one line.
 """
@@ -16,6 +16,7 @@ import numbers
 import os
 import types
 import typing
+import uuid
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,9 +35,10 @@ def write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically and durably (fsync of the file and of its folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    f = open(tmp, "x", encoding="utf-8", newline="")  # "x": never another writer's file
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
+        with f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -176,7 +176,7 @@ def test_write_report(rows, tmp_path):
     assert "![throughput.png](throughput.png)" in markdown
     assert "timeline for resnet101 full: not drawn" in markdown
     summary_csv = (tmp_path / "report" / "summary.csv").read_text().splitlines()
-    assert summary_csv[0].startswith("model,flavour,batch,device_name,case,") and len(summary_csv) == 1 + 9
+    assert summary_csv[0].startswith("model,flavour,settings,batch,device_name,case,") and len(summary_csv) == 1 + 9
 
 
 def test_write_report_skips_plots_without_data(tmp_path):
@@ -226,3 +226,105 @@ def test_ideal_share_is_the_schedule_bound():
     assert _ideal_share("pp-1f1b", 2, 8, 1) == pytest.approx(8 / 9) == ideal_efficiency(2, 8)
     assert _ideal_share("pp-interleaved", 2, 4, 2) == pytest.approx(8 / 9)  # v stages per device: v·m chunks
     assert _ideal_share("ddp", 4, 1, 1) == 1.0
+
+
+# ------------------------------------------------------------------------------- issue 15, items 4, 14, 15
+
+def test_rows_of_other_settings_are_not_one_case():
+    """--set values make another model (its own group, its own single baseline); another memory cap is
+    another case, named in the label where a group holds several."""
+    rows = [make_row("single", gpus="0", samples_per_s=100.0, settings="depth=4"),
+            make_row("single", gpus="0", samples_per_s=50.0, settings="depth=8"),
+            make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=150.0,
+                     settings="depth=8", max_memory="20;20"),
+            make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=120.0,
+                     settings="depth=8", max_memory="10;10")]
+    summary = summarise(frame(rows))
+    assert len(summary) == 4
+    deep = summary[summary["settings"] == "depth=8"].set_index("case")
+    assert list(deep.index) == ["single", "pp-1f1b (m=8), memory cap 20/20 GiB", "pp-1f1b (m=8), memory cap 10/10 GiB"]
+    assert deep.loc["pp-1f1b (m=8), memory cap 20/20 GiB", "x_single"] == 3.0  # against depth=8's single
+    assert recommend(summary)[1].startswith("gpt 800m (depth=8): pp-1f1b (m=8), memory cap 20/20 GiB is fastest")
+
+
+def test_the_table_of_several_models_has_a_model_column(rows):
+    """Printed to stdout, two models' rows could not be told apart."""
+    table = markdown_table(summarise(frame(rows))).splitlines()
+    assert table[0].startswith("| model | case | GPUs |")
+    assert table[2].startswith("| gpt 800m | single | 0 |") and table[-1].startswith("| resnet101 full | pipeline")
+    one = markdown_table(summarise(frame(rows[:3]))).splitlines()
+    assert one[0].startswith("| case | GPUs |")  # one model: its heading says whose
+
+
+def test_the_cpu_measures_no_peak_memory_n_a():
+    rows = [make_row("single", gpus="cpu", samples_per_s=8.0, peak_memory_bytes=[0], device_name="cpu"),
+            make_row("ddp", gpus="cpu", world_size=2, samples_per_s=12.0, peak_memory_bytes=[0, 0], device_name="cpu",
+                     predicted_memory_bytes=[GIB, GIB])]
+    summary = summarise(frame(rows))
+    assert list(summary["peak_gib"]) == ["n/a", "n/a"] and summary["memory_error_pct"].isna().all()
+    assert "| n/a |" in markdown_table(summary) and "| 0.0 |" not in markdown_table(summary)
+    assert recommend(summary) == ["gpt 800m: ddp is fastest at 12.0 samples/s, 1.50x one GPU, n/a GiB peak per GPU "
+                                  "(single: n/a GiB)"]
+
+
+def test_a_report_from_a_csv_blames_the_csv_for_missing_timelines(tmp_path):
+    rows = [make_row("pp-1f1b", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=150.0)]
+    written = write_report(rows, tmp_path, csv_files=[Path("results/x.csv")])
+    assert [n for n in written.notes if n.startswith("timeline")] == [
+        "timeline for gpt 800m: not drawn, a results CSV holds no timelines (x.csv); report the .json file beside "
+        "it to draw them"]
+
+
+def test_each_timeline_panel_has_its_own_time_axis_and_a_whole_title(tmp_path, monkeypatch):
+    """A prediction 20x off squeezed the measured step into 5% of the width, and a long title was clipped."""
+    from pipebench.bench import plots
+
+    figures = {}
+    real_save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path, footer: (figures.setdefault(path.name, fig),
+                                                                  real_save(fig, path, footer))[1])
+    measured, predicted = gantt(), gantt(stretch=20.0)
+    rows = [make_row("pp-1f1b", model="my_models/a_rather_long_directory_name/transformer_variant.py:MyTransformer",
+                     flavour="", world_size=2, micro_batches=8, schedule="1f1b", samples_per_s=150.0,
+                     predicted_step_ms=20 * 400.0, step_ms=400.0, timeline=measured, predicted_timeline=predicted)]
+    write_report(rows, tmp_path)
+    (fig,) = [f for name, f in figures.items() if name.startswith("timeline")]
+    top, bottom = fig.axes[:2]
+    span = lambda ops: max(op["end_ms"] for op in ops) - min(op["start_ms"] for op in ops)
+    assert top.get_xlim()[1] == pytest.approx(span(measured) * 1.01)
+    assert bottom.get_xlim()[1] == pytest.approx(span(predicted) * 1.01)
+    renderer = fig.canvas.get_renderer()
+    for text in [fig._suptitle, *(ax.title for ax in fig.axes[:2])]:
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width, text.get_text()
+
+
+def test_first_losses_that_differ_are_explained_for_batch_norm_models(tmp_path):
+    """ResNet's BatchNorm normalises each micro-batch with its own statistics, so its first losses differ
+    between strategies (2.512 against 2.659); the README promises equal losses, so the report says why."""
+    from pipebench.bench.report import loss_notes, text_report
+
+    rows = [make_row("single", model="resnet18", flavour="tiny", gpus="0", samples_per_s=10.0, first_loss=2.512),
+            make_row("pp-1f1b", model="resnet18", flavour="tiny", world_size=2, micro_batches=4, schedule="1f1b",
+                     samples_per_s=15.0, first_loss=2.659),
+            make_row("single", model="gpt", flavour="tiny", gpus="0", samples_per_s=10.0, first_loss=9.42918),
+            make_row("pp-1f1b", model="gpt", flavour="tiny", world_size=2, micro_batches=4, schedule="1f1b",
+                     samples_per_s=15.0, first_loss=9.42918)]
+    summary = summarise(frame(rows))
+    (note,) = loss_notes(summary)
+    assert note.startswith("Note: resnet18 tiny: first losses differ between strategies (2.51200 to 2.65900), "
+                           "as expected: the model has BatchNorm layers")
+    assert note in text_report(summary)
+    write_report(rows, tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    section = markdown.split("## resnet18 tiny")[1].split("##")[0]
+    assert note in section  # under the table it explains
+    assert "first losses differ" not in markdown.split("## gpt tiny")[1].split("##")[0]
+
+
+def test_report_cli_names_a_missing_path_and_exits_2(capsys, tmp_path):
+    from pipebench.bench.cli import main
+
+    assert main(["report", str(tmp_path / "nonexistent")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"pipebench: error: {tmp_path / 'nonexistent'}: no such file or folder\n"

@@ -112,10 +112,43 @@ def test_bad_rows_are_refused_with_the_value(changes, message):
 
 
 def test_case_key_names_the_case():
-    assert case_key(make_row()) == ("gpt", "tiny", "pp-1f1b", "0,1", 8, 4, "1f1b", 1, "")
+    assert case_key(make_row()) == ("gpt", "tiny", "pp-1f1b", "0,1", 8, 4, "1f1b", 1, "", "", "")
     assert case_key(make_row(speeds="1;0.5")) != case_key(make_row())  # planned for a busy GPU: another case
     assert case_key(make_row(status="failed", reason="x", samples_per_s=None)) == case_key(make_row())
     assert case_key(make_row(virtual_stages=2)) != case_key(make_row())
+
+
+def test_case_key_holds_every_setting_that_changes_what_runs():
+    """--set values and the memory cap are other cases (issue 15, item 4), like speeds."""
+    plain = make_row()
+    assert case_key(make_row(settings="depth=4")) != case_key(plain)
+    assert case_key(make_row(settings="depth=4")) != case_key(make_row(settings="depth=8"))
+    assert case_key(make_row(max_memory="20;20")) != case_key(plain)
+    assert case_key(make_row(max_memory="20;20")) != case_key(make_row(max_memory="10;10"))
+    assert results.settings_text({"width": 64, "depth": 4, "input_shape": (3, 8, 8)}) == \
+        "depth=4;input_shape=3,8,8;width=64"  # sorted: the same settings always key alike
+    assert results.settings_text({}) == ""
+
+
+def test_the_suite_records_overrides_and_caps_in_the_row():
+    from pipebench.bench.suite import Case, Machine, case_caps, unavailable_row
+
+    machine = Machine(None, 2, "cpu", caps=[2**30, 2**30])
+    case = Case("mlp", "tiny", 8, "pp-1f1b", 2, (("depth", 3), ("width", 16)))
+    row = unavailable_row(case, machine, "not run yet")
+    assert (row.settings, row.max_memory) == ("depth=3;width=16", "1;1")
+    assert unavailable_row(Case("mlp", "tiny", 8, "single"), machine, "x").max_memory == "1"  # one device
+    assert unavailable_row(Case("mlp", "tiny", 8, "ddp"), machine, "x").max_memory == ""  # no Plan, no cap
+    assert case_caps(case, Machine(None, 2, "cpu")) == ""
+
+
+def test_files_from_before_the_settings_fields_still_load(paths):
+    append(make_row(settings="depth=4", max_memory="2;2"), *paths)
+    data = json.loads(paths[1].read_text())
+    del data["rows"][0]["settings"], data["rows"][0]["max_memory"]
+    paths[1].write_text(json.dumps(data))
+    (row,) = load(paths[1])
+    assert (row.settings, row.max_memory) == ("", "")
 
 
 def test_results_paths(tmp_path):
@@ -141,7 +174,7 @@ def test_a_crash_while_replacing_leaves_the_old_files_whole(paths, monkeypatch):
     monkeypatch.undo()
     assert [p.read_bytes() for p in paths] == before
     assert load(paths[1]) == [first]
-    assert sorted(p.name for p in paths[0].parent.iterdir()) == ["r.csv", "r.json"]  # no temporary file left
+    assert sorted(p.name for p in paths[0].parent.iterdir()) == [".r.json.lock", "r.csv", "r.json"]  # no temporary file
 
 
 def test_a_crash_between_the_two_files_is_repaired_by_the_next_append(paths, monkeypatch):
@@ -253,10 +286,17 @@ def test_bad_csv_names_the_line_and_the_field(tmp_path, paths):
     old.write_text("model,strategy,batch\ngpt,single,64\n")
     with pytest.raises(ResultsError, match="old.csv: not a pipebench results CSV: missing column 'flavour'"):
         load(old)
+    (tmp_path / "x.txt").write_text("notes")
     with pytest.raises(ResultsError, match="x.txt: not a results file"):
         load(tmp_path / "x.txt")
-    with pytest.raises(ResultsError, match="nothing.json: no such file"):
+    with pytest.raises(ResultsError, match="nothing.json: no such file or folder"):
         load(tmp_path / "nothing.json")
+
+
+def test_a_path_that_is_not_there_is_named(tmp_path):
+    """`report /nonexistent` said "no results rows" (issue 15, item 6)."""
+    with pytest.raises(ResultsError, match=r"nonexistent: no such file or folder$"):
+        load(tmp_path / "nonexistent")
 
 
 def test_timeline_from_schedule_ops():
@@ -272,3 +312,108 @@ def test_timeline_from_schedule_ops():
 def test_results_module_imports_no_torch():
     code = "import sys, bench.results; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+# ------------------------------------------------------------------------ sharing and repair (issue 15)
+
+def _append_many(csv_path, json_path, writer, count, barrier):
+    """In a spawned process: wait for the other writer, then append `count` rows as fast as possible."""
+    barrier.wait()
+    for i in range(count):
+        append(make_row(model=f"{writer}-{i}", timeline=[], predicted_timeline=[]), csv_path, json_path)
+
+
+def test_two_processes_appending_to_one_file_lose_no_row(paths):
+    """Two jobs on one server write one date-host-hardware file: 176 of 300 rows were kept before the lock."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    writers = [spawn.Process(target=_append_many, args=(*paths, name, 50, barrier)) for name in ("a", "b")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=300)
+        assert w.exitcode == 0
+    expected = {f"{name}-{i}" for name in ("a", "b") for i in range(50)}
+    assert sorted(r.model for r in load(paths[1])) == sorted(expected)
+    assert sorted(r.model for r in load(paths[0])) == sorted(expected)  # the CSV as well
+
+
+def test_every_atomic_write_has_its_own_temporary_name(tmp_path, monkeypatch):
+    """A fixed name (or one per process) lets two writers of one file, say two threads, clobber each other's
+    temporary file."""
+    from pipebench import files
+
+    used = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (used.append(Path(src).name), real_replace(src, dst)))
+    files.write_text(tmp_path / "p.profile.json", "one")
+    files.write_text(tmp_path / "p.profile.json", "two")
+    assert len(set(used)) == 2 and all(name.startswith(".p.profile.json.") for name in used)
+    assert (tmp_path / "p.profile.json").read_text() == "two"
+
+
+def test_rows_only_in_the_csv_are_kept_aside_and_told(paths):
+    append(make_row(), *paths)
+    with open(paths[0], "a", newline="") as f:  # a row added by hand, or by another tool, to the CSV only
+        csv.writer(f, lineterminator="\n").writerow(
+            results._csv_cells(make_row(model="by-hand", timeline=[], predicted_timeline=[])))
+    heard = []
+    append(make_row(model="second"), *paths, warn=heard.append)
+    assert [r.model for r in load(paths[0])] == ["gpt", "second"]  # rewritten from the JSON
+    (aside,) = paths[0].parent.glob("r.csv-only-*.csv")
+    assert [r.model for r in load(aside)] == ["by-hand"]  # nothing lost
+    assert heard == [f"{paths[0]}: 1 row(s) were in the CSV but not in its JSON; kept in {aside.name}"]
+    append(make_row(model="third"), *paths, warn=heard.append)
+    assert len(heard) == 1  # a CSV that only lags its JSON is no news
+
+
+def test_an_unreadable_csv_is_moved_aside_and_told(paths, capsys):
+    append(make_row(), *paths)
+    paths[0].write_text("garbage, not a results csv\n")
+    append(make_row(model="second"), *paths)
+    err = capsys.readouterr().err
+    assert err.startswith("pipebench: warning: ") and "moved it to r.csv.unreadable-" in err
+    assert len(err.strip().splitlines()) == 1
+    (aside,) = paths[0].parent.glob("r.csv.unreadable-*")
+    assert aside.read_text() == "garbage, not a results csv\n"
+    assert [r.model for r in load(paths[0])] == ["gpt", "second"]
+
+
+def test_a_folder_with_a_bad_csv_twin_warns_and_reports_from_the_json(tmp_path):
+    """The JSON is the source of truth, so a broken CSV beside it is a warning (one line), not an error;
+    a broken CSV without a JSON twin stays an error (test_bad_csv_names_the_line_and_the_field)."""
+    append(make_row(), tmp_path / "a.csv", tmp_path / "a.json")
+    (tmp_path / "a.csv").write_text("broken\n")
+    heard = []
+    assert [r.model for r in load(tmp_path, warn=heard.append)] == ["gpt"]
+    assert heard == [f"{tmp_path / 'a.csv'}: unreadable (not a pipebench results CSV: missing column 'model'); "
+                     "reporting from a.json"]
+    append(make_row(), tmp_path / "b.csv", tmp_path / "b.json")
+    (tmp_path / "b.csv").write_text((tmp_path / "b.csv").read_text() * 2)  # the header again: a bad line
+    heard.clear()
+    load(tmp_path / "b.json", warn=heard.append)
+    assert len(heard) == 1 and "b.csv: unreadable" in heard[0]
+
+
+def test_start_run_checks_the_files_before_anything_runs(paths):
+    assert results.start_run(*paths, resume=False) == set()  # nothing there yet
+    paths[0].write_text("precious\n")
+    with pytest.raises(ResultsError, match="exists without its JSON file"):
+        results.start_run(*paths, resume=True)
+    paths[0].unlink()
+    paths[1].write_text("{not json")
+    with pytest.raises(ResultsError, match="not JSON"):
+        results.start_run(*paths, resume=True)
+
+
+def test_start_run_refuses_a_second_run_into_one_file_without_resume(paths):
+    """Running twice without --resume added a second row per case, and the report kept only the later."""
+    append(make_row(), *paths)
+    append(make_row(micro_batches=2, status="failed", reason="boom", samples_per_s=None), *paths)
+    with pytest.raises(ResultsError) as info:
+        results.start_run(*paths, resume=False)
+    assert str(info.value) == (f"{paths[1]}: already holds 2 row(s) from an earlier run; add --resume to skip the "
+                               "cases done there and run the rest, or give another --out")
+    assert results.start_run(*paths, resume=True) == {case_key(make_row())}  # the failed one runs again

@@ -18,19 +18,17 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_report(args) -> int:
-    from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
-    from pipebench.bench.results import load
+    from pipebench.bench.report import frame, summarise, text_report, write_report
+    from pipebench.bench.results import files as results_files, load
 
     files = args.files or ["results"]
-    rows = load(files)
+    rows = load(files)  # a path that is not there: "no such file or folder"
     if not rows:
         raise UserError(f"no results rows in {', '.join(files)}")
     out = Path(args.out) if args.out else default_report_dir(Path(files[0]))
-    summary = summarise(frame(rows))
-    print(markdown_table(summary))
-    print()
-    print("\n".join(recommend(summary)))
-    written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]))
+    print(text_report(summarise(frame(rows))))
+    csv_files = [f for f in results_files(files) if f.suffix == ".csv"]  # they hold no timelines
+    written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]), csv_files=csv_files)
     for line in written.notes:
         note(line)
     print("\nwrote " + ", ".join(str(p) for p in written.paths))
