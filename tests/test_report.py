@@ -328,3 +328,11 @@ def test_report_cli_names_a_missing_path_and_exits_2(capsys, tmp_path):
     assert main(["report", str(tmp_path / "nonexistent")]) == 2
     err = capsys.readouterr().err
     assert err == f"pipebench: error: {tmp_path / 'nonexistent'}: no such file or folder\n"
+
+
+def test_report_reads_where_run_writes_by_default(capsys, tmp_path, monkeypatch):
+    from pipebench.bench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["report"]) == 2
+    assert capsys.readouterr().err == "pipebench: error: pipebench-results: no such file or folder\n"

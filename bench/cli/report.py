@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipebench.bench.cli import note
+from pipebench.bench.cli.run import DEFAULT_OUT
 from pipebench.errors import UserError
 
 
@@ -12,7 +13,7 @@ def add_parser(subparsers) -> None:
         "report", help="tables and plots from results files",
         description="Summarise results files (speed-ups, efficiency, predicted against measured) into "
         "report.md, summary.csv and PNG plots.")
-    parser.add_argument("files", nargs="*", help="results .json/.csv files or folders (default: results)")
+    parser.add_argument("files", nargs="*", help=f"results .json/.csv files or folders (default: {DEFAULT_OUT}, where run writes)")
     parser.add_argument("--out", help="folder for the report (default: <first file>-report)")
     parser.set_defaults(handler=cmd_report)
 
@@ -21,7 +22,7 @@ def cmd_report(args) -> int:
     from pipebench.bench.report import frame, summarise, text_report, write_report
     from pipebench.bench.results import files as results_files, load
 
-    files = args.files or ["results"]
+    files = args.files or [DEFAULT_OUT]
     rows = load(files)  # a path that is not there: "no such file or folder"
     if not rows:
         raise UserError(f"no results rows in {', '.join(files)}")
