@@ -1,23 +1,28 @@
 """Start a Job's worker processes and bring their result back.
 
 Single-process strategies run in one child process; multi-process strategies through torch's own
-launcher, torch.distributed.run (torchrun), one process per device, rendezvous on 127.0.0.1. Every case
-runs in fresh children so that:
+launcher, torch.distributed.run (torchrun), one process per device, rendezvous on 127.0.0.1. torchrun
+runs inside `python -m pipebench.bench.launch` (`agent` below), which makes its stores listen on
+127.0.0.1 only. Every case runs in fresh children so that:
 - CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere (the seed's first lesson);
 - a crash or an out-of-memory in one case cannot take the suite down with it;
 - the workers start with PYTHONSAFEPATH=1 (`python -P`), so a models.py in the user's folder cannot
   shadow our `models` package.
 
 Workers hand back a JSON file (result.json, or error-rank<r>.json from the process that failed), never
-log text. When one worker fails, torchrun stops the others; we then kill the whole process group, so no
-process and no port outlives the call.
+log text. When one worker fails, torchrun stops the others; we then kill the whole process tree, so no
+process and no port outlives the call. Every child also ends itself within a second of losing the process
+that started it (`exit_with_parent`): kill -9 of `pipebench run` leaves no worker spinning on a port.
 
 Several machines: run the worker under torchrun yourself with its node flags (README, "Several machines").
 """
 from __future__ import annotations
 
+import ctypes
+import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +37,11 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.job import Job
 from pipebench.errors import UserError
 
-__all__ = ["WorkerError", "Session", "launch", "call_in_child", "visible_devices", "free_port", "child_env"]
+__all__ = ["WorkerError", "Session", "launch", "call_in_child", "visible_devices", "free_port", "child_env",
+           "exit_with_parent", "loopback_store"]
+
+PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
+"""What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
 
 
 class WorkerError(RuntimeError):
@@ -69,17 +78,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.1, ::1 or localhost: a store there is for this machine alone."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_store(port: int = 0, **options):
+    """A TCPStore server (torch.distributed.TCPStore) that listens on 127.0.0.1 only."""
+    from torch.distributed import TCPStore
+
+    fd, port = _listen_on_loopback(port)
+    return TCPStore("127.0.0.1", port, is_master=True, master_listen_fd=fd, **options)
+
+
+def _listen_on_loopback(port: int) -> tuple[int, int]:
+    """A socket listening on 127.0.0.1:`port` (0: a free one), as (file descriptor, port).
+
+    TCPStore takes no address to bind and listens on every interface, where anyone who reaches the host
+    could set keys and stop or distort a run; it does take a socket that listens already
+    (`master_listen_fd`, which it then owns: hence the bare descriptor)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    port = listener.getsockname()[1]
+    return listener.detach(), port
+
+
 def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
-                   torchrun_args: Sequence[str] = ()) -> list[str]:
-    """The command line that starts the job's workers."""
+                   torchrun_args: Sequence[str] = (), log_dir: Path | None = None) -> list[str]:
+    """The command line that starts the job's workers: the worker itself, or torchrun in our agent."""
     worker = ["-m", "pipebench.bench.worker", str(job_path), str(out_dir)]
     if job.processes == 1:
         return [sys.executable, "-P", *worker]
+    logs = ["--log-dir", str(log_dir)] if log_dir is not None else []  # else torchrun makes /tmp/torchelastic_*
     return [
-        sys.executable, "-P", "-m", "torch.distributed.run",
+        sys.executable, "-P", "-m", "pipebench.bench.launch", str(out_dir),
         "--nnodes", "1", "--nproc-per-node", str(job.processes),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr", "127.0.0.1",
-        "--max-restarts", "0", "--monitor-interval", "0.2",
+        "--max-restarts", "0", "--monitor-interval", "0.2", *logs,
         *torchrun_args, *worker,
     ]
 
@@ -103,20 +143,18 @@ class Session:
         self._proc: subprocess.Popen | None = None
         self._store = None
         self._count = 0
+        self._threads: list[threading.Thread] = []  # the store must outlive them (C++ aborts otherwise)
 
     def __enter__(self) -> "Session":
         from datetime import timedelta
 
-        from torch.distributed import TCPStore
-
-        self._store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                               timeout=timedelta(seconds=self.timeout))
+        self._store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=self.timeout))
         job = replace(self.job, control_port=self._store.port)
         self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
         self.out_dir = Path(self.keep) if self.keep is not None else Path(self._tmp.name)
-        self._proc = _start(job, self.out_dir, self.gpus, self.torchrun_args)
+        self._proc = _start(job, self.out_dir, Path(self._tmp.name), self.gpus, self.torchrun_args)
         self._awaiting = "ready"
-        threading.Thread(target=self._watch, args=(self._store.port,), daemon=True).start()
+        self._thread(self._watch, self._store.port)
         try:
             self._wait_for("ready")
         except BaseException:
@@ -146,16 +184,27 @@ class Session:
         """Block until a worker sets `key` in the store (woken at once, no polling).
 
         A watcher thread sets the awaited key to "exited" if the workers die first, so a failure wakes
-        us too; the store's own timeout (`timeout`) ends a hang."""
+        us too; the store's own timeout (`timeout`) ends a hang. The store's wait runs in a thread of its
+        own: Python runs a signal handler only between its own steps, so behind a wait in C++ Ctrl-C or
+        SIGTERM would wait for the whole step (or the timeout); an Event's wait they interrupt at once."""
         self._awaiting = key
         if self._proc.poll() is not None:
             self._store.set(key, "exited")
-        try:
-            self._store.wait([key])
-        except Exception:  # noqa: BLE001 - the store timed out
+        answered, failed = threading.Event(), []
+
+        def wait() -> None:
+            try:
+                self._store.wait([key])
+            except Exception:  # noqa: BLE001 - the store timed out
+                failed.append(True)
+            answered.set()
+
+        self._thread(wait)
+        answered.wait()
+        if failed:
             _kill_group(self._proc)
             raise WorkerError(f"{self.job.strategy}: no answer within {self.timeout:.0f} s; stopped",
-                              log=_tail(self.out_dir / "workers.log")) from None
+                              log=_tail(self.out_dir / "workers.log"))
         if self._store.get(key) == b"exited":
             self._proc.wait()
             _kill_group(self._proc)
@@ -164,17 +213,26 @@ class Session:
 
     def _watch(self, port: int) -> None:
         """Thread: when the workers' process ends, wake whoever waits for a key."""
+        from datetime import timedelta
+
         from torch.distributed import TCPStore
 
         self._proc.wait()
         try:
-            TCPStore("127.0.0.1", port, is_master=False).set(self._awaiting, "exited")
+            TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=5)).set(self._awaiting, "exited")
         except Exception:  # noqa: BLE001 - the session is already closed
             pass
+
+    def _thread(self, target, *args) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(threading.Thread(target=target, args=args, daemon=True))
+        self._threads[-1].start()
 
     def __exit__(self, *exc) -> None:
         if self._proc is not None:
             _kill_group(self._proc)
+        for thread in self._threads:  # the workers' end wakes them (_watch), within a second
+            thread.join(timeout=10)
         if self._tmp is not None:
             self._tmp.cleanup()
         self._store = None
@@ -190,7 +248,7 @@ def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800
     """
     with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
         out_dir = Path(keep) if keep is not None else Path(tmp)
-        proc = _start(job, out_dir, gpus, torchrun_args)
+        proc = _start(job, out_dir, Path(tmp), gpus, torchrun_args)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -239,6 +297,7 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
 
 
 def _child_main(send, fn, args, kwargs) -> None:
+    exit_with_parent()
     try:
         outcome = ("ok", fn(*args, **kwargs))
     except UserError as exc:
@@ -261,13 +320,20 @@ def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
     return env
 
 
-def _start(job: Job, out_dir: Path, gpus, torchrun_args) -> subprocess.Popen:
+def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args) -> subprocess.Popen:
+    """Start the job's workers; `temp` is this call's temporary folder, which the child removes should we die."""
     env = child_env(gpus)
+    env[PARENT_ENV], env[TEMP_ENV] = str(os.getpid()), str(temp)
+    loopback = _loopback_interface()
+    if loopback is not None:  # the collectives' own sockets, which would take the host's address
+        env.setdefault("GLOO_SOCKET_IFNAME", loopback)
+        env.setdefault("NCCL_SOCKET_IFNAME", loopback)
     env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")  # one thread per process: each stands in for one device
     out_dir.mkdir(parents=True, exist_ok=True)
     job_path = out_dir / "job.json"
     job.save(job_path)
-    command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args)
+    command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args,
+                             log_dir=temp / "torchelastic")
     with open(out_dir / "workers.log", "wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -292,19 +358,15 @@ def _threads(job: Job) -> int:
     return max(1, (os.cpu_count() or 1) // job.processes)
 
 
-def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """End the child and everything it started.
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End the child and everything it started, at once.
 
-    torchrun puts its workers in sessions of their own, so a kill of its process group misses them:
-    ask torchrun to stop (it stops its workers), then kill whatever is left of the tree."""
+    torchrun puts its workers in sessions of their own, so a kill of its process group misses them: kill
+    each process of the tree. No polite SIGTERM first: torchrun would spend seconds stopping workers
+    that have nothing to save (a stopped case is a lost case either way), and Ctrl-C must end the run
+    within seconds. Where /proc is missing, the workers end themselves (`exit_with_parent`)."""
     family = _descendants(proc.pid)
     ended_already = proc.poll() is not None  # reaped: its pid may belong to someone else by now
-    if not ended_already:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
     for pid in family if ended_already else [proc.pid, *family]:
         for kill in (os.killpg, os.kill):
             try:
@@ -337,14 +399,117 @@ def _descendants(root: int) -> list[int]:
 
 
 def _first_error(out_dir: Path) -> dict | None:
-    """The error of the process that failed first (the others were stopped because of it)."""
+    """The error of the process that failed first (the others were stopped because of it).
+
+    A peer's lost connection ("Connection reset by peer") is a consequence, named only when nothing else
+    is known: a rank killed from outside writes no record itself, and comes first although the agent
+    recorded its death after the survivor's error (`_record_deaths`)."""
     errors = []
     for path in out_dir.glob("error-rank*.json"):
         try:
             errors.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-    return min(errors, key=lambda e: e.get("time", 0.0)) if errors else None
+    return min(errors, key=lambda e: (e.get("peer", False), e.get("time", 0.0))) if errors else None
+
+
+def _record_deaths(failures: dict, out_dir: Path) -> None:
+    """Write error-rank<r>.json for each failed worker that wrote none: killed by a signal (SIGKILL from
+    the out-of-memory killer or a user), or crashed in C++. `failures`: torchrun's, by rank."""
+    from pipebench.files import write_json
+
+    for rank, failure in failures.items():
+        path = out_dir / f"error-rank{rank}.json"
+        if path.exists():
+            continue
+        code = failure.exitcode
+        killed = code < 0
+        write_json(path, {
+            "rank": rank, "type": "Killed" if killed else "Exited",
+            "message": f"ended by {failure.signal_name()} before it could report an error" if killed
+            else f"exited with status {code} without reporting an error",
+            "oom": False, "unavailable": False, "peer": False, "traceback": "", "time": time.time(),
+        })
+
+
+def _loopback_interface() -> str | None:
+    """The loopback interface's name ("lo" on Linux, "lo0" on macOS), for GLOO_ and NCCL_SOCKET_IFNAME."""
+    try:
+        names = {name for _, name in socket.if_nameindex()}
+    except OSError:
+        return None
+    return next((name for name in ("lo", "lo0") if name in names), None)
+
+
+def exit_with_parent() -> None:
+    """End this process within a second of the process that started it ending (kill -9 included).
+
+    A worker whose parent vanished would otherwise live on for minutes holding ports: spinning in a
+    store's connect-retry loop, or waiting in a collective. Call first thing in a child. The parent's pid
+    and the temporary folder to remove come from PIPEBENCH_PARENT and PIPEBENCH_TEMP (taken out of the
+    environment, so that grandchildren watch their own parent); without them, the parent now is watched.
+
+    Without a folder to remove, Linux kills us the moment the parent goes (PR_SET_PDEATHSIG); with one, a
+    thread notices within 0.2 s, kills what we started, removes the folder and leaves."""
+    parent = int(os.environ.pop(PARENT_ENV, None) or os.getppid())
+    temp = os.environ.pop(TEMP_ENV, None)
+    if temp is None and sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def orphaned() -> None:
+        for pid in _descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        orphaned()
+
+    if os.getppid() != parent:  # gone before we looked
+        orphaned()
+    threading.Thread(target=watch, daemon=True, name="exit_with_parent").start()
+
+
+def agent(argv: Sequence[str]) -> int:
+    """`python -P -m pipebench.bench.launch OUT_DIR TORCHRUN_ARGS...`: torchrun, for one machine.
+
+    - torchrun's two stores (the rendezvous store, and the store its workers share) listen on every
+      interface and take no address; here each store the endpoint puts on a loopback address listens
+      on 127.0.0.1 only (loopback_store).
+    - A worker killed from outside writes no record; its death, as torchrun saw it, goes to
+      OUT_DIR/error-rank<r>.json, so that the row names it rather than a survivor's lost connection.
+    - It ends with `pipebench` (exit_with_parent), and its workers with it."""
+    exit_with_parent()
+    os.environ[PARENT_ENV] = str(os.getpid())  # our workers: should we die while they start, they know
+    out_dir, torchrun_args = Path(argv[0]), list(argv[1:])
+    import torch.distributed as dist
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
+
+    class LoopbackStore(dist.TCPStore):
+        def __init__(self, host_name, port, world_size=None, is_master=False, **options):
+            if not (is_master and is_loopback(host_name)):
+                super().__init__(host_name, port, world_size, is_master, **options)
+                return
+            fd, port = _listen_on_loopback(port)
+            super().__init__(host_name, port, world_size, is_master, master_listen_fd=fd, **options)
+
+    # Where torchrun makes them: dynamic_rendezvous calls dist.TCPStore, the c10d backend its own import.
+    dist.TCPStore = c10d_rendezvous_backend.TCPStore = LoopbackStore
+    try:
+        torchrun.main(torchrun_args)
+    except ChildFailedError as exc:
+        _record_deaths(exc.failures, out_dir)
+        return 1
+    return 0
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -353,3 +518,7 @@ def _tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return ""
     return "\n".join(text[-lines:])
+
+
+if __name__ == "__main__":
+    sys.exit(agent(sys.argv[1:]))

@@ -3,8 +3,9 @@
 Started by `bench.launch`, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
 OUT_DIR/result.json; a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
-torchrun ends the rest of the group. CUDA_VISIBLE_DEVICES was set by the parent before this process
-started, so GPU i here is the i-th chosen GPU.
+torchrun ends the rest of the group. Every worker ends within a second of losing the process that
+started it (bench.launch.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
+set by the parent before this process started, so GPU i here is the i-th chosen GPU.
 """
 from __future__ import annotations
 
@@ -20,12 +21,22 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.job import Job
+from pipebench.bench.launch import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.files import write_json
 
 
 COMMANDS = ("step", "trace", "stop")
 """What the parent's store may ask of rank 0 (bench.launch.Session)."""
+
+CONNECT_TIMEOUT_S = 30
+"""Reaching the parent's store, which listens before we start: longer means the parent is gone."""
+COMMAND_TIMEOUT_S = 1800
+"""Waiting for the parent's next command (the parent's own default timeout per case)."""
+
+PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
+               "remote process exited", "ncclremoteerror", "socket closed")
+"""What a process sees when another one of the job died first: a consequence, not the cause."""
 
 
 def process_devices(job: Job, local_rank: int) -> list[torch.device]:
@@ -70,7 +81,9 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     if job.control_port is not None and rank == 0:
         from datetime import timedelta
 
-        store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False, timeout=timedelta(hours=2))
+        store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False,
+                              timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
+        store.set_timeout(timedelta(seconds=COMMAND_TIMEOUT_S))
 
     # Built on the CPU in every process from the same seed: the same weights everywhere (a CUDA build
     # would draw from the device's generator and differ from the single-device run).
@@ -165,7 +178,8 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
 
 
 def error_record(exc: BaseException, rank: int) -> dict:
-    """What the parent learns of a failure: one line, whether it was out of memory, the traceback."""
+    """What the parent learns of a failure: one line, whether it was out of memory, whether it only
+    lost a peer that failed first (bench.launch names the cause before such a consequence), the traceback."""
     message = str(exc).strip()
     return {
         "rank": rank,
@@ -173,6 +187,7 @@ def error_record(exc: BaseException, rank: int) -> dict:
         "message": message.splitlines()[0] if message else type(exc).__name__,
         "oom": isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in message.lower(),
         "unavailable": type(exc).__name__ == "UnavailableStrategy",
+        "peer": any(text in message.lower() for text in PEER_ERRORS),
         "traceback": traceback.format_exc(),
         "time": time.time(),
     }
@@ -181,6 +196,7 @@ def error_record(exc: BaseException, rank: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     job_path, out_dir = Path(argv[0]), Path(argv[1])
+    exit_with_parent()
     rank = int(os.environ.get("RANK", 0))
     try:
         job = Job.load(job_path)

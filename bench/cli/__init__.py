@@ -9,6 +9,7 @@ and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from pipebench.errors import UserError
@@ -22,6 +23,7 @@ EXIT_INTERRUPTED = 130
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # timeout, Slurm, systemd, docker stop: as Ctrl-C
     try:
         return args.handler(args)
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
@@ -29,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pipebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,76 @@
+"""The README's "Several machines" recipe, run for real on one machine (issue 15, item 16): its very bash
+block, started twice (two torchrun agents, --nnodes 2) with one CPU process each (gloo), the rendezvous
+on 127.0.0.1 instead of node0.example. Each "node" has a folder of its own, as two machines would: the
+result lands once, from the node that holds rank 0."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipebench.bench.job import Job
+from pipebench.bench.launch import free_port
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_recipe() -> tuple[dict[str, str], list[str]]:
+    """The environment and the command of the bash block under "### Several machines"."""
+    section = README.read_text().split("### Several machines", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    lines = [line.strip().rstrip("\\") for line in block.splitlines()]
+    words = shlex.split(" ".join(line for line in lines if not line.startswith("#")))
+    env = {}
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    return env, words
+
+
+def recipe_on_this_machine(endpoint: str) -> tuple[dict[str, str], list[str]]:
+    """The README's command with this machine's numbers: one process per node, rendezvous on loopback."""
+    env, words = readme_recipe()
+    assert words[0] == "torchrun" and words[words.index("--nnodes") + 1] == "2"
+    words[0] = str(Path(sys.executable).with_name("torchrun"))
+    words[words.index("--nproc-per-node") + 1] = "1"
+    words[words.index("--rdzv-endpoint") + 1] = endpoint
+    return env, words
+
+
+def run_on_two_nodes(tmp_path: Path, strategy: str) -> tuple[list[Path], list[str]]:
+    """job.json from a Plan for both devices, as the README says; then the recipe on each "node"."""
+    plan = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
+                       micro_batches=2).the_plan  # a Plan for both devices (the README's comes from `plan`)
+    env, command = recipe_on_this_machine(f"127.0.0.1:{free_port()}")
+    env = {**os.environ, **env, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    nodes = [tmp_path / f"node{n}" for n in range(2)]
+    agents = []
+    for node in nodes:
+        node.mkdir()
+        Job.from_plan(plan, strategy, device_type="cpu", steps=2, warmup=1).save(node / "job.json")
+        agents.append(subprocess.Popen(command, cwd=node, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True))
+    try:
+        logs = [agent.communicate(timeout=240)[0] for agent in agents]
+    finally:
+        for agent in agents:
+            agent.kill()
+    assert [agent.returncode for agent in agents] == [0, 0], "\n".join(logs)[-3000:]
+    return [node / "out" for node in nodes], logs
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "pp-1f1b"])
+def test_the_several_machines_recipe_runs(tmp_path, strategy):
+    outs, logs = run_on_two_nodes(tmp_path, strategy)
+    results = [out / "result.json" for out in outs if (out / "result.json").exists()]
+    assert len(results) == 1  # once: from the node whose worker the rendezvous made rank 0
+    assert not [p for out in outs for p in out.glob("error-rank*.json")]
+    result = json.loads(results[0].read_text())
+    assert result["strategy"] == strategy and result["world_size"] == 2
+    assert len(result["step_ms"]) == 2 and result["first_loss"] > 0
+    assert not [line for log in logs for line in log.splitlines() if "will be ignored" in line]  # no flag in vain

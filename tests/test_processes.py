@@ -1,0 +1,232 @@
+"""Processes and ports of a run (issue 15, items 1-3): SIGTERM is Ctrl-C, no worker outlives its parent,
+nothing listens beyond 127.0.0.1, and a killed rank is named as the cause of its case's failure.
+
+Each `pipebench run` here runs in a TMPDIR of its own, so that what it leaves there, and the processes that
+name it on their command line, are this test's alone."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipebench.bench.job import Job
+from pipebench.bench.launch import Session, WorkerError, _descendants
+from pipebench.bench.results import load
+from pipebench.bench.worker import error_record
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads processes from Linux /proc")
+
+
+def processes_naming(text: str) -> list[int]:
+    """Our processes whose command line contains `text`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def wait_until(condition, what: str, deadline: float = 60.0):
+    """Poll `condition` until it is true; a generous deadline only ends a hang."""
+    end = time.monotonic() + deadline
+    while not (value := condition()):
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {deadline:.0f} s")
+        time.sleep(0.1)
+    return value
+
+
+def start_run(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, Path, Path, Path]:
+    """`pipebench run` on the CPU in a process of its own; its (process, TMPDIR, results folder, stderr file)."""
+    temp, out, err = tmp_path / "tmp", tmp_path / "out", tmp_path / "stderr.txt"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "pipebench", "run", "--quick", "--out", str(out), *options],
+                                env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+    return proc, temp, out, err
+
+
+def worker_running(temp: Path) -> bool:
+    return any(b"pipebench.bench.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+               for pid in processes_naming(str(temp)) if Path(f"/proc/{pid}").exists())
+
+
+def assert_nothing_left(temp: Path) -> None:
+    """No process of the run, and none of its temporary folders (torch's own caches may stay)."""
+    wait_until(lambda: not processes_naming(str(temp)), "every worker and torchrun gone", deadline=20)
+    left = [p.name for p in temp.iterdir() if p.name.startswith(("pipebench-", "torchelastic_"))]
+    assert left == []
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path):
+    """SIGTERM (timeout, Slurm, systemd, docker stop) while the second case's workers run: the first row
+    is kept, and no worker, torchrun or temporary folder is left."""
+    proc, temp, out, err = start_run(tmp_path, "--models", "mlp,gpt", "--strategies", "ddp")
+    try:
+        wait_until(lambda: "[2/2]" in err.read_text(), "the second case started")
+        wait_until(lambda: worker_running(temp), "the second case's workers started")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130, err.read_text()
+    finally:
+        proc.kill()
+    assert "interrupted" in err.read_text()
+    rows = load(sorted(out.glob("*.json")))
+    assert [(r.model, r.status) for r in rows] == [("mlp", "ok")]
+    assert_nothing_left(temp)
+
+
+def test_kill_9_of_the_parent_while_workers_start_leaves_nothing(tmp_path):
+    """kill -9 cannot be handled by the parent: its children notice it is gone and end themselves (before,
+    rank 0 spun in the store's connect-retry loop for minutes, holding ports)."""
+    proc, temp, _, _ = start_run(tmp_path, "--models", "mlp", "--strategies", "ddp")
+    try:
+        wait_until(lambda: worker_running(temp), "the workers started")
+        proc.kill()
+        proc.wait()
+    finally:
+        proc.kill()
+    assert_nothing_left(temp)
+
+
+PARENT = """
+import sys, time
+from pipebench.bench import launch
+from pipebench.bench.job import Job
+
+launch.worker_command = lambda *args, **kwargs: ["sleep", "600"]  # workers that never answer
+job = Job.by_hand("mlp", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu")
+try:
+    with launch.Session(job, timeout=600):
+        pass
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
+    """While the parent waits for its workers (a step, or here a start that never ends), Ctrl-C ends it
+    at once; before, the wait in C++ held the signal until the store's timeout."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    code = PARENT if sig == signal.SIGINT else PARENT.replace(
+        "try:", "import signal\nsignal.signal(signal.SIGTERM, signal.default_int_handler)\ntry:")
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(temp)}, cwd=tmp_path)
+    try:
+        wait_until(lambda: _descendants(proc.pid), "the workers started")
+        time.sleep(0.5)  # into the wait
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        proc.kill()
+    assert list(temp.iterdir()) == []
+
+
+def listening_sockets(pids: list[int]) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket these processes listen on, from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for pid in pids:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                address, port = local.split(":")
+                raw = bytes.fromhex(address)
+                # /proc writes each 32-bit word in host order (little-endian here)
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+                found.append((socket.inet_ntop(family, words), int(port, 16)))
+    return found
+
+
+def network_address() -> str | None:
+    """This machine's address on its network (not loopback), or None."""
+    candidates = []
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.255", 9))  # no packet is sent: only the route is looked up
+            candidates.append(s.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        candidates += subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return next((a for a in candidates if "." in a and not a.startswith("127.")), None)
+
+
+def test_every_listening_socket_is_on_loopback(one_thread):
+    """The parent's control store, torchrun's rendezvous store and the store its workers share, and the
+    workers' own sockets: all on 127.0.0.1; from the machine's network address, every port is refused."""
+    job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=2,
+                      warmup=0)
+    address = network_address()
+    with Session(job, timeout=120) as workers:
+        listening = listening_sockets([os.getpid(), *_descendants(os.getpid())])
+        answered = []
+        for _, port in listening if address is not None else []:
+            with socket.socket() as s:
+                s.settimeout(5)
+                try:
+                    s.connect((address, port))
+                    answered.append(port)
+                except ConnectionRefusedError:
+                    pass
+        with socket.create_connection(("127.0.0.1", workers._store.port), timeout=5):
+            pass  # the control store itself does answer on loopback
+    assert len(listening) >= 3  # ours, and torchrun's two
+    assert all(host in ("127.0.0.1", "::ffff:127.0.0.1", "::1") for host, _ in listening), listening
+    if address is None:
+        pytest.skip("this machine has no network address to try the ports from")
+    assert answered == []
+
+
+def rank_pid(rank: int) -> int:
+    """The worker of `rank` below this process."""
+    for pid in _descendants(os.getpid()):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"pipebench.bench.worker" in command and f"RANK={rank}".encode() in environ:
+            return pid
+    raise AssertionError(f"no worker of rank {rank}")
+
+
+def test_a_killed_rank_is_named_not_the_survivor(one_thread):
+    """Rank 1 killed from outside (the out-of-memory killer, a user) writes no error; rank 0 reports a
+    lost connection first. The failure names rank 1 and its signal."""
+    job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=2,
+                      warmup=0)
+    with pytest.raises(WorkerError, match="rank 1: Killed: ended by SIGKILL") as info:
+        with Session(job, timeout=120) as workers:
+            workers.step()
+            os.kill(rank_pid(1), signal.SIGKILL)
+            for _ in range(3):
+                workers.step()
+    assert "by peer" not in str(info.value)
+
+
+def test_a_lost_peer_is_a_consequence():
+    lost = RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:58019: Connection reset by peer.")
+    assert error_record(lost, 0)["peer"]
+    assert not error_record(RuntimeError("injected failure on rank 1"), 1)["peer"]
