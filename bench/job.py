@@ -45,6 +45,9 @@ class Job:
     """Write each process's updated parameters (after the first step) to params-rank<r>.pt, for tests."""
     fail_on_rank: int | None = None
     """Fault injection for the launcher's tests: this rank raises during its first step."""
+    cpu_threads: int = 1
+    """Threads of each CPU worker process: one device's share of the cores (hardware/cpu.py), as the profile
+    that predicts it was timed with."""
     control_port: int | None = None
     """Set by `bench.launch.Session`: after warm-up, rank 0 takes each step's go-ahead from the parent's
     TCPStore on this port, so that the parent (and pytest-benchmark in it) times every step itself."""

@@ -328,7 +328,7 @@ def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args) -> subproce
     if loopback is not None:  # the collectives' own sockets, which would take the host's address
         env.setdefault("GLOO_SOCKET_IFNAME", loopback)
         env.setdefault("NCCL_SOCKET_IFNAME", loopback)
-    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")  # one thread per process: each stands in for one device
+    env["OMP_NUM_THREADS"] = str(job.cpu_threads)  # each process stands in for one device: its share of the cores
     out_dir.mkdir(parents=True, exist_ok=True)
     job_path = out_dir / "job.json"
     job.save(job_path)
@@ -351,11 +351,6 @@ def _collect(job: Job, out_dir: Path, rc: int) -> dict:
         raise WorkerError(f"{job.strategy}: workers exited with status {rc} and no result; log ends: "
                           f"{_tail(log, 1)}", log=_tail(log))
     return json.loads(result_path.read_text())
-
-
-def _threads(job: Job) -> int:
-    """CPU threads per process when CPU processes stand in for GPUs: share the cores."""
-    return max(1, (os.cpu_count() or 1) // job.processes)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

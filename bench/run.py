@@ -44,6 +44,8 @@ class RunOptions:
     repeats: int | None = None
     profiles: Path | None = None
     """Folder of saved profiles to reuse (default: next to the results file)."""
+    auto: int | None = None
+    """--strategies auto:K: run single and the K strategies predicted fastest (strategies is then ignored)."""
 
 
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
@@ -53,6 +55,8 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     profile_dir.mkdir(parents=True, exist_ok=True)
     plan_dir = json_path.with_name(json_path.stem + "-plans")
+    if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
+        options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
                        overrides=options.overrides)
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
@@ -66,11 +70,10 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         key_base = (case.model, case.flavour, case.batch, case.overrides)
         prepared = None
         try:
-            if get_strategy(case.strategy).needs_plan and key_base not in profiled:
-                # Only the micro-batch counts this run needs (1 for the whole-batch cases), unless one is auto.
-                counts = None if None in options.chunks else sorted({1, *options.chunks})
+            if key_base not in profiled:  # every strategy is predicted from it, the pipelines planned
                 profiled[key_base] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
-                                                        reuse=True, note=note, counts=counts)
+                                                        reuse=True, note=note,
+                                                        counts=profile_counts(options.chunks, machine.devices))
             prepared = prepare(case, machine, profiled.get(key_base), steps=options.steps, warmup=options.warmup)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).
             row = make_row(prepared, machine, status="unavailable", reason="not run yet")
@@ -91,6 +94,34 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         note(f"{head}: {_outcome(row, singles.get(key_base))} | {_elapsed(time.monotonic() - start)} so far, "
              f"{len(cases) - i} left")
     return rows, csv_path, json_path
+
+
+def profile_counts(chunks: Sequence[int | None], devices: int) -> list[int] | None:
+    """The micro-batch counts a run profiles: every power of two (None) when the planner picks (a None
+    in `chunks`), else those asked for, plus 1 (the whole-batch cases) and the device count (DDP's and
+    DataParallel's replicas run batch / devices samples each, which their predictions are made from)."""
+    return None if None in chunks else sorted({1, devices, *chunks})
+
+
+def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
+    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.advise), and run single
+    plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
+    from pipebench.bench.advise import advise, top_strategies
+    from pipebench.bench.strategies import STRATEGIES
+
+    chosen: set[str] = set()
+    for model, batch in options.models.items():
+        probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides)[0]
+        profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=True, note=note,
+                                      counts=profile_counts(options.chunks, machine.devices))
+        devices = [f"{machine.device_type}:{i}" for i in range(machine.devices)]
+        advice = advise(profiled.profiles, devices, caps=machine.caps, speeds=machine.speeds)
+        picked = top_strategies(advice, options.auto)
+        ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
+                           if p.predicted_samples_per_s)
+        note(f"auto: {model} predicted samples/s: {ranked}; running {', '.join(picked)}")
+        chosen.update(picked)
+    return [name for name in STRATEGIES if name in chosen]
 
 
 def _outcome(row: res.Row, single: float | None) -> str:

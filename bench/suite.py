@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.job import Job
+from pipebench.hardware.cpu import threads_per_device
 from pipebench.bench.results import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
@@ -167,6 +168,8 @@ class Prepared:
     plan: Plan | None
     gpus: list[int] | None
     predicted_timeline: list[dict] = field(default_factory=list)
+    prediction: Any = None
+    """What bench.advise predicted for the case (a Prediction; None without a profile)."""
 
 
 def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: int, warmup: int) -> Prepared:
@@ -176,25 +179,27 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     strategy = get_strategy(case.strategy)
     p = 1 if strategy.devices == "one" else machine.devices
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
-                    batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type)
+                    batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
+                    cpu_threads=threads_per_device(machine.devices))
     gpus = machine.gpus[:p] if machine.gpus is not None else None
-    plan = None
+    plan = prediction = None
     try:
+        if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
+            from pipebench.bench.advise import predict
+
+            prediction = predict(strategy, profiled.profiles, [f"{machine.device_type}:{i}" for i in range(machine.devices)],
+                                 caps=machine.caps, speeds=machine.speeds,
+                                 micro_batches=case.micro_batches if strategy.micro_batched else None)
         if strategy.needs_plan:
-            if profiled is None:
+            if prediction is None:
                 raise CaseUnavailable(f"{case.strategy} needs a profile of {case.model}")
-            plan = make_plan(
-                profiled.profiles, [f"{machine.device_type}:{i}" for i in range(p)], schedule=strategy.schedule,
-                virtual_stages=strategy.stages_per_device,
-                micro_batches=case.micro_batches if strategy.micro_batched else 1,
-                link_gbps=profiled.link_gbps if p > 1 else 0.0,
-                max_memory=machine.caps[:p] if machine.caps else None,
-                speeds=machine.speeds[:p] if machine.speeds else None,
-                min_micro_batches=strategy.min_micro_batches(p))
+            if prediction.plan is None:
+                raise CaseUnavailable(prediction.reason)
+            plan = prediction.plan
         job = Job(plan=plan.to_dict() if plan else None, **settings)
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
-    return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [])
+    return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [], prediction)
 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
@@ -213,8 +218,8 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
-        predicted_step_ms=plan.predicted_step_ms if plan else None,
-        predicted_memory_bytes=plan.memory_per_device() if plan else [],
+        predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
+        predicted_memory_bytes=prepared.prediction.peak_memory_bytes if prepared.prediction else [],
         bubble_fraction=plan.bubble_fraction if plan else None, bounds=list(plan.bounds) if plan else [],
         plan_id=plan.plan_id if plan else "",
         # Only a plan cut across devices depends on the speeds (one GPU runs the whole model either way).

@@ -67,6 +67,8 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
     `job.control_port` is set (see bench.launch.Session). The last timed step is traced (bench/trace.py)."""
     distributed = get_strategy(job.strategy).process_per_device
+    if job.device_type == "cpu":
+        torch.set_num_threads(job.cpu_threads)  # one device's share of the cores, as profiled
     if job.device_type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is visible in the worker")

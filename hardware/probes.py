@@ -5,11 +5,12 @@ GPU ids are CUDA ordinals, so they count within CUDA_VISIBLE_DEVICES when the us
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pipebench.errors import UserError
 
 __all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds"]
+           "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links"]
 
 
 class DeviceError(UserError):
@@ -90,3 +91,95 @@ def measure_speeds(devices: list[str], size: int = 4096, repeats: int = 20) -> l
         del a, b
     fastest = max(rates)
     return [rate / fastest for rate in rates]
+
+
+def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int = 5) -> float | None:
+    """Bus bandwidth (NCCL's definition, GB/s) of a timed all-reduce of `megabytes` MB over the distinct
+    GPUs of `devices`, from one process with torch.cuda.nccl (median of `repeats` after one warm-up); it
+    prices DDP's gradient all-reduce. None on the CPU, on one GPU, or where NCCL is not available."""
+    import torch
+
+    distinct = list(dict.fromkeys(devices))
+    if len(distinct) < 2 or not all(d.startswith("cuda") for d in distinct):
+        return None
+    try:
+        import torch.cuda.nccl as nccl
+
+        tensors = [torch.ones(megabytes * 10**6 // 4, device=d) for d in distinct]
+        times = []
+        for _ in range(repeats + 1):
+            for d in distinct:
+                torch.cuda.synchronize(d)
+            start = time.perf_counter()
+            nccl.all_reduce(tensors)
+            for d in distinct:
+                torch.cuda.synchronize(d)
+            times.append(time.perf_counter() - start)
+    except (RuntimeError, ImportError, AttributeError):
+        return None
+    p = len(distinct)
+    return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
+
+
+def measure_gloo_links(megabytes: int = 4, repeats: int = 5) -> tuple[float, float, float]:
+    """(copy GB/s, all-reduce bus GB/s, latency ms) between two CPU stand-ins for devices talking through
+    gloo, as the CPU workers do: two gloo groups in threads of this process over loopback (gloo leaves the
+    GIL while it moves bytes), so it costs half a second, not two process starts. The CPU plans price their
+    cuts, and DDP its all-reduce, with these."""
+    import threading
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    store = dist.HashStore()
+    figures: dict[str, float] = {}
+    errors: list[BaseException] = []
+
+    def side(rank: int) -> None:
+        try:
+            group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, 2, timedelta(seconds=60))
+            peer = 1 - rank
+
+            def ping(tensor) -> float:  # one way, half a round trip; the least seen (others are load)
+                times = []
+                for _ in range(repeats + 1):
+                    group.barrier().wait()
+                    start = time.perf_counter()
+                    for turn in (0, 1):
+                        (group.send if turn == rank else group.recv)([tensor], peer, 0).wait()
+                    times.append((time.perf_counter() - start) / 2)
+                return min(times[1:])
+
+            small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
+            latency, copy = ping(small), ping(large)
+            times = []
+            for _ in range(repeats + 1):
+                group.barrier().wait()
+                start = time.perf_counter()
+                group.allreduce([large]).wait()
+                times.append(time.perf_counter() - start)
+            if rank == 0:  # bandwidths with the latency in (conservative, and never a division by noise)
+                nbytes = large.numel() * 4
+                figures.update(latency_ms=latency * 1e3, copy_gbps=nbytes / copy / 1e9,
+                               allreduce_gbps=nbytes / statistics.median(times[1:]) / 1e9)
+        except BaseException as exc:  # noqa: BLE001 - reported in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=side, args=(rank,)) for rank in (0, 1)]
+    from pipebench.hardware.cpu import thread_budget
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # hand the GIL over at once, or each message waits up to 5 ms for it
+    try:
+        with thread_budget(1):  # each side is one worker's share of a 2-core machine at most
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    if errors:
+        raise DeviceError(f"the gloo link probe failed: {errors[0]}")
+    # busbw of an all-reduce over 2: 2 (p - 1) / p x bytes / time = bytes / time
+    return figures["copy_gbps"], figures["allreduce_gbps"], figures["latency_ms"]

@@ -16,11 +16,12 @@ from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import Profile
-from pipebench.partition.solver import InfeasibleError, solve, stage_times
+from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
 
-__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES"]
+__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
+           "choose_micro_batches", "PROFILE_NOISE"]
 
 FORMAT = "pipebench-plan"
 VERSION = 1
@@ -58,6 +59,9 @@ class StagePlan:
     backward_input_ms: float | None = None
     """Zero-bubble schedules' I and W of one micro-batch at the stage's speed; None when not profiled."""
     backward_weight_ms: float | None = None
+    launch_ms: dict[str, float] | None = None
+    """On GPUs, the CPU's time to launch one micro-batch's "F", "B", "I" and "W" on this stage (the
+    `*_ms` above are the device's run times); None where not profiled apart (the CPU)."""
 
 
 @dataclass
@@ -81,8 +85,13 @@ class Plan:
     optimizer: str = "sgd"
     link_gbps: float = 0.0
     """Bandwidth used to price activation transfers (0: transfers free)."""
+    link_latency_ms: float = 0.0
+    """The fixed cost of one transfer (gloo between CPU processes: a fraction of a ms; 0 where not measured)."""
     virtual_stages: int = 1
     """Stages per device: 2 or more for the interleaved and zero-bubble schedules."""
+    calibration: float = 1.0
+    """The factor on every profiled device time: a whole step timed on one device over the segments'
+    prediction of it (profile.calibration; it prices the loss, the update and a long step's clocks)."""
     config: dict[str, Any] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
@@ -162,12 +171,15 @@ class Plan:
 
     def simulate(self) -> sched.Timeline:
         """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
-        transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps) for s in self.stages[:-1]]
+        transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps, self.link_latency_ms) for s in self.stages[:-1]]
         split = all(s.backward_input_ms is not None and s.backward_weight_ms is not None for s in self.stages)
+        launch = ({kind: [s.launch_ms[kind] for s in self.stages] for kind in self.stages[0].launch_ms}
+                  if all(s.launch_ms for s in self.stages) else None)
         return sched.simulate([s.forward_ms for s in self.stages], [s.backward_ms for s in self.stages],
                               self.micro_batches, self.schedule, transfer, devices=self.device_count,
                               backward_input=[s.backward_input_ms for s in self.stages] if split else None,
-                              backward_weight=[s.backward_weight_ms for s in self.stages] if split else None)
+                              backward_weight=[s.backward_weight_ms for s in self.stages] if split else None,
+                              launch=launch)
 
     def memory_per_device(self) -> list[int]:
         """Predicted peak bytes per device: the sum over the stages it runs."""
@@ -177,9 +189,10 @@ class Plan:
         return totals
 
 
-def transfer_ms(nbytes: float, link_gbps: float) -> float:
-    """Time to move `nbytes` across a link of `link_gbps` GB/s (0 when transfers are not priced)."""
-    return nbytes / (link_gbps * 1e9) * 1e3 if link_gbps > 0 else 0.0
+def transfer_ms(nbytes: float, link_gbps: float, latency_ms: float = 0.0) -> float:
+    """Time to move `nbytes` across a link of `link_gbps` GB/s, plus its fixed cost (0 when transfers are
+    not priced)."""
+    return nbytes / (link_gbps * 1e9) * 1e3 + latency_ms if link_gbps > 0 else 0.0
 
 
 def uniform_bounds(layers: int, stages: int) -> list[int]:
@@ -231,6 +244,7 @@ def make_plan(
     max_memory: float | Sequence[float] | None = None,
     speeds: Sequence[float] | None = None,
     link_gbps: float = 0.0,
+    link_latency_ms: float = 0.0,
     optimizer: str = "sgd",
     virtual_stages: int = 1,
     min_micro_batches: int = 1,
@@ -238,12 +252,14 @@ def make_plan(
     """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
 
     profiles: the model profiled at one or more micro-batch sizes (same model and global batch).
-    micro_batches: use this count (its profile must be among `profiles`); None picks the count with the
-        highest predicted throughput among those profiled.
+    micro_batches: use this count (its profile must be among `profiles`); None picks among those profiled
+        the count with the highest predicted throughput, ties within the profile's noise going to the
+        smaller bubble (choose_micro_batches).
     max_memory: bytes per device (one figure or one per device); the plan never exceeds it. With v stages
         per device each stage gets 1/v of its device's cap (a simplification that never overshoots).
     speeds: per-device speed factors relative to the profiled device (2.0 = twice as fast).
-    link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth.
+    link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth,
+        plus link_latency_ms each.
     min_micro_batches: the fewest micro-batches the executor accepts (torch's Schedule1F1B wants one per
         stage at least); fewer are neither picked nor accepted.
     """
@@ -278,29 +294,45 @@ def make_plan(
                              f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
 
     candidates: list[dict[str, Any]] = []
-    best: Plan | None = None
+    plans: list[Plan] = []
     first_error: InfeasibleError | None = None
     for m in counts:
         try:
             plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer,
-                             virtual_stages)
+                             virtual_stages, latency=link_latency_ms, others=profiles)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
                 first_error = exc
             continue
         candidates.append(_candidate(plan))
-        if best is None or plan.predicted_samples_per_s > best.predicted_samples_per_s * (1 + 1e-9):
-            best = plan
-    if best is None:
+        plans.append(plan)
+    if not plans:
         assert first_error is not None
         raise first_error
+    best = choose_micro_batches(plans)
     if balance == "time":
         best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
-                         optimizer, virtual_stages, polish=True)
+                         optimizer, virtual_stages, polish=True, latency=link_latency_ms,
+                         others=profiles)
         candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
+
+
+PROFILE_NOISE = 0.03
+"""Predicted throughputs closer than this share are a tie: repeated profiles of one model on one GPU
+differ by about this much, so ranking within it would pick a micro-batch count at random."""
+
+
+def choose_micro_batches(plans: Sequence[Plan], noise: float = PROFILE_NOISE) -> Plan:
+    """The plan to run among one per micro-batch count: of those predicted within `noise` of the fastest,
+    the one that idles least (smallest bubble), then the fastest. A smaller bubble is the robust choice: a
+    bubble only grows when stages come out slower than profiled, whereas the fastest by a hair is noise.
+    (On 2x H200, ResNet-101 pp-1f1b predicted m=2 at 149.9 ms and m=4 at 151.2 ms; m=4 ran 10% faster.)"""
+    fastest = max(p.predicted_samples_per_s for p in plans)
+    close = [p for p in plans if p.predicted_samples_per_s >= fastest * (1 - noise)]
+    return min(close, key=lambda p: (round(p.bubble_fraction, 9), -p.predicted_samples_per_s, p.micro_batches))
 
 
 def _candidate(plan: Plan) -> dict[str, Any]:
@@ -314,7 +346,9 @@ def _candidate(plan: Plan) -> dict[str, Any]:
 
 
 def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, virtual_stages,
-              polish=False) -> Plan:
+              polish=False, latency=0.0, others=()) -> Plan:
+    """One micro-batch count's plan; `others`: the profiles of the other counts (one of them may hold the
+    whole step that calibrates this one)."""
     layers = profile.layers
     v = virtual_stages
     p = len(devices) * v  # stages
@@ -327,9 +361,14 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     if len(device_speeds) != len(devices):
         raise UserError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
     speeds = [device_speeds[d] for d in where]
-    costs = [layer.step_ms for layer in layers]
+    # The whole step prices what the segments leave out (loss, update, a long step's clocks). Where it came
+    # out faster than its segments, that is the eager module's own speed, which only a one-stage plan (the
+    # single baseline) runs; a pipeline's stages run the split segments as profiled.
+    scale = calibration([profile, *others])
+    scale = scale if p == 1 else max(scale, 1.0)
+    costs = [scale * layer.step_ms for layer in layers]
     # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
-    prices = [transfer_ms(layer.output_bytes, link_gbps) for layer in layers[:-1]]
+    prices = [transfer_ms(layer.output_bytes, link_gbps, latency) for layer in layers[:-1]]
     states = 2 + OPTIMIZER_STATES[optimizer]
     # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule
     # (1F1B holds at most p; interleaved and zero-bubble schedules are counted as holding all m).
@@ -343,19 +382,25 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
         caps = [per_device[d] / v for d in where]
 
+    cost = StageCost(layers, speeds, prices, scale)
     if balance == "time":
+        # Additive costs take the fast solver; with CPU launch times a stage costs the larger of two sums,
+        # which the exact dynamic programme handles (after the fast solver has said whether anything fits).
         bounds = solve(costs, p, speeds=speeds, memory=memory if caps else None, caps=caps, cut_prices=prices)
+        if cost.launch_bound:
+            bounds = solve_intervals(n, p, cost.stage, memory=memory if caps else None, caps=caps, cut_prices=prices)
         if polish:
-            bounds = _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, len(devices))
+            bounds = _polish(bounds, m, schedule, cost, memory, caps, len(devices))
     elif balance == "params":
         bounds = solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
     else:
         bounds = uniform_bounds(n, p)
 
-    times = _stage_times_ms(_prefix_sums(layers), bounds, speeds)
+    times = cost.times(bounds)
     fwd, bwd = times["forward"], times["backward"]
-    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices))
-    stage_compute = stage_times(costs, bounds, speeds=speeds)
+    launches = cost.launches(bounds)
+    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches)
+    stage_compute = [cost.stage(s, a, b) for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
         held = timeline.peak_in_flight[s]
@@ -375,6 +420,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             input_dtype=profile.input_dtype if a == 0 else layers[a - 1].output_dtype,
             backward_input_ms=times["input"][s] if "input" in times else None,
             backward_weight_ms=times["weight"][s] if "weight" in times else None,
+            launch_ms={kind: values[s] for kind, values in launches.items()} if launches else None,
         ))
     step_ms = timeline.step_time
     return Plan(
@@ -395,37 +441,92 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
         optimizer=optimizer,
         link_gbps=link_gbps,
+        link_latency_ms=latency if link_gbps > 0 else 0.0,
+        calibration=scale,
         virtual_stages=v,
         placement=list(where),
     )
 
 
-def _prefix_sums(layers) -> dict[str, list[float]]:
-    """Running sums of the layers' forward and backward (and, when profiled, I and W) times."""
-    figures = {"forward": "forward_ms", "backward": "backward_ms"}
-    if all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
-        figures.update(input="backward_input_ms", weight="backward_weight_ms")
-    return {key: [0.0, *accumulate(getattr(l, name) for l in layers)] for key, name in figures.items()}
+class StageCost:
+    """What a stage costs per micro-batch, from the layers' figures, for any cuts.
+
+    On a GPU the profile has each layer's device time and its CPU launch time. The CPU launches a stage's
+    operations one after another while the GPU runs earlier ones, so over a step a stage costs the larger
+    of its CPU sum and its device sum (the device sum at the device's speed): short kernels cost their
+    launches, long ones hide them. The simulator plays both clocks (schedule.simulate's `launch`). Without
+    launch times (the CPU, older profiles) a stage costs its device sum."""
+
+    FIGURES = {"forward": "forward_ms", "backward": "backward_ms", "input": "backward_input_ms",
+               "weight": "backward_weight_ms"}
+    LETTERS = {"forward": "F", "backward": "B", "input": "I", "weight": "W"}
+
+    def __init__(self, layers, speeds: Sequence[float], prices: Sequence[float], scale: float = 1.0):
+        """scale: the profile's calibration (profile.calibration), on every device time."""
+        figures = dict(self.FIGURES)
+        if not all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
+            del figures["input"], figures["weight"]
+        self.speeds, self.prices = list(speeds), list(prices)
+        self.device = {key: [0.0, *accumulate(scale * getattr(l, name) for l in layers)]
+                       for key, name in figures.items()}
+        self.launch_bound = any(getattr(l, name.replace("_ms", "_cpu_ms")) is not None
+                                for l in layers for name in figures.values())
+        self.cpu = {key: [0.0, *accumulate(_cpu_ms(l, name) for l in layers)] for key, name in figures.items()
+                    } if self.launch_bound else {}
+
+    def kind(self, key: str, s: int, a: int, b: int) -> float:
+        """Stage s's device time of one kind ("forward", "backward", "input", "weight") over layers [a, b)."""
+        return (self.device[key][b] - self.device[key][a]) / self.speeds[s]
+
+    def stage(self, s: int, a: int, b: int) -> float:
+        """Forward plus backward of one micro-batch, on the busier of the two clocks: what the solver balances."""
+        took = self.kind("forward", s, a, b) + self.kind("backward", s, a, b)
+        if not self.cpu:
+            return took
+        return max(took, sum(self.cpu[key][b] - self.cpu[key][a] for key in ("forward", "backward")))
+
+    def bottleneck(self, bounds) -> float:
+        """The slowest stage with the prices of the cuts it receives from and sends to."""
+        cuts = [0.0, *(self.prices[b - 1] for b in bounds[1:-1]), 0.0]
+        return max(self.stage(s, a, b) + cuts[s] + cuts[s + 1] for s, (a, b) in enumerate(zip(bounds, bounds[1:])))
+
+    def times(self, bounds) -> dict[str, list[float]]:
+        """Each stage's device times of every kind, for the simulator.
+
+        torch's zero-bubble schedules skip I on the first stage (its input needs no gradient) and run its
+        whole backward as W, so stage 0 gets I = 0 and W = its backward."""
+        times = {key: [self.kind(key, s, a, b) for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+                 for key in self.device}
+        return _first_stage_all_weight(times, "input", "weight", "backward")
+
+    def launches(self, bounds) -> dict[str, list[float]] | None:
+        """Each stage's CPU launch times by kind letter ("F", "B", "I", "W"); None without launch times."""
+        if not self.cpu:
+            return None
+        cpu = {self.LETTERS[key]: [sums[b] - sums[a] for a, b in zip(bounds, bounds[1:])]
+               for key, sums in self.cpu.items()}
+        return _first_stage_all_weight(cpu, "I", "W", "B")
 
 
-def _stage_times_ms(prefix: dict[str, list[float]], bounds, speeds) -> dict[str, list[float]]:
-    """Each stage's times for one micro-batch at its device's speed, for the cuts `bounds`.
-
-    torch's zero-bubble schedules skip I on the first stage (its input needs no gradient) and run its
-    whole backward as W, so stage 0 gets I = 0 and W = its backward."""
-    times = {key: [(sums[b] - sums[a]) / v for a, b, v in zip(bounds, bounds[1:], speeds)]
-             for key, sums in prefix.items()}
-    if "input" in times:
-        times["input"][0], times["weight"][0] = 0.0, times["backward"][0]
+def _first_stage_all_weight(times: dict, i: str, w: str, b: str) -> dict:
+    if i in times:
+        times[i][0], times[w][0] = 0.0, times[b][0]
     return times
 
 
-def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices) -> sched.Timeline:
+def _cpu_ms(layer, name: str) -> float:
+    """A layer's CPU launch time of one figure; where it was not timed apart, its one time."""
+    cpu = getattr(layer, name.replace("_ms", "_cpu_ms"))
+    return getattr(layer, name) if cpu is None else cpu
+
+
+def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices,
+              launches: dict[str, list[float]] | None = None) -> sched.Timeline:
     return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
-                          backward_input=times.get("input"), backward_weight=times.get("weight"))
+                          backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches)
 
 
-def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, devices) -> list[int]:
+def _polish(bounds, m, schedule, cost: StageCost, memory, caps, devices) -> list[int]:
     """Among cuts that keep the optimal slowest stage (and the caps), move cuts one layer at a time while
     the simulated step gets shorter (with several stages per device, any cuts within the caps).
 
@@ -435,24 +536,23 @@ def _polish(bounds, layers, m, schedule, costs, speeds, prices, memory, caps, de
     # One stage per device: keep the solver's optimal slowest stage. Several stages per device (loops or a
     # V): what counts is each device's sum of stages, which the slowest stage does not capture, so the walk
     # may trade stage balance for a shorter simulated step.
-    limit = (max(stage_times(costs, bounds, speeds=speeds, cut_prices=prices)) * (1 + 1e-9)
-             if devices == len(bounds) - 1 else float("inf"))
-    prefix = _prefix_sums(layers)
+    limit = cost.bottleneck(bounds) * (1 + 1e-9) if devices == len(bounds) - 1 else float("inf")
     mem_prefix = [0.0, *accumulate(memory)]
+    layers = len(mem_prefix) - 1
 
     def step(cand):
-        times = _stage_times_ms(prefix, cand, speeds)
-        return _simulate(times, m, schedule, [prices[b - 1] for b in cand[1:-1]], devices).step_time
+        return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
+                         cost.launches(cand)).step_time
 
     def allowed(cand):
         if any(a >= b for a, b in zip(cand, cand[1:])):
             return False
-        if max(stage_times(costs, cand, speeds=speeds, cut_prices=prices)) > limit:
+        if cost.bottleneck(cand) > limit:
             return False
         return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
 
     best, best_step = list(bounds), step(bounds)
-    for _ in range(4 * len(bounds) + (len(layers) if limit == float("inf") else 0)):  # one cut moves per round
+    for _ in range(4 * len(bounds) + (layers if limit == float("inf") else 0)):  # one cut moves per round
         moves = [best[:k] + [best[k] + d] + best[k + 1:] for k in range(1, len(best) - 1) for d in (-1, 1)]
         scored = [(step(c), c) for c in moves if allowed(c)]
         if not scored or min(scored)[0] >= best_step * (1 - 1e-9):

@@ -35,7 +35,7 @@ from typing import Any
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 
-__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles"]
+__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration"]
 
 FORMAT = "pipebench-profile"
 VERSION = 1
@@ -65,6 +65,14 @@ class LayerProfile:
     they cost more than one backward (W walks the graph again). None in profiles made before they were
     measured, or where torch lacks the functions; the simulator then assumes a split."""
     backward_weight_ms: float | None = None
+    forward_cpu_ms: float | None = None
+    """On a GPU, the `*_ms` figures are the device's run time and these the CPU's launch time of the same
+    work (the profiler times both). A stage costs the larger of the two sums: with short layers the CPU
+    launching them is the bottleneck, with long ones the GPU. None: not timed apart (the CPU, whose one
+    time is both, or a profile made before they were timed)."""
+    backward_cpu_ms: float | None = None
+    backward_input_cpu_ms: float | None = None
+    backward_weight_cpu_ms: float | None = None
 
     @property
     def step_ms(self) -> float:
@@ -93,6 +101,16 @@ class Profile:
     link_gbps: float | None = None
     """GB/s between the first two devices, timed when profiled (None: not measured, e.g. one device); a
     plan made from this profile later prices its cuts with it, without touching a GPU."""
+    allreduce_gbps: float | None = None
+    """Bus bandwidth of an all-reduce over the profiled devices (NCCL's definition), timed when profiled;
+    it prices DDP's gradient all-reduce (None: taken to be link_gbps)."""
+    whole_step_ms: float | None = None
+    """One whole training step of the model on one device at this micro-batch (forward, loss, backward and
+    the optimizer's update), timed when profiled at the whole batch; None where it was not (or did not
+    fit). The segments' sum leaves out the loss, the update and what a long step costs beyond short timed
+    runs; `calibration` turns the difference into one factor on every device time."""
+    link_latency_ms: float | None = None
+    """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
 
     @property
     def micro_batches(self) -> int:
@@ -117,6 +135,28 @@ class Profile:
         if not sum(layer.step_ms for layer in profile.layers) > 0:  # a plan would divide by zero
             raise ProfileError(f"{where}.layers: every forward and backward time is 0; nothing was measured")
         return profile
+
+
+def calibration(profiles: "list[Profile]") -> float:
+    """Measured whole step over what the segments predict for it on one device, from the profile that
+    timed one (1.0 when none did). The prediction plays the two clocks as the simulator does: the CPU
+    launches the forward, then the backward, while the device runs them. Kept within [0.8, 1.5]: beyond
+    that the whole step measured something else (a GPU shared with another job), and the segments alone
+    are the safer figure."""
+    timed = [p for p in profiles if p.whole_step_ms]
+    if not timed:
+        return 1.0
+    whole = max(timed, key=lambda p: p.micro_batch)
+
+    def total(name: str, cpu: bool) -> float:
+        return sum((getattr(l, name + "_cpu_ms") if cpu and getattr(l, name + "_cpu_ms") is not None
+                    else getattr(l, name + "_ms")) for l in whole.layers)
+
+    forward_end = max(total("forward", False), total("forward", True))
+    predicted = max(forward_end + total("backward", False), total("forward", True) + total("backward", True))
+    if predicted <= 0:
+        return 1.0
+    return min(max(whole.whole_step_ms / predicted, 0.8), 1.5)
 
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:

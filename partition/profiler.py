@@ -26,6 +26,7 @@ from __future__ import annotations
 import platform
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -88,13 +89,14 @@ def profile_model(
         first = args[0]
         captured = capture(module, args, granularity=granularity)
         segs = segments(captured)
+        clock = _Clock(device)
         param_storages = {p.untyped_storage().data_ptr()
                           for m in (module, *(s.module for s in segs)) for p in m.parameters()}
         layers = []
         for i, segment in enumerate(segs):
             if progress:
                 progress(i, len(segs), segment.begins_at)
-            measured = _profile_segment(segment, device, repeats, warmup, param_storages)
+            measured = _profile_segment(segment, clock, repeats, warmup, param_storages)
             if i < len(captured.cuts):
                 crossing = [(t.bytes, t.shape, t.dtype) for t in captured.cuts[i].tensors]
             else:  # the last segment: what it returns
@@ -111,6 +113,9 @@ def profile_model(
             ))
         depth = captured.granularity
         del captured, segs  # the stages hold copies of replicated parameters
+        # The whole batch on one device: time one whole step too, which calibrates every prediction.
+        whole = (_whole_step_ms(model, module, device, micro_batch, repeats, warmup)
+                 if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else None)
     finally:
         restore()
     return Profile(
@@ -128,10 +133,11 @@ def profile_model(
         input_dtype=_dtype_name(first.dtype),
         layers=layers,
         granularity=depth,
+        whole_step_ms=whole,
     )
 
 
-def _profile_segment(segment: Segment, device, repeats, warmup, param_storages) -> dict:
+def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_storages) -> dict:
     """Time one segment's forward and backward (and its backward's I and W); return its figures."""
     module = segment.module
     # As torch's runtime does: a float activation received from another segment needs a gradient; a model
@@ -171,44 +177,78 @@ def _profile_segment(segment: Segment, device, repeats, warmup, param_storages) 
     grads = [torch.ones_like(t) for t in outputs]
     del outputs
 
-    def runs() -> tuple[float, float]:
-        """Seconds per forward and per backward, `repeats` of each back to back between two
-        synchronisations, as stages follow one another in a real step: the CPU queues the next launches
-        while the GPU works, so a segment costs what the slower of the two needs. (Synchronising around
-        every run also counted the idle GPU while the CPU launched, which a real step hides; it made
-        small micro-batches look up to 45% slower than they ran.) Each backward frees its graph."""
+    def runs() -> tuple[Span, Span]:
+        """Per forward and per backward, `repeats` of each back to back, as stages follow one another in a
+        real step, timed twice over (see `_Clock`): the CPU's launch time and the device's run time. A
+        stage then costs the larger of its segments' CPU sum and device sum: the CPU queues the next
+        launches while the device works, so short segments cost their launches, not their kernels. (A sum
+        of per-segment maxima overstated ResNet-101's zero-bubble stages by 20% on an H200.) Each backward
+        frees its graph."""
         xss = [fresh_inputs() for _ in range(repeats)]
         outs: list[list[torch.Tensor]] = []
-        forward_s = _timed(lambda: outs.extend(forward(xs) for xs in xss), device)[1]
-        backward_s = 0.0
+        forward_t = clock.timed(lambda: outs.extend(forward(xs) for xs in xss), "forward")[1]
+        backward_t = Span(0.0, 0.0)
         if grads:
-            backward_s = _timed(lambda: [torch.autograd.backward(out, grads) for out in outs], device)[1]
-        return forward_s / repeats, backward_s / repeats
+            backward_t = clock.timed(lambda: [torch.autograd.backward(out, grads) for out in outs], "backward")[1]
+        return forward_t.per(repeats), backward_t.per(repeats)
 
     for _ in range(warmup):  # also leaves the allocator holding the blocks that the timed runs use
         runs()
-    forward_s, backward_s = runs()
+    forward_t, backward_t = runs()
     split = None
     if grads:
         # A segment whose inputs need no gradient (token ids, the images) has no input gradient: its
         # backward is all W.
-        split = (_split_backward_ms(segment, forward, fresh_inputs, grad_inputs, grads, device, repeats, warmup)
-                 if any(needs) else (0.0, backward_s * 1e3))
+        split = (_split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats, warmup)
+                 if any(needs) else (Span(0.0, 0.0), backward_t))
     for p in module.parameters():
         p.grad = None
-    return dict(
-        forward_ms=forward_s * 1e3,
-        backward_ms=backward_s * 1e3,
-        saved_bytes=sum(saved.values()),
-        backward_input_ms=split[0] if split else None,
-        backward_weight_ms=split[1] if split else None,
-    )
+    figures = dict(saved_bytes=sum(saved.values()), **forward_t.figures("forward"), **backward_t.figures("backward"))
+    if split:
+        figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))
+    return figures
 
 
-def _split_backward_ms(segment, forward, fresh_inputs, grad_inputs, grads, device, repeats,
-                       warmup) -> tuple[float, float] | None:
-    """The segment's backward run as zero-bubble schedules run it: ms of I (input gradient) and of W
-    (weight gradient), with torch.distributed.pipelining's own functions; None if torch lacks them.
+def _whole_step_ms(model, module, device, micro_batch, repeats, warmup) -> float | None:
+    """ms of one whole training step of the model as the single-device trainer runs it: forward, loss,
+    backward and an SGD update (lr 0, so no weight changes), synchronised, median of `repeats` after
+    `warmup`; None when it does not fit. It holds what the segments leave out: the loss, the update, and
+    what a long step costs beyond short timed runs."""
+    inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    params = [p for p in module.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=0.0) if params else None
+
+    def step() -> None:
+        loss = model.loss_fn(module(*args), targets)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    try:
+        times = []
+        for k in range(warmup + repeats):
+            _sync(device)
+            start = time.perf_counter()
+            step()
+            _sync(device)
+            if k >= warmup:
+                times.append(time.perf_counter() - start)
+    except RuntimeError:  # out of memory: the whole batch does not fit on one device
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return None
+    finally:
+        for p in params:
+            p.grad = None
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats,
+                    warmup) -> tuple[Span, Span] | None:
+    """The segment's backward run as zero-bubble schedules run it: I (input gradient) and W (weight
+    gradient), with torch.distributed.pipelining's own functions; None if torch lacks them.
 
     Each I consumes its forward's graph, so `repeats` forwards run first (untimed); then the I passes
     and the W passes are timed back to back, like the segment's other figures."""
@@ -223,20 +263,20 @@ def _split_backward_ms(segment, forward, fresh_inputs, grad_inputs, grads, devic
         # real stage's output is a fresh tensor sent or returned, so copy views.
         return [t.clone() if t._is_view() else t for t in forward(xs)]
 
-    def run(n: int) -> tuple[float, float]:
+    def run(n: int) -> tuple[Span, Span]:
         pairs = [(grad_inputs(xs), stage_forward(xs)) for xs in (fresh_inputs() for _ in range(n))]
         groups = []
-        _, input_s = _timed(lambda: [groups.append(stage_backward_input(outs, grads, xs, iter(params))[1])
-                                     for xs, outs in pairs], device)
-        _, weight_s = _timed(lambda: [stage_backward_weight(iter(params), g) for g in groups], device)
-        return input_s / n, weight_s / n
+        _, input_t = clock.timed(lambda: [groups.append(stage_backward_input(outs, grads, xs, iter(params))[1])
+                                          for xs, outs in pairs], "input")
+        _, weight_t = clock.timed(lambda: [stage_backward_weight(iter(params), g) for g in groups], "weight")
+        return input_t.per(n), weight_t.per(n)
 
     with warnings.catch_warnings():  # the inputs are clones (see fresh_inputs), whose .grad torch reads
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
         try:
             if warmup:
                 run(warmup)
-            input_s, weight_s = run(repeats)
+            input_t, weight_t = run(repeats)
         except (RuntimeError, TypeError) as exc:  # a private API: fall back to the assumed split, say why
             cause = exc.__cause__ or exc
             warnings.warn(f"segment {segment.begins_at}: I and W not measured, the simulator will assume a "
@@ -245,15 +285,72 @@ def _split_backward_ms(segment, forward, fresh_inputs, grad_inputs, grads, devic
             return None
     for p in segment.module.parameters():
         p.grad = None
-    return input_s * 1e3, weight_s * 1e3
+    return input_t, weight_t
 
 
-def _timed(fn, device):
-    _sync(device)
-    start = time.perf_counter()
-    result = fn()
-    _sync(device)
-    return result, time.perf_counter() - start
+@dataclass(frozen=True)
+class Span:
+    """Seconds some work took on the CPU (until its last launch returned) and on the device."""
+
+    cpu_s: float
+    device_s: float
+
+    def per(self, n: int) -> "Span":
+        return Span(self.cpu_s / n, self.device_s / n)
+
+    def figures(self, what: str) -> dict[str, float | None]:
+        """LayerProfile's fields: `<what>_ms`, the device's time, and `<what>_cpu_ms`, the CPU's, which
+        only a device that runs asynchronously has (on the CPU both are one time: None)."""
+        return {f"{what}_ms": self.device_s * 1e3, f"{what}_cpu_ms": self.cpu_s * 1e3 if self.cpu_s != self.device_s else None}
+
+
+class _Clock:
+    """Times work two ways at once. The CPU's time runs until the work's last launch returns. The device's
+    runs between two CUDA events around the work, with the stream first held by a sleep kernel a little
+    longer than the CPU took to launch the same work last time (each timed run follows warm-ups of the same
+    work), so that the device finds it all queued and runs it back to back: its pure run time, even where
+    the CPU is the slower (which a synchronised wall clock would report instead). On the CPU both are the
+    wall time."""
+
+    MAX_HOLD_MS = 200.0
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.last_cpu_ms: dict[str, float] = {}
+        self.cycles_per_ms = _sleep_cycles_per_ms(device) if self.cuda else 0.0
+
+    def timed(self, fn, what: str) -> tuple[Any, Span]:
+        """Run fn() once, timed; `what` names the work, whose last CPU time sets the next hold."""
+        _sync(self.device)
+        if not self.cuda:
+            start = time.perf_counter()
+            result = fn()
+            elapsed = time.perf_counter() - start
+            return result, Span(elapsed, elapsed)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        hold_ms = min(1.5 * self.last_cpu_ms.get(what, 10.0) + 1.0, self.MAX_HOLD_MS)
+        torch.cuda._sleep(int(hold_ms * self.cycles_per_ms))
+        begin.record()
+        start = time.perf_counter()
+        result = fn()
+        cpu_s = time.perf_counter() - start
+        end.record()
+        _sync(self.device)
+        self.last_cpu_ms[what] = cpu_s * 1e3
+        return result, Span(cpu_s, begin.elapsed_time(end) / 1e3)
+
+
+def _sleep_cycles_per_ms(device: torch.device) -> float:
+    """Clock cycles of torch.cuda._sleep per ms on `device`, timed once."""
+    cycles = 10_000_000
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)  # warm-up
+    begin.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize(device)
+    return cycles / max(begin.elapsed_time(end), 1e-3)
 
 
 def _sync(device: torch.device) -> None:

@@ -161,6 +161,7 @@ def simulate(
     weight_fraction: float = 0.5,
     backward_input: Sequence[float] | None = None,
     backward_weight: Sequence[float] | None = None,
+    launch: dict[str, Sequence[float]] | None = None,
 ) -> Timeline:
     """Simulate one step.
 
@@ -172,6 +173,11 @@ def simulate(
     (weight gradient) of stage s (the profiler measures them; together they exceed `backward`).
     weight_fraction: without those, the share of each backward taken to be W (the rest is I): an
     assumption, since W is roughly the weight-gradient matmuls, about half of a transformer block's backward.
+    launch: on GPUs, the CPU's time to launch each kind ("F", "B", "I", "W") of operation of each stage.
+    Each device then has two clocks: its CPU launches the operations one after another, running ahead of
+    the GPU and of the data (a receive makes the GPU wait, not the CPU), and an operation's kernels can
+    neither start before its launch starts nor end before its launch ends. With short kernels the CPU is
+    the bottleneck; with long ones it hides entirely behind the GPU.
     """
     p = len(forward)
     if len(backward) != p:
@@ -198,9 +204,14 @@ def simulate(
         "W": list(backward_weight),
     }
 
+    cpu = {kind: list(launch[kind]) if launch and kind in launch else [0.0] * p for kind in "FBIW"}
+    if launch and "I" not in launch:  # the launch of a split backward: as the duration splits
+        cpu["I"] = [c * (1 - weight_fraction) for c in cpu["B"]]
+        cpu["W"] = [c * weight_fraction for c in cpu["B"]]
     done: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro) -> end time
     position = [0] * len(orders)
     free_at = [0.0] * len(orders)
+    launched_at = [0.0] * len(orders)  # when each device's CPU has launched everything so far
     ops: list[Op] = []
     remaining = sum(len(o) for o in orders)
     while remaining:
@@ -211,8 +222,10 @@ def simulate(
                 ready = _ready_time(kind, s, i, p, done, hop)
                 if ready is None:
                     break
-                start = max(ready, free_at[d])
-                end = start + duration[kind][s]
+                launch_start = launched_at[d]
+                launched_at[d] += cpu[kind][s]
+                start = max(ready, free_at[d], launch_start)
+                end = max(start + duration[kind][s], launched_at[d])
                 done[(kind, s, i)] = end
                 free_at[d] = end
                 ops.append(Op(s, kind, i, start, end, d))

@@ -29,7 +29,7 @@ from typing import Sequence
 from pipebench.errors import UserError
 from pipebench.units import format_bytes
 
-__all__ = ["InfeasibleError", "solve", "stage_times", "stage_memory", "bottleneck"]
+__all__ = ["InfeasibleError", "solve", "solve_intervals", "stage_times", "stage_memory", "bottleneck"]
 
 _REL_GAP = 1e-12
 
@@ -109,6 +109,54 @@ def solve(
             best = found
             hi = bottleneck(costs, best, speeds=problem.speeds, cut_prices=cut_prices)
     return best
+
+
+def solve_intervals(
+    n: int,
+    stages: int,
+    cost,
+    *,
+    memory: Sequence[float] | None = None,
+    caps: Sequence[float] | None = None,
+    cut_prices: Sequence[float] | None = None,
+) -> list[int]:
+    """Stage boundaries of the partition of n layers whose slowest stage is fastest, for any stage cost.
+
+    cost(s, a, b): the time of stage s holding layers [a, b), without cut prices; it must not shrink when
+    a stage takes more layers. The planner uses it when a stage costs the larger of its CPU and its
+    device time (what the CPU launches and what the device runs overlap), which is no sum of per-layer
+    figures. Exact by dynamic programming over (stage, end): O(stages x n^2) calls of `cost`, fine for
+    the at most a few hundred cut candidates a model has; `solve` is the fast path for additive costs."""
+    if stages < 1 or stages > n:
+        raise UserError(f"more stages than layers ({stages} > {n})" if stages > n else
+                        f"need at least one stage (got {stages})")
+    prices = [0.0] * max(n - 1, 0) if cut_prices is None else [float(c) for c in cut_prices]
+    price_in = [0.0, *prices, 0.0]  # price_in[a]: the cut before layer a; price_in[b] also the cut after b - 1
+    mem_prefix = None if memory is None else [0.0, *accumulate(float(m) for m in memory)]
+    inf = float("inf")
+    best = [0.0] + [inf] * n  # best[b]: slowest stage of the best split of layers [0, b) so far
+    parents: list[list[int]] = []
+    for s in range(stages):
+        last = n - (stages - 1 - s)
+        new = [inf] * (n + 1)
+        parent = [-1] * (n + 1)
+        for b in range(s + 1, last + 1) if s < stages - 1 else (n,):
+            for a in range(s, b):
+                if best[a] == inf:
+                    continue
+                if mem_prefix is not None and caps is not None and mem_prefix[b] - mem_prefix[a] > caps[s]:
+                    continue
+                value = max(best[a], cost(s, a, b) + price_in[a] + (price_in[b] if b < n else 0.0))
+                if value < new[b]:
+                    new[b], parent[b] = value, a
+        parents.append(parent)
+        best = new
+    if best[n] == inf:
+        raise InfeasibleError(f"no split into {stages} stages fits the memory caps", 0.0)
+    bounds = [n]
+    for s in range(stages - 1, -1, -1):
+        bounds.append(parents[s][bounds[-1]])
+    return bounds[::-1]
 
 
 def stage_times(

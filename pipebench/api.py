@@ -59,7 +59,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     """
     import torch
 
-    from pipebench.hardware.probes import measure_stage_link
+    from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
     from pipebench.models import LayeredModel, UserModel, get_model
     from pipebench.partition.profiler import profile_sizes, set_fast_math
     from pipebench.specs import micro_batch_counts
@@ -90,10 +91,25 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     repeats = repeats if repeats is not None else (5 if on_gpu else 3)
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")
-    profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
-                             note=note, progress=progress, granularity=granularity)
+    # On the CPU, time with one device's share of the cores: what each worker standing in for a device gets.
+    threads = torch.get_num_threads() if on_gpu else threads_per_device(len(devices or [device]))
+    with thread_budget(threads):
+        profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
+                                 note=note, progress=progress, granularity=granularity)
+    allreduce_gbps = latency_ms = None
+    if on_gpu:
+        allreduce_gbps = measure_allreduce_gbps(list(devices or [device]))
+        if allreduce_gbps and note:
+            note(f"all-reduce over {len(set(devices or [device]))} GPUs: {allreduce_gbps:.0f} GB/s bus bandwidth (timed)")
+    elif len(devices or []) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
+        link_gbps, allreduce_gbps, latency_ms = measure_gloo_links()
+        if note:
+            note(f"gloo between CPU processes: {link_gbps:.2f} GB/s copies, {allreduce_gbps:.2f} GB/s all-reduce, "
+                 f"{latency_ms:.2f} ms a message (timed)")
     for p in profiles:
         p.link_gbps = link_gbps
+        p.allreduce_gbps = allreduce_gbps
+        p.link_latency_ms = latency_ms
     return profiles
 
 
@@ -130,12 +146,13 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
                            link_gbps=link_gbps, granularity=granularity, note=note)
     elif batch is not None and batch != profiles[0].batch:
         raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
+    latency_ms = 0.0
     if link_gbps is None:
-        link_gbps = profiles[0].link_gbps or 0.0
+        link_gbps, latency_ms = profiles[0].link_gbps or 0.0, profiles[0].link_latency_ms or 0.0
     chosen = None if micro_batches == "auto" else int(micro_batches)
     return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
-                     max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, optimizer=optimizer,
-                     virtual_stages=virtual)
+                     max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, link_latency_ms=latency_ms,
+                     optimizer=optimizer, virtual_stages=virtual)
 
 
 def _as_user_model(module, example_inputs, settings):

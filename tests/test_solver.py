@@ -181,3 +181,44 @@ def test_solver_imports_no_torch():
     import subprocess
     code = "import sys, partition.solver, partition.schedule; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@st.composite
+def launch_bound_problems(draw):
+    """A stage costs max(device sum / speed, CPU sum) for forward and for backward: not a sum of layers."""
+    n = draw(st.integers(1, 8))
+    stages = draw(st.integers(1, n))
+    figures = [draw(st.lists(layer_cost, min_size=n, max_size=n)) for _ in range(4)]
+    speeds = draw(st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=stages, max_size=stages))
+    prices = draw(st.lists(st.integers(0, 5).map(float), min_size=n - 1, max_size=n - 1))
+    memory = draw(st.lists(st.integers(0, 5).map(float), min_size=n, max_size=n))
+    caps = draw(st.one_of(st.none(), st.lists(st.integers(3, 12).map(float), min_size=stages, max_size=stages)))
+    return n, stages, figures, speeds, prices, memory, caps
+
+
+@settings(max_examples=300, deadline=None)
+@given(launch_bound_problems())
+def test_solve_intervals_matches_brute_force_for_launch_bound_stages(problem):
+    n, stages, (fwd, fwd_cpu, bwd, bwd_cpu), speeds, prices, memory, caps = problem
+
+    def cost(s, a, b):
+        return (max(sum(fwd[a:b]) / speeds[s], sum(fwd_cpu[a:b]))
+                + max(sum(bwd[a:b]) / speeds[s], sum(bwd_cpu[a:b])))
+
+    def value(bounds):
+        cut = [0.0, *(prices[b - 1] for b in bounds[1:-1]), 0.0]
+        return max(cost(s, a, b) + cut[s] + cut[s + 1] for s, (a, b) in enumerate(zip(bounds, bounds[1:])))
+
+    def fits(bounds):
+        return caps is None or all(sum(memory[a:b]) <= caps[s] for s, (a, b) in enumerate(zip(bounds, bounds[1:])))
+
+    every = [[0, *cuts, n] for cuts in itertools.combinations(range(1, n), stages - 1)]
+    feasible = [b for b in every if fits(b)]
+    if not feasible:
+        with pytest.raises(InfeasibleError):
+            solver.solve_intervals(n, stages, cost, memory=memory, caps=caps, cut_prices=prices)
+        return
+    bounds = solver.solve_intervals(n, stages, cost, memory=memory, caps=caps, cut_prices=prices)
+    check_valid(bounds, n, stages)
+    assert fits(bounds)
+    assert value(bounds) == pytest.approx(min(value(b) for b in feasible), rel=1e-9, abs=1e-12)

@@ -40,14 +40,14 @@ def _interrupt(signum, frame):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipebench.bench.cli import devices, models, plan, report, run
+    from pipebench.bench.cli import advise, devices, models, plan, report, run
 
     parser = argparse.ArgumentParser(
         prog="pipebench",
         description="Plan, run and measure pipeline-parallel training across the GPUs of one server.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (models, plan, run, devices, report):
+    for command in (models, plan, advise, run, devices, report):
         command.add_parser(sub)
     return parser
 

@@ -147,9 +147,9 @@ def _settings(args, stages: int) -> dict:
     return overrides
 
 
-def _profile(args, devices: list[str], overrides: dict):
-    """Profile through the library (pipebench.profile) at every micro-batch size considered;
-    (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
+def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None):
+    """Profile through the library (pipebench.profile) at every micro-batch size considered (`counts`,
+    else --chunks); (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
     import pipebench
     from pipebench.specs import micro_batch_counts, parse_chunk
 
@@ -157,11 +157,12 @@ def _profile(args, devices: list[str], overrides: dict):
     batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
     if batch < 1:
         raise UserError(f"--batch must be at least 1 (got {batch})")
-    micro_batch_counts(parse_chunk(args.chunks), batch)
+    for count in counts or [parse_chunk(args.chunks)]:
+        micro_batch_counts(count, batch)
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
-                                 micro_batches=args.chunks, repeats=args.repeats, flavour=args.flavour,
+                                 micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
                                  settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
                                  progress=(lambda line: note(line, end="\r")) if sys.stderr.isatty() else None)
     return profiles, profiles[0].link_gbps or 0.0

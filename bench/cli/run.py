@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
-from pipebench.bench.strategies import help_text
+from pipebench.bench.strategies import help_text, parse_auto
 from pipebench.errors import UserError
 
 DEFAULT_OUT = "pipebench-results"
@@ -22,7 +22,8 @@ def add_parser(subparsers) -> None:
     )
     run.add_argument("--models", help="comma-separated models: zoo names or your own, path/to/file.py:NAME "
                      "(default: gpt,resnet101)")
-    run.add_argument("--strategies", help="comma-separated strategies (default: all; see below)")
+    run.add_argument("--strategies", help="comma-separated strategies (default: all; see below), or auto[:K]: "
+                     "single and the K strategies predicted fastest (pipebench advise; K defaults to 3)")
     run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
                      "visible GPU; the CPU when there is none)")
     run.add_argument("--batch", type=int, help="global batch for every model (default: gpt 64, resnet101 256)")
@@ -71,7 +72,8 @@ def cmd_run(args) -> int:
     given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
-        strategies=suite_run.parse_strategies(args.strategies),
+        strategies=[] if parse_auto(args.strategies) else suite_run.parse_strategies(args.strategies),
+        auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
         resume=args.resume, timeout=args.timeout, repeats=args.repeats,

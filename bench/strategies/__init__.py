@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pipebench.errors import UserError
 
-__all__ = ["Strategy", "STRATEGIES", "get_strategy", "strategy_names", "parse_strategies"]
+__all__ = ["Strategy", "STRATEGIES", "get_strategy", "strategy_names", "parse_strategies", "parse_auto"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,17 @@ def parse_strategies(text: str | None) -> list[str]:
     for name in names:
         get_strategy(name)
     return names
+
+
+def parse_auto(text: str | None) -> int | None:
+    """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
+    if text is None or not text.strip().startswith("auto"):
+        return None
+    head, _, count = text.strip().partition(":")
+    if head != "auto" or (count and not count.isdigit()) or (count and int(count) < 1):
+        raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
+                        f"(got {text!r})")
+    return int(count) if count else 3
 
 
 def help_text() -> str:

@@ -1,0 +1,171 @@
+"""Predict every strategy from one profile, rank them, and recommend the fastest that fits.
+
+No torch: from a saved profile this runs anywhere (`pipebench advise --profile FILE`). Each strategy of
+the registry is priced by the model its kind calls for:
+- the ones that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): the planner, with
+  its exact solver, schedule simulator and micro-batch choice (partition/plan.py);
+- ddp and dataparallel: partition/costs.py, from the profile at the replica's micro-batch (batch / p).
+
+    advice = advise(profiles, ["cuda:0", "cuda:1"], caps=[140e9, 140e9])
+    advice.recommended            # "pp-zbv"
+    advice.to_dict()              # {"strategies": [...sorted by predicted samples/s...], "recommended": ...}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pipebench.bench.strategies import STRATEGIES, Strategy, get_strategy
+from pipebench.errors import UserError
+from pipebench.partition import costs
+from pipebench.partition.plan import OPTIMIZER_STATES, Plan, make_plan
+from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.solver import InfeasibleError
+
+__all__ = ["Prediction", "Advice", "predict", "advise", "links_of", "top_strategies"]
+
+
+@dataclass
+class Prediction:
+    """What one strategy should give on these devices; `reason` says why a strategy has no figure."""
+
+    strategy: str
+    predicted_step_ms: float | None
+    predicted_samples_per_s: float | None
+    peak_memory_bytes: list[int]
+    """Per device the strategy uses."""
+    fits: bool
+    micro_batches: int
+    schedule: str | None
+    """The torch schedule it runs (or the simulated one), None for the replica strategies."""
+    reason: str = ""
+    plan: Plan | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "predicted_step_ms": self.predicted_step_ms,
+                "predicted_samples_per_s": self.predicted_samples_per_s,
+                "peak_memory_bytes": self.peak_memory_bytes, "fits": self.fits,
+                "micro_batches": self.micro_batches, "schedule": self.schedule, "reason": self.reason,
+                "plan_id": self.plan.plan_id if self.plan else None}
+
+
+@dataclass
+class Advice:
+    predictions: list[Prediction]
+    """Fastest predicted first; strategies without a figure last."""
+    recommended: str | None
+    """The fastest predicted strategy that fits (None when none does)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategies": [p.to_dict() for p in self.predictions], "recommended": self.recommended}
+
+
+def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
+    """The link figures saved with the profile (`link_gbps` overrides the copy bandwidth). Without a
+    measured all-reduce, its bus bandwidth is taken to be the copy bandwidth (a ring of two devices moves
+    the same bytes over the same link)."""
+    copy = (profile.link_gbps or 0.0) if link_gbps is None else link_gbps
+    allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
+    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0)
+
+
+def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,
+            caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
+            link_gbps: float | None = None, optimizer: str = "sgd", micro_batches: int | None = None) -> Prediction:
+    """Predict one strategy on `devices` (the single baseline takes the first); caps: bytes per device.
+
+    micro_batches: the count a micro-batched strategy must use (None: the planner's choice)."""
+    strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    if optimizer not in OPTIMIZER_STATES:
+        raise UserError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
+    used = list(devices[:1]) if strategy.devices == "one" else list(devices)
+    p = len(used)
+    caps = list(caps[:p]) if caps else None
+    speeds = list(speeds[:p]) if speeds else None
+    links = links_of(profiles[0], link_gbps)
+    if strategy.needs_plan:
+        return _predict_plan(strategy, profiles, used, caps, speeds, links, optimizer, micro_batches)
+    return _predict_replicas(strategy, profiles, used, caps, speeds, links, optimizer)
+
+
+def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
+           caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
+           link_gbps: float | None = None, optimizer: str = "sgd") -> Advice:
+    """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline)."""
+    if strategies is None:
+        strategies = [name for name, s in STRATEGIES.items() if s.devices == "one" or len(devices) > 1]
+    predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
+                           optimizer=optimizer) for name in strategies]
+    predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
+    fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
+    return Advice(predictions, fitting[0].strategy if fitting else None)
+
+
+def top_strategies(advice: Advice, k: int) -> list[str]:
+    """`run --strategies auto:K`: the single baseline plus the K fastest predicted strategies that fit."""
+    ranked = [p.strategy for p in advice.predictions if p.fits and p.predicted_samples_per_s and p.strategy != "single"]
+    return ["single", *ranked[:k]]
+
+
+# ------------------------------------------------------------------------------------------------ kinds
+
+def _predict_plan(strategy, profiles, devices, caps, speeds, links, optimizer, micro_batches) -> Prediction:
+    try:
+        plan = make_plan(profiles, devices, schedule=strategy.schedule, virtual_stages=strategy.stages_per_device,
+                         micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
+                         speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
+                         link_latency_ms=links.latency_ms,
+                         optimizer=optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)))
+    except InfeasibleError as exc:
+        return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
+                          micro_batches or 1, strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
+    except UserError as exc:
+        return Prediction(strategy.name, None, None, [], False, micro_batches or 1,
+                          strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
+    step = plan.predicted_step_ms
+    if _one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
+        step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
+    return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
+                      True, plan.micro_batches, strategy.torch_schedule or strategy.schedule, plan=plan)
+
+
+def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
+    """A strategy that drives several CPU stand-ins for devices from one process runs them in turn: a CPU
+    op returns when done, so nothing overlaps as it does on GPUs (and DataParallel runs the module as is)."""
+    return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
+
+
+def _predict_replicas(strategy, profiles, devices, caps, speeds, links, optimizer) -> Prediction:
+    """DDP and DataParallel: every device runs the whole model on batch / p samples."""
+    p = len(devices)
+    batch = profiles[0].batch
+    by_count = {pr.micro_batches: pr for pr in profiles}
+    if batch % p:
+        return Prediction(strategy.name, None, None, [], False, 1, None,
+                          f"batch {batch} does not split over {p} devices")
+    if p not in by_count:
+        return Prediction(strategy.name, None, None, [], False, 1, None,
+                          f"no profile at the replicas' micro-batch of {batch // p} samples "
+                          f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
+    layers = by_count[p].layers
+    states = 2 + OPTIMIZER_STATES[optimizer]
+    if _one_cpu_process(strategy, devices):  # DataParallel on the CPU runs the module as it is, on the batch
+        whole = by_count.get(1)
+        if whole is None:
+            return Prediction(strategy.name, None, None, [], False, 1, None, "no profile of the whole batch")
+        step = calibration(list(profiles)) * sum(l.step_ms for l in whole.layers)
+        return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
+                          [costs.replica_memory(whole.layers, states)], True, 1, None)
+    if strategy.name == "ddp":
+        step = costs.ddp_step(layers, p, links, scale=calibration(list(profiles)))
+        memory = [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0)] * p
+    else:
+        last = layers[-1]
+        step = costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
+                                       output_bytes=last.output_bytes)
+        memory = [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1)
+    if speeds:
+        step /= min(speeds)  # the slowest replica sets the pace
+    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
+    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
+                      "" if fits else "predicted memory exceeds the cap")

@@ -1,0 +1,134 @@
+"""Every strategy predicted from one profile: the cost models' closed forms, the ranking, the CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipebench.bench.advise import advise, predict, top_strategies
+from pipebench.bench.cli import main
+from pipebench.bench.strategies import STRATEGIES, parse_auto
+from pipebench.errors import UserError
+from pipebench.partition import costs
+from pipebench.partition.profile import LayerProfile, Profile, save_profiles
+
+
+def layer(name, fwd, bwd, param_bytes, saved=1000):
+    return LayerProfile(name, param_bytes // 4, param_bytes, fwd, bwd, 4000, [8, 125], "float32", saved)
+
+
+def profile(micro_batch, batch=64, device="cuda:0", link_gbps=100.0, allreduce_gbps=None):
+    """Eight equal layers whose time scales with the micro-batch, 2 MB of parameters each."""
+    scale = micro_batch / batch
+    layers = [layer(f"l{i}", 1.0 * scale, 2.0 * scale, 2 * 10**6, saved=100 * micro_batch) for i in range(8)]
+    return Profile("m", "x", device, "gpu", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "float32", layers,
+                   link_gbps=link_gbps, allreduce_gbps=allreduce_gbps)
+
+
+def profiles(**kw):
+    return [profile(64 // m, **kw) for m in (1, 2, 4, 8)]
+
+
+def test_allreduce_is_a_ring():
+    links = costs.Links(allreduce_gbps=10.0, latency_ms=0.5)
+    assert costs.allreduce_ms(10**9, 2, links) == pytest.approx(100.0 + 0.5)  # 2 (p-1)/p x 1 GB at 10 GB/s
+    assert costs.allreduce_ms(10**9, 4, links) == pytest.approx(150.0 + 0.5)
+    assert costs.allreduce_ms(10**9, 1, links) == 0.0
+
+
+def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
+    layers = [layer(f"l{i}", 1.0, 2.0, 30 * 2**20) for i in range(4)]  # a 30 MiB layer: a bucket each
+    free = costs.ddp_step(layers, 2, costs.Links())
+    assert free == pytest.approx(12.0)
+    # Each bucket takes 1 ms on the link: all but the last hide behind the next layer's 2 ms backward.
+    per_bucket = 30 * 2**20 / 1e9 / 1e-3  # GB/s giving exactly 1 ms for a bucket
+    one_ms = costs.Links(allreduce_gbps=per_bucket)
+    assert costs.ddp_step(layers, 2, one_ms, first_bucket_bytes=30 * 2**20, bucket_bytes=30 * 2**20) == pytest.approx(12.0 + 1.0)
+    # A slow link exposes nearly all of it: the first of 4 buckets of 5 ms starts at 6 ms (forward 4, one
+    # backward 2) and the others queue behind it on the link.
+    five_ms = costs.Links(allreduce_gbps=per_bucket / 5)
+    assert costs.ddp_step(layers, 2, five_ms, first_bucket_bytes=30 * 2**20, bucket_bytes=30 * 2**20) == pytest.approx(4.0 + 2.0 + 4 * 5.0)
+
+
+def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
+    advice = advise(profiles(), ["cuda:0", "cuda:1"])
+    names = [p.strategy for p in advice.predictions]
+    assert sorted(names) == sorted(STRATEGIES)
+    rates = [p.predicted_samples_per_s for p in advice.predictions]
+    assert rates == sorted(rates, reverse=True) and all(rates)
+    assert advice.recommended == names[0]
+    single = next(p for p in advice.predictions if p.strategy == "single")
+    ddp = next(p for p in advice.predictions if p.strategy == "ddp")
+    assert single.predicted_step_ms == pytest.approx(24.0)  # 8 layers x 3 ms at the whole batch
+    assert 12.0 < ddp.predicted_step_ms < 13.0  # half the batch each, a 16 MB all-reduce at 100 GB/s mostly hidden
+    data = advice.to_dict()
+    assert data["recommended"] == advice.recommended
+    assert {"strategy", "predicted_step_ms", "predicted_samples_per_s", "peak_memory_bytes", "fits"} <= set(data["strategies"][0])
+
+
+def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
+    replica = next(p for p in advise(profiles(), ["cuda:0", "cuda:1"]).predictions if p.strategy == "ddp")
+    cap = replica.peak_memory_bytes[0] - 1  # DDP's whole replica no longer fits; half a model does
+    advice = advise(profiles(), ["cuda:0", "cuda:1"], caps=[cap, cap])
+    ddp = next(p for p in advice.predictions if p.strategy == "ddp")
+    assert not ddp.fits and advice.recommended != "ddp"
+    recommended = next(p for p in advice.predictions if p.strategy == advice.recommended)
+    assert recommended.fits and all(m <= cap for m in recommended.peak_memory_bytes)
+
+
+def test_adamw_state_is_priced_in_every_replica():
+    sgd = predict("ddp", profiles(), ["cuda:0", "cuda:1"])
+    adam = predict("ddp", profiles(), ["cuda:0", "cuda:1"], optimizer="adam")
+    params = 8 * 2 * 10**6
+    assert adam.peak_memory_bytes[0] - sgd.peak_memory_bytes[0] == 2 * params
+
+
+def test_one_cpu_process_runs_its_stages_in_turn():
+    cpu = [profile(64 // m, device="cpu", link_gbps=0.0) for m in (1, 2, 4)]
+    pipeline = predict("pipeline", cpu, ["cpu", "cpu"])
+    single = predict("single", cpu, ["cpu", "cpu"])
+    assert pipeline.predicted_step_ms >= single.predicted_step_ms * 0.999
+    assert predict("dataparallel", cpu, ["cpu", "cpu"]).predicted_step_ms == pytest.approx(single.predicted_step_ms)
+
+
+def test_replicas_need_a_profile_at_their_micro_batch():
+    only_whole = [profile(64)]
+    ddp = predict("ddp", only_whole, ["cuda:0", "cuda:1"])
+    assert ddp.predicted_step_ms is None and "32 samples" in ddp.reason
+
+
+@pytest.mark.parametrize("text, count", [(None, None), ("ddp,single", None), ("auto", 3), ("auto:1", 1)])
+def test_parse_auto(text, count):
+    assert parse_auto(text) == count
+
+
+@pytest.mark.parametrize("text", ["auto:0", "auto:x", "automatic"])
+def test_parse_auto_refuses_nonsense(text):
+    with pytest.raises(UserError):
+        parse_auto(text)
+
+
+def test_top_strategies_are_single_and_the_fastest_that_fit():
+    advice = advise(profiles(), ["cuda:0", "cuda:1"])
+    top = top_strategies(advice, 2)
+    assert top[0] == "single" and len(top) == 3
+    assert top[1:] == [p.strategy for p in advice.predictions if p.strategy != "single"][:2]
+
+
+def test_advise_cli_from_a_saved_profile(tmp_path, capsys):
+    path = tmp_path / "m.profile.json"
+    save_profiles(profiles(), path)
+    out = tmp_path / "advice.json"
+    assert main(["advise", "--profile", str(path), "--gpus", "0,1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert f"recommended: {data['recommended']}" in printed
+    rates = [s["predicted_samples_per_s"] for s in data["strategies"]]
+    assert rates == sorted(rates, reverse=True) and len(rates) == len(STRATEGIES)
+    assert all(len(s["peak_memory_bytes"]) in (1, 2) for s in data["strategies"])
+
+
+def test_advise_cli_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["advise", "--profile", str(tmp_path / "missing.json"), "--stages", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.json" in err[0]
