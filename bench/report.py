@@ -32,6 +32,7 @@ from pipebench.partition.schedule import ideal_efficiency
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
+           "misordered_pairs", "order_notes",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
 GROUP = ["model", "flavour", "settings", "batch", "device_name"]
@@ -171,10 +172,52 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
 
 
 def text_report(summary: pd.DataFrame) -> str:
-    """What `pipebench report` prints: the table (with its model column), the notes on first losses, and
-    the recommendations."""
-    losses = loss_notes(summary)
-    return "\n".join([markdown_table(summary), *(["", *losses] if losses else []), "", *recommend(summary)])
+    """What `pipebench report` prints: the table (with its model column), the notes on first losses, the
+    pairs the predictions ranked wrongly, and the recommendations."""
+    notes = loss_notes(summary) + order_notes(summary)
+    return "\n".join([markdown_table(summary), *(["", *notes] if notes else []), "", *recommend(summary)])
+
+
+SAME_SPEED = 0.03
+"""Cases measured closer than this share are a tie: their predicted order is not judged."""
+
+
+def misordered_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """Within each model, the pairs of ok cases whose predicted order was wrong: the prediction ranks
+    one faster, the measurement the other, by more than SAME_SPEED. Each pair once, the one measured
+    faster first."""
+    pairs = []
+    for _, group in summary.groupby(GROUP, sort=False):
+        known = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
+        rows = [row for _, row in known.iterrows()]
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                fast, slow = (a, b) if a["step_ms"] <= b["step_ms"] else (b, a)
+                if slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED):
+                    continue
+                if fast["predicted_step_ms"] > slow["predicted_step_ms"]:
+                    pairs.append((fast, slow))
+    return pairs
+
+
+def order_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per pair whose predicted order was wrong (misordered_pairs), or one line saying the order
+    held, for each model with at least two predicted cases."""
+    lines = []
+    for key, group in summary.groupby(GROUP, sort=False):
+        predicted = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
+        if len(predicted) < 2:
+            continue
+        wrong = misordered_pairs(group)
+        name = _group_label(summary, key)
+        if not wrong:
+            lines.append(f"Predicted order: {name}: every pair of cases measured more than {SAME_SPEED:.0%} apart "
+                         f"was ranked right by its prediction.")
+        for fast, slow in wrong:
+            lines.append(f"Predicted order wrong: {name}: {fast['case']} measured {fast['step_ms']:.1f} ms, faster than "
+                         f"{slow['case']} at {slow['step_ms']:.1f} ms, but was predicted slower "
+                         f"({fast['predicted_step_ms']:.1f} against {slow['predicted_step_ms']:.1f} ms).")
+    return lines
 
 
 def loss_notes(summary: pd.DataFrame) -> list[str]:
@@ -330,7 +373,7 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         lines += ["## Recommendations", ""] + [f"- {line}" for line in recommend(summary)] + [""]
     for key, group in summary.groupby(GROUP, sort=False):
         lines += [f"## {_group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
-        lines += [line for note in loss_notes(group) for line in (note, "")]  # under the table it explains
+        lines += [line for note in loss_notes(group) + order_notes(group) for line in (note, "")]  # under its table
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if notes:

@@ -336,3 +336,24 @@ def test_report_reads_where_run_writes_by_default(capsys, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert main(["report"]) == 2
     assert capsys.readouterr().err == "pipebench: error: pipebench-results: no such file or folder\n"
+
+
+def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
+    """Every strategy carries a prediction now; the report names the pairs it ranked wrongly (ties within
+    3% measured are not judged) and says so under the model's table."""
+    from pipebench.bench.report import misordered_pairs, order_notes
+
+    def case(strategy, step, predicted, **kw):
+        return make_row(strategy, gpus="0,1", world_size=2, samples_per_s=256 / step * 1e3, step_ms=step,
+                        predicted_step_ms=predicted, **kw)
+
+    rows = [case("single", 180.0, 178.0, ), case("ddp", 100.0, 90.0),
+            case("pp-1f1b", 160.0, 190.0, micro_batches=2, schedule="1f1b"),  # ranked behind single: wrong
+            case("pp-zbv", 162.0, 150.0, micro_batches=2, schedule="zbv", virtual_stages=2)]  # 1% from 1f1b: a tie
+    summary = summarise(frame(rows))
+    wrong = misordered_pairs(summary)
+    assert [(a["strategy"], b["strategy"]) for a, b in wrong] == [("pp-1f1b", "single")]
+    (note,) = order_notes(summary)
+    assert note.startswith("Predicted order wrong: ") and "pp-1f1b" in note and "190.0 against 178.0 ms" in note
+    right = summarise(frame([case("single", 180.0, 178.0), case("ddp", 100.0, 90.0)]))
+    assert misordered_pairs(right) == [] and "ranked right" in order_notes(right)[0]
