@@ -5,7 +5,6 @@ import json
 import math
 import pickle
 import struct
-import time
 
 import pytest
 import torch
@@ -73,16 +72,11 @@ def test_tiny_flavour_trains_a_step_and_can_be_cut_between_any_layers(name):
     model = get_model(name, "tiny")
     inputs, targets = model.make_batch(4, seed=1)
 
-    timings = []
-    for _ in range(3):  # best of three, so a busy shared CPU does not fail the sanity bound
-        model.layers.zero_grad(set_to_none=True)
-        started = time.perf_counter()
-        outputs = model.forward(inputs)
-        loss = model.loss_fn(outputs, targets)
-        loss.backward()
-        timings.append(time.perf_counter() - started)
+    model.layers.zero_grad(set_to_none=True)
+    outputs = model.forward(inputs)
+    loss = model.loss_fn(outputs, targets)
+    loss.backward()
 
-    assert min(timings) < 2.0, f"tiny {name} took {min(timings):.2f}s for forward+backward"  # not a benchmark
     assert outputs.shape == expected_output_shape(model, 4)
     assert loss.ndim == 0 and math.isfinite(loss.item())
     for param_name, param in model.layers.named_parameters():
