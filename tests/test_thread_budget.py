@@ -1,0 +1,53 @@
+"""CPU processes stand in for devices: every one of them, and the profile that predicts them, gets one
+device's share of the cores (issue 15, item 12: a profile timed with every core, or with torch's default
+under load, predicted steps 10-24x off)."""
+from __future__ import annotations
+
+import torch
+
+import pipebench
+from pipebench.hardware import cpu
+from pipebench.partition import profiler
+
+
+def test_threads_per_device_share_the_cores(monkeypatch):
+    monkeypatch.setattr(cpu, "cores", lambda: 8)
+    assert [cpu.threads_per_device(d) for d in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+
+
+def test_a_thread_budget_is_restored():
+    before = torch.get_num_threads()
+    with cpu.thread_budget(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_the_profile_is_timed_with_one_devices_share_of_the_cores(monkeypatch):
+    seen = []
+    real = profiler.profile_sizes
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cpu, "cores", lambda: 4)
+    monkeypatch.setattr(profiler, "profile_sizes", spy)
+    torch.set_num_threads(3)
+    try:
+        pipebench.profile("mlp", batch=4, device="cpu", devices=["cpu"] * 4, flavour="tiny", micro_batches=1,
+                          link_gbps=0.0)
+        pipebench.profile("mlp", batch=4, device="cpu", devices=["cpu"] * 2, flavour="tiny", micro_batches=1,
+                          link_gbps=0.0)
+        assert torch.get_num_threads() == 3  # given back
+    finally:
+        torch.set_num_threads(1)
+    assert seen == [1, 2]
+
+
+def test_every_cpu_worker_gets_the_same_budget_whatever_its_strategy():
+    from pipebench.bench.suite import Case, Machine, prepare
+
+    machine = Machine(None, 2, "cpu")
+    budgets = {prepare(Case("mlp", "tiny", 8, strategy, 1, ()), machine, None, steps=1, warmup=0).job.cpu_threads
+               for strategy in ("ddp", "dataparallel")}
+    assert budgets == {cpu.threads_per_device(2)}
