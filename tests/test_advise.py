@@ -136,3 +136,20 @@ def test_advise_cli_bad_input_is_one_line(tmp_path, capsys):
     assert main(["advise", "--profile", str(tmp_path / "missing.json"), "--stages", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing.json" in err[0]
+
+
+def test_plan_from_a_saved_profile_prices_cuts_with_the_link_it_measured(tmp_path):
+    """The profile records the link (and, on the CPU, gloo's latency); a plan made from the file later,
+    without a GPU, prices its cuts with them unless --link-gbps says otherwise."""
+    from pipebench.partition.plan import Plan
+
+    path = tmp_path / "m.profile.json"
+    saved = profiles(link_gbps=100.0)
+    for p in saved:
+        p.link_latency_ms = 0.25
+    save_profiles(saved, path)
+    assert main(["plan", "--profile", str(path), "--gpus", "0,1", "--json", str(tmp_path / "a.json")]) == 0
+    plan = Plan.load(tmp_path / "a.json")
+    assert (plan.link_gbps, plan.link_latency_ms) == (100.0, 0.25)
+    assert main(["plan", "--profile", str(path), "--gpus", "0,1", "--link-gbps", "50", "--json", str(tmp_path / "b.json")]) == 0
+    assert Plan.load(tmp_path / "b.json").link_gbps == 50.0

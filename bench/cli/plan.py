@@ -67,7 +67,9 @@ def cmd_plan(args) -> int:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
         if args.batch is not None and args.batch != first.batch:
             raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        devices, link_gbps = _devices(args, check=False), args.link_gbps or 0.0
+        # The link the profile measured prices the cuts, unless --link-gbps says otherwise.
+        devices = _devices(args, check=False)
+        link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
         factors = speeds(args.speeds, devices)
@@ -88,7 +90,9 @@ def cmd_plan(args) -> int:
     if len(devices) * virtual > len(profiles[0].layers):
         raise UserError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
 
-    common = dict(schedule=args.schedule, link_gbps=link_gbps, optimizer=args.optimizer, virtual_stages=virtual)
+    latency = (profiles[0].link_latency_ms or 0.0) if args.link_gbps is None else 0.0
+    common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
+                  virtual_stages=virtual)
     plan = make_plan(profiles, devices, balance=args.balance, micro_batches=parse_chunk(args.chunks),
                      max_memory=max_memory, speeds=factors, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
