@@ -144,6 +144,12 @@ class Row:
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
+        for name in ("samples_per_s", "step_ms", "step_ms_std", "predicted_step_ms", "duration_s", "bubble_fraction"):
+            value = getattr(self, name)
+            if value is not None and value < 0:  # measurements: a negative one is a corrupt file
+                raise ResultsError(f"Row.{name}: must not be negative (got {value})")
+        if any(b < 0 for b in [*self.peak_memory_bytes, *self.predicted_memory_bytes]):
+            raise ResultsError("Row: memory figures must not be negative")
         if self.status == "ok" and (self.samples_per_s is None or self.step_ms is None):
             raise ValueError(f"Row: status 'ok' needs samples_per_s and step_ms "
                              f"(got {self.samples_per_s!r}, {self.step_ms!r})")

@@ -417,3 +417,17 @@ def test_start_run_refuses_a_second_run_into_one_file_without_resume(paths):
     assert str(info.value) == (f"{paths[1]}: already holds 2 row(s) from an earlier run; add --resume to skip the "
                                "cases done there and run the rest, or give another --out")
     assert results.start_run(*paths, resume=True) == {case_key(make_row())}  # the failed one runs again
+
+
+def test_a_negative_measurement_is_a_corrupt_file(tmp_path):
+    """`report` on a file with negative throughput printed "-133.14x one GPU": refused in one line."""
+    from pipebench.bench.cli import main
+
+    path = tmp_path / "bad.json"
+    good = Row(model="gpt", flavour="tiny", strategy="single", gpus="cpu", world_size=1, batch=8, micro_batches=1,
+               status="ok", samples_per_s=100.0, step_ms=80.0, device_name="cpu", host="h", started_at="x")
+    data = {"format": "pipebench-results", "version": 1, "rows": [{**good.__dict__, "samples_per_s": -5.0}]}
+    path.write_text(json.dumps(data))
+    assert main(["report", str(path)]) == 2
+    with pytest.raises(ResultsError, match="samples_per_s: must not be negative"):
+        Row(**{**good.__dict__, "samples_per_s": -5.0})
