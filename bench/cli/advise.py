@@ -1,11 +1,12 @@
 """`pipebench advise`: predict every strategy for a model on these devices, ranked, and recommend one."""
 from __future__ import annotations
 
-from pipebench.bench.cli import add_model_options, add_server_options, note, speeds
-from pipebench.errors import UserError
+from pipebench.bench.cli import note
 
 
 def add_parser(subparsers) -> None:
+    from pipebench.bench.cli.plan import add_source_options
+
     advise = subparsers.add_parser(
         "advise",
         help="predict every strategy (step, samples/s, memory) and recommend the fastest that fits",
@@ -14,73 +15,30 @@ def add_parser(subparsers) -> None:
         "DataParallel's copies with the measured link), rank them by predicted samples/s and recommend the "
         "fastest that fits in memory.",
     )
-    advise.add_argument("--model", help="a zoo model or your own (FILE.py:NAME); taken from --profile if omitted")
-    advise.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
-    advise.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a model setting, e.g. --set depth=8 (repeatable)")
-    advise.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
-    where = advise.add_mutually_exclusive_group()
-    where.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now")
-    where.add_argument("--stages", type=int, help="number of devices, all --device (e.g. --stages 2 --device cpu)")
-    advise.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
-    add_server_options(advise)
-    advise.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
-                        help="optimizer whose state the memory prediction counts (default: sgd)")
-    advise.add_argument("--link-gbps", type=float, default=None,
-                        help="GB/s between devices (default: measured when profiled; 0 on the CPU)")
+    add_source_options(advise, "advise", where="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now",
+                       stages="number of devices, all --device (e.g. --stages 2 --device cpu)")
     advise.add_argument("--chunks", default="auto", metavar="auto|M,M,...",
                         help="micro-batch counts the pipelines may choose from: auto (every power of two up to 64 "
                         "that splits the batch; default) or a list such as 1,2,4,8 (profiling is faster); the "
                         "device count is always profiled, for DDP and DataParallel")
-    advise.add_argument("--repeats", type=int, default=None, help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
-    advise.add_argument("--profile", metavar="FILE", help="advise from a saved profile, touching no GPU")
-    advise.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
-    advise.add_argument("--json", metavar="FILE", help="write the ranking as JSON")
-    advise.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
-    add_model_options(advise)
     advise.set_defaults(handler=cmd_advise)
 
 
 def cmd_advise(args) -> int:
     from pipebench.bench.advise import advise
-    from pipebench.bench.cli.plan import _devices, _profile, _settings
+    from pipebench.bench.cli.plan import load_or_profile
     from pipebench.files import write_json
-    from pipebench.partition.profile import load_profiles, save_profiles
-    from pipebench.specs import parse_chunks, parse_link_gbps
-    from pipebench.units import parse_size
+    from pipebench.specs import parse_chunks
 
-    caps = parse_size(args.max_memory) if args.max_memory else None
-    args.link_gbps = parse_link_gbps(args.link_gbps)
     chunks = parse_chunks(args.chunks)
-    if args.profile:
-        profiles = load_profiles(args.profile)
-        first = profiles[0]
-        if args.model and args.model != first.model:
-            raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
-        if args.batch is not None and args.batch != first.batch:
-            raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        if args.speeds == "auto":
-            raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-        devices = _devices(args, check=False)
-        factors = speeds(args.speeds, devices)
-    else:
-        if not args.model:
-            raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
-        devices = _devices(args, check=True)
-        if caps is None and getattr(args, "gpu_infos", None):
-            from pipebench.hardware.gpus import free_memory_caps
-
-            caps = free_memory_caps(args.gpu_infos)
-        overrides = _settings(args, len(devices))
-        factors = speeds(args.speeds, devices)
-        counts = None if None in chunks else sorted({1, len(devices), *chunks})
-        profiles, _ = _profile(args, devices, overrides, counts)
-        if args.save_profile:
-            save_profiles(profiles, args.save_profile)
-            note(f"profile written to {args.save_profile}")
+    # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled.
+    counts = None if None in chunks else (lambda devices: sorted({1, devices, *chunks}))
+    source = load_or_profile(args, 1, counts)
+    profiles, devices = source.profiles, source.devices
+    caps = source.caps
     per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
                                             else list(caps))
-    advice = advise(profiles, devices, caps=per_device, speeds=factors, link_gbps=args.link_gbps,
+    advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
                     optimizer=args.optimizer)
     print(format_advice(advice, profiles[0], devices))
     if args.json:

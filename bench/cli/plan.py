@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 from pipebench.bench.cli import add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
@@ -16,17 +17,8 @@ def add_parser(subparsers) -> None:
         "contiguous stages with the exact solver, simulate the schedule and print the plan beside the "
         "parameter-balanced baseline.",
     )
-    plan.add_argument("--model", help="a zoo model (see `pipebench models`), or your own: path/to/file.py:NAME or "
-                      "package.module:NAME (NAME: an nn.Module class or a function returning one); taken from "
-                      "--profile if omitted")
-    plan.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
-    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a model setting, e.g. --set depth=8 (repeatable)")
-    plan.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
-    where = plan.add_mutually_exclusive_group()
-    where.add_argument("--gpus", help="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now")
-    where.add_argument("--stages", type=int, help="number of stages, all on --device")
-    plan.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
+    add_source_options(plan, "plan", where="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now",
+                       stages="number of stages, all on --device")
     plan.add_argument("--chunks", default="auto",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
     plan.add_argument("--schedule", default="1f1b", choices=list(SIMULATED_SCHEDULES),
@@ -35,30 +27,57 @@ def add_parser(subparsers) -> None:
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
-    add_server_options(plan)
-    plan.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
-                      help="optimizer whose state the memory prediction counts (default: sgd)")
-    plan.add_argument("--link-gbps", default=None,
-                      help="GB/s between stages to price activation transfers (default: measured between "
-                      "the first two GPUs; 0 on the CPU)")
-    plan.add_argument("--repeats", type=int, default=None, help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
-    plan.add_argument("--profile", metavar="FILE", help="plan from a saved profile, touching no GPU")
-    plan.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
-    plan.add_argument("--json", metavar="FILE", help="write the plan as JSON")
-    plan.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
-    add_model_options(plan)
     plan.set_defaults(handler=cmd_plan)
 
 
-def cmd_plan(args) -> int:
-    from pipebench.partition.plan import make_plan
-    from pipebench.partition.plan_text import format_plan
+def add_source_options(parser, command: str, *, where: str, stages: str) -> None:
+    """What plan and advise share: the model, the devices, the server's limits, and where the profile
+    comes from (measured now, or a saved file)."""
+    parser.add_argument("--model", help="a zoo model (see `pipebench models`), or your own: path/to/file.py:NAME or "
+                        "package.module:NAME (NAME: an nn.Module class or a function returning one); taken from "
+                        "--profile if omitted")
+    parser.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a model setting, e.g. --set depth=8 (repeatable)")
+    parser.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--gpus", help=where)
+    group.add_argument("--stages", type=int, help=stages)
+    parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
+    add_server_options(parser)
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
+                        help="optimizer whose state the memory prediction counts (default: sgd)")
+    parser.add_argument("--link-gbps", default=None,
+                        help="GB/s between devices to price transfers (default: what the profile measured, "
+                        "between the first two GPUs; gloo's between CPU processes)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
+    parser.add_argument("--profile", metavar="FILE", help=f"{command} from a saved profile, touching no GPU")
+    parser.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
+    parser.add_argument("--json", metavar="FILE", help=f"write the {command} as JSON" if command != "advise"
+                        else "write the ranking as JSON")
+    parser.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
+    add_model_options(parser)
+
+
+class Source(NamedTuple):
+    """What plan and advise work from: the profiles, the devices, their speed factors and memory caps."""
+
+    profiles: list
+    devices: list[str]
+    speeds: list[float] | None
+    caps: float | list[float] | None
+
+
+def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
+    """The saved profile (--profile, checked against --model and --batch; no GPU touched), or a new one
+    measured on the devices asked for, at the micro-batch counts `counts(device count)` gives (None:
+    --chunks), and saved when --save-profile says so. Sets args.link_gbps to the parsed --link-gbps."""
     from pipebench.partition.profile import load_profiles, save_profiles
-    from pipebench.specs import micro_batch_counts, parse_chunk, parse_link_gbps, virtual_stages
+    from pipebench.specs import parse_link_gbps
     from pipebench.units import parse_size
 
-    max_memory = parse_size(args.max_memory) if args.max_memory else None
-    virtual = virtual_stages(args.schedule, args.virtual_stages)
+    caps = parse_size(args.max_memory) if args.max_memory else None
     args.link_gbps = parse_link_gbps(args.link_gbps)
     if args.profile:
         profiles = load_profiles(args.profile)
@@ -67,38 +86,47 @@ def cmd_plan(args) -> int:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
         if args.batch is not None and args.batch != first.batch:
             raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        # The link the profile measured prices the cuts, unless --link-gbps says otherwise.
-        devices = _devices(args, check=False)
-        link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-        factors = speeds(args.speeds, devices)
-        micro_batch_counts(parse_chunk(args.chunks), first.batch)
-    else:
-        if not args.model:
-            raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
-        devices = _devices(args, check=True)
-        overrides = _settings(args, len(devices) * virtual)
-        if max_memory is None and getattr(args, "gpu_infos", None):
-            from pipebench.hardware.gpus import free_memory_caps
+        devices = _devices(args, check=False)
+        return Source(profiles, devices, speeds(args.speeds, devices), caps)
+    if not args.model:
+        raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
+    devices = _devices(args, check=True)
+    overrides = _settings(args, len(devices) * stages_per_device)
+    if caps is None and getattr(args, "gpu_infos", None):
+        from pipebench.hardware.gpus import free_memory_caps
 
-            max_memory = free_memory_caps(args.gpu_infos)
-        factors = speeds(args.speeds, devices)
-        profiles, link_gbps = _profile(args, devices, overrides)
-        if args.save_profile:
-            save_profiles(profiles, args.save_profile)
+        caps = free_memory_caps(args.gpu_infos)
+    factors = speeds(args.speeds, devices)
+    profiles, _ = _profile(args, devices, overrides, counts(len(devices)) if counts else None)
+    if args.save_profile:
+        save_profiles(profiles, args.save_profile)
+        note(f"profile written to {args.save_profile}")
+    return Source(profiles, devices, factors, caps)
+
+
+def cmd_plan(args) -> int:
+    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan_text import format_plan
+    from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
+
+    virtual = virtual_stages(args.schedule, args.virtual_stages)
+    source = load_or_profile(args, virtual)
+    profiles, devices, max_memory = source.profiles, source.devices, source.caps
+    micro_batch_counts(parse_chunk(args.chunks), profiles[0].batch)
     if len(devices) * virtual > len(profiles[0].layers):
         raise UserError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
-
-    latency = (profiles[0].link_latency_ms or 0.0) if args.link_gbps is None else 0.0
+    # The link the profile measured prices the cuts, unless --link-gbps says otherwise.
+    first = profiles[0]
+    link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
+    latency = (first.link_latency_ms or 0.0) if args.link_gbps is None else 0.0
     common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
                   virtual_stages=virtual)
     plan = make_plan(profiles, devices, balance=args.balance, micro_batches=parse_chunk(args.chunks),
-                     max_memory=max_memory, speeds=factors, **common)
+                     max_memory=max_memory, speeds=source.speeds, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
     print(format_plan(plan, baseline, max_memory))
-    if args.save_profile and not args.profile:
-        print(f"profile written to {args.save_profile}")
     if args.json:
         plan.save(args.json)
         print(f"plan written to {args.json}")
