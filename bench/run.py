@@ -114,8 +114,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
         probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=True, note=note,
                                       counts=profile_counts(options.chunks, machine.devices))
-        devices = [f"{machine.device_type}:{i}" for i in range(machine.devices)]
-        advice = advise(profiled.profiles, devices, caps=machine.caps, speeds=machine.speeds)
+        advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds)
         picked = top_strategies(advice, options.auto)
         ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
                            if p.predicted_samples_per_s)

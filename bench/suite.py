@@ -84,6 +84,11 @@ class Machine:
         return "cpu" if self.gpus is None else "cuda"
 
     @property
+    def device_names(self) -> list[str]:
+        """"cuda:0", "cuda:1", ... (after CUDA_VISIBLE_DEVICES), or "cpu" once per CPU stand-in."""
+        return [f"{self.device_type}:{i}" for i in range(self.devices)]
+
+    @property
     def hardware(self) -> str:
         return f"{self.devices}x{self.name}" if self.gpus is not None else f"cpu{self.devices}proc"
 
@@ -187,9 +192,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
         if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
             from pipebench.bench.advise import predict
 
-            prediction = predict(strategy, profiled.profiles, [f"{machine.device_type}:{i}" for i in range(machine.devices)],
-                                 caps=machine.caps, speeds=machine.speeds,
-                                 micro_batches=case.micro_batches if strategy.micro_batched else None)
+            prediction = predict(strategy, profiled.profiles, machine.device_names, caps=machine.caps,
+                                 speeds=machine.speeds, micro_batches=case.micro_batches if strategy.micro_batched else None)
         if strategy.needs_plan:
             if prediction is None:
                 raise CaseUnavailable(f"{case.strategy} needs a profile of {case.model}")

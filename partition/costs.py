@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from pipebench.partition.plan import transfer_ms
 from pipebench.partition.profile import LayerProfile
 
 __all__ = ["Links", "allreduce_ms", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
@@ -44,7 +45,7 @@ class Links:
     latency_ms: float = 0.0
 
     def copy_ms(self, nbytes: float) -> float:
-        return nbytes / (self.copy_gbps * 1e9) * 1e3 + self.latency_ms if self.copy_gbps > 0 else 0.0
+        return transfer_ms(nbytes, self.copy_gbps, self.latency_ms)
 
 
 def allreduce_ms(nbytes: float, devices: int, links: Links) -> float:

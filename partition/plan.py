@@ -361,14 +361,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     if len(device_speeds) != len(devices):
         raise UserError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
     speeds = [device_speeds[d] for d in where]
-    # The whole step prices what the segments leave out (loss, update, a long step's clocks). Where it came
-    # out faster than its segments, that is the eager module's own speed, which only a one-stage plan (the
-    # single baseline) runs; a pipeline's stages run the split segments as profiled.
-    scale = calibration([profile, *others])
-    scale = scale if p == 1 else max(scale, 1.0)
-    costs = [scale * layer.step_ms for layer in layers]
-    # Price a cut at the time its activation takes to cross the link (the gradient crosses back alike).
-    prices = [transfer_ms(layer.output_bytes, link_gbps, latency) for layer in layers[:-1]]
+    scale = stage_scale([profile, *others], p)
+    prices = cut_prices(layers, link_gbps, latency)
     states = 2 + OPTIMIZER_STATES[optimizer]
     # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule
     # (1F1B holds at most p; interleaved and zero-bubble schedules are counted as holding all m).
@@ -385,8 +379,11 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     cost = StageCost(layers, speeds, prices, scale)
     if balance == "time":
         # Additive costs take the fast solver; with CPU launch times a stage costs the larger of two sums,
-        # which the exact dynamic programme handles (after the fast solver has said whether anything fits).
-        bounds = solve(costs, p, speeds=speeds, memory=memory if caps else None, caps=caps, cut_prices=prices)
+        # which the exact dynamic programme handles (under caps, after the fast solver has said whether
+        # anything fits, naming what does not).
+        if not cost.launch_bound or caps:
+            bounds = solve([scale * layer.step_ms for layer in layers], p, speeds=speeds,
+                           memory=memory if caps else None, caps=caps, cut_prices=prices)
         if cost.launch_bound:
             bounds = solve_intervals(n, p, cost.stage, memory=memory if caps else None, caps=caps, cut_prices=prices)
         if polish:
@@ -446,6 +443,21 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         virtual_stages=v,
         placement=list(where),
     )
+
+
+def stage_scale(profiles: Sequence[Profile], stages: int) -> float:
+    """The factor on every device time of a plan of `stages` stages (profile.calibration). The whole step
+    prices what the segments leave out (loss, update, a long step's clocks). Where it came out faster than
+    its segments, that is the eager module's own speed, which only a one-stage plan (the single baseline)
+    runs; a pipeline's stages run the split segments as profiled."""
+    scale = calibration(list(profiles))
+    return scale if stages == 1 else max(scale, 1.0)
+
+
+def cut_prices(layers, link_gbps: float, latency_ms: float = 0.0) -> list[float]:
+    """The price of a cut after each layer but the last: the time its activation takes to cross the link
+    (the gradient crosses back alike)."""
+    return [transfer_ms(layer.output_bytes, link_gbps, latency_ms) for layer in layers[:-1]]
 
 
 class StageCost:

@@ -3,7 +3,6 @@ torch.distributed.run, checked against one device after one step from the same w
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -140,10 +139,10 @@ def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
     monkeypatch.setattr("pipebench.bench.launch.free_port", lambda: port)
     job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, steps=50, warmup=0, fail_on_rank=1)
-    start = time.monotonic()
+    # Had the survivors hung on, launch would have waited out the timeout and raised "no result within"
+    # instead: the failing rank's own error is what proves the group ended with it (no clock needed).
     with pytest.raises(WorkerError, match="rank 1: RuntimeError: injected failure on rank 1") as info:
         launch(job, keep=tmp_path, timeout=120)
-    assert time.monotonic() - start < 60
     assert not info.value.oom
     assert _processes_mentioning(str(tmp_path)) == []  # no worker or torchrun left
     import socket

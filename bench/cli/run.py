@@ -92,7 +92,7 @@ def cmd_run(args) -> int:
         machine.caps = [cap] * machine.devices
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
-        machine.speeds = speeds(args.speeds, [f"{machine.device_type}:{i}" for i in range(machine.devices)])
+        machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
     suite_run.check_options(options)  # every model and setting: one line now, not a row after profiling

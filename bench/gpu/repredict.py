@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pipebench.bench.advise import predict
 from pipebench.bench.strategies import get_strategy
-from pipebench.partition.plan import Plan, StageCost, _simulate, transfer_ms
-from pipebench.partition.profile import calibration, load_profiles
+from pipebench.partition.plan import Plan, StageCost, _simulate, cut_prices, stage_scale
+from pipebench.partition.profile import load_profiles
 
 
 def predicted_now(row: dict, profiles, plans: Path) -> float:
@@ -26,11 +26,9 @@ def predicted_now(row: dict, profiles, plans: Path) -> float:
         return predict(strategy, profiles, devices).predicted_step_ms
     plan = Plan.load(plans / f"{row['plan_id']}.plan.json")
     profile = {p.micro_batches: p for p in profiles}[plan.micro_batches]
-    spread = plan.device_count > 1
-    prices = [transfer_ms(l.output_bytes, profile.link_gbps or 0.0, profile.link_latency_ms or 0.0) if spread else 0.0
-              for l in profile.layers[:-1]]
-    scale = calibration(profiles)
-    cost = StageCost(profile.layers, [1.0] * len(plan.stages), prices, scale if len(plan.stages) == 1 else max(scale, 1.0))
+    link = (profile.link_gbps or 0.0) if plan.device_count > 1 else 0.0  # one device: cuts cost nothing
+    prices = cut_prices(profile.layers, link, profile.link_latency_ms or 0.0)
+    cost = StageCost(profile.layers, [1.0] * len(plan.stages), prices, stage_scale(profiles, len(plan.stages)))
     timeline = _simulate(cost.times(plan.bounds), plan.micro_batches, plan.schedule,
                          [prices[b - 1] for b in plan.bounds[1:-1]], plan.device_count, cost.launches(plan.bounds))
     return timeline.step_time
