@@ -15,6 +15,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.partition.plan import Plan
+from pipebench.training import Training
 
 __all__ = ["Job"]
 
@@ -39,8 +40,17 @@ class Job:
     warmup: int = 2
     seed: int = 0
     """Weights; the batch uses seed + 1."""
-    fast_math: bool = True
-    """TF32 and cuDNN autotuning, as the published GPU figures were measured."""
+    precision: str = "tf32"
+    """fp32, tf32 (TF32 and cuDNN autotuning, as the earlier GPU figures were measured) or bf16 (autocast);
+    see pipebench/training.py."""
+    optimizer: str = "sgd"
+    """sgd or adamw."""
+    checkpoint: str = "never"
+    """never, auto or always: which stages recompute comes from the Plan (StagePlan.recompute); replica
+    strategies recompute every layer with always."""
+    gpu_memory: int | None = None
+    """Bytes each worker may allocate on each of its GPUs (`--gpu-memory`), enforced with
+    torch.cuda.set_per_process_memory_fraction: a smaller card reproduced on a bigger one. None: no cap."""
     save_params: bool = False
     """Write each process's updated parameters (after the first step) to params-rank<r>.pt, for tests."""
     fail_on_rank: int | None = None
@@ -54,6 +64,9 @@ class Job:
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
+        self.training  # noqa: B018 (checks precision, optimizer and checkpoint)
+        if self.gpu_memory is not None and self.gpu_memory <= 0:
+            raise UserError(f"gpu_memory must be a positive byte count (got {self.gpu_memory})")
         if self.device_type not in ("cuda", "cpu"):
             raise UserError(f"device_type is 'cuda' or 'cpu' (got {self.device_type!r})")
         if self.devices < 1:
@@ -69,6 +82,10 @@ class Job:
                                 f"{self.devices}")
         if strategy.splits_batch and self.batch % self.devices:
             raise UserError(f"batch {self.batch} does not split evenly over {self.devices} {self.strategy} processes")
+
+    @property
+    def training(self) -> Training:
+        return Training(self.precision, self.optimizer, self.checkpoint)
 
     @property
     def the_plan(self) -> Plan | None:

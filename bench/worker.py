@@ -24,6 +24,7 @@ from pipebench.bench.job import Job
 from pipebench.bench.launch import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.files import write_json
+from pipebench.training import set_precision
 
 
 COMMANDS = ("step", "trace", "stop")
@@ -48,10 +49,21 @@ def process_devices(job: Job, local_rank: int) -> list[torch.device]:
     return [torch.device("cpu")] * job.devices
 
 
+def cap_gpu_memory(limit: int, devices) -> None:
+    """Let this process allocate at most `limit` bytes on each of its GPUs, for real: past it, torch's
+    allocator raises out-of-memory as a card of that size would (a 10 GiB lab GPU on an H200)."""
+    for device in devices:
+        total = torch.cuda.get_device_properties(device).total_memory
+        if limit > total:
+            raise RuntimeError(f"--gpu-memory {limit / 2**30:.1f} GiB is more than {device}'s {total / 2**30:.1f} GiB")
+        torch.cuda.set_per_process_memory_fraction(limit / total, device)
+
+
 def build_trainer(job: Job, model, local_rank: int):
     """The strategy's Trainer for this process's share of the job, from the registry and the Job's Plan."""
     strategy = get_strategy(job.strategy)
-    return strategy.trainer_class().from_plan(model, process_devices(job, local_rank), job.the_plan, job.strategy)
+    return strategy.trainer_class().from_plan(model, process_devices(job, local_rank), job.the_plan, job.strategy,
+                                              job.training)
 
 
 def _synchronize(devices) -> None:
@@ -73,10 +85,9 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is visible in the worker")
         torch.cuda.set_device(local_rank if distributed else 0)
-        if job.fast_math:
-            from pipebench.partition.profiler import set_fast_math  # noqa: I001
-
-            set_fast_math()
+        set_precision(job.training)
+        if job.gpu_memory is not None:
+            cap_gpu_memory(job.gpu_memory, process_devices(job, local_rank))
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
     store = None

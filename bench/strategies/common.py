@@ -1,4 +1,5 @@
-"""What every strategy shares: the optimizer step, micro-batch splitting, and peak memory per device."""
+"""What every strategy shares: precision, the optimizer step, micro-batch splitting, and peak memory per
+device."""
 from __future__ import annotations
 
 import copy
@@ -8,9 +9,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError
-
-LEARNING_RATE = 0.1
-"""Plain SGD, as the published figures were measured; large enough that a wrong gradient shows."""
+from pipebench.training import Training, autocast
 
 
 class UnavailableStrategy(NotImplementedError):
@@ -22,19 +21,21 @@ class Trainer:
 
     name = "trainer"
 
-    def __init__(self, model, devices: Sequence[str | torch.device], *, lr: float = LEARNING_RATE):
+    def __init__(self, model, devices: Sequence[str | torch.device], *, training: Training = Training()):
         self.model = model
         self.devices = [torch.device(d) for d in devices]
-        self.lr = lr
+        self.training = training
         self.first_loss: float | None = None
         self._optimizer: torch.optim.Optimizer | None = None
 
     @classmethod
-    def from_plan(cls, model, devices: Sequence[torch.device], plan, strategy: str) -> "Trainer":
+    def from_plan(cls, model, devices: Sequence[torch.device], plan, strategy: str,
+                  training: Training = Training()) -> "Trainer":
         """The trainer for this process's share of a Plan (None for strategies without one), running
-        `strategy` (a registry name): every cut, placement and micro-batch count comes from the Plan,
-        none is decided here. `devices`: the devices this process drives."""
-        return cls(model, devices)
+        `strategy` (a registry name) the way `training` says: every cut, placement, micro-batch count
+        and recomputed stage comes from the Plan, none is decided here. `devices`: the devices this
+        process drives."""
+        return cls(model, devices, training=training)
 
     def parameters(self) -> list[nn.Parameter]:
         raise NotImplementedError
@@ -44,16 +45,24 @@ class Trainer:
         raise NotImplementedError
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
-        """Zero gradients, forward and backward over the whole batch, one SGD step; returns the loss."""
+        """Zero gradients, forward and backward over the whole batch, one optimizer step; returns the
+        loss. The forward and backward run under the precision's autocast: torch's pipeline schedules
+        run both inside one call, so every strategy does the same (autocast leaves backward ops in the
+        dtypes their forward chose)."""
         if self._optimizer is None:  # made on first use, once a subclass has placed its parameters
-            self._optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+            self._optimizer = make_optimizer(self.parameters(), self.training)
         self._optimizer.zero_grad(set_to_none=True)
-        loss = self.forward_backward(inputs, targets)
+        with self.autocast():
+            loss = self.forward_backward(inputs, targets)
         self._optimizer.step()
         value = float(loss.detach())
         if self.first_loss is None:
             self.first_loss = value
         return value
+
+    def autocast(self):
+        """The precision's autocast context (bf16), or none."""
+        return autocast(self.training, self.devices[0].type)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Parameters by their name in the original model, on the CPU (to compare strategies). A stage's
@@ -73,6 +82,16 @@ class Trainer:
         for d in self.devices:
             if d.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(d)
+
+
+def make_optimizer(params, training: Training) -> torch.optim.Optimizer:
+    """The training's optimizer over `params`: SGD, or AdamW (fused where every parameter is on a GPU,
+    as people run it; foreach on the CPU)."""
+    params = list(params)
+    if training.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=training.lr)
+    fused = bool(params) and all(p.device.type == "cuda" for p in params)
+    return torch.optim.AdamW(params, lr=training.lr, fused=fused or None)
 
 
 def check_plan_fits(plan, model) -> None:

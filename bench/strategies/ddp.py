@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from pipebench.training import Training
 from pipebench.bench.strategies.common import Trainer, as_args, own_copy, split, to_device
 
 
@@ -26,8 +27,8 @@ class DDPTrainer(Trainer):
         self.replica = DistributedDataParallel(self.model.module, device_ids=ids)
 
     @classmethod
-    def from_plan(cls, model, devices, plan, strategy):
-        return cls(model, devices[0])
+    def from_plan(cls, model, devices, plan, strategy, training=Training()):
+        return cls(model, devices[0], training=training)
 
     def parameters(self):
         return list(self.model.module.parameters())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
                                                 shared_parameters, stage_pipe, sum_shared_grads)
 
@@ -32,8 +33,8 @@ class ModelParallelTrainer(Trainer):
             module.register_forward_pre_hook(_move_inputs_to(device), with_kwargs=True)
 
     @classmethod
-    def from_plan(cls, model, devices, plan, strategy):
-        return cls(model, devices, plan=plan)
+    def from_plan(cls, model, devices, plan, strategy, training=Training()):
+        return cls(model, devices, plan=plan, training=training)
 
     def parameters(self):
         seen, params = set(), []

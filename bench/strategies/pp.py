@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench.bench.strategies import get_strategy
+from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
                                                 shared_parameters, sum_shared_grads,
                                                 stage_pipe, to_device)
@@ -81,8 +82,8 @@ class PipelineParallelTrainer(Trainer):
         self.schedule = cls(stages[0] if single else stages, plan.micro_batches, loss_fn=self.model.loss_fn)
 
     @classmethod
-    def from_plan(cls, model, devices, plan, strategy):
-        return cls(model, devices[0], strategy=strategy, plan=plan)
+    def from_plan(cls, model, devices, plan, strategy, training=Training()):
+        return cls(model, devices[0], strategy=strategy, plan=plan, training=training)
 
     def parameters(self):
         return [p for module in self.modules for p in module.parameters()]

@@ -1,0 +1,92 @@
+"""How a model is trained, besides where it runs: numeric precision, optimizer, activation checkpointing.
+
+One small record, `Training`, travels in every Job, Plan and results row, so that every strategy trains
+the same way and the case key tells a bf16 + AdamW run from a TF32 + SGD one. Nothing here imports torch
+at import (the planner and the CLI read it); `autocast` and `set_precision` import it when called. The
+optimizer object is made in bench/strategies/common.py.
+
+Precision:
+    fp32  full float32 everywhere (TF32 off).
+    tf32  float32 storage, TensorFloat-32 matmuls and convolutions on GPUs, cuDNN autotuning: how
+          pipebench's earlier figures were measured, and the default. On a CPU the same as fp32.
+    bf16  automatic mixed precision as people train today: fp32 master weights and optimizer state,
+          forward and backward under `torch.autocast(dtype=bfloat16)` (TF32 for what stays float32).
+          FSDP casts its gathered parameters to bf16 instead (its MixedPrecisionPolicy), reducing
+          gradients in fp32.
+Optimizer:
+    sgd    plain SGD, lr 0.1, no state: the earlier figures.
+    adamw  AdamW, lr 1e-3, two fp32 states per parameter (fused on GPUs).
+Checkpoint (activation recomputation, as torchgpipe's modes):
+    never   keep every activation;
+    auto    the planner recomputes a stage's activations only where memory requires it;
+    always  every stage recomputes (replica strategies: every layer of the model).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipebench.errors import UserError
+
+__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
+           "autocast", "set_precision"]
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+OPTIMIZERS = ("sgd", "adamw")
+CHECKPOINT_MODES = ("never", "auto", "always")
+LEARNING_RATES = {"sgd": 0.1, "adamw": 1e-3}
+"""SGD's is large enough that a wrong gradient shows; AdamW's is the usual one."""
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+"""Tensors of parameter size (fp32) an optimizer keeps per parameter, besides the parameter and its
+gradient."""
+
+
+@dataclass(frozen=True)
+class Training:
+    precision: str = "tf32"
+    optimizer: str = "sgd"
+    checkpoint: str = "never"
+
+    def __post_init__(self):
+        for name, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("checkpoint", CHECKPOINT_MODES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise UserError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+    @property
+    def lr(self) -> float:
+        return LEARNING_RATES[self.optimizer]
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision == "bf16"
+
+    @property
+    def states(self) -> int:
+        return OPTIMIZER_STATES[self.optimizer]
+
+    def label(self) -> str:
+        """"bf16 adamw", with ", recompute always" unless never: for titles and progress lines."""
+        text = f"{self.precision} {self.optimizer}"
+        return text if self.checkpoint == "never" else f"{text}, recompute {self.checkpoint}"
+
+
+def autocast(training: Training, device_type: str):
+    """bf16 automatic mixed precision on `device_type` ("cuda" or "cpu"), or a context that does nothing."""
+    import contextlib
+
+    import torch
+
+    if not training.bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=torch.bfloat16)
+
+
+def set_precision(training: Training) -> None:
+    """Process-wide numerics for the precision: TF32 matmuls and cuDNN autotuning for tf32 and bf16 (what
+    stays float32 under autocast), neither for fp32. Workers and the profiler call it alike."""
+    import torch
+
+    fast = training.precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = fast
+    torch.backends.cudnn.allow_tf32 = fast
+    torch.backends.cudnn.benchmark = fast
