@@ -13,14 +13,15 @@ the registry is priced by the model its kind calls for:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies import STRATEGIES, Strategy, get_strategy
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import OPTIMIZER_STATES, Plan, make_plan
+from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.solver import InfeasibleError
+from pipebench.training import Training
 
 __all__ = ["Prediction", "Advice", "predict", "advise", "links_of", "top_strategies"]
 
@@ -71,31 +72,35 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,
             caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-            link_gbps: float | None = None, optimizer: str = "sgd", micro_batches: int | None = None) -> Prediction:
+            link_gbps: float | None = None, training: Training = Training(),
+            micro_batches: int | None = None) -> Prediction:
     """Predict one strategy on `devices` (the single baseline takes the first); caps: bytes per device.
+    The precision is the profiles' own (they were timed in it); `training` gives the optimizer, whose
+    state the memory counts, and the checkpoint mode.
 
     micro_batches: the count a micro-batched strategy must use (None: the planner's choice)."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    if optimizer not in OPTIMIZER_STATES:
-        raise UserError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
     used = list(devices[:1]) if strategy.devices == "one" else list(devices)
     p = len(used)
     caps = list(caps[:p]) if caps else None
     speeds = list(speeds[:p]) if speeds else None
     links = links_of(profiles[0], link_gbps)
+    own = OWN_PRICES.get(strategy.name)
+    if own is not None:
+        return own(strategy, profiles, used, caps, speeds, links, training)
     if strategy.needs_plan:
-        return _predict_plan(strategy, profiles, used, caps, speeds, links, optimizer, micro_batches)
-    return _predict_replicas(strategy, profiles, used, caps, speeds, links, optimizer)
+        return _predict_plan(strategy, profiles, used, caps, speeds, links, training, micro_batches)
+    return _predict_replicas(strategy, profiles, used, caps, speeds, links, training)
 
 
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
            caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-           link_gbps: float | None = None, optimizer: str = "sgd") -> Advice:
+           link_gbps: float | None = None, training: Training = Training()) -> Advice:
     """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline)."""
     if strategies is None:
         strategies = [name for name, s in STRATEGIES.items() if s.devices == "one" or len(devices) > 1]
     predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
-                           optimizer=optimizer) for name in strategies]
+                           training=training) for name in strategies]
     predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
     return Advice(predictions, fitting[0].strategy if fitting else None)
@@ -109,13 +114,13 @@ def top_strategies(advice: Advice, k: int) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ kinds
 
-def _predict_plan(strategy, profiles, devices, caps, speeds, links, optimizer, micro_batches) -> Prediction:
+def _predict_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
     try:
         plan = make_plan(profiles, devices, schedule=strategy.schedule, virtual_stages=strategy.stages_per_device,
                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                          link_latency_ms=links.latency_ms,
-                         optimizer=optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)))
+                         optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)))
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
                           micro_batches or 1, strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
@@ -135,7 +140,7 @@ def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
 
 
-def _predict_replicas(strategy, profiles, devices, caps, speeds, links, optimizer) -> Prediction:
+def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
     """DDP and DataParallel: every device runs the whole model on batch / p samples."""
     p = len(devices)
     batch = profiles[0].batch
@@ -148,7 +153,7 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, optimize
                           f"no profile at the replicas' micro-batch of {batch // p} samples "
                           f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
     layers = by_count[p].layers
-    states = 2 + OPTIMIZER_STATES[optimizer]
+    states = 2 + training.states
     if _one_cpu_process(strategy, devices):  # DataParallel on the CPU runs the module as it is, on the batch
         whole = by_count.get(1)
         if whole is None:
@@ -169,3 +174,10 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, optimize
     fits = caps is None or all(m <= c for m, c in zip(memory, caps))
     return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
                       "" if fits else "predicted memory exceeds the cap")
+
+
+# ------------------------------------------------------------------------ strategies priced on their own
+
+OWN_PRICES: dict[str, Callable[..., Prediction]] = {}
+"""Strategies that are neither a Plan nor a whole replica per device, each with its own price:
+name -> function(strategy, profiles, devices, caps, speeds, links, training) -> Prediction."""

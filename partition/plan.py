@@ -19,6 +19,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
+from pipebench.training import OPTIMIZER_STATES
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE"]
@@ -27,8 +28,6 @@ FORMAT = "pipebench-plan"
 VERSION = 1
 
 BALANCES = ("time", "params", "uniform")
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
-"""Tensors of parameter size an optimizer keeps per parameter (besides the parameter and its gradient)."""
 
 
 class PlanError(UserError):

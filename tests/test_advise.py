@@ -11,6 +11,7 @@ from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles
+from pipebench.training import Training
 
 
 def layer(name, fwd, bwd, param_bytes, saved=1000):
@@ -82,7 +83,7 @@ def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
 
 def test_adamw_state_is_priced_in_every_replica():
     sgd = predict("ddp", profiles(), ["cuda:0", "cuda:1"])
-    adam = predict("ddp", profiles(), ["cuda:0", "cuda:1"], optimizer="adam")
+    adam = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
     params = 8 * 2 * 10**6
     assert adam.peak_memory_bytes[0] - sgd.peak_memory_bytes[0] == 2 * params
 

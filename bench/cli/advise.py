@@ -29,6 +29,7 @@ def cmd_advise(args) -> int:
     from pipebench.bench.cli.plan import load_or_profile
     from pipebench.files import write_json
     from pipebench.specs import parse_chunks
+    from pipebench.training import Training
 
     chunks = parse_chunks(args.chunks)
     # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled.
@@ -39,7 +40,7 @@ def cmd_advise(args) -> int:
     per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
-                    optimizer=args.optimizer)
+                    training=Training(optimizer=args.optimizer))
     print(format_advice(advice, profiles[0], devices))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,

@@ -7,6 +7,7 @@ from typing import NamedTuple
 from pipebench.bench.cli import add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.training import OPTIMIZERS
 
 
 def add_parser(subparsers) -> None:
@@ -45,7 +46,7 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     group.add_argument("--stages", type=int, help=stages)
     parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
     add_server_options(parser)
-    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam"],
+    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
                         help="optimizer whose state the memory prediction counts (default: sgd)")
     parser.add_argument("--link-gbps", default=None,
                         help="GB/s between devices to price transfers (default: what the profile measured, "
