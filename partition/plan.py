@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.profile import LayerProfile, Profile, calibration
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
-from pipebench.training import OPTIMIZER_STATES
+from pipebench.training import CHECKPOINT_MODES, OPTIMIZER_STATES
+
+ZERO_BUBBLE = ("zb-interleaved", "zbv")
+"""Schedules that split each backward into I and W: activation checkpointing does not fit them."""
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
-           "choose_micro_batches", "PROFILE_NOISE"]
+           "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
 
 FORMAT = "pipebench-plan"
 VERSION = 1
@@ -61,6 +64,10 @@ class StagePlan:
     launch_ms: dict[str, float] | None = None
     """On GPUs, the CPU's time to launch one micro-batch's "F", "B", "I" and "W" on this stage (the
     `*_ms` above are the device's run times); None where not profiled apart (the CPU)."""
+    recompute: bool = False
+    """Activation checkpointing: the stage keeps only what it receives per micro-batch and runs its
+    forward again in the backward (whose time above includes it). A one-stage plan (the single baseline)
+    recomputes layer by layer instead, keeping each layer's input."""
 
 
 @dataclass
@@ -82,6 +89,11 @@ class Plan:
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
     optimizer: str = "sgd"
+    precision: str = "tf32"
+    """The precision the profile was measured in, and the workers train in (pipebench/training.py)."""
+    checkpoint: str = "never"
+    """never, auto (stages recompute only where the memory caps require it) or always; which stages
+    recompute is each StagePlan's `recompute`."""
     link_gbps: float = 0.0
     """Bandwidth used to price activation transfers (0: transfers free)."""
     link_latency_ms: float = 0.0
@@ -207,7 +219,7 @@ def uniform_bounds(layers: int, stages: int) -> list[int]:
 
 def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequence[str], flavour: str = "",
               config: dict[str, Any] | None = None, schedule: str = "gpipe", micro_batches: int = 1,
-              virtual_stages: int = 1, bounds: Sequence[int] | None = None) -> Plan:
+              virtual_stages: int = 1, bounds: Sequence[int] | None = None, recompute: bool = False) -> Plan:
     """A Plan with cuts given by hand (default: equal layer counts), for a model not profiled: it runs
     like any Plan but predicts nothing (its predicted figures are 0). The way to try a split of your own,
     and what the tests use to run many splits without profiling."""
@@ -224,13 +236,14 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
     where = sched.placement(schedule, p, len(devices))
     stages = [StagePlan(index=s, device=str(devices[where[s]]), first_layer=a, end_layer=b, layers=list(layers[a:b]),
                         params=0, forward_ms=0.0, backward_ms=0.0, activation_out_bytes=0, peak_in_flight=0,
-                        predicted_memory_bytes=0)
+                        predicted_memory_bytes=0, recompute=recompute)
               for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
     return Plan(model=model, flavour=flavour, batch=batch, micro_batches=micro_batches,
                 micro_batch_size=batch // micro_batches, schedule=schedule,
                 balanced_by="hand" if by_hand else "uniform", device_name="", bounds=bounds,
                 stages=stages, predicted_step_ms=0.0, predicted_samples_per_s=0.0, bubble_fraction=0.0,
-                balance_ratio=1.0, virtual_stages=virtual_stages, config=dict(config or {}), placement=list(where))
+                balance_ratio=1.0, virtual_stages=virtual_stages, config=dict(config or {}), placement=list(where),
+                checkpoint="always" if recompute else "never")
 
 
 def make_plan(
@@ -247,6 +260,7 @@ def make_plan(
     optimizer: str = "sgd",
     virtual_stages: int = 1,
     min_micro_batches: int = 1,
+    checkpoint: str = "never",
 ) -> Plan:
     """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
 
@@ -261,7 +275,15 @@ def make_plan(
         plus link_latency_ms each.
     min_micro_batches: the fewest micro-batches the executor accepts (torch's Schedule1F1B wants one per
         stage at least); fewer are neither picked nor accepted.
+    checkpoint: never, always (every stage recomputes its activations), or auto (the cuts without
+        recomputing when they fit the caps; else the cuts that fit with recomputing, where each stage
+        that fits without it keeps its activations). The recompute is priced in the simulated step.
     """
+    if checkpoint not in CHECKPOINT_MODES:
+        raise UserError(f"unknown checkpoint mode {checkpoint!r}; choose one of: {', '.join(CHECKPOINT_MODES)}")
+    if checkpoint != "never" and schedule in ZERO_BUBBLE:
+        raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
+                        "(choose another schedule or --checkpoint never)")
     if balance not in BALANCES:
         raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
     if optimizer not in OPTIMIZER_STATES:
@@ -298,7 +320,7 @@ def make_plan(
     for m in counts:
         try:
             plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer,
-                             virtual_stages, latency=link_latency_ms, others=profiles)
+                             virtual_stages, latency=link_latency_ms, others=profiles, checkpoint=checkpoint)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
@@ -313,10 +335,31 @@ def make_plan(
     if balance == "time":
         best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
                          optimizer, virtual_stages, polish=True, latency=link_latency_ms,
-                         others=profiles)
+                         others=profiles, checkpoint=checkpoint)
         candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
+
+
+def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
+                     schedule: str = "gpipe", micro_batches: int = 1, speeds: Sequence[float] | None = None,
+                     link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
+                     balanced_by: str = "hand") -> Plan:
+    """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
+    stages than devices leave the last ones idle), priced as make_plan prices its own: stage times, the
+    simulated step, memory. For a strategy that cuts by its own rule (accelerate's device_map="auto", by
+    parameter bytes); `balanced_by` names the rule in the Plan."""
+    by_count = {p.micro_batches: p for p in profiles}
+    if micro_batches not in by_count:
+        raise UserError(f"no profile at {micro_batches} micro-batch(es); profiled counts: "
+                        f"{', '.join(str(m) for m in sorted(by_count))}")
+    n, stages = len(by_count[micro_batches].layers), len(bounds) - 1
+    if not 1 <= stages <= len(devices) or bounds[0] != 0 or bounds[-1] != n or any(
+            a >= b for a, b in zip(bounds, bounds[1:])):
+        raise UserError(f"bounds {list(bounds)} are not 1 to {len(devices)} non-empty stages of {n} layers")
+    return _plan_for(by_count[micro_batches], list(devices[:stages]), schedule, balanced_by, None,
+                     list(speeds[:stages]) if speeds else None, link_gbps, optimizer, 1, latency=link_latency_ms,
+                     others=profiles, given_bounds=bounds)
 
 
 PROFILE_NOISE = 0.03
@@ -345,9 +388,9 @@ def _candidate(plan: Plan) -> dict[str, Any]:
 
 
 def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, virtual_stages,
-              polish=False, latency=0.0, others=()) -> Plan:
+              polish=False, latency=0.0, others=(), checkpoint="never", given_bounds=None) -> Plan:
     """One micro-batch count's plan; `others`: the profiles of the other counts (one of them may hold the
-    whole step that calibrates this one)."""
+    whole step that calibrates this one); `given_bounds`: cuts decided elsewhere (plan_with_bounds)."""
     layers = profile.layers
     v = virtual_stages
     p = len(devices) * v  # stages
@@ -362,11 +405,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     speeds = [device_speeds[d] for d in where]
     scale = stage_scale([profile, *others], p)
     prices = cut_prices(layers, link_gbps, latency)
-    states = 2 + OPTIMIZER_STATES[optimizer]
-    # Memory per layer for the solver, with the most micro-batches any stage may hold under the schedule
-    # (1F1B holds at most p; interleaved and zero-bubble schedules are counted as holding all m).
-    worst_in_flight = min(m, p) if schedule == "1f1b" else m
-    memory = [layer.param_bytes * states + layer.saved_bytes * worst_in_flight for layer in layers]
+    memory = StageMemory(layers, 2 + OPTIMIZER_STATES[optimizer], schedule, m, p)
     caps = None
     if max_memory is not None:
         per_device = ([float(max_memory)] * len(devices) if isinstance(max_memory, (int, float))
@@ -375,28 +414,54 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
         caps = [per_device[d] / v for d in where]
 
-    cost = StageCost(layers, speeds, prices, scale)
-    if balance == "time":
+    keeping = StageCost(layers, speeds, prices, scale)
+    recomputing = StageCost([_recomputing(l) for l in layers], speeds, prices, scale)
+
+    def cut(cost: StageCost, per_layer: list[float]) -> list[int]:
+        if given_bounds is not None:
+            return list(given_bounds)
+        if balance == "params":
+            return solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
+        if balance != "time":
+            return uniform_bounds(n, p)
         # Additive costs take the fast solver; with CPU launch times a stage costs the larger of two sums,
         # which the exact dynamic programme handles (under caps, after the fast solver has said whether
         # anything fits, naming what does not).
         if not cost.launch_bound or caps:
-            bounds = solve([scale * layer.step_ms for layer in layers], p, speeds=speeds,
-                           memory=memory if caps else None, caps=caps, cut_prices=prices)
+            bounds = solve([scale * layer.step_ms for layer in cost.layers], p,
+                           speeds=speeds, memory=per_layer if caps else None, caps=caps, cut_prices=prices)
         if cost.launch_bound:
-            bounds = solve_intervals(n, p, cost.stage, memory=memory if caps else None, caps=caps, cut_prices=prices)
+            bounds = solve_intervals(n, p, cost.stage, memory=per_layer if caps else None, caps=caps,
+                                     cut_prices=prices)
         if polish:
-            bounds = _polish(bounds, m, schedule, cost, memory, caps, len(devices))
-    elif balance == "params":
-        bounds = solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
-    else:
-        bounds = uniform_bounds(n, p)
+            bounds = _polish(bounds, m, schedule, cost, per_layer, caps, len(devices))
+        return bounds
 
-    times = cost.times(bounds)
+    if checkpoint == "always":
+        bounds, recompute = cut(recomputing, memory.per_layer(True)), [True] * p
+    elif checkpoint == "never":
+        bounds, recompute = cut(keeping, memory.per_layer(False)), [False] * p
+    else:  # auto: recompute only where the caps require it
+        try:
+            bounds, recompute = cut(keeping, memory.per_layer(False)), [False] * p
+        except InfeasibleError:
+            bounds = cut(recomputing, memory.per_layer(True))
+            held = _simulate(recomputing.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
+            recompute = [memory.stage(a, b, held[s], False) > caps[s]
+                         for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+    def mixed(kinds_keeping, kinds_recomputing):
+        if kinds_keeping is None:
+            return None
+        return {key: [r if again else k for k, r, again in zip(values, kinds_recomputing.get(key, values), recompute)]
+                for key, values in kinds_keeping.items()}  # no I and W when recomputing: never zero-bubble
+
+    times = mixed(keeping.times(bounds), recomputing.times(bounds))
+    launches = mixed(keeping.launches(bounds), recomputing.launches(bounds))
     fwd, bwd = times["forward"], times["backward"]
-    launches = cost.launches(bounds)
     timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches)
-    stage_compute = [cost.stage(s, a, b) for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    stage_compute = [(recomputing if again else keeping).stage(s, a, b)
+                     for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
         held = timeline.peak_in_flight[s]
@@ -411,12 +476,13 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             backward_ms=bwd[s],
             activation_out_bytes=layers[b - 1].output_bytes if b < n else 0,
             peak_in_flight=held,
-            predicted_memory_bytes=int(sum(l.param_bytes * states + l.saved_bytes * held for l in layers[a:b])),
+            predicted_memory_bytes=memory.stage(a, b, held, recompute[s]),
             input_shape=list(profile.input_shape if a == 0 else layers[a - 1].output_shape),
             input_dtype=profile.input_dtype if a == 0 else layers[a - 1].output_dtype,
             backward_input_ms=times["input"][s] if "input" in times else None,
             backward_weight_ms=times["weight"][s] if "weight" in times else None,
             launch_ms={kind: values[s] for kind, values in launches.items()} if launches else None,
+            recompute=recompute[s],
         ))
     step_ms = timeline.step_time
     return Plan(
@@ -436,12 +502,61 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         bubble_fraction=timeline.bubble_fraction,
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
         optimizer=optimizer,
+        precision=profile.precision,
+        checkpoint=checkpoint,
         link_gbps=link_gbps,
         link_latency_ms=latency if link_gbps > 0 else 0.0,
         calibration=scale,
         virtual_stages=v,
         placement=list(where),
     )
+
+
+class StageMemory:
+    """A stage's predicted peak bytes: its parameters, gradients and optimizer states (`states` tensors of
+    parameter size in all), autocast's bf16 weight copies (once per step), and activations.
+
+    Keeping them, a stage holds each layer's saved activations for every micro-batch in flight. Recomputing
+    (activation checkpointing), it holds only what it received for each micro-batch in flight, plus one
+    micro-batch's activations while the backward makes them again. A one-stage plan (the single baseline)
+    recomputes layer by layer: every layer's input for the micro-batch, plus the largest layer's
+    activations."""
+
+    def __init__(self, layers, states: int, schedule: str, micro_batches: int, stages: int):
+        self.layers, self.states, self.stages = layers, states, stages
+        # For the solver, the most micro-batches any stage may hold under the schedule (1F1B holds at most
+        # p; interleaved and zero-bubble schedules are counted as holding all m).
+        self.worst_in_flight = min(micro_batches, stages) if schedule == "1f1b" else micro_batches
+
+    def fixed(self, layer) -> float:
+        return layer.param_bytes * self.states + layer.cast_bytes
+
+    def per_layer(self, recompute: bool) -> list[float]:
+        """What each layer adds to its stage, for the solver's caps (a recomputing stage's received
+        activations are left to the final figure: one tensor per micro-batch, small beside the rest)."""
+        held = 1 if recompute else self.worst_in_flight
+        return [self.fixed(l) + l.saved_bytes * held for l in self.layers]
+
+    def stage(self, a: int, b: int, held: int, recompute: bool) -> int:
+        layers = self.layers[a:b]
+        fixed = sum(self.fixed(l) for l in layers)
+        if not recompute:
+            return int(fixed + sum(l.saved_bytes for l in layers) * held)
+        if self.stages == 1:
+            inputs = sum(self.layers[i - 1].output_bytes for i in range(max(a, 1), b))
+            return int(fixed + inputs * held + max(l.saved_bytes for l in layers))
+        received = self.layers[a - 1].output_bytes if a > 0 else 0
+        return int(fixed + received * held + sum(l.saved_bytes for l in layers))
+
+
+def _recomputing(layer: LayerProfile) -> LayerProfile:
+    """The layer as a recomputing stage runs it: its backward starts with its forward again."""
+    def plus(back, fwd):
+        return None if back is None or fwd is None else back + fwd
+    return replace(layer, backward_ms=layer.backward_ms + layer.forward_ms,
+                   backward_cpu_ms=plus(layer.backward_cpu_ms, layer.forward_cpu_ms),
+                   backward_input_ms=None, backward_weight_ms=None,
+                   backward_input_cpu_ms=None, backward_weight_cpu_ms=None)
 
 
 def stage_scale(profiles: Sequence[Profile], stages: int) -> float:
@@ -477,7 +592,7 @@ class StageCost:
         figures = dict(self.FIGURES)
         if not all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
             del figures["input"], figures["weight"]
-        self.speeds, self.prices = list(speeds), list(prices)
+        self.speeds, self.prices, self.layers = list(speeds), list(prices), list(layers)
         self.device = {key: [0.0, *accumulate(scale * getattr(l, name) for l in layers)]
                        for key, name in figures.items()}
         self.launch_bound = any(getattr(l, name.replace("_ms", "_cpu_ms")) is not None

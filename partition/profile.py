@@ -73,6 +73,10 @@ class LayerProfile:
     backward_cpu_ms: float | None = None
     backward_input_cpu_ms: float | None = None
     backward_weight_cpu_ms: float | None = None
+    cast_bytes: int = 0
+    """Under bf16 autocast: the bf16 copies of the segment's weights that autocast makes once and keeps for
+    the whole step (its cast cache), however many micro-batches run. Measured as the saved tensors two
+    forwards share, so that `saved_bytes` holds only what each micro-batch keeps."""
 
     @property
     def step_ms(self) -> float:
@@ -111,6 +115,11 @@ class Profile:
     runs; `calibration` turns the difference into one factor on every device time."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
+    precision: str = "tf32"
+    """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
+    bf16 profile. Profiles made before precisions existed were TF32."""
+    optimizer: str = "sgd"
+    """The optimizer of the whole step (`whole_step_ms`), whose update it includes."""
 
     @property
     def micro_batches(self) -> int:

@@ -34,15 +34,9 @@ import torch
 from pipebench.errors import UserError, first_line
 from pipebench.partition.graph import CaptureError, Segment, capture, segments
 from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.training import Training, autocast
 
-__all__ = ["profile_model", "profile_sizes", "device_name", "set_fast_math"]
-
-
-def set_fast_math() -> None:
-    """TF32 matrix products and cuDNN autotuning, as the GPU figures in results/ were measured."""
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cudnn.benchmark = True
+__all__ = ["profile_model", "profile_sizes", "device_name"]
 
 
 def device_name(device: torch.device | str) -> str:
@@ -62,8 +56,11 @@ def profile_model(
     warmup: int = 2,
     progress: Callable[[int, int, str], None] | None = None,
     granularity: int | None = None,
+    training: Training = Training(),
 ) -> Profile:
-    """Profile every segment of `model` on `device` with micro-batches of `micro_batch` samples.
+    """Profile every segment of `model` on `device` with micro-batches of `micro_batch` samples, in the
+    training's precision (bf16: under autocast, as the trainers run) and, for the whole step, with its
+    optimizer.
 
     model: has .module (the nn.Module), .make_batch(batch_size, seed=0, device=...) -> (inputs,
     targets) with inputs a tensor or a tuple of forward's positional args, .name, .flavour, .config and
@@ -93,10 +90,15 @@ def profile_model(
         param_storages = {p.untyped_storage().data_ptr()
                           for m in (module, *(s.module for s in segs)) for p in m.parameters()}
         layers = []
-        for i, segment in enumerate(segs):
-            if progress:
-                progress(i, len(segs), segment.begins_at)
-            measured = _profile_segment(segment, clock, repeats, warmup, param_storages)
+        # One autocast context over every segment, as a trainer's step holds one: the weights' bf16 copies
+        # are made once and kept (see _profile_segment).
+        with autocast(training, device.type):
+            measured_all = []
+            for i, segment in enumerate(segs):
+                if progress:
+                    progress(i, len(segs), segment.begins_at)
+                measured_all.append(_profile_segment(segment, clock, repeats, warmup, param_storages))
+        for i, (segment, measured) in enumerate(zip(segs, measured_all)):
             if i < len(captured.cuts):
                 crossing = [(t.bytes, t.shape, t.dtype) for t in captured.cuts[i].tensors]
             else:  # the last segment: what it returns
@@ -114,7 +116,7 @@ def profile_model(
         depth = captured.granularity
         del captured, segs  # the stages hold copies of replicated parameters
         # The whole batch on one device: time one whole step too, which calibrates every prediction.
-        whole = (_whole_step_ms(model, module, device, micro_batch, repeats, warmup)
+        whole = (_whole_step_ms(model, module, device, micro_batch, repeats, warmup, training)
                  if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else None)
     finally:
         restore()
@@ -134,6 +136,8 @@ def profile_model(
         layers=layers,
         granularity=depth,
         whole_step_ms=whole,
+        precision=training.precision,
+        optimizer=training.optimizer,
     )
 
 
@@ -164,18 +168,26 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
         flat = out if isinstance(out, (tuple, list)) else (out,)
         return [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
 
-    saved: dict[int, int] = {}
+    def saved_by(xs) -> tuple[dict[int, int], list[torch.Tensor]]:
+        seen: dict[int, int] = {}
 
-    def pack(t: torch.Tensor):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in param_storages:
-            saved[storage.data_ptr()] = storage.nbytes()
-        return t
+        def pack(t: torch.Tensor):
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in param_storages:
+                seen[storage.data_ptr()] = storage.nbytes()
+            return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        outputs = forward(fresh_inputs())
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            return seen, forward(xs)
+
+    # Two forwards, the first kept alive: what both save is kept once per step (autocast's bf16 copies of
+    # the weights), the rest is each micro-batch's own.
+    saved, outputs = saved_by(fresh_inputs())
+    again, _ = saved_by(fresh_inputs())
+    cast = {ptr: size for ptr, size in saved.items() if ptr in again}
+    saved = {ptr: size for ptr, size in saved.items() if ptr not in cast}
     grads = [torch.ones_like(t) for t in outputs]
-    del outputs
+    del outputs, _
 
     def runs() -> tuple[Span, Span]:
         """Per forward and per backward, `repeats` of each back to back, as stages follow one another in a
@@ -203,25 +215,31 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
                  if any(needs) else (Span(0.0, 0.0), backward_t))
     for p in module.parameters():
         p.grad = None
-    figures = dict(saved_bytes=sum(saved.values()), **forward_t.figures("forward"), **backward_t.figures("backward"))
+    figures = dict(saved_bytes=sum(saved.values()), cast_bytes=sum(cast.values()), **forward_t.figures("forward"),
+                   **backward_t.figures("backward"))
     if split:
         figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))
     return figures
 
 
-def _whole_step_ms(model, module, device, micro_batch, repeats, warmup) -> float | None:
+def _whole_step_ms(model, module, device, micro_batch, repeats, warmup, training: Training) -> float | None:
     """ms of one whole training step of the model as the single-device trainer runs it: forward, loss,
-    backward and an SGD update (lr 0, so no weight changes), synchronised, median of `repeats` after
-    `warmup`; None when it does not fit. It holds what the segments leave out: the loss, the update, and
-    what a long step costs beyond short timed runs."""
+    backward under the precision's autocast, and the training's optimizer update (lr 0, so no weight
+    changes; AdamW's states are zero-initialised and dropped after), synchronised, median of `repeats`
+    after `warmup`; None when it does not fit. It holds what the segments leave out: the loss, the update,
+    and what a long step costs beyond short timed runs."""
     inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     params = [p for p in module.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=0.0) if params else None
+    optimizer = None
+    if params:
+        optimizer = (torch.optim.SGD(params, lr=0.0) if training.optimizer == "sgd" else
+                     torch.optim.AdamW(params, lr=0.0, fused=device.type == "cuda" or None))
 
     def step() -> None:
-        loss = model.loss_fn(module(*args), targets)
-        loss.backward()
+        with autocast(training, device.type):
+            loss = model.loss_fn(module(*args), targets)
+            loss.backward()
         if optimizer is not None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -236,12 +254,13 @@ def _whole_step_ms(model, module, device, micro_batch, repeats, warmup) -> float
             if k >= warmup:
                 times.append(time.perf_counter() - start)
     except RuntimeError:  # out of memory: the whole batch does not fit on one device
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
         return None
     finally:
         for p in params:
             p.grad = None
+        del optimizer  # AdamW's states
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return sorted(times)[len(times) // 2] * 1e3
 
 
@@ -395,6 +414,7 @@ def profile_sizes(
     note: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
     granularity: int | None = None,
+    training: Training = Training(),
 ) -> list[Profile]:
     """Profile `model` once per micro-batch count in `counts` (micro-batches of batch // m samples).
 
@@ -408,7 +428,7 @@ def profile_sizes(
     last_error = ""
     started = time.perf_counter()
     say(f"profiling {model.name} ({model.flavour}) on {device} at "
-        f"{len(counts)} micro-batch size(s) for batch {batch}")
+        f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}")
     for k, m in enumerate(counts, 1):
         size = batch // m
         t0 = time.perf_counter()
@@ -419,7 +439,7 @@ def profile_sizes(
         try:
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
                                           progress=layer_progress if progress else None,
-                                          granularity=granularity))
+                                          granularity=granularity, training=training))
         except CaptureError as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...

@@ -40,8 +40,11 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
             link_gbps: float | None = None, granularity: int | None = None,
             note: Callable[[str], None] | None = None,
-            progress: Callable[[str], None] | None = None) -> list[Profile]:
-    """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers.
+            progress: Callable[[str], None] | None = None,
+            precision: str = "tf32", optimizer: str = "sgd") -> list[Profile]:
+    """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
+    in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
+    whole step includes.
 
     model: a registry name ("resnet101", see `pipebench models`), `path/to/file.py:NAME` or
         `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss; see
@@ -62,11 +65,13 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
     from pipebench.models import LayeredModel, UserModel, get_model
-    from pipebench.partition.profiler import profile_sizes, set_fast_math
+    from pipebench.partition.profiler import profile_sizes
+    from pipebench.training import Training, set_precision
     from pipebench.specs import micro_batch_counts
 
     if batch < 1:
         raise UserError(f"batch must be at least 1 (got {batch})")
+    training = Training(precision=precision, optimizer=optimizer)  # one clear line for an unknown name
     if isinstance(micro_batches, (list, tuple)):  # several counts, e.g. what a run's cases need
         counts = sorted({m for c in micro_batches for m in micro_batch_counts(int(c), batch)})
     else:
@@ -74,7 +79,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     target = torch.device(device)
     on_gpu = target.type == "cuda"
     if on_gpu:
-        set_fast_math()
+        set_precision(training)
         torch.cuda.set_device(target)
     if isinstance(model, str):
         model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
@@ -95,7 +100,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     threads = torch.get_num_threads() if on_gpu else threads_per_device(len(devices or [device]))
     with thread_budget(threads):
         profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
-                                 note=note, progress=progress, granularity=granularity)
+                                 note=note, progress=progress, granularity=granularity, training=training)
     allreduce_gbps = latency_ms = None
     if on_gpu:
         allreduce_gbps = measure_allreduce_gbps(list(devices or [device]))

@@ -14,7 +14,8 @@ import torch
 
 from pipebench.models import get_model
 from pipebench.partition.graph import Segment
-from pipebench.partition.profiler import _profile_segment, set_fast_math
+from pipebench.partition.profiler import _profile_segment
+from pipebench.training import Training, set_precision
 
 
 def main(argv=None) -> int:
@@ -28,7 +29,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
-        set_fast_math()
+        set_precision(Training())
     model = get_model(args.model, args.flavour) if args.flavour else get_model(args.model)
     layers = model.layers.to(device).train()
     x, _ = model.make_batch(args.micro_batch, seed=0, device=device)

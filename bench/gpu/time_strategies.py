@@ -20,7 +20,7 @@ from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition.plan import Plan
-from pipebench.partition.profiler import set_fast_math
+from pipebench.training import Training, set_precision
 from pipebench.units import format_gib
 
 
@@ -32,7 +32,7 @@ def main() -> int:
     parser.add_argument("--csv")
     args = parser.parse_args()
     plan = Plan.load(args.plan)
-    set_fast_math()
+    set_precision(Training())
     model = models.get_model(plan.model, plan.flavour)  # on the CPU: every strategy copies these weights
     inputs, targets = model.make_batch(plan.batch, seed=1)
     devices = plan.devices

@@ -67,7 +67,7 @@ class Trainer:
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Parameters by their name in the original model, on the CPU (to compare strategies). A stage's
         replica of a parameter shared by several stages has the original's name too."""
-        names = {id(p): n for n, p in self.model.module.named_parameters()}
+        names = {id(p): n.replace(f"{CHECKPOINT_WRAPPER}.", "") for n, p in self.model.module.named_parameters()}
         replicas = {id(p): n for group in getattr(self, "shared", []) for _, n, p in group}
         names.update(replicas)
         # A stage may still hold the tied original, unused, beside its trained copy: the copy wins.
@@ -264,6 +264,9 @@ class _ChainStage(nn.Module):
     """Return copies of the float outputs that need a gradient: torch's zero-bubble schedules detach a
     stage's outputs in place (stage_backward_input), which breaks a view, a value passed on unchanged,
     or one the stage's own backward still needs."""
+    recompute = False
+    """Activation checkpointing (the Plan's StagePlan.recompute): keep only what the stage received and
+    run its forward again during the backward (torch.utils.checkpoint, non-reentrant)."""
 
     def __init__(self, submod, takes, node, makes, returns, output):
         super().__init__()
@@ -282,7 +285,11 @@ class _ChainStage(nn.Module):
         received = [t.clone() if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else t for t in received]
         env = dict(zip(self._takes, received))
         look = lambda a: env[a] if isinstance(a, str) and a in env else a  # noqa: E731
-        result = self.submod(*[look(a) for a in self._args], **{k: look(a) for k, a in self._kwargs.items()})
+        args, kwargs = [look(a) for a in self._args], {k: look(a) for k, a in self._kwargs.items()}
+        if self.recompute and torch.is_grad_enabled():
+            result = checkpoint(self.submod, *args, use_reentrant=False, **kwargs)
+        else:
+            result = self.submod(*args, **kwargs)
         env[self._name] = result
         for name, i in self._makes.items():
             env[name] = result[i]
@@ -292,6 +299,31 @@ class _ChainStage(nn.Module):
         out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _contiguous(env[name])
                for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module"
+"""What torch's checkpoint_wrapper inserts in the names of the parameters it wraps."""
+
+
+def checkpoint(function, *args, **kwargs):
+    """torch.utils.checkpoint.checkpoint, imported when first needed."""
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    return torch_checkpoint(function, *args, **kwargs)
+
+
+def checkpoint_layers(model) -> None:
+    """Activation checkpointing layer by layer, in place: each of the model's layers (the zoo's, or a
+    model of your own's top-level children) keeps only its input and runs again in the backward. How the
+    replica strategies (single, ddp) recompute: they have no stages to choose from."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
+                                                                             apply_activation_checkpointing,
+                                                                             checkpoint_wrapper)
+
+    layers = {id(child) for child in model.module.children()}
+    apply_activation_checkpointing(
+        model.module, check_fn=lambda m: id(m) in layers,
+        checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT))
 
 
 def _contiguous(value):

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from pipebench.training import Training
-from pipebench.bench.strategies.common import Trainer, as_args, own_copy, split, to_device
+from pipebench.bench.strategies.common import Trainer, as_args, checkpoint_layers, own_copy, split, to_device
 
 
 class DDPTrainer(Trainer):
@@ -21,6 +21,8 @@ class DDPTrainer(Trainer):
     def __init__(self, model, device, **kw):
         """device: this process's device; the process group must already be initialised."""
         super().__init__(own_copy(model), [device], **kw)
+        if self.training.checkpoint == "always":
+            checkpoint_layers(self.model)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.model.module.to(self.devices[0])
         ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None

@@ -27,7 +27,8 @@ class ModelParallelTrainer(Trainer):
         pipe = stage_pipe(self.model, plan)
         self.stages = chain_stages(pipe)
         self.shared = shared_parameters(pipe, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
-        for module, where in zip(self.stages, plan.placement):
+        for module, where, planned in zip(self.stages, plan.placement, plan.stages):
+            module.recompute = planned.recompute
             device = self.devices[where]
             place(module, device)
             module.register_forward_pre_hook(_move_inputs_to(device), with_kwargs=True)
