@@ -40,7 +40,7 @@ def cmd_advise(args) -> int:
     per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
-                    training=Training(optimizer=args.optimizer))
+                    training=Training(profiles[0].precision, args.optimizer, args.checkpoint))
     print(format_advice(advice, profiles[0], devices))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,

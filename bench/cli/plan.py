@@ -7,7 +7,7 @@ from typing import NamedTuple
 from pipebench.bench.cli import add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
-from pipebench.training import OPTIMIZERS
+from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
 
 
 def add_parser(subparsers) -> None:
@@ -48,6 +48,12 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     add_server_options(parser)
     parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
                         help="optimizer whose state the memory prediction counts (default: sgd)")
+    parser.add_argument("--precision", default="tf32", choices=PRECISIONS,
+                        help="fp32, tf32 (default) or bf16 (autocast, fp32 master weights): what the profile is "
+                        "measured in; a saved profile keeps its own")
+    parser.add_argument("--checkpoint", default="never", choices=CHECKPOINT_MODES,
+                        help="activation checkpointing: never (default), auto (stages recompute only where the "
+                        "memory cap requires it) or always")
     parser.add_argument("--link-gbps", default=None,
                         help="GB/s between devices to price transfers (default: what the profile measured, "
                         "between the first two GPUs; gloo's between CPU processes)")
@@ -87,6 +93,9 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
         if args.batch is not None and args.batch != first.batch:
             raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
+        if args.precision != "tf32" and args.precision != first.precision:
+            raise UserError(f"--precision {args.precision} does not match the profile's {first.precision}; "
+                            "profile again in that precision")
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
         devices = _devices(args, check=False)
@@ -123,7 +132,7 @@ def cmd_plan(args) -> int:
     link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
     latency = (first.link_latency_ms or 0.0) if args.link_gbps is None else 0.0
     common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
-                  virtual_stages=virtual)
+                  virtual_stages=virtual, checkpoint=args.checkpoint)
     plan = make_plan(profiles, devices, balance=args.balance, micro_batches=parse_chunk(args.chunks),
                      max_memory=max_memory, speeds=source.speeds, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
@@ -197,5 +206,6 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
     profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
                                  micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
                                  settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
+                                 precision=args.precision, optimizer=args.optimizer,
                                  progress=(lambda line: note(line, end="\r")) if sys.stderr.isatty() else None)
     return profiles, profiles[0].link_gbps or 0.0
