@@ -23,6 +23,7 @@ from pipebench import models
 from pipebench.bench.job import Job
 from pipebench.bench.launch import exit_with_parent
 from pipebench.bench.strategies import get_strategy
+from pipebench.bench.strategies.common import hand_over
 from pipebench.files import write_json
 from pipebench.training import set_precision
 
@@ -102,7 +103,7 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     # would draw from the device's generator and differ from the single-device run).
     model = models.get_model(job.model, job.flavour, seed=job.seed, data_dir=job.data_dir, **job.overrides)
     inputs, targets = model.make_batch(job.batch, seed=job.seed + 1)
-    trainer = build_trainer(job, model, local_rank)
+    trainer = build_trainer(job, hand_over(model), local_rank)  # built for it alone: no copy
     if job.device_type == "cuda":
         inputs, targets = inputs.to(trainer.devices[0]), targets.to(trainer.devices[0])
     tracer = None

@@ -22,6 +22,7 @@ FLAVOURS = {
     "tiny": {"vocab": 256, "width": 64, "depth": 2, "heads": 2, "ffn": None, "seq_len": 32, "split": 2},
     "125m": {"vocab": 50304, "width": 768, "depth": 12, "heads": 12, "ffn": None, "seq_len": 1024, "split": 2},
     "800m": {"vocab": 8192, "width": 2048, "depth": 16, "heads": 16, "ffn": 8192, "seq_len": 512, "split": 2},
+    "8b": {"vocab": 32000, "width": 4096, "depth": 40, "heads": 32, "ffn": None, "seq_len": 1024, "split": 2},
 }
 """`ffn: None` means 4 * width; the built model's config records the number. `split`: cuttable layers per
 block: 2 makes the attention half and the MLP half separate layers (the same model, the same weights;

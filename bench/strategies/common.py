@@ -137,8 +137,18 @@ def only_output(outputs):
 
 
 def own_copy(model):
-    """A deep copy, so strategies never share (and never move) the caller's parameters."""
+    """A deep copy, so strategies never share (and never move) the caller's parameters; or the model
+    itself, once, when its owner handed it over (`hand_over`): a worker's 8B model is not copied."""
+    if getattr(model, "handed_over", False):
+        model.handed_over = False
+        return model
     return copy.deepcopy(model)
+
+
+def hand_over(model):
+    """Let the next trainer take `model` itself rather than a copy (the worker builds it for that alone)."""
+    model.handed_over = True
+    return model
 
 
 def split(inputs, chunks: int) -> list:
