@@ -24,7 +24,7 @@ from pipebench.training import CHECKPOINT_MODES, OPTIMIZER_STATES
 ZERO_BUBBLE = ("zb-interleaved", "zbv")
 """Schedules that split each backward into I and W: activation checkpointing does not fit them."""
 
-__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
+__all__ = ["recomputing", "StageMemory", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
 
 FORMAT = "pipebench-plan"
@@ -414,8 +414,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
         caps = [per_device[d] / v for d in where]
 
-    keeping = StageCost(layers, speeds, prices, scale)
-    recomputing = StageCost([_recomputing(l) for l in layers], speeds, prices, scale)
+    keep_cost = StageCost(layers, speeds, prices, scale)
+    recompute_cost = StageCost([recomputing(l) for l in layers], speeds, prices, scale)
 
     def cut(cost: StageCost, per_layer: list[float]) -> list[int]:
         if given_bounds is not None:
@@ -438,15 +438,15 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         return bounds
 
     if checkpoint == "always":
-        bounds, recompute = cut(recomputing, memory.per_layer(True)), [True] * p
+        bounds, recompute = cut(recompute_cost, memory.per_layer(True)), [True] * p
     elif checkpoint == "never":
-        bounds, recompute = cut(keeping, memory.per_layer(False)), [False] * p
+        bounds, recompute = cut(keep_cost, memory.per_layer(False)), [False] * p
     else:  # auto: recompute only where the caps require it
         try:
-            bounds, recompute = cut(keeping, memory.per_layer(False)), [False] * p
+            bounds, recompute = cut(keep_cost, memory.per_layer(False)), [False] * p
         except InfeasibleError:
-            bounds = cut(recomputing, memory.per_layer(True))
-            held = _simulate(recomputing.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
+            bounds = cut(recompute_cost, memory.per_layer(True))
+            held = _simulate(recompute_cost.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
             recompute = [memory.stage(a, b, held[s], False) > caps[s]
                          for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
@@ -456,11 +456,11 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         return {key: [r if again else k for k, r, again in zip(values, kinds_recomputing.get(key, values), recompute)]
                 for key, values in kinds_keeping.items()}  # no I and W when recomputing: never zero-bubble
 
-    times = mixed(keeping.times(bounds), recomputing.times(bounds))
-    launches = mixed(keeping.launches(bounds), recomputing.launches(bounds))
+    times = mixed(keep_cost.times(bounds), recompute_cost.times(bounds))
+    launches = mixed(keep_cost.launches(bounds), recompute_cost.launches(bounds))
     fwd, bwd = times["forward"], times["backward"]
     timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches)
-    stage_compute = [(recomputing if again else keeping).stage(s, a, b)
+    stage_compute = [(recompute_cost if again else keep_cost).stage(s, a, b)
                      for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
@@ -549,7 +549,7 @@ class StageMemory:
         return int(fixed + received * held + sum(l.saved_bytes for l in layers))
 
 
-def _recomputing(layer: LayerProfile) -> LayerProfile:
+def recomputing(layer: LayerProfile) -> LayerProfile:
     """The layer as a recomputing stage runs it: its backward starts with its forward again."""
     def plus(back, fwd):
         return None if back is None or fwd is None else back + fwd
