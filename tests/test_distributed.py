@@ -24,7 +24,7 @@ def trained_params(tmp_path, job: Job) -> tuple[dict, dict[str, torch.Tensor]]:
     """Launch `job` for one step; its result and every process's updated parameters, merged."""
     result = launch(job, keep=tmp_path, timeout=300)
     parts = [torch.load(tmp_path / f"params-rank{rank}.pt") for rank in range(job.processes)]
-    if job.strategy == "ddp":  # replicas: every process holds the same whole model
+    if job.strategy in ("ddp", "fsdp"):  # replicas (FSDP: gathered whole): every process holds the same model
         for part in parts[1:]:
             assert part.keys() == parts[0].keys()
             assert all(torch.equal(part[k], parts[0][k]) for k in part)
@@ -58,7 +58,7 @@ def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batc
     # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
     # the equal reference is one device taking the batch in those same pieces.
     has_batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.module.modules())
-    pieces = (procs if strategy == "ddp" else micro_batches) if has_batchnorm else 1
+    pieces = (procs if strategy in ("ddp", "fsdp") else micro_batches) if has_batchnorm else 1
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes: the same reduction order
     try:
