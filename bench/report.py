@@ -13,8 +13,11 @@ How the figures are defined (per model, flavour, batch and GPU kind):
   schedules can pass 1.0.
 - step_error_pct, memory_error_pct: (predicted - measured) / measured x 100, memory as the largest
   device's peak. A CPU measures no peak (its rows say 0): "n/a", and no error.
-- Rows of other `--set` settings are another model (another group); rows of another memory cap or
-  other speeds are another case, labelled so.
+- Rows of other `--set` settings, or of another training (precision, optimizer, checkpoint mode), are
+  another model (another group, its label naming the training); rows of another memory cap or other
+  speeds are another case, labelled so.
+- A "predicted-oom" row did not run: it is listed like an unavailable one, with what it was predicted
+  to need against the cap, and takes no part in the figures or the ranking.
 """
 from __future__ import annotations
 
@@ -29,15 +32,16 @@ import pandas as pd
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
+from pipebench.training import Training
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "misordered_pairs", "order_notes",
+           "misordered_pairs", "order_notes", "ranking",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
-GROUP = ["model", "flavour", "settings", "batch", "device_name"]
+GROUP = ["model", "flavour", "settings", "training", "batch", "device_name"]
 """Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
-which make another model)."""
+which make another model; `training`: precision, optimizer and checkpoint mode, as Training.label says)."""
 STRATEGY_ORDER = tuple(STRATEGIES)
 """Strategies in the registry's order: baselines first, then the pipelines."""
 SUMMARY_COLUMNS = [
@@ -45,6 +49,7 @@ SUMMARY_COLUMNS = [
     "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
     "ideal_samples_per_s", "efficiency", "step_ms", "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
+    "training", "precision", "optimizer", "checkpoint",
 ]
 DISPLAY_COLUMNS = {
     "case": "case", "gpus": "GPUs", "status": "status", "samples_per_s": "samples/s", "x_single": "x one GPU",
@@ -75,6 +80,7 @@ def frame(rows: Sequence[Row]) -> pd.DataFrame:
     for name in ("samples_per_s", "step_ms", "step_ms_std", "first_loss", "predicted_step_ms", "bubble_fraction"):
         df[name] = df[name].astype("float64")  # None -> NaN
     df = df.sort_values("started_at", kind="stable").drop_duplicates([*CASE_FIELDS, "device_name"], keep="last")
+    df["training"] = [Training(*t).label() for t in zip(df["precision"], df["optimizer"], df["checkpoint"])]
     df["devices"] = [_device_count(g, w) for g, w in zip(df["gpus"], df["world_size"])]
     df["peak_gib_max"] = [max(b) / GIB if b and max(b) > 0 else math.nan  # a CPU measures none: 0
                           for b in df["peak_memory_bytes"]]
@@ -164,7 +170,9 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
         cells = []
         for c in columns:
             value = row[c]
-            if c == "status" and value != "ok" and "reason" in row and row["reason"]:
+            if c == "status" and value == "predicted-oom" and "predicted_gib_max" in row and "max_memory" in row:
+                value = _predicted_oom_text(row["predicted_gib_max"], row["max_memory"])
+            elif c == "status" and value != "ok" and "reason" in row and row["reason"]:
                 value = f"{value}: {_shorten(row['reason'], 60)}"
             cells.append(_cell(c, value))
         lines.append("| " + " | ".join(cells) + " |")
@@ -172,10 +180,22 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
 
 
 def text_report(summary: pd.DataFrame) -> str:
-    """What `pipebench report` prints: the table (with its model column), the notes on first losses, the
-    pairs the predictions ranked wrongly, and the recommendations."""
-    notes = loss_notes(summary) + order_notes(summary)
+    """What `pipebench report` prints: the table (with its model column), the ranking of what ran, the
+    notes on first losses, the pairs the predictions ranked wrongly, and the recommendations."""
+    notes = ranking(summary) + loss_notes(summary) + order_notes(summary)
     return "\n".join([markdown_table(summary), *(["", *notes] if notes else []), "", *recommend(summary)])
+
+
+def ranking(summary: pd.DataFrame) -> list[str]:
+    """One line per model with two or more ok cases: what ran, fastest first, with samples/s (cases that
+    did not run, predicted out of memory among them, are in the table, not here)."""
+    lines = []
+    for key, group in summary.groupby(GROUP, sort=False):
+        ok = group[group["status"] == "ok"].sort_values("samples_per_s", ascending=False, kind="stable")
+        if len(ok) > 1:
+            ranked = ", ".join(f"{c} [{g}] {v:.1f}/s" for c, g, v in zip(ok["case"], ok["gpus"], ok["samples_per_s"]))
+            lines.append(f"Ranked: {_group_label(summary, key)}: {ranked}.")
+    return lines
 
 
 SAME_SPEED = 0.03
@@ -300,11 +320,14 @@ def _case_label(strategy: str, schedule: str, micro_batches: int | None, virtual
 
 
 def _group_label(df: pd.DataFrame, key: tuple, batch: bool = False) -> str:
-    """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the batch (always if asked) and the GPU
-    kind added where the results hold several."""
-    model, flavour, settings, size, device = key
+    """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the training where it is not TF32 SGD or
+    the results hold several ('gpt 800m, bf16 adamw'), the batch (always if asked) and the GPU kind added
+    where the results hold several."""
+    model, flavour, settings, training, size, device = key
     same_model = df[(df["model"] == model) & (df["flavour"] == flavour)]
     label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
+    if training != Training().label() or df["training"].nunique() > 1:
+        label += f", {training}"
     if batch or same_model["batch"].nunique() > 1:
         label += f", batch {size}"
     if df["device_name"].nunique() > 1:
@@ -317,6 +340,13 @@ def _peak_text(peaks: list[int]) -> str:
     if peaks and not any(peaks):
         return "n/a"
     return " / ".join(format_gib(b) for b in peaks)
+
+
+def _predicted_oom_text(predicted_gib: float, caps: str) -> str:
+    """'predicted out of memory: 12.3 GiB > cap 10 GiB' (caps as the row's max_memory, GiB per device)."""
+    cap = "/".join(dict.fromkeys(caps.split(";"))) if caps else "?"
+    need = "?" if math.isnan(predicted_gib) else f"{predicted_gib:.3g}"
+    return f"predicted out of memory: {need} GiB > cap {cap} GiB"
 
 
 def _gib(value: float) -> str:
@@ -373,7 +403,8 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         lines += ["## Recommendations", ""] + [f"- {line}" for line in recommend(summary)] + [""]
     for key, group in summary.groupby(GROUP, sort=False):
         lines += [f"## {_group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
-        lines += [line for note in loss_notes(group) + order_notes(group) for line in (note, "")]  # under its table
+        lines += [line for note in ranking(group) + loss_notes(group) + order_notes(group)
+                  for line in (note, "")]  # under its table
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if notes:

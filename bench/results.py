@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from pipebench.errors import UserError
 from pipebench.files import check, write_text
+from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
            "settings_text", "results_paths", "start_run", "append", "load", "files", "done_keys",
@@ -48,9 +49,13 @@ __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "Res
 
 FORMAT = "pipebench-results"
 VERSION = 1
-STATUSES = ("ok", "oom", "failed", "unavailable")
-DONE_STATUSES = ("ok", "oom", "unavailable")
-"""Statuses `--resume` does not run again: an out-of-memory or unavailable case would end the same way."""
+STATUSES = ("ok", "oom", "failed", "unavailable", "predicted-oom")
+"""ok; oom: ran out of memory; failed: any other error; unavailable: cannot run here; predicted-oom: not run,
+because its plan or cost model predicts it will not fit in the memory cap (the row carries that prediction
+in predicted_memory_bytes and max_memory; `run --try-anyway` runs such cases to test the prediction)."""
+DONE_STATUSES = ("ok", "oom", "unavailable", "predicted-oom")
+"""Statuses `--resume` does not run again: an out-of-memory, unavailable or predicted out-of-memory case
+would end the same way (`--try-anyway` runs the predicted ones again)."""
 TIMELINE_KEYS = {"stage": int, "device": int | str, "kind": str, "micro": int, "start_ms": float, "end_ms": float}
 """One operation of a timeline: kind is "F" (forward), "B" (backward), or "I" / "W" (a zero-bubble
 schedule's input-gradient and weight-gradient halves of a backward); times from the step's start."""
@@ -83,7 +88,8 @@ class Row:
     virtual_stages: int = 1
     """Stages per device (more than 1 for interleaved schedules)."""
     status: str
-    """"ok", "oom" (out of memory), "failed" (any other error) or "unavailable" (cannot run here)."""
+    """"ok", "oom" (out of memory), "failed" (any other error), "unavailable" (cannot run here) or
+    "predicted-oom" (predicted not to fit in the memory cap, so not run); see STATUSES."""
     reason: str = ""
     """Why the case is not ok, one line; "" when ok."""
     samples_per_s: float | None = None
@@ -113,7 +119,14 @@ class Row:
     start less a margin), 3 significant figures, e.g. "20;20"; "" without a cap or a Plan."""
     settings: str = ""
     """The other settings that change what runs, as `settings_text` writes them: the model's `--set`
-    overrides (later precision, optimizer...), e.g. "depth=4;width=64"; "" for none."""
+    overrides, e.g. "depth=4;width=64"; "" for none."""
+    precision: str = "tf32"
+    """How the case trained (pipebench/training.py): "fp32", "tf32" or "bf16". Files written before the
+    field load as "tf32", as every earlier run was."""
+    optimizer: str = "sgd"
+    """"sgd" or "adamw"; earlier files load as "sgd"."""
+    checkpoint: str = "never"
+    """Activation recomputation: "never", "auto" or "always"; earlier files load as "never"."""
     device_name: str = ""
     """E.g. "NVIDIA H200", or "cpu"."""
     torch_version: str = ""
@@ -141,6 +154,9 @@ class Row:
             setattr(self, f.name, value)
         if self.status not in STATUSES:
             raise ValueError(f"Row.status: {self.status!r} is not one of: {', '.join(STATUSES)}")
+        for name, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("checkpoint", CHECKPOINT_MODES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"Row.{name}: {getattr(self, name)!r} is not one of: {', '.join(allowed)}")
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
@@ -160,17 +176,18 @@ class Row:
 FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
-LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings")
+LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
-               "speeds", "max_memory", "settings")
+               "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint")
 """Every field that changes what runs. A new setting goes into `settings` (one entry where the suite
 makes the row), or into a field of its own listed here."""
 
 
 def case_key(row: Row) -> tuple:
     """What identifies a benchmark case, for `--resume` and the report: the CASE_FIELDS values. The same
-    case with other `--set` values, another memory cap or other speeds is another case."""
+    case with other `--set` values, another memory cap, other speeds, precision, optimizer or checkpoint
+    mode is another case."""
     return tuple(getattr(row, name) for name in CASE_FIELDS)
 
 
@@ -190,8 +207,9 @@ def results_paths(out_dir: str | Path, date: str | Date, host: str, hardware: st
     return out / f"{stem}.csv", out / f"{stem}.json"
 
 
-def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool) -> set[tuple]:
-    """Check the results files before a run starts anything, and return the case keys `--resume` skips.
+def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool, rerun: Iterable[str] = ()) -> set[tuple]:
+    """Check the results files before a run starts anything, and return the case keys `--resume` skips:
+    those of rows with a DONE_STATUSES status not in `rerun` (`--try-anyway` reruns "predicted-oom").
 
     Checked now, not at the first `append`, so that no case runs only to lose its row: a CSV without its
     JSON, an unreadable JSON, and a file that already holds rows while `resume` is off (running again
@@ -204,7 +222,7 @@ def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool) -> s
     if rows and not resume:
         raise ResultsError(f"{json_path}: already holds {len(rows)} row(s) from an earlier run; add --resume to "
                            f"skip the cases done there and run the rest, or give another --out")
-    return {case_key(row) for row in rows if row.status in DONE_STATUSES}
+    return {case_key(row) for row in rows if row.status in DONE_STATUSES and row.status not in set(rerun)}
 
 
 def append(row: Row, csv_path: str | Path, json_path: str | Path, *, warn: Callable[[str], None] | None = None) -> None:

@@ -2,7 +2,8 @@
 
 Cases run one after another in fresh processes (bench.launch); each finished case is appended to
 <out>/<date>-<host>-<hardware>.json and .csv at once (bench.results), so Ctrl-C or a crash loses at most
-the case in progress, and `--resume` skips the cases already there. The Plan each case ran is saved in
+the case in progress, and `--resume` skips the cases already there. A case predicted not to fit in the
+memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan each case ran is saved in
 <out>/<date>-<host>-<hardware>-plans/<plan_id>.plan.json; its row names it by plan_id.
 """
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench import results as res
 from pipebench.bench.strategies import get_strategy, parse_strategies  # noqa: F401 - parse_strategies: re-exported
-from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, prepare,
-                         profile_case_model, run_prepared, unavailable_row)
+from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, now,
+                                   prepare, profile_case_model, run_prepared, unavailable_row)
 from pipebench.errors import UserError
+from pipebench.training import Training
 from pipebench.units import format_gib
 
 QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1}
@@ -46,19 +48,25 @@ class RunOptions:
     """Folder of saved profiles to reuse (default: next to the results file)."""
     auto: int | None = None
     """--strategies auto:K: run single and the K strategies predicted fastest (strategies is then ignored)."""
+    training: Training = Training()
+    """--precision, --optimizer and --checkpoint, for every case."""
+    try_anyway: bool = False
+    """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
+    recorded as predicted-oom), to test the prediction."""
 
 
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
-    done = res.start_run(csv_path, json_path, resume=options.resume)  # a bad or taken file: refused before any case
+    done = res.start_run(csv_path, json_path, resume=options.resume,  # a bad or taken file: refused before any case
+                         rerun=["predicted-oom"] if options.try_anyway else [])
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     profile_dir.mkdir(parents=True, exist_ok=True)
     plan_dir = json_path.with_name(json_path.stem + "-plans")
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
-                       overrides=options.overrides)
+                       overrides=options.overrides, training=options.training)
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each case ends")
     profiled: dict[tuple, Any] = {}
@@ -67,14 +75,16 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
     start = time.monotonic()
     for i, case in enumerate(cases, 1):
         head = f"[{i}/{len(cases)}] {case.label()}"
-        key_base = (case.model, case.flavour, case.batch, case.overrides)
+        key_base = (case.model, case.flavour, case.batch, case.overrides, case.training)
+        profile_key = (*key_base[:4], case.training.precision, case.training.optimizer)  # recomputation: the same
         prepared = None
         try:
-            if key_base not in profiled:  # every strategy is predicted from it, the pipelines planned
-                profiled[key_base] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
-                                                        reuse=True, note=note,
-                                                        counts=profile_counts(options.chunks, machine.devices))
-            prepared = prepare(case, machine, profiled.get(key_base), steps=options.steps, warmup=options.warmup)
+            if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
+                profiled[profile_key] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
+                                                           reuse=True, note=note,
+                                                           counts=profile_counts(options.chunks, machine.devices))
+            prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps, warmup=options.warmup,
+                               try_anyway=options.try_anyway)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).
             row = make_row(prepared, machine, status="unavailable", reason="not run yet")
         except CaseUnavailable as exc:
@@ -82,8 +92,10 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         if res.case_key(row) in done:
             note(f"{head}: done already (--resume)")
             continue
-        if prepared is not None:
-            note(f"{head} ...")
+        if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
+            row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap, started_at=now())
+        elif prepared is not None:
+            note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
             if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
                 prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
             row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
@@ -111,10 +123,12 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
-        probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides)[0]
+        probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides,
+                           training=options.training)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=True, note=note,
                                       counts=profile_counts(options.chunks, machine.devices))
-        advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds)
+        advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds,
+                        training=options.training)
         picked = top_strategies(advice, options.auto)
         ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
                            if p.predicted_samples_per_s)
@@ -161,10 +175,44 @@ def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
 
 
 def describe_options(options: RunOptions) -> str:
-    """One line on what every case runs with: flavour, batch, steps."""
+    """One line on what every case runs with: flavour, batch, steps, and the training where it is not the
+    default TF32 SGD."""
     batches = sorted(set(options.models.values()))
-    return (f"flavour {options.flavour or 'full'}, batch {', '.join(map(str, batches))}, "
+    training = "" if options.training == Training() else f", {options.training.label()}"
+    return (f"flavour {options.flavour or 'full'}, batch {', '.join(map(str, batches))}{training}, "
             f"{options.steps} timed step(s) after {options.warmup} warm-up")
+
+
+def parse_gpu_memory(text: str | None) -> int | None:
+    """--gpu-memory SIZE -> bytes (None when not given); anything but a positive size is one line."""
+    from pipebench.units import parse_size
+
+    if text is None:
+        return None
+    try:
+        size = parse_size(text)
+    except UserError as exc:
+        raise UserError(f"--gpu-memory: {exc}") from None
+    except OverflowError:  # 1e999: a float too large for any count of bytes
+        raise UserError(f"--gpu-memory: {text!r} is too large") from None
+    if size < 1:
+        raise UserError(f"--gpu-memory must be a positive size such as 10GiB (got {text!r})")
+    return size
+
+
+def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None) -> Machine:
+    """Set the memory cap of every case: --max-memory (else what was free at the start, on GPUs), at most
+    --gpu-memory, which the workers also enforce (Job.gpu_memory). --gpu-memory without GPUs is refused:
+    nothing could enforce it on the CPU."""
+    if gpu_memory is not None and machine.gpus is None:
+        raise UserError("--gpu-memory caps GPU memory, and no CUDA GPU is visible here; leave it out on the CPU "
+                        "(--max-memory caps the plans)")
+    if max_memory is not None:
+        machine.caps = [max_memory] * machine.devices
+    if gpu_memory is not None:
+        machine.gpu_memory = gpu_memory
+        machine.caps = [min(cap, gpu_memory) for cap in machine.caps or [gpu_memory] * machine.devices]
+    return machine
 
 
 def check_options(options: RunOptions) -> None:

@@ -4,10 +4,11 @@
 they differ only in who times the steps (this module's loop, or pytest-benchmark's `pedantic`), and both
 time them in the parent process through `bench.launch.Session`.
 
-A case is (model, flavour, batch, strategy, micro-batch count). What a strategy needs comes from the
-registry (bench/strategies): each one that runs a Plan is planned with the schedule it runs, on the
-devices it uses, so the report can set every measured step beside its prediction; the Plan then travels
-whole to the workers inside the Job.
+A case is (model, flavour, batch, strategy, micro-batch count, training: precision, optimizer, checkpoint
+mode). What a strategy needs comes from the registry (bench/strategies): each one that runs a Plan is
+planned with the schedule it runs, on the devices it uses, so the report can set every measured step
+beside its prediction; the Plan then travels whole to the workers inside the Job. A case predicted not to fit in the memory cap is not launched: its
+row says "predicted-oom" (unless the run asks to try anyway, to test the prediction).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from pipebench.errors import UserError
 from pipebench.models.source import ModelSource, is_user_model
 from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
+from pipebench.training import Training
+from pipebench.units import format_bytes
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
 """The default suite's models and global batches (the README's GPU figures are for these)."""
@@ -47,6 +50,8 @@ class Case:
     micro_batches: int | None = None
     """None: the planner's choice (micro-batched strategies); always 1 for the others."""
     overrides: tuple[tuple[str, Any], ...] = ()
+    training: Training = Training()
+    """Precision, optimizer and checkpoint mode: rows of another training are another case."""
 
     @property
     def schedule(self) -> str:
@@ -63,7 +68,8 @@ class Case:
         strategy = STRATEGIES.get(self.strategy)
         m = f" m={self.micro_batches or 'auto'}" if strategy is not None and strategy.micro_batched else ""
         flavour = "" if is_user_model(self.model) else f" {self.flavour or 'full'}"
-        return f"{self.model}{flavour} b{self.batch} {self.strategy}{m}"
+        training = "" if self.training == Training() else f" ({self.training.label()})"
+        return f"{self.model}{flavour} b{self.batch} {self.strategy}{m}{training}"
 
 
 @dataclass
@@ -75,7 +81,10 @@ class Machine:
     name: str
     """Device name, e.g. "NVIDIA H200" or the CPU's."""
     caps: list[int] | None = None
-    """Memory a plan may use per GPU (what was free when the run started, less a margin); None: no cap."""
+    """Memory a case may use per GPU, which plans are cut under and predictions judged by (what was free
+    when the run started less a margin, or --max-memory; at most gpu_memory); None: no cap."""
+    gpu_memory: int | None = None
+    """Bytes every worker may allocate per GPU (`--gpu-memory`), enforced in the workers; None: no cap."""
     speeds: list[float] | None = None
     """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
 
@@ -98,7 +107,8 @@ class Machine:
 
 
 def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequence[int | None], *,
-               flavour: str | None = None, overrides: dict[str, Any] | None = None) -> list[Case]:
+               flavour: str | None = None, overrides: dict[str, Any] | None = None,
+               training: Training = Training()) -> list[Case]:
     """Every model x strategy, and for micro-batched strategies every count in `chunks` (None = planner's)."""
     from pipebench import models as zoo
 
@@ -109,7 +119,7 @@ def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequen
         named = None if zoo.is_user_model(model) else flavour or defaults.get(model)  # e.g. "800m", not "full"
         for strategy in strategies:
             counts = chunks if get_strategy(strategy).micro_batched else [1]
-            cases += [Case(model, named, batch, strategy, m, extra) for m in counts]
+            cases += [Case(model, named, batch, strategy, m, extra, training) for m in counts]
     return cases
 
 
@@ -131,21 +141,27 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     """Profile the case's model at every micro-batch size with `pipebench.profile`, in a child process
     (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
     `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
-    of two that splits the batch, for the planner to choose from)."""
+    of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
+    whole step with the case's optimizer; each names the file unless it is tf32 or sgd (so files from
+    before they existed are reused)."""
     from pipebench.bench.launch import WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
-                  + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else ""))
+                  + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
+                  + ("" if case.training.precision == "tf32" else f"-{case.training.precision}")
+                  + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}"))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
                    else ["cpu"] * 2)
-        note(f"profiling {case.model} ({case.flavour or 'full'}, batch {case.batch}) on {machine.name}")
+        note(f"profiling {case.model} ({case.flavour or 'full'}, batch {case.batch}, "
+             f"{case.training.precision} {case.training.optimizer}) on {machine.name}")
         start = time.monotonic()
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
-                          devices, repeats, list(counts) if counts else "auto", gpus=machine.gpus)
+                          devices, repeats, list(counts) if counts else "auto", case.training.precision,
+                          case.training.optimizer, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profiled in {time.monotonic() - start:.0f} s -> {path}")
@@ -153,12 +169,14 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
-                     devices: list[str], repeats: int | None, micro_batches="auto") -> None:
+                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = "tf32",
+                     optimizer: str = "sgd") -> None:
     """In the child: profile and save (the parent reads the file; it stays for --resume and reuse)."""
     import pipebench
 
     profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
-                                 settings=settings, repeats=repeats, micro_batches=micro_batches)
+                                 settings=settings, repeats=repeats, micro_batches=micro_batches, precision=precision,
+                                 optimizer=optimizer)
     save_profiles(profiles, path)
 
 
@@ -169,31 +187,50 @@ class Prepared:
     """A case made ready to launch: its Job, the Plan it follows (if any) and the GPUs it takes."""
 
     case: Case
-    job: Job
+    job: Job | None
+    """None when the case is not to be launched (over_cap without --try-anyway)."""
     plan: Plan | None
     gpus: list[int] | None
     predicted_timeline: list[dict] = field(default_factory=list)
     prediction: Any = None
     """What bench.advise predicted for the case (a Prediction; None without a profile)."""
+    over_cap: str = ""
+    """Why the case is predicted not to fit in the machine's memory cap; "" when it fits (or no cap)."""
 
 
-def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: int, warmup: int) -> Prepared:
-    """Plan the case as its registry entry says and make its Job; CaseUnavailable when it cannot run."""
+def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: int, warmup: int,
+            try_anyway: bool = False) -> Prepared:
+    """Plan the case as its registry entry says and make its Job; CaseUnavailable when it cannot run.
+
+    A case predicted not to fit in `machine.caps` comes back with `over_cap` said and no Job, to become a
+    "predicted-oom" row without launching anything; with `try_anyway` it gets its Job all the same (a
+    pipeline then runs the plan cut without the cap), so that the run proves or disproves the prediction."""
     if case.strategy not in STRATEGIES:
         raise CaseUnavailable(f"unknown strategy {case.strategy!r}")
     strategy = get_strategy(case.strategy)
     p = 1 if strategy.devices == "one" else machine.devices
+    training = case.training
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
-                    cpu_threads=threads_per_device(machine.devices))
+                    cpu_threads=threads_per_device(machine.devices), precision=training.precision,
+                    optimizer=training.optimizer, checkpoint=training.checkpoint, gpu_memory=machine.gpu_memory)
     gpus = machine.gpus[:p] if machine.gpus is not None else None
     plan = prediction = None
+    over_cap = ""
     try:
         if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
             from pipebench.bench.advise import predict
 
-            prediction = predict(strategy, profiled.profiles, machine.device_names, caps=machine.caps,
-                                 speeds=machine.speeds, micro_batches=case.micro_batches if strategy.micro_batched else None)
+            def predicted(caps):
+                return predict(strategy, profiled.profiles, machine.device_names, caps=caps, speeds=machine.speeds,
+                               training=training, micro_batches=case.micro_batches if strategy.micro_batched else None)
+
+            prediction = predicted(machine.caps)
+            over_cap = over_cap_reason(prediction, machine.caps, strategy.needs_plan)
+            if over_cap and not try_anyway:
+                return Prepared(case, None, None, gpus, prediction=prediction, over_cap=over_cap)
+            if over_cap and prediction.plan is None and strategy.needs_plan:
+                prediction = predicted(None)  # the plan it runs anyway, cut without the cap
         if strategy.needs_plan:
             if prediction is None:
                 raise CaseUnavailable(f"{case.strategy} needs a profile of {case.model}")
@@ -203,7 +240,22 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
         job = Job(plan=plan.to_dict() if plan else None, **settings)
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
-    return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [], prediction)
+    return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [], prediction,
+                    over_cap)
+
+
+def over_cap_reason(prediction: Any, caps: Sequence[int] | None, planned: bool) -> str:
+    """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
+    no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
+    planned: the strategy follows a Plan, whose solver's own message names the stage that does not fit."""
+    needed = prediction.peak_memory_bytes
+    if prediction.fits or not caps or not any(needed):
+        return ""
+    if planned and prediction.reason:
+        return prediction.reason
+    worst = max(range(len(needed)), key=needed.__getitem__)
+    return (f"predicted to need {format_bytes(needed[worst])} per GPU, cap "
+            f"{format_bytes(caps[min(worst, len(caps) - 1)])}")
 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
@@ -213,11 +265,13 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
 
     case, plan, result = prepared.case, prepared.plan, result or {}
     mean = statistics.fmean(step_ms) if step_ms else None
+    job, strategy = prepared.job, get_strategy(case.strategy)
     return Row(
         model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"), strategy=case.strategy,
         gpus=(",".join(map(str, prepared.gpus)) if prepared.gpus is not None else machine.gpus_label),
-        world_size=prepared.job.processes, batch=case.batch,
-        micro_batches=prepared.job.micro_batches, schedule=case.schedule, virtual_stages=case.virtual_stages,
+        world_size=job.processes if job else strategy.processes(1 if strategy.devices == "one" else machine.devices),
+        batch=case.batch, micro_batches=job.micro_batches if job else prepared.prediction.micro_batches,
+        schedule=case.schedule, virtual_stages=case.virtual_stages,
         status=status, reason=reason,
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
@@ -229,7 +283,8 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         # Only a plan cut across devices depends on the speeds (one GPU runs the whole model either way).
         speeds=(";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count])
                 if plan and machine.speeds and plan.device_count > 1 else ""),
-        max_memory=case_caps(case, machine), settings=case_settings(case),
+        max_memory=case_caps(case, machine, over=bool(prepared.over_cap)), settings=case_settings(case),
+        precision=case.training.precision, optimizer=case.training.optimizer, checkpoint=case.training.checkpoint,
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
@@ -241,7 +296,8 @@ def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
                strategy=case.strategy, gpus=machine.gpus_label,
                world_size=1, batch=case.batch, micro_batches=case.micro_batches or 1, schedule=case.schedule,
                virtual_stages=case.virtual_stages, status="unavailable", reason=reason, device_name=machine.name,
-               max_memory=case_caps(case, machine), settings=case_settings(case), host=socket.gethostname(),
+               max_memory=case_caps(case, machine), settings=case_settings(case), precision=case.training.precision,
+               optimizer=case.training.optimizer, checkpoint=case.training.checkpoint, host=socket.gethostname(),
                started_at=now())
 
 
@@ -251,11 +307,12 @@ def case_settings(case: Case) -> str:
     return settings_text({**dict(case.overrides)})
 
 
-def case_caps(case: Case, machine: Machine) -> str:
+def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
     """The row's `max_memory`: the caps (GiB) the case's Plan is cut under; "" for a strategy without a
-    Plan, which runs the whole model whatever the cap."""
+    Plan, which runs the whole model whatever the cap, unless --gpu-memory caps every worker for real or
+    the case is predicted to go `over` the cap (its row then names the cap it was judged against)."""
     strategy = STRATEGIES.get(case.strategy)
-    if strategy is None or not strategy.needs_plan or not machine.caps:
+    if strategy is None or not machine.caps or not (strategy.needs_plan or machine.gpu_memory or over):
         return ""
     devices = 1 if strategy.devices == "one" else machine.devices
     return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])

@@ -168,6 +168,16 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--flavour", "huge"], "unknown flavour 'huge'"),
     (["--chunks", "16"], "--chunks 16: mlp's batch of 8 does not split into 16 equal micro-batches"),
     (["--batch", "6", "--chunks", "4"], "--chunks 4: mlp's batch of 6 does not split"),
+    (["--precision", "bogus"], "unknown precision 'bogus'; choose one of: fp32, tf32, bf16"),
+    (["--optimizer", "adam"], "unknown optimizer 'adam'; choose one of: sgd, adamw"),
+    (["--checkpoint", "sometimes"], "unknown checkpoint 'sometimes'"),
+    (["--gpu-memory", "10GiB"], "--gpu-memory caps GPU memory, and no CUDA GPU is visible here"),
+    (["--gpu-memory", "0"], "--gpu-memory must be a positive size such as 10GiB (got '0')"),
+    (["--gpu-memory", "0.5"], "--gpu-memory must be a positive size"),
+    (["--gpu-memory=-1GiB"], "--gpu-memory: cannot read memory size '-1GiB'"),
+    (["--gpu-memory", "nan"], "--gpu-memory: cannot read memory size 'nan'"),
+    (["--gpu-memory", "abc"], "--gpu-memory: cannot read memory size 'abc'"),
+    (["--gpu-memory", "1e999"], "--gpu-memory: '1e999' is too large"),
 ])
 def test_run_refuses_before_running(capsys, tmp_path, extra, message):
     refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *extra], message)

@@ -18,7 +18,7 @@ def ran(monkeypatch):
     are the suite's own (make_row). The list holds the cases that ran."""
     cases = []
 
-    def fake_prepare(case, machine, profiled, *, steps, warmup):
+    def fake_prepare(case, machine, profiled, *, steps, warmup, try_anyway=False):
         return Prepared(case, SimpleNamespace(processes=2, micro_batches=1), plan=None, gpus=None)
 
     def fake_run(prepared, machine, *, steps, timeout):

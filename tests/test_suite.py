@@ -126,12 +126,12 @@ def test_run_cuts_plans_for_the_given_speeds(capsys, tmp_path):
 
 
 def test_run_honours_a_memory_cap(capsys, tmp_path):
-    """--max-memory caps every plan; a case that fits nowhere becomes an unavailable row naming the stage."""
+    """--max-memory caps every plan; a case that fits nowhere becomes a predicted-oom row naming the stage."""
     code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "pp-1f1b", "--quick", "--max-memory", "1KB",
                        "--steps", "1", "--warmup", "0", "--out", str(tmp_path))
     assert code == 0, err
     (row,) = load(sorted(tmp_path.glob("*.json")))
-    assert row.status == "unavailable" and "fits the memory cap (1000 B per stage)" in row.reason
+    assert row.status == "predicted-oom" and "fits the memory cap (1000 B per stage)" in row.reason
     assert "(stage 0: layers" in row.reason
 
 

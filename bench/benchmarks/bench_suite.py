@@ -25,6 +25,7 @@ from pipebench.bench import results as res
 from pipebench.bench.run import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
 from pipebench.specs import parse_chunks
+from pipebench.training import Training
 from pipebench.bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
 
 
@@ -54,6 +55,7 @@ def _parse_options(config) -> tuple[RunOptions, object]:
         chunks=parse_chunks(config.getoption("--suite-chunks")), flavour=None, overrides={},
         out=Path(config.getoption("--suite-out") or "."), resume=False,
         steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=1800,
+        training=Training(config.getoption("--suite-precision"), config.getoption("--suite-optimizer")),
     )
     if config.getoption("--suite-quick") or machine.gpus is None:
         options = quick_options(options)
@@ -63,7 +65,8 @@ def _parse_options(config) -> tuple[RunOptions, object]:
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
         options, _ = suite_options(metafunc.config)
-        cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour)
+        cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
+                           training=options.training)
         metafunc.parametrize("case", cases, ids=[c.label().replace(" ", "-") for c in cases])
 
 
@@ -78,7 +81,7 @@ def test_case(benchmark, case, suite):
 
     options, machine = suite["options"], suite["machine"]
     benchmark.group = f"{case.model} {case.flavour or 'full'} batch {case.batch} on {machine.hardware}"
-    key = (case.model, case.flavour, case.batch, case.overrides)
+    key = (case.model, case.flavour, case.batch, case.overrides, case.training.precision, case.training.optimizer)
     try:
         profiled = None
         if get_strategy(case.strategy).needs_plan:
@@ -88,6 +91,8 @@ def test_case(benchmark, case, suite):
         prepared = prepare(case, machine, profiled, steps=options.steps, warmup=options.warmup)
     except CaseUnavailable as exc:
         pytest.skip(str(exc))
+    if prepared.job is None:  # predicted not to fit in the memory cap: not launched
+        pytest.skip(f"predicted out of memory: {prepared.over_cap}")
     started, start = now(), time.monotonic()
     with Session(prepared.job, gpus=prepared.gpus, timeout=options.timeout) as workers:
         times: list[float] = []

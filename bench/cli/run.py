@@ -42,6 +42,17 @@ def add_parser(subparsers) -> None:
     run.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2; 1 with --quick)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--precision", default="tf32", metavar="fp32|tf32|bf16",
+                     help="numerics of every case: fp32, tf32 (default; TF32 matmuls) or bf16 (autocast)")
+    run.add_argument("--optimizer", default="sgd", metavar="sgd|adamw", help="optimizer of every case (default: sgd)")
+    run.add_argument("--checkpoint", default="never", metavar="never|auto|always",
+                     help="activation recomputation: never (default), auto (where the memory cap needs it), always")
+    run.add_argument("--gpu-memory", metavar="SIZE",
+                     help="cap every worker's GPU memory for real, e.g. 10GiB (a smaller card on a bigger one); "
+                     "plans and predictions use it as the memory cap too")
+    run.add_argument("--try-anyway", action="store_true",
+                     help="run the cases predicted not to fit in the memory cap too, to test the prediction "
+                     "(default: they become predicted-oom rows without running)")
     add_server_options(run)
     run.add_argument("--profiles", help="folder of saved profiles to reuse (default: beside the results file)")
     add_model_options(run)
@@ -55,6 +66,7 @@ def cmd_run(args) -> int:
     from pipebench.bench import run as suite_run
     from pipebench.bench.suite import detect_machine
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
+    from pipebench.training import Training
     from pipebench.units import parse_size
 
     if args.steps is not None and args.steps < 1:
@@ -67,6 +79,8 @@ def cmd_run(args) -> int:
         raise UserError(f"--timeout takes a positive number of seconds (got {args.timeout:g})")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
+    training = Training(args.precision, args.optimizer, args.checkpoint)  # an unknown value: one line now
+    gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
     given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
@@ -79,7 +93,7 @@ def cmd_run(args) -> int:
         resume=args.resume, timeout=args.timeout, repeats=args.repeats,
         steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
-        profiles=Path(args.profiles) if args.profiles else None,
+        profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
     )
     ids = None
     if args.gpus and args.gpus.startswith("auto"):
@@ -87,9 +101,7 @@ def cmd_run(args) -> int:
     elif args.gpus:
         ids = parse_gpus(args.gpus)
     cap = parse_size(args.max_memory) if args.max_memory else None
-    machine = detect_machine(ids)
-    if cap is not None:
-        machine.caps = [cap] * machine.devices
+    machine = suite_run.cap_machine(detect_machine(ids), cap, gpu_memory)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
         machine.speeds = speeds(args.speeds, machine.device_names)

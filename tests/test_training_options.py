@@ -1,0 +1,211 @@
+"""Precision, optimizer, checkpoint mode and a GPU memory cap through `pipebench run` into every row, and
+cases predicted not to fit: a "predicted-oom" row of their own, not launched (unless --try-anyway)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pipebench.bench import run as suite_run
+from pipebench.bench.cli import main
+from pipebench.bench.report import frame, markdown_table, ranking, summarise
+from pipebench.bench.results import Row, append, case_key, load
+from pipebench.bench.suite import Case, Machine, Profiled, case_caps, make_row, prepare
+from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.training import Training
+
+MB = 10**6
+GIB = 2**30
+
+
+def row(**changes) -> Row:
+    values = dict(model="mlp", flavour="tiny", strategy="ddp", gpus="0,1", world_size=2, batch=8, micro_batches=1,
+                  status="ok", samples_per_s=100.0, step_ms=80.0, started_at="2026-12-01T10:00:00")
+    return Row(**{**values, **changes})
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return tmp_path / "r.csv", tmp_path / "r.json"
+
+
+# ------------------------------------------------------------------------------------------------- rows
+
+def test_rows_keep_the_training_through_json_and_csv(paths):
+    ran = row(precision="bf16", optimizer="adamw", checkpoint="always")
+    skipped = row(status="predicted-oom", reason="predicted to need 20.00 GiB per GPU, cap 10.00 GiB",
+                  samples_per_s=None, step_ms=None, predicted_memory_bytes=[20 * GIB, 20 * GIB], max_memory="10;10")
+    append(ran, *paths)
+    append(skipped, *paths)
+    for path in paths:
+        assert load(path) == [ran, skipped]
+
+
+def test_files_from_before_the_training_fields_load_as_tf32_sgd(paths):
+    """Every run before these fields existed was TF32 with SGD, keeping every activation."""
+    append(row(), *paths)
+    data = json.loads(paths[1].read_text())
+    for name in ("precision", "optimizer", "checkpoint"):
+        del data["rows"][0][name]
+    paths[1].write_text(json.dumps(data))
+    with open(paths[0], newline="") as f:
+        table = list(csv.reader(f))
+    keep = [i for i, name in enumerate(table[0]) if name not in ("precision", "optimizer", "checkpoint")]
+    with open(paths[0], "w", newline="") as f:
+        csv.writer(f).writerows([cells[i] for i in keep] for cells in table)
+    for path in paths:
+        (old,) = load(path)
+        assert (old.precision, old.optimizer, old.checkpoint) == ("tf32", "sgd", "never")
+
+
+def test_the_training_is_part_of_the_case():
+    plain = case_key(row())
+    assert case_key(row(precision="bf16")) != plain
+    assert case_key(row(precision="fp32")) != case_key(row(precision="bf16"))
+    assert case_key(row(optimizer="adamw")) != plain
+    assert case_key(row(checkpoint="auto")) != plain
+    with pytest.raises(ValueError, match="Row.precision: 'fp8' is not one of: fp32, tf32, bf16"):
+        row(precision="fp8")
+
+
+def test_predicted_oom_is_done_for_resume_but_try_anyway_runs_it_again(paths):
+    from pipebench.bench.results import start_run
+
+    append(row(status="predicted-oom", reason="predicted to need 2 GiB", samples_per_s=None, step_ms=None), *paths)
+    assert start_run(*paths, resume=True) == {case_key(row())}
+    assert start_run(*paths, resume=True, rerun=["predicted-oom"]) == set()
+
+
+def test_the_report_lists_predicted_oom_rows_and_groups_by_training():
+    rows = [row(strategy="single", gpus="0", world_size=1, samples_per_s=60.0, step_ms=133.0),
+            row(),
+            row(strategy="pp-1f1b", micro_batches=2, schedule="1f1b", status="predicted-oom",
+                reason="no split into 2 stages fits the memory cap", samples_per_s=None, step_ms=None,
+                predicted_memory_bytes=[3 * GIB, 2 * GIB], max_memory="1;1"),
+            row(strategy="single", gpus="0", world_size=1, samples_per_s=30.0, step_ms=266.0, precision="bf16",
+                optimizer="adamw")]
+    summary = summarise(frame(rows))
+    table = markdown_table(summary)
+    assert "predicted out of memory: 3 GiB > cap 1 GiB" in table
+    assert "mlp tiny, bf16 adamw" in table and "mlp tiny, tf32 sgd" in table  # mixed: each names its training
+    # x one GPU only against the single run of the same training; nothing divides by the missing throughput
+    ddp = summary[summary["strategy"] == "ddp"].iloc[0]
+    assert ddp["x_single"] == pytest.approx(100.0 / 60.0)
+    assert ranking(summary) == ["Ranked: mlp tiny, tf32 sgd: ddp [0,1] 100.0/s, single [0] 60.0/s."]
+
+
+# ---------------------------------------------------------------------------------------- the command
+
+def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
+    gpus = Machine([0, 1], 2, "NVIDIA H200", caps=[100 * GIB, 5 * GIB])
+    suite_run.cap_machine(gpus, None, 10 * GIB)
+    assert (gpus.gpu_memory, gpus.caps) == (10 * GIB, [10 * GIB, 5 * GIB])  # the lower of free and asked
+    assert suite_run.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [10 * GIB] * 2
+    assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "10;5"  # every strategy is capped for real
+    assert case_caps(Case("mlp", "tiny", 8, "ddp"), Machine([0, 1], 2, "x", caps=[GIB] * 2)) == ""
+    with pytest.raises(Exception, match="no CUDA GPU is visible here"):
+        suite_run.cap_machine(Machine(None, 2, "cpu"), None, GIB)
+
+
+def test_describe_options_names_the_training_when_not_the_default():
+    options = suite_run.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+                                   overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
+    assert "sgd" not in suite_run.describe_options(options)
+    options.training = Training("bf16", "adamw", "auto")
+    assert "bf16 adamw, recompute auto" in suite_run.describe_options(options)
+
+
+# ----------------------------------------------------------------------------- predicted out of memory
+
+def profiled() -> Profiled:
+    """Eight layers of 2 MB of parameters on two GPUs, at micro-batches of 64, 32, 16 and 8."""
+    def one(micro):
+        scale = micro / 64
+        layers = [LayerProfile(f"l{i}", MB // 2, 2 * MB, 1.0 * scale, 2.0 * scale, 4000, [8, 125], "float32",
+                               100 * micro) for i in range(8)]
+        return Profile("mlp", "tiny", "cuda:0", "gpu", "x", 64, micro, 1, 0, [micro, 8], "float32", layers,
+                       link_gbps=100.0)
+    return Profiled([one(64 // m) for m in (1, 2, 4, 8)], Path("unused.profile.json"))
+
+
+@pytest.mark.parametrize("strategy, message", [
+    ("single", "fits the memory cap"),  # the solver's own line, naming the stage
+    ("pp-1f1b", "fits the memory cap"),
+    ("ddp", "predicted to need "),
+])
+def test_a_case_over_the_cap_is_a_row_of_its_own_and_try_anyway_runs_it(strategy, message):
+    machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
+    case = Case("mlp", "tiny", 64, strategy, training=Training("bf16", "adamw"))
+    skipped = prepare(case, machine, profiled(), steps=1, warmup=0)
+    assert skipped.job is None and message in skipped.over_cap
+    out = make_row(skipped, machine, status="predicted-oom", reason=skipped.over_cap)
+    assert out.status == "predicted-oom" and max(out.predicted_memory_bytes) > 4 * MB
+    assert out.max_memory and (out.precision, out.optimizer) == ("bf16", "adamw")
+
+    tried = prepare(case, machine, profiled(), steps=1, warmup=0, try_anyway=True)
+    assert tried.job is not None and tried.over_cap == skipped.over_cap  # the prediction stays beside the run
+    job = tried.job
+    assert (job.precision, job.optimizer, job.checkpoint, job.gpu_memory) == ("bf16", "adamw", "never", 4 * MB)
+    assert (tried.plan is not None) == (strategy != "ddp")  # a pipeline runs the plan cut without the cap
+
+
+def test_a_case_that_fits_is_launched_with_its_training():
+    machine = Machine([0, 1], 2, "NVIDIA H200", caps=[GIB] * 2)
+    prepared = prepare(Case("mlp", "tiny", 64, "pp-1f1b", training=Training("fp32", "sgd", "always")), machine,
+                       profiled(), steps=1, warmup=0)
+    assert prepared.over_cap == "" and prepared.job.training == Training("fp32", "sgd", "always")
+    assert prepared.job.gpu_memory is None
+
+
+def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches(tmp_path, monkeypatch):
+    launched = []
+
+    def fake_run(prepared, machine, *, steps, timeout):
+        launched.append(prepared)
+        return make_row(prepared, machine, status="oom", reason="CUDA out of memory", started_at="2026-12-01T11:00:00")
+
+    monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: profiled())
+    monkeypatch.setattr(suite_run, "run_prepared", fake_run)
+    machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
+
+    def run(**changes):
+        options = suite_run.RunOptions(models={"mlp": 64}, strategies=["single", "ddp"], chunks=[None],
+                                       flavour="tiny", overrides={}, out=tmp_path, resume=True, steps=1, warmup=0,
+                                       timeout=60, **changes)
+        notes = []
+        rows, _, json_path = suite_run.run_suite(options, machine, note=notes.append)
+        return rows, json_path, notes
+
+    rows, json_path, _ = run()
+    assert [r.status for r in rows] == ["predicted-oom", "predicted-oom"] and not launched
+    _, _, notes = run()
+    assert sum("done already (--resume)" in n for n in notes) == 2 and not launched
+    rows, _, notes = run(try_anyway=True)
+    assert len(launched) == 2 and [r.status for r in rows] == ["oom", "oom"]
+    assert all(r.predicted_memory_bytes and r.max_memory for r in rows)  # the prediction beside the measurement
+    assert any("--try-anyway: predicted to need" in n for n in notes)
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    import torch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+def test_a_cpu_run_in_bf16_with_adamw_writes_rows_that_say_so(capsys, tmp_path, cpu_only):
+    code = main(["run", "--models", "mlp", "--strategies", "single,ddp", "--quick", "--precision", "bf16",
+                 "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--chunks", "2", "--repeats", "1",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "bf16 adamw" in err
+    rows = load(sorted(tmp_path.glob("*.json")))
+    assert [r.strategy for r in rows] == ["single", "ddp"]
+    assert all(r.status == "ok" and (r.precision, r.optimizer, r.checkpoint) == ("bf16", "adamw", "never")
+               for r in rows), [r.reason for r in rows]
+    assert any(p.name.endswith("-bf16-adamw.profile.json") for p in tmp_path.rglob("*.profile.json"))
