@@ -12,13 +12,13 @@ the registry is priced by the model its kind calls for:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies import STRATEGIES, Strategy, get_strategy
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import Plan, make_plan
+from pipebench.partition.plan import Plan, make_plan, recomputing
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
@@ -86,8 +86,9 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
     speeds = list(speeds[:p]) if speeds else None
     links = links_of(profiles[0], link_gbps)
     own = OWN_PRICES.get(strategy.name)
-    if own is not None:
-        return own(strategy, profiles, used, caps, speeds, links, training)
+    if own is not None:  # a micro-batched one also takes the count it must use
+        counts = {"micro_batches": micro_batches} if strategy.micro_batched else {}
+        return own(strategy, profiles, used, caps, speeds, links, training, **counts)
     if strategy.needs_plan:
         return _predict_plan(strategy, profiles, used, caps, speeds, links, training, micro_batches)
     return _predict_replicas(strategy, profiles, used, caps, speeds, links, training)
@@ -96,9 +97,11 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
            caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
            link_gbps: float | None = None, training: Training = Training()) -> Advice:
-    """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline)."""
+    """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline;
+    replicated pipelines from two copies of their stages up)."""
     if strategies is None:
-        strategies = [name for name, s in STRATEGIES.items() if s.devices == "one" or len(devices) > 1]
+        strategies = [name for name, s in STRATEGIES.items() if s.devices == "one" or len(devices) > 1
+                      and len(devices) >= 2 * (s.stages_per_replica or 1)]
     predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
                            training=training) for name in strategies]
     predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
@@ -120,7 +123,8 @@ def _predict_plan(strategy, profiles, devices, caps, speeds, links, training, mi
                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                          link_latency_ms=links.latency_ms,
-                         optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)))
+                         optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)),
+                         checkpoint=training.checkpoint if strategy.can_checkpoint else "never")
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
                           micro_batches or 1, strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
@@ -162,8 +166,11 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training
         return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
                           [costs.replica_memory(whole.layers, states)], True, 1, None)
     if strategy.name == "ddp":
+        if training.checkpoint == "always":  # every layer's forward runs again in the backward
+            layers = [recomputing(l) for l in layers]
         step = costs.ddp_step(layers, p, links, scale=calibration(list(profiles)))
-        memory = [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0)] * p
+        memory = [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
+                                       recompute=training.checkpoint == "always")] * p
     else:
         last = layers[-1]
         step = costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
@@ -180,4 +187,129 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training
 
 OWN_PRICES: dict[str, Callable[..., Prediction]] = {}
 """Strategies that are neither a Plan nor a whole replica per device, each with its own price:
-name -> function(strategy, profiles, devices, caps, speeds, links, training) -> Prediction."""
+name -> function(strategy, profiles, devices, caps, speeds, links, training) -> Prediction (and
+micro_batches=, the count to use or None, for a micro-batched strategy)."""
+
+
+def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
+    """FSDP2: every device runs the whole model on batch / p samples, as DDP, with 1/p of the parameters,
+    gradients and optimizer states, gathering each layer's parameters for its forward and backward
+    (partition/costs.py fsdp_step, fsdp_memory). bf16 when the profile was timed in bf16; checkpoint
+    always recomputes every layer, auto nothing (the trainer has no plan to say where)."""
+    p = len(devices)
+    batch = profiles[0].batch
+    by_count = {pr.micro_batches: pr for pr in profiles}
+    if batch % p:
+        return Prediction(strategy.name, None, None, [], False, 1, None,
+                          f"batch {batch} does not split over {p} devices")
+    if p not in by_count:
+        return Prediction(strategy.name, None, None, [], False, 1, None,
+                          f"no profile at the replicas' micro-batch of {batch // p} samples "
+                          f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
+    layers = by_count[p].layers
+    bf16 = by_count[p].precision == "bf16"
+    recompute = training.checkpoint == "always"
+    step = costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute)
+    if speeds:
+        step /= min(speeds)  # every layer waits for the slowest process's gather
+    memory = [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p
+    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
+    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
+                      "" if fits else "predicted memory exceeds the cap")
+
+
+OWN_PRICES["fsdp"] = _predict_fsdp
+
+
+def _predict_device_map(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
+    """accelerate's device_map="auto": the whole batch through the layers on the devices accelerate puts
+    them on, one device at a time. Priced as a Plan of accelerate's cuts with one micro-batch on the GPipe
+    schedule (the simulator), plus the output's trip back to the first device and its gradient's trip
+    forth (accelerate's hooks return the output where the input came from).
+
+    accelerate cuts by the module's sizes, so this builds the module (_model_for_sizes) and imports torch
+    and accelerate when called; a profile whose model cannot be built here gets accelerate's cuts of a
+    stand-in made of its layers' parameter bytes, an estimate that the reason says."""
+    import torch
+
+    from pipebench.bench.strategies.devicemap import device_map_bounds, layer_size_bounds
+    from pipebench.partition.plan import plan_with_bounds, transfer_ms
+
+    whole = next((pr for pr in profiles if pr.micro_batches == 1), None)
+    if whole is None:
+        return Prediction(strategy.name, None, None, [], False, 1, "gpipe", "no profile of the whole batch")
+    model, why_not = _model_for_sizes(whole)
+    try:
+        if model is not None:
+            bounds = device_map_bounds(model, len(devices), caps, layers=[layer.name for layer in whole.layers])
+        else:
+            bounds = layer_size_bounds([layer.param_bytes for layer in whole.layers], len(devices), caps)
+        plan = plan_with_bounds(profiles, devices, bounds, schedule="gpipe", speeds=speeds,
+                                link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
+                                link_latency_ms=links.latency_ms, optimizer=training.optimizer,
+                                balanced_by="accelerate")
+    except (UserError, torch.cuda.OutOfMemoryError) as exc:  # no chain of stages; parameters that fit nowhere
+        return Prediction(strategy.name, None, None, [], False, 1, "gpipe", str(exc).splitlines()[0])
+    step = plan.predicted_step_ms
+    if len(plan.stages) > 1:
+        step += 2 * transfer_ms(whole.layers[-1].output_bytes, links.copy_gbps, links.latency_ms)
+    if _one_cpu_process(strategy, devices):  # the stages take turns on one process's threads
+        step = sum(s.forward_ms + s.backward_ms for s in plan.stages)
+    memory = plan.memory_per_device() + [0] * (len(devices) - plan.device_count)  # devices left empty
+    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
+    reasons = [] if fits else ["predicted memory exceeds the cap"]
+    if model is None:
+        reasons.append(f"cuts estimated from the layers' parameter bytes ({why_not})")
+    return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, "gpipe",
+                      "; ".join(reasons), plan=plan)
+
+
+def _model_for_sizes(profile: Profile):
+    """(the profiled model, None) for accelerate to read its sizes, or (None, why not) where it cannot be
+    built here. The zoo's models are built on the meta device; a model of your own on the CPU, since
+    building one runs its forward, which the meta device cannot."""
+    from pipebench import models
+
+    try:
+        if models.is_user_model(profile.model):
+            return models.get_model(profile.model, **profile.config), None
+        return models.get_model(profile.model, profile.flavour or None, device="meta", **profile.config), None
+    except UserError as exc:
+        return None, str(exc).splitlines()[0]
+
+
+OWN_PRICES["device-map"] = _predict_device_map
+
+
+def _predict_hybrid(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+    """hybrid: copies of one pipeline over `stages_per_replica` devices, each training on batch / replicas
+    samples. The Plan is planned for one replica (on the profiles as one replica's batch sees them) and
+    its step is the Plan's plus each stage's DDP all-reduce of its gradients over the replicas (after
+    the schedule, not overlapped; the stages' all-reduces run at once, the slowest ends the step). The
+    slowest copy of each stage sets its speed; the tightest cap its memory."""
+    k, p, batch = strategy.stages_per_replica, len(devices), profiles[0].batch
+    unavailable = lambda why: Prediction(strategy.name, None, None, [], False, micro_batches or 1,  # noqa: E731
+                                         strategy.torch_schedule, why)
+    if p < 2 * k or p % k:
+        return unavailable(f"needs {2 * k} or more GPUs, a multiple of {k} ({k} pipeline stages x 2 or more "
+                           f"replicas); this run has {p}")
+    replicas = p // k
+    if batch % replicas:
+        return unavailable(f"batch {batch} does not split over {replicas} replicas")
+    share = [replace(pr, batch=batch // replicas) for pr in profiles if (batch // replicas) % pr.micro_batch == 0]
+    if not share:
+        return unavailable(f"no profile at a micro-batch that splits a replica's {batch // replicas} samples")
+    per_stage = lambda values, pick: [pick(values[r * k + s] for r in range(replicas)) for s in range(k)]  # noqa: E731
+    one = _predict_plan(strategy, share, devices[:k], per_stage(caps, min) if caps else None,
+                        per_stage(speeds, min) if speeds else None, links, training, micro_batches)
+    if one.plan is None:
+        return replace(one, peak_memory_bytes=one.peak_memory_bytes * replicas)
+    layers = share[0].layers
+    allreduce = max(costs.allreduce_ms(sum(l.param_bytes for l in layers[s.first_layer:s.end_layer]), replicas, links)
+                    for s in one.plan.stages)
+    step = one.predicted_step_ms + allreduce
+    return replace(one, predicted_step_ms=step, predicted_samples_per_s=batch / step * 1e3 if step > 0 else None,
+                   peak_memory_bytes=one.peak_memory_bytes * replicas)
+
+
+OWN_PRICES["hybrid"] = _predict_hybrid

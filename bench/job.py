@@ -65,6 +65,9 @@ class Job:
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
         self.training  # noqa: B018 (checks precision, optimizer and checkpoint)
+        if self.checkpoint != "never" and not strategy.can_checkpoint:
+            raise UserError(f"{self.strategy} cannot recompute activations (--checkpoint {self.checkpoint}); "
+                            "use --checkpoint never with it")
         if self.gpu_memory is not None and self.gpu_memory <= 0:
             raise UserError(f"gpu_memory must be a positive byte count (got {self.gpu_memory})")
         if self.device_type not in ("cuda", "cpu"):
@@ -74,14 +77,21 @@ class Job:
         if strategy.needs_plan and self.plan is None:
             raise UserError(f"{self.strategy} runs a Plan; the job has none")
         plan = self.the_plan
-        if plan is not None:
+        if plan is not None and strategy.replicated:  # copies of one replica's pipeline
+            if self.devices % plan.device_count or self.devices < 2 * plan.device_count:
+                raise UserError(f"{self.strategy} copies a {plan.device_count}-device plan: {self.devices} devices "
+                                f"do not make 2 or more copies of it")
+            if plan.batch * self.replicas != self.batch:
+                raise UserError(f"the plan is for batch {plan.batch} per replica; {self.replicas} replicas of it "
+                                f"train {plan.batch * self.replicas}, the job {self.batch}")
+        elif plan is not None:
             if plan.batch != self.batch:
                 raise UserError(f"the plan is for batch {plan.batch}, the job for {self.batch}")
             if plan.device_count != (1 if strategy.devices == "one" else self.devices):
                 raise UserError(f"the plan is for {plan.device_count} device(s); {self.strategy} runs on "
                                 f"{self.devices}")
-        if strategy.splits_batch and self.batch % self.devices:
-            raise UserError(f"batch {self.batch} does not split evenly over {self.devices} {self.strategy} processes")
+        if strategy.splits_batch and self.batch % self.replicas:
+            raise UserError(f"batch {self.batch} does not split evenly over {self.replicas} {self.strategy} replicas")
 
     @property
     def training(self) -> Training:
@@ -96,25 +106,38 @@ class Job:
         return self.plan["micro_batches"] if self.plan is not None and get_strategy(self.strategy).micro_batched else 1
 
     @property
+    def replicas(self) -> int:
+        """Copies of the model that each train on their share of the batch: one per process (DDP), one per
+        copy of the Plan's devices (a replicated strategy), else 1."""
+        strategy = get_strategy(self.strategy)
+        if strategy.replicated:
+            return self.devices // self.the_plan.device_count if self.plan is not None else 1
+        return self.devices if strategy.splits_batch else 1
+
+    @property
     def processes(self) -> int:
         """Worker processes: one per device for multi-process strategies, else one."""
         return get_strategy(self.strategy).processes(self.devices)
 
     @classmethod
-    def from_plan(cls, plan: Plan, strategy: str, *, device_type: str = "cuda", **settings: Any) -> "Job":
+    def from_plan(cls, plan: Plan, strategy: str, *, device_type: str = "cuda", replicas: int = 1,
+                  **settings: Any) -> "Job":
         """The Job that runs `strategy` on `plan` (its model, batch and devices), e.g. to start on several
-        machines with torchrun; `settings`: steps, warmup, seed and the other fields."""
+        machines with torchrun; `settings`: steps, warmup, seed and the other fields. replicas: copies of
+        the plan that a replicated strategy (hybrid) runs, each on its own devices and share of the batch."""
         return cls(model=plan.model, flavour=plan.flavour or None, overrides=dict(plan.config), strategy=strategy,
-                   batch=plan.batch, devices=plan.device_count, device_type=device_type, plan=plan.to_dict(),
-                   **settings)
+                   batch=plan.batch * replicas, devices=plan.device_count * replicas, device_type=device_type,
+                   plan=plan.to_dict(), **settings)
 
     @classmethod
     def by_hand(cls, model: str, strategy: str, *, batch: int, devices: int, flavour: str | None = None,
                 overrides: dict[str, Any] | None = None, micro_batches: int = 1, stages_per_device: int | None = None,
-                bounds: list[int] | None = None, device_type: str = "cuda", **settings: Any) -> "Job":
+                bounds: list[int] | None = None, device_type: str = "cuda", stages_per_replica: int | None = None,
+                **settings: Any) -> "Job":
         """A Job whose Plan is cut by hand (`bounds`, default equal layer counts) without profiling: to try
         a split of your own, and how the tests run many splits. `stages_per_device` defaults to the
-        strategy's."""
+        strategy's; so does `stages_per_replica` (a replicated strategy's Plan covers that many of the
+        `devices`, for batch / replicas)."""
         from pipebench import models
         from pipebench.partition.plan import hand_plan
 
@@ -123,10 +146,19 @@ class Job:
         plan = None
         if kind.needs_plan:
             p = 1 if kind.devices == "one" else devices
-            plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=batch, devices=[f"{device_type}:{i}" for i in range(p)],
+            replica_batch = batch
+            if kind.replicated:
+                p = stages_per_replica or kind.stages_per_replica
+                if devices < p or devices % p or batch % (devices // p):
+                    raise UserError(f"{strategy}: {devices} devices and batch {batch} do not make copies of a "
+                                    f"{p}-device pipeline, each with an equal share of the batch")
+                replica_batch = batch // (devices // p)
+            plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=replica_batch,
+                             devices=[f"{device_type}:{i}" for i in range(p)],
                              flavour=flavour or "", schedule=kind.schedule,
                              micro_batches=micro_batches if kind.micro_batched else 1,
-                             virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds).to_dict()
+                             virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds,
+                             recompute=settings.get("checkpoint") == "always").to_dict()
         return cls(model=model, flavour=flavour, overrides=overrides, strategy=strategy, batch=batch, devices=devices,
                    device_type=device_type, plan=plan, **settings)
 

@@ -107,9 +107,77 @@ def dataparallel_step(layers: Sequence[LayerProfile], devices: int, links: Links
     return compute + moves
 
 
-def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_copies: int = 0) -> int:
+def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_copies: int = 0,
+                   recompute: bool = False) -> int:
     """Bytes one whole replica holds at its peak: parameters x (`states` copies: the parameter, its
-    gradient and the optimizer's), plus `extra_param_copies` (DDP's gradient buckets), plus every layer's
-    saved activations for its micro-batch."""
+    gradient and the optimizer's), plus `extra_param_copies` (DDP's gradient buckets), plus autocast's
+    bf16 weight copies, plus every layer's saved activations for its micro-batch; recomputing layer by
+    layer (activation checkpointing), every layer's input and the largest layer's activations instead."""
     params = sum(l.param_bytes for l in layers)
-    return int(params * (states + extra_param_copies) + sum(l.saved_bytes for l in layers))
+    fixed = params * (states + extra_param_copies) + sum(l.cast_bytes for l in layers)
+    if recompute:
+        return int(fixed + sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers))
+    return int(fixed + sum(l.saved_bytes for l in layers))
+
+
+# ------------------------------------------------------------------------------------------------ FSDP
+
+def gather_ms(nbytes: float, devices: int, links: Links) -> float:
+    """A ring all-gather (or reduce-scatter) whose whole result is `nbytes`: half an all-reduce's traffic,
+    (p - 1) / p x nbytes at the all-reduce's bus bandwidth (0 on one device, for nothing, or unpriced)."""
+    if devices < 2 or nbytes <= 0 or links.allreduce_gbps <= 0:
+        return 0.0
+    return (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.latency_ms
+
+
+def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
+              bf16: bool = False, recompute: bool = False) -> float:
+    """One FSDP2 step (fully_shard per layer): each layer's parameters are all-gathered before its forward
+    and again before its backward, and its gradients reduce-scattered after its backward.
+
+    The collectives run one after another on the link, in the order FSDP2 issues them: the next layer's
+    all-gather when this layer's compute starts (one prefetched), a reduce-scatter when a backward ends.
+    A layer computes once its own gather is done. `layers` are profiled at the replica's micro-batch
+    (batch / devices); scale: the profile's calibration, on every compute time. bf16: parameters are
+    gathered in bf16 (half the bytes), gradients reduced in fp32. recompute: every layer's backward runs
+    its forward again first (activation checkpointing)."""
+    if not layers:
+        return 0.0
+    gathered = [l.param_bytes / 2 if bf16 else l.param_bytes for l in layers]
+    clock = link_free = 0.0
+
+    def on_link(nbytes: float, at: float) -> float:
+        """Queue a collective issued at `at`; when it is done."""
+        nonlocal link_free
+        link_free = max(link_free, at) + gather_ms(nbytes, devices, links)
+        return link_free
+
+    for backward in (False, True):
+        order = list(reversed(range(len(layers)))) if backward else list(range(len(layers)))
+        ready = on_link(gathered[order[0]], clock)
+        for k, i in enumerate(order):
+            start = max(clock, ready)
+            if k + 1 < len(order):  # prefetch the next layer's parameters while this one computes
+                ready = on_link(gathered[order[k + 1]], start)
+            if not backward:
+                clock = start + scale * layers[i].forward_ms
+                continue
+            clock = start + scale * (layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0))
+            on_link(layers[i].param_bytes, clock)  # its gradients, reduce-scattered once they exist
+    return max(clock, link_free)
+
+
+def fsdp_memory(layers: Sequence[LayerProfile], devices: int, states: int, bf16: bool = False, *,
+                recompute: bool = False) -> int:
+    """Bytes one FSDP process holds at its peak: its 1/p of the parameters, their gradients and `states`
+    optimizer states each; the two largest layers gathered whole at once (the one computing and the one
+    prefetched; half the bytes in bf16); and every layer's saved activations at the replica's micro-batch,
+    or, recomputing, every layer's input and the largest layer's activations (as replica_memory)."""
+    params = sum(l.param_bytes for l in layers)
+    largest = sorted((l.param_bytes for l in layers), reverse=True)[:2]
+    gathered = sum(largest) / (2 if bf16 else 1)
+    if recompute:
+        kept = sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers)
+    else:
+        kept = sum(l.saved_bytes for l in layers)
+    return int(params * (2 + states) / devices + gathered + kept)

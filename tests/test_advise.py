@@ -58,7 +58,7 @@ def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
 def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
     advice = advise(profiles(), ["cuda:0", "cuda:1"])
     names = [p.strategy for p in advice.predictions]
-    assert sorted(names) == sorted(STRATEGIES)
+    assert sorted(names) == sorted(n for n in STRATEGIES if n != "hybrid")  # hybrid: from 4 devices
     rates = [p.predicted_samples_per_s for p in advice.predictions]
     assert rates == sorted(rates, reverse=True) and all(rates)
     assert advice.recommended == names[0]
@@ -129,7 +129,7 @@ def test_advise_cli_from_a_saved_profile(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert f"recommended: {data['recommended']}" in printed
     rates = [s["predicted_samples_per_s"] for s in data["strategies"]]
-    assert rates == sorted(rates, reverse=True) and len(rates) == len(STRATEGIES)
+    assert rates == sorted(rates, reverse=True) and len(rates) == len(STRATEGIES) - 1  # hybrid: from 4 GPUs
     assert all(len(s["peak_memory_bytes"]) in (1, 2) for s in data["strategies"])
 
 

@@ -7,6 +7,7 @@ import torch
 from pipebench import models
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.dataparallel import DataParallelTrainer
+from pipebench.bench.strategies.devicemap import DeviceMapTrainer
 from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
@@ -16,7 +17,7 @@ DEVICES = ["cpu", "cpu"]
 
 
 def make(strategy, model, devices=DEVICES, micro_batches=1, stages=None, batch=8):
-    if strategy is SingleTrainer or strategy is DataParallelTrainer:
+    if strategy in (SingleTrainer, DataParallelTrainer, DeviceMapTrainer):  # no Plan
         return strategy(model, devices)
     plan = hand_plan(model.name, model.layer_names, batch=batch, devices=devices[:stages or len(devices)],
                      micro_batches=micro_batches if strategy is PipelineTrainer else 1)
@@ -96,12 +97,12 @@ def test_the_registry_declares_every_strategy_once():
     from pipebench.bench.strategies.common import Trainer
     from pipebench.partition.schedule import SCHEDULES
 
-    assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "modelparallel", "pipeline", "pp-gpipe", "pp-1f1b",
-                                "pp-interleaved", "pp-zb", "pp-zbv"]
+    assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "fsdp", "device-map", "modelparallel", "pipeline",
+                                "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]
     for name, strategy in STRATEGIES.items():
         assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
         assert strategy.schedule is None or strategy.schedule in SCHEDULES
-        assert (strategy.torch_schedule is not None) == name.startswith("pp-")
+        assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan
 
 

@@ -40,11 +40,22 @@ class Strategy:
     torch_schedule: str | None = None
     """The torch.distributed.pipelining schedule class it runs, if any."""
     splits_batch: bool = False
-    """The batch is split evenly over the processes (DDP): it must divide by the device count."""
+    """The batch is split evenly over the replicas (DDP: one per process): it must divide by their count."""
+    stages_per_replica: int | None = None
+    """Replicated pipelines (hybrid): the Plan is one replica's pipeline, by default over this many
+    devices, copied over all of them (devices / its device count replicas), its batch one replica's
+    share. None: the Plan, if any, spans every device."""
+    can_checkpoint: bool = True
+    """It can recompute activations (Training.checkpoint auto or always); False: it runs with never only
+    (device-map: accelerate's hooks; dataparallel: its replicas' threads)."""
 
     @property
     def needs_plan(self) -> bool:
         return self.schedule is not None
+
+    @property
+    def replicated(self) -> bool:
+        return self.stages_per_replica is not None
 
     def processes(self, devices: int) -> int:
         return devices if self.process_per_device else 1
@@ -61,9 +72,14 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
              schedule="gpipe", devices="one"),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             "dataparallel:DataParallelTrainer", False),
+             "dataparallel:DataParallelTrainer", False, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
              "ddp:DDPTrainer", True, splits_batch=True),
+    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp:FSDPTrainer", True,
+             splits_batch=True),
+    Strategy("device-map",
+             "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
+             "devicemap:DeviceMapTrainer", False, can_checkpoint=False),
     Strategy("modelparallel", "the seed's hand split at the plan's cuts, no micro-batches",
              "modelparallel:ModelParallelTrainer", False, schedule="gpipe"),
     Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
@@ -77,9 +93,14 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              torch_schedule="ScheduleInterleaved1F1B"),
     Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
              True, schedule="zb-interleaved", stages_per_device=2, micro_batched=True,
-             torch_schedule="ScheduleInterleavedZeroBubble"),
+             torch_schedule="ScheduleInterleavedZeroBubble",
+             can_checkpoint=False),
     Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "pp:PipelineParallelTrainer", True,
-             schedule="zbv", stages_per_device=2, micro_batched=True, torch_schedule="ScheduleZBVZeroBubble"),
+             schedule="zbv", stages_per_device=2, micro_batched=True, torch_schedule="ScheduleZBVZeroBubble",
+             can_checkpoint=False),
+    Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
+             "hybrid:HybridTrainer", True, schedule="1f1b", micro_batched=True, one_micro_batch_per_stage=True,
+             torch_schedule="Schedule1F1B", splits_batch=True, stages_per_replica=2),
 ]}
 
 

@@ -51,13 +51,16 @@ class PipelineParallelTrainer(Trainer):
     places on this process's device: torch's split of the model at the Plan's cuts, as a chain of plain
     PipelineStages (bench/strategies/common.py: chain_stages), run by torch's schedule for the strategy."""
 
-    def __init__(self, model, device, *, strategy: str, plan, **kw):
+    def __init__(self, model, device, *, strategy: str, plan, group=None, **kw):
+        """group: the process group that runs the pipeline (None: every process; the hybrid strategy
+        passes one replica's group, and ranks below are ranks within it)."""
         cls = schedule_class(strategy)
         super().__init__(own_copy(model), [device], **kw)
         from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
         self.name = strategy
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.group = group
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if plan.device_count != self.world:
             raise UserError(f"{strategy}: the plan is for {plan.device_count} devices, {self.world} processes run it")
         self.num_stages = len(plan.stages)
@@ -69,9 +72,11 @@ class PipelineParallelTrainer(Trainer):
 
         chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
         self.shared = shared_parameters(pipe, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
-        for stage in chain:
+        for stage, planned in zip(chain, plan.stages):
             stage.copy_outputs = "ZeroBubble" in cls.__name__
-        stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device) for s in self.stage_ids]
+            stage.recompute = planned.recompute
+        stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device, group=group)
+                  for s in self.stage_ids]
         self.modules = [stage.submod for stage in stages]
         self.first_rank = plan.placement[0]
         self.last_rank = plan.placement[-1]
@@ -97,8 +102,9 @@ class PipelineParallelTrainer(Trainer):
             kwargs = {"target": targets.to(device), "losses": losses}
         self.schedule.step(*args, **kwargs)
         if self.shared:
-            sum_shared_grads(self.shared, set(self.stage_ids), all_reduce=dist.all_reduce)
+            sum_shared_grads(self.shared, set(self.stage_ids),
+                             all_reduce=lambda t: dist.all_reduce(t, group=self.group))
         # Each micro-batch loss is a mean over its samples; their mean is the batch-mean loss.
         loss = torch.stack([l.detach() for l in losses]).mean() if losses else torch.zeros((), device=device)
-        dist.broadcast(loss, src=self.last_rank)
+        dist.broadcast(loss, group=self.group, group_src=self.last_rank)
         return loss

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 14 on the 2xH200 machine, from the repository root, one part per call (a call has 10 minutes):
+#   PART=big  bash bench/gpu/too_big.sh   # GPT 8B, bf16 + AdamW: single and DDP predicted out of memory,
+#                                         # pp-1f1b, pp-zbv, pp-interleaved, fsdp, device-map run, single tried anyway
+#   PART=lab  bash bench/gpu/too_big.sh   # the seed's lab: --gpu-memory 10GiB, the seed's ConvNet (TF32 SGD) and
+#                                         # GPT 800M (bf16 + AdamW, --checkpoint auto)
+#   PART=bf16 MODEL=gpt BATCH=64 bash bench/gpu/too_big.sh   # GPT 800M or ResNet-101 again in bf16 + AdamW
+# Everything lands in $DIR (default out/too-big) and comes back as $OUT/too-big-<part>.tgz. Profiles are
+# reused from $DIR/profiles when there (carry them back in for a later call).
+set -u
+source bench/gpu/env.sh
+py=${PYTHON:-python3}
+dir=${DIR:-out/too-big}
+part=${PART:-big}
+mkdir -p "$dir/profiles" "$dir/logs"
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"; hostname
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  $py -c "import torch, sys, accelerate; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'accelerate', accelerate.__version__)"
+} > "$dir/env-$part.txt" 2>&1
+cat "$dir/env-$part.txt"
+bf16="--precision bf16 --optimizer adamw"
+run() {  # run NAME LIMIT_S ARGS...: one pipebench run, its log kept, stopped at LIMIT_S
+  local name=$1 limit=$2; shift 2
+  echo "+ pipebench run $*" | tee "$dir/logs/$name.log"
+  timeout -s INT "$limit" $py -m pipebench run --gpus 0,1 --profiles "$dir/profiles" --resume "$@" 2>&1 | tee -a "$dir/logs/$name.log"
+}
+case "$part" in
+  big)
+    run big 420 --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --steps 3 --warmup 1 --out "$dir/big" \
+      --strategies single,ddp,pp-1f1b,fsdp,pp-zbv,device-map,pp-interleaved
+    run big-try 60 --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --steps 3 --warmup 1 --out "$dir/big-try" \
+      --strategies single --try-anyway
+    ;;
+  lab)
+    run lab-convnet 120 --models convnet --gpu-memory 10GiB --out "$dir/lab" --steps 5 \
+      --strategies single,dataparallel,ddp,fsdp,device-map,modelparallel,pipeline,pp-1f1b,pp-zbv
+    run lab-gpt 420 --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --chunks 8,16,32 \
+      --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved
+    ;;
+  bf16)
+    model=${MODEL:-gpt}
+    run "bf16-$model" 540 --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-4,8,16}" --out "$dir/bf16" \
+      --steps 5 --strategies "${STRATEGIES:-single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved,pp-zbv}"
+    ;;
+esac
+$py -m pipebench report "$dir"/big/*.json "$dir"/big-try/*.json "$dir"/lab/*.json "$dir"/bf16/*.json --out "$dir/report" \
+  > "$dir/logs/report-$part.txt" 2>&1
+tail -60 "$dir/logs/report-$part.txt"
+tar czf "${OUT:-out}/too-big-$part.tgz" -C "$dir" . 2>/dev/null

@@ -1,0 +1,204 @@
+"""Precision, optimizer and activation checkpointing: profiled, priced by the planner, and trained the same
+by every strategy as by one device."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipebench import models
+from pipebench.bench.job import Job
+from pipebench.bench.launch import launch
+from pipebench.bench.strategies.pipeline import PipelineTrainer
+from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.errors import UserError
+from pipebench.partition.plan import hand_plan, make_plan
+from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.training import Training
+
+BF16_ADAMW = Training(precision="bf16", optimizer="adamw")
+
+
+def assert_adamw_step_close(state, ref, lr):
+    """AdamW's first step moves every weight by lr * g / (|g| + eps), about lr * sign(g): where a gradient
+    is near zero, rounding (bf16 above all) may flip its sign and move the weight the other way. So: no
+    element differs by more than 2 lr (one full step each way), and at most 1% differ by more than lr / 10.
+    A wrong gradient (not averaged, a missing micro-batch) flips far more than 1% of the signs."""
+    assert state.keys() == ref.keys()
+    total = off = 0
+    for name in ref:
+        diff = (state[name].float() - ref[name].float()).abs()
+        assert diff.max() <= 2 * lr * 1.01, name
+        total += diff.numel()
+        off += int((diff > lr / 10).sum())
+    assert off <= 0.01 * total, f"{off} of {total} elements moved differently"
+
+
+def one_device(model, training, batch=8):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker computes: the same reduction order
+    try:
+        trainer = SingleTrainer(model, ["cpu"], training=training)
+        inputs, targets = model.make_batch(batch, seed=1)
+        return trainer.step(inputs, targets), trainer.state_dict()
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------------------- the record
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(precision="fp16"), "unknown precision 'fp16'"),
+    (dict(optimizer="lion"), "unknown optimizer 'lion'"),
+    (dict(checkpoint="sometimes"), "unknown checkpoint 'sometimes'"),
+])
+def test_unknown_settings_are_one_line(settings, message):
+    with pytest.raises(UserError, match=message):
+        Training(**settings)
+
+
+@pytest.mark.parametrize("strategy", ["pp-zbv", "pp-zb", "dataparallel"])
+def test_checkpointing_with_a_strategy_that_cannot_is_refused(strategy):
+    with pytest.raises(UserError, match="checkpoint"):
+        Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
+                    checkpoint="always")
+
+
+def test_checkpointing_a_zero_bubble_plan_is_refused():
+    with pytest.raises(UserError, match="backward in one piece"):
+        make_plan([profile_of([1.0, 1.0, 1.0, 1.0])], ["cpu"] * 2, schedule="zbv", virtual_stages=2,
+                  checkpoint="auto")
+
+
+# -------------------------------------------------------------------------------------------- profiles
+
+def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
+    """Under autocast the saved tensors of a linear layer include the bf16 copy of its weight, made once
+    per step: the profile counts it once (cast_bytes), not per micro-batch, and the activations shrink."""
+    from pipebench.partition.profiler import profile_model
+
+    model = models.get_model("gpt", "tiny")
+    with torch.random.fork_rng():
+        fp32 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=Training("fp32"))
+        bf16 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=BF16_ADAMW)
+    assert (fp32.precision, bf16.precision, bf16.optimizer) == ("fp32", "bf16", "adamw")
+    assert sum(l.cast_bytes for l in fp32.layers) == 0
+    cast = sum(l.cast_bytes for l in bf16.layers)
+    params = sum(l.param_bytes for l in bf16.layers)
+    # Half the bytes of the weights that matmuls use (not the embeddings' lookups nor the norms').
+    assert 0.1 * params < cast <= 0.5 * params
+    assert sum(l.saved_bytes for l in bf16.layers) < 0.9 * sum(l.saved_bytes for l in fp32.layers)
+
+
+# --------------------------------------------------------------------------------------------- pricing
+
+def profile_of(forward_ms, micro_batch=2, batch=8, param_bytes=4000, saved=1000, out=100, cast=0):
+    layers = [LayerProfile(f"l{i}", param_bytes // 4, param_bytes, f, 2 * f, out, [micro_batch, 25], "float32", saved,
+                           cast_bytes=cast) for i, f in enumerate(forward_ms)]
+    return Profile("mlp", "tiny", "cpu", "cpu", "x", batch, micro_batch, 1, 0, [micro_batch, 4], "float32", layers)
+
+
+def test_the_memory_prices_adamw_and_the_cast_copies_in_closed_form():
+    profile = profile_of([1.0] * 4, cast=500)
+    for optimizer, states in (("sgd", 0), ("adamw", 2)):
+        plan = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, optimizer=optimizer)
+        for stage in plan.stages:
+            layers = stage.end_layer - stage.first_layer
+            # parameters + gradients + states, the cast copies once, activations of every micro-batch in flight
+            assert stage.predicted_memory_bytes == layers * (4000 * (2 + states) + 500 + 1000 * stage.peak_in_flight)
+
+
+def test_checkpoint_always_prices_the_recompute_and_keeps_only_what_each_stage_received():
+    profile = profile_of([1.0] * 4)
+    keep = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
+    again = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="always")
+    assert all(s.recompute for s in again.stages) and not any(s.recompute for s in keep.stages)
+    for k, r in zip(keep.stages, again.stages):
+        assert r.forward_ms == pytest.approx(k.forward_ms)
+        assert r.backward_ms == pytest.approx(k.backward_ms + k.forward_ms)  # the forward runs again
+        layers = r.end_layer - r.first_layer
+        received = 100 if r.first_layer > 0 else 0
+        assert r.predicted_memory_bytes == layers * (2 * 4000 + 1000) + received * r.peak_in_flight
+    assert again.predicted_step_ms > keep.predicted_step_ms
+
+
+def test_checkpoint_always_on_one_device_keeps_each_layers_input():
+    plan = make_plan([profile_of([1.0] * 4, micro_batch=8)], ["cpu"], schedule="gpipe", micro_batches=1,
+                     checkpoint="always")
+    # parameters and gradients, every layer's input but the first's, one layer's activations
+    assert plan.stages[0].predicted_memory_bytes == 4 * 2 * 4000 + 3 * 100 + 1000
+
+
+def test_checkpoint_auto_recomputes_only_the_stages_that_need_it():
+    profile = profile_of([1.0] * 4)
+    keep = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
+    assert make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto",
+                     max_memory=max(keep.memory_per_device())).checkpoint == "auto"
+    roomy = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto",
+                      max_memory=max(keep.memory_per_device()))
+    assert not any(s.recompute for s in roomy.stages)
+    # Room for one stage's activations but not the other's: only that one recomputes.
+    caps = [keep.memory_per_device()[0], keep.memory_per_device()[1] - 1]
+    tight = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto", max_memory=caps)
+    assert [s.recompute for s in tight.stages] == [False, True]
+    assert all(m <= c for m, c in zip(tight.memory_per_device(), caps))
+    assert keep.predicted_step_ms < tight.predicted_step_ms
+
+
+# ------------------------------------------------------------------------------------------- training
+
+@pytest.mark.parametrize("training", [Training("fp32"), BF16_ADAMW], ids=["fp32-sgd", "bf16-adamw"])
+def test_a_recomputing_pipeline_trains_like_one_device(training):
+    model = models.get_model("gpt", "tiny")
+    ref_loss, ref = one_device(model, training)
+    plan = hand_plan(model.name, model.layer_names, batch=8, devices=["cpu", "cpu"], micro_batches=2, recompute=True)
+    trainer = PipelineTrainer(model, ["cpu", "cpu"], plan=plan, training=training)
+    inputs, targets = model.make_batch(8, seed=1)
+    loss = trainer.step(inputs, targets)
+    if training.optimizer == "sgd":
+        assert loss == pytest.approx(ref_loss, rel=1e-5)
+        for name, value in trainer.state_dict().items():
+            torch.testing.assert_close(value, ref[name], atol=1e-5, rtol=1e-4)
+    else:
+        assert loss == pytest.approx(ref_loss, rel=2e-2)
+        assert_adamw_step_close(trainer.state_dict(), ref, training.lr)
+
+
+def test_single_recomputing_layer_by_layer_trains_like_one_device():
+    model = models.get_model("gpt", "tiny")
+    ref_loss, ref = one_device(model, Training())
+    trainer = SingleTrainer(model, ["cpu"], recompute=True)
+    inputs, targets = model.make_batch(8, seed=1)
+    assert trainer.step(inputs, targets) == pytest.approx(ref_loss, rel=1e-6)
+    assert trainer.state_dict().keys() == ref.keys()  # the wrappers' names are not the model's
+    for name, value in trainer.state_dict().items():
+        torch.testing.assert_close(value, ref[name], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy, micro_batches, stages", [
+    ("dataparallel", 1, None), ("modelparallel", 1, None), ("pipeline", 4, None), ("ddp", 1, None),
+    ("pp-1f1b", 4, None), ("pp-zbv", 4, 4),
+    pytest.param("pp-gpipe", 4, None, marks=pytest.mark.slow),  # the same runtime as pp-1f1b
+    pytest.param("pp-interleaved", 4, 4, marks=pytest.mark.slow),
+    pytest.param("pp-zb", 4, 4, marks=pytest.mark.slow),  # zero-bubble, as pp-zbv
+])
+def test_bf16_and_adamw_through_every_strategy(tmp_path, strategy, micro_batches, stages):
+    """First losses within bf16's tolerance of one device's, updated parameters within AdamW's (see
+    assert_adamw_step_close). One-process strategies run here; the others in gloo processes."""
+    model = models.get_model("gpt", "tiny", seed=0)
+    job = Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu",
+                      micro_batches=micro_batches, stages_per_device=(stages or 2) // 2, steps=1, warmup=0, seed=0,
+                      save_params=True, precision="bf16", optimizer="adamw")
+    if job.processes == 1:
+        from pipebench.bench.worker import build_trainer
+
+        trainer = build_trainer(job, model, 0)
+        inputs, targets = model.make_batch(8, seed=1)
+        first_loss, params = trainer.step(inputs, targets), trainer.state_dict()
+    else:
+        first_loss = launch(job, keep=tmp_path, timeout=300)["first_loss"]
+        params = {}
+        for rank in range(job.processes):
+            params.update(torch.load(tmp_path / f"params-rank{rank}.pt"))
+    ref_loss, ref = one_device(model, BF16_ADAMW)
+    assert first_loss == pytest.approx(ref_loss, rel=2e-2)
+    assert_adamw_step_close(params, ref, BF16_ADAMW.lr)
