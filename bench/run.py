@@ -218,10 +218,16 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
 def check_options(options: RunOptions) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
-    its flavour and every --set setting (unknown, or a count that is not a positive integer), and each
-    --chunks count must split each model's batch into equal micro-batches."""
+    its flavour and every --set setting (unknown, or a count that is not a positive integer), each
+    --chunks count must split each model's batch into equal micro-batches, and --checkpoint needs
+    strategies that can recompute."""
     from pipebench import models as zoo
 
+    if options.training.checkpoint != "never":
+        cannot = [name for name in options.strategies if not get_strategy(name).can_checkpoint]
+        if cannot:
+            raise UserError(f"--checkpoint {options.training.checkpoint}: {', '.join(cannot)} cannot recompute "
+                            "activations; leave them out or use --checkpoint never")
     for name, batch in options.models.items():
         own = zoo.is_user_model(name)
         zoo.get_model(name, None if own else options.flavour, device="meta", **options.overrides)

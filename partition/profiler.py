@@ -23,6 +23,7 @@ statistics), gradients and ``forward`` methods.
 """
 from __future__ import annotations
 
+import gc
 import platform
 import time
 import warnings
@@ -90,13 +91,13 @@ def profile_model(
         param_storages = {p.untyped_storage().data_ptr()
                           for m in (module, *(s.module for s in segs)) for p in m.parameters()}
         layers = []
-        # One autocast context over every segment, as a trainer's step holds one: the weights' bf16 copies
-        # are made once and kept (see _profile_segment).
-        with autocast(training, device.type):
-            measured_all = []
-            for i, segment in enumerate(segs):
-                if progress:
-                    progress(i, len(segs), segment.begins_at)
+        measured_all = []
+        for i, segment in enumerate(segs):
+            if progress:
+                progress(i, len(segs), segment.begins_at)
+            # An autocast context per segment, as a trainer's step holds one: the weights' bf16 copies are
+            # made once per context and kept (see _profile_segment), and freed before the next segment.
+            with autocast(training, device.type):
                 measured_all.append(_profile_segment(segment, clock, repeats, warmup, param_storages))
         for i, (segment, measured) in enumerate(zip(segs, measured_all)):
             if i < len(captured.cuts):
@@ -175,7 +176,10 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
             storage = t.untyped_storage()
             if storage.data_ptr() not in param_storages:
                 seen[storage.data_ptr()] = storage.nbytes()
-            return t
+            # A detached alias, not the tensor itself: an op that saves its own output (attention does)
+            # would otherwise hold that output through its own graph node, a cycle through autograd that
+            # the garbage collector cannot see, and every attention segment's forward would stay alive.
+            return t.detach()
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             return seen, forward(xs)
@@ -429,7 +433,8 @@ def profile_sizes(
     started = time.perf_counter()
     say(f"profiling {model.name} ({model.flavour}) on {device} at "
         f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}")
-    for k, m in enumerate(counts, 1):
+    # Smallest micro-batches first: if a large one runs out of memory, the small ones are already measured.
+    for k, m in enumerate(sorted(counts, reverse=True), 1):
         size = batch // m
         t0 = time.perf_counter()
 
@@ -447,6 +452,8 @@ def profile_sizes(
             if len(counts) == 1:
                 raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
             say(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {first_line(exc)}" + " " * 30)
+            del exc
+            gc.collect()  # what the failed size held (its frames, through the traceback) before the next one
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             continue
@@ -454,4 +461,4 @@ def profile_sizes(
     if not profiles:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     say(f"profiled in {time.perf_counter() - started:.1f} s")
-    return profiles
+    return sorted(profiles, key=lambda p: counts.index(p.micro_batches))  # in the order asked

@@ -171,6 +171,7 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--precision", "bogus"], "unknown precision 'bogus'; choose one of: fp32, tf32, bf16"),
     (["--optimizer", "adam"], "unknown optimizer 'adam'; choose one of: sgd, adamw"),
     (["--checkpoint", "sometimes"], "unknown checkpoint 'sometimes'"),
+    (["--strategies", "single,pp-zbv", "--checkpoint", "always"], "--checkpoint always: pp-zbv cannot recompute"),
     (["--gpu-memory", "10GiB"], "--gpu-memory caps GPU memory, and no CUDA GPU is visible here"),
     (["--gpu-memory", "0"], "--gpu-memory must be a positive size such as 10GiB (got '0')"),
     (["--gpu-memory", "0.5"], "--gpu-memory must be a positive size"),

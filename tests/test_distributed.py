@@ -194,7 +194,7 @@ def test_visible_devices_count_within_the_users_choice():
 
 @pytest.mark.parametrize("settings, message", [
     (dict(strategy="nope"), "unknown strategy 'nope'"),
-    (dict(strategy="ddp", batch=9), "batch 9 does not split evenly over 2 ddp processes"),
+    (dict(strategy="ddp", batch=9), "batch 9 does not split evenly over 2 ddp replicas"),
     (dict(strategy="pp-1f1b", micro_batches=3), "batch 8 does not split into 3 equal micro-batches"),
 ])
 def test_bad_jobs_are_refused_before_anything_starts(settings, message):

@@ -176,7 +176,8 @@ def test_single_recomputing_layer_by_layer_trains_like_one_device():
 
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("dataparallel", 1, None), ("modelparallel", 1, None), ("pipeline", 4, None), ("ddp", 1, None),
-    ("pp-1f1b", 4, None), ("pp-zbv", 4, 4),
+    ("pp-1f1b", 4, None),
+    pytest.param("pp-zbv", 4, 4, marks=pytest.mark.slow),  # the zero-bubble runtime: tests/test_distributed.py
     pytest.param("pp-gpipe", 4, None, marks=pytest.mark.slow),  # the same runtime as pp-1f1b
     pytest.param("pp-interleaved", 4, 4, marks=pytest.mark.slow),
     pytest.param("pp-zb", 4, 4, marks=pytest.mark.slow),  # zero-bubble, as pp-zbv

@@ -197,6 +197,7 @@ def cpu_only(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
 
 
+@pytest.mark.slow  # the rows' fields are checked without a run above; this is the whole path on the CPU
 def test_a_cpu_run_in_bf16_with_adamw_writes_rows_that_say_so(capsys, tmp_path, cpu_only):
     code = main(["run", "--models", "mlp", "--strategies", "single,ddp", "--quick", "--precision", "bf16",
                  "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--chunks", "2", "--repeats", "1",

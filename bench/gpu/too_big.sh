@@ -5,6 +5,9 @@
 #   PART=lab  bash bench/gpu/too_big.sh   # the seed's lab: --gpu-memory 10GiB, the seed's ConvNet (TF32 SGD) and
 #                                         # GPT 800M (bf16 + AdamW, --checkpoint auto)
 #   PART=bf16 MODEL=gpt BATCH=64 bash bench/gpu/too_big.sh   # GPT 800M or ResNet-101 again in bf16 + AdamW
+#   PART=one GPUS=0 bash bench/gpu/too_big.sh  # what one H200 can show: the 8B and 800M-at-10GiB single cases
+#                                         # predicted out of memory and tried anyway, the bf16 baselines; its
+#                                         # profiles are the ones the 2-GPU parts reuse (same counts)
 # Everything lands in $DIR (default out/too-big) and comes back as $OUT/too-big-<part>.tgz. Profiles are
 # reused from $DIR/profiles when there (carry them back in for a later call).
 set -u
@@ -23,13 +26,13 @@ bf16="--precision bf16 --optimizer adamw"
 run() {  # run NAME LIMIT_S ARGS...: one pipebench run, its log kept, stopped at LIMIT_S
   local name=$1 limit=$2; shift 2
   echo "+ pipebench run $*" | tee "$dir/logs/$name.log"
-  timeout -s INT "$limit" $py -m pipebench run --gpus 0,1 --profiles "$dir/profiles" --resume "$@" 2>&1 | tee -a "$dir/logs/$name.log"
+  timeout -s INT "$limit" $py -m pipebench run --gpus "${GPUS:-0,1}" --profiles "$dir/profiles" --resume "$@" 2>&1 | tee -a "$dir/logs/$name.log"
 }
 case "$part" in
   big)
-    run big 420 --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --steps 3 --warmup 1 --out "$dir/big" \
+    run big 420 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big" \
       --strategies single,ddp,pp-1f1b,fsdp,pp-zbv,device-map,pp-interleaved
-    run big-try 60 --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --steps 3 --warmup 1 --out "$dir/big-try" \
+    run big-try 90 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big-try" \
       --strategies single --try-anyway
     ;;
   lab)
@@ -38,13 +41,23 @@ case "$part" in
     run lab-gpt 420 --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --chunks 8,16,32 \
       --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved
     ;;
+  one)
+    run one-8b 300 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 \
+      --out "$dir/one" --strategies single
+    run one-8b-try 90 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 \
+      --out "$dir/one-try" --strategies single --try-anyway
+    run one-800m 120 --models gpt --batch 64 $bf16 --chunks 2,4,8,16 --out "$dir/one" --strategies single
+    run one-800m-lab 60 --models gpt --batch 64 $bf16 --chunks 2,4,8,16 --gpu-memory 10GiB --out "$dir/one-try" \
+      --strategies single --try-anyway
+    run one-resnet 150 --models resnet101 --batch 256 $bf16 --chunks 2,4,8 --out "$dir/one" --strategies single
+    ;;
   bf16)
     model=${MODEL:-gpt}
-    run "bf16-$model" 540 --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-4,8,16}" --out "$dir/bf16" \
+    run "bf16-$model" 540 --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-2,4,8,16}" --out "$dir/bf16" \
       --steps 5 --strategies "${STRATEGIES:-single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved,pp-zbv}"
     ;;
 esac
-$py -m pipebench report "$dir"/big/*.json "$dir"/big-try/*.json "$dir"/lab/*.json "$dir"/bf16/*.json --out "$dir/report" \
+$py -m pipebench report $(ls "$dir"/*/*.json 2>/dev/null | grep -v profiles/) --out "$dir/report" \
   > "$dir/logs/report-$part.txt" 2>&1
 tail -60 "$dir/logs/report-$part.txt"
 tar czf "${OUT:-out}/too-big-$part.tgz" -C "$dir" . 2>/dev/null
