@@ -35,6 +35,10 @@ case "$part" in
     run big-try 90 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big-try" \
       --strategies single --try-anyway
     ;;
+  big2)  # the 8B cases a first call had no time for (each 8B case spends about 2 minutes building)
+    run big2 "${LIMIT:-330}" --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --repeats 3 --steps 3 --warmup 1 \
+      --out "$dir/big" --strategies "${STRATEGIES:-fsdp,device-map}"
+    ;;
   lab)
     run lab-convnet 120 --models convnet --gpu-memory 10GiB --out "$dir/lab" --steps 5 \
       --strategies single,dataparallel,ddp,fsdp,device-map,modelparallel,pipeline,pp-1f1b,pp-zbv
