@@ -299,6 +299,9 @@ def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages
     v·m chunks of work per device), else 1."""
     if not _is_pipeline(strategy):
         return 1.0
+    known = STRATEGIES.get(strategy)
+    if known is not None and known.replicated:  # each replica's pipeline is that many devices deep
+        devices = min(devices, known.stages_per_replica)
     return ideal_efficiency(devices, virtual_stages * micro_batches)
 
 

@@ -131,7 +131,7 @@ def gather_ms(nbytes: float, devices: int, links: Links) -> float:
 
 
 def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
-              bf16: bool = False, recompute: bool = False) -> float:
+              bf16: bool = False, recompute: bool = False, contention: float = DDP_CONTENTION) -> float:
     """One FSDP2 step (fully_shard per layer): each layer's parameters are all-gathered before its forward
     and again before its backward, and its gradients reduce-scattered after its backward.
 
@@ -140,23 +140,29 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
     A layer computes once its own gather is done. `layers` are profiled at the replica's micro-batch
     (batch / devices); scale: the profile's calibration, on every compute time. bf16: parameters are
     gathered in bf16 (half the bytes), gradients reduced in fp32. recompute: every layer's backward runs
-    its forward again first (activation checkpointing)."""
+    its forward again first (activation checkpointing). contention: as DDP's, the compute running beside a
+    collective slows by this share of the collective's time (NCCL's kernels take SMs from it)."""
     if not layers:
         return 0.0
     gathered = [l.param_bytes / 2 if bf16 else l.param_bytes for l in layers]
-    clock = link_free = 0.0
+    clock = link_free = slowed = 0.0
 
     def on_link(nbytes: float, at: float) -> float:
-        """Queue a collective issued at `at`; when it is done."""
-        nonlocal link_free
-        link_free = max(link_free, at) + gather_ms(nbytes, devices, links)
+        """Queue a collective issued at `at`; when it is done. The compute it overlaps pays `contention`
+        of its time (the first gather of each pass overlaps nothing)."""
+        nonlocal link_free, slowed
+        took = gather_ms(nbytes, devices, links)
+        link_free = max(link_free, at) + took
+        slowed += contention * took
         return link_free
 
     for backward in (False, True):
         order = list(reversed(range(len(layers)))) if backward else list(range(len(layers)))
         ready = on_link(gathered[order[0]], clock)
+        slowed = 0.0  # that first gather waits, overlapping nothing
         for k, i in enumerate(order):
-            start = max(clock, ready)
+            start = max(clock, ready) + slowed
+            slowed = 0.0
             if k + 1 < len(order):  # prefetch the next layer's parameters while this one computes
                 ready = on_link(gathered[order[k + 1]], start)
             if not backward:

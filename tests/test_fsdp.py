@@ -163,15 +163,19 @@ def test_fsdp_hides_each_gather_behind_the_previous_layers_compute():
     # Each gather or reduce-scatter takes 0.5 ms: only the first gather of each pass and the last
     # reduce-scatter are exposed (the others overlap a 1 ms forward or a 2 ms backward).
     fast = costs.Links(allreduce_gbps=1000.0)
-    assert costs.fsdp_step(layers, 2, fast) == pytest.approx(12.0 + 3 * 0.5)
-    assert costs.fsdp_step(layers, 2, fast, scale=2.0) == pytest.approx(24.0 + 3 * 0.5)
-    assert costs.fsdp_step(layers, 2, fast, bf16=True) == pytest.approx(12.0 + 2 * 0.25 + 0.5)  # bf16 gathers
-    assert costs.fsdp_step(layers, 2, fast, recompute=True) == pytest.approx(16.0 + 3 * 0.5)  # forwards twice
+    free = dict(contention=0.0)  # overlap that costs the compute nothing
+    assert costs.fsdp_step(layers, 2, fast, **free) == pytest.approx(12.0 + 3 * 0.5)
+    assert costs.fsdp_step(layers, 2, fast, scale=2.0, **free) == pytest.approx(24.0 + 3 * 0.5)
+    assert costs.fsdp_step(layers, 2, fast, bf16=True, **free) == pytest.approx(12.0 + 2 * 0.25 + 0.5)  # bf16 gathers
+    assert costs.fsdp_step(layers, 2, fast, recompute=True, **free) == pytest.approx(16.0 + 3 * 0.5)  # forwards twice
+    # As DDP's all-reduce, an overlapped collective slows the compute beside it by its time (contention 1):
+    # 3 prefetched gathers in each pass and the 3 reduce-scatters that another backward follows.
+    assert costs.fsdp_step(layers, 2, fast) == pytest.approx(12.0 + 3 * 0.5 + 9 * 0.5)
     # A slow link (5 ms per collective) sets the pace: 4 gathers forward, then 4 gathers and 4
     # reduce-scatters in the backward, back to back on the link (12 x 5 ms), idle only while the last
     # layer's forward runs (1 ms): the backward's first gather waits for it.
     slow = costs.Links(allreduce_gbps=100.0)
-    assert costs.fsdp_step(layers, 2, slow) == pytest.approx(12 * 5.0 + 1.0)
+    assert costs.fsdp_step(layers, 2, slow, **free) == pytest.approx(12 * 5.0 + 1.0)
 
 
 def test_fsdp_holds_a_share_of_the_states_two_layers_whole_and_its_activations():
@@ -186,14 +190,15 @@ def test_fsdp_holds_a_share_of_the_states_two_layers_whole_and_its_activations()
 def test_advise_prices_fsdp_from_the_replicas_profile():
     fsdp = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
     ddp = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
-    # Half the batch each (8 layers x 1.5 ms), then the exposed 2 MB collectives at 100 GB/s: 0.01 ms each.
-    assert fsdp.predicted_step_ms == pytest.approx(12.0 + 3 * 0.01)
+    # Half the batch each (8 layers x 1.5 ms), the exposed 2 MB collectives at 100 GB/s (0.01 ms each), and
+    # the 21 overlapped ones that slow the compute beside them (7 prefetches per pass, 7 reduce-scatters).
+    assert fsdp.predicted_step_ms == pytest.approx(12.0 + 3 * 0.01 + 21 * 0.01)
     assert fsdp.peak_memory_bytes == [16 * 10**6 * 4 // 2 + 2 * 2 * 10**6 + 8 * 100 * 32] * 2
     assert fsdp.fits and fsdp.peak_memory_bytes[0] < ddp.peak_memory_bytes[0]
     capped = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], caps=[fsdp.peak_memory_bytes[0] - 1] * 2)
     assert capped.fits  # SGD keeps no state: less than AdamW's
     always = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], training=Training(checkpoint="always"))
-    assert always.predicted_step_ms == pytest.approx(12.0 + 4.0 + 3 * 0.01)  # the 8 x 0.5 ms forwards again
+    assert always.predicted_step_ms == pytest.approx(12.0 + 4.0 + 24 * 0.01)  # the 8 x 0.5 ms forwards again
     tight = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], caps=[10**6] * 2)
     assert not tight.fits and tight.reason
     assert "does not split" in predict("fsdp", profiles(), ["cuda:0", "cuda:1", "cuda:2"]).reason
