@@ -144,11 +144,9 @@ def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
 
 
-def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
-    """DDP and DataParallel: every device runs the whole model on batch / p samples."""
-    p = len(devices)
-    batch = profiles[0].batch
-    by_count = {pr.micro_batches: pr for pr in profiles}
+def _no_replica_profile(strategy, batch: int, p: int, by_count: dict) -> Prediction | None:
+    """Why a strategy of p replicas, each on batch / p samples, has no figure: a batch that does not split,
+    or no profile at the replicas' micro-batch; None when it can be priced."""
     if batch % p:
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"batch {batch} does not split over {p} devices")
@@ -156,6 +154,17 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"no profile at the replicas' micro-batch of {batch // p} samples "
                           f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
+    return None
+
+
+def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
+    """DDP and DataParallel: every device runs the whole model on batch / p samples."""
+    p = len(devices)
+    batch = profiles[0].batch
+    by_count = {pr.micro_batches: pr for pr in profiles}
+    missing = _no_replica_profile(strategy, batch, p, by_count)
+    if missing is not None:
+        return missing
     layers = by_count[p].layers
     states = 2 + training.states
     if _one_cpu_process(strategy, devices):  # DataParallel on the CPU runs the module as it is, on the batch
@@ -199,13 +208,9 @@ def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) ->
     p = len(devices)
     batch = profiles[0].batch
     by_count = {pr.micro_batches: pr for pr in profiles}
-    if batch % p:
-        return Prediction(strategy.name, None, None, [], False, 1, None,
-                          f"batch {batch} does not split over {p} devices")
-    if p not in by_count:
-        return Prediction(strategy.name, None, None, [], False, 1, None,
-                          f"no profile at the replicas' micro-batch of {batch // p} samples "
-                          f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
+    missing = _no_replica_profile(strategy, batch, p, by_count)
+    if missing is not None:
+        return missing
     layers = by_count[p].layers
     bf16 = by_count[p].precision == "bf16"
     recompute = training.checkpoint == "always"

@@ -94,6 +94,41 @@ def make_optimizer(params, training: Training) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=training.lr, fused=fused or None)
 
 
+class WholeModelTrainer(Trainer):
+    """A strategy that calls the whole model in one piece (single, DataParallel, device-map): `runner`
+    (the module itself, or a wrapper around it) takes the batch on the first device; the loss is taken
+    where the output lands."""
+
+    @property
+    def runner(self):
+        return self.model.module
+
+    def parameters(self):
+        return list(self.model.module.parameters())
+
+    def forward_backward(self, inputs, targets):
+        outputs = self.runner(*as_args(to_device(inputs, self.devices[0])))
+        loss = self.model.loss_fn(outputs, targets.to(outputs.device))
+        loss.backward()
+        return loss
+
+
+class ReplicaTrainer(WholeModelTrainer):
+    """One process per device, each running the whole model (DDP's replica, FSDP's shards) on its equal
+    slice of the global batch. Every process makes the same batch from the same seed and takes its own
+    slice, so the averaged gradient is the whole batch's, as on one device; the loss returned is the
+    mean of the slices' mean losses (the batch mean). Subclasses set rank and world."""
+
+    rank: int
+    world: int
+
+    def forward_backward(self, inputs, targets):
+        loss = super().forward_backward(split(inputs, self.world)[self.rank], split(targets, self.world)[self.rank])
+        total = loss.detach().float().clone()
+        torch.distributed.all_reduce(total)
+        return total / self.world
+
+
 def check_plan_fits(plan, model) -> None:
     """The Plan must cut the model it runs: a cut at a submodule the model lacks (a plan made for another
     version of the model) is refused in one line."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipebench.bench.strategies.common import Trainer, as_args, own_copy, to_device
+from pipebench.bench.strategies.common import WholeModelTrainer, own_copy
 
 
-class DataParallelTrainer(Trainer):
+class DataParallelTrainer(WholeModelTrainer):
     name = "dataparallel"
 
     def __init__(self, model, devices, **kw):
@@ -19,11 +19,6 @@ class DataParallelTrainer(Trainer):
         self.parallel = nn.DataParallel(self.model.module, device_ids=cuda or None,
                                         output_device=cuda[0] if cuda else None)
 
-    def parameters(self):
-        return list(self.model.module.parameters())
-
-    def forward_backward(self, inputs, targets):
-        outputs = self.parallel(*as_args(to_device(inputs, self.devices[0])))
-        loss = self.model.loss_fn(outputs, targets.to(outputs.device))
-        loss.backward()
-        return loss
+    @property
+    def runner(self):
+        return self.parallel

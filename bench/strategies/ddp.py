@@ -12,10 +12,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from pipebench.training import Training
-from pipebench.bench.strategies.common import Trainer, as_args, checkpoint_layers, own_copy, split, to_device
+from pipebench.bench.strategies.common import ReplicaTrainer, checkpoint_layers, own_copy
 
 
-class DDPTrainer(Trainer):
+class DDPTrainer(ReplicaTrainer):
     name = "ddp"
 
     def __init__(self, model, device, **kw):
@@ -32,16 +32,6 @@ class DDPTrainer(Trainer):
     def from_plan(cls, model, devices, plan, strategy, training=Training()):
         return cls(model, devices[0], training=training)
 
-    def parameters(self):
-        return list(self.model.module.parameters())
-
-    def forward_backward(self, inputs, targets):
-        device = self.devices[0]
-        x = to_device(split(inputs, self.world)[self.rank], device)
-        y = split(targets, self.world)[self.rank].to(device)
-        loss = self.model.loss_fn(self.replica(*as_args(x)), y)
-        loss.backward()
-        # The batch-mean loss is the mean of the equal slices' mean losses.
-        total = loss.detach().clone()
-        dist.all_reduce(total)
-        return total / self.world
+    @property
+    def runner(self):
+        return self.replica

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from pipebench.bench.strategies.common import Trainer, as_args, own_copy, to_device
+from pipebench.bench.strategies.common import WholeModelTrainer, own_copy
 from pipebench.errors import UserError
 from pipebench.training import Training
 
@@ -34,7 +34,9 @@ __all__ = ["DeviceMapTrainer", "auto_device_map", "device_map_bounds", "layer_bo
            "no_split_classes"]
 
 
-class DeviceMapTrainer(Trainer):
+class DeviceMapTrainer(WholeModelTrainer):
+    """accelerate's hooks move the activations from GPU to GPU, and the output back to the first."""
+
     name = "device-map"
 
     def __init__(self, model, devices, *, training: Training = Training()):
@@ -56,15 +58,6 @@ class DeviceMapTrainer(Trainer):
                 dispatch_model(self.model.module, {name: "cpu" for name in self.device_map}, main_device="cpu",
                                force_hooks=True)
 
-    def parameters(self):
-        return list(self.model.module.parameters())
-
-    def forward_backward(self, inputs, targets):
-        # accelerate's hooks move the activations from GPU to GPU, and the output back to the first.
-        outputs = self.model.module(*as_args(to_device(inputs, self.devices[0])))
-        loss = self.model.loss_fn(outputs, targets.to(outputs.device))
-        loss.backward()
-        return loss
 
 
 def no_split_classes(model) -> list[str]:

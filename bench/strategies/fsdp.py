@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from pipebench.bench.strategies.common import Trainer, as_args, own_copy, split, to_device
+from pipebench.bench.strategies.common import ReplicaTrainer, own_copy
 from pipebench.training import Training
 
 
@@ -57,7 +57,7 @@ def _outer_containers(module: nn.Module) -> list[nn.Module]:
     return [b for child in module.children() for b in _outer_containers(child)]
 
 
-class FSDPTrainer(Trainer):
+class FSDPTrainer(ReplicaTrainer):
     name = "fsdp"
 
     def __init__(self, model, device, **kw):
@@ -87,17 +87,6 @@ class FSDPTrainer(Trainer):
     def parameters(self):
         """The shards (DTensors): the optimizer steps on this process's 1/p of each parameter."""
         return list(self.model.module.parameters())
-
-    def forward_backward(self, inputs, targets):
-        device = self.devices[0]
-        x = to_device(split(inputs, self.world)[self.rank], device)
-        y = split(targets, self.world)[self.rank].to(device)
-        loss = self.model.loss_fn(self.model.module(*as_args(x)), y)
-        loss.backward()
-        # The batch-mean loss is the mean of the equal slices' mean losses.
-        total = loss.detach().float().clone()
-        dist.all_reduce(total)
-        return total / self.world
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Whole parameters by their original names, on the CPU, on every process (a collective: every

@@ -1,11 +1,11 @@
 """The whole model on one device: the baseline every speed-up is measured against."""
 from __future__ import annotations
 
-from pipebench.bench.strategies.common import Trainer, as_args, checkpoint_layers, own_copy, to_device
+from pipebench.bench.strategies.common import WholeModelTrainer, checkpoint_layers, own_copy
 from pipebench.training import Training
 
 
-class SingleTrainer(Trainer):
+class SingleTrainer(WholeModelTrainer):
     name = "single"
 
     def __init__(self, model, devices, *, recompute: bool = False, **kw):
@@ -18,12 +18,3 @@ class SingleTrainer(Trainer):
     @classmethod
     def from_plan(cls, model, devices, plan, strategy, training=Training()):
         return cls(model, devices, recompute=bool(plan and plan.stages[0].recompute), training=training)
-
-    def parameters(self):
-        return list(self.model.module.parameters())
-
-    def forward_backward(self, inputs, targets):
-        outputs = self.model.module(*as_args(to_device(inputs, self.devices[0])))
-        loss = self.model.loss_fn(outputs, targets.to(outputs.device))
-        loss.backward()
-        return loss
