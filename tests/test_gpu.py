@@ -42,3 +42,17 @@ def test_strategies_on_two_gpus_agree_with_one(strategy, micro_batches):
                    gpus=[0, 1], timeout=300)
     assert other["first_loss"] == pytest.approx(single["first_loss"], rel=1e-4)
     assert len(other["peak_memory_bytes"]) == 2 and all(b > 0 for b in other["peak_memory_bytes"])
+
+
+@pytest.mark.gpu
+def test_gpu_memory_caps_a_worker_for_real(tmp_path):
+    """--gpu-memory: the worker's allocator refuses past the cap, as a smaller card would; the same job runs
+    without it."""
+    from pipebench.bench.job import Job
+    from pipebench.bench.launch import WorkerError, launch
+
+    common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, precision="bf16", optimizer="adamw")
+    assert launch(Job.by_hand("gpt", "single", **common), gpus=[0], timeout=300)["first_loss"] > 0
+    with pytest.raises(WorkerError) as caught:
+        launch(Job.by_hand("gpt", "single", gpu_memory=2**16, **common), gpus=[0], timeout=300)
+    assert caught.value.oom
