@@ -142,6 +142,14 @@ def test_speed_factors_are_finite_and_in_range(capsys, tmp_path, speeds, message
                      "--speeds", speeds], message)
 
 
+def test_checkpointing_a_zero_bubble_plan_is_refused_before_profiling(capsys, monkeypatch):
+    import pipebench
+
+    monkeypatch.setattr(pipebench, "profile", lambda *a, **k: pytest.fail("profiled before refusing"))
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--schedule", "zbv",
+                     "--checkpoint", "always"], "activation checkpointing needs a backward in one piece")
+
+
 # ------------------------------------------------------------------------------------------------ devices
 
 @pytest.mark.parametrize("gpus, message", [

@@ -117,11 +117,14 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
 
 
 def cmd_plan(args) -> int:
-    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan import ZERO_BUBBLE, make_plan
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
 
     virtual = virtual_stages(args.schedule, args.virtual_stages)
+    if args.checkpoint != "never" and args.schedule in ZERO_BUBBLE:  # refused before profiling, not after
+        raise UserError(f"activation checkpointing needs a backward in one piece; {args.schedule} splits it "
+                        "(choose another schedule or --checkpoint never)")
     source = load_or_profile(args, virtual)
     profiles, devices, max_memory = source.profiles, source.devices, source.caps
     micro_batch_counts(parse_chunk(args.chunks), profiles[0].batch)
