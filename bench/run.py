@@ -82,7 +82,11 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
             if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
                 profiled[profile_key] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
                                                            reuse=True, note=note,
-                                                           counts=profile_counts(options.chunks, machine.devices))
+                                                           counts=profile_counts(options.chunks, machine.devices,
+                                                                                 batch=case.batch,
+                                                                                 replicas=hybrid_replicas(
+                                                                                     options.strategies,
+                                                                                     machine.devices)))
             prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps, warmup=options.warmup,
                                try_anyway=options.try_anyway)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).
@@ -108,11 +112,27 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
     return rows, csv_path, json_path
 
 
-def profile_counts(chunks: Sequence[int | None], devices: int) -> list[int] | None:
+def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
+                   replicas: int = 1) -> list[int] | None:
     """The micro-batch counts a run profiles: every power of two (None) when the planner picks (a None
     in `chunks`), else those asked for, plus 1 (the whole-batch cases) and the device count (DDP's and
-    DataParallel's replicas run batch / devices samples each, which their predictions are made from)."""
-    return None if None in chunks else sorted({1, devices, *chunks})
+    DataParallel's replicas run batch / devices samples each, which their predictions are made from).
+    With `replicas` copies of a pipeline (hybrid), each replica cuts batch / replicas into m
+    micro-batches: count m x replicas of the whole batch, where it splits `batch`."""
+    if None in chunks:
+        return None
+    copies = {m * replicas for m in chunks if replicas > 1 and batch and batch % (m * replicas) == 0}
+    return sorted({1, devices, *chunks, *copies})
+
+
+def hybrid_replicas(strategies: Sequence[str], devices: int) -> int:
+    """How many copies of its 2-stage pipeline the hybrid runs here (1: it is not run, or cannot be)."""
+    from pipebench.bench.strategies import get_strategy
+
+    if "hybrid" not in strategies:
+        return 1
+    stages = get_strategy("hybrid").stages_per_replica
+    return devices // stages if devices >= 2 * stages and devices % stages == 0 else 1
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:

@@ -131,3 +131,15 @@ def test_hybrid_needs_two_copies_of_its_stages():
                                                    "or more replicas); this run has 3")
     assert "hybrid" not in [p.strategy for p in advise(_profiles(), ["cuda:0", "cuda:1"]).predictions]
     assert "hybrid" in [p.strategy for p in advise(_profiles(), [f"cuda:{i}" for i in range(4)]).predictions]
+
+
+def test_a_run_profiles_the_micro_batches_each_replica_cuts():
+    """With --chunks m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
+    needs 2m micro-batches of the whole batch, where they split it."""
+    from pipebench.bench.run import hybrid_replicas, profile_counts
+
+    assert hybrid_replicas(["single", "hybrid"], 4) == 2 and hybrid_replicas(["single", "hybrid"], 8) == 4
+    assert hybrid_replicas(["single", "hybrid"], 2) == 1 and hybrid_replicas(["ddp"], 8) == 1
+    assert profile_counts([4], 4, batch=32, replicas=2) == [1, 4, 8]
+    assert profile_counts([4], 4, batch=4, replicas=2) == [1, 4]  # 8 does not split 4: not asked for
+    assert profile_counts([2], 2) == [1, 2] and profile_counts([None], 4, batch=32, replicas=2) is None
