@@ -144,9 +144,12 @@ def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
 
 
-def _no_replica_profile(strategy, batch: int, p: int, by_count: dict) -> Prediction | None:
-    """Why a strategy of p replicas, each on batch / p samples, has no figure: a batch that does not split,
-    or no profile at the replicas' micro-batch; None when it can be priced."""
+def _replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Prediction:
+    """The profiles by micro-batch count, for a strategy of p replicas each on batch / p samples; or the
+    Prediction that says why it has no figure (a batch that does not split, no profile at the replicas'
+    micro-batch)."""
+    batch = profiles[0].batch
+    by_count = {pr.micro_batches: pr for pr in profiles}
     if batch % p:
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"batch {batch} does not split over {p} devices")
@@ -154,17 +157,26 @@ def _no_replica_profile(strategy, batch: int, p: int, by_count: dict) -> Predict
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"no profile at the replicas' micro-batch of {batch // p} samples "
                           f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
-    return None
+    return by_count
+
+
+def _replica_prediction(strategy, step: float, batch: int, memory: list[int], caps, speeds) -> Prediction:
+    """A replica strategy's figure: the slowest replica sets the pace; it fits when every device's memory
+    is within its cap."""
+    if speeds:
+        step /= min(speeds)
+    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
+    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
+                      "" if fits else "predicted memory exceeds the cap")
 
 
 def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
     """DDP and DataParallel: every device runs the whole model on batch / p samples."""
     p = len(devices)
     batch = profiles[0].batch
-    by_count = {pr.micro_batches: pr for pr in profiles}
-    missing = _no_replica_profile(strategy, batch, p, by_count)
-    if missing is not None:
-        return missing
+    by_count = _replica_profiles(strategy, profiles, p)
+    if isinstance(by_count, Prediction):
+        return by_count
     layers = by_count[p].layers
     states = 2 + training.states
     if _one_cpu_process(strategy, devices):  # DataParallel on the CPU runs the module as it is, on the batch
@@ -185,11 +197,7 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training
         step = costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
                                        output_bytes=last.output_bytes)
         memory = [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1)
-    if speeds:
-        step /= min(speeds)  # the slowest replica sets the pace
-    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
-    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
-                      "" if fits else "predicted memory exceeds the cap")
+    return _replica_prediction(strategy, step, batch, memory, caps, speeds)
 
 
 # ------------------------------------------------------------------------ strategies priced on their own
@@ -207,20 +215,15 @@ def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) ->
     always recomputes every layer, auto nothing (the trainer has no plan to say where)."""
     p = len(devices)
     batch = profiles[0].batch
-    by_count = {pr.micro_batches: pr for pr in profiles}
-    missing = _no_replica_profile(strategy, batch, p, by_count)
-    if missing is not None:
-        return missing
+    by_count = _replica_profiles(strategy, profiles, p)
+    if isinstance(by_count, Prediction):
+        return by_count
     layers = by_count[p].layers
     bf16 = by_count[p].precision == "bf16"
     recompute = training.checkpoint == "always"
     step = costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute)
-    if speeds:
-        step /= min(speeds)  # every layer waits for the slowest process's gather
     memory = [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p
-    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
-    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
-                      "" if fits else "predicted memory exceeds the cap")
+    return _replica_prediction(strategy, step, batch, memory, caps, speeds)  # every gather waits for the slowest
 
 
 OWN_PRICES["fsdp"] = _predict_fsdp

@@ -16,7 +16,7 @@ import platform
 import re
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -212,8 +212,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     training = case.training
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
-                    cpu_threads=threads_per_device(machine.devices), precision=training.precision,
-                    optimizer=training.optimizer, checkpoint=training.checkpoint, gpu_memory=machine.gpu_memory)
+                    cpu_threads=threads_per_device(machine.devices), gpu_memory=machine.gpu_memory,
+                    **asdict(training))  # precision, optimizer, checkpoint: the Job's fields of those names
     gpus = machine.gpus[:p] if machine.gpus is not None else None
     plan = prediction = None
     over_cap = ""
@@ -284,7 +284,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         speeds=(";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count])
                 if plan and machine.speeds and plan.device_count > 1 else ""),
         max_memory=case_caps(case, machine, over=bool(prepared.over_cap)), settings=case_settings(case),
-        precision=case.training.precision, optimizer=case.training.optimizer, checkpoint=case.training.checkpoint,
+        **asdict(case.training),  # precision, optimizer, checkpoint: the row's fields of those names
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
@@ -296,8 +296,8 @@ def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
                strategy=case.strategy, gpus=machine.gpus_label,
                world_size=1, batch=case.batch, micro_batches=case.micro_batches or 1, schedule=case.schedule,
                virtual_stages=case.virtual_stages, status="unavailable", reason=reason, device_name=machine.name,
-               max_memory=case_caps(case, machine), settings=case_settings(case), precision=case.training.precision,
-               optimizer=case.training.optimizer, checkpoint=case.training.checkpoint, host=socket.gethostname(),
+               max_memory=case_caps(case, machine), settings=case_settings(case), **asdict(case.training),
+               host=socket.gethostname(),
                started_at=now())
 
 

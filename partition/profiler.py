@@ -35,7 +35,7 @@ import torch
 from pipebench.errors import UserError, first_line
 from pipebench.partition.graph import CaptureError, Segment, capture, segments
 from pipebench.partition.profile import LayerProfile, Profile
-from pipebench.training import Training, autocast
+from pipebench.training import Training, autocast, make_optimizer
 
 __all__ = ["profile_model", "profile_sizes", "device_name"]
 
@@ -235,10 +235,7 @@ def _whole_step_ms(model, module, device, micro_batch, repeats, warmup, training
     inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     params = [p for p in module.parameters() if p.requires_grad]
-    optimizer = None
-    if params:
-        optimizer = (torch.optim.SGD(params, lr=0.0) if training.optimizer == "sgd" else
-                     torch.optim.AdamW(params, lr=0.0, fused=device.type == "cuda" or None))
+    optimizer = make_optimizer(params, training, lr=0.0) if params else None
 
     def step() -> None:
         with autocast(training, device.type):

@@ -74,6 +74,28 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                         "(a busy GPU gets fewer layers); default: all equal")
 
 
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    """--precision, --optimizer and --checkpoint (pipebench/training.py), which run, plan and advise share;
+    `training_of(args)` reads them, an unknown value in one line."""
+    from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
+
+    parser.add_argument("--precision", default="tf32", metavar="|".join(PRECISIONS),
+                        help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
+                        "runs and what profiles are measured in (a saved profile keeps its own)")
+    parser.add_argument("--optimizer", default="sgd", metavar="|".join(OPTIMIZERS),
+                        help="sgd (default) or adamw; the memory predictions count its state")
+    parser.add_argument("--checkpoint", default="never", metavar="|".join(CHECKPOINT_MODES),
+                        help="activation recomputation: never (default), auto (stages recompute only where the "
+                        "memory cap requires it) or always")
+
+
+def training_of(args):
+    """The Training the options of add_training_options say (UserError for an unknown value)."""
+    from pipebench.training import Training
+
+    return Training(args.precision, args.optimizer, args.checkpoint)
+
+
 def speeds(text: str | None, devices: list[str]) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU now), or one factor per device."""
     from pipebench.specs import parse_speeds

@@ -28,9 +28,12 @@ def cmd_advise(args) -> int:
     from pipebench.bench.advise import advise
     from pipebench.bench.cli.plan import load_or_profile
     from pipebench.files import write_json
-    from pipebench.specs import parse_chunks
-    from pipebench.training import Training
+    from dataclasses import replace
 
+    from pipebench.bench.cli import training_of
+    from pipebench.specs import parse_chunks
+
+    training = training_of(args)  # an unknown value: one line now
     chunks = parse_chunks(args.chunks)
     # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled.
     counts = None if None in chunks else (lambda devices: sorted({1, devices, *chunks}))
@@ -40,7 +43,7 @@ def cmd_advise(args) -> int:
     per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
-                    training=Training(profiles[0].precision, args.optimizer, args.checkpoint))
+                    training=replace(training, precision=profiles[0].precision))  # the profile's own
     print(format_advice(advice, profiles[0], devices))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,

@@ -4,10 +4,9 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from pipebench.bench.cli import add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
-from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
 
 
 def add_parser(subparsers) -> None:
@@ -46,14 +45,7 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     group.add_argument("--stages", type=int, help=stages)
     parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
     add_server_options(parser)
-    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
-                        help="optimizer whose state the memory prediction counts (default: sgd)")
-    parser.add_argument("--precision", default="tf32", choices=PRECISIONS,
-                        help="fp32, tf32 (default) or bf16 (autocast, fp32 master weights): what the profile is "
-                        "measured in; a saved profile keeps its own")
-    parser.add_argument("--checkpoint", default="never", choices=CHECKPOINT_MODES,
-                        help="activation checkpointing: never (default), auto (stages recompute only where the "
-                        "memory cap requires it) or always")
+    add_training_options(parser)
     parser.add_argument("--link-gbps", default=None,
                         help="GB/s between devices to price transfers (default: what the profile measured, "
                         "between the first two GPUs; gloo's between CPU processes)")
@@ -121,6 +113,7 @@ def cmd_plan(args) -> int:
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
 
+    training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     virtual = virtual_stages(args.schedule, args.virtual_stages)
     if args.checkpoint != "never" and args.schedule in ZERO_BUBBLE:  # refused before profiling, not after
         raise UserError(f"activation checkpointing needs a backward in one piece; {args.schedule} splits it "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto
 from pipebench.errors import UserError
 
@@ -42,11 +42,7 @@ def add_parser(subparsers) -> None:
     run.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2; 1 with --quick)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
-    run.add_argument("--precision", default="tf32", metavar="fp32|tf32|bf16",
-                     help="numerics of every case: fp32, tf32 (default; TF32 matmuls) or bf16 (autocast)")
-    run.add_argument("--optimizer", default="sgd", metavar="sgd|adamw", help="optimizer of every case (default: sgd)")
-    run.add_argument("--checkpoint", default="never", metavar="never|auto|always",
-                     help="activation recomputation: never (default), auto (where the memory cap needs it), always")
+    add_training_options(run)
     run.add_argument("--gpu-memory", metavar="SIZE",
                      help="cap every worker's GPU memory for real, e.g. 10GiB (a smaller card on a bigger one); "
                      "plans and predictions use it as the memory cap too")
@@ -66,7 +62,6 @@ def cmd_run(args) -> int:
     from pipebench.bench import run as suite_run
     from pipebench.bench.suite import detect_machine
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
-    from pipebench.training import Training
     from pipebench.units import parse_size
 
     if args.steps is not None and args.steps < 1:
@@ -79,7 +74,7 @@ def cmd_run(args) -> int:
         raise UserError(f"--timeout takes a positive number of seconds (got {args.timeout:g})")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
-    training = Training(args.precision, args.optimizer, args.checkpoint)  # an unknown value: one line now
+    training = training_of(args)  # an unknown value: one line now
     gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}

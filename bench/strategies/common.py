@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError
-from pipebench.training import Training, autocast
+from pipebench.training import Training, autocast, make_optimizer
 
 
 class UnavailableStrategy(NotImplementedError):
@@ -82,16 +82,6 @@ class Trainer:
         for d in self.devices:
             if d.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(d)
-
-
-def make_optimizer(params, training: Training) -> torch.optim.Optimizer:
-    """The training's optimizer over `params`: SGD, or AdamW (fused where every parameter is on a GPU,
-    as people run it; foreach on the CPU)."""
-    params = list(params)
-    if training.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=training.lr)
-    fused = bool(params) and all(p.device.type == "cuda" for p in params)
-    return torch.optim.AdamW(params, lr=training.lr, fused=fused or None)
 
 
 class WholeModelTrainer(Trainer):

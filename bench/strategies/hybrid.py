@@ -26,10 +26,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from pipebench.bench.strategies.common import split
 from pipebench.bench.strategies.pp import PipelineParallelTrainer
 from pipebench.errors import UserError
-
-BUCKET_BYTES = 25 * 2**20
-"""Gradients all-reduced together: DDP's default bucket (bucket_cap_mb=25)."""
-
+from pipebench.partition.costs import DDP_BUCKET_BYTES
 
 class HybridTrainer(PipelineParallelTrainer):
     """This process's stage of its replica's pipeline; the replicas of a stage average their gradients."""
@@ -59,7 +56,7 @@ class HybridTrainer(PipelineParallelTrainer):
         """Each gradient becomes the mean of its copies over the replicas (tied weights' copies already hold
         their sum over the stages: pp.py), in buckets of one dtype, in the same order on every replica."""
         grads = [p.grad for p in self.parameters() if p.grad is not None]
-        for bucket in _buckets(grads, BUCKET_BYTES):
+        for bucket in _buckets(grads, DDP_BUCKET_BYTES):  # gradients all-reduced together, as DDP's
             flat = _flatten_dense_tensors(bucket)
             dist.all_reduce(flat, group=self.dp_group)
             flat /= self.replicas
