@@ -41,13 +41,16 @@ class Prediction:
     """The torch schedule it runs (or the simulated one), None for the replica strategies."""
     reason: str = ""
     plan: Plan | None = field(default=None, repr=False)
+    recompute: bool = False
+    """A replica strategy (DDP, FSDP) recomputes every layer: --checkpoint always, or auto where it would
+    not fit otherwise (a Plan says per stage instead)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "predicted_step_ms": self.predicted_step_ms,
                 "predicted_samples_per_s": self.predicted_samples_per_s,
                 "peak_memory_bytes": self.peak_memory_bytes, "fits": self.fits,
                 "micro_batches": self.micro_batches, "schedule": self.schedule, "reason": self.reason,
-                "plan_id": self.plan.plan_id if self.plan else None}
+                "plan_id": self.plan.plan_id if self.plan else None, "recompute": self.recompute}
 
 
 @dataclass
@@ -160,14 +163,25 @@ def _replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Predic
     return by_count
 
 
-def _replica_prediction(strategy, step: float, batch: int, memory: list[int], caps, speeds) -> Prediction:
-    """A replica strategy's figure: the slowest replica sets the pace; it fits when every device's memory
-    is within its cap."""
+def _replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]], batch: int, caps, speeds,
+                        training: Training) -> Prediction:
+    """A replica strategy's figure from `price(recompute) -> (step ms, memory per device)`: the slowest
+    replica sets the pace; it fits when every device's memory is within its cap. checkpoint always
+    recomputes every layer; auto only when the replica would not fit otherwise and fits with it."""
+    def fitting(memory):
+        return caps is None or all(m <= c for m, c in zip(memory, caps))
+
+    recompute = training.checkpoint == "always"
+    step, memory = price(recompute)
+    if training.checkpoint == "auto" and not fitting(memory):
+        recomputed = price(True)
+        if fitting(recomputed[1]):
+            (step, memory), recompute = recomputed, True
     if speeds:
         step /= min(speeds)
-    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
+    fits = fitting(memory)
     return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
-                      "" if fits else "predicted memory exceeds the cap")
+                      "" if fits else "predicted memory exceeds the cap", recompute=recompute)
 
 
 def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
@@ -187,17 +201,17 @@ def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training
         return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
                           [costs.replica_memory(whole.layers, states)], True, 1, None)
     if strategy.name == "ddp":
-        if training.checkpoint == "always":  # every layer's forward runs again in the backward
-            layers = [recomputing(l) for l in layers]
-        step = costs.ddp_step(layers, p, links, scale=calibration(list(profiles)))
-        memory = [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
-                                       recompute=training.checkpoint == "always")] * p
-    else:
-        last = layers[-1]
-        step = costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
-                                       output_bytes=last.output_bytes)
-        memory = [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1)
-    return _replica_prediction(strategy, step, batch, memory, caps, speeds)
+        def price(recompute: bool):  # recompute: every layer's forward runs again in the backward
+            priced = [recomputing(l) for l in layers] if recompute else layers
+            return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))),
+                    [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
+                                          recompute=recompute)] * p)
+    else:  # DataParallel cannot recompute (its replicas' threads)
+        def price(recompute: bool):
+            return (costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
+                                            output_bytes=layers[-1].output_bytes),
+                    [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1))
+    return _replica_prediction(strategy, price, batch, caps, speeds, training)
 
 
 # ------------------------------------------------------------------------ strategies priced on their own
@@ -212,7 +226,7 @@ def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) ->
     """FSDP2: every device runs the whole model on batch / p samples, as DDP, with 1/p of the parameters,
     gradients and optimizer states, gathering each layer's parameters for its forward and backward
     (partition/costs.py fsdp_step, fsdp_memory). bf16 when the profile was timed in bf16; checkpoint
-    always recomputes every layer, auto nothing (the trainer has no plan to say where)."""
+    always recomputes every layer, auto every layer where it would not fit otherwise."""
     p = len(devices)
     batch = profiles[0].batch
     by_count = _replica_profiles(strategy, profiles, p)
@@ -220,10 +234,11 @@ def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) ->
         return by_count
     layers = by_count[p].layers
     bf16 = by_count[p].precision == "bf16"
-    recompute = training.checkpoint == "always"
-    step = costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute)
-    memory = [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p
-    return _replica_prediction(strategy, step, batch, memory, caps, speeds)  # every gather waits for the slowest
+
+    def price(recompute: bool):
+        return (costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute),
+                [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p)
+    return _replica_prediction(strategy, price, batch, caps, speeds, training)  # every gather waits for the slowest
 
 
 OWN_PRICES["fsdp"] = _predict_fsdp

@@ -65,7 +65,7 @@ class Job:
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
         self.training  # noqa: B018 (checks precision, optimizer and checkpoint)
-        if self.checkpoint != "never" and not strategy.can_checkpoint:
+        if self.checkpoint == "always" and not strategy.can_checkpoint:  # auto: it runs without
             raise UserError(f"{self.strategy} cannot recompute activations (--checkpoint {self.checkpoint}); "
                             "use --checkpoint never with it")
         if self.gpu_memory is not None and self.gpu_memory <= 0:

@@ -222,8 +222,10 @@ def parse_gpu_memory(text: str | None) -> int | None:
 
 def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None) -> Machine:
     """Set the memory cap of every case: --max-memory (else what was free at the start, on GPUs), at most
-    --gpu-memory, which the workers also enforce (Job.gpu_memory). --gpu-memory without GPUs is refused:
-    nothing could enforce it on the CPU."""
+    --gpu-memory less CAPPED_MARGIN (the workers enforce --gpu-memory itself: Job.gpu_memory). --gpu-memory
+    without GPUs is refused: nothing could enforce it on the CPU."""
+    from pipebench.hardware.gpus import plannable
+
     if gpu_memory is not None and machine.gpus is None:
         raise UserError("--gpu-memory caps GPU memory, and no CUDA GPU is visible here; leave it out on the CPU "
                         "(--max-memory caps the plans)")
@@ -231,7 +233,7 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
         machine.caps = [max_memory] * machine.devices
     if gpu_memory is not None:
         machine.gpu_memory = gpu_memory
-        machine.caps = [min(cap, gpu_memory) for cap in machine.caps or [gpu_memory] * machine.devices]
+        machine.caps = [min(cap, plannable(gpu_memory)) for cap in machine.caps or [gpu_memory] * machine.devices]
     return machine
 
 
@@ -240,10 +242,10 @@ def check_options(options: RunOptions) -> None:
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
     --chunks count must split each model's batch into equal micro-batches, and --checkpoint needs
-    strategies that can recompute."""
+    strategies that can recompute (always; auto runs the others without)."""
     from pipebench import models as zoo
 
-    if options.training.checkpoint != "never":
+    if options.training.checkpoint == "always":  # auto recomputes where it can, and runs the others without
         cannot = [name for name in options.strategies if not get_strategy(name).can_checkpoint]
         if cannot:
             raise UserError(f"--checkpoint {options.training.checkpoint}: {', '.join(cannot)} cannot recompute "

@@ -237,6 +237,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
             if prediction.plan is None:
                 raise CaseUnavailable(prediction.reason)
             plan = prediction.plan
+        if training.checkpoint == "auto" and not strategy.needs_plan:  # a replica recomputes all layers or none
+            settings["checkpoint"] = "always" if prediction is not None and prediction.recompute else "never"
         job = Job(plan=plan.to_dict() if plan else None, **settings)
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
@@ -272,7 +274,8 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         world_size=job.processes if job else strategy.processes(1 if strategy.devices == "one" else machine.devices),
         batch=case.batch, micro_batches=job.micro_batches if job else prepared.prediction.micro_batches,
         schedule=case.schedule, virtual_stages=case.virtual_stages,
-        status=status, reason=reason,
+        status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto" and not plan
+                                         and getattr(prepared.prediction, "recompute", False) else ""),
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
@@ -289,6 +292,10 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
     )
+
+
+REPLICA_RECOMPUTES = "recomputes every layer: it does not fit otherwise (--checkpoint auto)"
+"""The `reason` of a replica strategy's row (DDP, FSDP) that --checkpoint auto made recompute."""
 
 
 def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:

@@ -193,18 +193,35 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
 
 def error_record(exc: BaseException, rank: int) -> dict:
     """What the parent learns of a failure: one line, whether it was out of memory, whether it only
-    lost a peer that failed first (bench.launch names the cause before such a consequence), the traceback."""
-    message = str(exc).strip()
+    lost a peer that failed first (bench.launch names the cause before such a consequence), the traceback.
+    The line names the root cause: torch.distributed.pipelining wraps a stage's error in "Failed to run
+    stage backward:" plus the tensors' shapes, so an out-of-memory would otherwise read as a failure."""
+    chain = _causes(exc)
+    root = chain[-1]
+    outer, inner = _first_line(exc), _first_line(root)
     return {
         "rank": rank,
-        "type": type(exc).__name__,
-        "message": message.splitlines()[0] if message else type(exc).__name__,
-        "oom": isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in message.lower(),
+        "type": type(root).__name__,
+        "message": inner if root is exc else f"{inner} (in: {outer.rstrip(':')})",
+        "oom": any(isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower() for e in chain),
         "unavailable": type(exc).__name__ == "UnavailableStrategy",
-        "peer": any(text in message.lower() for text in PEER_ERRORS),
+        "peer": any(text in str(exc).lower() for text in PEER_ERRORS),
         "traceback": traceback.format_exc(),
         "time": time.time(),
     }
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """exc, then what raised it (__cause__, else __context__), down to the first error."""
+    chain = [exc]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    return chain
+
+
+def _first_line(exc: BaseException) -> str:
+    message = str(exc).strip()
+    return message.splitlines()[0] if message else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,11 +87,15 @@ class Block(nn.Module):
 
 
 def init_gpt2_(module: nn.Module) -> None:
-    """GPT-2 initialisation: Linear and Embedding weights normal(0, 0.02), biases zero."""
+    """GPT-2 initialisation: Linear and Embedding weights normal(0, 0.02), biases zero, LayerNorm one and
+    zero. It sets every parameter, so the model is built without PyTorch's default initialisation (on
+    "meta", then allocated): an 8B model's CPU build took twice as long with it."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
+    if isinstance(module, nn.LayerNorm):
+        module.reset_parameters()
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -110,6 +114,15 @@ def build(config: dict) -> Built:
         raise UserError(f"gpt width ({width}) must be divisible by heads ({heads})")
     if split not in (1, 2):
         raise UserError(f"gpt split is 1 (whole blocks) or 2 (attention and MLP halves), not {split!r}")
+    device = torch.get_default_device()  # where get_model builds; the modules are made on meta, then there
+    with torch.device("meta"):
+        layers = _layers(vocab, width, depth, heads, ffn, seq_len, split)
+    layers = layers.to_empty(device=device)
+    layers.apply(init_gpt2_)
+    return Built(layers, SyntheticTokens(vocab, seq_len), next_token_loss, config)
+
+
+def _layers(vocab: int, width: int, depth: int, heads: int, ffn: int, seq_len: int, split: int) -> nn.Sequential:
     blocks = []
     for i in range(depth):
         block = Block(width, heads, ffn)
@@ -118,10 +131,8 @@ def build(config: dict) -> Built:
         else:  # the same modules, created in the same order: the same weights as whole blocks
             blocks += [(f"block_{i}_attn", Residual(block.ln_1, block.attn)),
                        (f"block_{i}_mlp", Residual(block.ln_2, block.mlp))]
-    layers = flatten_sequential(
+    return flatten_sequential(
         [("embed", Embedding(vocab, width, seq_len))]  # B, T, C
         + blocks  # B, T, C
         + [("norm", nn.LayerNorm(width)), ("head", nn.Linear(width, vocab, bias=False))]  # B, T, V
     )
-    layers.apply(init_gpt2_)
-    return Built(layers, SyntheticTokens(vocab, seq_len), next_token_loss, config)

@@ -278,12 +278,16 @@ def make_plan(
     checkpoint: never, always (every stage recomputes its activations), or auto (the cuts without
         recomputing when they fit the caps; else the cuts that fit with recomputing, where each stage
         that fits without it keeps its activations). The recompute is priced in the simulated step.
+        Zero-bubble schedules split the backward, which recomputing needs whole: always is refused, and
+        auto plans them without.
     """
     if checkpoint not in CHECKPOINT_MODES:
         raise UserError(f"unknown checkpoint mode {checkpoint!r}; choose one of: {', '.join(CHECKPOINT_MODES)}")
-    if checkpoint != "never" and schedule in ZERO_BUBBLE:
+    if checkpoint == "always" and schedule in ZERO_BUBBLE:
         raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
                         "(choose another schedule or --checkpoint never)")
+    if schedule in ZERO_BUBBLE:  # auto recomputes where it can; these schedules cannot
+        checkpoint = "never"
     if balance not in BALANCES:
         raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
     if optimizer not in OPTIMIZER_STATES:

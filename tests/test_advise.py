@@ -18,10 +18,11 @@ def layer(name, fwd, bwd, param_bytes, saved=1000):
     return LayerProfile(name, param_bytes // 4, param_bytes, fwd, bwd, 4000, [8, 125], "float32", saved)
 
 
-def profile(micro_batch, batch=64, device="cuda:0", link_gbps=100.0, allreduce_gbps=None):
+def profile(micro_batch, batch=64, device="cuda:0", link_gbps=100.0, allreduce_gbps=None, saved_per_sample=100):
     """Eight equal layers whose time scales with the micro-batch, 2 MB of parameters each."""
     scale = micro_batch / batch
-    layers = [layer(f"l{i}", 1.0 * scale, 2.0 * scale, 2 * 10**6, saved=100 * micro_batch) for i in range(8)]
+    layers = [layer(f"l{i}", 1.0 * scale, 2.0 * scale, 2 * 10**6, saved=saved_per_sample * micro_batch)
+              for i in range(8)]
     return Profile("m", "x", device, "gpu", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "float32", layers,
                    link_gbps=link_gbps, allreduce_gbps=allreduce_gbps)
 
@@ -79,6 +80,26 @@ def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
     assert not ddp.fits and advice.recommended != "ddp"
     recommended = next(p for p in advice.predictions if p.strategy == advice.recommended)
     assert recommended.fits and all(m <= cap for m in recommended.peak_memory_bytes)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_checkpoint_auto_recomputes_a_replica_only_where_it_would_not_fit_otherwise(strategy):
+    heavy = profiles(saved_per_sample=10**5)  # 3.2 MB saved per layer at 32 samples: recomputing saves most
+    devices = ["cuda:0", "cuda:1"]
+    kept = predict(strategy, heavy, devices)
+    recomputed = predict(strategy, heavy, devices, training=Training(checkpoint="always"))
+    assert recomputed.recompute and not kept.recompute
+    assert recomputed.peak_memory_bytes[0] < kept.peak_memory_bytes[0]
+    assert recomputed.predicted_step_ms > kept.predicted_step_ms  # each forward runs twice
+
+    def auto(cap):
+        return predict(strategy, heavy, devices, caps=[cap] * 2, training=Training(checkpoint="auto"))
+    roomy, tight, hopeless = (auto(kept.peak_memory_bytes[0]), auto(kept.peak_memory_bytes[0] - 1),
+                              auto(recomputed.peak_memory_bytes[0] - 1))
+    assert roomy.fits and not roomy.recompute and roomy.predicted_step_ms == kept.predicted_step_ms
+    assert tight.fits and tight.recompute and tight.predicted_step_ms == recomputed.predicted_step_ms
+    assert not hopeless.fits and not hopeless.recompute  # it does not fit either way: priced as it is
+    assert tight.to_dict()["recompute"] is True
 
 
 def test_adamw_state_is_priced_in_every_replica():

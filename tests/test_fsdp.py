@@ -112,6 +112,27 @@ def test_always_recomputes_each_block_in_its_backward(tmp_path, mode, forwards):
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.parametrize("name, gathered", [("resnet18", torch.float32), ("gpt", torch.bfloat16)])
+def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_path, name, gathered):
+    """CUDA's batch norm refuses bf16 weights beside fp32 running statistics (ResNet-101 in bf16 failed so
+    on an H200; the CPU's accepts them): a model with BatchNorm is gathered in fp32, and autocast runs its
+    convolutions in bf16; one without is gathered in bf16."""
+    from pipebench.bench.strategies.fsdp import FSDPTrainer
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        model = models.get_model(name, "tiny", seed=SEED)
+        trainer = FSDPTrainer(model, "cpu", training=Training("bf16", "adamw"))
+        kind = nn.Conv2d if name == "resnet18" else nn.Linear
+        first = next(m for m in trainer.model.module.modules() if isinstance(m, kind))
+        seen = {}
+        first.register_forward_hook(lambda m, _, out: seen.update(weight=m.weight.dtype, output=out.dtype))
+        loss = trainer.step(*model.make_batch(4, seed=SEED + 1))
+        assert seen == {"weight": gathered, "output": torch.bfloat16} and loss == loss
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_recomputing_every_block_trains_like_one_device(tmp_path):
     (loss, ref_loss), _, params, ref = run_both(tmp_path, Training("fp32", "sgd", checkpoint="always"))
     assert loss == pytest.approx(ref_loss, rel=1e-5)

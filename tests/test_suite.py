@@ -151,6 +151,15 @@ def test_out_of_memory_is_told_apart():
     oom = error_record(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), 1)
     assert oom["oom"] and oom["rank"] == 1 and oom["message"] == "CUDA out of memory. Tried to allocate 2.00 GiB"
     assert not error_record(ValueError("bad shape"), 0)["oom"]
+    try:  # as torch.distributed.pipelining wraps a stage's error: the root cause is what the row says
+        try:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        except torch.cuda.OutOfMemoryError as cause:
+            raise RuntimeError("Failed to run stage backward:\nStage output: ...") from cause
+    except RuntimeError as wrapped:
+        record = error_record(wrapped, 0)
+    assert record["oom"] and record["type"] == "OutOfMemoryError"
+    assert record["message"] == "CUDA out of memory. Tried to allocate 1.00 GiB (in: Failed to run stage backward)"
 
 
 def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys):

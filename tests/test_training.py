@@ -63,10 +63,20 @@ def test_checkpointing_with_a_strategy_that_cannot_is_refused(strategy):
                     checkpoint="always")
 
 
-def test_checkpointing_a_zero_bubble_plan_is_refused():
+def test_checkpointing_a_zero_bubble_plan_is_refused_always_and_planned_without_for_auto():
+    profile = profile_of([1.0, 1.0, 1.0, 1.0])
     with pytest.raises(UserError, match="backward in one piece"):
-        make_plan([profile_of([1.0, 1.0, 1.0, 1.0])], ["cpu"] * 2, schedule="zbv", virtual_stages=2,
-                  checkpoint="auto")
+        make_plan([profile], ["cpu"] * 2, schedule="zbv", virtual_stages=2, checkpoint="always")
+    auto = make_plan([profile], ["cpu"] * 2, schedule="zbv", virtual_stages=2, checkpoint="auto")
+    assert auto.checkpoint == "never" and not any(s.recompute for s in auto.stages)
+
+
+@pytest.mark.parametrize("strategy", ["dataparallel", "device-map", "pp-zbv"])
+def test_checkpoint_auto_runs_a_strategy_that_cannot_recompute_without(strategy):
+    """auto recomputes where memory needs it and the strategy can: the others run as with never."""
+    job = Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
+                      checkpoint="auto")
+    assert job.checkpoint == "auto"
 
 
 # -------------------------------------------------------------------------------------------- profiles

@@ -101,9 +101,9 @@ def test_the_report_lists_predicted_oom_rows_and_groups_by_training():
 def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
     gpus = Machine([0, 1], 2, "NVIDIA H200", caps=[100 * GIB, 5 * GIB])
     suite_run.cap_machine(gpus, None, 10 * GIB)
-    assert (gpus.gpu_memory, gpus.caps) == (10 * GIB, [10 * GIB, 5 * GIB])  # the lower of free and asked
-    assert suite_run.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [10 * GIB] * 2
-    assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "10;5"  # every strategy is capped for real
+    assert (gpus.gpu_memory, gpus.caps) == (10 * GIB, [9 * GIB, 5 * GIB])  # the lower of free and asked less 10%
+    assert suite_run.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [9 * GIB] * 2
+    assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "9;5"  # every strategy is capped for real
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), Machine([0, 1], 2, "x", caps=[GIB] * 2)) == ""
     with pytest.raises(Exception, match="no CUDA GPU is visible here"):
         suite_run.cap_machine(Machine(None, 2, "cpu"), None, GIB)
@@ -119,12 +119,12 @@ def test_describe_options_names_the_training_when_not_the_default():
 
 # ----------------------------------------------------------------------------- predicted out of memory
 
-def profiled() -> Profiled:
+def profiled(saved_per_sample: int = 100) -> Profiled:
     """Eight layers of 2 MB of parameters on two GPUs, at micro-batches of 64, 32, 16 and 8."""
     def one(micro):
         scale = micro / 64
         layers = [LayerProfile(f"l{i}", MB // 2, 2 * MB, 1.0 * scale, 2.0 * scale, 4000, [8, 125], "float32",
-                               100 * micro) for i in range(8)]
+                               saved_per_sample * micro) for i in range(8)]
         return Profile("mlp", "tiny", "cuda:0", "gpu", "x", 64, micro, 1, 0, [micro, 8], "float32", layers,
                        link_gbps=100.0)
     return Profiled([one(64 // m) for m in (1, 2, 4, 8)], Path("unused.profile.json"))
@@ -157,6 +157,23 @@ def test_a_case_that_fits_is_launched_with_its_training():
                        profiled(), steps=1, warmup=0)
     assert prepared.over_cap == "" and prepared.job.training == Training("fp32", "sgd", "always")
     assert prepared.job.gpu_memory is None
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_checkpoint_auto_makes_a_replica_recompute_only_when_it_would_not_fit_otherwise(strategy):
+    heavy = profiled(saved_per_sample=10**5)  # 3.2 MB of activations per layer for a replica's 32 samples
+    case = Case("mlp", "tiny", 64, strategy, training=Training("fp32", "sgd", "auto"))
+    roomy_machine = Machine([0, 1], 2, "NVIDIA H200", caps=[GIB] * 2)
+    roomy = prepare(case, roomy_machine, heavy, steps=1, warmup=0)
+    assert roomy.job.checkpoint == "never" and make_row(roomy, roomy_machine, status="ok", step_ms=[10.0]).reason == ""
+    tight_machine = Machine([0, 1], 2, "NVIDIA H200", caps=[roomy.prediction.peak_memory_bytes[0] - 1] * 2)
+    tight = prepare(case, tight_machine, heavy, steps=1, warmup=0)
+    assert tight.over_cap == "" and tight.prediction.recompute and tight.job.checkpoint == "always"
+    row = make_row(tight, tight_machine, status="ok", step_ms=[10.0])
+    assert row.checkpoint == "auto" and "recomputes every layer" in row.reason  # the case asked auto
+    cannot = prepare(Case("mlp", "tiny", 64, "dataparallel", training=case.training), tight_machine, heavy,
+                     steps=1, warmup=0, try_anyway=True)
+    assert cannot.job.checkpoint == "never"  # DataParallel cannot recompute: auto runs it without
 
 
 def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches(tmp_path, monkeypatch):

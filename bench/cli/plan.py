@@ -115,7 +115,7 @@ def cmd_plan(args) -> int:
 
     training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     virtual = virtual_stages(args.schedule, args.virtual_stages)
-    if args.checkpoint != "never" and args.schedule in ZERO_BUBBLE:  # refused before profiling, not after
+    if args.checkpoint == "always" and args.schedule in ZERO_BUBBLE:  # refused before profiling, not after
         raise UserError(f"activation checkpointing needs a backward in one piece; {args.schedule} splits it "
                         "(choose another schedule or --checkpoint never)")
     source = load_or_profile(args, virtual)

@@ -3,8 +3,9 @@
 #   PART=big  bash bench/gpu/too_big.sh   # GPT 8B, bf16 + AdamW: single and DDP predicted out of memory,
 #                                         # pp-1f1b, pp-zbv, pp-interleaved, fsdp, device-map run, single tried anyway
 #   PART=lab  bash bench/gpu/too_big.sh   # the seed's lab: --gpu-memory 10GiB, the seed's ConvNet (TF32 SGD) and
-#                                         # GPT 800M (bf16 + AdamW, --checkpoint auto)
-#   PART=bf16 MODEL=gpt BATCH=64 bash bench/gpu/too_big.sh   # GPT 800M or ResNet-101 again in bf16 + AdamW
+#                                         # GPT 800M (bf16 + AdamW, --checkpoint auto); RESNET=1 adds ResNet-101 bf16
+#   PART=bf16 MODEL=gpt BATCH=64 bash bench/gpu/too_big.sh   # GPT 800M (or ResNet-101) again in bf16 + AdamW
+#   PART=lab2 bash bench/gpu/too_big.sh   # the lab's GPT and ResNet-101's fsdp again after the fixes they led to
 #   PART=one GPUS=0 bash bench/gpu/too_big.sh  # what one H200 can show: the 8B and 800M-at-10GiB single cases
 #                                         # predicted out of memory and tried anyway, the bf16 baselines; its
 #                                         # profiles are the ones the 2-GPU parts reuse (same counts)
@@ -37,13 +38,26 @@ case "$part" in
     ;;
   big2)  # the 8B cases a first call had no time for (each 8B case spends about 2 minutes building)
     run big2 "${LIMIT:-330}" --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --repeats 3 --steps 3 --warmup 1 \
-      --out "$dir/big" --strategies "${STRATEGIES:-fsdp,device-map}"
+      --out "$dir/big2" --strategies "${STRATEGIES:-pp-zbv,pp-interleaved,pp-zb}"
     ;;
-  lab)
-    run lab-convnet 120 --models convnet --gpu-memory 10GiB --out "$dir/lab" --steps 5 \
+  lab)  # the seed's lab at 10 GiB a GPU; RESNET=1 adds ResNet-101 in bf16 + AdamW (the bf16 part's second model)
+    run lab-convnet 100 --models convnet --gpu-memory 10GiB --out "$dir/lab" --steps 5 \
       --strategies single,dataparallel,ddp,fsdp,device-map,modelparallel,pipeline,pp-1f1b,pp-zbv
-    run lab-gpt 420 --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --chunks 8,16,32 \
-      --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved
+    run lab-gpt "${LAB_LIMIT:-200}" --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB \
+      --chunks 16 --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,pp-1f1b,pp-interleaved
+    run lab-gpt-device-map 60 --models gpt --flavour 800m --batch 64 $bf16 --gpu-memory 10GiB --chunks 16 \
+      --out "$dir/lab" --steps 3 --warmup 1 --strategies device-map
+    if [ -n "${RESNET:-}" ]; then
+      run bf16-resnet101 "${RESNET_LIMIT:-150}" --models resnet101 --batch 256 $bf16 --chunks 4 --out "$dir/bf16" \
+        --steps 5 --strategies single,ddp,fsdp,pp-1f1b,pp-zbv
+    fi
+    ;;
+  lab2)  # after the first lab: the plans' 10% margin under --gpu-memory, auto recompute for FSDP, FSDP's
+         # BatchNorm in fp32 (ResNet-101's fsdp row failed in bf16)
+    run lab-gpt2 "${LAB2_LIMIT:-150}" --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --chunks 16 \
+      --out "$dir/lab2" --steps 3 --warmup 1 --strategies fsdp,pp-1f1b,pp-interleaved
+    run bf16-resnet101-fsdp 60 --models resnet101 --batch 256 $bf16 --chunks 4 --out "$dir/bf16" --steps 5 \
+      --strategies single,ddp,fsdp
     ;;
   one)
     run one-8b 300 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 \
@@ -55,10 +69,11 @@ case "$part" in
       --strategies single --try-anyway
     run one-resnet 150 --models resnet101 --batch 256 $bf16 --chunks 2,4,8 --out "$dir/one" --strategies single
     ;;
-  bf16)
+  bf16)  # every strategy (hybrid needs 4 GPUs) at one micro-batch count, for issue 13's check in bf16
     model=${MODEL:-gpt}
-    run "bf16-$model" 540 --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-2,4,8,16}" --out "$dir/bf16" \
-      --steps 5 --strategies "${STRATEGIES:-single,ddp,fsdp,device-map,pp-1f1b,pp-interleaved,pp-zbv}"
+    run "bf16-$model" "${LIMIT:-520}" --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-8}" \
+      --out "$dir/bf16" --steps 5 \
+      --strategies "${STRATEGIES:-single,ddp,dataparallel,fsdp,device-map,modelparallel,pipeline,pp-gpipe,pp-1f1b,pp-interleaved,pp-zb,pp-zbv}"
     ;;
 esac
 $py -m pipebench report $(ls "$dir"/*/*.json 2>/dev/null | grep -v profiles/) --out "$dir/report" \

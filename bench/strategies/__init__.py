@@ -46,8 +46,9 @@ class Strategy:
     devices, copied over all of them (devices / its device count replicas), its batch one replica's
     share. None: the Plan, if any, spans every device."""
     can_checkpoint: bool = True
-    """It can recompute activations (Training.checkpoint auto or always); False: it runs with never only
-    (device-map: accelerate's hooks; dataparallel: its replicas' threads)."""
+    """It can recompute activations (Training.checkpoint auto or always); False: always is refused, and
+    auto runs it without recomputing (device-map: accelerate's hooks; dataparallel: its replicas' threads;
+    the zero-bubble schedules: a backward split in two)."""
 
     @property
     def needs_plan(self) -> bool:

@@ -40,7 +40,7 @@ class DeviceMapTrainer(WholeModelTrainer):
     name = "device-map"
 
     def __init__(self, model, devices, *, training: Training = Training()):
-        if training.checkpoint != "never":
+        if training.checkpoint == "always":  # auto: it runs without
             raise UserError(f"device-map does not recompute activations (got checkpoint {training.checkpoint!r}); "
                             "run it with --checkpoint never")
         super().__init__(own_copy(model), devices, training=training)
