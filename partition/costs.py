@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pipebench.partition.plan import transfer_ms
-from pipebench.partition.profile import LayerProfile
+from pipebench.partition.profile import LayerProfile, kept_bytes
 
 __all__ = ["Links", "allreduce_ms", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
            "DDP_FIRST_BUCKET_BYTES"]
@@ -117,7 +117,7 @@ def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_c
     fixed = params * (states + extra_param_copies) + sum(l.cast_bytes for l in layers)
     if recompute:
         return int(fixed + sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers))
-    return int(fixed + sum(l.saved_bytes for l in layers))
+    return int(fixed + kept_bytes(layers))
 
 
 # ------------------------------------------------------------------------------------------------ FSDP
@@ -185,5 +185,5 @@ def fsdp_memory(layers: Sequence[LayerProfile], devices: int, states: int, bf16:
     if recompute:
         kept = sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers)
     else:
-        kept = sum(l.saved_bytes for l in layers)
+        kept = kept_bytes(layers)
     return int(params * (2 + states) / devices + gathered + kept)

@@ -88,7 +88,7 @@ import logging
 import os
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import torch
 import torch.nn as nn
@@ -503,13 +503,16 @@ def _sizes(mod: nn.Module):
 
 # -------------------------------------------------------------------------------------- capture
 def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity: int | None = None,
-            min_stages: int | None = None) -> Captured:
+            min_stages: int | None = None, run_in: Callable[[], ContextManager] | None = None) -> Captured:
     """Capture ``module`` with torch.export (as pipeline() does) and find its cut candidates.
 
     ``granularity``: call depth of the candidates (see module docstring); None = the deepest with
     <= MAX_CANDIDATES candidates.  ``min_stages``: raise TooFewCandidates if fewer candidates
-    (and, with granularity None, go deeper to find them).  The module is left unchanged (forward
-    methods and buffers restored).
+    (and, with granularity None, go deeper to find them).  ``run_in``: the context the split graph's
+    one run is made in, which records each segment's inputs and each cut's tensors (the profiler's
+    autocast: under bf16 a convolution's output, and what the next segment receives, is bf16). The
+    graph itself is captured outside it. The module is left unchanged (forward methods and buffers
+    restored).
     """
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
@@ -546,7 +549,7 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
         pipe = _split_dropping(module, args, kwargs, names, dropped)
 
     enough()
-    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe)
+    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in)
 
 
 def _split_dropping(module, args, kwargs, names, dropped):
@@ -568,7 +571,7 @@ def _split_dropping(module, args, kwargs, names, dropped):
         return split_module(module, args, kwargs, good[1:])
 
 
-def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe) -> Captured:
+def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in=None) -> Captured:
     gm = pipe.split_gm
     # modules per segment: frontier in call order, attached to the preceding kept candidate
     seg_modules: list[list[str]] = [[] for _ in names]
@@ -596,7 +599,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe)
         handles.append(sm.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(sm.register_forward_hook(post, with_kwargs=True))
     try:
-        with torch.no_grad(), _preserved_buffers(module):
+        with torch.no_grad(), _preserved_buffers(module), (run_in or contextlib.nullcontext)():
             pipe(*args, **kwargs)
     finally:
         for h in handles:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import LayerProfile, Profile, calibration
+from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
 from pipebench.training import CHECKPOINT_MODES, OPTIMIZER_STATES
@@ -537,7 +537,9 @@ class StageMemory:
 
     def per_layer(self, recompute: bool) -> list[float]:
         """What each layer adds to its stage, for the solver's caps (a recomputing stage's received
-        activations are left to the final figure: one tensor per micro-batch, small beside the rest)."""
+        activations are left to the final figure: one tensor per micro-batch, small beside the rest). Each
+        layer's whole saved bytes: what it shares with the layer before is one tensor only within a stage,
+        so the solver's additive figure stays on the safe side of `stage`'s."""
         held = 1 if recompute else self.worst_in_flight
         return [self.fixed(l) + l.saved_bytes * held for l in self.layers]
 
@@ -545,12 +547,12 @@ class StageMemory:
         layers = self.layers[a:b]
         fixed = sum(self.fixed(l) for l in layers)
         if not recompute:
-            return int(fixed + sum(l.saved_bytes for l in layers) * held)
+            return int(fixed + kept_bytes(layers) * held)
         if self.stages == 1:
             inputs = sum(self.layers[i - 1].output_bytes for i in range(max(a, 1), b))
             return int(fixed + inputs * held + max(l.saved_bytes for l in layers))
         received = self.layers[a - 1].output_bytes if a > 0 else 0
-        return int(fixed + received * held + sum(l.saved_bytes for l in layers))
+        return int(fixed + received * held + kept_bytes(layers))
 
 
 def recomputing(layer: LayerProfile) -> LayerProfile:

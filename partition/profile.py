@@ -20,7 +20,8 @@ File format (version 1), one JSON object:
              "forward_ms": 0.21, "backward_ms": 0.43,   # one micro-batch, synchronised
              "output_bytes": 51380224,                   # what crosses a cut after this layer
              "output_shape": [32, 64, 112, 112], "output_dtype": "float32",
-             "saved_bytes": 19267584},                   # activations kept for backward
+             "saved_bytes": 19267584,                    # activations kept for backward
+             "shared_bytes": 0},                         # of those, what the previous layer keeps too
             ...
           ]
         }
@@ -31,11 +32,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 
-__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration"]
+__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes"]
 
 FORMAT = "pipebench-profile"
 VERSION = 1
@@ -77,6 +78,11 @@ class LayerProfile:
     """Under bf16 autocast: the bf16 copies of the segment's weights that autocast makes once and keeps for
     the whole step (its cast cache), however many micro-batches run. Measured as the saved tensors two
     forwards share, so that `saved_bytes` holds only what each micro-batch keeps."""
+    shared_bytes: int = 0
+    """Of `saved_bytes`, the tensor from the previous layer that both keep: the previous layer saves it as
+    its output and this one as its input (a ReLU's result, then the next convolution's input). Profiled
+    apart, each layer counts it; on one device it is one tensor (`kept_bytes`). Per-segment sums
+    overstated ResNet-101's activations by 30% against the eager model's (CPU, 8 samples, fp32 and bf16)."""
 
     @property
     def step_ms(self) -> float:
@@ -166,6 +172,13 @@ def calibration(profiles: "list[Profile]") -> float:
     if predicted <= 0:
         return 1.0
     return min(max(whole.whole_step_ms / predicted, 0.8), 1.5)
+
+
+def kept_bytes(layers: Sequence[LayerProfile]) -> int:
+    """The activations that consecutive layers on one device keep for their backward, per micro-batch:
+    their saved bytes, each tensor two neighbours share counted once (the first layer's from the layer
+    before it is held there, on another stage)."""
+    return sum(l.saved_bytes for l in layers) - sum(l.shared_bytes for l in layers[1:])
 
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:

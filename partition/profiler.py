@@ -85,7 +85,9 @@ def profile_model(
         inputs, _ = model.make_batch(micro_batch, seed=0, device=device)
         args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
         first = args[0]
-        captured = capture(module, args, granularity=granularity)
+        # Each segment receives what it would in the trainers' step: under bf16 autocast a convolution's
+        # output is bf16, and what the next segment saves of it is half of fp32's.
+        captured = capture(module, args, granularity=granularity, run_in=lambda: autocast(training, device.type))
         segs = segments(captured)
         clock = _Clock(device)
         param_storages = {p.untyped_storage().data_ptr()
@@ -99,7 +101,10 @@ def profile_model(
             # made once per context and kept (see _profile_segment), and freed before the next segment.
             with autocast(training, device.type):
                 measured_all.append(_profile_segment(segment, clock, repeats, warmup, param_storages))
+        handed = [(m.pop("saved_output_bytes"), m.pop("saved_input_bytes")) for m in measured_all]
         for i, (segment, measured) in enumerate(zip(segs, measured_all)):
+            # Kept by both the previous segment (its output) and this one (its input): one tensor.
+            shared = min(handed[i - 1][0], handed[i][1]) if i else 0
             if i < len(captured.cuts):
                 crossing = [(t.bytes, t.shape, t.dtype) for t in captured.cuts[i].tensors]
             else:  # the last segment: what it returns
@@ -112,6 +117,7 @@ def profile_model(
                 output_bytes=sum(c[0] for c in crossing),
                 output_shape=list(largest[1]),
                 output_dtype=_dtype_name(largest[2]),
+                shared_bytes=shared,
                 **measured,
             ))
         depth = captured.granularity
@@ -170,6 +176,7 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
         return [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
 
     def saved_by(xs) -> tuple[dict[int, int], list[torch.Tensor]]:
+        """What the forward saves for its backward, bytes by storage, and its outputs."""
         seen: dict[int, int] = {}
 
         def pack(t: torch.Tensor):
@@ -186,10 +193,18 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
 
     # Two forwards, the first kept alive: what both save is kept once per step (autocast's bf16 copies of
     # the weights), the rest is each micro-batch's own.
-    saved, outputs = saved_by(fresh_inputs())
+    first = fresh_inputs()
+    saved, outputs = saved_by(first)
     again, _ = saved_by(fresh_inputs())
     cast = {ptr: size for ptr, size in saved.items() if ptr in again}
     saved = {ptr: size for ptr, size in saved.items() if ptr not in cast}
+    # What it saves of its input from the previous segment, and of its own outputs: where the previous
+    # segment saves what it hands over and this one saves it again, a step holds one tensor (kept_bytes).
+    from_previous = {x.untyped_storage().data_ptr() for x, src, need in zip(first, sources, needs)
+                     if need and src == segment.index - 1}
+    own_outputs = {t.untyped_storage().data_ptr() for t in outputs}
+    saved_input = sum(size for ptr, size in saved.items() if ptr in from_previous)
+    saved_output = sum(size for ptr, size in saved.items() if ptr in own_outputs)
     grads = [torch.ones_like(t) for t in outputs]
     del outputs, _
 
@@ -219,7 +234,8 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
                  if any(needs) else (Span(0.0, 0.0), backward_t))
     for p in module.parameters():
         p.grad = None
-    figures = dict(saved_bytes=sum(saved.values()), cast_bytes=sum(cast.values()), **forward_t.figures("forward"),
+    figures = dict(saved_bytes=sum(saved.values()), cast_bytes=sum(cast.values()), saved_input_bytes=saved_input,
+                   saved_output_bytes=saved_output, **forward_t.figures("forward"),
                    **backward_t.figures("backward"))
     if split:
         figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))

@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 from pipebench import models
-from pipebench.partition.profile import LayerProfile, Profile, ProfileError, load_profiles, save_profiles
+from pipebench.partition.profile import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
+                                         save_profiles)
 from pipebench.partition.profiler import profile_model, profile_sizes
 
 
@@ -293,3 +294,31 @@ def test_a_model_with_two_inputs_is_profiled():
     assert profile.layers[-1].output_shape == [2, 5, 4]
     assert all(l.backward_ms > 0 for l in profile.layers)
     assert profile.layers[0].backward_input_ms == 0 and profile.layers[1].backward_input_ms > 0
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_what_neighbouring_layers_both_keep_counts_once_as_in_the_eager_model(precision):
+    """A ResNet block's last ReLU keeps its result, and the next block's first convolution keeps the same
+    tensor as its input: profiled apart each counts it, the eager model holds it once. kept_bytes equals
+    the saved bytes of the eager model's own forward (less autocast's weight copies, counted apart)."""
+    from pipebench.training import Training
+
+    model = models.get_model("resnet18", "tiny", seed=0)
+    with torch.random.fork_rng():
+        profile = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=Training(precision))
+    params = {p.untyped_storage().data_ptr() for p in model.module.parameters()}
+    seen = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t.detach()
+
+    inputs, _ = model.make_batch(4, seed=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model.module(inputs)
+    eager = sum(seen.values()) - sum(l.cast_bytes for l in profile.layers)
+    assert kept_bytes(profile.layers) == eager
+    assert sum(l.saved_bytes for l in profile.layers) > 1.15 * eager  # what the sum alone overstated
+    assert profile.layers[0].shared_bytes == 0

@@ -11,6 +11,7 @@ from pipebench.bench.launch import launch
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
+from pipebench.partition import costs
 from pipebench.partition.plan import hand_plan, make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
@@ -99,11 +100,28 @@ def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
     assert sum(l.saved_bytes for l in bf16.layers) < 0.9 * sum(l.saved_bytes for l in fp32.layers)
 
 
+def test_a_bf16_profile_feeds_each_segment_what_autocast_makes():
+    """A convolution's output under autocast is bf16, so the BatchNorm after it receives and saves bf16, as
+    in the trainers' step. Fed the fp32 inputs of an fp32 run, ResNet-101's bf16 profile overstated its
+    activations by 36-44% on an H200."""
+    from pipebench.partition.profiler import profile_model
+
+    model = models.get_model("resnet18", "tiny")
+    with torch.random.fork_rng():
+        fp32 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=Training("fp32"))
+        bf16 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=BF16_ADAMW)
+    conv, norm = bf16.layers[0], bf16.layers[1]
+    assert (conv.name, conv.output_dtype, norm.name) == ("conv1", "bfloat16", "bn1")
+    assert conv.output_bytes == fp32.layers[0].output_bytes // 2
+    assert norm.saved_bytes < 0.6 * fp32.layers[1].saved_bytes
+    assert sum(l.saved_bytes for l in bf16.layers) < 0.6 * sum(l.saved_bytes for l in fp32.layers)
+
+
 # --------------------------------------------------------------------------------------------- pricing
 
-def profile_of(forward_ms, micro_batch=2, batch=8, param_bytes=4000, saved=1000, out=100, cast=0):
+def profile_of(forward_ms, micro_batch=2, batch=8, param_bytes=4000, saved=1000, out=100, cast=0, shared=0):
     layers = [LayerProfile(f"l{i}", param_bytes // 4, param_bytes, f, 2 * f, out, [micro_batch, 25], "float32", saved,
-                           cast_bytes=cast) for i, f in enumerate(forward_ms)]
+                           cast_bytes=cast, shared_bytes=shared if i else 0) for i, f in enumerate(forward_ms)]
     return Profile("mlp", "tiny", "cpu", "cpu", "x", batch, micro_batch, 1, 0, [micro_batch, 4], "float32", layers)
 
 
@@ -115,6 +133,17 @@ def test_the_memory_prices_adamw_and_the_cast_copies_in_closed_form():
             layers = stage.end_layer - stage.first_layer
             # parameters + gradients + states, the cast copies once, activations of every micro-batch in flight
             assert stage.predicted_memory_bytes == layers * (4000 * (2 + states) + 500 + 1000 * stage.peak_in_flight)
+
+
+def test_a_tensor_two_layers_keep_counts_once_within_a_stage_and_on_both_sides_of_a_cut():
+    plan = make_plan([profile_of([1.0] * 4, shared=300)], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
+    for stage in plan.stages:
+        layers = stage.end_layer - stage.first_layer
+        # the tensor between two of its layers once: layers - 1 of them within it; a cut's is kept by both
+        activations = 1000 * layers - 300 * (layers - 1)
+        assert stage.predicted_memory_bytes == layers * 2 * 4000 + activations * stage.peak_in_flight
+    whole = profile_of([1.0] * 4, shared=300).layers
+    assert costs.replica_memory(whole, 2) == 4 * 2 * 4000 + 4 * 1000 - 3 * 300
 
 
 def test_checkpoint_always_prices_the_recompute_and_keeps_only_what_each_stage_received():
