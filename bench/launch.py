@@ -152,10 +152,10 @@ class Session:
         job = replace(self.job, control_port=self._store.port)
         self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
         self.out_dir = Path(self.keep) if self.keep is not None else Path(self._tmp.name)
-        self._proc = _start(job, self.out_dir, Path(self._tmp.name), self.gpus, self.torchrun_args)
-        self._awaiting = "ready"
-        self._thread(self._watch, self._store.port)
-        try:
+        try:  # from the start on, a Ctrl-C anywhere (a thread's start waits too) takes the workers down
+            self._proc = _start(job, self.out_dir, Path(self._tmp.name), self.gpus, self.torchrun_args)
+            self._awaiting = "ready"
+            self._thread(self._watch, self._store.port)
             self._wait_for("ready")
         except BaseException:
             self.__exit__(None, None, None)
