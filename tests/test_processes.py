@@ -120,8 +120,9 @@ def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
     at once; before, the wait in C++ held the signal until the store's timeout."""
     temp = tmp_path / "tmp"
     temp.mkdir()
-    code = PARENT if sig == signal.SIGINT else PARENT.replace(
-        "try:", "import signal\nsignal.signal(signal.SIGTERM, signal.default_int_handler)\ntry:")
+    # Ctrl-C's KeyboardInterrupt, set even where this test's own process was started with SIGINT ignored
+    # (in the background of a shell without job control, which Python then leaves ignored).
+    code = PARENT.replace("try:", f"import signal\nsignal.signal({int(sig)}, signal.default_int_handler)\ntry:")
     proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(temp)}, cwd=tmp_path)
     try:
         wait_until(lambda: _descendants(proc.pid), "the workers started")
