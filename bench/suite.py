@@ -274,8 +274,9 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         world_size=job.processes if job else strategy.processes(1 if strategy.devices == "one" else machine.devices),
         batch=case.batch, micro_batches=job.micro_batches if job else prepared.prediction.micro_batches,
         schedule=case.schedule, virtual_stages=case.virtual_stages,
-        status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto" and not plan
-                                         and getattr(prepared.prediction, "recompute", False) else ""),
+        status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto"
+                                         and prepared.prediction is not None and prepared.prediction.recompute
+                                         else ""),
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),

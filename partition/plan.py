@@ -246,6 +246,14 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
                 checkpoint="always" if recompute else "never")
 
 
+def check_recompute(schedule: str, checkpoint: str) -> None:
+    """Refuse checkpoint always with a zero-bubble schedule (UserError): it splits the backward in two,
+    and recomputing needs it whole. `plan` calls it before profiling, make_plan again."""
+    if checkpoint == "always" and schedule in ZERO_BUBBLE:
+        raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
+                        "(choose another schedule or --checkpoint never)")
+
+
 def make_plan(
     profiles: Sequence[Profile],
     devices: Sequence[str],
@@ -283,9 +291,7 @@ def make_plan(
     """
     if checkpoint not in CHECKPOINT_MODES:
         raise UserError(f"unknown checkpoint mode {checkpoint!r}; choose one of: {', '.join(CHECKPOINT_MODES)}")
-    if checkpoint == "always" and schedule in ZERO_BUBBLE:
-        raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
-                        "(choose another schedule or --checkpoint never)")
+    check_recompute(schedule, checkpoint)
     if schedule in ZERO_BUBBLE:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
     if balance not in BALANCES:

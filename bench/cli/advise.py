@@ -25,12 +25,12 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_advise(args) -> int:
-    from pipebench.bench.advise import advise
-    from pipebench.bench.cli.plan import load_or_profile
-    from pipebench.files import write_json
     from dataclasses import replace
 
+    from pipebench.bench.advise import advise
     from pipebench.bench.cli import training_of
+    from pipebench.bench.cli.plan import load_or_profile
+    from pipebench.files import write_json
     from pipebench.specs import parse_chunks
 
     training = training_of(args)  # an unknown value: one line now

@@ -109,15 +109,13 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
 
 
 def cmd_plan(args) -> int:
-    from pipebench.partition.plan import ZERO_BUBBLE, make_plan
+    from pipebench.partition.plan import check_recompute, make_plan
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
 
     training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     virtual = virtual_stages(args.schedule, args.virtual_stages)
-    if args.checkpoint == "always" and args.schedule in ZERO_BUBBLE:  # refused before profiling, not after
-        raise UserError(f"activation checkpointing needs a backward in one piece; {args.schedule} splits it "
-                        "(choose another schedule or --checkpoint never)")
+    check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after
     source = load_or_profile(args, virtual)
     profiles, devices, max_memory = source.profiles, source.devices, source.caps
     micro_batch_counts(parse_chunk(args.chunks), profiles[0].batch)

@@ -59,7 +59,6 @@ class DeviceMapTrainer(WholeModelTrainer):
                                force_hooks=True)
 
 
-
 def no_split_classes(model) -> list[str]:
     """Class names of the modules accelerate must keep on one device: a Hugging Face model's own
     `_no_split_modules`, else the classes of the model's layers (its top-level submodules)."""

@@ -28,6 +28,7 @@ from pipebench.bench.strategies.pp import PipelineParallelTrainer
 from pipebench.errors import UserError
 from pipebench.partition.costs import DDP_BUCKET_BYTES
 
+
 class HybridTrainer(PipelineParallelTrainer):
     """This process's stage of its replica's pipeline; the replicas of a stage average their gradients."""
 
