@@ -14,7 +14,7 @@ log text. When one worker fails, torchrun stops the others; we then kill the who
 process and no port outlives the call. Every child also ends itself within a second of losing the process
 that started it (`exit_with_parent`): kill -9 of `pipebench run` leaves no worker spinning on a port.
 
-Several machines: run the worker under torchrun yourself with its node flags (README, "Several machines").
+Several machines: run the worker under torchrun yourself with its node flags (docs/several-machines.md).
 """
 from __future__ import annotations
 

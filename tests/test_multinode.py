@@ -1,4 +1,4 @@
-"""The README's "Several machines" recipe, run for real on one machine (issue 15, item 16): its very bash
+"""The "Several machines" recipe (docs/several-machines.md), run for real on one machine: its very bash
 block, started twice (two torchrun agents, --nnodes 2) with one CPU process each (gloo), the rendezvous
 on 127.0.0.1 instead of node0.example. Each "node" has a folder of its own, as two machines would: the
 result lands once, from the node that holds rank 0."""
@@ -16,13 +16,12 @@ import pytest
 from pipebench.bench.job import Job
 from pipebench.bench.launch import free_port
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+RECIPE = Path(__file__).resolve().parent.parent / "docs" / "several-machines.md"
 
 
 def readme_recipe() -> tuple[dict[str, str], list[str]]:
-    """The environment and the command of the bash block under "### Several machines"."""
-    section = README.read_text().split("### Several machines", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    """The environment and the command of the recipe's bash block."""
+    block = RECIPE.read_text().split("```bash", 1)[1].split("```", 1)[0]
     lines = [line.strip().rstrip("\\") for line in block.splitlines()]
     words = shlex.split(" ".join(line for line in lines if not line.startswith("#")))
     env = {}
@@ -33,7 +32,7 @@ def readme_recipe() -> tuple[dict[str, str], list[str]]:
 
 
 def recipe_on_this_machine(endpoint: str) -> tuple[dict[str, str], list[str]]:
-    """The README's command with this machine's numbers: one process per node, rendezvous on loopback."""
+    """The recipe's command with this machine's numbers: one process per node, rendezvous on loopback."""
     env, words = readme_recipe()
     assert words[0] == "torchrun" and words[words.index("--nnodes") + 1] == "2"
     words[0] = str(Path(sys.executable).with_name("torchrun"))
@@ -43,9 +42,9 @@ def recipe_on_this_machine(endpoint: str) -> tuple[dict[str, str], list[str]]:
 
 
 def run_on_two_nodes(tmp_path: Path, strategy: str) -> tuple[list[Path], list[str]]:
-    """job.json from a Plan for both devices, as the README says; then the recipe on each "node"."""
+    """job.json from a Plan for both devices, as the recipe says; then the recipe on each "node"."""
     plan = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
-                       micro_batches=2).the_plan  # a Plan for both devices (the README's comes from `plan`)
+                       micro_batches=2).the_plan  # a Plan for both devices (the recipe's comes from `plan`)
     env, command = recipe_on_this_machine(f"127.0.0.1:{free_port()}")
     env = {**os.environ, **env, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     nodes = [tmp_path / f"node{n}" for n in range(2)]

@@ -117,7 +117,7 @@ def test_matches_brute_force_with_everything(problem):
 
 
 def test_beats_block_partition_heuristic():
-    # torchgpipe's block partition gives a slowest stage of 6 here (README, "How it works").
+    # torchgpipe's block partition gives a slowest stage of 6 here (docs/architecture.md).
     costs = [1, 1, 1, 5, 1, 1, 1, 1]
     bounds = solve(costs, 3)
     assert bottleneck(costs, bounds) == 5
