@@ -44,6 +44,8 @@ class RunOptions:
     warmup: int
     timeout: float
     repeats: int | None = None
+    fresh: bool = False
+    """--fresh: profile again, reusing neither the profile cache nor the profiles folder."""
     profiles: Path | None = None
     """Folder of saved profiles to reuse (default: next to the results file)."""
     auto: int | None = None
@@ -81,7 +83,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         try:
             if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
                 profiled[profile_key] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
-                                                           reuse=True, note=note,
+                                                           reuse=not options.fresh, note=note,
                                                            counts=profile_counts(options.chunks, machine.devices,
                                                                                  batch=case.batch,
                                                                                  replicas=hybrid_replicas(
@@ -145,7 +147,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
     for model, batch in options.models.items():
         probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides,
                            training=options.training)[0]
-        profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=True, note=note,
+        profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                                       counts=profile_counts(options.chunks, machine.devices))
         advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds,
                         training=options.training)

@@ -161,7 +161,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
                           devices, repeats, list(counts) if counts else "auto", case.training.precision,
-                          case.training.optimizer, gpus=machine.gpus)
+                          case.training.optimizer, not reuse, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profiled in {time.monotonic() - start:.0f} s -> {path}")
@@ -170,13 +170,14 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
                      devices: list[str], repeats: int | None, micro_batches="auto", precision: str = "tf32",
-                     optimizer: str = "sgd") -> None:
-    """In the child: profile and save (the parent reads the file; it stays for --resume and reuse)."""
+                     optimizer: str = "sgd", fresh: bool = False) -> None:
+    """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
+    file; it stays for --resume and reuse)."""
     import pipebench
 
     profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
                                  settings=settings, repeats=repeats, micro_batches=micro_batches, precision=precision,
-                                 optimizer=optimizer)
+                                 optimizer=optimizer, fresh=fresh)
     save_profiles(profiles, path)
 
 

@@ -106,6 +106,8 @@ class Plan:
     config: dict[str, Any] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
+    profile_id: str | None = None
+    """The profile (partition/cache.py's name for it) the plan was made from; None: not cached."""
     placement: list[int] = field(default_factory=list)
     """The device index (0 .. device_count - 1) of each stage, as the schedule places it: the one place
     every executor reads it from (partition.schedule.placement computes it when the plan is made)."""
@@ -519,6 +521,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         calibration=scale,
         virtual_stages=v,
         placement=list(where),
+        profile_id=profile.profile_id,
     )
 
 

@@ -126,6 +126,9 @@ class Profile:
     bf16 profile. Profiles made before precisions existed were TF32."""
     optimizer: str = "sgd"
     """The optimizer of the whole step (`whole_step_ms`), whose update it includes."""
+    profile_id: str | None = None
+    """The profile cache's name for this measurement (partition/cache.py); plans and rows record it, so
+    a reader can tell two answers made from the same measurement. None: not cached (a module object)."""
 
     @property
     def micro_batches(self) -> int:

@@ -432,11 +432,13 @@ def profile_sizes(
     progress: Callable[[str], None] | None = None,
     granularity: int | None = None,
     training: Training = Training(),
+    already: int = 0,
 ) -> list[Profile]:
     """Profile `model` once per micro-batch count in `counts` (micro-batches of batch // m samples).
 
     A size that fails (out of memory, BatchNorm over one value, ...) is skipped with a note; UserError
-    when the only size asked for fails, or when none works. note(line) receives what is worth telling
+    when the only size asked for fails, or when none works; `already`: how many other sizes the caller
+    has (from the profile cache), which count as working ones. note(line) receives what is worth telling
     (sizes, skips, times); progress(line) the segment being measured, a line meant to be overwritten.
     granularity: as for profile_model. A model that torch.export cannot capture is a UserError at once."""
     say = note or (lambda line: None)
@@ -462,7 +464,7 @@ def profile_sizes(
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
             last_error = f"micro-batch {size}: {first_line(exc)}"
-            if len(counts) == 1:
+            if len(counts) + already == 1:
                 raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
             say(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {first_line(exc)}" + " " * 30)
             del exc
@@ -471,7 +473,7 @@ def profile_sizes(
                 torch.cuda.empty_cache()
             continue
         say(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s" + " " * 30)
-    if not profiles:
+    if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     say(f"profiled in {time.perf_counter() - started:.1f} s")
     return sorted(profiles, key=lambda p: counts.index(p.micro_batches))  # in the order asked

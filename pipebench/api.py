@@ -41,7 +41,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             link_gbps: float | None = None, granularity: int | None = None,
             note: Callable[[str], None] | None = None,
             progress: Callable[[str], None] | None = None,
-            precision: str = "tf32", optimizer: str = "sgd") -> list[Profile]:
+            precision: str = "tf32", optimizer: str = "sgd", cache: bool = True,
+            fresh: bool = False) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
     in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
     whole step includes.
@@ -58,6 +59,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
     note(line) hears what happens (sizes skipped, the link); progress(line) hears each layer as it starts.
+    cache: reuse sizes measured before in the profile cache (partition/cache.py) and keep new ones;
+        fresh: measure every size again (and replace the cached ones).
     Returns one Profile per micro-batch size that ran.
     """
     import torch
@@ -65,7 +68,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
     from pipebench.models import LayeredModel, UserModel, get_model
-    from pipebench.partition.profiler import profile_sizes
+    from pipebench.partition.cache import ProfileCache, cache_enabled, model_identity
+    from pipebench.partition.profiler import device_name, profile_sizes
     from pipebench.training import Training, set_precision
     from pipebench.specs import micro_batch_counts
 
@@ -98,9 +102,29 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         raise UserError(f"repeats must be at least 1 (got {repeats})")
     # On the CPU, time with one device's share of the cores: what each worker standing in for a device gets.
     threads = torch.get_num_threads() if on_gpu else threads_per_device(len(devices or [device]))
-    with thread_budget(threads):
-        profiles = profile_sizes(model, target, batch, counts, repeats=repeats, warmup=2 if on_gpu else 1,
-                                 note=note, progress=progress, granularity=granularity, training=training)
+    warmup = 2 if on_gpu else 1
+    identity = model_identity(model) if cache and cache_enabled() else None
+    store = ProfileCache() if identity is not None else None
+    keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=target.type,
+                                device_name=device_name(target), threads=None if on_gpu else threads,
+                                torch=torch.__version__, precision=training.precision,
+                                optimizer=training.optimizer, repeats=repeats, warmup=warmup,
+                                granularity=granularity) for m in counts} if store else {}
+    cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
+    if cached and note:
+        note(f"{model.name}: micro-batch size(s) {', '.join(str(batch // m) for m in sorted(cached, reverse=True))} "
+             f"from the profile cache ({store.folder}; --fresh measures again)")
+    missing = [m for m in counts if m not in cached]
+    profiles = []
+    if missing:
+        with thread_budget(threads):
+            profiles = profile_sizes(model, target, batch, missing, repeats=repeats, warmup=warmup, note=note,
+                                     progress=progress, granularity=granularity, training=training,
+                                     already=len(cached))
+        for p in profiles:
+            if store is not None:
+                store.put(keys[p.micro_batches], p)
+    profiles = sorted([*cached.values(), *profiles], key=lambda p: counts.index(p.micro_batches))
     allreduce_gbps = latency_ms = None
     if on_gpu:
         allreduce_gbps = measure_allreduce_gbps(list(devices or [device]))

@@ -1,8 +1,13 @@
 """Shared test set-up: seeded RNG, the torch version in the header, GPU tests skipped without GPUs."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+# Every test measures for itself; tests of the profile cache turn it on in a folder of their own.
+os.environ["PIPEBENCH_CACHE"] = "off"
 
 
 def pytest_report_header(config):

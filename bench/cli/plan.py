@@ -52,6 +52,8 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     parser.add_argument("--repeats", type=int, default=None,
                         help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
     parser.add_argument("--profile", metavar="FILE", help=f"{command} from a saved profile, touching no GPU")
+    parser.add_argument("--fresh", action="store_true",
+                        help="measure again instead of reusing the profile cache (~/.cache/pipebench)")
     parser.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
     parser.add_argument("--json", metavar="FILE", help=f"write the {command} as JSON" if command != "advise"
                         else "write the ranking as JSON")
@@ -200,6 +202,6 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
     profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
                                  micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
                                  settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
-                                 precision=args.precision, optimizer=args.optimizer,
+                                 precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
                                  progress=(lambda line: note(line, end="\r")) if sys.stderr.isatty() else None)
     return profiles, profiles[0].link_gbps or 0.0

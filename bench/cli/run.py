@@ -42,6 +42,8 @@ def add_parser(subparsers) -> None:
     run.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2; 1 with --quick)")
     run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--fresh", action="store_true",
+                     help="profile again instead of reusing the profile cache (~/.cache/pipebench) and --profiles")
     add_training_options(run)
     run.add_argument("--gpu-memory", metavar="SIZE",
                      help="cap every worker's GPU memory for real, e.g. 10GiB (a smaller card on a bigger one); "
@@ -85,7 +87,7 @@ def cmd_run(args) -> int:
         auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
-        resume=args.resume, timeout=args.timeout, repeats=args.repeats,
+        resume=args.resume, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,

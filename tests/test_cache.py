@@ -1,0 +1,96 @@
+"""The profile cache (partition/cache.py): a size measured once is served again, and only when
+everything that changes its figures is the same; a stale or corrupt entry is measured again."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import pipebench
+from pipebench.partition import profiler
+from pipebench.partition.cache import ProfileCache
+
+TINY = dict(batch=4, device="cpu", flavour="tiny", micro_batches=[1, 2], repeats=1)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPEBENCH_CACHE", str(tmp_path / "cache"))
+    return ProfileCache(tmp_path / "cache")
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The micro-batch sizes measured for real, in order."""
+    sizes = []
+    real = profiler.profile_model
+
+    def counting(model, device, micro_batch, **kwargs):
+        sizes.append(micro_batch)
+        return real(model, device, micro_batch, **kwargs)
+
+    monkeypatch.setattr(profiler, "profile_model", counting)
+    return sizes
+
+
+def test_a_second_profile_comes_from_the_cache(cache, measured, one_thread):
+    first = pipebench.profile("mlp", **TINY)
+    assert sorted(measured) == [2, 4]
+    second = pipebench.profile("mlp", **TINY)
+    assert sorted(measured) == [2, 4]  # nothing measured again
+    assert [p.profile_id for p in second] == [p.profile_id for p in first]
+    assert all(p.profile_id for p in first)
+    assert [p.to_dict() for p in second] == [p.to_dict() for p in first]
+    pipebench.profile("mlp", **{**TINY, "micro_batches": [1, 2, 4]})  # only the new size is measured
+    assert sorted(measured) == [1, 2, 4]
+
+
+def test_what_changes_the_figures_is_measured_again(cache, measured, one_thread):
+    pipebench.profile("mlp", **TINY)
+    pipebench.profile("mlp", **TINY, precision="bf16")
+    pipebench.profile("mlp", **TINY, settings={"depth": 2})
+    pipebench.profile("mlp", **{**TINY, "batch": 8})
+    assert len(measured) == 8
+    pipebench.profile("mlp", **TINY, fresh=True)
+    assert len(measured) == 10
+
+
+def test_a_corrupt_or_stale_entry_is_measured_again(cache, measured, one_thread):
+    pipebench.profile("mlp", **TINY)
+    files = sorted((cache.folder / "profiles").glob("*.json"))
+    assert len(files) == 2
+    files[0].write_text("{not json")
+    data = json.loads(files[1].read_text())
+    data["key"]["torch"] = "0.0"  # a key that does not match its name
+    files[1].write_text(json.dumps(data))
+    pipebench.profile("mlp", **TINY)
+    assert len(measured) == 4
+
+
+def test_a_module_object_is_not_cached(cache, measured, one_thread):
+    module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    for _ in range(2):
+        profiles = pipebench.profile(module, torch.randn(2, 4), batch=4, device="cpu", micro_batches=1, repeats=1)
+    assert len(measured) == 2 and profiles[0].profile_id is None
+    assert not (cache.folder / "profiles").exists()
+
+
+def test_the_command_line_says_it_used_the_cache(cache, capsys, one_thread):
+    from pipebench.bench.cli import main
+
+    args = ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--device", "cpu", "--batch", "4",
+            "--chunks", "2", "--repeats", "1", "--link-gbps", "0"]
+    assert main(args) in (0, None)
+    assert "profile cache" not in capsys.readouterr().err
+    assert main(args) in (0, None)
+    assert "from the profile cache" in capsys.readouterr().err
+    assert main([*args, "--fresh"]) in (0, None)
+    assert "from the profile cache" not in capsys.readouterr().err
+
+
+def test_a_plan_names_the_profile_it_came_from(cache, one_thread):
+    plan = pipebench.plan("mlp", batch=4, stages=2, device="cpu", flavour="tiny", micro_batches=2, repeats=1,
+                          link_gbps=0)
+    again = pipebench.Plan.from_dict(plan.to_dict())
+    assert plan.profile_id and again.profile_id == plan.profile_id
