@@ -86,6 +86,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
                                                            reuse=not options.fresh, note=note,
                                                            counts=profile_counts(options.chunks, machine.devices,
                                                                                  batch=case.batch,
+                                                                                 strategies=options.strategies,
                                                                                  replicas=hybrid_replicas(
                                                                                      options.strategies,
                                                                                      machine.devices)))
@@ -115,12 +116,19 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
 
 
 def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
-                   replicas: int = 1) -> list[int] | None:
-    """The micro-batch counts a run profiles: every power of two (None) when the planner picks (a None
-    in `chunks`), else those asked for, plus 1 (the whole-batch cases) and the device count (DDP's and
-    DataParallel's replicas run batch / devices samples each, which their predictions are made from).
+                   replicas: int = 1, strategies: Sequence[str] = ()) -> list[int] | None:
+    """The micro-batch counts a run profiles: only what its strategies' predictions need. 1 (the whole
+    batch: single, and every step's calibration), the device count where a strategy spreads over the
+    devices (DDP's and DataParallel's replicas run batch / devices samples each), and for strategies
+    that micro-batch, every power of two (None) when the planner picks (a None in `chunks`), else those
+    asked for.
     With `replicas` copies of a pipeline (hybrid), each replica cuts batch / replicas into m
     micro-batches: count m x replicas of the whole batch, where it splits `batch`."""
+    from pipebench.bench.strategies import get_strategy
+
+    chosen = [get_strategy(name) for name in strategies]
+    if chosen and not any(s.micro_batched for s in chosen):
+        return sorted({1, *(devices for s in chosen if s.devices != "one")})
     if None in chunks:
         return None
     copies = {m * replicas for m in chunks if replicas > 1 and batch and batch % (m * replicas) == 0}

@@ -94,3 +94,12 @@ def test_a_plan_names_the_profile_it_came_from(cache, one_thread):
                           link_gbps=0)
     again = pipebench.Plan.from_dict(plan.to_dict())
     assert plan.profile_id and again.profile_id == plan.profile_id
+
+
+def test_a_run_profiles_only_what_its_strategies_need():
+    from pipebench.bench.run import profile_counts
+
+    assert profile_counts([None], 2, batch=64, strategies=["single"]) == [1]
+    assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]
+    assert profile_counts([None], 2, batch=64, strategies=["single", "pp-1f1b"]) is None  # the planner picks
+    assert profile_counts([4], 2, batch=64, strategies=["pp-1f1b"]) == [1, 2, 4]
