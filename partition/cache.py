@@ -85,34 +85,65 @@ class ProfileCache:
     def profile_id(key: dict[str, Any]) -> str:
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
-    def _path(self, key: dict[str, Any]) -> Path:
-        return self.folder / "profiles" / f"{self.profile_id(key)}.json"
+    def _path(self, key: dict[str, Any], kind: str = "profiles") -> Path:
+        return self.folder / kind / f"{self.profile_id(key)}.json"
 
-    def get(self, key: dict[str, Any]) -> Profile | None:
-        """The cached profile of `key`; None when there is none, or when its file is stale or corrupt."""
-        path = self._path(key)
+    def _read(self, key: dict[str, Any], kind: str = "profiles") -> dict | None:
+        """The payload kept under `key`; None when there is none, or its file is stale or corrupt."""
+        path = self._path(key, kind)
         try:
             if not path.is_file() or path.stat().st_size > 64 << 20:
                 return None
             data = json.loads(path.read_text())
-            if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") == VERSION):
-                return None
-            if json.dumps(data.get("key"), sort_keys=True, default=str) != json.dumps(key, sort_keys=True, default=str):
-                return None
-            profile = Profile.from_dict(data.get("profile"), where=str(path))
-        except (OSError, ValueError, TypeError, RecursionError):  # ProfileError is a ValueError
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") == VERSION):
+            return None
+        if json.dumps(data.get("key"), sort_keys=True, default=str) != json.dumps(key, sort_keys=True, default=str):
+            return None
+        return data
+
+    def _write(self, key: dict[str, Any], kind: str = "profiles", **payload: Any) -> None:
+        """Keep `payload` under `key`, atomically; a cache that cannot be written is only not kept."""
+        try:
+            write_json(self._path(key, kind), {"format": FORMAT, "version": VERSION, "key": key, **payload})
+        except OSError:
+            pass
+
+    def get(self, key: dict[str, Any]) -> Profile | None:
+        """The cached profile of `key`; None when there is none, or when its file is stale or corrupt."""
+        data = self._read(key)
+        if data is None:
+            return None
+        try:
+            profile = Profile.from_dict(data.get("profile"), where=str(self._path(key)))
+        except (ValueError, TypeError, RecursionError):  # ProfileError is a ValueError
             return None
         profile.profile_id = self.profile_id(key)
         return profile
 
     def put(self, key: dict[str, Any], profile: Profile) -> None:
-        """Keep `profile` under `key` (atomically; a cache that cannot be written is only not kept)."""
+        """Keep `profile` under `key`."""
         profile.profile_id = self.profile_id(key)
-        try:
-            write_json(self._path(key), {"format": FORMAT, "version": VERSION, "key": key,
-                                         "profile": profile.to_dict()})
-        except OSError:
-            pass
+        self._write(key, profile=profile.to_dict())
+
+    def get_links(self, key: dict[str, Any]) -> dict[str, float | None] | None:
+        """The link figures timed between these devices (see `put_links`); None when not kept."""
+        data = self._read(key, "links")
+        links = data.get("links") if data else None
+        if not isinstance(links, dict) or set(links) != set(LINK_FIELDS):
+            return None
+        if not all(v is None or (isinstance(v, (int, float)) and 0 < v < 1e9) for v in links.values()):
+            return None
+        return links
+
+    def put_links(self, key: dict[str, Any], links: dict[str, float | None]) -> None:
+        """Keep the link figures of one set of devices: timing them starts processes (gloo) or a NCCL
+        group, seconds that a cached answer would otherwise spend on every call."""
+        self._write(key, "links", links={k: links.get(k) for k in LINK_FIELDS})
+
+
+LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms")
 
 
 def model_identity(model: Any) -> dict[str, Any] | None:

@@ -11,6 +11,11 @@ from pipebench.units import format_bytes, format_count
 __all__ = ["format_plan"]
 
 
+
+def model_label(name: str, flavour: str | None) -> str:
+    """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone."""
+    return f"{name} ({flavour})" if flavour else name
+
 def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = None) -> str:
     """The stages of `plan` as a table, then its predicted step time, throughput, bubble, balance and
     memory beside `baseline`'s (the parameter-balanced split), the speed-up over it, the memory cap(s)
@@ -40,7 +45,7 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
             **({"recompute": "yes" if s.recompute else "no"} if plan.checkpoint != "never" else {}),
         })
     lines = [
-        f"{plan.model} ({plan.flavour}) on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
+        f"{model_label(plan.model, plan.flavour)} on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
         f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balanced_by}, "
         f"{plan.precision} + {plan.optimizer}" + (f", checkpoint {plan.checkpoint}" if plan.checkpoint != "never" else ""),
         "",

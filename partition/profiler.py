@@ -34,6 +34,7 @@ import torch
 
 from pipebench.errors import UserError, first_line
 from pipebench.partition.graph import CaptureError, Segment, capture, segments
+from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training, autocast, make_optimizer
 
@@ -446,7 +447,7 @@ def profile_sizes(
     profiles = []
     last_error = ""
     started = time.perf_counter()
-    say(f"profiling {model.name} ({model.flavour}) on {device} at "
+    say(f"profiling {model_label(model.name, model.flavour)} on {device} at "
         f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}")
     # Smallest micro-batches first: if a large one runs out of memory, the small ones are already measured.
     for k, m in enumerate(sorted(counts, reverse=True), 1):

@@ -9,6 +9,7 @@ The command line (`pipebench plan`, `pipebench run`) is a thin layer over these 
 """
 from __future__ import annotations
 
+import socket
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -66,7 +67,6 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     import torch
 
     from pipebench.hardware.cpu import thread_budget, threads_per_device
-    from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
     from pipebench.models import LayeredModel, UserModel, get_model
     from pipebench.partition.cache import ProfileCache, cache_enabled, model_identity
     from pipebench.partition.profiler import device_name, profile_sizes
@@ -92,11 +92,6 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     elif not isinstance(model, (LayeredModel, UserModel)):
         raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                         f"not {type(model).__name__}")
-    if link_gbps is None:
-        link = measure_stage_link(list(devices or [device]))
-        link_gbps = link[2] if link else None
-        if link and note:
-            note(f"link {link[0]} -> {link[1]}: {link_gbps:.0f} GB/s (timed copy)")
     repeats = repeats if repeats is not None else (5 if on_gpu else 3)
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")
@@ -125,21 +120,47 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             if store is not None:
                 store.put(keys[p.micro_batches], p)
     profiles = sorted([*cached.values(), *profiles], key=lambda p: counts.index(p.micro_batches))
-    allreduce_gbps = latency_ms = None
-    if on_gpu:
-        allreduce_gbps = measure_allreduce_gbps(list(devices or [device]))
-        if allreduce_gbps and note:
-            note(f"all-reduce over {len(set(devices or [device]))} GPUs: {allreduce_gbps:.0f} GB/s bus bandwidth (timed)")
-    elif len(devices or []) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
-        link_gbps, allreduce_gbps, latency_ms = measure_gloo_links()
-        if note:
-            note(f"gloo between CPU processes: {link_gbps:.2f} GB/s copies, {allreduce_gbps:.2f} GB/s all-reduce, "
-                 f"{latency_ms:.2f} ms a message (timed)")
+    links = _links(list(devices or [device]), on_gpu, link_gbps, note,
+                   store=store if store is not None and not missing and not fresh else None,
+                   keep=store, key={"links": list(devices or [device]), "device_name": device_name(target),
+                                    "host": socket.gethostname(), "torch": torch.__version__,
+                                    "threads": None if on_gpu else threads})
     for p in profiles:
-        p.link_gbps = link_gbps
-        p.allreduce_gbps = allreduce_gbps
-        p.link_latency_ms = latency_ms
+        for name, value in links.items():
+            setattr(p, name, value)
     return profiles
+
+
+def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
+    """The link figures a profile carries: GB/s between the first two devices, an all-reduce's bus
+    bandwidth, and on CPU stand-ins gloo's latency. Timed, or from the cache (`store`) when every size
+    was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
+    from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
+    from pipebench.partition.cache import ProfileCache
+
+    key = ProfileCache.key(key, micro_batch=0)
+    if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
+        if note:
+            note("link figures from the profile cache")
+        return links
+    links = {"link_gbps": link_gbps, "allreduce_gbps": None, "link_latency_ms": None}
+    if link_gbps is None and on_gpu:
+        link = measure_stage_link(devices)
+        links["link_gbps"] = link[2] if link else None
+        if link and note:
+            note(f"link {link[0]} -> {link[1]}: {links['link_gbps']:.0f} GB/s (timed copy)")
+    if on_gpu:
+        links["allreduce_gbps"] = measure_allreduce_gbps(devices)
+        if links["allreduce_gbps"] and note:
+            note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
+    elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
+        links["link_gbps"], links["allreduce_gbps"], links["link_latency_ms"] = measure_gloo_links()
+        if note:
+            note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
+                 f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message (timed)")
+    if keep is not None and link_gbps is None:
+        keep.put_links(key, links)
+    return links
 
 
 def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = None, stages: int | None = None,

@@ -175,3 +175,26 @@ def test_plan_from_a_saved_profile_prices_cuts_with_the_link_it_measured(tmp_pat
     assert (plan.link_gbps, plan.link_latency_ms) == (100.0, 0.25)
     assert main(["plan", "--profile", str(path), "--gpus", "0,1", "--link-gbps", "50", "--json", str(tmp_path / "b.json")]) == 0
     assert Plan.load(tmp_path / "b.json").link_gbps == 50.0
+
+
+def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatch, one_thread):
+    """The "check it with" command carries the model, its inputs, batch, training and strategies: run as
+    printed, it measures the recommendation beside single."""
+    import shlex
+
+    from pipebench.bench.cli import main
+
+    model = tmp_path / "mine.py"
+    model.write_text("import torch\n\ndef net():\n    return torch.nn.Sequential(torch.nn.Linear(6, 16), "
+                     "torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))\n")
+    assert main(["advise", "--model", f"{model}:net", "--input-shape", "6", "--num-classes", "3", "--batch", "8",
+                 "--stages", "2", "--device", "cpu", "--repeats", "1", "--chunks", "2",
+                 "--optimizer", "adamw"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("recommended:"))
+    command = shlex.split(line.split("check it with: ", 1)[1])
+    assert command[:2] == ["pipebench", "run"] and "--optimizer" in command and "--input-shape" in command
+    out = tmp_path / "results"
+    assert main([*command[1:], "--steps", "1", "--warmup", "0", "--out", str(out)]) == 0
+    rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
+    assert {r["strategy"] for r in rows} == {"single", command[command.index("--strategies") + 1].split(",")[1]}
+    assert all(r["status"] == "ok" and r["optimizer"] == "adamw" for r in rows)

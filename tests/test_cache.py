@@ -103,3 +103,17 @@ def test_a_run_profiles_only_what_its_strategies_need():
     assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]
     assert profile_counts([None], 2, batch=64, strategies=["single", "pp-1f1b"]) is None  # the planner picks
     assert profile_counts([4], 2, batch=64, strategies=["pp-1f1b"]) == [1, 2, 4]
+
+
+def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread):
+    from pipebench.hardware import probes
+
+    timed = []
+    monkeypatch.setattr(probes, "measure_gloo_links", lambda: timed.append(1) or (2.0, 1.0, 0.05))
+    first = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
+    second = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
+    assert len(timed) == 1  # the second answer starts no processes to time gloo again
+    assert [(p.link_gbps, p.allreduce_gbps, p.link_latency_ms) for p in second] == \
+        [(p.link_gbps, p.allreduce_gbps, p.link_latency_ms) for p in first] == [(2.0, 1.0, 0.05)] * 2
+    pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]}, fresh=True)
+    assert len(timed) == 2

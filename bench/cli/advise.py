@@ -44,7 +44,7 @@ def cmd_advise(args) -> int:
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
                     training=replace(training, precision=profiles[0].precision))  # the profile's own
-    print(format_advice(advice, profiles[0], devices))
+    print(format_advice(advice, profiles[0], devices, check=lambda best: check_command(args, profiles[0], best)))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})
@@ -52,10 +52,12 @@ def cmd_advise(args) -> int:
     return 0
 
 
-def format_advice(advice, profile, devices) -> str:
-    """The ranking as a table, then one line: the recommendation."""
+def format_advice(advice, profile, devices, check=None) -> str:
+    """The ranking as a table, then one line: the recommendation, and `check(best)`: the command that
+    measures it."""
     import pandas as pd
 
+    from pipebench.partition.plan_text import model_label
     from pipebench.units import format_bytes
 
     single = next((p for p in advice.predictions if p.strategy == "single" and p.predicted_samples_per_s), None)
@@ -65,26 +67,74 @@ def format_advice(advice, profile, devices) -> str:
         rows.append({
             "rank": rank if known else "-",
             "strategy": p.strategy,
-            "schedule": p.schedule or "-",
+            "schedule": (p.schedule or "-") if _micro_batched(p.strategy) else "-",
             "micro-batches": p.micro_batches,
             "step ms": f"{p.predicted_step_ms:.2f}" if known else "-",
             "samples/s": f"{p.predicted_samples_per_s:.1f}" if known else "-",
             "x single": f"{p.predicted_samples_per_s / single.predicted_samples_per_s:.2f}" if known and single else "-",
-            "peak memory per device": " / ".join(format_bytes(b) for b in p.peak_memory_bytes) or "-",
+            "peak memory per device": _peaks(p.peak_memory_bytes),
             "fits": "yes" if p.fits else "no",
             "note": p.reason,
         })
     table = pd.DataFrame(rows).to_string(index=False)
-    head = (f"{profile.model} ({profile.flavour}), batch {profile.batch}, on {len(devices)} x "
+    head = (f"{model_label(profile.model, profile.flavour)}, batch {profile.batch}, on {len(devices)} x "
             f"{profile.device_name or devices[0]} ({', '.join(dict.fromkeys(devices)) if len(set(devices)) > 1 else devices[0]}); "
             f"predicted from the profile, nothing run")
     if advice.recommended is None:
         tail = "recommended: none fits; lower --batch, raise --max-memory, or use more devices"
     else:
         best = next(p for p in advice.predictions if p.strategy == advice.recommended)
+        # Single recommended: the check measures it against the runner-up that fits.
+        rival = best if best.strategy != "single" else next(
+            (p for p in advice.predictions if p.strategy != "single" and p.fits and p.predicted_samples_per_s), None)
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
                 if single and best.strategy != "single" else "")
-        tail = (f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain}); "
-                f"check it with: pipebench run --strategies single,{best.strategy}"
-                if best.strategy != "single" else f"recommended: single ({best.predicted_samples_per_s:.1f} samples/s)")
+        tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
+        if rival is not None:
+            tail += f"; check it with: {check(rival) if check else 'pipebench run --strategies single,' + rival.strategy}"
     return "\n".join([head, "", table, "", tail])
+
+
+def _peaks(peaks: list[int]) -> str:
+    """Each device's peak, or for many devices (a device map over dozens) the largest and the count."""
+    from pipebench.units import format_bytes
+
+    if len(peaks) > 4:
+        return f"{format_bytes(max(peaks))} max on {len(peaks)}"
+    return " / ".join(format_bytes(b) for b in peaks) or "-"
+
+
+def check_command(args, profile, best) -> str:
+    """The `pipebench run` that measures the recommendation beside single: the same model, inputs, batch,
+    devices and training, the pipelines at the predicted micro-batch count. Copied as printed, it runs."""
+    import shlex
+
+    words = ["pipebench", "run", "--models", args.model or profile.model]
+    options = {"--flavour": args.flavour, "--batch": profile.batch, "--gpus": args.gpus,
+               "--input-shape": args.input_shape, "--input-dtype": args.input_dtype,
+               "--num-classes": args.num_classes, "--token-range": args.token_range, "--loss": args.loss,
+               "--granularity": args.granularity, "--data-dir": args.data_dir, "--max-memory": args.max_memory,
+               "--speeds": args.speeds}
+    for option, value in options.items():
+        if value is not None:
+            words += [option, str(value)]
+    for setting in args.overrides or []:
+        words += ["--set", setting]
+    if not args.gpus and args.stages and str(args.device).startswith("cuda"):
+        words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
+    if profile.precision != "tf32":
+        words += ["--precision", profile.precision]
+    if profile.optimizer != "sgd":
+        words += ["--optimizer", profile.optimizer]
+    if args.checkpoint and args.checkpoint != "never":
+        words += ["--checkpoint", args.checkpoint]
+    words += ["--strategies", f"single,{best.strategy}"]
+    if best.micro_batches and _micro_batched(best.strategy):
+        words += ["--chunks", str(best.micro_batches)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _micro_batched(name: str) -> bool:
+    from pipebench.bench.strategies import STRATEGIES
+
+    return name in STRATEGIES and STRATEGIES[name].micro_batched
