@@ -137,15 +137,17 @@ def recommend(df: pd.DataFrame) -> list[str]:
         single = ok[ok["strategy"] == "single"]
         where = f" on {best['devices']} devices" if spread.nunique() > 1 and best["devices"] > 1 else ""
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
-        peak = f"{_gib(best['peak_gib_max'])} peak per GPU"
+        # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
+        peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
         if best["strategy"] == "single":
-            lines.append(f"{text}, {peak}")
+            lines.append(f"{text}{peak}")
             continue
         if single.empty:
-            lines.append(f"{text} (no single-GPU run to compare with), {peak}")
+            lines.append(f"{text} (no single-GPU run to compare with){peak}")
             continue
         base = single.loc[single["samples_per_s"].idxmax()]
-        lines.append(f"{text}, {best['x_single']:.2f}x one GPU, {peak} (single: {_gib(base['peak_gib_max'])})")
+        against = f" (single: {_gib(base['peak_gib_max'])})" if peak else ""
+        lines.append(f"{text}, {best['x_single']:.2f}x one GPU{peak}{against}")
     return lines
 
 

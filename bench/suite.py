@@ -155,8 +155,6 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
                    else ["cpu"] * 2)
-        note(f"profiling {case.model} ({case.flavour or 'full'}, batch {case.batch}, "
-             f"{case.training.precision} {case.training.optimizer}) on {machine.name}")
         start = time.monotonic()
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
@@ -164,7 +162,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
                           case.training.optimizer, not reuse, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
-        note(f"profiled in {time.monotonic() - start:.0f} s -> {path}")
+        note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
     return Profiled(load_profiles(path), path)
 
 
@@ -174,10 +172,13 @@ def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
     file; it stays for --resume and reuse)."""
     import pipebench
+    from pipebench.progress import ProgressBar, say
 
-    profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
-                                 settings=settings, repeats=repeats, micro_batches=micro_batches, precision=precision,
-                                 optimizer=optimizer, fresh=fresh)
+    with ProgressBar() as progress:
+        profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
+                                     settings=settings, repeats=repeats, micro_batches=micro_batches,
+                                     precision=precision, optimizer=optimizer, fresh=fresh, note=say,
+                                     progress=progress)
     save_profiles(profiles, path)
 
 

@@ -240,7 +240,11 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
             outputs = module(*args)
     except Exception as exc:  # noqa: BLE001 - the model rejected the input: its own words
         shapes = ", ".join(str(list(a.shape)) for a in args)
-        raise UserError(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}") from None
+        hint = ""
+        if any(a.is_floating_point() for a in args) and "indices" in str(exc) and ("Long" in str(exc) or "Int" in str(exc)):
+            hint = " (a model that takes token ids needs --input-dtype int64, and --token-range below its vocabulary)"
+        raise UserError(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
+                        f"{hint}") from None
     if not isinstance(outputs, torch.Tensor):
         raise UserError(f"{target} returns a {type(outputs).__name__}; pipebench trains a model that returns one "
                         "tensor (wrap it so that forward returns the logits)")

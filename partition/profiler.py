@@ -430,7 +430,7 @@ def profile_sizes(
     repeats: int,
     warmup: int,
     note: Callable[[str], None] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
     granularity: int | None = None,
     training: Training = Training(),
     already: int = 0,
@@ -440,7 +440,8 @@ def profile_sizes(
     A size that fails (out of memory, BatchNorm over one value, ...) is skipped with a note; UserError
     when the only size asked for fails, or when none works; `already`: how many other sizes the caller
     has (from the profile cache), which count as working ones. note(line) receives what is worth telling
-    (sizes, skips, times); progress(line) the segment being measured, a line meant to be overwritten.
+    (sizes, skips, times); progress(done, total, what) hears each segment as it starts, counted over
+    every size (a progress bar).
     granularity: as for profile_model. A model that torch.export cannot capture is a UserError at once."""
     say = note or (lambda line: None)
     device = torch.device(device)
@@ -455,7 +456,7 @@ def profile_sizes(
         t0 = time.perf_counter()
 
         def layer_progress(i, n, name, size=size, k=k):
-            progress(f"  [{k}/{len(counts)}] micro-batch {size}: segment {i + 1}/{n} {name}")
+            progress((k - 1) * n + i, len(counts) * n, f"micro-batch {size} ({k}/{len(counts)}): {name}")
 
         try:
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
@@ -467,13 +468,13 @@ def profile_sizes(
             last_error = f"micro-batch {size}: {first_line(exc)}"
             if len(counts) + already == 1:
                 raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
-            say(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {first_line(exc)}" + " " * 30)
+            say(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {first_line(exc)}")
             del exc
             gc.collect()  # what the failed size held (its frames, through the traceback) before the next one
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             continue
-        say(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s" + " " * 30)
+        say(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s")
     if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     say(f"profiled in {time.perf_counter() - started:.1f} s")

@@ -41,7 +41,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
             link_gbps: float | None = None, granularity: int | None = None,
             note: Callable[[str], None] | None = None,
-            progress: Callable[[str], None] | None = None,
+            progress: Callable[[int, int, str], None] | None = None,
             precision: str = "tf32", optimizer: str = "sgd", cache: bool = True,
             fresh: bool = False) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
@@ -59,7 +59,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         skipped with a note), one count, or a list of counts.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
-    note(line) hears what happens (sizes skipped, the link); progress(line) hears each layer as it starts.
+    note(line) hears what happens (sizes skipped, the link); progress(done, total, what) hears each
+    segment as it starts (pipebench.progress.ProgressBar draws it).
     cache: reuse sizes measured before in the profile cache (partition/cache.py) and keep new ones;
         fresh: measure every size again (and replace the cached ones).
     Returns one Profile per micro-batch size that ran.

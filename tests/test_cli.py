@@ -196,9 +196,27 @@ def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
     notes = []
     got = profiler.profile_sizes(model, "cpu", 8, [1, 2, 8], repeats=1, warmup=0, note=notes.append)
     assert [p.size for p in got] == [8, 4]  # in the order asked, though the smallest ran first
-    assert notes[1].startswith("  [1/3] micro-batch 1: skipped, Expected more than 1 value per channel when training ")
+    assert notes[1].startswith("  [1/3] micro-batch 1: skipped, Expected more than 1 value per channel when training")
     assert notes[-1].startswith("profiled in ")
     with pytest.raises(UserError, match="cannot run mlp with micro-batches of 1: Expected more than 1 value"):
         profiler.profile_sizes(model, "cpu", 8, [8], repeats=1, warmup=0)
     with pytest.raises(UserError, match="mlp runs at none of the micro-batch sizes tried; the last: micro-batch 1: "):
         profiler.profile_sizes(model, "cpu", 2, [2, 4], repeats=1, warmup=0)
+
+
+def test_version_names_pipebench_and_torch(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pipebench ") and "(torch " in out
+
+
+def test_token_ids_given_as_floats_hint_at_the_input_dtype(tmp_path, capsys):
+    model = tmp_path / "tokens.py"
+    model.write_text("import torch\n\ndef net():\n    return torch.nn.Sequential(torch.nn.Embedding(100, 8), "
+                     "torch.nn.Flatten(), torch.nn.Linear(8 * 16, 4))\n")
+    assert main(["plan", "--model", f"{model}:net", "--input-shape", "16", "--stages", "2", "--device", "cpu",
+                 "--batch", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--input-dtype int64" in err[0]

@@ -35,6 +35,20 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _version() -> str:
+    """pipebench's version and torch's, which every figure depends on (torch read from its metadata: no
+    import for --version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import pipebench
+
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "not installed"
+    return f"pipebench {pipebench.__version__} (torch {torch})"
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -46,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pipebench",
         description="Plan, run and measure pipeline-parallel training across the GPUs of one server.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (models, plan, advise, run, devices, report):
         command.add_parser(sub)
@@ -60,8 +75,11 @@ def _fail(message: str) -> int:
 # ------------------------------------------------------------------------------------ shared helpers
 
 def note(message: str, end: str = "\n") -> None:
-    """Progress and remarks go to stderr, so stdout holds only the command's answer."""
-    print(message, file=sys.stderr, end=end, flush=True)
+    """Progress and remarks go to stderr, so stdout holds only the command's answer (through tqdm, which
+    keeps a progress bar whole)."""
+    from pipebench.progress import say
+
+    say(message, end=end)
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:

@@ -189,6 +189,7 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
     """Profile through the library (pipebench.profile) at every micro-batch size considered (`counts`,
     else --chunks); (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
     import pipebench
+    from pipebench.progress import ProgressBar
     from pipebench.specs import micro_batch_counts, parse_chunk
 
     on_gpu = devices[0].startswith("cuda")
@@ -199,9 +200,10 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
         micro_batch_counts(count, batch)
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
-    profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
-                                 micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
-                                 settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
-                                 precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
-                                 progress=(lambda line: note(line, end="\r")) if sys.stderr.isatty() else None)
+    with ProgressBar() as progress:
+        profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
+                                     micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
+                                     settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
+                                     precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
+                                     progress=progress)
     return profiles, profiles[0].link_gbps or 0.0

@@ -1,0 +1,49 @@
+"""Progress on long work (profiling a model, size after size and segment after segment): a tqdm bar on
+stderr with how far along it is and the time left, drawn only when stderr is a terminal, so that logs
+and pipes get the plain lines alone."""
+from __future__ import annotations
+
+import sys
+
+__all__ = ["ProgressBar", "say"]
+
+
+def say(message: str, end: str = "\n") -> None:
+    """A line on stderr that does not tear a bar being drawn (tqdm clears and redraws it)."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr, end=end)
+    sys.stderr.flush()
+
+
+class ProgressBar:
+    """Called as progress(done, total, what) by the profiler; a bar appears on the first call and goes
+    when the work ends (`close`, or a `with` block)."""
+
+    def __init__(self, unit: str = "segment"):
+        self.unit = unit
+        self._bar = None
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not sys.stderr.isatty():
+            return
+        from tqdm import tqdm
+
+        if self._bar is None:
+            self._bar = tqdm(total=total, unit=self.unit, file=sys.stderr, leave=False, dynamic_ncols=True,
+                             bar_format="{desc} {bar} {n_fmt}/{total_fmt} {unit}s [{elapsed}<{remaining}]")
+        if self._bar.total != total:
+            self._bar.total = total
+        self._bar.set_description_str(what, refresh=False)
+        self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
