@@ -108,6 +108,9 @@ class Plan:
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
     profile_id: str | None = None
     """The profile (partition/cache.py's name for it) the plan was made from; None: not cached."""
+    cut_note: str = ""
+    """Why the cuts are not the solver's, when they are not: a baseline's cut (parameter-balanced, or
+    equal layer counts) that the simulated step prices faster than the solver's is taken instead."""
     placement: list[int] = field(default_factory=list)
     """The device index (0 .. device_count - 1) of each stage, as the schedule places it: the one place
     every executor reads it from (partition.schedule.placement computes it when the plan is made)."""
@@ -428,6 +431,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
 
     keep_cost = StageCost(layers, speeds, prices, scale)
     recompute_cost = StageCost([recomputing(l) for l in layers], speeds, prices, scale)
+    notes: list[str] = []
 
     def cut(cost: StageCost, per_layer: list[float]) -> list[int]:
         if given_bounds is not None:
@@ -447,6 +451,9 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
                                      cut_prices=prices)
         if polish:
             bounds = _polish(bounds, m, schedule, cost, per_layer, caps, len(devices))
+            bounds = _no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, len(devices),
+                                              {"parameter-balanced": solve([l.params for l in layers], p),
+                                               "layer-count": uniform_bounds(n, p)}, notes)
         return bounds
 
     if checkpoint == "always":
@@ -522,6 +529,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         virtual_stages=v,
         placement=list(where),
         profile_id=profile.profile_id,
+        cut_note=" ".join(notes),
     )
 
 
@@ -665,6 +673,35 @@ def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices,
               launches: dict[str, list[float]] | None = None) -> sched.Timeline:
     return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
                           backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches)
+
+
+def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps, devices, baselines: dict,
+                             notes: list[str]) -> list[int]:
+    """The solver's cuts, unless a baseline's cuts that fit the caps make a shorter simulated step.
+
+    The solver minimises the slowest stage, and `_polish` walks from there on the simulated step; the
+    step also holds the fill and drain and each cut's transfer, so with few micro-batches a baseline
+    can come out ahead. The plan shown beside a baseline is never predicted slower than it: the faster
+    cut is taken, and `notes` says why."""
+    mem_prefix = [0.0, *accumulate(memory)]
+
+    def step(cand):
+        return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
+                         cost.launches(cand)).step_time
+
+    def fits(cand):
+        return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
+
+    own = step(bounds)
+    best, best_step, best_name = list(bounds), own, None
+    for name, cand in baselines.items():
+        if list(cand) != best and fits(cand) and (cand_step := step(cand)) < best_step * (1 - 1e-9):
+            best, best_step, best_name = list(cand), cand_step, name
+    if best_name is not None:
+        notes.append(f"the {best_name} cuts {best[1:-1]} are taken: the simulated step prices them at "
+                     f"{best_step:.2f} ms, the solver's {list(bounds[1:-1])} at {own:.2f} ms (the solver "
+                     f"balances the slowest stage; the step also holds the fill, the drain and each transfer)")
+    return best
 
 
 def _polish(bounds, m, schedule, cost: StageCost, memory, caps, devices) -> list[int]:

@@ -62,6 +62,8 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
     ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
     lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
                  f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
+    if plan.cut_note:
+        lines.append(plan.cut_note)
     if max_memory:
         caps = [max_memory] if isinstance(max_memory, (int, float)) else list(max_memory)
         lines.append("memory cap per GPU: " + " / ".join(format_bytes(c) for c in caps))
