@@ -271,9 +271,9 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
 
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
-    saved = dict(os.environ)
+    saved, env = dict(os.environ), child_env(gpus)
     os.environ.clear()
-    os.environ.update(child_env(gpus))  # what the child inherits when it starts; restored at once
+    os.environ.update(env)  # what the child inherits when it starts; restored at once
     try:
         proc = context.Process(target=_child_main, args=(send, fn, args, kwargs), daemon=True)
         proc.start()

@@ -231,3 +231,17 @@ def test_a_lost_peer_is_a_consequence():
     lost = RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:58019: Connection reset by peer.")
     assert error_record(lost, 0)["peer"]
     assert not error_record(RuntimeError("injected failure on rank 1"), 1)["peer"]
+
+
+def test_a_child_inherits_the_users_environment(monkeypatch):
+    """The profiling child sees what the user set (the profile cache's folder, HOME, HF_HOME, ...), plus
+    only the GPU choice and our own settings."""
+    import os
+
+    from pipebench.bench.launch import call_in_child
+
+    monkeypatch.setenv("PIPEBENCH_SOMETHING", "kept")
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    assert call_in_child(os.getenv, "PIPEBENCH_SOMETHING") == "kept"
+    assert call_in_child(os.getenv, "PATH") == os.environ["PATH"]
+    assert call_in_child(os.getenv, "PYTHONSAFEPATH") == "1" and "PYTHONSAFEPATH" not in os.environ  # ours restored
