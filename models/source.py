@@ -6,7 +6,8 @@ also needs, the batch and the loss, comes from the same file when it defines the
 - `make_batch(batch_size)` in the file returns `(inputs, targets)` (inputs a tensor or a tuple of them);
   pipebench seeds torch's RNG around the call, so every process gets the same batch. Without it the
   batch is synthetic: `input_shape` per sample (the batch dimension is added) of `input_dtype`; integer
-  inputs are token ids below `token_range` (default 1000) and the targets are the next tokens (the
+  inputs are token ids below `token_range` (default: the model's vocabulary, the rows of its input
+  embedding; 1000 for a model that embeds no tokens) and the targets are the next tokens (the
   language-model convention); float inputs get class targets below `num_classes` (default: the size of
   the output's last dimension), or, for `loss="mse"`, Gaussian targets shaped like the output.
 - `loss_fn(outputs, targets)` in the file, else `loss`: cross_entropy (default), nll or mse. Outputs of
@@ -112,16 +113,35 @@ def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device 
     factory = namespace.get(name)
     if factory is None:
         raise UserError(f"{source.target}: no {name!r} in {_where(source.target)}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = _build(factory, source.target, device)
-    module = _hugging_face_logits(module)
-    module.train()
-    make_batch = _batch_maker(namespace, source, module)
+    module = _ready(factory, source.target, seed, device)
+    source = with_token_range(source, module)
+    try:
+        make_batch = _batch_maker(namespace, source, module)
+    except RejectedInput:
+        if not _on_meta(module):
+            raise
+        # The meta device cannot run every forward (Tensor.item() in a Hugging Face mask, a data-dependent
+        # shape): a model is refused only for what it does on a real device, here the CPU at two samples.
+        make_batch = _batch_maker(namespace, source, _ready(factory, source.target, seed, "cpu"))
     loss_fn = namespace.get("loss_fn") or _loss(source.loss)
     settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
     return UserModel(source.target, module, make_batch, loss_fn, source, config=settings,
                      granularity=source.granularity)
+
+
+def _ready(factory: Any, target: str, seed: int, device) -> nn.Module:
+    """The module built by `factory` with weights seeded by `seed`, wrapped to train as pipebench does."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = _build(factory, target, device)
+    module = _hugging_face_logits(module)
+    module.train()
+    return module
+
+
+def _on_meta(module: nn.Module) -> bool:
+    first = next(module.parameters(), None)
+    return first is not None and first.device.type == "meta"
 
 
 # --------------------------------------------------------------------------------------------- import
@@ -211,6 +231,39 @@ def _hugging_face_logits(module: nn.Module) -> nn.Module:
 
 # ------------------------------------------------------------------------------------ batches, loss
 
+DEFAULT_TOKEN_RANGE = 1000
+"""Token ids are drawn below this for a model with integer inputs and no embedding to read a vocabulary from."""
+
+
+def vocabulary(module: nn.Module) -> int | None:
+    """How many token ids `module` embeds: the rows of its input embedding (a Hugging Face model's
+    get_input_embeddings(), else its first nn.Embedding), None when it has none. Read from the module's
+    structure, so a model on the meta device says it too."""
+    inner = module.model if isinstance(module, LogitsOf) else module
+    embedding = None
+    if callable(getattr(inner, "get_input_embeddings", None)):
+        with contextlib.suppress(NotImplementedError, AttributeError):
+            embedding = inner.get_input_embeddings()
+    if not isinstance(embedding, nn.Embedding):
+        embedding = next((m for m in inner.modules() if isinstance(m, nn.Embedding)), None)
+    return embedding.num_embeddings if embedding is not None else None
+
+
+def with_token_range(source: ModelSource, module: nn.Module, example_high: int | None = None) -> ModelSource:
+    """`source` with the range its synthetic token ids are drawn from, for integer inputs: the one given,
+    else the model's vocabulary, else `example_high` (an example batch's largest id + 1), else
+    DEFAULT_TOKEN_RANGE. One given beyond the vocabulary is refused: the embedding would index out of range."""
+    if getattr(torch, source.input_dtype).is_floating_point:
+        return source
+    vocab = vocabulary(module)
+    if source.token_range is not None:
+        if vocab is not None and source.token_range > vocab:
+            raise UserError(f"{source.target}: token_range {source.token_range} exceeds the model's vocabulary of "
+                            f"{vocab} token ids; give at most {vocab}, or leave it out")
+        return source
+    return dataclasses.replace(source, token_range=vocab or example_high or DEFAULT_TOKEN_RANGE)
+
+
 def _batch_maker(namespace: dict[str, Any], source: ModelSource, module: nn.Module):
     own = namespace.get("make_batch")
     if own is not None:
@@ -230,6 +283,10 @@ def _output_shape(module: nn.Module, source: ModelSource) -> list[int]:
     return list(outputs.shape[1:])
 
 
+class RejectedInput(UserError):
+    """The model's forward raised on a probe batch."""
+
+
 def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
     """One forward without gradients, the model's own error as one UserError line."""
     first = next(module.parameters(), None)
@@ -242,9 +299,9 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
         shapes = ", ".join(str(list(a.shape)) for a in args)
         hint = ""
         if any(a.is_floating_point() for a in args) and "indices" in str(exc) and ("Long" in str(exc) or "Int" in str(exc)):
-            hint = " (a model that takes token ids needs --input-dtype int64, and --token-range below its vocabulary)"
-        raise UserError(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
-                        f"{hint}") from None
+            hint = " (a model that takes token ids needs --input-dtype int64)"
+        raise RejectedInput(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
+                            f"{hint}") from None
     if not isinstance(outputs, torch.Tensor):
         raise UserError(f"{target} returns a {type(outputs).__name__}; pipebench trains a model that returns one "
                         "tensor (wrap it so that forward returns the logits)")
@@ -269,7 +326,7 @@ class SyntheticInputs:
         generator = torch.Generator(device="cpu").manual_seed(seed)
         dtype = getattr(torch, self.dtype)
         if not dtype.is_floating_point:  # token ids: the targets are the next tokens
-            high = self.token_range or 1000
+            high = self.token_range or DEFAULT_TOKEN_RANGE
             stream = torch.randint(0, high, (batch_size, *self.shape[:-1], self.shape[-1] + 1), generator=generator)
             return stream[..., :-1].to(dtype).contiguous().to(device), stream[..., 1:].contiguous().to(device)
         inputs = torch.randn((batch_size, *self.shape), generator=generator).to(dtype)
