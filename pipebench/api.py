@@ -21,7 +21,10 @@ __all__ = ["profile", "plan", "plan_devices"]
 
 def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None,
                  virtual_stages: int = 1) -> list[str]:
-    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device`."""
+    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device` (cpu, cuda
+    for the current GPU, or cuda:N)."""
+    from pipebench.hardware.probes import resolve_device
+
     if gpus is not None:
         if stages is not None:
             raise UserError("give gpus or stages, not both")
@@ -32,7 +35,7 @@ def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequen
     stages = 2 if stages is None else stages
     if stages < 1:
         raise UserError(f"stages must be at least 1 (got {stages})")
-    return [device] * stages
+    return [resolve_device(device, check=False)] * stages
 
 
 def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
@@ -68,6 +71,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     import torch
 
     from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.hardware.probes import resolve_device
     from pipebench.models import LayeredModel, UserModel, get_model
     from pipebench.partition.cache import ProfileCache, cache_enabled, model_identity
     from pipebench.partition.profiler import device_name, profile_sizes
@@ -81,7 +85,9 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         counts = sorted({m for c in micro_batches for m in micro_batch_counts(int(c), batch)})
     else:
         counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
+    device = resolve_device(device)
     target = torch.device(device)
+    devices = [resolve_device(d) for d in devices] if devices else None
     on_gpu = target.type == "cuda"
     if on_gpu:
         set_precision(training)
