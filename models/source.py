@@ -14,7 +14,9 @@ also needs, the batch and the loss, comes from the same file when it defines the
   shape (B, T, C) are flattened to (B*T, C) for cross_entropy and nll.
 
 Hugging Face models (a `transformers.PreTrainedModel`) are trained as people train them: the KV cache
-off (`use_cache=False`), the logits taken from the ModelOutput, and the loss against shifted labels.
+off (`use_cache=False`), the logits taken from the ModelOutput, and the loss against shifted labels. Any
+forward that returns a tuple, dict or ModelOutput trains its logits, else its first tensor (`output`,
+recorded). Models passed as objects from Python (object_model) are fed and trained the same way.
 
 Workers are fresh processes: each imports the model again from the same name; nothing is pickled.
 """
