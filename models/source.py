@@ -28,9 +28,9 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
