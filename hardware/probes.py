@@ -9,7 +9,7 @@ import sys
 import time
 from pipebench.errors import UserError
 
-__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "measure_link_gbps", "measure_stage_link",
+__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
            "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links"]
 
 
@@ -40,6 +40,24 @@ def check_gpus(ids: list[int]) -> list[str]:
         have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
         raise DeviceError(f"GPU {missing[0]} does not exist: {have} visible")
     return [f"cuda:{i}" for i in ids]
+
+
+def resolve_device(device, check: bool = True) -> str:
+    """The name every torch call takes for `device` (any spelling torch accepts: 'cpu', 'cuda', 'cuda:N' or
+    a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
+    CUDA device in many calls). `check`: the GPU must exist (DeviceError, one line); without it, as for a
+    plan from saved profiles, bare 'cuda' is GPU 0 when none is visible."""
+    import torch
+
+    from pipebench.specs import parse_device
+
+    text = parse_device(str(device))
+    if text == "cpu":
+        return text
+    visible = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    index = text.partition(":")[2]
+    index = int(index) if index else (torch.cuda.current_device() if visible else 0)
+    return check_gpus([index])[0] if check else f"cuda:{index}"
 
 
 def measure_link_gbps(src: str, dst: str, megabytes: int = 256, repeats: int = 5) -> float:

@@ -6,14 +6,17 @@ also needs, the batch and the loss, comes from the same file when it defines the
 - `make_batch(batch_size)` in the file returns `(inputs, targets)` (inputs a tensor or a tuple of them);
   pipebench seeds torch's RNG around the call, so every process gets the same batch. Without it the
   batch is synthetic: `input_shape` per sample (the batch dimension is added) of `input_dtype`; integer
-  inputs are token ids below `token_range` (default 1000) and the targets are the next tokens (the
+  inputs are token ids below `token_range` (default: the model's vocabulary, the rows of its input
+  embedding; 1000 for a model that embeds no tokens) and the targets are the next tokens (the
   language-model convention); float inputs get class targets below `num_classes` (default: the size of
   the output's last dimension), or, for `loss="mse"`, Gaussian targets shaped like the output.
 - `loss_fn(outputs, targets)` in the file, else `loss`: cross_entropy (default), nll or mse. Outputs of
   shape (B, T, C) are flattened to (B*T, C) for cross_entropy and nll.
 
 Hugging Face models (a `transformers.PreTrainedModel`) are trained as people train them: the KV cache
-off (`use_cache=False`), the logits taken from the ModelOutput, and the loss against shifted labels.
+off (`use_cache=False`), the logits taken from the ModelOutput, and the loss against shifted labels. Any
+forward that returns a tuple, dict or ModelOutput trains its logits, else its first tensor (`output`,
+recorded). Models passed as objects from Python (object_model) are fed and trained the same way.
 
 Workers are fresh processes: each imports the model again from the same name; nothing is pickled.
 """
@@ -25,6 +28,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -35,9 +39,11 @@ from torch import nn
 
 from pipebench.errors import UserError, first_line
 
-__all__ = ["ModelSource", "UserModel", "is_user_model", "load_user_model", "LOSSES"]
+__all__ = ["ModelSource", "UserModel", "is_user_model", "load_user_model", "object_model", "AsTrained", "LOSSES",
+           "OUTPUTS"]
 
 LOSSES = ("cross_entropy", "nll", "mse")
+OUTPUTS = ("tensor", "logits", "first")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
 
 
@@ -60,6 +66,9 @@ class ModelSource:
     loss: str = "cross_entropy"
     granularity: int | None = None
     """Module depth of the cut candidates (1: top-level submodules); None: partition/graph.py's default."""
+    output: str | None = None
+    """What of the forward's output is trained (OUTPUTS): tensor (it returns one), logits (of a ModelOutput
+    or dict), first (the first tensor of a tuple or dict); None: found by a forward, and recorded."""
 
     def __post_init__(self):
         where, sep, name = self.target.rpartition(":")
@@ -68,6 +77,8 @@ class ModelSource:
         if self.loss not in LOSSES:
             raise UserError(f"unknown loss {self.loss!r}; choose one of: {', '.join(LOSSES)} (or define loss_fn "
                             "in the model's file)")
+        if self.output is not None and self.output not in OUTPUTS:
+            raise UserError(f"unknown output {self.output!r}; choose one of: {', '.join(OUTPUTS)}")
         if self.input_dtype not in DTYPES:
             raise UserError(f"unknown input dtype {self.input_dtype!r}; choose one of: {', '.join(DTYPES)}")
         object.__setattr__(self, "input_shape", list(self.input_shape))
@@ -112,16 +123,76 @@ def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device 
     factory = namespace.get(name)
     if factory is None:
         raise UserError(f"{source.target}: no {name!r} in {_where(source.target)}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = _build(factory, source.target, device)
-    module = _hugging_face_logits(module)
+    built = _seeded_build(factory, source.target, seed, device)
+    source = with_token_range(source, built)
+    try:
+        make_batch, source = _fed(namespace, source, built)
+    except RejectedInput:
+        if not _on_meta(built):
+            raise
+        # The meta device cannot run every forward (Tensor.item() in a Hugging Face mask, a data-dependent
+        # shape): a model is refused only for what it does on a real device, here the CPU at two samples.
+        make_batch, source = _fed(namespace, source, _seeded_build(factory, source.target, seed, "cpu"))
+    module = as_trained(built, source.output)
     module.train()
-    make_batch = _batch_maker(namespace, source, module)
     loss_fn = namespace.get("loss_fn") or _loss(source.loss)
     settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
     return UserModel(source.target, module, make_batch, loss_fn, source, config=settings,
                      granularity=source.granularity)
+
+
+def _seeded_build(factory: Any, target: str, seed: int, device) -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _build(factory, target, device)
+
+
+def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any] | None = None,
+                 loss_fn: Callable | None = None) -> UserModel:
+    """An nn.Module object from Python (pipebench.plan and pipebench.profile), trained as a model named on
+    the command line is: fed synthetic batches like `example_inputs`, a batch of any size that is a tensor,
+    a tuple of them, or a dict of them by forward's keywords (input_ids first). The first tensor is made up
+    as --input-shape and --input-dtype make one, its token ids below the model's vocabulary, else below the
+    example's largest + 1; the others are the example's own samples, repeated to the batch size (an attention
+    mask stays one the model accepts). `loss_fn(outputs, targets)` replaces settings' loss."""
+    inputs, keywords = _example(example_inputs)
+    first = inputs[0]
+    source = ModelSource(f"python:{type(module).__name__}", list(first.shape[1:]),
+                         str(first.dtype).removeprefix("torch."), **dict(settings or {}))
+    high = int(first.max()) + 1 if not first.is_floating_point() and first.numel() else None
+    source = with_token_range(source, module, high)
+    ids = SyntheticInputs(source.input_shape, source.input_dtype, 1, source.token_range, "cross_entropy", [1])
+    probe = ExampleInputs(ids, inputs[1:])(2, seed=0)[0]
+    output, output_shape = _probe_output(module, probe, source, keywords)
+    source = dataclasses.replace(source, output=output)
+    ids = SyntheticInputs(source.input_shape, source.input_dtype, source.num_classes, source.token_range,
+                          source.loss, output_shape)
+    settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
+    return UserModel(type(module).__name__, as_trained(module, output, keywords),
+                     ExampleInputs(ids, inputs[1:]) if len(inputs) > 1 else ids, loss_fn or _loss(source.loss),
+                     source, config=settings, granularity=source.granularity)
+
+
+def _example(example_inputs: Any) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:
+    """(the example's tensors, forward's keywords for them: none when they go by position)."""
+    keywords: tuple[str, ...] = ()
+    inputs = example_inputs
+    if isinstance(example_inputs, dict):
+        keywords = tuple(sorted(example_inputs, key=lambda k: k != "input_ids"))
+        inputs = tuple(example_inputs[k] for k in keywords)
+    elif isinstance(example_inputs, torch.Tensor):
+        inputs = (example_inputs,)
+    if not isinstance(inputs, (tuple, list)) or not inputs or not all(
+            isinstance(t, torch.Tensor) and t.dim() >= 1 and len(t) == len(inputs[0]) for t in inputs):
+        raise UserError("an nn.Module needs example_inputs: a batch tensor such as torch.randn(2, 3, 224, 224), a "
+                        "tuple of them, or a dict such as {'input_ids': ids, 'attention_mask': mask}, all with the "
+                        "same batch size")
+    return tuple(inputs), keywords
+
+
+def _on_meta(module: nn.Module) -> bool:
+    first = next(module.parameters(), None)
+    return first is not None and first.device.type == "meta"
 
 
 # --------------------------------------------------------------------------------------------- import
@@ -189,49 +260,144 @@ def _parameters(factory) -> list[inspect.Parameter]:
 
 # ------------------------------------------------------------------------------------- Hugging Face
 
-class LogitsOf(nn.Module):
-    """A Hugging Face model as people train it: token ids in, logits out, no KV cache."""
+class AsTrained(nn.Module):
+    """A model as pipebench trains it: tensors in by position, one tensor out. Its inputs go to the model by
+    `keywords` where there are any; a Hugging Face model runs without its KV cache and returns a ModelOutput,
+    from which `output` (OUTPUTS) picks the trained tensor; None returns whatever the model does.
 
-    def __init__(self, model: nn.Module):
+    It is a view of the model, not its parent: it holds the model's own parameters, buffers and submodules
+    under the model's own names, so that a plan's cuts, its split_spec() and a state dict name what the user
+    holds (pipeline(model, ...) takes them), and moving or training it moves and trains the model."""
+
+    def __init__(self, model: nn.Module, output: str | None, keywords: tuple[str, ...] = (),
+                 hugging_face: bool = False):
         super().__init__()
-        self.model = model
+        self._parameters, self._buffers, self._modules = model._parameters, model._buffers, model._modules
+        self._non_persistent_buffers_set = model._non_persistent_buffers_set
+        object.__setattr__(self, "wrapped", model)  # not a submodule: its contents are this module's
+        self.output = output
+        self.keywords = keywords
+        self.options = {"use_cache": False, "return_dict": True} if hugging_face else {}
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False, return_dict=True).logits
+    def train(self, mode: bool = True) -> "AsTrained":
+        self.wrapped.training = mode
+        return super().train(mode)
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        if self.keywords:
+            outputs = self.wrapped(**dict(zip(self.keywords, inputs)), **self.options)
+        else:
+            outputs = self.wrapped(*inputs, **self.options)
+        return outputs if self.output is None else pick_output(outputs, self.output)
 
 
-def _hugging_face_logits(module: nn.Module) -> nn.Module:
+def is_hugging_face(module: nn.Module) -> bool:
     transformers = sys.modules.get("transformers")
-    if transformers is None or not isinstance(module, transformers.PreTrainedModel):
+    return transformers is not None and isinstance(module, transformers.PreTrainedModel)
+
+
+def as_trained(module: nn.Module, output: str | None, keywords: tuple[str, ...] = ()) -> nn.Module:
+    """`module` as pipebench trains it: itself when it takes its tensors by position and returns one, else
+    in AsTrained. A Hugging Face model always goes in AsTrained (token ids as input_ids unless `keywords`
+    say otherwise, no KV cache), so that its cut candidates are named alike however it came."""
+    hugging_face = is_hugging_face(module)
+    if not hugging_face and output == "tensor" and not keywords:
         return module
-    if getattr(module.config, "use_cache", None) is not None:
-        module.config.use_cache = False
-    return LogitsOf(module)
+    return AsTrained(module, output, keywords or (("input_ids",) if hugging_face else ()), hugging_face)
+
+
+def output_kind(outputs: Any, target: str) -> str:
+    """Which of OUTPUTS a forward's `outputs` train by default: the tensor itself, else the logits of a
+    ModelOutput or dict, else the first tensor of a tuple or dict."""
+    if isinstance(outputs, torch.Tensor):
+        return "tensor"
+    values = list(outputs.values()) if isinstance(outputs, Mapping) else outputs
+    if isinstance(outputs, Mapping) and isinstance(outputs.get("logits"), torch.Tensor):
+        return "logits"
+    if isinstance(values, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in values):
+        return "first"
+    raise UserError(f"{target} returns a {type(outputs).__name__} with no tensor in it; pipebench trains a tensor "
+                    "(return the logits, or a tuple or dict that holds them)")
+
+
+def pick_output(outputs: Any, output: str) -> torch.Tensor:
+    """The tensor `output` names in a forward's `outputs` (see output_kind)."""
+    if output == "tensor":
+        return outputs
+    if output == "logits":
+        return outputs["logits"]
+    values = outputs.values() if isinstance(outputs, Mapping) else outputs
+    return next(v for v in values if isinstance(v, torch.Tensor))
 
 
 # ------------------------------------------------------------------------------------ batches, loss
 
-def _batch_maker(namespace: dict[str, Any], source: ModelSource, module: nn.Module):
+DEFAULT_TOKEN_RANGE = 1000
+"""Token ids are drawn below this for a model with integer inputs and no embedding to read a vocabulary from."""
+
+
+def vocabulary(module: nn.Module) -> int | None:
+    """How many token ids `module` embeds: the rows of its input embedding (a Hugging Face model's
+    get_input_embeddings(), else its first nn.Embedding), None when it has none. Read from the module's
+    structure, so a model on the meta device says it too."""
+    inner = module.wrapped if isinstance(module, AsTrained) else module
+    embedding = None
+    if callable(getattr(inner, "get_input_embeddings", None)):
+        with contextlib.suppress(NotImplementedError, AttributeError):
+            embedding = inner.get_input_embeddings()
+    if not isinstance(embedding, nn.Embedding):
+        embedding = next((m for m in inner.modules() if isinstance(m, nn.Embedding)), None)
+    return embedding.num_embeddings if embedding is not None else None
+
+
+def with_token_range(source: ModelSource, module: nn.Module, example_high: int | None = None) -> ModelSource:
+    """`source` with the range its synthetic token ids are drawn from, for integer inputs: the one given,
+    else the model's vocabulary, else `example_high` (an example batch's largest id + 1), else
+    DEFAULT_TOKEN_RANGE. One given beyond the vocabulary is refused: the embedding would index out of range."""
+    if getattr(torch, source.input_dtype).is_floating_point:
+        return source
+    vocab = vocabulary(module)
+    if source.token_range is not None:
+        if vocab is not None and source.token_range > vocab:
+            raise UserError(f"{source.target}: token_range {source.token_range} exceeds the model's vocabulary of "
+                            f"{vocab} token ids; give at most {vocab}, or leave it out")
+        return source
+    return dataclasses.replace(source, token_range=vocab or example_high or DEFAULT_TOKEN_RANGE)
+
+
+def _fed(namespace: dict[str, Any], source: ModelSource, module: nn.Module):
+    """(make_batch, `source` with its output recorded) for the module as built, from the file's make_batch or
+    synthetic batches; the latter probe the forward, which finds an input the model rejects before any
+    profiling, what of its output is trained, and that output's shape, which targets are made to fit."""
     own = namespace.get("make_batch")
     if own is not None:
-        return _SeededUserBatches(own, source.target)
+        default = "logits" if is_hugging_face(module) else "tensor"
+        return _SeededUserBatches(own, source.target), dataclasses.replace(source, output=source.output or default)
     if not source.input_shape:
         raise UserError(f"{source.target}: say what the model takes: --input-shape C,H,W (per sample) and "
                         "--input-dtype, or define make_batch(batch_size) in the file")
-    return SyntheticInputs(list(source.input_shape), source.input_dtype, source.num_classes, source.token_range,
-                           source.loss, _output_shape(module, source))
-
-
-def _output_shape(module: nn.Module, source: ModelSource) -> list[int]:
-    """One sample's output shape (targets are made to fit it), from a forward of two samples; this is
-    also where an input the model rejects is found, before any profiling."""
     probe = SyntheticInputs(list(source.input_shape), source.input_dtype, 1, source.token_range, "cross_entropy", [1])
-    outputs = run_forward(module, probe(2, seed=0)[0], source.target)
-    return list(outputs.shape[1:])
+    output, shape = _probe_output(module, probe(2, seed=0)[0], source)
+    return (SyntheticInputs(list(source.input_shape), source.input_dtype, source.num_classes, source.token_range,
+                            source.loss, shape), dataclasses.replace(source, output=output))
 
 
-def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
-    """One forward without gradients, the model's own error as one UserError line."""
+def _probe_output(module: nn.Module, inputs: Any, source: ModelSource, keywords: tuple[str, ...] = ()):
+    """(what of the output is trained, one sample's shape of it), from one forward of `inputs`."""
+    outputs = run_forward(as_trained(module, None, keywords), inputs, source.target)
+    output = source.output or output_kind(outputs, source.target)
+    trained = pick_output(outputs, output)
+    if not isinstance(trained, torch.Tensor):
+        raise UserError(f"{source.target}: output {output!r} is a {type(trained).__name__}, not a tensor")
+    return output, list(trained.shape[1:])
+
+
+class RejectedInput(UserError):
+    """The model's forward raised on a probe batch."""
+
+
+def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
+    """One forward without gradients, the model's own error as one RejectedInput line."""
     first = next(module.parameters(), None)
     device = first.device if first is not None else torch.device("cpu")
     args = tuple(i.to(device) for i in inputs) if isinstance(inputs, tuple) else (inputs.to(device),)
@@ -242,12 +408,9 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> torch.Tensor:
         shapes = ", ".join(str(list(a.shape)) for a in args)
         hint = ""
         if any(a.is_floating_point() for a in args) and "indices" in str(exc) and ("Long" in str(exc) or "Int" in str(exc)):
-            hint = " (a model that takes token ids needs --input-dtype int64, and --token-range below its vocabulary)"
-        raise UserError(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
-                        f"{hint}") from None
-    if not isinstance(outputs, torch.Tensor):
-        raise UserError(f"{target} returns a {type(outputs).__name__}; pipebench trains a model that returns one "
-                        "tensor (wrap it so that forward returns the logits)")
+            hint = " (a model that takes token ids needs --input-dtype int64)"
+        raise RejectedInput(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
+                            f"{hint}") from None
     return outputs
 
 
@@ -269,7 +432,7 @@ class SyntheticInputs:
         generator = torch.Generator(device="cpu").manual_seed(seed)
         dtype = getattr(torch, self.dtype)
         if not dtype.is_floating_point:  # token ids: the targets are the next tokens
-            high = self.token_range or 1000
+            high = self.token_range or DEFAULT_TOKEN_RANGE
             stream = torch.randint(0, high, (batch_size, *self.shape[:-1], self.shape[-1] + 1), generator=generator)
             return stream[..., :-1].to(dtype).contiguous().to(device), stream[..., 1:].contiguous().to(device)
         inputs = torch.randn((batch_size, *self.shape), generator=generator).to(dtype)
@@ -279,6 +442,20 @@ class SyntheticInputs:
             classes = self.classes or (self.output_shape[-1] if self.output_shape else 10)
             targets = torch.randint(0, classes, (batch_size, *self.output_shape[:-1]), generator=generator)
         return inputs.to(device), targets.to(device)
+
+
+@dataclass(frozen=True)
+class ExampleInputs:
+    """Batches for a model of several inputs (object_model): the first made by `first`, the others the
+    example's samples repeated to the batch size."""
+
+    first: SyntheticInputs
+    rest: tuple[torch.Tensor, ...]
+
+    def __call__(self, batch_size: int, seed: int = 0, device: torch.device | str = "cpu"):
+        inputs, targets = self.first(batch_size, seed, device)
+        rows = [i % len(self.rest[0]) for i in range(batch_size)] if self.rest else []
+        return (inputs, *(t[rows].to(device) for t in self.rest)), targets
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ __all__ = ["profile", "plan", "plan_devices"]
 
 def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None,
                  virtual_stages: int = 1) -> list[str]:
-    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device`."""
+    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device` (cpu, cuda
+    for the current GPU, or cuda:N)."""
+    from pipebench.hardware.probes import resolve_device
+
     if gpus is not None:
         if stages is not None:
             raise UserError("give gpus or stages, not both")
@@ -32,7 +35,7 @@ def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequen
     stages = 2 if stages is None else stages
     if stages < 1:
         raise UserError(f"stages must be at least 1 (got {stages})")
-    return [device] * stages
+    return [resolve_device(device, check=False)] * stages
 
 
 def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
@@ -43,16 +46,22 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             note: Callable[[str], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None,
             precision: str = "tf32", optimizer: str = "sgd", cache: bool = True,
-            fresh: bool = False) -> list[Profile]:
+            fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
     in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
     whole step includes.
 
     model: a registry name ("resnet101", see `pipebench models`), `path/to/file.py:NAME` or
-        `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss; see
-        models/source.py), or an nn.Module object with `example_inputs`, a batch of any size such as
-        torch.randn(2, 3, 224, 224) (batches like it are made up; settings may give loss="mse" or
-        num_classes).
+        `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss, output;
+        see models/source.py), or an nn.Module object with `example_inputs`, a batch of any size: a tensor
+        such as torch.randn(2, 3, 224, 224), a tuple of them, or a dict such as {"input_ids": ids,
+        "attention_mask": mask} (batches like it are made up, token ids below the model's vocabulary;
+        settings may give loss="mse", num_classes or token_range). A Hugging Face model object trains as
+        on the command line: token ids in, logits out, no KV cache, the loss against the next tokens.
+        An output that is a tuple, dict or ModelOutput trains its logits, else its first tensor; the
+        profiles' config records which ("output").
+    loss_fn: loss_fn(outputs, targets) for an nn.Module object, given the trained tensor; None: the
+        settings' loss (cross_entropy unless they say otherwise).
     granularity: module depth of the cut candidates (1 = top-level submodules); None: the zoo's layers,
         or the finest depth with at most 64 candidates (partition/graph.py).
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
@@ -68,6 +77,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     import torch
 
     from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.hardware.probes import resolve_device
     from pipebench.models import LayeredModel, UserModel, get_model
     from pipebench.partition.cache import ProfileCache, cache_enabled, model_identity
     from pipebench.partition.profiler import device_name, profile_sizes
@@ -81,15 +91,22 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         counts = sorted({m for c in micro_batches for m in micro_batch_counts(int(c), batch)})
     else:
         counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
+    device = resolve_device(device)
     target = torch.device(device)
+    devices = [resolve_device(d) for d in devices] if devices else None
     on_gpu = target.type == "cuda"
     if on_gpu:
         set_precision(training)
         torch.cuda.set_device(target)
+    if loss_fn is not None and not isinstance(model, torch.nn.Module):
+        raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
+                        "file")
     if isinstance(model, str):
         model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
     elif isinstance(model, torch.nn.Module):
-        model = _as_user_model(model, example_inputs, settings)
+        from pipebench.models.source import object_model
+
+        model = object_model(model, example_inputs, settings, loss_fn)
     elif not isinstance(model, (LayeredModel, UserModel)):
         raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                         f"not {type(model).__name__}")
@@ -170,7 +187,8 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
          max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
          link_gbps: float | None = None, optimizer: str = "sgd", profiles: Sequence[Profile] | None = None,
          flavour: str | None = None, settings: dict[str, Any] | None = None, repeats: int | None = None,
-         granularity: int | None = None, note: Callable[[str], None] | None = None) -> Plan:
+         granularity: int | None = None, note: Callable[[str], None] | None = None,
+         loss_fn: Callable[[Any, Any], Any] | None = None) -> Plan:
     """Profile `model` (unless `profiles` are given) and return the Plan with the fastest predicted step.
 
     Stages: one per GPU in `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu").
@@ -178,7 +196,7 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     (default 2) stages on each device. micro_batches: "auto" picks the count with the highest predicted
     throughput among those profiled. max_memory: bytes per device the plan must stay within. speeds:
     per-device speed factors (a busy GPU is slower). link_gbps: GB/s that prices a cut (default: what
-    the profile measured; 0 when nothing was).
+    the profile measured; 0 when nothing was). model, example_inputs, settings, loss_fn: as for profile().
     """
     from pipebench.partition.schedule import SCHEDULES
     from pipebench.specs import virtual_stages as stages_per_device
@@ -194,7 +212,7 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
             raise UserError("plan needs the global batch size, e.g. batch=256")
         profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
                            micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
-                           link_gbps=link_gbps, granularity=granularity, note=note)
+                           link_gbps=link_gbps, granularity=granularity, note=note, loss_fn=loss_fn)
     elif batch is not None and batch != profiles[0].batch:
         raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
     latency_ms = 0.0
@@ -204,22 +222,3 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
                      max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, link_latency_ms=latency_ms,
                      optimizer=optimizer, virtual_stages=virtual)
-
-
-def _as_user_model(module, example_inputs, settings):
-    """An nn.Module object from Python: fed synthetic batches shaped like `example_inputs` (one tensor;
-    its first dimension is the batch). To run strategies in worker processes, name it by
-    file.py:NAME instead: workers import models, they are never sent one."""
-    import torch
-
-    from pipebench.models.source import ModelSource, SyntheticInputs, UserModel, _loss, _output_shape
-
-    if not isinstance(example_inputs, torch.Tensor):
-        raise UserError("an nn.Module needs example_inputs: one batch tensor, e.g. torch.randn(2, 3, 224, 224)")
-    settings = dict(settings or {})
-    source = ModelSource(f"python:{type(module).__name__}", list(example_inputs.shape[1:]),
-                         str(example_inputs.dtype).removeprefix("torch."), **settings)
-    make_batch = SyntheticInputs(source.input_shape, source.input_dtype, source.num_classes, source.token_range,
-                                 source.loss, _output_shape(module, source))
-    return UserModel(type(module).__name__, module, make_batch, _loss(source.loss), source,
-                     config={k: v for k, v in vars(source).items() if k != "target"}, granularity=source.granularity)

@@ -56,6 +56,25 @@ def test_bad_input_is_a_user_error(kwargs, message):
         pipebench.plan(**kwargs)
 
 
+def test_every_device_spelling_torch_accepts_is_one_name_or_one_line(monkeypatch):
+    from pipebench.hardware.probes import resolve_device
+
+    assert resolve_device("cpu") == "cpu" and resolve_device(torch.device("cpu")) == "cpu"
+    assert pipebench.plan_devices(stages=2, device="cuda") == ["cuda:0", "cuda:0"]  # saved profiles: no GPU needed
+    with pytest.raises(UserError, match="no CUDA GPU is visible here"):
+        pipebench.profile("mlp", batch=8, flavour="tiny", device="cuda")
+    with pytest.raises(UserError, match="takes cpu, cuda or cuda:N \\(got 'gpu'\\)"):
+        pipebench.plan("mlp", batch=8, flavour="tiny", device="gpu")
+    # Bare "cuda" is the current GPU, with its index: many torch calls refuse a CUDA device without one.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("cuda") == "cuda:1" and resolve_device("cuda:0") == "cuda:0"
+    assert resolve_device(torch.device("cuda", 1)) == "cuda:1"
+    with pytest.raises(UserError, match="GPU 2 does not exist: GPUs 0-1 visible"):
+        resolve_device("cuda:2")
+
+
 def test_importing_pipebench_loads_neither_torch_nor_pandas():
     code = "import sys, pipebench; sys.exit(any(m in sys.modules for m in ('torch', 'pandas', 'matplotlib')))"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -97,7 +97,7 @@ def test_a_hugging_face_model_keeps_its_no_split_modules_whole():
     model = models.get_model(target, input_shape=[16], input_dtype="int64", token_range=128)
     ref_loss, ref = one_step(SingleTrainer(model, ["cpu"], training=FP32_SGD), model, batch=4)
     trainer = DeviceMapTrainer(model, CPUS, training=FP32_SGD)
-    assert {"model.model.layers.0", "model.model.layers.1"} <= set(trainer.device_map)  # LlamaDecoderLayer
+    assert {"model.layers.0", "model.layers.1"} <= set(trainer.device_map)  # LlamaDecoderLayer
     loss, state = one_step(trainer, model, batch=4)
     assert loss == pytest.approx(ref_loss, rel=1e-6)
     for key in ref:

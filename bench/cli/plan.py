@@ -142,8 +142,8 @@ def cmd_plan(args) -> int:
 def _devices(args, check: bool) -> list[str]:
     """The device of each stage: --gpus (checked to exist when `check`), else --stages on --device.
     Sets args.gpu_infos to what NVML says of the GPUs taken, for the default memory caps."""
-    from pipebench.hardware.probes import check_gpus
-    from pipebench.specs import parse_device, parse_gpus
+    from pipebench.hardware.probes import check_gpus, resolve_device
+    from pipebench.specs import parse_gpus
 
     if args.gpus is not None:
         if args.gpus.startswith("auto"):
@@ -162,11 +162,7 @@ def _devices(args, check: bool) -> list[str]:
     stages = 2 if args.stages is None else args.stages
     if stages < 1:
         raise UserError(f"--stages must be at least 1 (got {stages})")
-    parse_device(args.device)
-    if check and args.device.startswith("cuda"):
-        index = int(args.device.partition(":")[2] or 0)
-        check_gpus([index])
-    return [args.device] * stages
+    return [resolve_device(args.device, check=check)] * stages
 
 
 def _settings(args, stages: int) -> dict:

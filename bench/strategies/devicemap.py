@@ -62,11 +62,12 @@ class DeviceMapTrainer(WholeModelTrainer):
 def no_split_classes(model) -> list[str]:
     """Class names of the modules accelerate must keep on one device: a Hugging Face model's own
     `_no_split_modules`, else the classes of the model's layers (its top-level submodules)."""
-    from pipebench.models.source import LogitsOf
+    from pipebench.models.source import AsTrained
 
-    if isinstance(model.module, LogitsOf):
-        return sorted(getattr(model.module.model, "_no_split_modules", None) or [])
-    return sorted({type(child).__name__ for child in model.module.children()})
+    module = model.module.wrapped if isinstance(model.module, AsTrained) else model.module
+    if hasattr(module, "_no_split_modules"):
+        return sorted(module._no_split_modules or [])
+    return sorted({type(child).__name__ for child in module.children()})
 
 
 def auto_device_map(model, max_memory: dict[int, float]) -> dict[str, int]:
