@@ -198,3 +198,20 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
     assert {r["strategy"] for r in rows} == {"single", command[command.index("--strategies") + 1].split(",")[1]}
     assert all(r["status"] == "ok" and r["optimizer"] == "adamw" for r in rows)
+
+
+def test_advise_on_one_device_profiles_the_whole_batch_alone(monkeypatch, capsys, one_thread):
+    import pipebench
+
+    asked = []
+    real = pipebench.profile
+
+    def profile(*args, micro_batches, **kwargs):
+        asked.append(micro_batches)
+        return real(*args, micro_batches=micro_batches, **kwargs)
+
+    monkeypatch.setattr(pipebench, "profile", profile)
+    assert main(["advise", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "1", "--device", "cpu",
+                 "--repeats", "1"]) == 0
+    assert asked == [[1]]
+    assert "recommended: single" in capsys.readouterr().out

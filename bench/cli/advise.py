@@ -35,8 +35,12 @@ def cmd_advise(args) -> int:
 
     training = training_of(args)  # an unknown value: one line now
     chunks = parse_chunks(args.chunks)
-    # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled.
-    counts = None if None in chunks else (lambda devices: sorted({1, devices, *chunks}))
+    # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled;
+    # on one device nothing micro-batches (a one-stage pipeline is single), so the whole batch is all.
+    def counts(devices: int) -> list[int] | None:
+        if devices == 1:
+            return [1]
+        return None if None in chunks else sorted({1, devices, *chunks})
     source = load_or_profile(args, 1, counts)
     profiles, devices = source.profiles, source.devices
     caps = source.caps
