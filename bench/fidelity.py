@@ -1,0 +1,160 @@
+"""How good the predictions are, as a benchmark rather than a claim: from results rows that carry both a
+prediction and a measurement, the step error (median and 90th percentile of |predicted - measured| /
+measured), the memory error on GPUs, Kendall's tau between the predicted and the measured order of the
+strategies, and the regret of the recommendation (1 - the measured throughput of the strategy predicted
+fastest / the best measured).
+
+    python -m pipebench.bench.fidelity RESULTS.json|FOLDER ... [--markdown]
+
+Targets (issue "Advice you can trust"): median step error at most 5%, 90th percentile at most 15%,
+memory within 10% on GPUs, tau at least 0.8, regret at most 5%. A group is one question asked of the
+tool: one machine, model, batch and training; its cases are the strategies (and micro-batch counts) run.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["Fidelity", "fidelity", "kendall_tau", "TARGETS"]
+
+TARGETS = {"median_step_error": 0.05, "p90_step_error": 0.15, "max_memory_error": 0.10, "tau": 0.8, "regret": 0.05}
+
+
+@dataclass
+class Fidelity:
+    """One group's figures (or, with group "all", every row's)."""
+
+    group: str
+    cases: int
+    median_step_error: float | None
+    p90_step_error: float | None
+    max_memory_error: float | None
+    tau: float | None
+    regret: float | None
+    recommended: str = ""
+    fastest: str = ""
+
+    def misses(self) -> list[str]:
+        """The targets this group misses, named."""
+        out = []
+        for name, limit in TARGETS.items():
+            value = getattr(self, name)
+            if value is not None and (value < limit if name == "tau" else value > limit):
+                out.append(name)
+        return out
+
+
+def kendall_tau(predicted: Sequence[float], measured: Sequence[float]) -> float | None:
+    """Kendall's tau-a between two orderings of the same cases (1: the same order, -1: reversed); None
+    for fewer than two cases. Pairs tied in either are counted as neither agreeing nor disagreeing."""
+    n = len(predicted)
+    if n < 2:
+        return None
+    score = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            a = (predicted[i] > predicted[j]) - (predicted[i] < predicted[j])
+            b = (measured[i] > measured[j]) - (measured[i] < measured[j])
+            score += a * b
+    return score / (n * (n - 1) / 2)
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(0.9 * (len(ordered) - 1))))]
+
+
+def _case(row) -> str:
+    return row.strategy + (f" m={row.micro_batches}" if row.micro_batches > 1 else "")
+
+
+def _group(row) -> str:
+    training = "" if (row.precision, row.optimizer) == ("tf32", "sgd") else f" {row.precision} {row.optimizer}"
+    settings = f" [{row.settings}]" if row.settings else ""
+    return f"{row.device_name or row.gpus}: {row.model} {row.flavour}{settings} b{row.batch}{training}"
+
+
+def _figures(group: str, rows: list) -> Fidelity:
+    steps = [abs(r.predicted_step_ms - r.step_ms) / r.step_ms for r in rows]
+    memory = [abs(max(r.predicted_memory_bytes) - max(r.peak_memory_bytes)) / max(r.peak_memory_bytes)
+              for r in rows if r.predicted_memory_bytes and r.peak_memory_bytes and max(r.peak_memory_bytes) > 0]
+    predicted = [r.batch / r.predicted_step_ms for r in rows]
+    measured = [r.samples_per_s for r in rows]
+    pick = max(range(len(rows)), key=lambda i: predicted[i])
+    best = max(range(len(rows)), key=lambda i: measured[i])
+    return Fidelity(group=group, cases=len(rows),
+                    median_step_error=statistics.median(steps) if steps else None,
+                    p90_step_error=_p90(steps) if steps else None,
+                    max_memory_error=max(memory) if memory else None,
+                    tau=kendall_tau(predicted, measured),
+                    regret=1 - measured[pick] / measured[best] if measured[best] > 0 else None,
+                    recommended=_case(rows[pick]), fastest=_case(rows[best]))
+
+
+def fidelity(rows: Sequence) -> list[Fidelity]:
+    """Each group's figures, then "all": the step and memory errors over every row, and the median tau
+    and the mean regret over the groups. Only ok rows with a prediction count; the latest row of a case."""
+    latest: dict[tuple, object] = {}
+    for r in sorted(rows, key=lambda r: r.started_at):
+        if r.status == "ok" and r.predicted_step_ms and r.step_ms and r.samples_per_s:
+            latest[(_group(r), _case(r), r.gpus)] = r
+    groups: dict[str, list] = {}
+    for (group, _, _), r in latest.items():
+        groups.setdefault(group, []).append(r)
+    out = [_figures(g, rs) for g, rs in groups.items()]
+    if not out:
+        return out
+    every = _figures("all", list(latest.values()))
+    taus = [f.tau for f in out if f.tau is not None]
+    regrets = [f.regret for f in out if f.regret is not None and f.cases > 1]
+    every.tau = statistics.median(taus) if taus else None
+    every.regret = statistics.mean(regrets) if regrets else None
+    every.recommended = every.fastest = ""
+    return [*out, every]
+
+
+def table(figures: list[Fidelity], markdown: bool = False) -> str:
+    def pct(v):
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    head = ["group", "cases", "median step err", "p90 step err", "max memory err", "tau", "regret",
+            "recommended", "fastest measured", "misses"]
+    lines = [[f.group, str(f.cases), pct(f.median_step_error), pct(f.p90_step_error), pct(f.max_memory_error),
+              "-" if f.tau is None else f"{f.tau:.2f}", pct(f.regret), f.recommended, f.fastest,
+              ", ".join(f.misses()) or "none"] for f in figures]
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(line) + " |" for line in lines])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *lines])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipebench.bench import results
+    from pipebench.errors import UserError
+
+    parser = argparse.ArgumentParser(prog="python -m pipebench.bench.fidelity", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="results files (.json or .csv) or folders of them")
+    parser.add_argument("--markdown", action="store_true", help="a markdown table")
+    args = parser.parse_args(argv)
+    try:
+        figures = fidelity(results.load([Path(p) for p in args.paths]))
+    except UserError as exc:
+        print(f"fidelity: error: {exc}", file=sys.stderr)
+        return 2
+    if not figures:
+        print("fidelity: no ok rows with a prediction", file=sys.stderr)
+        return 2
+    print(table(figures, args.markdown))
+    targets = ", ".join(f"{k.replace('_', ' ')} {'>=' if k == 'tau' else '<='} "
+                        f"{v if k == 'tau' else f'{100 * v:.0f}%'}" for k, v in TARGETS.items())
+    print(f"\ntargets: {targets}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The fidelity benchmark's figures (bench/fidelity.py): step and memory errors, Kendall's tau, regret."""
+from __future__ import annotations
+
+import pytest
+
+from pipebench.bench.fidelity import fidelity, kendall_tau, main
+from pipebench.bench.results import Row, append
+
+
+def row(strategy, measured_ms, predicted_ms, **changes) -> Row:
+    values = dict(model="gpt", flavour="tiny", strategy=strategy, gpus="0,1", world_size=2, batch=64,
+                  micro_batches=1, status="ok", device_name="NVIDIA H200", started_at="2026-12-01T10:00:00",
+                  step_ms=measured_ms, samples_per_s=64 / measured_ms * 1e3, predicted_step_ms=predicted_ms)
+    values.update(changes)
+    return Row(**values)
+
+
+def test_kendall_tau():
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
+    assert kendall_tau([1, 2, 3], [20, 10, 30]) == pytest.approx(1 / 3)
+    assert kendall_tau([1], [1]) is None
+
+
+def test_errors_order_and_regret():
+    rows = [row("single", 100.0, 110.0, gpus="0", world_size=1),   # +10%
+            row("ddp", 50.0, 60.0),                                # +20%, predicted 2nd fastest, measured fastest
+            row("pp-1f1b", 80.0, 56.0, micro_batches=4,            # -30%, predicted fastest
+                peak_memory_bytes=[100, 200], predicted_memory_bytes=[90, 220])]
+    group, every = fidelity(rows)
+    assert group.cases == 3 and group.median_step_error == pytest.approx(0.2)
+    assert group.p90_step_error == pytest.approx(0.3) and group.max_memory_error == pytest.approx(0.1)
+    assert group.recommended == "pp-1f1b m=4" and group.fastest == "ddp"
+    assert group.regret == pytest.approx(1 - 50 / 80)  # the recommendation measured 80 ms, the best 50
+    assert group.tau == pytest.approx(1 / 3)
+    assert set(group.misses()) == {"median_step_error", "p90_step_error", "tau", "regret"}
+    assert every.group == "all" and every.cases == 3
+
+
+def test_only_ok_rows_with_a_prediction_count_and_the_latest_of_a_case():
+    rows = [row("single", 100.0, 100.0, gpus="0", world_size=1),
+            row("ddp", 50.0, 40.0, started_at="2026-12-01T09:00:00"),
+            row("ddp", 50.0, 50.0, started_at="2026-12-01T11:00:00"),
+            row("fsdp", 50.0, None), Row(**{**row("pp-gpipe", 1.0, 1.0).__dict__, "status": "oom",
+                                            "step_ms": None, "samples_per_s": None, "reason": "oom"})]
+    group, _ = fidelity(rows)
+    assert group.cases == 2 and group.median_step_error == 0.0
+
+
+def test_the_command_reads_results_files(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    for r in (row("single", 100.0, 104.0, gpus="0", world_size=1), row("ddp", 50.0, 51.0)):
+        append(r, tmp_path / "r.csv", path)
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H200: gpt tiny b64" in out and "targets:" in out
+    assert main([str(tmp_path / "missing.json")]) == 2
