@@ -58,10 +58,20 @@ class Advice:
     predictions: list[Prediction]
     """Fastest predicted first; strategies without a figure last."""
     recommended: str | None
-    """The fastest predicted strategy that fits (None when none does)."""
+    """The simplest of the strategies that fit and are predicted within TIE of the fastest (None when
+    none fits)."""
+    tied: list[str] = field(default_factory=list)
+    """The strategies predicted faster than the recommendation, but within TIE of the fastest: a tie."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"strategies": [p.to_dict() for p in self.predictions], "recommended": self.recommended}
+        return {"strategies": [p.to_dict() for p in self.predictions], "recommended": self.recommended,
+                "tied": self.tied}
+
+
+TIE = 0.05
+"""Predictions this close (a fraction of the fastest's samples/s) are a tie: the step predictions' median
+error is of this order (bench/fidelity.py), so the faster by less is noise, and the simpler strategy (the
+registry's order: single, then the data-parallel ones, then the pipelines) is the better advice."""
 
 
 def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
@@ -109,7 +119,12 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
                            training=training) for name in strategies]
     predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
-    return Advice(predictions, fitting[0].strategy if fitting else None)
+    if not fitting:
+        return Advice(predictions, None)
+    close = [p for p in fitting if p.predicted_samples_per_s >= fitting[0].predicted_samples_per_s * (1 - TIE)]
+    order = list(STRATEGIES)
+    pick = min(close, key=lambda p: order.index(p.strategy) if p.strategy in order else len(order))
+    return Advice(predictions, pick.strategy, [p.strategy for p in close[:close.index(pick)]])
 
 
 def top_strategies(advice: Advice, k: int) -> list[str]:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipebench.bench.advise import advise, predict, top_strategies
+from pipebench.bench.advise import TIE, Advice, Prediction, advise, predict, top_strategies
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
@@ -62,7 +62,10 @@ def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
     assert sorted(names) == sorted(n for n in STRATEGIES if n != "hybrid")  # hybrid: from 4 devices
     rates = [p.predicted_samples_per_s for p in advice.predictions]
     assert rates == sorted(rates, reverse=True) and all(rates)
-    assert advice.recommended == names[0]
+    fastest = advice.predictions[0].predicted_samples_per_s
+    tied = [p.strategy for p in advice.predictions if p.predicted_samples_per_s >= fastest * (1 - TIE)]
+    assert advice.recommended == min(tied, key=list(STRATEGIES).index)  # the simplest of a tie
+    assert advice.tied == tied[:tied.index(advice.recommended)]
     single = next(p for p in advice.predictions if p.strategy == "single")
     ddp = next(p for p in advice.predictions if p.strategy == "ddp")
     assert single.predicted_step_ms == pytest.approx(24.0)  # 8 layers x 3 ms at the whole batch
@@ -215,3 +218,20 @@ def test_advise_on_one_device_profiles_the_whole_batch_alone(monkeypatch, capsys
                  "--repeats", "1"]) == 0
     assert asked == [[1]]
     assert "recommended: single" in capsys.readouterr().out
+
+
+def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
+    from pipebench.bench import advise as advise_module
+    from pipebench.bench.cli.advise import format_advice
+
+    def pred(name, rate):
+        return Prediction(name, 64 / rate * 1e3, rate, [1 << 30, 1 << 30], True, 1, None)
+
+    predictions = [pred("pp-zbv", 103.0), pred("ddp", 100.0), pred("fsdp", 90.0), pred("single", 55.0)]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+    advice = advise([], ["cuda:0", "cuda:1"], strategies=["single", "ddp", "fsdp", "pp-zbv"])
+    assert advice.recommended == "ddp" and advice.tied == ["pp-zbv"]
+    profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
+    line = format_advice(advice, profile, ["cuda:0", "cuda:1"]).splitlines()[-1]
+    assert line.startswith("recommended: ddp") and "pp-zbv predicted faster by less than 5%, a tie" in line
+    assert line.endswith("--strategies single,ddp,pp-zbv")

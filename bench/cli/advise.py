@@ -48,7 +48,7 @@ def cmd_advise(args) -> int:
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
                     training=replace(training, precision=profiles[0].precision))  # the profile's own
-    print(format_advice(advice, profiles[0], devices, check=lambda best: check_command(args, profiles[0], best)))
+    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared)))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})
@@ -57,7 +57,7 @@ def cmd_advise(args) -> int:
 
 
 def format_advice(advice, profile, devices, check=None) -> str:
-    """The ranking as a table, then one line: the recommendation, and `check(best)`: the command that
+    """The ranking as a table, then one line: the recommendation, and `check(compared)`: the command that
     measures it."""
     import pandas as pd
 
@@ -88,14 +88,22 @@ def format_advice(advice, profile, devices, check=None) -> str:
         tail = "recommended: none fits; lower --batch, raise --max-memory, or use more devices"
     else:
         best = next(p for p in advice.predictions if p.strategy == advice.recommended)
-        # Single recommended: the check measures it against the runner-up that fits.
-        rival = best if best.strategy != "single" else next(
-            (p for p in advice.predictions if p.strategy != "single" and p.fits and p.predicted_samples_per_s), None)
+        tied = [p for p in advice.predictions if p.strategy in advice.tied]
+        # What the check measures beside single: the recommendation and what ties with it, or for single
+        # the runner-up that fits.
+        compared = [p for p in (best, *tied) if p.strategy != "single"] or [
+            p for p in advice.predictions if p.strategy != "single" and p.fits and p.predicted_samples_per_s][:1]
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
                 if single and best.strategy != "single" else "")
         tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
-        if rival is not None:
-            tail += f"; check it with: {check(rival) if check else 'pipebench run --strategies single,' + rival.strategy}"
+        if tied:
+            from pipebench.bench.advise import TIE
+
+            tail += (f"; {', '.join(p.strategy for p in tied)} predicted faster by less than {TIE:.0%}, a tie: "
+                     f"the simpler is recommended")
+        if compared:
+            tail += "; check it with: " + (check(compared) if check else "pipebench run --strategies single," +
+                                           ",".join(p.strategy for p in compared))
     return "\n".join([head, "", table, "", tail])
 
 
@@ -108,7 +116,7 @@ def _peaks(peaks: list[int]) -> str:
     return " / ".join(format_bytes(b) for b in peaks) or "-"
 
 
-def check_command(args, profile, best) -> str:
+def check_command(args, profile, compared) -> str:
     """The `pipebench run` that measures the recommendation beside single: the same model, inputs, batch,
     devices and training, the pipelines at the predicted micro-batch count. Copied as printed, it runs."""
     import shlex
@@ -132,9 +140,10 @@ def check_command(args, profile, best) -> str:
         words += ["--optimizer", profile.optimizer]
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
-    words += ["--strategies", f"single,{best.strategy}"]
-    if best.micro_batches and _micro_batched(best.strategy):
-        words += ["--chunks", str(best.micro_batches)]
+    words += ["--strategies", ",".join(["single", *(p.strategy for p in compared)])]
+    counts = sorted({p.micro_batches for p in compared if p.micro_batches and _micro_batched(p.strategy)})
+    if counts:
+        words += ["--chunks", ",".join(map(str, counts))]
     return " ".join(shlex.quote(w) for w in words)
 
 
