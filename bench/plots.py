@@ -42,7 +42,8 @@ def _slug(text: str) -> str:
 def _save(fig, path: Path, footer: str) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig.text(0.01, 0.005, footer, fontsize=7, color="0.4", ha="left", va="bottom")
+    # A figure label, so that the constrained layout keeps room for it under the axes and legends.
+    fig.supxlabel(footer, fontsize=7, color="0.4", x=0.01, ha="left")
     FigureCanvasAgg(fig)  # render with Agg, whatever backend pyplot users have chosen
     fig.savefig(path, dpi=120)
     return path
@@ -72,14 +73,14 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
             elif pd.notna(r.x_single):
                 ax.text(r.samples_per_s + top * 0.01, y, f"{r.x_single:.2f}x", va="center", fontsize=8)
         ax.set_xlim(0, top * 1.15)
-        ax.set_xlabel("throughput (samples/s)")
+        ax.set_xlabel("throughput (samples/s)" + (", this panel's own scale" if len(groups) > 1 else ""))
         ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
         single = _fastest(group, "single")
         if single:
             second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
             second.set_xlabel("speed-up over one GPU (x)", fontsize=8)
     fig.legend(handles=[Patch(color="#4C72B0", label="pipeline (micro-batches)"),
-                        Patch(color="#8C8C8C", label="other strategies")], loc="outside lower right", fontsize=8)
+                        Patch(color="#8C8C8C", label="other strategies")], loc="outside upper right", fontsize=8)
     return _save(fig, path, footer)
 
 
@@ -112,7 +113,7 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
         ax.set_xscale("log", base=2)
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.set_xlabel("micro-batches per step (m)")
-        ax.set_ylabel("throughput (samples/s)")
+        ax.set_ylabel("throughput (samples/s)" + ("\nthis panel's own scale" if len(panels) > 1 else ""))
         ax.set_ylim(bottom=0)
         ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput against micro-batch count", fontsize=10)
         ax.legend(fontsize=8)
@@ -138,8 +139,8 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
         return None
     best = ok.loc[ok["samples_per_s"].idxmax()]
     case = timelines[tuple(best[c] for c in key_columns)]
-    mean = f" (mean of the timed steps: {best['step_ms']:.1f} ms)"
-    panels = [("measured step", case["timeline"], mean)]
+    mean = f" (the timed steps' mean, untraced: {best['step_ms']:.1f} ms)"
+    panels = [("the last timed step, traced", case["timeline"], mean)]
     if case["predicted_timeline"]:
         panels.append(("simulated by the plan", case["predicted_timeline"], ""))
     else:
@@ -172,13 +173,12 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
         ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
     order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
     handles = [Patch(color=_KIND_COLOURS.get(k, _OTHER_KIND), label=_KIND_NAMES.get(k, k)) for k in order]
-    fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside lower right",
-               ncols=len(handles) + 1)
+    fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside right upper")
     versus = f"measured {best['step_ms']:.1f} ms"
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
-    fig.suptitle(_wrap(f"{_group_label(summary, key, batch=True)}, {best['case']} on GPUs {best['gpus']}: {versus} "
-                       f"per step", 100))
+    where = "on the CPU" if best["gpus"] == "cpu" else f"on GPUs {best['gpus']}"
+    fig.suptitle(_wrap(f"{_group_label(summary, key, batch=True)}, {best['case']} {where}: {versus} per step", 100))
     return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
 
 
