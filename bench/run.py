@@ -207,9 +207,13 @@ def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
 def describe_options(options: RunOptions) -> str:
     """One line on what every case runs with: flavour, batch, steps, and the training where it is not the
     default TF32 SGD."""
+    from pipebench import models as zoo
+
     batches = sorted(set(options.models.values()))
     training = "" if options.training == Training() else f", {options.training.label()}"
-    return (f"flavour {options.flavour or 'full'}, batch {', '.join(map(str, batches))}{training}, "
+    # A flavour is the zoo's: a model of the user's own runs as written.
+    flavour = "" if all(zoo.is_user_model(m) for m in options.models) else f"flavour {options.flavour or 'full'}, "
+    return (f"{flavour}batch {', '.join(map(str, batches))}{training}, "
             f"{options.steps} timed step(s) after {options.warmup} warm-up")
 
 
