@@ -92,7 +92,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 import torch.nn as nn
-from torch.distributed.pipelining import SplitPoint, pipe_split, pipeline
+from torch.distributed.pipelining import pipe_split
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -108,7 +108,8 @@ __all__ = [
     "Captured",
     "Segment",
     "capture",
-    "split_module",
+    "Split",
+    "split_model",
     "segments",
     "run_segment",
 ]
@@ -137,7 +138,7 @@ class TooFewCandidates(GraphError):
 
 
 class SplitError(GraphError):
-    """pipeline() did not split where asked."""
+    """The model cannot be split where asked."""
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -193,7 +194,7 @@ class TensorInfo:
 class CrossingTensor:
     """A tensor live across a cut: produced before it (by a segment or as a model input), used after."""
 
-    name: str  # node name in pipe.split_gm (a root input keeps its argument name)
+    name: str  # node name in Split.gm (a root input keeps its argument name)
     source: str  # "input" or "segment <k> (<candidate>)"
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -229,7 +230,7 @@ class Segment:
     """One segment of the finest split, runnable on its own (``run_segment``)."""
 
     index: int
-    name: str  # submodule name in pipe.split_gm ("submod_pp_<k>" in torch 2.14, "submod_<k>" before)
+    name: str  # submodule name in Split.gm, "submod_<k>"
     begins_at: str
     module: nn.Module  # the stage's fx.GraphModule
     args: tuple
@@ -252,10 +253,10 @@ class Captured:
     candidates: list[str]
     segments: list[SegmentInfo]
     cuts: list[Cut]  # cuts[k-1] is cut k, before candidates[k]
-    pipe: Any  # the finest torch Pipe (one stage per candidate)
+    split: Split  # the finest split (one stage per candidate)
     depth_counts: dict[int, int] = field(default_factory=dict)  # raw candidate count per depth
     dropped: dict[str, str] = field(default_factory=dict)  # frontier module -> why it is no cut
-    shared_params: list[dict[str, str]] = field(default_factory=list)  # pipe.replicated_params
+    shared_params: list[dict[int, str]] = field(default_factory=list)  # Split.shared()
     _inputs: list[tuple[tuple, dict]] = field(default_factory=list, repr=False)
     _outputs: list[list[TensorInfo]] = field(default_factory=list, repr=False)
     _stage_names: list[str] = field(default_factory=list, repr=False)
@@ -389,25 +390,11 @@ def _choose_depth(calls, granularity, min_stages):
 
 
 # ------------------------------------------------------------------------------------ splitting
-@contextlib.contextmanager
-def _restore_forwards(module: nn.Module, names: list[str]):
-    """pipeline()'s annotate_split_points overwrites ``forward`` on the instances: put it back."""
-    saved = []
-    for n in names:
-        m = module.get_submodule(n)
-        saved.append((m, m.__dict__.get("forward"), "_orig_forward" in m.__dict__, m.__dict__.get("_orig_forward")))
-    try:
-        yield
-    finally:
-        for m, fwd, had_orig, orig in saved:
-            if fwd is None:
-                m.__dict__.pop("forward", None)
-            else:
-                m.forward = fwd
-            if had_orig:
-                m._orig_forward = orig
-            else:
-                m.__dict__.pop("_orig_forward", None)
+_CALLS = ("call_function", "call_method", "call_module")
+
+
+def _is_marker(node) -> bool:
+    return node.op == "call_function" and node.target is torch.ops.pippy._pipe_split.default
 
 
 def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
@@ -419,12 +406,116 @@ def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
     )
 
 
-def split_module(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]):
-    """``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING for name in begin_at})``.
+def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str]):
+    """torch.export of ``module`` with a ``pipe_split`` marker (torch.distributed.pipelining's) before each
+    call of the modules ``names``, put there by forward pre-hooks, as pipeline()'s ``SplitPoint.BEGINNING``
+    does; returns ``ep.module()`` (the user's own parameter and buffer objects, by their names) and the
+    name of each marker in graph order."""
+    fired: list[str] = []
+    handles = []
+    try:
+        for n in names:
+            handles.append(module.get_submodule(n).register_forward_pre_hook(
+                lambda _m, _a, n=n: (fired.append(n), pipe_split())[0]))
+        with _quiet_export(), _preserved_buffers(module):
+            try:
+                ep = torch.export.export(module, args, kwargs)
+            except Exception as e:  # noqa: BLE001
+                raise _export_error(module, e) from e
+    finally:
+        for h in handles:
+            h.remove()
+    gm = ep.module(check_guards=False)
+    markers = [node for node in gm.graph.nodes if _is_marker(node)]
+    if len(markers) != len(fired):
+        raise SplitError(f"torch.export kept {len(markers)} of the {len(fired)} stage boundaries of "
+                         f"{type(module).__name__}")
+    return gm, fired
 
-    Returns the torch ``Pipe`` (``pipe.num_stages == len(begin_at) + 1``, stage k is
-    ``pipe.get_stage_module(k)``).  The module's ``forward`` methods are restored afterwards.
-    """
+
+def _ops_after(gm: torch.fx.GraphModule, fired: list[str]) -> dict[str, int]:
+    """Per marked module, how many graph ops follow its marker before the next one."""
+    counts: dict[str, int] = {}
+    current = None
+    k = 0
+    for node in gm.graph.nodes:
+        if _is_marker(node):
+            current = fired[k]
+            k += 1
+            counts.setdefault(current, 0)
+        elif node.op in _CALLS and current is not None:
+            counts[current] += 1
+    return counts
+
+
+@dataclass
+class Split:
+    """A model cut into stages by pipebench, from its exported graph: ``gm``'s graph calls ``submod_0``
+    ... ``submod_<S-1>`` in order, and stage k, ``gm.submod_<k>``, is an fx.GraphModule that holds the
+    user's own parameters and buffers it uses (a tied weight used by two stages is the one object in
+    both: ``shared()``). Calling the Split calls the model (same inputs, same outputs)."""
+
+    gm: torch.fx.GraphModule
+    num_stages: int
+
+    def stage(self, k: int) -> torch.fx.GraphModule:
+        return getattr(self.gm, f"submod_{k}")
+
+    def __call__(self, *args, **kwargs):
+        return self.gm(*args, **kwargs)
+
+    def shared(self) -> list[dict[int, str]]:
+        """Parameters that several stages use, each as {stage index: its name in that stage}."""
+        uses: dict[int, dict[int, str]] = {}
+        for k in range(self.num_stages):
+            for name, p in self.stage(k).named_parameters(remove_duplicate=False):
+                uses.setdefault(id(p), {}).setdefault(k, name)
+        return [u for u in uses.values() if len(u) > 1]
+
+
+def _split_graph(module: nn.Module, gm: torch.fx.GraphModule, fired: list[str], begin_at: list[str]) -> Split:
+    """Cut ``gm`` (from ``_export_marked``) at the markers of ``begin_at`` with torch.fx's
+    ``split_by_tags``: every op belongs to the stage of the last cut marker before it (ops before the
+    first go to stage 0), except unlifting's write of a new value into a buffer (``copy_`` into a
+    get_attr, at the graph's end), which goes with the stage that computes the value. A value used by a
+    later stage becomes an output of its stage and an input of each stage that uses it; a parameter,
+    buffer or constant is an attribute of every stage that uses it."""
+    from torch.fx.passes.split_utils import split_by_tags
+
+    begin = set(begin_at)
+    stage, k, ops = 0, 0, [0]
+    tag: dict = {}
+    for node in list(gm.graph.nodes):
+        if _is_marker(node):
+            if fired[k] in begin:
+                stage += 1
+                ops.append(0)
+            k += 1
+            gm.graph.erase_node(node)
+        elif node.op in _CALLS:
+            tag[node] = stage
+            ops[stage] += 1
+    for node, k in tag.items():
+        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
+            ops[k] -= 1
+            tag[node] = max((tag.get(a, 0) for a in node.all_input_nodes), default=0)
+            ops[tag[node]] += 1
+    empty = [name for name, n in zip(["(the start)", *begin_at], ops) if n == 0]
+    if stage != len(begin_at) or empty:
+        raise SplitError(f"cannot begin a stage of {type(module).__name__} at {empty or begin_at}: "
+                         "a module called more than once, or that produces no graph op")
+    for node, k in tag.items():
+        node.tag = f"submod_{k}"
+    gm.recompile()
+    return Split(split_by_tags(gm, [f"submod_{k}" for k in range(stage + 1)]), stage + 1)
+
+
+def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]) -> Split:
+    """``module`` cut into ``len(begin_at) + 1`` stages, stage k + 1 beginning at module ``begin_at[k]``
+    (the stages ``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING ...})`` makes), built by
+    pipebench from the exported graph: whatever torch.export captures splits, whatever crosses a cut
+    (integer tensors, masks, RoPE tables) is passed on as it is, and the stages share the user's parameters
+    and buffers. The model itself is left unchanged."""
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
     begin_at = list(begin_at)
@@ -435,63 +526,8 @@ def split_module(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: 
             module.get_submodule(n)
         except AttributeError as e:
             raise SplitError(f"begin_at names {n!r}, which is no submodule of {type(module).__name__}") from e
-    spec = {n: SplitPoint.BEGINNING for n in begin_at}
-    with _restore_forwards(module, begin_at), _quiet_export(), _preserved_buffers(module):
-        try:
-            pipe = pipeline(module, mb_args=args, mb_kwargs=kwargs or None, split_spec=spec)
-        except Exception as e:  # noqa: BLE001
-            if "cannot capture your model" in str(e):
-                raise _export_error(module, e) from e
-            raise SplitError(
-                f"pipeline() cannot split {type(module).__name__} at {begin_at}: {type(e).__name__}: {_first_line(e)}"
-            ) from e
-    if pipe.num_stages != len(begin_at) + 1:
-        raise SplitError(
-            f"pipeline() made {pipe.num_stages} stages of {type(module).__name__} from {len(begin_at)} split points "
-            f"(expected {len(begin_at) + 1}): a split module is called more than once or produces no op"
-        )
-    return pipe
-
-
-def _analyse(module, args, kwargs, names):
-    """Export with a pipe_split before each of ``names``; return per name whether ops follow it."""
-    order: list[str] = []
-
-    def wrap(m, n):
-        orig = m.forward
-
-        def fwd(*a, **k):
-            order.append(n)
-            pipe_split()
-            return orig(*a, **k)
-
-        return fwd
-
-    with _restore_forwards(module, names), _quiet_export(), _preserved_buffers(module):
-        for n in names:
-            m = module.get_submodule(n)
-            m.forward = wrap(m, n)
-        try:
-            ep = torch.export.export(module, args, kwargs)
-        except Exception as e:  # noqa: BLE001
-            raise _export_error(module, e) from e
-    ops_after: list[int] = []
-    pre_ops = 0
-    for node in ep.graph.nodes:
-        if node.op not in ("call_function", "call_method", "call_module"):
-            continue
-        if "pipe_split" in str(node.target):
-            ops_after.append(0)
-        elif ops_after:
-            ops_after[-1] += 1
-        else:
-            pre_ops += 1
-    if len(ops_after) != len(order):
-        return None
-    has_ops: dict[str, bool] = {}
-    for n, k in zip(order, ops_after):
-        has_ops[n] = has_ops.get(n, False) or k > 0
-    return has_ops
+    gm, fired = _export_marked(module, args, kwargs, begin_at)
+    return _split_graph(module, gm, fired, begin_at)
 
 
 def _sizes(mod: nn.Module):
@@ -533,46 +569,21 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
                 f"use a finer granularity or fewer stages")
 
     enough()
-    # Optimistic: split at every name; if torch makes the expected stages, all are good cuts.
-    pipe = None
-    try:
-        pipe = split_module(module, args, kwargs, names[1:])
-    except SplitError:
-        pipe = None
-    if pipe is None:
-        has_ops = _analyse(module, args, kwargs, names)
-        if has_ops is not None:
-            for n in names:
-                if not has_ops.get(n, False):
-                    dropped[n] = "produces no graph op (a stage cannot begin there)"
-            names = [n for n in names if has_ops.get(n, False)]
-        pipe = _split_dropping(module, args, kwargs, names, dropped)
-
+    gm, fired = _export_marked(module, args, kwargs, names)
+    ops = _ops_after(gm, fired)
+    for n in names:
+        if n not in ops:
+            dropped[n] = "not called when torch.export runs the model"
+        elif ops[n] == 0:
+            dropped[n] = "produces no graph op (a stage cannot begin there)"
+    names = [n for n in names if n not in dropped]
     enough()
-    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in)
+    split = _split_graph(module, gm, fired, names[1:])
+    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
 
 
-def _split_dropping(module, args, kwargs, names, dropped):
-    """Split at names[1:]; if torch refuses, drop names one at a time until it works."""
-    try:
-        return split_module(module, args, kwargs, names[1:])
-    except SplitError as first:
-        # locate bad names by bisection-free greedy growth (rare path)
-        good = [names[0]]
-        for n in names[1:]:
-            try:
-                split_module(module, args, kwargs, good[1:] + [n])
-                good.append(n)
-            except SplitError as e:
-                dropped[n] = f"pipeline() cannot begin a stage there ({_first_line(e)[:80]})"
-        names[:] = good
-        if len(good) == 1:
-            raise first
-        return split_module(module, args, kwargs, good[1:])
-
-
-def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in=None) -> Captured:
-    gm = pipe.split_gm
+def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None) -> Captured:
+    gm = split.gm
     # modules per segment: frontier in call order, attached to the preceding kept candidate
     seg_modules: list[list[str]] = [[] for _ in names]
     k = 0
@@ -582,11 +593,11 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
         seg_modules[k].append(n)
 
     # run the split graph once, recording every stage's inputs
-    inputs: list[tuple[tuple, dict] | None] = [None] * pipe.num_stages
-    outputs: list[list[TensorInfo]] = [[] for _ in range(pipe.num_stages)]
+    inputs: list[tuple[tuple, dict] | None] = [None] * split.num_stages
+    outputs: list[list[TensorInfo]] = [[] for _ in range(split.num_stages)]
     handles = []
-    for i in range(pipe.num_stages):
-        sm = pipe.get_stage_module(i)
+    for i in range(split.num_stages):
+        sm = split.stage(i)
 
         def pre(m, a, kw, i=i):
             det = lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t  # noqa: E731
@@ -600,16 +611,14 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
         handles.append(sm.register_forward_hook(post, with_kwargs=True))
     try:
         with torch.no_grad(), _preserved_buffers(module), (run_in or contextlib.nullcontext)():
-            pipe(*args, **kwargs)
+            split(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
 
     # which stage each root node belongs to
-    # (the root graph may call the stages out of index order, e.g. Llama's rotary_emb stage
-    # after the next one: index stages by identity with get_stage_module, not by graph order)
-    S = pipe.num_stages
-    index_of = {id(pipe.get_stage_module(i)): i for i in range(S)}
+    S = split.num_stages
+    index_of = {id(split.stage(i)): i for i in range(S)}
     stage_of: dict[str, int] = {}
     call_nodes: list = [None] * S
     for node in gm.graph.nodes:
@@ -618,7 +627,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
             stage_of[node.name] = i
             call_nodes[i] = node
     if any(n is None for n in call_nodes):
-        raise SplitError(f"pipeline() split of {type(module).__name__} calls a stage more than once or never")
+        raise SplitError(f"the split of {type(module).__name__} calls a stage more than once or never")
 
     def producer(node) -> int:
         import operator
@@ -674,7 +683,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
             if prod < ci <= v["last"]:
                 t = v["t"]
                 if t is None and v.get("to_output"):
-                    t = _output_value(v["node"], pipe, outputs)
+                    t = _output_value(v["node"], split, outputs)
                 if not isinstance(t, torch.Tensor):
                     continue
                 src = "input" if v["prod"] < 0 else f"segment {v['prod']} ({names[v['prod']]})"
@@ -684,18 +693,18 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
 
     seg_infos = []
     for i in range(S):
-        pc, pb, bb = _sizes(pipe.get_stage_module(i))
+        pc, pb, bb = _sizes(split.stage(i))
         seg_infos.append(SegmentInfo(i, names[i], seg_modules[i], pc, pb, bb))
 
     return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
-                    segments=seg_infos, cuts=cuts, pipe=pipe, depth_counts=counts, dropped=dropped,
-                    shared_params=list(pipe.replicated_params),
+                    segments=seg_infos, cuts=cuts, split=split, depth_counts=counts, dropped=dropped,
+                    shared_params=split.shared(),
                     _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
                     _stage_names=[n.target for n in call_nodes],
                     _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes])
 
 
-def _output_value(node, pipe, outputs):
+def _output_value(node, split, outputs):
     """Meta of a root-output value made by a non-last stage (shape only, zero-filled stand-in)."""
     import operator
     idx = 0
@@ -704,8 +713,8 @@ def _output_value(node, pipe, outputs):
         node = node.args[0]
     if node.op != "call_module":
         return None
-    target = getattr(pipe.split_gm, node.target, None)
-    ks = [i for i in range(pipe.num_stages) if pipe.get_stage_module(i) is target]
+    target = getattr(split.gm, node.target, None)
+    ks = [i for i in range(split.num_stages) if split.stage(i) is target]
     if not ks:
         return None
     metas = outputs[ks[0]]
@@ -722,7 +731,7 @@ def segments(captured: Captured) -> list[Segment]:
     for i, info in enumerate(captured.segments):
         a, kw = captured._inputs[i]
         out.append(Segment(index=i, name=captured._stage_names[i], begins_at=info.begins_at,
-                           module=captured.pipe.get_stage_module(i), args=a, kwargs=kw,
+                           module=captured.split.stage(i), args=a, kwargs=kw,
                            outputs=captured._outputs[i], param_count=info.param_count,
                            param_bytes=info.param_bytes, arg_sources=list(captured._arg_sources[i])))
     return out

@@ -129,15 +129,15 @@ def check_plan_fits(plan, model) -> None:
                             "plan again for this version of the model")
 
 
-def stage_pipe(model, plan):
-    """torch.distributed.pipelining's own split of the whole module at the Plan's cuts (one `Pipe`, built
-    by `pipeline()` through torch.export on one micro-batch of the Plan's size): stage k is
-    `pipe.get_stage_module(k)`, sharing its parameters with `model.module`."""
-    from pipebench.partition.graph import split_module
+def stage_split(model, plan):
+    """The whole module cut at the Plan's cuts by pipebench (partition/graph.py: split_model, from one
+    torch.export of one micro-batch of the Plan's size): stage k is `split.stage(k)`, sharing its
+    parameters with `model.module`."""
+    from pipebench.partition.graph import split_model
 
     check_plan_fits(plan, model)
     inputs, _ = model.make_batch(plan.micro_batch_size, seed=0)
-    return split_module(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
+    return split_model(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
 
 
 def as_args(inputs) -> tuple:
@@ -188,7 +188,7 @@ def split(inputs, chunks: int) -> list:
 
 
 def place(stage: nn.Module, device: torch.device) -> nn.Module:
-    """Move a stage of torch's split to `device`, its exported graph included: torch.export records the
+    """Move a stage of the split to `device`, its exported graph included: torch.export records the
     device of tensors the forward creates (a torch.arange of positions) as a literal, and keeps tensor
     constants as plain attributes, which `.to()` leaves where they were."""
     stage.to(device)
@@ -212,22 +212,25 @@ def place(stage: nn.Module, device: torch.device) -> nn.Module:
     return stage
 
 
-def shared_parameters(pipe, stages: Sequence[nn.Module], module: nn.Module) -> list[list[tuple[int, str, nn.Parameter]]]:
-    """Parameters that several stages use (tied embeddings): torch's split gives each stage its own copy
-    (`Pipe.replicated_params`). One list per parameter: (stage index, name in the model, the stage's
-    copy). Their gradients must be summed across the copies before each step (`sum_shared_grads`), as
-    autograd sums the uses of one parameter on one device; then the copies stay equal. The name is the
-    one `module.named_parameters()` gives the parameter (a tied weight has several; the first counts)."""
+def shared_parameters(split, stages: Sequence[nn.Module], module: nn.Module) -> list[list[tuple[int, str, nn.Parameter]]]:
+    """Give each stage its own copy of a parameter that several stages use (a tied embedding), so that
+    stages can sit on different devices and processes. One list per such parameter: (stage index, name in
+    the model, the stage's copy); the first stage keeps the original. Their gradients must be summed across
+    the copies before each step (`sum_shared_grads`), as autograd sums the uses of one parameter; then the
+    copies stay equal. The name is the one `module.named_parameters()` gives the parameter (a tied weight
+    has several; the first counts)."""
     canonical = {id(p): n for n, p in module.named_parameters()}
     groups = []
-    for uses in pipe.replicated_params:
+    for uses in split.shared():
         group = []
-        for submod, name in sorted(uses.items()):
-            k = int(submod.rsplit("_", 1)[1])
-            owner = stages[k].submod
-            for part in name.split(".")[:-1]:
-                owner = getattr(owner, part)
-            group.append((k, canonical[id(module.get_parameter(name))], getattr(owner, name.split(".")[-1])))
+        for k, name in sorted(uses.items()):
+            owner_name, _, leaf = name.rpartition(".")
+            owner = stages[k].submod.get_submodule(owner_name)
+            original = getattr(owner, leaf)
+            copy_ = original if not group else nn.Parameter(original.detach().clone(),
+                                                            requires_grad=original.requires_grad)
+            setattr(owner, leaf, copy_)
+            group.append((k, canonical[id(original)], copy_))
         groups.append(group)
     return groups
 
@@ -250,17 +253,16 @@ def sum_shared_grads(groups, local: set[int], all_reduce=None) -> None:
             param.grad = total.to(param.device, copy=True)
 
 
-def chain_stages(pipe) -> list[nn.Module]:
-    """torch's split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage
-    k + 1 takes, so that plain PipelineStages (which every schedule supports) and one-process trainers
-    can run it. torch's split hands a value straight to every stage that uses it (a residual, a mask,
-    Llama's cos/sin: partition/graph.py); here each stage passes on the values later stages need.
-    Stages are ordered by index: torch's runtime, too, only sends a value to a later stage."""
+def chain_stages(split) -> list[nn.Module]:
+    """The split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage k + 1
+    takes, so that plain PipelineStages (which every schedule supports) and one-process trainers can run
+    it. The split hands a value straight to every stage that uses it (a residual, a mask, Llama's cos/sin:
+    partition/graph.py); here each stage passes on the values later stages need."""
     import operator
 
-    graph = pipe.split_gm.graph
+    graph = split.gm.graph
     calls = {node.target: node for node in graph.nodes if node.op == "call_module"}
-    order = [calls[name] for name in sorted(calls, key=lambda n: int(n.rsplit("_", 1)[1]))]
+    order = [calls[f"submod_{k}"] for k in range(split.num_stages)]
     index = {node: k for k, node in enumerate(order)}
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     output = next(node for node in graph.nodes if node.op == "output")
@@ -286,7 +288,7 @@ def chain_stages(pipe) -> list[nn.Module]:
         else:
             returns = [v for v in values if producer(v) <= k < last_use[v]]
         makes = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
-        stages.append(_ChainStage(getattr(pipe.split_gm, node.target), takes, node, makes, returns, output))
+        stages.append(_ChainStage(split.stage(k), takes, node, makes, returns, output))
         takes = returns
     return stages
 
