@@ -288,9 +288,44 @@ def chain_stages(split) -> list[nn.Module]:
         else:
             returns = [v for v in values if producer(v) <= k < last_use[v]]
         makes = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
-        stages.append(_ChainStage(split.stage(k), takes, node, makes, returns, output))
+        stages.append(_ChainStage(split.stage(k), takes, [_dtype(split, v) for v in takes], node, makes, returns,
+                                  output))
         takes = returns
     return stages
+
+
+def _dtype(split, value) -> torch.dtype | None:
+    """The dtype of a value of the split's root graph, from the exported graph's metadata (None: no tensor)."""
+    import operator
+
+    index = None
+    if value.op == "call_function" and value.target is operator.getitem:
+        value, index = value.args
+    if value.op == "call_module":
+        out = next(n for n in getattr(split.gm, value.target).graph.nodes if n.op == "output").args[0]
+        value = out[index] if index is not None else out
+    meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return meta.dtype if isinstance(meta, torch.Tensor) else None
+
+
+def _as_floats(value):
+    """A tensor as a stage sends it. torch 2.11's PipelineStage makes every tensor it receives require a
+    gradient, which only floating-point tensors can: an integer or bool tensor (positions, a mask) crosses
+    as floats that hold it exactly (64- and 32-bit integers bit for bit, narrower ones by value), and the
+    receiving stage turns it back (`_from_floats`)."""
+    if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.is_complex():
+        return value
+    if value.element_size() in (4, 8):
+        return value.contiguous().view(torch.float32 if value.element_size() == 4 else torch.float64)
+    return value.to(torch.float32)
+
+
+def _from_floats(value, dtype: torch.dtype | None):
+    """A received tensor in the dtype it was made in (see `_as_floats`)."""
+    if not isinstance(value, torch.Tensor) or dtype is None or value.dtype == dtype:
+        return value
+    value = value.detach()
+    return value.view(dtype) if value.element_size() == torch.empty((), dtype=dtype).element_size() else value.to(dtype)
 
 
 class _ChainStage(nn.Module):
@@ -305,10 +340,11 @@ class _ChainStage(nn.Module):
     """Activation checkpointing (the Plan's StagePlan.recompute): keep only what the stage received and
     run its forward again during the backward (torch.utils.checkpoint, non-reentrant)."""
 
-    def __init__(self, submod, takes, node, makes, returns, output):
+    def __init__(self, submod, takes, dtypes, node, makes, returns, output):
         super().__init__()
         self.submod = submod
         self._takes = [v.name for v in takes]
+        self._dtypes = dtypes
         self._args = [a.name if isinstance(a, torch.fx.Node) else a for a in node.args]
         self._kwargs = {k: (a.name if isinstance(a, torch.fx.Node) else a) for k, a in node.kwargs.items()}
         self._name = node.name
@@ -320,6 +356,8 @@ class _ChainStage(nn.Module):
         # A received activation is a leaf that needs a gradient; the stage may change it in place (a
         # ReLU(inplace=True) first), which autograd allows on a copy only.
         received = [t.clone() if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else t for t in received]
+        coded = [t for t, dtype in zip(received, self._dtypes) if _is_coded(t, dtype)]
+        received = [_from_floats(t, dtype) for t, dtype in zip(received, self._dtypes)]
         env = dict(zip(self._takes, received))
         look = lambda a: env[a] if isinstance(a, str) and a in env else a  # noqa: E731
         args, kwargs = [look(a) for a in self._args], {k: look(a) for k, a in self._kwargs.items()}
@@ -331,11 +369,35 @@ class _ChainStage(nn.Module):
         for name, i in self._makes.items():
             env[name] = result[i]
         if self._returns is None:  # the model's output; a single one as itself, not a 1-tuple
-            out = torch.fx.graph.map_arg(self._output, lambda n: env[n.name])
-            return out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
-        out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _contiguous(env[name])
-               for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
+            out = list(torch.fx.graph.map_arg(self._output, lambda n: env[n.name]))
+        else:
+            out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _as_floats(_contiguous(env[name]))
+                   for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
+        if coded:
+            i = next((i for i, t in enumerate(out) if _needs_copy(t)), None)
+            if i is not None:
+                out[i] = _ZeroGradients.apply(out[i], *coded)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+class _ZeroGradients(torch.autograd.Function):
+    """The identity on a stage's output whose backward also gives each received integer tensor (as floats,
+    `_as_floats`) a gradient of zeros: torch 2.11's stages send a gradient back for every tensor they
+    received, and refuse a missing one."""
+
+    @staticmethod
+    def forward(ctx, output, *received):
+        ctx.like = [(t.shape, t.dtype, t.device) for t in received]
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return (grad, *(torch.zeros(shape, dtype=dtype, device=device) for shape, dtype, device in ctx.like))
+
+
+def _is_coded(value, dtype) -> bool:
+    return (isinstance(value, torch.Tensor) and value.requires_grad and dtype is not None
+            and not (dtype.is_floating_point or dtype.is_complex))
 
 
 CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module"
