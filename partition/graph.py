@@ -506,8 +506,12 @@ def _split_graph(module: nn.Module, gm: torch.fx.GraphModule, fired: list[str], 
                          "a module called more than once, or that produces no graph op")
     for node, k in tag.items():
         node.tag = f"submod_{k}"
-    gm.recompile()
-    return Split(split_by_tags(gm, [f"submod_{k}" for k in range(stage + 1)]), stage + 1)
+    try:
+        gm.recompile()
+        return Split(split_by_tags(gm, [f"submod_{k}" for k in range(stage + 1)]), stage + 1)
+    except Exception as e:  # noqa: BLE001 - torch.fx's own failure, told in one line
+        raise SplitError(f"torch.fx cannot split {type(module).__name__} into {stage + 1} stages: "
+                         f"{type(e).__name__}: {_first_line(e)}") from e
 
 
 def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]) -> Split:

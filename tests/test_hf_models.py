@@ -65,3 +65,19 @@ def test_the_split_computes_the_models_logits_and_gradients(name):
         torch.testing.assert_close(p.grad, expected[n], atol=1e-7, rtol=1e-6, msg=lambda m: f"{n}: {m}")
     tied = model.get_input_embeddings().weight is model.get_output_embeddings().weight
     assert bool(split.shared()) == tied
+
+
+def test_a_failure_inside_the_split_is_one_line_and_exit_2(capsys, monkeypatch):
+    import torch.fx.passes.split_utils as split_utils
+
+    def broken(*args, **kwargs):
+        raise StopIteration  # what torch's own IR code raised on transformers 5.17
+
+    monkeypatch.setattr(split_utils, "split_by_tags", broken)
+    code = main(["plan", "--model", f"{FIXTURES / 'hf_models.py'}:llama", "--input-shape", "16", "--input-dtype",
+                 "int64", "--token-range", "128", "--stages", "2", "--device", "cpu", "--batch", "8", "--chunks", "2",
+                 "--repeats", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "interrupted" not in err and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("pipebench: error:") and "torch.fx cannot split LogitsOf into 24 stages: StopIteration" in last  # the finest split
