@@ -1,19 +1,18 @@
-"""Capture any ``nn.Module`` as torch.distributed.pipelining does, and find where it can be cut.
+"""Capture any ``nn.Module`` with torch.export, find where it can be cut, and cut it into stages.
 
 Front end
 ---------
-``torch.distributed.pipelining.pipeline(module, mb_args, mb_kwargs, split_spec)`` (torch file
-``torch/distributed/pipelining/_IR.py``) wraps the ``forward`` of every module named in
-``split_spec`` so that it first calls ``pipe_split()`` (``SplitPoint.BEGINNING``), runs
-``torch.export.export(module, args, kwargs)`` (non-strict), and cuts the flat graph at the
-``pipe_split`` nodes with ``torch.fx.passes.split_module.split_module``.  Stage ``k`` is the
-``fx.GraphModule`` ``pipe.split_gm.submod_k``.  Two details of ``_IR.py`` matter here:
-
-* ``annotate_split_points`` replaces ``forward`` on the user's module instances and never restores
-  it; :func:`split_module` below undoes that, so the user's model is left as it was.
-* two ``pipe_split`` nodes with nothing between them are merged (the second is erased), so a
-  module that produces no graph node (``nn.Identity``, ``Dropout`` in eval mode, a module whose
-  forward only returns its input) cannot begin a stage: it silently yields one stage too few.
+pipebench builds its stages itself, from the exported graph, so that whatever torch.export captures can
+be split (it does not depend on the IR of torch.distributed.pipelining's ``pipeline()``, which, with
+transformers 5.17, cannot split a Llama).  ``_export_marked`` registers a forward pre-hook on every
+module where a stage may begin that calls ``pipe_split()`` (torch.distributed.pipelining's marker op,
+which export keeps), runs ``torch.export.export(module, args, kwargs)`` (non-strict) and takes
+``ep.module()``: a GraphModule over the user's own parameters and buffers.  ``_split_graph`` gives every
+op the stage of the last cut marker before it and cuts the graph with torch.fx's ``split_by_tags``:
+stage k is ``Split.stage(k)`` (``submod_<k>``), and the root graph calls the stages in order.  These are
+the stages that ``pipeline()`` with ``SplitPoint.BEGINNING`` at the same modules makes where it can
+split the model (``Plan.split_spec()``).  A module that produces no graph op (``nn.Identity``, a
+``Dropout`` in eval mode) cannot begin a stage: its stage would be empty.
 
 Candidates (what :func:`capture` returns)
 -----------------------------------------
@@ -31,54 +30,47 @@ candidate.  ``candidates[0]`` is the start of the first stage and is never a cut
 before it, if any, are in segment 0); a split into S stages picks S-1 names of
 ``candidates[1:]``.  Default granularity: the deepest depth whose candidate count stays
 <= ``MAX_CANDIDATES`` (64), so a profiler times at most 64 small segments; depth 1 if even that
-has more.  The finest split (every candidate a stage) is actually built with ``pipeline()`` and
-its stage count checked.
+has more.  The finest split (every candidate a stage) is actually built.
 
 Values that cross a cut (``Captured.cuts``)
 -------------------------------------------
-``split_module`` (``torch/fx/passes/split_module.py``) does NOT pass a value through the stages
-between its producer and its consumer: a value made in stage 0 and used in stage 3 becomes an
-extra output of ``submod_0`` and a direct argument of ``submod_3`` in the root graph, and at run
-time ``_PipelineStage._create_act_recv_info``/``_create_act_send_info``
-(``torch/distributed/pipelining/stage.py``) sends it point-to-point from stage 0's rank straight
-to stage 3's rank.  A root input (mask, position ids) used by stage 3 is a direct argument of
-``submod_3`` too (``is_root_arg``: torch expects it to be supplied to that stage, it is not sent).
-Either way the tensor is alive across cuts 1, 2 and 3 of a linear pipeline and the bytes move (or
-must be made available) past each of them, so a cut is priced at the bytes of EVERY tensor live
-across it (skip connections and extra inputs included), for one micro-batch of the example size.
-A value that stage k < S-1 sends to the model's output (an aux logit) counts as live up to the
-end (``to_output``): the loss needs it on the last stage, although torch's runtime drops such
-outputs (only the last stage's outputs are returned by a schedule).
+``split_by_tags`` does NOT pass a value through the stages between its producer and its consumer:
+a value made in stage 0 and used in stage 3 becomes an extra output of ``submod_0`` and a direct
+argument of ``submod_3`` in the root graph; a root input (mask, position ids) used by stage 3 is a
+direct argument of ``submod_3`` too.  The trainers pass such values on from stage to stage
+(bench/strategies/common.py: chain_stages).  Either way the tensor is alive across cuts 1, 2 and 3
+of a linear pipeline and its bytes move past each of them, so a cut is priced at the bytes of EVERY
+tensor live across it (skip connections and extra inputs included), for one micro-batch of the
+example size.  A value that stage k < S-1 sends to the model's output (an aux logit) counts as live
+up to the end (``to_output``): the loss needs it on the last stage, although a pipeline schedule
+only returns the last stage's outputs.
 
-Findings on other models (checked in tests/test_graph.py, torch 2.14)
---------------------------------------------------------------------
-* HF models (tiny GPT-2 and Llama from configs, ``use_cache=False``, offline): captured and split
-  (GPT-2 at ``transformer.h.1``, Llama at ``model.layers.1``).  Export flattens the
-  ``ModelOutput``: the Pipe (and the last stage) returns a plain tuple ``(logits,)``, no
-  ``ModelOutput``.  The causal mask (bool [B,1,T,T]) is built once near the embeddings and is a
-  direct input of every decoder-layer stage; Llama's cos/sin likewise: they are priced on every
-  cut they span.  The root graph may call stages out of index order (Llama's rotary stage after
-  the next one): stages are indexed with ``get_stage_module``, never by graph order.
+Findings on other models (checked in tests/test_graph.py and tests/test_hf_models.py)
+-----------------------------------------------------------------------------------
+* Hugging Face decoders (tiny GPT-2, Llama, Qwen2 from configs, ``use_cache=False``, offline):
+  captured and split on torch 2.11 with transformers 5.17 and torch 2.14 with transformers 5.24.
+  Calling the split returns the model's own ``ModelOutput`` (``ep.module()`` rebuilds it); a stage
+  returns plain tensors.  The causal mask (bool [B,1,T,T]), the integer positions and Llama's cos/sin
+  are built once near the embeddings and are direct inputs of every decoder-layer stage: they are
+  priced on every cut they span.  The rotary embedding runs under ``no_grad``: export records it
+  as a nested graph, which ``split_by_tags`` keeps whole in its stage.
 * GoogLeNet (aux_logits, train mode): the aux heads become dead-end stages whose outputs go to the
   root output; the next trunk stage reads its input straight from the stage before the aux head.
-  ``Pipe.__call__`` returns the flattened ``(logits, aux2, aux1)``; in a schedule only the last
-  stage's outputs reach the loss (``find_dst_rank`` returns None for the output node), so aux
-  losses are lost: train with ``aux_logits=False`` or eval mode (Inception v3 has the same
-  kind of aux head; not checked in train mode).
-* BatchNorm buffers move with their module into the stage that runs it; the stage's
-  ``running_mean`` IS the user's tensor, so training the split updates the user's statistics
-  (``capture`` itself restores every buffer it touched).
-* Parameters used by two stages (GPT-2 tied ``wte``/``lm_head``): ``pipeline()`` REPLICATES them
-  (``MultiUseParameterConfig.REPLICATE``) and deep-copies each replica (``Pipe.replicated_params``
-  lists them, ``Captured.shared_params`` too): the stages hold separate, initially equal copies;
-  keeping them equal (all-reducing their gradients) is the caller's job. Each replica counts in
-  its segment's parameter bytes. The user's model stays tied.
+  In a schedule only the last stage's outputs reach the loss, so aux losses are lost: train with
+  ``aux_logits=False`` or eval mode (Inception v3 has the same kind of aux head).
+* BatchNorm buffers stay in the stage that runs their module; the stage's ``running_mean`` IS the
+  user's tensor, so training the split updates the user's statistics (the write of the new value,
+  which ``ep.module()`` puts at the graph's end, goes with the stage that computes it; ``capture``
+  itself restores every buffer it touched).
+* Parameters used by two stages (GPT-2's tied ``wte``/``lm_head``) are the one parameter in both
+  (``Split.shared()``, ``Captured.shared_params``), counted in each segment's parameter bytes; the
+  trainers give each stage a copy and sum their gradients (bench/strategies/common.py:
+  shared_parameters).
 
 Why eager hooks and not ``nn_module_stack``: the call tree (depth, call count, leaf-ness) comes
 from one eager run; a module's ``nn_module_stack`` entry is not emitted for modules without ops,
-and call counts are what decides validity.  Whether a module emits graph ops is read from an
-export with a ``pipe_split`` before each candidate (only done when the optimistic split at all
-candidates does not give one stage per candidate).
+and call counts are what decides validity.  Whether a module emits graph ops is read from the
+export with a ``pipe_split`` before each candidate.
 """
 from __future__ import annotations
 
@@ -88,7 +80,7 @@ import logging
 import os
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager
+from typing import Callable, ContextManager
 
 import torch
 import torch.nn as nn
