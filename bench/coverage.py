@@ -36,7 +36,7 @@ _DECODER = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidd
 
 def gpt2():
     return _hf("GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
-               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=None, eos_token_id=None)
 
 
 def llama():

@@ -2,7 +2,7 @@
 RoPE, grouped-query attention and tied embeddings) plan from the command line, and pipebench's own split of
 them computes what the model computes, gradients included. tests/test_distributed.py trains them with
 pp-1f1b. These are the model tests that CI also runs on the oldest torch and transformers pipebench
-declares (.ci/run)."""
+declares (.ci/oldest)."""
 from __future__ import annotations
 
 from pathlib import Path
