@@ -327,3 +327,23 @@ def test_torchvision_catalogue(request):
     for must in ["resnet18", "densenet121", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny",
                  "regnet_y_400mf", "vit_b_16", "swin_t", "googlenet"]:
         assert must in ok, [r for r in rows if r[0] == must]
+
+
+def test_the_split_is_the_one_pipeline_makes_from_the_same_split_spec():
+    """Plan.split_spec() stays right for people who call pipeline() themselves: where torch's pipeline()
+    can split a model, its stages hold the same parameters as pipebench's and compute the same output."""
+    torchvision = pytest.importorskip("torchvision")
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    m = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    cuts = ["layer2.0", "layer4.0"]
+    ours = split_model(m, (x,), None, cuts)
+    torchs = pipeline(m, mb_args=(x,), split_spec={n: SplitPoint.BEGINNING for n in cuts})
+    assert ours.num_stages == torchs.num_stages == 3
+    for k in range(3):
+        mine = {id(p) for p in ours.stage(k).parameters()}
+        theirs = {n for n, _ in torchs.get_stage_module(k).named_parameters()}
+        assert mine == {id(m.get_parameter(n)) for n in theirs}
+    with torch.no_grad():
+        assert torch.allclose(ours(x), torchs(x)[0], atol=1e-5)
