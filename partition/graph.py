@@ -1,19 +1,18 @@
-"""Capture any ``nn.Module`` as torch.distributed.pipelining does, and find where it can be cut.
+"""Capture any ``nn.Module`` with torch.export, find where it can be cut, and cut it into stages.
 
 Front end
 ---------
-``torch.distributed.pipelining.pipeline(module, mb_args, mb_kwargs, split_spec)`` (torch file
-``torch/distributed/pipelining/_IR.py``) wraps the ``forward`` of every module named in
-``split_spec`` so that it first calls ``pipe_split()`` (``SplitPoint.BEGINNING``), runs
-``torch.export.export(module, args, kwargs)`` (non-strict), and cuts the flat graph at the
-``pipe_split`` nodes with ``torch.fx.passes.split_module.split_module``.  Stage ``k`` is the
-``fx.GraphModule`` ``pipe.split_gm.submod_k``.  Two details of ``_IR.py`` matter here:
-
-* ``annotate_split_points`` replaces ``forward`` on the user's module instances and never restores
-  it; :func:`split_module` below undoes that, so the user's model is left as it was.
-* two ``pipe_split`` nodes with nothing between them are merged (the second is erased), so a
-  module that produces no graph node (``nn.Identity``, ``Dropout`` in eval mode, a module whose
-  forward only returns its input) cannot begin a stage: it silently yields one stage too few.
+pipebench builds its stages itself, from the exported graph, so that whatever torch.export captures can
+be split (it does not depend on the IR of torch.distributed.pipelining's ``pipeline()``, which, with
+transformers 5.17, cannot split a Llama).  ``_export_marked`` registers a forward pre-hook on every
+module where a stage may begin that calls ``pipe_split()`` (torch.distributed.pipelining's marker op,
+which export keeps), runs ``torch.export.export(module, args, kwargs)`` (non-strict) and takes
+``ep.module()``: a GraphModule over the user's own parameters and buffers.  ``_split_graph`` gives every
+op the stage of the last cut marker before it and cuts the graph with torch.fx's ``split_by_tags``:
+stage k is ``Split.stage(k)`` (``submod_<k>``), and the root graph calls the stages in order.  These are
+the stages that ``pipeline()`` with ``SplitPoint.BEGINNING`` at the same modules makes where it can
+split the model (``Plan.split_spec()``).  A module that produces no graph op (``nn.Identity``, a
+``Dropout`` in eval mode) cannot begin a stage: its stage would be empty.
 
 Candidates (what :func:`capture` returns)
 -----------------------------------------
@@ -31,54 +30,47 @@ candidate.  ``candidates[0]`` is the start of the first stage and is never a cut
 before it, if any, are in segment 0); a split into S stages picks S-1 names of
 ``candidates[1:]``.  Default granularity: the deepest depth whose candidate count stays
 <= ``MAX_CANDIDATES`` (64), so a profiler times at most 64 small segments; depth 1 if even that
-has more.  The finest split (every candidate a stage) is actually built with ``pipeline()`` and
-its stage count checked.
+has more.  The finest split (every candidate a stage) is actually built.
 
 Values that cross a cut (``Captured.cuts``)
 -------------------------------------------
-``split_module`` (``torch/fx/passes/split_module.py``) does NOT pass a value through the stages
-between its producer and its consumer: a value made in stage 0 and used in stage 3 becomes an
-extra output of ``submod_0`` and a direct argument of ``submod_3`` in the root graph, and at run
-time ``_PipelineStage._create_act_recv_info``/``_create_act_send_info``
-(``torch/distributed/pipelining/stage.py``) sends it point-to-point from stage 0's rank straight
-to stage 3's rank.  A root input (mask, position ids) used by stage 3 is a direct argument of
-``submod_3`` too (``is_root_arg``: torch expects it to be supplied to that stage, it is not sent).
-Either way the tensor is alive across cuts 1, 2 and 3 of a linear pipeline and the bytes move (or
-must be made available) past each of them, so a cut is priced at the bytes of EVERY tensor live
-across it (skip connections and extra inputs included), for one micro-batch of the example size.
-A value that stage k < S-1 sends to the model's output (an aux logit) counts as live up to the
-end (``to_output``): the loss needs it on the last stage, although torch's runtime drops such
-outputs (only the last stage's outputs are returned by a schedule).
+``split_by_tags`` does NOT pass a value through the stages between its producer and its consumer:
+a value made in stage 0 and used in stage 3 becomes an extra output of ``submod_0`` and a direct
+argument of ``submod_3`` in the root graph; a root input (mask, position ids) used by stage 3 is a
+direct argument of ``submod_3`` too.  The trainers pass such values on from stage to stage
+(bench/strategies/common.py: chain_stages).  Either way the tensor is alive across cuts 1, 2 and 3
+of a linear pipeline and its bytes move past each of them, so a cut is priced at the bytes of EVERY
+tensor live across it (skip connections and extra inputs included), for one micro-batch of the
+example size.  A value that stage k < S-1 sends to the model's output (an aux logit) counts as live
+up to the end (``to_output``): the loss needs it on the last stage, although a pipeline schedule
+only returns the last stage's outputs.
 
-Findings on other models (checked in tests/test_graph.py, torch 2.14)
---------------------------------------------------------------------
-* HF models (tiny GPT-2 and Llama from configs, ``use_cache=False``, offline): captured and split
-  (GPT-2 at ``transformer.h.1``, Llama at ``model.layers.1``).  Export flattens the
-  ``ModelOutput``: the Pipe (and the last stage) returns a plain tuple ``(logits,)``, no
-  ``ModelOutput``.  The causal mask (bool [B,1,T,T]) is built once near the embeddings and is a
-  direct input of every decoder-layer stage; Llama's cos/sin likewise: they are priced on every
-  cut they span.  The root graph may call stages out of index order (Llama's rotary stage after
-  the next one): stages are indexed with ``get_stage_module``, never by graph order.
+Findings on other models (checked in tests/test_graph.py and tests/test_hf_models.py)
+-----------------------------------------------------------------------------------
+* Hugging Face decoders (tiny GPT-2, Llama, Qwen2 from configs, ``use_cache=False``, offline):
+  captured and split on torch 2.11 with transformers 5.17 and torch 2.14 with transformers 5.24.
+  Calling the split returns the model's own ``ModelOutput`` (``ep.module()`` rebuilds it); a stage
+  returns plain tensors.  The causal mask (bool [B,1,T,T]), the integer positions and Llama's cos/sin
+  are built once near the embeddings and are direct inputs of every decoder-layer stage: they are
+  priced on every cut they span.  The rotary embedding runs under ``no_grad``: export records it
+  as a nested graph, which ``split_by_tags`` keeps whole in its stage.
 * GoogLeNet (aux_logits, train mode): the aux heads become dead-end stages whose outputs go to the
   root output; the next trunk stage reads its input straight from the stage before the aux head.
-  ``Pipe.__call__`` returns the flattened ``(logits, aux2, aux1)``; in a schedule only the last
-  stage's outputs reach the loss (``find_dst_rank`` returns None for the output node), so aux
-  losses are lost: train with ``aux_logits=False`` or eval mode (Inception v3 has the same
-  kind of aux head; not checked in train mode).
-* BatchNorm buffers move with their module into the stage that runs it; the stage's
-  ``running_mean`` IS the user's tensor, so training the split updates the user's statistics
-  (``capture`` itself restores every buffer it touched).
-* Parameters used by two stages (GPT-2 tied ``wte``/``lm_head``): ``pipeline()`` REPLICATES them
-  (``MultiUseParameterConfig.REPLICATE``) and deep-copies each replica (``Pipe.replicated_params``
-  lists them, ``Captured.shared_params`` too): the stages hold separate, initially equal copies;
-  keeping them equal (all-reducing their gradients) is the caller's job. Each replica counts in
-  its segment's parameter bytes. The user's model stays tied.
+  In a schedule only the last stage's outputs reach the loss, so aux losses are lost: train with
+  ``aux_logits=False`` or eval mode (Inception v3 has the same kind of aux head).
+* BatchNorm buffers stay in the stage that runs their module; the stage's ``running_mean`` IS the
+  user's tensor, so training the split updates the user's statistics (the write of the new value,
+  which ``ep.module()`` puts at the graph's end, goes with the stage that computes it; ``capture``
+  itself restores every buffer it touched).
+* Parameters used by two stages (GPT-2's tied ``wte``/``lm_head``) are the one parameter in both
+  (``Split.shared()``, ``Captured.shared_params``), counted in each segment's parameter bytes; the
+  trainers give each stage a copy and sum their gradients (bench/strategies/common.py:
+  shared_parameters).
 
 Why eager hooks and not ``nn_module_stack``: the call tree (depth, call count, leaf-ness) comes
 from one eager run; a module's ``nn_module_stack`` entry is not emitted for modules without ops,
-and call counts are what decides validity.  Whether a module emits graph ops is read from an
-export with a ``pipe_split`` before each candidate (only done when the optimistic split at all
-candidates does not give one stage per candidate).
+and call counts are what decides validity.  Whether a module emits graph ops is read from the
+export with a ``pipe_split`` before each candidate.
 """
 from __future__ import annotations
 
@@ -88,11 +80,11 @@ import logging
 import os
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager
+from typing import Callable, ContextManager
 
 import torch
 import torch.nn as nn
-from torch.distributed.pipelining import SplitPoint, pipe_split, pipeline
+from torch.distributed.pipelining import pipe_split
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -108,7 +100,8 @@ __all__ = [
     "Captured",
     "Segment",
     "capture",
-    "split_module",
+    "Split",
+    "split_model",
     "segments",
     "run_segment",
 ]
@@ -137,7 +130,7 @@ class TooFewCandidates(GraphError):
 
 
 class SplitError(GraphError):
-    """pipeline() did not split where asked."""
+    """The model cannot be split where asked."""
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -193,7 +186,7 @@ class TensorInfo:
 class CrossingTensor:
     """A tensor live across a cut: produced before it (by a segment or as a model input), used after."""
 
-    name: str  # node name in pipe.split_gm (a root input keeps its argument name)
+    name: str  # node name in Split.gm (a root input keeps its argument name)
     source: str  # "input" or "segment <k> (<candidate>)"
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -229,7 +222,7 @@ class Segment:
     """One segment of the finest split, runnable on its own (``run_segment``)."""
 
     index: int
-    name: str  # submodule name in pipe.split_gm ("submod_pp_<k>" in torch 2.14, "submod_<k>" before)
+    name: str  # submodule name in Split.gm, "submod_<k>"
     begins_at: str
     module: nn.Module  # the stage's fx.GraphModule
     args: tuple
@@ -252,10 +245,10 @@ class Captured:
     candidates: list[str]
     segments: list[SegmentInfo]
     cuts: list[Cut]  # cuts[k-1] is cut k, before candidates[k]
-    pipe: Any  # the finest torch Pipe (one stage per candidate)
+    split: Split  # the finest split (one stage per candidate)
     depth_counts: dict[int, int] = field(default_factory=dict)  # raw candidate count per depth
     dropped: dict[str, str] = field(default_factory=dict)  # frontier module -> why it is no cut
-    shared_params: list[dict[str, str]] = field(default_factory=list)  # pipe.replicated_params
+    shared_params: list[dict[int, str]] = field(default_factory=list)  # Split.shared()
     _inputs: list[tuple[tuple, dict]] = field(default_factory=list, repr=False)
     _outputs: list[list[TensorInfo]] = field(default_factory=list, repr=False)
     _stage_names: list[str] = field(default_factory=list, repr=False)
@@ -389,25 +382,11 @@ def _choose_depth(calls, granularity, min_stages):
 
 
 # ------------------------------------------------------------------------------------ splitting
-@contextlib.contextmanager
-def _restore_forwards(module: nn.Module, names: list[str]):
-    """pipeline()'s annotate_split_points overwrites ``forward`` on the instances: put it back."""
-    saved = []
-    for n in names:
-        m = module.get_submodule(n)
-        saved.append((m, m.__dict__.get("forward"), "_orig_forward" in m.__dict__, m.__dict__.get("_orig_forward")))
-    try:
-        yield
-    finally:
-        for m, fwd, had_orig, orig in saved:
-            if fwd is None:
-                m.__dict__.pop("forward", None)
-            else:
-                m.forward = fwd
-            if had_orig:
-                m._orig_forward = orig
-            else:
-                m.__dict__.pop("_orig_forward", None)
+_CALLS = ("call_function", "call_method", "call_module")
+
+
+def _is_marker(node) -> bool:
+    return node.op == "call_function" and node.target is torch.ops.pippy._pipe_split.default
 
 
 def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
@@ -419,12 +398,120 @@ def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
     )
 
 
-def split_module(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]):
-    """``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING for name in begin_at})``.
+def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str]):
+    """torch.export of ``module`` with a ``pipe_split`` marker (torch.distributed.pipelining's) before each
+    call of the modules ``names``, put there by forward pre-hooks, as pipeline()'s ``SplitPoint.BEGINNING``
+    does; returns ``ep.module()`` (the user's own parameter and buffer objects, by their names) and the
+    name of each marker in graph order."""
+    fired: list[str] = []
+    handles = []
+    try:
+        for n in names:
+            handles.append(module.get_submodule(n).register_forward_pre_hook(
+                lambda _m, _a, n=n: (fired.append(n), pipe_split())[0]))
+        with _quiet_export(), _preserved_buffers(module):
+            try:
+                ep = torch.export.export(module, args, kwargs)
+            except Exception as e:  # noqa: BLE001
+                raise _export_error(module, e) from e
+    finally:
+        for h in handles:
+            h.remove()
+    gm = ep.module(check_guards=False)
+    markers = [node for node in gm.graph.nodes if _is_marker(node)]
+    if len(markers) != len(fired):
+        raise SplitError(f"torch.export kept {len(markers)} of the {len(fired)} stage boundaries of "
+                         f"{type(module).__name__}")
+    return gm, fired
 
-    Returns the torch ``Pipe`` (``pipe.num_stages == len(begin_at) + 1``, stage k is
-    ``pipe.get_stage_module(k)``).  The module's ``forward`` methods are restored afterwards.
-    """
+
+def _ops_after(gm: torch.fx.GraphModule, fired: list[str]) -> dict[str, int]:
+    """Per marked module, how many graph ops follow its marker before the next one."""
+    counts: dict[str, int] = {}
+    current = None
+    k = 0
+    for node in gm.graph.nodes:
+        if _is_marker(node):
+            current = fired[k]
+            k += 1
+            counts.setdefault(current, 0)
+        elif node.op in _CALLS and current is not None:
+            counts[current] += 1
+    return counts
+
+
+@dataclass
+class Split:
+    """A model cut into stages by pipebench, from its exported graph: ``gm``'s graph calls ``submod_0``
+    ... ``submod_<S-1>`` in order, and stage k, ``gm.submod_<k>``, is an fx.GraphModule that holds the
+    user's own parameters and buffers it uses (a tied weight used by two stages is the one object in
+    both: ``shared()``). Calling the Split calls the model (same inputs, same outputs)."""
+
+    gm: torch.fx.GraphModule
+    num_stages: int
+
+    def stage(self, k: int) -> torch.fx.GraphModule:
+        return getattr(self.gm, f"submod_{k}")
+
+    def __call__(self, *args, **kwargs):
+        return self.gm(*args, **kwargs)
+
+    def shared(self) -> list[dict[int, str]]:
+        """Parameters that several stages use, each as {stage index: its name in that stage}."""
+        uses: dict[int, dict[int, str]] = {}
+        for k in range(self.num_stages):
+            for name, p in self.stage(k).named_parameters(remove_duplicate=False):
+                uses.setdefault(id(p), {}).setdefault(k, name)
+        return [u for u in uses.values() if len(u) > 1]
+
+
+def _split_graph(module: nn.Module, gm: torch.fx.GraphModule, fired: list[str], begin_at: list[str]) -> Split:
+    """Cut ``gm`` (from ``_export_marked``) at the markers of ``begin_at`` with torch.fx's
+    ``split_by_tags``: every op belongs to the stage of the last cut marker before it (ops before the
+    first go to stage 0), except unlifting's write of a new value into a buffer (``copy_`` into a
+    get_attr, at the graph's end), which goes with the stage that computes the value. A value used by a
+    later stage becomes an output of its stage and an input of each stage that uses it; a parameter,
+    buffer or constant is an attribute of every stage that uses it."""
+    from torch.fx.passes.split_utils import split_by_tags
+
+    begin = set(begin_at)
+    stage, k, ops = 0, 0, [0]
+    tag: dict = {}
+    for node in list(gm.graph.nodes):
+        if _is_marker(node):
+            if fired[k] in begin:
+                stage += 1
+                ops.append(0)
+            k += 1
+            gm.graph.erase_node(node)
+        elif node.op in _CALLS:
+            tag[node] = stage
+            ops[stage] += 1
+    for node, k in tag.items():
+        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
+            ops[k] -= 1
+            tag[node] = max((tag.get(a, 0) for a in node.all_input_nodes), default=0)
+            ops[tag[node]] += 1
+    empty = [name for name, n in zip(["(the start)", *begin_at], ops) if n == 0]
+    if stage != len(begin_at) or empty:
+        raise SplitError(f"cannot begin a stage of {type(module).__name__} at {empty or begin_at}: "
+                         "a module called more than once, or that produces no graph op")
+    for node, k in tag.items():
+        node.tag = f"submod_{k}"
+    try:
+        gm.recompile()
+        return Split(split_by_tags(gm, [f"submod_{k}" for k in range(stage + 1)]), stage + 1)
+    except Exception as e:  # noqa: BLE001 - torch.fx's own failure, told in one line
+        raise SplitError(f"torch.fx cannot split {type(module).__name__} into {stage + 1} stages: "
+                         f"{type(e).__name__}: {_first_line(e)}") from e
+
+
+def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]) -> Split:
+    """``module`` cut into ``len(begin_at) + 1`` stages, stage k + 1 beginning at module ``begin_at[k]``
+    (the stages ``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING ...})`` makes), built by
+    pipebench from the exported graph: whatever torch.export captures splits, whatever crosses a cut
+    (integer tensors, masks, RoPE tables) is passed on as it is, and the stages share the user's parameters
+    and buffers. The model itself is left unchanged."""
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
     begin_at = list(begin_at)
@@ -435,63 +522,8 @@ def split_module(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: 
             module.get_submodule(n)
         except AttributeError as e:
             raise SplitError(f"begin_at names {n!r}, which is no submodule of {type(module).__name__}") from e
-    spec = {n: SplitPoint.BEGINNING for n in begin_at}
-    with _restore_forwards(module, begin_at), _quiet_export(), _preserved_buffers(module):
-        try:
-            pipe = pipeline(module, mb_args=args, mb_kwargs=kwargs or None, split_spec=spec)
-        except Exception as e:  # noqa: BLE001
-            if "cannot capture your model" in str(e):
-                raise _export_error(module, e) from e
-            raise SplitError(
-                f"pipeline() cannot split {type(module).__name__} at {begin_at}: {type(e).__name__}: {_first_line(e)}"
-            ) from e
-    if pipe.num_stages != len(begin_at) + 1:
-        raise SplitError(
-            f"pipeline() made {pipe.num_stages} stages of {type(module).__name__} from {len(begin_at)} split points "
-            f"(expected {len(begin_at) + 1}): a split module is called more than once or produces no op"
-        )
-    return pipe
-
-
-def _analyse(module, args, kwargs, names):
-    """Export with a pipe_split before each of ``names``; return per name whether ops follow it."""
-    order: list[str] = []
-
-    def wrap(m, n):
-        orig = m.forward
-
-        def fwd(*a, **k):
-            order.append(n)
-            pipe_split()
-            return orig(*a, **k)
-
-        return fwd
-
-    with _restore_forwards(module, names), _quiet_export(), _preserved_buffers(module):
-        for n in names:
-            m = module.get_submodule(n)
-            m.forward = wrap(m, n)
-        try:
-            ep = torch.export.export(module, args, kwargs)
-        except Exception as e:  # noqa: BLE001
-            raise _export_error(module, e) from e
-    ops_after: list[int] = []
-    pre_ops = 0
-    for node in ep.graph.nodes:
-        if node.op not in ("call_function", "call_method", "call_module"):
-            continue
-        if "pipe_split" in str(node.target):
-            ops_after.append(0)
-        elif ops_after:
-            ops_after[-1] += 1
-        else:
-            pre_ops += 1
-    if len(ops_after) != len(order):
-        return None
-    has_ops: dict[str, bool] = {}
-    for n, k in zip(order, ops_after):
-        has_ops[n] = has_ops.get(n, False) or k > 0
-    return has_ops
+    gm, fired = _export_marked(module, args, kwargs, begin_at)
+    return _split_graph(module, gm, fired, begin_at)
 
 
 def _sizes(mod: nn.Module):
@@ -533,46 +565,21 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
                 f"use a finer granularity or fewer stages")
 
     enough()
-    # Optimistic: split at every name; if torch makes the expected stages, all are good cuts.
-    pipe = None
-    try:
-        pipe = split_module(module, args, kwargs, names[1:])
-    except SplitError:
-        pipe = None
-    if pipe is None:
-        has_ops = _analyse(module, args, kwargs, names)
-        if has_ops is not None:
-            for n in names:
-                if not has_ops.get(n, False):
-                    dropped[n] = "produces no graph op (a stage cannot begin there)"
-            names = [n for n in names if has_ops.get(n, False)]
-        pipe = _split_dropping(module, args, kwargs, names, dropped)
-
+    gm, fired = _export_marked(module, args, kwargs, names)
+    ops = _ops_after(gm, fired)
+    for n in names:
+        if n not in ops:
+            dropped[n] = "not called when torch.export runs the model"
+        elif ops[n] == 0:
+            dropped[n] = "produces no graph op (a stage cannot begin there)"
+    names = [n for n in names if n not in dropped]
     enough()
-    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in)
+    split = _split_graph(module, gm, fired, names[1:])
+    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
 
 
-def _split_dropping(module, args, kwargs, names, dropped):
-    """Split at names[1:]; if torch refuses, drop names one at a time until it works."""
-    try:
-        return split_module(module, args, kwargs, names[1:])
-    except SplitError as first:
-        # locate bad names by bisection-free greedy growth (rare path)
-        good = [names[0]]
-        for n in names[1:]:
-            try:
-                split_module(module, args, kwargs, good[1:] + [n])
-                good.append(n)
-            except SplitError as e:
-                dropped[n] = f"pipeline() cannot begin a stage there ({_first_line(e)[:80]})"
-        names[:] = good
-        if len(good) == 1:
-            raise first
-        return split_module(module, args, kwargs, good[1:])
-
-
-def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe, run_in=None) -> Captured:
-    gm = pipe.split_gm
+def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None) -> Captured:
+    gm = split.gm
     # modules per segment: frontier in call order, attached to the preceding kept candidate
     seg_modules: list[list[str]] = [[] for _ in names]
     k = 0
@@ -582,11 +589,11 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
         seg_modules[k].append(n)
 
     # run the split graph once, recording every stage's inputs
-    inputs: list[tuple[tuple, dict] | None] = [None] * pipe.num_stages
-    outputs: list[list[TensorInfo]] = [[] for _ in range(pipe.num_stages)]
+    inputs: list[tuple[tuple, dict] | None] = [None] * split.num_stages
+    outputs: list[list[TensorInfo]] = [[] for _ in range(split.num_stages)]
     handles = []
-    for i in range(pipe.num_stages):
-        sm = pipe.get_stage_module(i)
+    for i in range(split.num_stages):
+        sm = split.stage(i)
 
         def pre(m, a, kw, i=i):
             det = lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t  # noqa: E731
@@ -600,16 +607,14 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
         handles.append(sm.register_forward_hook(post, with_kwargs=True))
     try:
         with torch.no_grad(), _preserved_buffers(module), (run_in or contextlib.nullcontext)():
-            pipe(*args, **kwargs)
+            split(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
 
     # which stage each root node belongs to
-    # (the root graph may call the stages out of index order, e.g. Llama's rotary_emb stage
-    # after the next one: index stages by identity with get_stage_module, not by graph order)
-    S = pipe.num_stages
-    index_of = {id(pipe.get_stage_module(i)): i for i in range(S)}
+    S = split.num_stages
+    index_of = {id(split.stage(i)): i for i in range(S)}
     stage_of: dict[str, int] = {}
     call_nodes: list = [None] * S
     for node in gm.graph.nodes:
@@ -618,7 +623,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
             stage_of[node.name] = i
             call_nodes[i] = node
     if any(n is None for n in call_nodes):
-        raise SplitError(f"pipeline() split of {type(module).__name__} calls a stage more than once or never")
+        raise SplitError(f"the split of {type(module).__name__} calls a stage more than once or never")
 
     def producer(node) -> int:
         import operator
@@ -674,7 +679,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
             if prod < ci <= v["last"]:
                 t = v["t"]
                 if t is None and v.get("to_output"):
-                    t = _output_value(v["node"], pipe, outputs)
+                    t = _output_value(v["node"], split, outputs)
                 if not isinstance(t, torch.Tensor):
                     continue
                 src = "input" if v["prod"] < 0 else f"segment {v['prod']} ({names[v['prod']]})"
@@ -684,18 +689,18 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, pipe,
 
     seg_infos = []
     for i in range(S):
-        pc, pb, bb = _sizes(pipe.get_stage_module(i))
+        pc, pb, bb = _sizes(split.stage(i))
         seg_infos.append(SegmentInfo(i, names[i], seg_modules[i], pc, pb, bb))
 
     return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
-                    segments=seg_infos, cuts=cuts, pipe=pipe, depth_counts=counts, dropped=dropped,
-                    shared_params=list(pipe.replicated_params),
+                    segments=seg_infos, cuts=cuts, split=split, depth_counts=counts, dropped=dropped,
+                    shared_params=split.shared(),
                     _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
                     _stage_names=[n.target for n in call_nodes],
                     _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes])
 
 
-def _output_value(node, pipe, outputs):
+def _output_value(node, split, outputs):
     """Meta of a root-output value made by a non-last stage (shape only, zero-filled stand-in)."""
     import operator
     idx = 0
@@ -704,8 +709,8 @@ def _output_value(node, pipe, outputs):
         node = node.args[0]
     if node.op != "call_module":
         return None
-    target = getattr(pipe.split_gm, node.target, None)
-    ks = [i for i in range(pipe.num_stages) if pipe.get_stage_module(i) is target]
+    target = getattr(split.gm, node.target, None)
+    ks = [i for i in range(split.num_stages) if split.stage(i) is target]
     if not ks:
         return None
     metas = outputs[ks[0]]
@@ -722,7 +727,7 @@ def segments(captured: Captured) -> list[Segment]:
     for i, info in enumerate(captured.segments):
         a, kw = captured._inputs[i]
         out.append(Segment(index=i, name=captured._stage_names[i], begins_at=info.begins_at,
-                           module=captured.pipe.get_stage_module(i), args=a, kwargs=kw,
+                           module=captured.split.stage(i), args=a, kwargs=kw,
                            outputs=captured._outputs[i], param_count=info.param_count,
                            param_bytes=info.param_bytes, arg_sources=list(captured._arg_sources[i])))
     return out

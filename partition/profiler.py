@@ -33,7 +33,7 @@ from typing import Any, Callable
 import torch
 
 from pipebench.errors import UserError, first_line
-from pipebench.partition.graph import CaptureError, Segment, capture, segments
+from pipebench.partition.graph import CaptureError, Segment, SplitError, capture, segments
 from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training, autocast, make_optimizer
@@ -462,7 +462,7 @@ def profile_sizes(
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
                                           progress=layer_progress if progress else None,
                                           granularity=granularity, training=training))
-        except CaptureError as exc:  # the same at every size
+        except (CaptureError, SplitError) as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
             last_error = f"micro-batch {size}: {first_line(exc)}"

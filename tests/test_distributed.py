@@ -241,8 +241,10 @@ def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, strategy,
 
 @pytest.mark.parametrize("name, strategy, stages", [
     ("gpt2_tied", "pp-1f1b", None),  # GPT-2 with its embeddings tied across the cut
+    ("llama", "pp-1f1b", None),  # RoPE tables, the mask and integer positions cross the cut
+    ("qwen2", "pp-1f1b", None),  # RoPE, grouped-query attention, tied embeddings
     pytest.param("gpt2", "pp-1f1b", None, marks=SLOW), pytest.param("llama", "pp-zbv", 4, marks=SLOW),
-    pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow), pytest.param("llama", "pp-1f1b", None, marks=pytest.mark.slow),
+    pytest.param("qwen2", "pp-zbv", 4, marks=SLOW), pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow),
     pytest.param("bert", "pp-1f1b", None, marks=pytest.mark.slow), pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow),
 ])
 def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, name, strategy, stages):

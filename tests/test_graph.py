@@ -1,5 +1,5 @@
-"""partition/graph.py: capture any nn.Module with torch.export (as torch.distributed.pipelining does),
-find where it can be cut, price each cut, and run each fine segment on its own."""
+"""partition/graph.py: capture any nn.Module with torch.export, find where it can be cut, price each cut,
+split it into stages, and run each fine segment on its own."""
 from __future__ import annotations
 
 import os
@@ -20,7 +20,7 @@ from pipebench.partition.graph import (
     capture,
     run_segment,
     segments,
-    split_module,
+    split_model,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,10 +43,11 @@ def _load_seed_convnet():
 ConvNet = _load_seed_convnet()
 
 
-def _chain(pipe, *args):
+def _chain(split, *args):
+    """Each stage on what the one before returns (these splits pass nothing past a stage)."""
     out = args
-    for i in range(pipe.num_stages):
-        out = pipe.get_stage_module(i)(*out)
+    for i in range(split.num_stages):
+        out = split.stage(i)(*out)
         out = out if isinstance(out, tuple) else (out,)
     return out[0] if len(out) == 1 else out
 
@@ -62,11 +63,10 @@ def test_convnet_candidates_split_and_segments():
     # cut before fc1 carries the flattened conv2 activation: 4 x 2000 float32
     assert c.cut("fc1").bytes == 4 * 2000 * 4
     ref = m(x)
-    pipe = split_module(m, (x,), None, ["fc1"])
-    assert pipe.num_stages == 2
-    assert torch.allclose(_chain(pipe, x), ref, atol=1e-6)
-    # pipeline() rewrote forward on the instance; split_module restored it
-    assert "forward" not in m.fc1.__dict__ and "_orig_forward" not in m.fc1.__dict__
+    split = split_model(m, (x,), None, ["fc1"])
+    assert split.num_stages == 2
+    assert torch.allclose(_chain(split, x), ref, atol=1e-6)
+    assert not m.fc1._forward_pre_hooks and "forward" not in m.fc1.__dict__  # the model is left as it was
     # every fine segment runs alone on its recorded inputs; chained they equal the model
     segs = segments(c)
     assert [s.begins_at for s in segs] == c.candidates
@@ -84,7 +84,7 @@ def test_convnet_candidates_split_and_segments():
     with pytest.raises(TooFewCandidates):
         capture(m, (x,), min_stages=5)
     with pytest.raises(SplitError, match="no submodule"):
-        split_module(m, (x,), None, ["nope"])
+        split_model(m, (x,), None, ["nope"])
 
 
 class Skip(nn.Module):
@@ -113,12 +113,9 @@ def test_skip_connection_cut_price_and_routing():
     assert c.cut("d").bytes == 3 * t
     srcs = {ct.source for ct in c.cut("d").tensors}
     assert {"input", "segment 0 (a)", "segment 2 (c)"} == srcs
-    # torch does not pass a_out through stages 1 and 2: it is a direct argument of stage 3
-    gm = c.pipe.split_gm
-    nodes = {n.target: n for n in gm.graph.nodes if n.op == "call_module"}
-    s0 = [k for k, v in nodes.items() if getattr(gm, k) is c.pipe.get_stage_module(0)][0]
-    s3 = [k for k, v in nodes.items() if getattr(gm, k) is c.pipe.get_stage_module(3)][0]
-    s1 = [k for k, v in nodes.items() if getattr(gm, k) is c.pipe.get_stage_module(1)][0]
+    # the split does not pass a_out through stages 1 and 2: it is a direct argument of stage 3
+    nodes = {n.target: n for n in c.split.gm.graph.nodes if n.op == "call_module"}
+    s0, s1, s3 = "submod_0", "submod_1", "submod_3"
 
     def roots(n):
         while n.op == "call_function":
@@ -127,7 +124,7 @@ def test_skip_connection_cut_price_and_routing():
 
     assert any(roots(a) is nodes[s0] for a in nodes[s3].args)
     assert all(roots(a).op == "placeholder" or roots(a) is nodes[s0] for a in nodes[s1].args)
-    assert torch.allclose(c.pipe(x, mask)[0], m(x, mask), atol=1e-6)
+    assert torch.allclose(c.split(x, mask), m(x, mask), atol=1e-6)
 
 
 def test_resnet18_depth2_split_in_two():
@@ -139,9 +136,9 @@ def test_resnet18_depth2_split_in_two():
                             "layer3.0", "layer3.1", "layer4.0", "layer4.1", "avgpool", "fc"]
     # inside a BasicBlock the downsample's input (the block input) crosses with the main path
     assert c.cut("layer2.0").bytes == 2 * 64 * 8 * 8 * 4
-    pipe = split_module(m, (x,), None, ["layer3.0"])
+    split = split_model(m, (x,), None, ["layer3.0"])
     with torch.no_grad():
-        assert torch.allclose(_chain(pipe, x), m(x), atol=1e-5)
+        assert torch.allclose(_chain(split, x), m(x), atol=1e-5)
     # default granularity: deepest call depth with <= 64 candidates (BasicBlock internals)
     fine = capture(m, (x,))
     assert fine.granularity >= 3 and len(fine.candidates) <= 64
@@ -163,11 +160,11 @@ def test_modules_called_twice_or_without_ops_are_no_cuts():
     c = capture(m, (x,))
     assert c.candidates == ["a", "b"]
     assert c.dropped["act"] == "called more than once"
-    assert "no graph op" in c.dropped["skip"]  # its pipe_split would merge with the next one
+    assert "no graph op" in c.dropped["skip"]  # a stage beginning there would be empty
     assert c.segments[0].modules == ["a", "act", "skip"]
-    with pytest.raises(SplitError, match="expected 2"):
-        split_module(m, (x,), None, ["act"])  # pipe_split fires at both calls: 3 stages
-    assert torch.allclose(c.pipe(x)[0], m(x))
+    with pytest.raises(SplitError, match="called more than once"):
+        split_model(m, (x,), None, ["act"])  # its boundary is crossed twice
+    assert torch.allclose(c.split(x), m(x))
 
 
 class DataDependent(nn.Module):
@@ -206,7 +203,7 @@ def test_batchnorm_buffers_move_with_their_stage_and_capture_leaves_them():
     c = capture(m, (x,))
     assert c.candidates == ["0", "1", "2", "3"]
     assert torch.equal(m[1].running_mean, before)  # capture undid its own BN updates
-    stage = c.pipe.get_stage_module(1)
+    stage = c.split.stage(1)
     assert dict(stage.named_buffers())["1.running_mean"] is m[1].running_mean
     assert c.segments[1].buffer_bytes == 4 * 4 * 2 + 8
     run_segment(segments(c)[1])  # training-mode BN in the stage updates the user's statistics
@@ -219,8 +216,8 @@ def test_googlenet_aux_outputs_in_train_mode():
     x = torch.randn(2, 3, 64, 64)
     c = capture(m, (x,), granularity=1)
     assert "aux1" in c.candidates and "aux2" in c.candidates
-    out = c.pipe(x)
-    assert isinstance(out, tuple) and len(out) == 3  # (logits, aux2, aux1), flattened
+    out = c.split(x)
+    assert isinstance(out, tuple) and len(out) == 3  # GoogLeNetOutputs(logits, aux2, aux1)
     # aux logits leave the middle stages for the model output: live to the end of the pipeline
     last = c.cuts[-1]
     assert sum(t.to_output for t in last.tensors) == 2
@@ -236,7 +233,7 @@ def _tiny_gpt2():
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 
-def test_gpt2_tiny_captures_and_splits_with_tied_embeddings_replicated():
+def test_gpt2_tiny_captures_and_splits_with_tied_embeddings_shared():
     m = _tiny_gpt2()
     ids = torch.randint(0, 128, (2, 16))
     c = capture(m, (ids,), granularity=2)
@@ -246,18 +243,15 @@ def test_gpt2_tiny_captures_and_splits_with_tied_embeddings_replicated():
     assert any(t.dtype == torch.bool for t in c.cut("transformer.h.1").tensors)
     with torch.no_grad():
         ref = m(ids).logits
-    pipe = split_module(m, (ids,), None, ["transformer.h.1"])
-    assert pipe.num_stages == 2
+    split = split_model(m, (ids,), None, ["transformer.h.1"])
+    assert split.num_stages == 2
     with torch.no_grad():
-        out = pipe(ids)
-    # the CausalLMOutput is flattened by export: the Pipe returns a plain tuple (logits,)
-    assert isinstance(out, tuple) and torch.allclose(out[0], ref, atol=1e-5)
-    # tied wte / lm_head: replicated on both stages as separate copies
-    assert pipe.replicated_params == [{"submod_pp_0": "transformer.wte.weight", "submod_pp_1": "lm_head.weight"}] \
-        or len(pipe.replicated_params) == 1
-    w0 = dict(pipe.get_stage_module(0).named_parameters())["transformer.wte.weight"]
-    w1 = dict(pipe.get_stage_module(1).named_parameters())["lm_head.weight"]
-    assert w0 is not w1 and torch.equal(w0, w1)
+        assert torch.allclose(split(ids).logits, ref, atol=1e-5)  # the model's own output type
+    # tied wte / lm_head: the one parameter, the user's, in both stages
+    (uses,) = split.shared()
+    assert sorted(uses) == [0, 1]
+    w0, w1 = (split.stage(k).get_parameter(uses[k]) for k in (0, 1))
+    assert w0 is w1 is m.transformer.wte.weight
     assert m.lm_head.weight is m.transformer.wte.weight  # the user's model is still tied
 
 
@@ -274,7 +268,7 @@ def test_llama_tiny_captures_layers_at_depth_2():
     # cos/sin from rotary_emb and the mask cross the cut between the two decoder layers
     assert len(c.cut("model.layers.1").tensors) >= 3
     with torch.no_grad():
-        assert torch.allclose(c.pipe(ids)[0], m(ids).logits, atol=1e-5)
+        assert torch.allclose(c.split(ids).logits, m(ids).logits, atol=1e-5)
 
 
 # ------------------------------------------------------------------------ torchvision catalogue
@@ -318,10 +312,9 @@ def test_torchvision_catalogue(request):
             x = torch.randn(1, 3, size, size)
             c = capture(m, (x,))
             mid = c.candidates[len(c.candidates) // 2]
-            pipe = split_module(m, (x,), None, [mid])
+            split = split_model(m, (x,), None, [mid])
             with torch.no_grad():
-                out, ref = pipe(x), m(x)
-            out = out[0] if isinstance(out, tuple) else out
+                out, ref = split(x), m(x)
             status = "ok" if torch.allclose(out, ref, atol=1e-4, rtol=1e-3) else "output differs"
             rows.append((name, len(c.candidates), c.granularity, status, time.time() - t0))
         except Exception as e:  # noqa: BLE001 - recorded, the table is the result
@@ -334,3 +327,23 @@ def test_torchvision_catalogue(request):
     for must in ["resnet18", "densenet121", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny",
                  "regnet_y_400mf", "vit_b_16", "swin_t", "googlenet"]:
         assert must in ok, [r for r in rows if r[0] == must]
+
+
+def test_the_split_is_the_one_pipeline_makes_from_the_same_split_spec():
+    """Plan.split_spec() stays right for people who call pipeline() themselves: where torch's pipeline()
+    can split a model, its stages hold the same parameters as pipebench's and compute the same output."""
+    torchvision = pytest.importorskip("torchvision")
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    m = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    cuts = ["layer2.0", "layer4.0"]
+    ours = split_model(m, (x,), None, cuts)
+    torchs = pipeline(m, mb_args=(x,), split_spec={n: SplitPoint.BEGINNING for n in cuts})
+    assert ours.num_stages == torchs.num_stages == 3
+    for k in range(3):
+        mine = {id(p) for p in ours.stage(k).parameters()}
+        theirs = {n for n, _ in torchs.get_stage_module(k).named_parameters()}
+        assert mine == {id(m.get_parameter(n)) for n in theirs}
+    with torch.no_grad():
+        assert torch.allclose(ours(x), torchs(x)[0], atol=1e-5)

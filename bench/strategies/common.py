@@ -129,15 +129,15 @@ def check_plan_fits(plan, model) -> None:
                             "plan again for this version of the model")
 
 
-def stage_pipe(model, plan):
-    """torch.distributed.pipelining's own split of the whole module at the Plan's cuts (one `Pipe`, built
-    by `pipeline()` through torch.export on one micro-batch of the Plan's size): stage k is
-    `pipe.get_stage_module(k)`, sharing its parameters with `model.module`."""
-    from pipebench.partition.graph import split_module
+def stage_split(model, plan):
+    """The whole module cut at the Plan's cuts by pipebench (partition/graph.py: split_model, from one
+    torch.export of one micro-batch of the Plan's size): stage k is `split.stage(k)`, sharing its
+    parameters with `model.module`."""
+    from pipebench.partition.graph import split_model
 
     check_plan_fits(plan, model)
     inputs, _ = model.make_batch(plan.micro_batch_size, seed=0)
-    return split_module(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
+    return split_model(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
 
 
 def as_args(inputs) -> tuple:
@@ -188,7 +188,7 @@ def split(inputs, chunks: int) -> list:
 
 
 def place(stage: nn.Module, device: torch.device) -> nn.Module:
-    """Move a stage of torch's split to `device`, its exported graph included: torch.export records the
+    """Move a stage of the split to `device`, its exported graph included: torch.export records the
     device of tensors the forward creates (a torch.arange of positions) as a literal, and keeps tensor
     constants as plain attributes, which `.to()` leaves where they were."""
     stage.to(device)
@@ -212,22 +212,25 @@ def place(stage: nn.Module, device: torch.device) -> nn.Module:
     return stage
 
 
-def shared_parameters(pipe, stages: Sequence[nn.Module], module: nn.Module) -> list[list[tuple[int, str, nn.Parameter]]]:
-    """Parameters that several stages use (tied embeddings): torch's split gives each stage its own copy
-    (`Pipe.replicated_params`). One list per parameter: (stage index, name in the model, the stage's
-    copy). Their gradients must be summed across the copies before each step (`sum_shared_grads`), as
-    autograd sums the uses of one parameter on one device; then the copies stay equal. The name is the
-    one `module.named_parameters()` gives the parameter (a tied weight has several; the first counts)."""
+def shared_parameters(split, stages: Sequence[nn.Module], module: nn.Module) -> list[list[tuple[int, str, nn.Parameter]]]:
+    """Give each stage its own copy of a parameter that several stages use (a tied embedding), so that
+    stages can sit on different devices and processes. One list per such parameter: (stage index, name in
+    the model, the stage's copy); the first stage keeps the original. Their gradients must be summed across
+    the copies before each step (`sum_shared_grads`), as autograd sums the uses of one parameter; then the
+    copies stay equal. The name is the one `module.named_parameters()` gives the parameter (a tied weight
+    has several; the first counts)."""
     canonical = {id(p): n for n, p in module.named_parameters()}
     groups = []
-    for uses in pipe.replicated_params:
+    for uses in split.shared():
         group = []
-        for submod, name in sorted(uses.items()):
-            k = int(submod.rsplit("_", 1)[1])
-            owner = stages[k].submod
-            for part in name.split(".")[:-1]:
-                owner = getattr(owner, part)
-            group.append((k, canonical[id(module.get_parameter(name))], getattr(owner, name.split(".")[-1])))
+        for k, name in sorted(uses.items()):
+            owner_name, _, leaf = name.rpartition(".")
+            owner = stages[k].submod.get_submodule(owner_name)
+            original = getattr(owner, leaf)
+            copy_ = original if not group else nn.Parameter(original.detach().clone(),
+                                                            requires_grad=original.requires_grad)
+            setattr(owner, leaf, copy_)
+            group.append((k, canonical[id(original)], copy_))
         groups.append(group)
     return groups
 
@@ -250,17 +253,16 @@ def sum_shared_grads(groups, local: set[int], all_reduce=None) -> None:
             param.grad = total.to(param.device, copy=True)
 
 
-def chain_stages(pipe) -> list[nn.Module]:
-    """torch's split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage
-    k + 1 takes, so that plain PipelineStages (which every schedule supports) and one-process trainers
-    can run it. torch's split hands a value straight to every stage that uses it (a residual, a mask,
-    Llama's cos/sin: partition/graph.py); here each stage passes on the values later stages need.
-    Stages are ordered by index: torch's runtime, too, only sends a value to a later stage."""
+def chain_stages(split) -> list[nn.Module]:
+    """The split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage k + 1
+    takes, so that plain PipelineStages (which every schedule supports) and one-process trainers can run
+    it. The split hands a value straight to every stage that uses it (a residual, a mask, Llama's cos/sin:
+    partition/graph.py); here each stage passes on the values later stages need."""
     import operator
 
-    graph = pipe.split_gm.graph
+    graph = split.gm.graph
     calls = {node.target: node for node in graph.nodes if node.op == "call_module"}
-    order = [calls[name] for name in sorted(calls, key=lambda n: int(n.rsplit("_", 1)[1]))]
+    order = [calls[f"submod_{k}"] for k in range(split.num_stages)]
     index = {node: k for k, node in enumerate(order)}
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     output = next(node for node in graph.nodes if node.op == "output")
@@ -286,9 +288,44 @@ def chain_stages(pipe) -> list[nn.Module]:
         else:
             returns = [v for v in values if producer(v) <= k < last_use[v]]
         makes = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
-        stages.append(_ChainStage(getattr(pipe.split_gm, node.target), takes, node, makes, returns, output))
+        stages.append(_ChainStage(split.stage(k), takes, [_dtype(split, v) for v in takes], node, makes, returns,
+                                  output))
         takes = returns
     return stages
+
+
+def _dtype(split, value) -> torch.dtype | None:
+    """The dtype of a value of the split's root graph, from the exported graph's metadata (None: no tensor)."""
+    import operator
+
+    index = None
+    if value.op == "call_function" and value.target is operator.getitem:
+        value, index = value.args
+    if value.op == "call_module":
+        out = next(n for n in getattr(split.gm, value.target).graph.nodes if n.op == "output").args[0]
+        value = out[index] if index is not None else out
+    meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return meta.dtype if isinstance(meta, torch.Tensor) else None
+
+
+def _as_floats(value):
+    """A tensor as a stage sends it. torch 2.11's PipelineStage makes every tensor it receives require a
+    gradient, which only floating-point tensors can: an integer or bool tensor (positions, a mask) crosses
+    as floats that hold it exactly (64- and 32-bit integers bit for bit, narrower ones by value), and the
+    receiving stage turns it back (`_from_floats`)."""
+    if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.is_complex():
+        return value
+    if value.element_size() in (4, 8):
+        return value.contiguous().view(torch.float32 if value.element_size() == 4 else torch.float64)
+    return value.to(torch.float32)
+
+
+def _from_floats(value, dtype: torch.dtype | None):
+    """A received tensor in the dtype it was made in (see `_as_floats`)."""
+    if not isinstance(value, torch.Tensor) or dtype is None or value.dtype == dtype:
+        return value
+    value = value.detach()
+    return value.view(dtype) if value.element_size() == torch.empty((), dtype=dtype).element_size() else value.to(dtype)
 
 
 class _ChainStage(nn.Module):
@@ -303,10 +340,11 @@ class _ChainStage(nn.Module):
     """Activation checkpointing (the Plan's StagePlan.recompute): keep only what the stage received and
     run its forward again during the backward (torch.utils.checkpoint, non-reentrant)."""
 
-    def __init__(self, submod, takes, node, makes, returns, output):
+    def __init__(self, submod, takes, dtypes, node, makes, returns, output):
         super().__init__()
         self.submod = submod
         self._takes = [v.name for v in takes]
+        self._dtypes = dtypes
         self._args = [a.name if isinstance(a, torch.fx.Node) else a for a in node.args]
         self._kwargs = {k: (a.name if isinstance(a, torch.fx.Node) else a) for k, a in node.kwargs.items()}
         self._name = node.name
@@ -318,6 +356,8 @@ class _ChainStage(nn.Module):
         # A received activation is a leaf that needs a gradient; the stage may change it in place (a
         # ReLU(inplace=True) first), which autograd allows on a copy only.
         received = [t.clone() if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else t for t in received]
+        coded = [t for t, dtype in zip(received, self._dtypes) if _is_coded(t, dtype)]
+        received = [_from_floats(t, dtype) for t, dtype in zip(received, self._dtypes)]
         env = dict(zip(self._takes, received))
         look = lambda a: env[a] if isinstance(a, str) and a in env else a  # noqa: E731
         args, kwargs = [look(a) for a in self._args], {k: look(a) for k, a in self._kwargs.items()}
@@ -329,11 +369,35 @@ class _ChainStage(nn.Module):
         for name, i in self._makes.items():
             env[name] = result[i]
         if self._returns is None:  # the model's output; a single one as itself, not a 1-tuple
-            out = torch.fx.graph.map_arg(self._output, lambda n: env[n.name])
-            return out[0] if isinstance(out, (tuple, list)) and len(out) == 1 else out
-        out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _contiguous(env[name])
-               for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
+            out = list(torch.fx.graph.map_arg(self._output, lambda n: env[n.name]))
+        else:
+            out = [env[name].clone() if self.copy_outputs and _needs_copy(env[name]) else _as_floats(_contiguous(env[name]))
+                   for name in self._returns]  # sends need contiguous tensors (an expanded mask is not)
+        if coded:
+            i = next((i for i, t in enumerate(out) if _needs_copy(t)), None)
+            if i is not None:
+                out[i] = _ZeroGradients.apply(out[i], *coded)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+class _ZeroGradients(torch.autograd.Function):
+    """The identity on a stage's output whose backward also gives each received integer tensor (as floats,
+    `_as_floats`) a gradient of zeros: torch 2.11's stages send a gradient back for every tensor they
+    received, and refuse a missing one."""
+
+    @staticmethod
+    def forward(ctx, output, *received):
+        ctx.like = [(t.shape, t.dtype, t.device) for t in received]
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        return (grad, *(torch.zeros(shape, dtype=dtype, device=device) for shape, dtype, device in ctx.like))
+
+
+def _is_coded(value, dtype) -> bool:
+    return (isinstance(value, torch.Tensor) and value.requires_grad and dtype is not None
+            and not (dtype.is_floating_point or dtype.is_complex))
 
 
 CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module"

@@ -1,7 +1,7 @@
 """The seed's hand-placed model parallelism, generalised: the Plan's stages on their devices, the whole
 batch moving from stage to stage, no micro-batches. Only one device works at a time.
 
-The stages are torch.distributed.pipelining's own split of the model at the Plan's cuts, as the chain
+The stages are pipebench's split of the model at the Plan's cuts (partition/graph.py), as the chain
 the pp-* strategies run (common.chain_stages), placed by `Plan.placement`; each stage first moves what
 it receives to its device.
 """
@@ -11,7 +11,7 @@ import torch
 
 from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
-                                                shared_parameters, stage_pipe, sum_shared_grads)
+                                                shared_parameters, stage_split, sum_shared_grads)
 
 
 class ModelParallelTrainer(Trainer):
@@ -24,9 +24,9 @@ class ModelParallelTrainer(Trainer):
             raise ValueError(f"the plan places stages on {max(plan.placement) + 1} devices; {len(devices)} given")
         super().__init__(own_copy(model), devices, **kw)
         self.plan = plan
-        pipe = stage_pipe(self.model, plan)
-        self.stages = chain_stages(pipe)
-        self.shared = shared_parameters(pipe, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
+        split = stage_split(self.model, plan)
+        self.stages = chain_stages(split)
+        self.shared = shared_parameters(split, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
         for module, where, planned in zip(self.stages, plan.placement, plan.stages):
             module.recompute = planned.recompute
             device = self.devices[where]

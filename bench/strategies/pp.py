@@ -28,7 +28,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
                                                 shared_parameters, sum_shared_grads,
-                                                stage_pipe, to_device)
+                                                stage_split, to_device)
 from pipebench.errors import UserError
 
 
@@ -48,7 +48,7 @@ def schedule_class(strategy: str):
 
 class PipelineParallelTrainer(Trainer):
     """This process's share of a torch.distributed.pipelining pipeline: the Plan's stages that the Plan
-    places on this process's device: torch's split of the model at the Plan's cuts, as a chain of plain
+    places on this process's device: pipebench's split of the model at the Plan's cuts, as a chain of plain
     PipelineStages (bench/strategies/common.py: chain_stages), run by torch's schedule for the strategy."""
 
     def __init__(self, model, device, *, strategy: str, plan, group=None, **kw):
@@ -67,11 +67,11 @@ class PipelineParallelTrainer(Trainer):
         self.micro_batches = plan.micro_batches
         self.stage_ids = plan.stages_on(self.rank)
         device = self.devices[0]
-        pipe = stage_pipe(self.model, plan)  # every process splits the same model the same way
+        split = stage_split(self.model, plan)  # every process splits the same model the same way
         from torch.distributed.pipelining import PipelineStage
 
-        chain = chain_stages(pipe)  # plain stages, each taking what the one before returns
-        self.shared = shared_parameters(pipe, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
+        chain = chain_stages(split)  # plain stages, each taking what the one before returns
+        self.shared = shared_parameters(split, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
         for stage, planned in zip(chain, plan.stages):
             stage.copy_outputs = "ZeroBubble" in cls.__name__
             stage.recompute = planned.recompute

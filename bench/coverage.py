@@ -1,0 +1,229 @@
+"""Which model families pipebench can split and train: one row per family, measured on the CPU.
+
+    python bench/coverage.py            # measures with the installed torch, writes results/coverage/<torch>.json
+    python bench/coverage.py --table    # docs/coverage.md from every results/coverage/*.json
+
+Each family is a small model built from its config (random weights, nothing downloaded), named as a user
+names it (`bench/coverage.py:llama`). A row says whether torch.export captures it, whether `pipebench plan`
+makes 2 stages of it, and whether pp-1f1b on 2 gloo processes trains it like one device (first loss and
+every updated weight). A failure keeps its one-line reason, the line the tool itself prints.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "results" / "coverage"
+DOC = ROOT / "docs" / "coverage.md"
+VOCAB = 128
+TOKENS = dict(input_shape=[16], input_dtype="int64", token_range=VOCAB)
+IMAGES = dict(input_shape=[3, 32, 32])
+
+
+def _hf(model_class: str, config_class: str, **config):
+    import transformers
+
+    return getattr(transformers, model_class)(getattr(transformers, config_class)(**config))
+
+
+_DECODER = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=32, use_cache=False)
+
+
+def gpt2():
+    return _hf("GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=None, eos_token_id=None)
+
+
+def llama():
+    return _hf("LlamaForCausalLM", "LlamaConfig", **_DECODER)
+
+
+def mistral():
+    return _hf("MistralForCausalLM", "MistralConfig", sliding_window=8, **_DECODER)
+
+
+def gemma2():
+    return _hf("Gemma2ForCausalLM", "Gemma2Config", head_dim=8, sliding_window=8, **_DECODER)
+
+
+def phi3():
+    return _hf("Phi3ForCausalLM", "Phi3Config", pad_token_id=0, **_DECODER)
+
+
+def bert():
+    return _hf("BertForMaskedLM", "BertConfig", vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+               num_attention_heads=2, intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0)
+
+
+def t5():
+    return _hf("T5ForConditionalGeneration", "T5Config", vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+               num_heads=4, dropout_rate=0.0, use_cache=False)
+
+
+def vit():
+    return _hf("ViTForImageClassification", "ViTConfig", image_size=32, patch_size=8, hidden_size=32,
+               num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, num_labels=10,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+FAMILIES = {  # name: (label, the inputs a user gives on the command line)
+    "gpt2": ("Hugging Face GPT-2 (tied embeddings)", TOKENS),
+    "llama": ("Hugging Face Llama (RoPE)", TOKENS),
+    "mistral": ("Hugging Face Mistral (RoPE, GQA, sliding window)", TOKENS),
+    "gemma2": ("Hugging Face Gemma2 (RoPE, GQA, soft-capping, tied)", TOKENS),
+    "phi3": ("Hugging Face Phi-3 (RoPE, GQA)", TOKENS),
+    "bert": ("Hugging Face BERT (masked LM)", TOKENS),
+    "t5": ("Hugging Face T5 (encoder-decoder)", TOKENS),
+    "vit": ("Hugging Face ViT (image classification)", IMAGES),
+}
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+def _flags(settings: dict) -> list[str]:
+    flags = ["--input-shape", ",".join(map(str, settings["input_shape"]))]
+    if "input_dtype" in settings:
+        flags += ["--input-dtype", settings["input_dtype"], "--token-range", str(settings["token_range"])]
+    return flags
+
+
+def measure(name: str) -> dict:
+    """One family's row: captures, plans, trains (True, or the one-line reason it does not)."""
+    import contextlib
+    import io
+
+    import torch
+
+    from pipebench import models
+    from pipebench.bench.cli import main
+    from pipebench.partition.graph import capture
+
+    spec, settings = f"{Path(__file__).resolve()}:{name}", FAMILIES[name][1]
+    row = {"family": FAMILIES[name][0], "name": name}
+    try:
+        model = models.get_model(spec, None, seed=0, **settings)
+        inputs, _ = model.make_batch(2, seed=0)
+        capture(model.module, inputs if isinstance(inputs, tuple) else (inputs,))
+        row["captures"] = True
+    except Exception as exc:  # noqa: BLE001 - the row is the result
+        row["captures"] = _line(exc)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["plan", "--model", spec, *_flags(settings), "--stages", "2", "--device", "cpu", "--batch", "8",
+                     "--chunks", "2", "--repeats", "1"])
+    row["plans"] = True if code == 0 else err.getvalue().strip().splitlines()[-1].removeprefix("pipebench: error: ")
+    row["trains_pp_1f1b"] = _trains(spec, settings) if row["plans"] is True else "not planned"
+    row["torch"], row["transformers"] = torch.__version__.split("+")[0], _transformers_version()
+    return row
+
+
+def _trains(spec: str, settings: dict):
+    """pp-1f1b on 2 gloo processes, one step, against one device from the same weights."""
+    import torch
+
+    from pipebench import models
+    from pipebench.bench.job import Job
+    from pipebench.bench.launch import launch
+    from pipebench.bench.strategies.single import SingleTrainer
+
+    try:
+        job = Job.by_hand(spec, "pp-1f1b", flavour=None, overrides=settings, batch=8, devices=2, device_type="cpu",
+                          micro_batches=2, steps=1, warmup=0, seed=0, save_params=True)
+        with tempfile.TemporaryDirectory() as keep:
+            result = launch(job, keep=Path(keep), timeout=600)
+            params = {}
+            for rank in range(2):
+                params.update(torch.load(Path(keep) / f"params-rank{rank}.pt"))
+        model = models.get_model(spec, None, seed=0, **settings)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as each worker computes
+        try:
+            reference = SingleTrainer(model, ["cpu"])
+            loss = reference.step(*model.make_batch(8, seed=1))
+        finally:
+            torch.set_num_threads(threads)
+        expected = reference.state_dict()
+        if abs(result["first_loss"] - loss) > 1e-5 * abs(loss):
+            return f"first loss {result['first_loss']:.6f}, one device {loss:.6f}"
+        for key, value in params.items():
+            if not torch.allclose(value, expected[key], atol=1e-5, rtol=1e-4):
+                return f"{key} differs from one device after a step"
+        return True
+    except Exception as exc:  # noqa: BLE001 - the row is the result
+        return _line(exc)
+
+
+def _transformers_version() -> str:
+    try:
+        import transformers
+    except ImportError:
+        return "-"
+    return transformers.__version__
+
+
+def table() -> str:
+    """docs/coverage.md from every measured torch version."""
+    runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))]
+    head = ["family"] + [f"torch {r[0]['torch']} + transformers {r[0]['transformers']}" for r in runs if r]
+    lines = ["# Coverage", "",
+             "One row per model family, small configs on the CPU: **captures** (torch.export), **plans** (`pipebench "
+             "plan ... --stages 2`), **trains** (pp-1f1b on 2 gloo processes equal to one device after a step). "
+             "A failure gives the line the tool prints. Measured by `python bench/coverage.py` with each torch, "
+             "then `python bench/coverage.py --table`. torchvision's families are trained the same way by "
+             "tests/test_distributed.py, and its whole catalogue is captured and split by the slow tests of "
+             "tests/test_graph.py (docs/own-model.md); timm is not installed on the machines that measured this.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    steps = (("captures", "captures"), ("plans", "plans"), ("trains", "trains_pp_1f1b"))
+    for name in FAMILIES:
+        cells = [FAMILIES[name][0]]
+        for run in runs:
+            row = next((r for r in run if r["name"] == name), None)
+            cells.append("not measured" if row is None else _cell(row, steps))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "T5 and ViT are refused before capture, on both versions: the command line runs a Hugging Face "
+              "model as `LogitsOf` (models/source.py), which passes the one input as `input_ids`; an "
+              "encoder-decoder also needs decoder inputs, and an image model takes `pixel_values`."]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(row: dict, steps) -> str:
+    """"captures, plans, trains", or the steps that pass and the first that fails, with its reason."""
+    passed = [what for what, key in steps if row[key] is True]
+    failed = next(((what, row[key]) for what, key in steps if row[key] is not True), None)
+    if failed is None:
+        return ", ".join(passed)
+    reason = str(failed[1]).replace(f"{ROOT}/", "").replace("|", "\\|")
+    return ", ".join(passed + [f"**{failed[0]}: no**, {reason}"])
+
+
+def main_(argv: list[str]) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("PIPEBENCH_CACHE", "off")
+    if argv[:1] == ["--table"]:
+        DOC.write_text(table())
+        print(f"wrote {DOC}")
+        return
+    import torch
+
+    names = argv or list(FAMILIES)
+    rows = []
+    for name in names:
+        rows.append(measure(name))
+        print(json.dumps(rows[-1]), flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"torch-{torch.__version__.split('+')[0]}.json"
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main_(sys.argv[1:])
