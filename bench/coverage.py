@@ -1,6 +1,6 @@
 """Which model families pipebench can split and train: one row per family, measured on the CPU.
 
-    python bench/coverage.py            # measures with the installed torch, writes results/coverage/<torch>.json
+    python bench/coverage.py [NAME...]  # measures with the installed torch, writes results/coverage/<torch>.json
     python bench/coverage.py --table    # docs/coverage.md from every results/coverage/*.json
 
 Each family is a small model built from its config (random weights, nothing downloaded), named as a user
@@ -221,6 +221,9 @@ def main_(argv: list[str]) -> None:
         print(json.dumps(rows[-1]), flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"torch-{torch.__version__.split('+')[0]}.json"
+    measured = {row["name"] for row in rows}  # families named on the command line replace their rows only
+    kept = [row for row in json.loads(path.read_text()) if row["name"] not in measured] if path.exists() else []
+    rows = sorted(kept + rows, key=lambda row: list(FAMILIES).index(row["name"]))
     path.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"wrote {path}")
 
