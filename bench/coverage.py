@@ -189,9 +189,9 @@ def table() -> str:
             row = next((r for r in run if r["name"] == name), None)
             cells.append("not measured" if row is None else _cell(row, steps))
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "T5 and ViT are refused before capture, on both versions: the command line runs a Hugging Face "
-              "model as `LogitsOf` (models/source.py), which passes the one input as `input_ids`; an "
-              "encoder-decoder also needs decoder inputs, and an image model takes `pixel_values`."]
+    lines += ["", "T5 and ViT are refused before capture, on both versions: the command line gives a Hugging Face "
+              "model one input, as `input_ids` (models/source.py: AsTrained); an encoder-decoder also needs "
+              "decoder inputs, and an image model takes `pixel_values`."]
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ pp-1f1b. These are the model tests that CI also runs on the oldest torch and tra
 declares (.ci/oldest)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -80,4 +81,5 @@ def test_a_failure_inside_the_split_is_one_line_and_exit_2(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2 and "interrupted" not in err and "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("pipebench: error:") and "torch.fx cannot split LogitsOf into 24 stages: StopIteration" in last  # the finest split
+    assert last.startswith("pipebench: error:")
+    assert re.search(r"torch.fx cannot split \w+ into \d+ stages: StopIteration", last)  # the finest split
