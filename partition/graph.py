@@ -506,12 +506,15 @@ def _split_graph(module: nn.Module, gm: torch.fx.GraphModule, fired: list[str], 
                          f"{type(e).__name__}: {_first_line(e)}") from e
 
 
-def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str]) -> Split:
+def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str], *,
+                run_in: Callable[[], ContextManager] | None = None) -> Split:
     """``module`` cut into ``len(begin_at) + 1`` stages, stage k + 1 beginning at module ``begin_at[k]``
     (the stages ``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING ...})`` makes), built by
     pipebench from the exported graph: whatever torch.export captures splits, whatever crosses a cut
     (integer tensors, masks, RoPE tables) is passed on as it is, and the stages share the user's parameters
-    and buffers. The model itself is left unchanged."""
+    and buffers. The model itself is left unchanged. ``run_in``: the context the stages will run in (a
+    trainer's bf16 autocast), which the graph is captured in too: torch 2.11 replays a region a model
+    runs with autocast off (Hugging Face's RoPE) with the dtypes it was captured with."""
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
     begin_at = list(begin_at)
@@ -522,7 +525,8 @@ def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: l
             module.get_submodule(n)
         except AttributeError as e:
             raise SplitError(f"begin_at names {n!r}, which is no submodule of {type(module).__name__}") from e
-    gm, fired = _export_marked(module, args, kwargs, begin_at)
+    with (run_in or contextlib.nullcontext)():
+        gm, fired = _export_marked(module, args, kwargs, begin_at)
     return _split_graph(module, gm, fired, begin_at)
 
 
@@ -565,7 +569,8 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
                 f"use a finer granularity or fewer stages")
 
     enough()
-    gm, fired = _export_marked(module, args, kwargs, names)
+    with (run_in or contextlib.nullcontext)():
+        gm, fired = _export_marked(module, args, kwargs, names)
     ops = _ops_after(gm, fired)
     for n in names:
         if n not in ops:

@@ -129,15 +129,18 @@ def check_plan_fits(plan, model) -> None:
                             "plan again for this version of the model")
 
 
-def stage_split(model, plan):
+def stage_split(model, plan, training=None):
     """The whole module cut at the Plan's cuts by pipebench (partition/graph.py: split_model, from one
     torch.export of one micro-batch of the Plan's size): stage k is `split.stage(k)`, sharing its
-    parameters with `model.module`."""
+    parameters with `model.module`. training: under bf16 the graph is captured in autocast, on the
+    device the model is on, as the stages will run in it (partition/graph.py: split_model's run_in)."""
     from pipebench.partition.graph import split_model
 
     check_plan_fits(plan, model)
     inputs, _ = model.make_batch(plan.micro_batch_size, seed=0)
-    return split_model(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]])
+    where = next(model.module.parameters()).device.type
+    return split_model(model.module, as_args(inputs), {}, [stage.layers[0] for stage in plan.stages[1:]],
+                       run_in=(lambda: autocast(training, where)) if training is not None else None)
 
 
 def as_args(inputs) -> tuple:

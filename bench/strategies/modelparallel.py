@@ -24,7 +24,7 @@ class ModelParallelTrainer(Trainer):
             raise ValueError(f"the plan places stages on {max(plan.placement) + 1} devices; {len(devices)} given")
         super().__init__(own_copy(model), devices, **kw)
         self.plan = plan
-        split = stage_split(self.model, plan)
+        split = stage_split(self.model, plan, training=self.training)
         self.stages = chain_stages(split)
         self.shared = shared_parameters(split, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
         for module, where, planned in zip(self.stages, plan.placement, plan.stages):

@@ -67,7 +67,7 @@ class PipelineParallelTrainer(Trainer):
         self.micro_batches = plan.micro_batches
         self.stage_ids = plan.stages_on(self.rank)
         device = self.devices[0]
-        split = stage_split(self.model, plan)  # every process splits the same model the same way
+        split = stage_split(self.model, plan, training=self.training)  # every process splits the same model the same way
         from torch.distributed.pipelining import PipelineStage
 
         chain = chain_stages(split)  # plain stages, each taking what the one before returns
