@@ -23,6 +23,7 @@ timed plan2-llama1b-cold    python3 -m pipebench plan --model $M $L --batch 16 -
 timed advise2-llama1b       python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --chunks 2
 timed advise2-llama1b-again python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --chunks 2
 timed run-single-llama1b    python3 -m pipebench run --models $M $L --batch 16 --strategies single --gpus 0 --out "$out/run-llama"
+[ -n "${DECODER_ONLY:-}" ] && exit 0
 timed advise-resnet101-cold python3 -m pipebench advise --model resnet101 --batch 256 --precision bf16 --gpus 0
 timed run-single-resnet101  python3 -m pipebench run --models resnet101 --batch 256 --precision bf16 --strategies single --gpus 0 --out "$out/run-resnet"
 cp "$out"/run-*/*.csv "$out/" 2>/dev/null
