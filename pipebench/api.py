@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile
+from pipebench.partition.schedule import DEFAULT_SCHEDULE
 
 __all__ = ["profile", "plan", "plan_devices"]
 
@@ -182,7 +183,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
 
 
 def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = None, stages: int | None = None,
-         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = "1f1b",
+         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = DEFAULT_SCHEDULE,
          micro_batches: int | str = "auto", virtual_stages: int | None = None, balance: str = "time",
          max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
          link_gbps: float | None = None, optimizer: str = "sgd", profiles: Sequence[Profile] | None = None,
@@ -198,11 +199,8 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     per-device speed factors (a busy GPU is slower). link_gbps: GB/s that prices a cut (default: what
     the profile measured; 0 when nothing was). model, example_inputs, settings, loss_fn: as for profile().
     """
-    from pipebench.partition.schedule import SCHEDULES
     from pipebench.specs import virtual_stages as stages_per_device
 
-    if schedule not in SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
     virtual = stages_per_device(schedule, virtual_stages)
     devices = plan_devices(stages=stages, device=device, gpus=gpus)
     if profiles is None:
