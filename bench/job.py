@@ -87,7 +87,7 @@ class Job:
         elif plan is not None:
             if plan.batch != self.batch:
                 raise UserError(f"the plan is for batch {plan.batch}, the job for {self.batch}")
-            if plan.device_count != (1 if strategy.devices == "one" else self.devices):
+            if plan.device_count != strategy.devices_used(self.devices):
                 raise UserError(f"the plan is for {plan.device_count} device(s); {self.strategy} runs on "
                                 f"{self.devices}")
         if strategy.splits_batch and self.batch % self.replicas:
@@ -145,7 +145,7 @@ class Job:
         overrides = dict(overrides or {})
         plan = None
         if kind.needs_plan:
-            p = 1 if kind.devices == "one" else devices
+            p = kind.devices_used(devices)
             replica_batch = batch
             if kind.replicated:
                 p = stages_per_replica or kind.stages_per_replica
@@ -155,7 +155,7 @@ class Job:
                 replica_batch = batch // (devices // p)
             plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=replica_batch,
                              devices=[f"{device_type}:{i}" for i in range(p)],
-                             flavour=flavour or "", schedule=kind.schedule,
+                             flavour=flavour or "", schedule=kind.schedule.name,
                              micro_batches=micro_batches if kind.micro_batched else 1,
                              virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds,
                              recompute=settings.get("checkpoint") == "always").to_dict()

@@ -12,6 +12,7 @@ import pandas as pd
 
 from pipebench.bench.report import GROUP, _case_label, _group_label, _is_pipeline
 from pipebench.bench.results import CASE_FIELDS
+from pipebench.bench.strategies import BASELINE, LEVELS
 
 __all__ = ["write_plots"]
 
@@ -75,7 +76,7 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
         ax.set_xlim(0, top * 1.15)
         ax.set_xlabel("throughput (samples/s)" + (", this panel's own scale" if len(groups) > 1 else ""))
         ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
-        single = _fastest(group, "single")
+        single = _fastest(group, BASELINE)
         if single:
             second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
             second.set_xlabel("speed-up over one GPU (x)", fontsize=8)
@@ -105,7 +106,7 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
             label = _case_label(strategy, schedule, None, v)
             ax.plot(line["micro_batches"], line["samples_per_s"], marker="o", label=f"{label} [{gpus}]")
         everything = summary[(summary[GROUP] == pd.Series(key, index=GROUP)).all(axis=1)]
-        for strategy, style in (("single", "--"), ("dataparallel", ":"), ("ddp", "-.")):
+        for strategy, style in zip(LEVELS, ("--", ":", "-.")):
             level = _fastest(everything, strategy)
             if level:
                 ax.axhline(level, linestyle=style, color="0.3", linewidth=1, label=f"{strategy} (fastest)")

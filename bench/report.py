@@ -6,8 +6,8 @@ prints. The plots are bench/plots.py, imported (with matplotlib) only when write
 How the figures are defined (per model, flavour, batch and GPU kind):
 - x_single: samples/s over the fastest ok `single` row; x_dataparallel: over the fastest ok
   `dataparallel` row on as many devices.
-- efficiency: samples/s over the ideal p x single x v·m / (v·m + p - 1) for pipelines (strategies named
-  "pipeline" or "pp-*"), p x single for the others; p is the number of devices. With v = 1 stage per
+- efficiency: samples/s over the ideal p x single x v·m / (v·m + p - 1) for pipelines (the registry's
+  micro-batched strategies), p x single for the others; p is the number of devices. With v = 1 stage per
   device this is GPipe's m / (m + p - 1) (Huang et al., GPipe, 2019, section 2.2); with v stages per
   device the bubble shrinks v-fold (Narayanan et al., Megatron-LM, 2021, section 2.2.2). Zero-bubble
   schedules can pass 1.0.
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.strategies import STRATEGIES
+from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
 from pipebench.training import Training
@@ -93,8 +93,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     then strategy (single, dataparallel, ddp, modelparallel, pipeline, pp-*), devices and micro-batches."""
     out = df.copy()
     ok = out["status"] == "ok"
-    single = out[ok & (out["strategy"] == "single")].groupby(GROUP)["samples_per_s"].max().rename("_single")
-    dp = (out[ok & (out["strategy"] == "dataparallel")].groupby([*GROUP, "devices"])["samples_per_s"].max()
+    single = out[ok & (out["strategy"] == BASELINE)].groupby(GROUP)["samples_per_s"].max().rename("_single")
+    dp = (out[ok & (out["strategy"] == LEVELS[1])].groupby([*GROUP, "devices"])["samples_per_s"].max()
           .rename("_dp"))
     out = out.merge(single, how="left", left_on=GROUP, right_index=True)
     out = out.merge(dp, how="left", left_on=[*GROUP, "devices"], right_index=True)
@@ -134,12 +134,12 @@ def recommend(df: pd.DataFrame) -> list[str]:
             lines.append(f"{name}: no case ran ({', '.join(f'{n} {s}' for s, n in counts.items())})")
             continue
         best = ok.loc[ok["samples_per_s"].idxmax()]
-        single = ok[ok["strategy"] == "single"]
+        single = ok[ok["strategy"] == BASELINE]
         where = f" on {best['devices']} devices" if spread.nunique() > 1 and best["devices"] > 1 else ""
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
         # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
         peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
-        if best["strategy"] == "single":
+        if best["strategy"] == BASELINE:
             lines.append(f"{text}{peak}")
             continue
         if single.empty:
@@ -291,9 +291,10 @@ def _device_count(gpus: str, world_size: int) -> int:
 
 
 def _is_pipeline(strategy: str) -> bool:
-    """A strategy that cuts the batch into micro-batches (the registry says; unknown names by their look)."""
+    """A strategy that cuts the batch into micro-batches, as the registry says (a name it does not know:
+    no)."""
     known = STRATEGIES.get(strategy)
-    return known.micro_batched if known is not None else strategy.startswith(("pipeline", "pp-"))
+    return known is not None and known.micro_batched
 
 
 def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages: int) -> float:
@@ -314,7 +315,8 @@ def _strategy_rank(strategy: str) -> int:
 def _case_label(strategy: str, schedule: str, micro_batches: int | None, virtual_stages: int) -> str:
     """E.g. "single", "pipeline 1f1b (m=8)", "pp-interleaved (m=8, v=2)"; micro_batches None leaves m out."""
     label = strategy
-    if schedule and not strategy.startswith("pp-") and schedule not in strategy:  # pp-* names carry theirs
+    known = STRATEGIES.get(strategy)
+    if schedule and not (known is not None and known.named_after_schedule) and schedule not in strategy:
         label += f" {schedule}"
     extras = []
     if micro_batches is not None and (_is_pipeline(strategy) or micro_batches > 1):

@@ -57,7 +57,7 @@ class Case:
     def schedule(self) -> str:
         """The pipeline schedule of a micro-batched strategy, "" for the others (as rows record it)."""
         strategy = STRATEGIES.get(self.strategy)
-        return strategy.schedule if strategy is not None and strategy.micro_batched else ""
+        return strategy.schedule.name if strategy is not None and strategy.micro_batched else ""
 
     @property
     def virtual_stages(self) -> int:
@@ -210,7 +210,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     if case.strategy not in STRATEGIES:
         raise CaseUnavailable(f"unknown strategy {case.strategy!r}")
     strategy = get_strategy(case.strategy)
-    p = 1 if strategy.devices == "one" else machine.devices
+    p = strategy.devices_used(machine.devices)
     training = case.training
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
@@ -273,7 +273,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
     return Row(
         model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"), strategy=case.strategy,
         gpus=(",".join(map(str, prepared.gpus)) if prepared.gpus is not None else machine.gpus_label),
-        world_size=job.processes if job else strategy.processes(1 if strategy.devices == "one" else machine.devices),
+        world_size=job.processes if job else strategy.processes(machine.devices),
         batch=case.batch, micro_batches=job.micro_batches if job else prepared.prediction.micro_batches,
         schedule=case.schedule, virtual_stages=case.virtual_stages,
         status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto"
@@ -324,7 +324,7 @@ def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
     strategy = STRATEGIES.get(case.strategy)
     if strategy is None or not machine.caps or not (strategy.needs_plan or machine.gpu_memory or over):
         return ""
-    devices = 1 if strategy.devices == "one" else machine.devices
+    devices = strategy.devices_used(machine.devices)
     return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])
 
 

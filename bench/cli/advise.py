@@ -64,7 +64,9 @@ def format_advice(advice, profile, devices, check=None) -> str:
     from pipebench.partition.plan_text import model_label
     from pipebench.units import format_bytes
 
-    single = next((p for p in advice.predictions if p.strategy == "single" and p.predicted_samples_per_s), None)
+    from pipebench.bench.strategies import BASELINE
+
+    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
     rows = []
     for rank, p in enumerate(advice.predictions, 1):
         known = p.predicted_samples_per_s is not None
@@ -91,10 +93,10 @@ def format_advice(advice, profile, devices, check=None) -> str:
         tied = [p for p in advice.predictions if p.strategy in advice.tied]
         # What the check measures beside single: the recommendation and what ties with it, or for single
         # the runner-up that fits.
-        compared = [p for p in (best, *tied) if p.strategy != "single"] or [
-            p for p in advice.predictions if p.strategy != "single" and p.fits and p.predicted_samples_per_s][:1]
+        compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
+            p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
-                if single and best.strategy != "single" else "")
+                if single and best.strategy != BASELINE else "")
         tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
         if tied:
             from pipebench.bench.advise import TIE
@@ -102,7 +104,7 @@ def format_advice(advice, profile, devices, check=None) -> str:
             tail += (f"; {', '.join(p.strategy for p in tied)} predicted faster by less than {TIE:.0%}, a tie: "
                      f"the simpler is recommended")
         if compared:
-            tail += "; check it with: " + (check(compared) if check else "pipebench run --strategies single," +
+            tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
                                            ",".join(p.strategy for p in compared))
     return "\n".join([head, "", table, "", tail])
 

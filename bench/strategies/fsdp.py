@@ -22,7 +22,6 @@ import torch.distributed as dist
 from torch import nn
 
 from pipebench.bench.strategies.common import ReplicaTrainer, own_copy
-from pipebench.training import Training
 
 
 def blocks(model) -> list[nn.Module]:
@@ -68,15 +67,13 @@ def _outer_containers(module: nn.Module) -> list[nn.Module]:
 
 
 class FSDPTrainer(ReplicaTrainer):
-    name = "fsdp"
-
-    def __init__(self, model, device, **kw):
-        """device: this process's device; the process group must already be initialised."""
+    def __init__(self, model, devices, **kw):
+        """devices: this process's device; the process group must already be initialised."""
         from torch.distributed._composable import checkpoint
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        super().__init__(own_copy(model), [device], **kw)
+        super().__init__(own_copy(model), devices[:1], **kw)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         device = self.devices[0]
         self.model.module.to(device)
@@ -90,10 +87,6 @@ class FSDPTrainer(ReplicaTrainer):
                 checkpoint(block)  # non-reentrant: recomputes the block's forward in its backward
             fully_shard(block, mesh=mesh, mp_policy=policy)
         fully_shard(self.model.module, mesh=mesh, mp_policy=policy)
-
-    @classmethod
-    def from_plan(cls, model, devices, plan, strategy, training=Training()):
-        return cls(model, devices[0], training=training)
 
     def parameters(self):
         """The shards (DTensors): the optimizer steps on this process's 1/p of each parameter."""
