@@ -351,7 +351,7 @@ def probe_speeds(machine: Machine) -> list[float]:
     """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
     from pipebench.bench.launch import WorkerError, call_in_child
-    from pipebench.hardware.probes import DeviceError
+    from pipebench.errors import DeviceError
 
     try:
         return call_in_child(_probe_speeds, gpus=machine.gpus)
@@ -378,7 +378,8 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
     import torch
 
-    from pipebench.hardware.probes import DeviceError, check_gpus
+    from pipebench.errors import DeviceError
+    from pipebench.hardware.probes import check_gpus
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:

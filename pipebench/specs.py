@@ -12,7 +12,7 @@ import re
 from typing import Literal, NamedTuple
 
 from pipebench.errors import UserError
-from pipebench.hardware.probes import DeviceError
+from pipebench.errors import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "AutoGpus", "parse_chunk", "parse_chunks", "micro_batch_counts", "parse_gpus",
            "parse_device", "parse_speeds", "parse_link_gbps", "parse_override", "virtual_stages"]

@@ -1,7 +1,7 @@
 """`pipebench advise`: predict every strategy for a model on these devices, ranked, and recommend one."""
 from __future__ import annotations
 
-from pipebench.bench.cli import note
+from pipebench.bench.cli.common import note
 
 
 def add_parser(subparsers) -> None:
@@ -28,7 +28,7 @@ def cmd_advise(args) -> int:
     from dataclasses import replace
 
     from pipebench.bench.advise import advise
-    from pipebench.bench.cli import training_of
+    from pipebench.bench.cli.common import training_of
     from pipebench.bench.cli.plan import load_or_profile
     from pipebench.files import write_json
     from pipebench.specs import parse_chunks

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from pipebench.bench.cli import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 
