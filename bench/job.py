@@ -15,7 +15,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.partition.plan import Plan
-from pipebench.training import Training
+from pipebench.training import DEFAULT_PRECISION, Training
 
 __all__ = ["Job"]
 
@@ -40,7 +40,7 @@ class Job:
     warmup: int = 2
     seed: int = 0
     """Weights; the batch uses seed + 1."""
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """fp32, tf32 (TF32 and cuDNN autotuning, as the earlier GPU figures were measured) or bf16 (autocast);
     see pipebench/training.py."""
     optimizer: str = "sgd"

@@ -29,7 +29,7 @@ from pipebench.errors import UserError
 from pipebench.models.source import ModelSource, is_user_model
 from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
-from pipebench.training import Training
+from pipebench.training import DEFAULT_PRECISION, Training
 from pipebench.units import format_bytes
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
@@ -149,7 +149,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
                   + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
-                  + ("" if case.training.precision == "tf32" else f"-{case.training.precision}")
+                  + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
                   + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}"))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
@@ -167,7 +167,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
-                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = "tf32",
+                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
                      optimizer: str = "sgd", fresh: bool = False) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
     file; it stays for --resume and reuse)."""

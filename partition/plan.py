@@ -19,7 +19,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
-from pipebench.training import CHECKPOINT_MODES, OPTIMIZER_STATES
+from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
 
 __all__ = ["recomputing", "StageMemory", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
@@ -86,7 +86,7 @@ class Plan:
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
     optimizer: str = "sgd"
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """The precision the profile was measured in, and the workers train in (pipebench/training.py)."""
     checkpoint: str = "never"
     """never, auto (stages recompute only where the memory caps require it) or always; which stages
@@ -290,15 +290,12 @@ def make_plan(
         Zero-bubble schedules split the backward, which recomputing needs whole: always is refused, and
         auto plans them without.
     """
-    if checkpoint not in CHECKPOINT_MODES:
-        raise UserError(f"unknown checkpoint mode {checkpoint!r}; choose one of: {', '.join(CHECKPOINT_MODES)}")
+    Training(optimizer=optimizer, checkpoint=checkpoint)  # refused as the Training refuses them
     check_recompute(schedule, checkpoint)
     if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
     if balance not in BALANCES:
         raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
-    if optimizer not in OPTIMIZER_STATES:
-        raise UserError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
     if not profiles:
         raise UserError("need at least one profile")
     if virtual_stages < 1:

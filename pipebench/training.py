@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pipebench.errors import UserError
 
-__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
+__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
            "autocast", "set_precision", "make_optimizer", "optimizer_settings"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -35,14 +35,16 @@ OPTIMIZERS = ("sgd", "adamw")
 CHECKPOINT_MODES = ("never", "auto", "always")
 LEARNING_RATES = {"sgd": 0.1, "adamw": 1e-3}
 """SGD's is large enough that a wrong gradient shows; AdamW's is the usual one."""
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+DEFAULT_PRECISION = "tf32"
+"""The precision of every record that does not say (files written before precision was recorded)."""
+OPTIMIZER_STATES = {"sgd": 0, "adamw": 2}
 """Tensors of parameter size (fp32) an optimizer keeps per parameter, besides the parameter and its
 gradient."""
 
 
 @dataclass(frozen=True)
 class Training:
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     optimizer: str = "sgd"
     checkpoint: str = "never"
 

@@ -123,6 +123,9 @@ def check_command(args, profile, compared) -> str:
     devices and training, the pipelines at the predicted micro-batch count. Copied as printed, it runs."""
     import shlex
 
+    from pipebench.bench.strategies import BASELINE
+    from pipebench.training import DEFAULT_PRECISION
+
     words = ["pipebench", "run", "--models", args.model or profile.model]
     options = {"--flavour": args.flavour, "--batch": profile.batch, "--gpus": args.gpus,
                "--input-shape": args.input_shape, "--input-dtype": args.input_dtype,
@@ -136,13 +139,13 @@ def check_command(args, profile, compared) -> str:
         words += ["--set", setting]
     if not args.gpus and args.stages and str(args.device).startswith("cuda"):
         words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
-    if profile.precision != "tf32":
+    if profile.precision != DEFAULT_PRECISION:
         words += ["--precision", profile.precision]
     if profile.optimizer != "sgd":
         words += ["--optimizer", profile.optimizer]
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
-    words += ["--strategies", ",".join(["single", *(p.strategy for p in compared)])]
+    words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]
     counts = sorted({p.micro_batches for p in compared if p.micro_batches and _micro_batched(p.strategy)})
     if counts:
         words += ["--chunks", ",".join(map(str, counts))]

@@ -31,9 +31,9 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     """--precision, --optimizer and --checkpoint (pipebench/training.py), which run, plan and advise share;
     `training_of(args)` reads them, an unknown value in one line."""
-    from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
+    from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
-    parser.add_argument("--precision", default="tf32", metavar="|".join(PRECISIONS),
+    parser.add_argument("--precision", default=DEFAULT_PRECISION, metavar="|".join(PRECISIONS),
                         help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
                         "runs and what profiles are measured in (a saved profile keeps its own)")
     parser.add_argument("--optimizer", default="sgd", metavar="|".join(OPTIMIZERS),

@@ -7,6 +7,7 @@ from typing import NamedTuple
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.training import DEFAULT_PRECISION
 
 
 def add_parser(subparsers) -> None:
@@ -87,7 +88,7 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
         if args.batch is not None and args.batch != first.batch:
             raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        if args.precision != "tf32" and args.precision != first.precision:
+        if args.precision != DEFAULT_PRECISION and args.precision != first.precision:
             raise UserError(f"--precision {args.precision} does not match the profile's {first.precision}; "
                             "profile again in that precision")
         if args.speeds == "auto":
