@@ -138,7 +138,6 @@ class Job:
         a split of your own, and how the tests run many splits. `stages_per_device` defaults to the
         strategy's; so does `stages_per_replica` (a replicated strategy's Plan covers that many of the
         `devices`, for batch / replicas)."""
-        from pipebench import models
         from pipebench.partition.plan import hand_plan
 
         kind = get_strategy(strategy)

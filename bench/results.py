@@ -74,7 +74,7 @@ class Row:
     flavour: str
     """Size flavour, e.g. "800m" or "tiny"."""
     strategy: str
-    """"single", "dataparallel", "ddp", "modelparallel", "pipeline" or a "pp-*" schedule."""
+    """A name in the strategy registry (bench/strategies), e.g. "pp-1f1b"."""
     gpus: str
     """The GPU ids used, e.g. "0,1", or "cpu"."""
     world_size: int

@@ -11,9 +11,8 @@ Blocks are what `fully_shard` is applied to, one all-gather each (`blocks`); the
 and gathers whatever no block holds. With bf16, the gathered copies are bf16 and gradients are reduced
 in fp32 (MixedPrecisionPolicy), the sharded master weights and the optimizer stay fp32. A model with
 BatchNorm is gathered in fp32 and computes in bf16 under autocast, as the other strategies do: its running
-statistics are fp32 buffers, which CUDA's batch norm refuses beside bf16 weights (ResNet-101 failed so on
-an H200). Sharding each BatchNorm on its own in fp32 instead made 104 more groups for ResNet-101, and its
-step took 460 ms against DDP's 101 ms (2x H200), each group's hooks and collectives paid for separately.
+statistics are fp32 buffers, which CUDA's batch norm refuses beside bf16 weights. Sharding each BatchNorm
+on its own in fp32 instead would make a group, with its own hooks and collectives, of every BatchNorm.
 """
 from __future__ import annotations
 
