@@ -8,6 +8,7 @@ from it and decides none of them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +98,9 @@ class Job:
     def training(self) -> Training:
         return Training(self.precision, self.optimizer, self.checkpoint)
 
-    @property
+    @cached_property
     def the_plan(self) -> Plan | None:
+        """The Plan, read from its dict once (the dict is what the Job's file holds)."""
         return None if self.plan is None else Plan.from_dict(self.plan, "job.plan")
 
     @property
