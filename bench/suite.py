@@ -27,7 +27,7 @@ from pipebench.bench.results import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource, is_user_model
-from pipebench.partition.plan import Plan, make_plan
+from pipebench.partition.plan import Plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
 from pipebench.training import DEFAULT_PRECISION, Training
 from pipebench.units import format_bytes
