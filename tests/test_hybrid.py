@@ -91,7 +91,7 @@ def test_a_hybrid_job_is_copies_of_one_replicas_plan():
         Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=6, device_type="cpu", micro_batches=2)
     job = Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=4, device_type="cpu", micro_batches=2)
     with pytest.raises(UserError, match="batch 4 per replica; 2 replicas of it train 8, the job 16"):
-        Job(**{**vars(job), "batch": 16})
+        replace(job, batch=16)
 
 
 def test_gradients_go_in_buckets_of_one_dtype():
