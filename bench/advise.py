@@ -1,10 +1,13 @@
 """Predict every strategy from one profile, rank them, and recommend the fastest that fits.
 
-No torch: from a saved profile this runs anywhere (`pipebench advise --profile FILE`). Each strategy of
-the registry is priced by the model its kind calls for:
-- the ones that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): the planner, with
-  its exact solver, schedule simulator and micro-batch choice (partition/plan.py);
-- ddp and dataparallel: partition/costs.py, from the profile at the replica's micro-batch (batch / p).
+From a saved profile this runs without a GPU (`pipebench advise --profile FILE`). Each strategy of the
+registry names its price, the function here (or in its own module) that predicts it:
+- the ones that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): price_plan, the
+  planner with its exact solver, schedule simulator and micro-batch choice (partition/plan.py);
+- the replicas (ddp, dataparallel, fsdp, zero1): partition/costs.py, from the profile at the replica's
+  micro-batch (batch / p);
+- device-map: a one-micro-batch Plan at accelerate's own cuts (which builds the model and imports torch
+  and accelerate to read its sizes); hybrid: one replica's Plan plus its gradient all-reduce.
 
     advice = advise(profiles, ["cuda:0", "cuda:1"], caps=[140e9, 140e9])
     advice.recommended            # "pp-zbv"
@@ -15,15 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from pipebench.bench.strategies import STRATEGIES, Strategy, get_strategy
+from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy
 from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.plan import Plan, make_plan, recomputing
 from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
-__all__ = ["Prediction", "Advice", "predict", "advise", "links_of", "top_strategies"]
+__all__ = ["Prediction", "Advice", "predict", "advise", "links_of", "top_strategies", "price_plan", "price_ddp",
+           "price_dataparallel", "price_fsdp", "price_device_map", "price_hybrid", "replica_profiles",
+           "replica_prediction"]
 
 
 @dataclass
@@ -93,18 +99,13 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
 
     micro_batches: the count a micro-batched strategy must use (None: the planner's choice)."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    used = list(devices[:1]) if strategy.devices == "one" else list(devices)
+    used = list(devices[:strategy.devices_used(len(devices))])
     p = len(used)
     caps = list(caps[:p]) if caps else None
     speeds = list(speeds[:p]) if speeds else None
     links = links_of(profiles[0], link_gbps)
-    own = OWN_PRICES.get(strategy.name)
-    if own is not None:  # a micro-batched one also takes the count it must use
-        counts = {"micro_batches": micro_batches} if strategy.micro_batched else {}
-        return own(strategy, profiles, used, caps, speeds, links, training, **counts)
-    if strategy.needs_plan:
-        return _predict_plan(strategy, profiles, used, caps, speeds, links, training, micro_batches)
-    return _predict_replicas(strategy, profiles, used, caps, speeds, links, training)
+    return strategy.price_function()(strategy, profiles, used, caps, speeds, links, training,
+                                     micro_batches if strategy.micro_batched else None)
 
 
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
@@ -113,7 +114,7 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline;
     replicated pipelines from two copies of their stages up)."""
     if strategies is None:
-        strategies = [name for name, s in STRATEGIES.items() if s.devices == "one" or len(devices) > 1
+        strategies = [name for name, s in STRATEGIES.items() if s.one_device or len(devices) > 1
                       and len(devices) >= 2 * (s.stages_per_replica or 1)]
     predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
                            training=training) for name in strategies]
@@ -129,15 +130,19 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
 
 def top_strategies(advice: Advice, k: int) -> list[str]:
     """`run --strategies auto:K`: the single baseline plus the K fastest predicted strategies that fit."""
-    ranked = [p.strategy for p in advice.predictions if p.fits and p.predicted_samples_per_s and p.strategy != "single"]
-    return ["single", *ranked[:k]]
+    ranked = [p.strategy for p in advice.predictions if p.fits and p.predicted_samples_per_s and p.strategy != BASELINE]
+    return [BASELINE, *ranked[:k]]
 
 
-# ------------------------------------------------------------------------------------------------ kinds
+# ----------------------------------------------------------------------------------------------- prices
+# Each takes (strategy, profiles, devices, caps, speeds, links, training, micro_batches): the devices the
+# strategy uses, their caps and speeds, and the count a micro-batched strategy must use (None: the
+# planner's choice; always None for the others).
 
-def _predict_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
+def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
+    """A strategy that follows a Plan: the planner's prediction on its schedule."""
     try:
-        plan = make_plan(profiles, devices, schedule=strategy.schedule, virtual_stages=strategy.stages_per_device,
+        plan = make_plan(profiles, devices, schedule=strategy.schedule.name, virtual_stages=strategy.stages_per_device,
                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                          link_latency_ms=links.latency_ms,
@@ -145,15 +150,15 @@ def _predict_plan(strategy, profiles, devices, caps, speeds, links, training, mi
                          checkpoint=training.checkpoint if strategy.can_checkpoint else "never")
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
-                          micro_batches or 1, strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
+                          micro_batches or 1, strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
     except UserError as exc:
         return Prediction(strategy.name, None, None, [], False, micro_batches or 1,
-                          strategy.torch_schedule or strategy.schedule, str(exc).splitlines()[0])
+                          strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
     step = plan.predicted_step_ms
     if _one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
         step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
     return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
-                      True, plan.micro_batches, strategy.torch_schedule or strategy.schedule, plan=plan)
+                      True, plan.micro_batches, strategy.torch_schedule or strategy.schedule.name, plan=plan)
 
 
 def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
@@ -162,7 +167,7 @@ def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
 
 
-def _replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Prediction:
+def replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Prediction:
     """The profiles by micro-batch count, for a strategy of p replicas each on batch / p samples; or the
     Prediction that says why it has no figure (a batch that does not split, no profile at the replicas'
     micro-batch)."""
@@ -178,7 +183,7 @@ def _replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Predic
     return by_count
 
 
-def _replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]], batch: int, caps, speeds,
+def replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]], batch: int, caps, speeds,
                         training: Training) -> Prediction:
     """A replica strategy's figure from `price(recompute) -> (step ms, memory per device)`: the slowest
     replica sets the pace; it fits when every device's memory is within its cap. checkpoint always
@@ -199,52 +204,59 @@ def _replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]
                       "" if fits else "predicted memory exceeds the cap", recompute=recompute)
 
 
-def _predict_replicas(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
-    """DDP and DataParallel: every device runs the whole model on batch / p samples."""
+def price_ddp(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+    """DDP: every device runs the whole model on batch / p samples, its gradients all-reduced in buckets
+    during the backward (partition/costs.py ddp_step)."""
     p = len(devices)
-    batch = profiles[0].batch
-    by_count = _replica_profiles(strategy, profiles, p)
+    by_count = replica_profiles(strategy, profiles, p)
     if isinstance(by_count, Prediction):
         return by_count
     layers = by_count[p].layers
     states = 2 + training.states
-    if _one_cpu_process(strategy, devices):  # DataParallel on the CPU runs the module as it is, on the batch
+
+    def price(recompute: bool):  # recompute: every layer's forward runs again in the backward
+        priced = [recomputing(l) for l in layers] if recompute else layers
+        return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))),
+                [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
+                                      recompute=recompute)] * p)
+    return replica_prediction(strategy, price, profiles[0].batch, caps, speeds, training)
+
+
+def price_dataparallel(strategy, profiles, devices, caps, speeds, links, training,
+                       micro_batches=None) -> Prediction:
+    """nn.DataParallel: one process copies the model to every device each step, scatters the batch and
+    gathers the outputs (partition/costs.py dataparallel_step); it cannot recompute (its replicas'
+    threads). On CPU stand-ins it runs the module as it is, on the whole batch."""
+    p = len(devices)
+    batch = profiles[0].batch
+    by_count = replica_profiles(strategy, profiles, p)
+    if isinstance(by_count, Prediction):
+        return by_count
+    layers = by_count[p].layers
+    states = 2 + training.states
+    if _one_cpu_process(strategy, devices):
         whole = by_count.get(1)
         if whole is None:
             return Prediction(strategy.name, None, None, [], False, 1, None, "no profile of the whole batch")
         step = calibration(list(profiles)) * sum(l.step_ms for l in whole.layers)
         return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
                           [costs.replica_memory(whole.layers, states)], True, 1, None)
-    if strategy.name == "ddp":
-        def price(recompute: bool):  # recompute: every layer's forward runs again in the backward
-            priced = [recomputing(l) for l in layers] if recompute else layers
-            return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))),
-                    [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
-                                          recompute=recompute)] * p)
-    else:  # DataParallel cannot recompute (its replicas' threads)
-        def price(recompute: bool):
-            return (costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
-                                            output_bytes=layers[-1].output_bytes),
-                    [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1))
-    return _replica_prediction(strategy, price, batch, caps, speeds, training)
+
+    def price(recompute: bool):
+        return (costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
+                                        output_bytes=layers[-1].output_bytes),
+                [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1))
+    return replica_prediction(strategy, price, batch, caps, speeds, training)
 
 
-# ------------------------------------------------------------------------ strategies priced on their own
-
-OWN_PRICES: dict[str, Callable[..., Prediction]] = {}
-"""Strategies that are neither a Plan nor a whole replica per device, each with its own price:
-name -> function(strategy, profiles, devices, caps, speeds, links, training) -> Prediction (and
-micro_batches=, the count to use or None, for a micro-batched strategy)."""
-
-
-def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
+def price_fsdp(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
     """FSDP2: every device runs the whole model on batch / p samples, as DDP, with 1/p of the parameters,
     gradients and optimizer states, gathering each layer's parameters for its forward and backward
     (partition/costs.py fsdp_step, fsdp_memory). bf16 when the profile was timed in bf16; checkpoint
     always recomputes every layer, auto every layer where it would not fit otherwise."""
     p = len(devices)
     batch = profiles[0].batch
-    by_count = _replica_profiles(strategy, profiles, p)
+    by_count = replica_profiles(strategy, profiles, p)
     if isinstance(by_count, Prediction):
         return by_count
     layers = by_count[p].layers
@@ -253,13 +265,10 @@ def _predict_fsdp(strategy, profiles, devices, caps, speeds, links, training) ->
     def price(recompute: bool):
         return (costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute),
                 [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p)
-    return _replica_prediction(strategy, price, batch, caps, speeds, training)  # every gather waits for the slowest
+    return replica_prediction(strategy, price, batch, caps, speeds, training)  # every gather waits for the slowest
 
 
-OWN_PRICES["fsdp"] = _predict_fsdp
-
-
-def _predict_device_map(strategy, profiles, devices, caps, speeds, links, training) -> Prediction:
+def price_device_map(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
     """accelerate's device_map="auto": the whole batch through the layers on the devices accelerate puts
     them on, one device at a time. Priced as a Plan of accelerate's cuts with one micro-batch on the GPipe
     schedule (the simulator), plus the output's trip back to the first device and its gradient's trip
@@ -275,19 +284,19 @@ def _predict_device_map(strategy, profiles, devices, caps, speeds, links, traini
 
     whole = next((pr for pr in profiles if pr.micro_batches == 1), None)
     if whole is None:
-        return Prediction(strategy.name, None, None, [], False, 1, "gpipe", "no profile of the whole batch")
+        return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, "no profile of the whole batch")
     model, why_not = _model_for_sizes(whole)
     try:
         if model is not None:
             bounds = device_map_bounds(model, len(devices), caps, layers=[layer.name for layer in whole.layers])
         else:
             bounds = layer_size_bounds([layer.param_bytes for layer in whole.layers], len(devices), caps)
-        plan = plan_with_bounds(profiles, devices, bounds, schedule="gpipe", speeds=speeds,
+        plan = plan_with_bounds(profiles, devices, bounds, schedule=IN_TURN, speeds=speeds,
                                 link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                                 link_latency_ms=links.latency_ms, optimizer=training.optimizer,
                                 balanced_by="accelerate")
     except (UserError, torch.cuda.OutOfMemoryError) as exc:  # no chain of stages; parameters that fit nowhere
-        return Prediction(strategy.name, None, None, [], False, 1, "gpipe", str(exc).splitlines()[0])
+        return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, str(exc).splitlines()[0])
     step = plan.predicted_step_ms
     if len(plan.stages) > 1:
         step += 2 * transfer_ms(whole.layers[-1].output_bytes, links.copy_gbps, links.latency_ms)
@@ -298,7 +307,7 @@ def _predict_device_map(strategy, profiles, devices, caps, speeds, links, traini
     reasons = [] if fits else ["predicted memory exceeds the cap"]
     if model is None:
         reasons.append(f"cuts estimated from the layers' parameter bytes ({why_not})")
-    return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, "gpipe",
+    return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, IN_TURN,
                       "; ".join(reasons), plan=plan)
 
 
@@ -316,10 +325,7 @@ def _model_for_sizes(profile: Profile):
         return None, str(exc).splitlines()[0]
 
 
-OWN_PRICES["device-map"] = _predict_device_map
-
-
-def _predict_hybrid(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+def price_hybrid(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
     """hybrid: copies of one pipeline over `stages_per_replica` devices, each training on batch / replicas
     samples. The Plan is planned for one replica (on the profiles as one replica's batch sees them) and
     its step is the Plan's plus each stage's DDP all-reduce of its gradients over the replicas (after
@@ -338,7 +344,7 @@ def _predict_hybrid(strategy, profiles, devices, caps, speeds, links, training, 
     if not share:
         return unavailable(f"no profile at a micro-batch that splits a replica's {batch // replicas} samples")
     per_stage = lambda values, pick: [pick(values[r * k + s] for r in range(replicas)) for s in range(k)]  # noqa: E731
-    one = _predict_plan(strategy, share, devices[:k], per_stage(caps, min) if caps else None,
+    one = price_plan(strategy, share, devices[:k], per_stage(caps, min) if caps else None,
                         per_stage(speeds, min) if speeds else None, links, training, micro_batches)
     if one.plan is None:
         return replace(one, peak_memory_bytes=one.peak_memory_bytes * replicas)
@@ -348,6 +354,3 @@ def _predict_hybrid(strategy, profiles, devices, caps, speeds, links, training, 
     step = one.predicted_step_ms + allreduce
     return replace(one, predicted_step_ms=step, predicted_samples_per_s=batch / step * 1e3 if step > 0 else None,
                    peak_memory_bytes=one.peak_memory_bytes * replicas)
-
-
-OWN_PRICES["hybrid"] = _predict_hybrid

@@ -8,6 +8,7 @@ from it and decides none of them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.partition.plan import Plan
-from pipebench.training import Training
+from pipebench.training import DEFAULT_PRECISION, Training
 
 __all__ = ["Job"]
 
@@ -40,7 +41,7 @@ class Job:
     warmup: int = 2
     seed: int = 0
     """Weights; the batch uses seed + 1."""
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """fp32, tf32 (TF32 and cuDNN autotuning, as the earlier GPU figures were measured) or bf16 (autocast);
     see pipebench/training.py."""
     optimizer: str = "sgd"
@@ -87,7 +88,7 @@ class Job:
         elif plan is not None:
             if plan.batch != self.batch:
                 raise UserError(f"the plan is for batch {plan.batch}, the job for {self.batch}")
-            if plan.device_count != (1 if strategy.devices == "one" else self.devices):
+            if plan.device_count != strategy.devices_used(self.devices):
                 raise UserError(f"the plan is for {plan.device_count} device(s); {self.strategy} runs on "
                                 f"{self.devices}")
         if strategy.splits_batch and self.batch % self.replicas:
@@ -97,8 +98,9 @@ class Job:
     def training(self) -> Training:
         return Training(self.precision, self.optimizer, self.checkpoint)
 
-    @property
+    @cached_property
     def the_plan(self) -> Plan | None:
+        """The Plan, read from its dict once (the dict is what the Job's file holds)."""
         return None if self.plan is None else Plan.from_dict(self.plan, "job.plan")
 
     @property
@@ -138,14 +140,13 @@ class Job:
         a split of your own, and how the tests run many splits. `stages_per_device` defaults to the
         strategy's; so does `stages_per_replica` (a replicated strategy's Plan covers that many of the
         `devices`, for batch / replicas)."""
-        from pipebench import models
         from pipebench.partition.plan import hand_plan
 
         kind = get_strategy(strategy)
         overrides = dict(overrides or {})
         plan = None
         if kind.needs_plan:
-            p = 1 if kind.devices == "one" else devices
+            p = kind.devices_used(devices)
             replica_batch = batch
             if kind.replicated:
                 p = stages_per_replica or kind.stages_per_replica
@@ -155,7 +156,7 @@ class Job:
                 replica_batch = batch // (devices // p)
             plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=replica_batch,
                              devices=[f"{device_type}:{i}" for i in range(p)],
-                             flavour=flavour or "", schedule=kind.schedule,
+                             flavour=flavour or "", schedule=kind.schedule.name,
                              micro_batches=micro_batches if kind.micro_batched else 1,
                              virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds,
                              recompute=settings.get("checkpoint") == "always").to_dict()

@@ -10,8 +10,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from pipebench.bench.report import GROUP, _case_label, _group_label, _is_pipeline
+from pipebench.bench.labels import GROUP, case_label, group_label, is_pipeline
 from pipebench.bench.results import CASE_FIELDS
+from pipebench.bench.strategies import BASELINE, LEVELS
 
 __all__ = ["write_plots"]
 
@@ -30,7 +31,7 @@ def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: s
     plots = [_plot_throughput(summary, out / "throughput.png", footer),
              _plot_micro_batches(summary, out / "micro_batches.png", footer, notes)]
     for key, group in summary.groupby(GROUP, sort=False):
-        path = out / f"timeline-{_slug(_group_label(summary, key, batch=True))}.png"
+        path = out / f"timeline-{_slug(group_label(summary, key, batch=True))}.png"
         plots.append(_plot_timeline(summary, key, group, cases, path, footer, notes, csv_files))
     return [p for p in plots if p is not None]
 
@@ -62,7 +63,7 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
     for ax, (key, group) in zip(axes, groups):
         speed = group["samples_per_s"].fillna(0.0)
         labels = [f"{c}  [{g}]" for c, g in zip(group["case"], group["gpus"])]
-        colours = ["#4C72B0" if _is_pipeline(s) else "#8C8C8C" for s in group["strategy"]]
+        colours = ["#4C72B0" if is_pipeline(s) else "#8C8C8C" for s in group["strategy"]]
         ax.barh(range(len(group)), speed, color=colours)
         ax.set_yticks(range(len(group)), labels, fontsize=8)
         ax.invert_yaxis()  # first case at the top
@@ -74,8 +75,8 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
                 ax.text(r.samples_per_s + top * 0.01, y, f"{r.x_single:.2f}x", va="center", fontsize=8)
         ax.set_xlim(0, top * 1.15)
         ax.set_xlabel("throughput (samples/s)" + (", this panel's own scale" if len(groups) > 1 else ""))
-        ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
-        single = _fastest(group, "single")
+        ax.set_title(f"{group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
+        single = _fastest(group, BASELINE)
         if single:
             second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
             second.set_xlabel("speed-up over one GPU (x)", fontsize=8)
@@ -87,7 +88,7 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
 def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: list[str]) -> Path | None:
     """(b) Throughput against the micro-batch count: one line per pipeline strategy (and schedule, stages
     per device, GPUs), one panel per model; the fastest single, dataparallel and ddp runs as levels."""
-    ok = summary[(summary["status"] == "ok") & summary["strategy"].map(_is_pipeline)]
+    ok = summary[(summary["status"] == "ok") & summary["strategy"].map(is_pipeline)]
     series_keys = ["strategy", "schedule", "virtual_stages", "gpus"]
     panels = [(key, group) for key, group in ok.groupby(GROUP, sort=False)
               if group.groupby(series_keys)["micro_batches"].nunique().max() > 1]
@@ -102,10 +103,10 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
     for ax, (key, group) in zip(axes, panels):
         for (strategy, schedule, v, gpus), line in group.groupby(series_keys, sort=False):
             line = line.sort_values("micro_batches")
-            label = _case_label(strategy, schedule, None, v)
+            label = case_label(strategy, schedule, None, v)
             ax.plot(line["micro_batches"], line["samples_per_s"], marker="o", label=f"{label} [{gpus}]")
         everything = summary[(summary[GROUP] == pd.Series(key, index=GROUP)).all(axis=1)]
-        for strategy, style in (("single", "--"), ("dataparallel", ":"), ("ddp", "-.")):
+        for strategy, style in zip(LEVELS, ("--", ":", "-.")):
             level = _fastest(everything, strategy)
             if level:
                 ax.axhline(level, linestyle=style, color="0.3", linewidth=1, label=f"{strategy} (fastest)")
@@ -115,7 +116,7 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
         ax.set_xlabel("micro-batches per step (m)")
         ax.set_ylabel("throughput (samples/s)" + ("\nthis panel's own scale" if len(panels) > 1 else ""))
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{_group_label(summary, key, batch=True)}: throughput against micro-batch count", fontsize=10)
+        ax.set_title(f"{group_label(summary, key, batch=True)}: throughput against micro-batch count", fontsize=10)
         ax.legend(fontsize=8)
     return _save(fig, path, footer)
 
@@ -125,10 +126,10 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
     """(c) The fastest ok pipeline case that recorded a timeline: its measured step above the Plan's
     simulated one, one lane per (device, stage), so the bubble shows as grey. Each panel has its own time
     axis: a prediction 20x off must not squeeze the measured step into a sliver."""
-    name = _group_label(summary, key)
+    name = group_label(summary, key)
     key_columns = [*CASE_FIELDS, "device_name"]
     timelines = {tuple(r[c] for c in key_columns): r for _, r in cases.iterrows() if r["timeline"]}
-    pipelines = group[(group["status"] == "ok") & group["strategy"].map(_is_pipeline)]
+    pipelines = group[(group["status"] == "ok") & group["strategy"].map(is_pipeline)]
     ok = pipelines[[tuple(r[c] for c in key_columns) in timelines for _, r in pipelines.iterrows()]]
     if ok.empty:
         if not pipelines.empty and csv_files:
@@ -178,7 +179,7 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
     where = "on the CPU" if best["gpus"] == "cpu" else f"on GPUs {best['gpus']}"
-    fig.suptitle(_wrap(f"{_group_label(summary, key, batch=True)}, {best['case']} {where}: {versus} per step", 100))
+    fig.suptitle(_wrap(f"{group_label(summary, key, batch=True)}, {best['case']} {where}: {versus} per step", 100))
     return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
 
 

@@ -6,8 +6,8 @@ prints. The plots are bench/plots.py, imported (with matplotlib) only when write
 How the figures are defined (per model, flavour, batch and GPU kind):
 - x_single: samples/s over the fastest ok `single` row; x_dataparallel: over the fastest ok
   `dataparallel` row on as many devices.
-- efficiency: samples/s over the ideal p x single x v·m / (v·m + p - 1) for pipelines (strategies named
-  "pipeline" or "pp-*"), p x single for the others; p is the number of devices. With v = 1 stage per
+- efficiency: samples/s over the ideal p x single x v·m / (v·m + p - 1) for pipelines (the registry's
+  micro-batched strategies), p x single for the others; p is the number of devices. With v = 1 stage per
   device this is GPipe's m / (m + p - 1) (Huang et al., GPipe, 2019, section 2.2); with v stages per
   device the bubble shrinks v-fold (Narayanan et al., Megatron-LM, 2021, section 2.2.2). Zero-bubble
   schedules can pass 1.0.
@@ -29,7 +29,8 @@ from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.strategies import STRATEGIES
+from pipebench.bench.labels import GROUP, case_label, group_label, is_pipeline
+from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
 from pipebench.training import Training
@@ -39,9 +40,6 @@ __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame"
            "misordered_pairs", "order_notes", "ranking",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
-GROUP = ["model", "flavour", "settings", "training", "batch", "device_name"]
-"""Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
-which make another model; `training`: precision, optimizer and checkpoint mode, as Training.label says)."""
 STRATEGY_ORDER = tuple(STRATEGIES)
 """Strategies in the registry's order: baselines first, then the pipelines."""
 SUMMARY_COLUMNS = [
@@ -93,8 +91,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     then strategy (single, dataparallel, ddp, modelparallel, pipeline, pp-*), devices and micro-batches."""
     out = df.copy()
     ok = out["status"] == "ok"
-    single = out[ok & (out["strategy"] == "single")].groupby(GROUP)["samples_per_s"].max().rename("_single")
-    dp = (out[ok & (out["strategy"] == "dataparallel")].groupby([*GROUP, "devices"])["samples_per_s"].max()
+    single = out[ok & (out["strategy"] == BASELINE)].groupby(GROUP)["samples_per_s"].max().rename("_single")
+    dp = (out[ok & (out["strategy"] == LEVELS[1])].groupby([*GROUP, "devices"])["samples_per_s"].max()
           .rename("_dp"))
     out = out.merge(single, how="left", left_on=GROUP, right_index=True)
     out = out.merge(dp, how="left", left_on=[*GROUP, "devices"], right_index=True)
@@ -110,7 +108,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["peak_gib"] = [_peak_text(bs) for bs in out["peak_memory_bytes"]]
     # A cap is named only where the group's cases ran under several (on GPUs every plan has one).
     several_caps = out.groupby(GROUP)["max_memory"].transform("nunique") > 1
-    out["case"] = [_case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
+    out["case"] = [case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
                    + (f", memory cap {cap.replace(';', '/')} GiB" if cap and several else "")
                    for s, sch, m, v, sp, cap, several in
                    zip(out["strategy"], out["schedule"], out["micro_batches"], out["virtual_stages"], out["speeds"],
@@ -126,7 +124,7 @@ def recommend(df: pd.DataFrame) -> list[str]:
     case, its speed-up over one GPU, and its peak memory per GPU against one GPU's."""
     lines = []
     for key, group in df.groupby(GROUP, sort=False):
-        name = _group_label(df, key)
+        name = group_label(df, key)
         ok = group[group["status"] == "ok"]
         spread = ok.loc[ok["devices"] > 1, "devices"]
         if ok.empty:
@@ -134,12 +132,12 @@ def recommend(df: pd.DataFrame) -> list[str]:
             lines.append(f"{name}: no case ran ({', '.join(f'{n} {s}' for s, n in counts.items())})")
             continue
         best = ok.loc[ok["samples_per_s"].idxmax()]
-        single = ok[ok["strategy"] == "single"]
+        single = ok[ok["strategy"] == BASELINE]
         where = f" on {best['devices']} devices" if spread.nunique() > 1 and best["devices"] > 1 else ""
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
         # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
         peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
-        if best["strategy"] == "single":
+        if best["strategy"] == BASELINE:
             lines.append(f"{text}{peak}")
             continue
         if single.empty:
@@ -160,7 +158,7 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
     if columns is None:
         columns = {c: h for c, h in DISPLAY_COLUMNS.items() if c in df.columns} or list(df.columns)
         if set(GROUP) <= set(df.columns) and len(df.groupby(GROUP)) > 1:
-            df = df.assign(_model=[_group_label(df, key) for key in zip(*(df[c] for c in GROUP))])
+            df = df.assign(_model=[group_label(df, key) for key in zip(*(df[c] for c in GROUP))])
             columns = {"_model": "model", **columns}
     if not isinstance(columns, dict):
         columns = {c: c for c in columns}
@@ -196,7 +194,7 @@ def ranking(summary: pd.DataFrame) -> list[str]:
         ok = group[group["status"] == "ok"].sort_values("samples_per_s", ascending=False, kind="stable")
         if len(ok) > 1:
             ranked = ", ".join(f"{c} [{g}] {v:.1f}/s" for c, g, v in zip(ok["case"], ok["gpus"], ok["samples_per_s"]))
-            lines.append(f"Ranked: {_group_label(summary, key)}: {ranked}.")
+            lines.append(f"Ranked: {group_label(summary, key)}: {ranked}.")
     return lines
 
 
@@ -231,7 +229,7 @@ def order_notes(summary: pd.DataFrame) -> list[str]:
         if len(predicted) < 2:
             continue
         wrong = misordered_pairs(group)
-        name = _group_label(summary, key)
+        name = group_label(summary, key)
         if not wrong:
             lines.append(f"Predicted order: {name}: every pair of cases measured more than {SAME_SPEED:.0%} apart "
                          f"was ranked right by its prediction.")
@@ -251,7 +249,7 @@ def loss_notes(summary: pd.DataFrame) -> list[str]:
         if len(losses) < 2 or math.isclose(losses.min(), losses.max(), rel_tol=1e-4, abs_tol=1e-6):
             continue
         if _has_batch_norm(key[0], key[1]):
-            lines.append(f"Note: {_group_label(summary, key)}: first losses differ between strategies "
+            lines.append(f"Note: {group_label(summary, key)}: first losses differ between strategies "
                          f"({losses.min():.5f} to {losses.max():.5f}), as expected: the model has BatchNorm layers, "
                          f"which normalise each micro-batch (or each process's share of the batch) with its own "
                          f"statistics. Models without BatchNorm start from equal losses.")
@@ -290,16 +288,10 @@ def _device_count(gpus: str, world_size: int) -> int:
     return max(len([g for g in str(gpus).split(",") if g.strip()]), int(world_size), 1)
 
 
-def _is_pipeline(strategy: str) -> bool:
-    """A strategy that cuts the batch into micro-batches (the registry says; unknown names by their look)."""
-    known = STRATEGIES.get(strategy)
-    return known.micro_batched if known is not None else strategy.startswith(("pipeline", "pp-"))
-
-
 def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages: int) -> float:
     """The share of p x single a schedule can reach: v·m / (v·m + p - 1) for pipelines (GPipe's bound with
     v·m chunks of work per device), else 1."""
-    if not _is_pipeline(strategy):
+    if not is_pipeline(strategy):
         return 1.0
     known = STRATEGIES.get(strategy)
     if known is not None and known.replicated:  # each replica's pipeline is that many devices deep
@@ -309,35 +301,6 @@ def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages
 
 def _strategy_rank(strategy: str) -> int:
     return STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
-
-
-def _case_label(strategy: str, schedule: str, micro_batches: int | None, virtual_stages: int) -> str:
-    """E.g. "single", "pipeline 1f1b (m=8)", "pp-interleaved (m=8, v=2)"; micro_batches None leaves m out."""
-    label = strategy
-    if schedule and not strategy.startswith("pp-") and schedule not in strategy:  # pp-* names carry theirs
-        label += f" {schedule}"
-    extras = []
-    if micro_batches is not None and (_is_pipeline(strategy) or micro_batches > 1):
-        extras.append(f"m={micro_batches}")
-    if virtual_stages > 1:
-        extras.append(f"v={virtual_stages}")
-    return f"{label} ({', '.join(extras)})" if extras else label
-
-
-def _group_label(df: pd.DataFrame, key: tuple, batch: bool = False) -> str:
-    """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the training where it is not TF32 SGD or
-    the results hold several ('gpt 800m, bf16 adamw'), the batch (always if asked) and the GPU kind added
-    where the results hold several."""
-    model, flavour, settings, training, size, device = key
-    same_model = df[(df["model"] == model) & (df["flavour"] == flavour)]
-    label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
-    if training != Training().label() or df["training"].nunique() > 1:
-        label += f", {training}"
-    if batch or same_model["batch"].nunique() > 1:
-        label += f", batch {size}"
-    if df["device_name"].nunique() > 1:
-        label += f", {device or 'unknown device'}"
-    return label
 
 
 def _peak_text(peaks: list[int]) -> str:
@@ -407,7 +370,7 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         lines += [f"Measured on {_machine_line(rows)}; {when}. {len(summary)} case(s).", ""]
         lines += ["## Recommendations", ""] + [f"- {line}" for line in recommend(summary)] + [""]
     for key, group in summary.groupby(GROUP, sort=False):
-        lines += [f"## {_group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
+        lines += [f"## {group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
         lines += [line for note in ranking(group) + loss_notes(group) + order_notes(group)
                   for line in (note, "")]  # under its table
     if plots:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from pipebench.errors import UserError
 from pipebench.files import check, write_text
-from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
+from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
            "settings_text", "results_paths", "start_run", "append", "load", "files", "done_keys",
@@ -74,7 +74,7 @@ class Row:
     flavour: str
     """Size flavour, e.g. "800m" or "tiny"."""
     strategy: str
-    """"single", "dataparallel", "ddp", "modelparallel", "pipeline" or a "pp-*" schedule."""
+    """A name in the strategy registry (bench/strategies), e.g. "pp-1f1b"."""
     gpus: str
     """The GPU ids used, e.g. "0,1", or "cpu"."""
     world_size: int
@@ -120,7 +120,7 @@ class Row:
     settings: str = ""
     """The other settings that change what runs, as `settings_text` writes them: the model's `--set`
     overrides, e.g. "depth=4;width=64"; "" for none."""
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """How the case trained (pipebench/training.py): "fp32", "tf32" or "bf16". Files written before the
     field load as "tf32", as every earlier run was."""
     optimizer: str = "sgd"

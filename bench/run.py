@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.bench import results as res
-from pipebench.bench.strategies import get_strategy, parse_strategies  # noqa: F401 - parse_strategies: re-exported
+from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, now,
                                    prepare, profile_case_model, run_prepared, unavailable_row)
 from pipebench.errors import UserError
@@ -86,10 +85,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
                                                            reuse=not options.fresh, note=note,
                                                            counts=profile_counts(options.chunks, machine.devices,
                                                                                  batch=case.batch,
-                                                                                 strategies=options.strategies,
-                                                                                 replicas=hybrid_replicas(
-                                                                                     options.strategies,
-                                                                                     machine.devices)))
+                                                                                 strategies=options.strategies))
             prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps, warmup=options.warmup,
                                try_anyway=options.try_anyway)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).
@@ -108,7 +104,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
             row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
         res.append(row, csv_path, json_path)
         rows.append(row)
-        if row.status == "ok" and row.strategy == "single":
+        if row.status == "ok" and row.strategy == BASELINE:
             singles[key_base] = row.samples_per_s
         note(f"{head}: {_outcome(row, singles.get(key_base))} | {_elapsed(time.monotonic() - start)} so far, "
              f"{len(cases) - i} left")
@@ -116,47 +112,36 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
 
 
 def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
-                   replicas: int = 1, strategies: Sequence[str] = ()) -> list[int] | None:
+                   strategies: Sequence[str] = ()) -> list[int] | None:
     """The micro-batch counts a run profiles: only what its strategies' predictions need. 1 (the whole
     batch: single, and every step's calibration), the device count where a strategy spreads over the
     devices (DDP's and DataParallel's replicas run batch / devices samples each), and for strategies
     that micro-batch, every power of two (None) when the planner picks (a None in `chunks`), else those
     asked for.
-    With `replicas` copies of a pipeline (hybrid), each replica cuts batch / replicas into m
+    A replicated strategy's copies of a pipeline (hybrid) each cut batch / replicas into m
     micro-batches: count m x replicas of the whole batch, where it splits `batch`."""
-    from pipebench.bench.strategies import get_strategy
-
     chosen = [get_strategy(name) for name in strategies]
     if chosen and not any(s.micro_batched for s in chosen):
-        return sorted({1, *(devices for s in chosen if s.devices != "one")})
+        return sorted({1, *(s.devices_used(devices) for s in chosen)})
     if None in chunks:
         return None
-    copies = {m * replicas for m in chunks if replicas > 1 and batch and batch % (m * replicas) == 0}
+    replicas = {s.replicas_here(devices) for s in chosen} - {1}
+    copies = {m * r for m in chunks for r in replicas if batch and batch % (m * r) == 0}
     return sorted({1, devices, *chunks, *copies})
-
-
-def hybrid_replicas(strategies: Sequence[str], devices: int) -> int:
-    """How many copies of its 2-stage pipeline the hybrid runs here (1: it is not run, or cannot be)."""
-    from pipebench.bench.strategies import get_strategy
-
-    if "hybrid" not in strategies:
-        return 1
-    stages = get_strategy("hybrid").stages_per_replica
-    return devices // stages if devices >= 2 * stages and devices % stages == 0 else 1
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
     """`--strategies auto[:K]`: profile each model, predict every strategy (bench.advise), and run single
     plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
     from pipebench.bench.advise import advise, top_strategies
-    from pipebench.bench.strategies import STRATEGIES
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
-        probe = make_cases({model: batch}, ["single"], [1], flavour=options.flavour, overrides=options.overrides,
+        probe = make_cases({model: batch}, [BASELINE], [1], flavour=options.flavour, overrides=options.overrides,
                            training=options.training)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
-                                      counts=profile_counts(options.chunks, machine.devices))
+                                      counts=profile_counts(options.chunks, machine.devices, batch=batch,
+                                                            strategies=list(STRATEGIES)))
         advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds,
                         training=options.training)
         picked = top_strategies(advice, options.auto)
@@ -309,7 +294,3 @@ def summary_table(rows: Sequence[res.Row]) -> str:
         return "no case ran to the end"
     summary = summarise(frame(rows))
     return "\n".join([markdown_table(summary), "", *recommend(summary)])
-
-
-def note_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

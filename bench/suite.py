@@ -27,9 +27,9 @@ from pipebench.bench.results import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource, is_user_model
-from pipebench.partition.plan import Plan, make_plan
+from pipebench.partition.plan import Plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
-from pipebench.training import Training
+from pipebench.training import DEFAULT_PRECISION, Training
 from pipebench.units import format_bytes
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
@@ -57,7 +57,7 @@ class Case:
     def schedule(self) -> str:
         """The pipeline schedule of a micro-batched strategy, "" for the others (as rows record it)."""
         strategy = STRATEGIES.get(self.strategy)
-        return strategy.schedule if strategy is not None and strategy.micro_batched else ""
+        return strategy.schedule.name if strategy is not None and strategy.micro_batched else ""
 
     @property
     def virtual_stages(self) -> int:
@@ -149,7 +149,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
                   + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
-                  + ("" if case.training.precision == "tf32" else f"-{case.training.precision}")
+                  + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
                   + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}"))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
@@ -167,7 +167,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
-                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = "tf32",
+                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
                      optimizer: str = "sgd", fresh: bool = False) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
     file; it stays for --resume and reuse)."""
@@ -210,7 +210,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     if case.strategy not in STRATEGIES:
         raise CaseUnavailable(f"unknown strategy {case.strategy!r}")
     strategy = get_strategy(case.strategy)
-    p = 1 if strategy.devices == "one" else machine.devices
+    p = strategy.devices_used(machine.devices)
     training = case.training
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
@@ -273,7 +273,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
     return Row(
         model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"), strategy=case.strategy,
         gpus=(",".join(map(str, prepared.gpus)) if prepared.gpus is not None else machine.gpus_label),
-        world_size=job.processes if job else strategy.processes(1 if strategy.devices == "one" else machine.devices),
+        world_size=job.processes if job else strategy.processes(machine.devices),
         batch=case.batch, micro_batches=job.micro_batches if job else prepared.prediction.micro_batches,
         schedule=case.schedule, virtual_stages=case.virtual_stages,
         status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto"
@@ -324,7 +324,7 @@ def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
     strategy = STRATEGIES.get(case.strategy)
     if strategy is None or not machine.caps or not (strategy.needs_plan or machine.gpu_memory or over):
         return ""
-    devices = 1 if strategy.devices == "one" else machine.devices
+    devices = strategy.devices_used(machine.devices)
     return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])
 
 
@@ -351,7 +351,7 @@ def probe_speeds(machine: Machine) -> list[float]:
     """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
     from pipebench.bench.launch import WorkerError, call_in_child
-    from pipebench.hardware.probes import DeviceError
+    from pipebench.errors import DeviceError
 
     try:
         return call_in_child(_probe_speeds, gpus=machine.gpus)
@@ -378,7 +378,8 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
     import torch
 
-    from pipebench.hardware.probes import DeviceError, check_gpus
+    from pipebench.errors import DeviceError
+    from pipebench.hardware.probes import check_gpus
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:

@@ -63,8 +63,8 @@ def cap_gpu_memory(limit: int, devices) -> None:
 def build_trainer(job: Job, model, local_rank: int):
     """The strategy's Trainer for this process's share of the job, from the registry and the Job's Plan."""
     strategy = get_strategy(job.strategy)
-    return strategy.trainer_class().from_plan(model, process_devices(job, local_rank), job.the_plan, job.strategy,
-                                              job.training)
+    return strategy.trainer_class()(model, process_devices(job, local_rank), plan=job.the_plan, strategy=strategy,
+                                    training=job.training)
 
 
 def _synchronize(devices) -> None:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pipebench.hardware.probes import DeviceError
+from pipebench.errors import DeviceError
 from pipebench.specs import AutoGpus, parse_gpus
 from pipebench.units import GIB, format_gib
 

@@ -7,25 +7,10 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from pipebench.errors import UserError
+from pipebench.errors import DeviceError
 
-__all__ = ["DeviceError", "parse_gpu_ids", "check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
+__all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
            "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links"]
-
-
-class DeviceError(UserError):
-    """A device that does not exist or cannot be used."""
-
-
-def parse_gpu_ids(spec: str) -> list[int]:
-    """'0,1' -> [0, 1]; rejects empty, negative, repeated or non-numeric ids (and auto:N, which names no ids).
-
-    Kept for callers of the old name; pipebench.specs.parse_gpus reads both forms."""
-    from pipebench.specs import parse_gpus
-
-    if spec.startswith("auto"):
-        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {spec!r})")
-    return parse_gpus(spec)
 
 
 def check_gpus(ids: list[int]) -> list[str]:

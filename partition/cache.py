@@ -76,9 +76,9 @@ class ProfileCache:
     @staticmethod
     def key(identity: dict[str, Any], *, micro_batch: int, **fields: Any) -> dict[str, Any]:
         """The full key of one size: the model's identity and everything else that changes its figures."""
-        import pipebench
+        from pipebench.version import __version__
 
-        return {"model": identity, "micro_batch": micro_batch, **fields, "pipebench": pipebench.__version__,
+        return {"model": identity, "micro_batch": micro_batch, **fields, "pipebench": __version__,
                 "code": code_fingerprint()}
 
     @staticmethod

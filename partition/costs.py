@@ -1,6 +1,6 @@
 """What the replica strategies cost: data parallelism priced from the same profile a pipeline plan uses.
 
-No torch: `pipebench advise` predicts every strategy from a saved profile on a machine without GPUs. The
+No torch: `pipebench advise` prices these from a saved profile on a machine without GPUs. The
 pipelines are priced by their Plan (partition/plan.py, the schedule simulator); this module prices the
 strategies that copy the whole model to every device instead of cutting it:
 
@@ -11,6 +11,10 @@ strategies that copy the whole model to every device instead of cutting it:
 - nn.DataParallel (`dataparallel_step`): one process broadcasts the parameters from the first device to
   the others every step, runs the replicas' forwards and backwards in threads on 1/p of the batch each,
   gathers the outputs on the first device, and sums the gradients back onto it after the backward.
+- FSDP2 (`fsdp_step`, `fsdp_memory`): every device holds 1/p of the parameters, gradients and optimizer
+  states, all-gathers each layer's parameters before its forward and again before its backward, and
+  reduce-scatters its gradients (`gather_ms`: half an all-reduce's traffic each), overlapped with the
+  compute as DDP's buckets are.
 
 Times are in ms of one step; a "layer" is a profiled segment (LayerProfile) with its forward and backward
 at the replica's micro-batch size.
@@ -24,7 +28,7 @@ from pipebench.partition.plan import transfer_ms
 from pipebench.partition.profile import LayerProfile, kept_bytes
 
 __all__ = ["Links", "allreduce_ms", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
-           "DDP_FIRST_BUCKET_BYTES"]
+           "DDP_FIRST_BUCKET_BYTES", "gather_ms", "fsdp_step", "fsdp_memory"]
 
 DDP_BUCKET_BYTES = 25 * 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * 2**20

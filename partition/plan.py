@@ -19,10 +19,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
-from pipebench.training import CHECKPOINT_MODES, OPTIMIZER_STATES
-
-ZERO_BUBBLE = ("zb-interleaved", "zbv")
-"""Schedules that split each backward into I and W: activation checkpointing does not fit them."""
+from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
 
 __all__ = ["recomputing", "StageMemory", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
@@ -89,7 +86,7 @@ class Plan:
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
     optimizer: str = "sgd"
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """The precision the profile was measured in, and the workers train in (pipebench/training.py)."""
     checkpoint: str = "never"
     """never, auto (stages recompute only where the memory caps require it) or always; which stages
@@ -223,13 +220,12 @@ def uniform_bounds(layers: int, stages: int) -> list[int]:
 
 
 def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequence[str], flavour: str = "",
-              config: dict[str, Any] | None = None, schedule: str = "gpipe", micro_batches: int = 1,
+              config: dict[str, Any] | None = None, schedule: str = sched.IN_TURN, micro_batches: int = 1,
               virtual_stages: int = 1, bounds: Sequence[int] | None = None, recompute: bool = False) -> Plan:
     """A Plan with cuts given by hand (default: equal layer counts), for a model not profiled: it runs
     like any Plan but predicts nothing (its predicted figures are 0). The way to try a split of your own,
     and what the tests use to run many splits without profiling."""
-    if schedule not in sched.SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
+    sched.get_schedule(schedule)
     if micro_batches < 1 or batch % micro_batches:
         raise UserError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
     p = len(devices) * virtual_stages
@@ -254,7 +250,7 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
 def check_recompute(schedule: str, checkpoint: str) -> None:
     """Refuse checkpoint always with a zero-bubble schedule (UserError): it splits the backward in two,
     and recomputing needs it whole. `plan` calls it before profiling, make_plan again."""
-    if checkpoint == "always" and schedule in ZERO_BUBBLE:
+    if checkpoint == "always" and sched.get_schedule(schedule).split_backward:
         raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
                         "(choose another schedule or --checkpoint never)")
 
@@ -263,7 +259,7 @@ def make_plan(
     profiles: Sequence[Profile],
     devices: Sequence[str],
     *,
-    schedule: str = "1f1b",
+    schedule: str = sched.DEFAULT_SCHEDULE,
     balance: str = "time",
     micro_batches: int | None = None,
     max_memory: float | Sequence[float] | None = None,
@@ -294,17 +290,12 @@ def make_plan(
         Zero-bubble schedules split the backward, which recomputing needs whole: always is refused, and
         auto plans them without.
     """
-    if checkpoint not in CHECKPOINT_MODES:
-        raise UserError(f"unknown checkpoint mode {checkpoint!r}; choose one of: {', '.join(CHECKPOINT_MODES)}")
+    Training(optimizer=optimizer, checkpoint=checkpoint)  # refused as the Training refuses them
     check_recompute(schedule, checkpoint)
-    if schedule in ZERO_BUBBLE:  # auto recomputes where it can; these schedules cannot
+    if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
     if balance not in BALANCES:
         raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
-    if optimizer not in OPTIMIZER_STATES:
-        raise UserError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZER_STATES)}")
-    if schedule not in sched.SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(sched.SCHEDULES)}")
     if not profiles:
         raise UserError("need at least one profile")
     if virtual_stages < 1:
@@ -357,7 +348,7 @@ def make_plan(
 
 
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
-                     schedule: str = "gpipe", micro_batches: int = 1, speeds: Sequence[float] | None = None,
+                     schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
                      balanced_by: str = "hand") -> Plan:
     """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
@@ -547,7 +538,9 @@ class StageMemory:
         self.layers, self.states, self.stages = layers, states, stages
         # For the solver, the most micro-batches any stage may hold under the schedule (1F1B holds at most
         # p; interleaved and zero-bubble schedules are counted as holding all m).
-        self.worst_in_flight = min(micro_batches, stages) if schedule == "1f1b" else micro_batches
+        kind = sched.get_schedule(schedule)
+        one_f_one_b = kind.layout == "one" and not kind.forwards_first
+        self.worst_in_flight = min(micro_batches, stages) if one_f_one_b else micro_batches
 
     def fixed(self, layer) -> float:
         return layer.param_bytes * self.states + layer.cast_bytes

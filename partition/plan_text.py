@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from pipebench.partition.schedule import get_schedule
 from pipebench.units import format_bytes, format_count
 
 __all__ = ["format_plan"]
@@ -25,7 +26,7 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
     where = f" ({plan.virtual_stages} per device on {plan.device_count} devices)" if plan.virtual_stages > 1 else ""
 
     # Zero-bubble schedules split each backward into I and W; show them where they were profiled.
-    split = plan.schedule in ("zb-interleaved", "zbv") and all(s.backward_input_ms is not None for s in plan.stages)
+    split = get_schedule(plan.schedule).split_backward and all(s.backward_input_ms is not None for s in plan.stages)
     rows = []
     for s in plan.stages:
         names = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}"

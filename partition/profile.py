@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
+from pipebench.training import DEFAULT_PRECISION
 
 __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes"]
 
@@ -121,7 +122,7 @@ class Profile:
     runs; `calibration` turns the difference into one factor on every device time."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
     bf16 profile. Profiles made before precisions existed were TF32."""
     optimizer: str = "sgd"

@@ -59,10 +59,56 @@ from typing import Hashable, Iterable, Sequence
 from pipebench.errors import UserError
 
 __all__ = [
-    "SCHEDULES", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency",
+    "Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency",
 ]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-interleaved", "zbv")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a pipeline schedule is, so that callers ask it instead of testing its name."""
+
+    name: str
+    torch_class: str
+    """The torch.distributed.pipelining class that runs it."""
+    layout: str = "one"
+    """How stages sit on devices: "one" per device, "loop" (stage s on device s % p) or "v" (down and back
+    up, two per device)."""
+    stages_per_device: int = 1
+    """Stages per device by default (the only count for "one" and "v")."""
+    forwards_first: bool = False
+    """GPipe: every forward, then every backward (else 1F1B's alternation after a warm-up)."""
+    split_backward: bool = False
+    """Zero bubble: the backward runs as I and W, so it cannot recompute activations."""
+    micro_batch_per_stage: bool = False
+    """torch's class needs at least as many micro-batches as stages (Schedule1F1B)."""
+
+    @property
+    def fixed_stages_per_device(self) -> bool:
+        return self.layout != "loop"
+
+
+SCHEDULES: dict[str, Schedule] = {s.name: s for s in [
+    Schedule("gpipe", "ScheduleGPipe", forwards_first=True),
+    Schedule("1f1b", "Schedule1F1B", micro_batch_per_stage=True),
+    Schedule("interleaved", "ScheduleInterleaved1F1B", layout="loop", stages_per_device=2),
+    Schedule("zb-interleaved", "ScheduleInterleavedZeroBubble", layout="loop", stages_per_device=2,
+             split_backward=True),
+    Schedule("zbv", "ScheduleZBVZeroBubble", layout="v", stages_per_device=2, split_backward=True),
+]}
+
+DEFAULT_SCHEDULE = "1f1b"
+"""What `pipebench plan` and pipebench.plan() plan for when no schedule is named."""
+IN_TURN = "gpipe"
+"""The schedule of stages that run in turn on one batch: hand plans, device maps, the single baseline."""
+
+
+def get_schedule(name: str) -> Schedule:
+    """The schedule of that name; UserError naming the choices otherwise (the one home of that refusal)."""
+    try:
+        return SCHEDULES[name]
+    except (KeyError, TypeError):
+        raise UserError(f"unknown schedule {name!r}; choose one of: {', '.join(SCHEDULES)}") from None
 
 
 @dataclass(frozen=True)
@@ -98,18 +144,17 @@ def placement(schedule: str, stages: int, devices: int | None = None) -> list[in
 
     gpipe and 1f1b: one stage per device. interleaved and zb-interleaved: in loops, stage s on device
     s % devices. zbv: in a V, down the devices and back up, two stages each."""
-    if schedule not in SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    layout = get_schedule(schedule).layout
     p = stages if devices is None else devices
     if stages < 1 or p < 1:
         raise UserError(f"need at least one stage and one device (got {stages}, {p})")
-    if schedule in ("gpipe", "1f1b"):
+    if layout == "one":
         if stages != p:
             raise UserError(f"{schedule} runs one stage per device; got {stages} stages on {p} devices")
         return list(range(p))
-    if schedule == "zbv":
+    if layout == "v":
         if stages != 2 * p:
-            raise UserError(f"zbv runs two stages per device (stages = 2 x devices); "
+            raise UserError(f"{schedule} runs two stages per device (stages = 2 x devices); "
                              f"got {stages} stages on {p} devices")
         return [s if s < p else 2 * p - 1 - s for s in range(stages)]
     if stages % p:
@@ -125,21 +170,20 @@ def device_orders(
 
     The multi-stage orders follow torch.distributed.pipelining (ScheduleInterleaved1F1B,
     ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) so that the prediction is of what torch runs."""
-    if schedule not in SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    kind = get_schedule(schedule)
     if stages < 1 or micro_batches < 1:
         raise UserError(f"need at least one stage and one micro-batch (got {stages}, {micro_batches})")
     where = placement(schedule, stages, devices)
     p, m = max(where) + 1, micro_batches
-    if schedule in ("gpipe", "1f1b"):
-        return [[(kind, s, i) for kind, i in _single_stage_order(schedule, s, p, m)] for s in range(p)]
-    if schedule == "zbv":
+    if kind.layout == "one":
+        return [[(op, s, i) for op, i in _single_stage_order(kind, s, p, m)] for s in range(p)]
+    if kind.layout == "v":
         return [_zbv_order(d, p, m) for d in range(p)]
     rounds = max(1, m // p)
     if m % rounds:
         raise UserError(f"{schedule} runs micro-batches in max(1, micro_batches // devices) = {rounds} equal rounds, "
                          f"so micro_batches must be a multiple of {rounds} (got {m})")
-    return [_interleaved_order(d, p, stages // p, m, schedule == "zb-interleaved") for d in range(p)]
+    return [_interleaved_order(d, p, stages // p, m, kind.split_backward) for d in range(p)]
 
 
 def op_order(
@@ -154,7 +198,7 @@ def simulate(
     forward: Sequence[float],
     backward: Sequence[float],
     micro_batches: int,
-    schedule: str = "1f1b",
+    schedule: str = DEFAULT_SCHEDULE,
     transfer: Sequence[float] | None = None,
     *,
     devices: int | None = None,
@@ -252,8 +296,8 @@ def ideal_efficiency(stages: int, micro_batches: int) -> float:
     return micro_batches / (micro_batches + stages - 1)
 
 
-def _single_stage_order(schedule: str, s: int, p: int, m: int) -> list[tuple[str, int]]:
-    if schedule == "gpipe":
+def _single_stage_order(schedule: Schedule, s: int, p: int, m: int) -> list[tuple[str, int]]:
+    if schedule.forwards_first:
         return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
     warmup = min(p - s - 1, m)
     order = [("F", i) for i in range(warmup)]

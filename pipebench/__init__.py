@@ -15,9 +15,9 @@ from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, StagePlan, make_plan
 from pipebench.partition.profile import LayerProfile, Profile, load_profiles, save_profiles
 from pipebench.partition.solver import InfeasibleError, solve
+from pipebench.version import __version__
 
 __all__ = [
     "plan", "profile", "plan_devices", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
     "load_profiles", "save_profiles", "solve", "InfeasibleError", "UserError",
 ]
-__version__ = "0.1.0"

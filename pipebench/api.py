@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, make_plan
 from pipebench.partition.profile import Profile
+from pipebench.partition.schedule import DEFAULT_SCHEDULE
+from pipebench.training import DEFAULT_PRECISION, Training
 
 __all__ = ["profile", "plan", "plan_devices"]
 
@@ -45,7 +47,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             link_gbps: float | None = None, granularity: int | None = None,
             note: Callable[[str], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None,
-            precision: str = "tf32", optimizer: str = "sgd", cache: bool = True,
+            precision: str = DEFAULT_PRECISION, optimizer: str = "sgd", cache: bool = True,
             fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
     in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
@@ -182,10 +184,11 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
 
 
 def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = None, stages: int | None = None,
-         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = "1f1b",
+         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = DEFAULT_SCHEDULE,
          micro_batches: int | str = "auto", virtual_stages: int | None = None, balance: str = "time",
          max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-         link_gbps: float | None = None, optimizer: str = "sgd", profiles: Sequence[Profile] | None = None,
+         link_gbps: float | None = None, optimizer: str | None = None, precision: str | None = None,
+         checkpoint: str | None = None, training: Training | None = None, profiles: Sequence[Profile] | None = None,
          flavour: str | None = None, settings: dict[str, Any] | None = None, repeats: int | None = None,
          granularity: int | None = None, note: Callable[[str], None] | None = None,
          loss_fn: Callable[[Any, Any], Any] | None = None) -> Plan:
@@ -197,12 +200,13 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     throughput among those profiled. max_memory: bytes per device the plan must stay within. speeds:
     per-device speed factors (a busy GPU is slower). link_gbps: GB/s that prices a cut (default: what
     the profile measured; 0 when nothing was). model, example_inputs, settings, loss_fn: as for profile().
+    training: how the model trains (pipebench/training.py), or its parts: precision (that of the profile
+    made here), optimizer (whose states the memory counts) and checkpoint (never, auto or always: which
+    stages recompute their activations); the Training's defaults for those not given.
     """
-    from pipebench.partition.schedule import SCHEDULES
     from pipebench.specs import virtual_stages as stages_per_device
 
-    if schedule not in SCHEDULES:
-        raise UserError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    training = _training_of(training, precision=precision, optimizer=optimizer, checkpoint=checkpoint)
     virtual = stages_per_device(schedule, virtual_stages)
     devices = plan_devices(stages=stages, device=device, gpus=gpus)
     if profiles is None:
@@ -212,7 +216,8 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
             raise UserError("plan needs the global batch size, e.g. batch=256")
         profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
                            micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
-                           link_gbps=link_gbps, granularity=granularity, note=note, loss_fn=loss_fn)
+                           link_gbps=link_gbps, granularity=granularity, note=note, loss_fn=loss_fn,
+                           precision=training.precision, optimizer=training.optimizer)
     elif batch is not None and batch != profiles[0].batch:
         raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
     latency_ms = 0.0
@@ -221,4 +226,15 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     chosen = None if micro_batches == "auto" else int(micro_batches)
     return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
                      max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, link_latency_ms=latency_ms,
-                     optimizer=optimizer, virtual_stages=virtual)
+                     optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual)
+
+
+def _training_of(training: Training | None, **parts: str | None) -> Training:
+    """`training`, or the Training made of the parts given (its defaults for the others); both: refused."""
+    given = {name: value for name, value in parts.items() if value is not None}
+    if training is None:
+        return Training(**given)
+    if given:
+        raise UserError(f"give training or {', '.join(given)}, not both")
+    return training
+

@@ -7,11 +7,15 @@ keeps its traceback.
 """
 from __future__ import annotations
 
-__all__ = ["UserError", "first_line"]
+__all__ = ["UserError", "DeviceError", "first_line"]
 
 
 class UserError(ValueError):
     """Bad input the user can fix; the message is one line that names the value and, where it helps, the fix."""
+
+
+class DeviceError(UserError):
+    """A device that does not exist or cannot be used."""
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -12,7 +12,7 @@ import re
 from typing import Literal, NamedTuple
 
 from pipebench.errors import UserError
-from pipebench.hardware.probes import DeviceError
+from pipebench.errors import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "AutoGpus", "parse_chunk", "parse_chunks", "micro_batch_counts", "parse_gpus",
            "parse_device", "parse_speeds", "parse_link_gbps", "parse_override", "virtual_stages"]
@@ -154,14 +154,17 @@ def parse_override(text: str) -> tuple[str, int | float | str]:
 def virtual_stages(schedule: str, asked: int | None) -> int:
     """`--virtual-stages` for `schedule`: 1 for gpipe and 1f1b, 2 by default for the multi-stage schedules
     (exactly 2 for zbv)."""
-    if schedule in ("gpipe", "1f1b"):
+    from pipebench.partition.schedule import get_schedule
+
+    kind = get_schedule(schedule)
+    if kind.stages_per_device == 1:
         if asked not in (None, 1):
             raise UserError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
         return 1
     if asked is None:
-        return 2
-    if schedule == "zbv" and asked != 2:
-        raise UserError(f"--virtual-stages {asked}: zbv runs exactly 2 stages per device")
+        return kind.stages_per_device
+    if kind.fixed_stages_per_device and asked != kind.stages_per_device:
+        raise UserError(f"--virtual-stages {asked}: {schedule} runs exactly {kind.stages_per_device} stages per device")
     if asked < 1:
         raise UserError(f"--virtual-stages takes a positive integer (got {asked})")
     return asked

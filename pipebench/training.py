@@ -3,7 +3,7 @@
 One small record, `Training`, travels in every Job, Plan and results row, so that every strategy trains
 the same way and the case key tells a bf16 + AdamW run from a TF32 + SGD one. Nothing here imports torch
 at import (the planner and the CLI read it); `autocast`, `set_precision` and
-`make_optimizer` (for the trainers and the profiler's whole step alike) import it when called.
+`make_optimizer` / `optimizer_settings` (for the trainers and the profiler's whole step alike) import it when called.
 
 Precision:
     fp32  full float32 everywhere (TF32 off).
@@ -27,22 +27,24 @@ from dataclasses import dataclass
 
 from pipebench.errors import UserError
 
-__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
-           "autocast", "set_precision", "make_optimizer"]
+__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
+           "autocast", "set_precision", "make_optimizer", "optimizer_settings"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 OPTIMIZERS = ("sgd", "adamw")
 CHECKPOINT_MODES = ("never", "auto", "always")
 LEARNING_RATES = {"sgd": 0.1, "adamw": 1e-3}
 """SGD's is large enough that a wrong gradient shows; AdamW's is the usual one."""
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
+DEFAULT_PRECISION = "tf32"
+"""The precision of every record that does not say (files written before precision was recorded)."""
+OPTIMIZER_STATES = {"sgd": 0, "adamw": 2}
 """Tensors of parameter size (fp32) an optimizer keeps per parameter, besides the parameter and its
 gradient."""
 
 
 @dataclass(frozen=True)
 class Training:
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION
     optimizer: str = "sgd"
     checkpoint: str = "never"
 
@@ -82,17 +84,25 @@ def autocast(training: Training, device_type: str):
 
 
 def make_optimizer(params, training: Training, lr: float | None = None):
-    """The training's optimizer over `params`: SGD, or AdamW (fused where every parameter is on a GPU, as
-    people run it; foreach on the CPU). lr: the training's own unless given (the profiler times an update
-    that changes nothing with 0)."""
+    """The training's optimizer over `params` (see optimizer_settings)."""
+    params = list(params)
+    cls, settings = optimizer_settings(params, training, lr)
+    return cls(params, **settings)
+
+
+def optimizer_settings(params, training: Training, lr: float | None = None) -> tuple[type, dict]:
+    """The training's optimizer class and its settings for `params`: SGD, or AdamW (fused where every
+    parameter is on a GPU, as people run it; foreach on the CPU), for a wrapper that builds it itself
+    (ZeroRedundancyOptimizer). lr: the training's own unless given (the profiler times an update that
+    changes nothing with 0)."""
     import torch
 
     params = list(params)
     lr = training.lr if lr is None else lr
     if training.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+        return torch.optim.SGD, {"lr": lr}
     fused = bool(params) and all(p.device.type == "cuda" for p in params)
-    return torch.optim.AdamW(params, lr=lr, fused=fused or None)
+    return torch.optim.AdamW, {"lr": lr, "fused": fused or None}
 
 
 def set_precision(training: Training) -> None:

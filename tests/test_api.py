@@ -43,8 +43,23 @@ def test_plan_from_saved_profiles_and_a_round_trip(tmp_path):
     assert zbv.placement == [0, 1, 1, 0] and zbv.stages_on(0) == [0, 3]
 
 
+def test_plan_takes_the_training_whole_or_in_parts():
+    from pipebench.training import Training
+
+    profiles = pipebench.profile("mlp", batch=8, flavour="tiny", micro_batches=2, repeats=1)
+    whole = pipebench.plan(profiles=profiles, stages=2, training=Training(optimizer="adamw", checkpoint="always"))
+    parts = pipebench.plan(profiles=profiles, stages=2, optimizer="adamw", checkpoint="always")
+    assert whole == parts and (whole.optimizer, whole.checkpoint) == ("adamw", "always")
+    assert all(s.recompute for s in whole.stages)
+    plain = pipebench.plan(profiles=profiles, stages=2)
+    assert (plain.optimizer, plain.checkpoint) == ("sgd", "never") and not any(s.recompute for s in plain.stages)
+    with pytest.raises(UserError, match="give training or optimizer, not both"):
+        pipebench.plan(profiles=profiles, stages=2, training=Training(), optimizer="sgd")
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(model="nosuch", batch=8), "unknown model 'nosuch'"),
+    (dict(model="mlp", flavour="tiny", batch=8, precision="fp16"), "unknown precision 'fp16'"),
     (dict(model="mlp", flavour="tiny"), "plan needs the global batch size"),
     (dict(model="mlp", flavour="tiny", batch=8, micro_batches=3), "batch 8 does not split into 3"),
     (dict(model="mlp", flavour="tiny", batch=8, schedule="nope"), "unknown schedule 'nope'"),

@@ -1,5 +1,5 @@
 """Bad input to plan, run and devices: one line on stderr and exit status 2, before any profiling or running;
-and what a run on the CPU uses when the user gives only some of the options (issue 15, items 8 to 11).
+and what a run on the CPU uses when the user gives only some of the options.
 
 Every call runs in this process, with profiling and the suite replaced by a failure, so that a check that
 comes too late fails the test at once instead of profiling or running a case."""
@@ -70,12 +70,12 @@ def test_a_good_profile_plans(capsys, tmp_path):
 # ------------------------------------------------------------------------------- plan: options and settings
 
 @pytest.mark.parametrize("extra, message", [
-    # item 9: tracebacks
+    # values that are not numbers or devices
     (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
     (["--set", "depth=1.5"], "mlp depth must be a positive integer (got 1.5)"),
     (["--device", "bogus"], "--device takes cpu, cuda or cuda:N (got 'bogus')"),
     (["--device", "cuda:x"], "--device takes cpu, cuda or cuda:N"),
-    # item 10: accepted nonsense
+    # numbers that mean nothing
     (["--set", "depth=-1"], "mlp depth must be a positive integer (got -1)"),
     (["--set", "hidden=0"], "mlp hidden must be a positive integer (got 0)"),
     (["--link-gbps", "-1"], "--link-gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got '-1')"),
@@ -102,7 +102,7 @@ def test_every_model_checks_its_counts(capsys, model, setting, message):
 
 
 def test_more_stages_than_layers_is_refused_before_profiling(capsys):
-    """Item 11: the convnet has 10 layers; --stages 11 used to profile for 10 s before saying so."""
+    """The convnet has 10 layers: --stages 11 is refused before any profiling."""
     refused(capsys, ["plan", "--model", "convnet", "--stages", "11"], "more stages than layers (11 > 10)")
     refused(capsys, ["plan", "--model", "gpt", *TINY, "--stages", "4", "--schedule", "interleaved"],
             "more stages than layers (8 > 7)")
@@ -120,19 +120,19 @@ def test_more_stages_than_layers_is_refused_before_profiling(capsys):
     (lambda e: e.update(config={"a": json.loads("[" * 200 + "]" * 200)}), "JSON nested deeper than 100 levels"),
 ])
 def test_nonsense_profiles_are_refused(capsys, tmp_path, edit, message):
-    """Item 10: a plan from these printed "nanx" or "0.00x", or failed with a traceback."""
+    """Times that are no measurement: refused in one line, not planned into "nanx" or a traceback."""
     refused(capsys, ["plan", "--profile", str(profile_file(tmp_path / "p.json", edit)), "--stages", "2"], message)
 
 
 def test_a_deeply_nested_profile_is_one_line(capsys, tmp_path):
-    """Item 9: deeper than Python's recursion limit, json.loads itself raised RecursionError."""
+    """Deeper than Python's recursion limit, where json.loads itself raises RecursionError."""
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     refused(capsys, ["plan", "--profile", str(deep), "--stages", "2"], "JSON nested too deeply")
 
 
 @pytest.mark.parametrize("speeds, message", [
-    ("nan,1", "--speeds needs one positive factor per device (2), got 'nan,1'"),  # item 9: an AssertionError
+    ("nan,1", "--speeds needs one positive factor per device (2), got 'nan,1'"),
     ("inf,1", "--speeds factors lie between 0.001 and 1000"),
     ("1,1e-300", "--speeds factors lie between 0.001 and 1000"),
     ("1000,0.01", "within 1000x of each other"),
@@ -225,7 +225,7 @@ def suite_options(monkeypatch):
 
 
 def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypatch, suite_options):
-    """Item 8: `--out results` put a first run beside the reference results committed in the checkout."""
+    """Not beside the reference results committed in the checkout's results/."""
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--models", "mlp", "--strategies", "single"]) == 0
     assert suite_options["options"].out == Path("pipebench-results") and (tmp_path / "pipebench-results").is_dir()
@@ -233,7 +233,7 @@ def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypat
 
 
 def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
-    """Item 11: on the CPU, --batch 1000000000 ran batch 8, and --flavour and --steps were replaced too."""
+    """On the CPU, the quick defaults fill only what the user left out: --batch 1000000000 stays."""
     assert main(["run", "--models", "mlp", "--batch", "1000000000", "--out", str(tmp_path)]) == 0
     options, err = suite_options["options"], capsys.readouterr().err
     assert options.models == {"mlp": 1000000000} and options.flavour == "tiny"  # the flavour was not given

@@ -100,7 +100,7 @@ def test_always_recomputes_each_block_in_its_backward(tmp_path, mode, forwards):
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         model = models.get_model("gpt", "tiny", seed=SEED)
-        trainer = FSDPTrainer(model, "cpu", training=Training("fp32", "sgd", checkpoint=mode))
+        trainer = FSDPTrainer(model, ["cpu"], training=Training("fp32", "sgd", checkpoint=mode))
         calls = []
         inner = next(m for m in trainer.model.module.get_submodule("block_0_mlp").modules() if isinstance(m, nn.Linear))
         inner.register_forward_hook(lambda *_: calls.append(1))
@@ -122,7 +122,7 @@ def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_pa
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
         model = models.get_model(name, "tiny", seed=SEED)
-        trainer = FSDPTrainer(model, "cpu", training=Training("bf16", "adamw"))
+        trainer = FSDPTrainer(model, ["cpu"], training=Training("bf16", "adamw"))
         kind = nn.Conv2d if name == "resnet18" else nn.Linear
         first = next(m for m in trainer.model.module.modules() if isinstance(m, kind))
         seen = {}

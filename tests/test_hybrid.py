@@ -10,6 +10,7 @@ from pipebench import models
 from pipebench.bench.advise import advise, predict
 from pipebench.bench.job import Job
 from pipebench.bench.launch import launch
+from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.hybrid import _buckets
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
@@ -90,7 +91,7 @@ def test_a_hybrid_job_is_copies_of_one_replicas_plan():
         Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=6, device_type="cpu", micro_batches=2)
     job = Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=4, device_type="cpu", micro_batches=2)
     with pytest.raises(UserError, match="batch 4 per replica; 2 replicas of it train 8, the job 16"):
-        Job(**{**vars(job), "batch": 16})
+        replace(job, batch=16)
 
 
 def test_gradients_go_in_buckets_of_one_dtype():
@@ -136,10 +137,12 @@ def test_hybrid_needs_two_copies_of_its_stages():
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():
     """With --chunks m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
     needs 2m micro-batches of the whole batch, where they split it."""
-    from pipebench.bench.run import hybrid_replicas, profile_counts
+    from pipebench.bench.run import profile_counts
 
-    assert hybrid_replicas(["single", "hybrid"], 4) == 2 and hybrid_replicas(["single", "hybrid"], 8) == 4
-    assert hybrid_replicas(["single", "hybrid"], 2) == 1 and hybrid_replicas(["ddp"], 8) == 1
-    assert profile_counts([4], 4, batch=32, replicas=2) == [1, 4, 8]
-    assert profile_counts([4], 4, batch=4, replicas=2) == [1, 4]  # 8 does not split 4: not asked for
-    assert profile_counts([2], 2) == [1, 2] and profile_counts([None], 4, batch=32, replicas=2) is None
+    hybrid = STRATEGIES["hybrid"]
+    assert hybrid.replicas_here(4) == 2 and hybrid.replicas_here(8) == 4
+    assert hybrid.replicas_here(2) == 1 and STRATEGIES["ddp"].replicas_here(8) == 1
+    both = ["single", "hybrid"]
+    assert profile_counts([4], 4, batch=32, strategies=both) == [1, 4, 8]
+    assert profile_counts([4], 4, batch=4, strategies=both) == [1, 4]  # 8 does not split 4: not asked for
+    assert profile_counts([2], 2) == [1, 2] and profile_counts([None], 4, batch=32, strategies=both) is None

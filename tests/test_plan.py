@@ -122,6 +122,8 @@ def test_memory_cap_nothing_fits():
     (dict(balance="flops"), "unknown balance 'flops'"),
     (dict(schedule="zigzag"), "unknown schedule 'zigzag'"),
     (dict(optimizer="lion"), "unknown optimizer 'lion'"),
+    (dict(optimizer="adam"), "unknown optimizer 'adam'; choose one of: sgd, adamw"),  # as Training refuses it
+    (dict(checkpoint="sometimes"), "unknown checkpoint 'sometimes'"),
 ])
 def test_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):

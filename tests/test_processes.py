@@ -1,4 +1,4 @@
-"""Processes and ports of a run (issue 15, items 1-3): SIGTERM is Ctrl-C, no worker outlives its parent,
+"""Processes and ports of a run: SIGTERM is Ctrl-C, no worker outlives its parent,
 nothing listens beyond 127.0.0.1, and a killed rank is named as the cause of its case's failure.
 
 Each `pipebench run` here runs in a TMPDIR of its own, so that what it leaves there, and the processes that

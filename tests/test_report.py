@@ -228,7 +228,7 @@ def test_ideal_share_is_the_schedule_bound():
     assert _ideal_share("ddp", 4, 1, 1) == 1.0
 
 
-# ------------------------------------------------------------------------------- issue 15, items 4, 14, 15
+# ------------------------------------------------------------------------------ cases, groups and notes
 
 def test_rows_of_other_settings_are_not_one_case():
     """--set values make another model (its own group, its own single baseline); another memory cap is

@@ -120,7 +120,7 @@ def test_case_key_names_the_case():
 
 
 def test_case_key_holds_every_setting_that_changes_what_runs():
-    """--set values and the memory cap are other cases (issue 15, item 4), like speeds."""
+    """--set values and the memory cap are other cases, like speeds."""
     plain = make_row()
     assert case_key(make_row(settings="depth=4")) != case_key(plain)
     assert case_key(make_row(settings="depth=4")) != case_key(make_row(settings="depth=8"))
@@ -295,7 +295,7 @@ def test_bad_csv_names_the_line_and_the_field(tmp_path, paths):
 
 
 def test_a_path_that_is_not_there_is_named(tmp_path):
-    """`report /nonexistent` said "no results rows" (issue 15, item 6)."""
+    """`report /nonexistent` names the missing path, not "no results rows"."""
     with pytest.raises(ResultsError, match=r"nonexistent: no such file or folder$"):
         load(tmp_path / "nonexistent")
 
@@ -315,7 +315,7 @@ def test_results_module_imports_no_torch():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
-# ------------------------------------------------------------------------ sharing and repair (issue 15)
+# ------------------------------------------------------------------------------------ sharing and repair
 
 def _append_many(csv_path, json_path, writer, count, barrier):
     """In a spawned process: wait for the other writer, then append `count` rows as fast as possible."""

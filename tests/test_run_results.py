@@ -1,4 +1,4 @@
-"""`pipebench run` and its results file (issue 15, items 4, 6 and 7): which cases --resume counts as done,
+"""`pipebench run` and its results file: which cases --resume counts as done,
 and what is checked before the first case runs. The cases are faked (no worker starts), so these are fast."""
 from __future__ import annotations
 

@@ -281,3 +281,20 @@ def test_every_op_once_in_order_and_after_its_inputs(schedule, p, stages, m, see
 def test_bad_placement(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         simulate(*args, **kwargs)
+
+
+def test_every_schedule_is_a_record_that_names_its_torch_class():
+    """Callers ask the record (its layout, stages per device, split backward), never the name: each one
+    places its default stages and names a class torch.distributed.pipelining has."""
+    import torch.distributed.pipelining as pipelining
+
+    from pipebench.errors import UserError
+    from pipebench.partition.schedule import SCHEDULES, get_schedule
+
+    for name, kind in SCHEDULES.items():
+        assert get_schedule(name) is kind and hasattr(pipelining, kind.torch_class)
+        where = placement(name, 2 * kind.stages_per_device, 2)
+        assert sorted(where) == sorted([0, 1] * kind.stages_per_device)
+        assert kind.split_backward == ("ZeroBubble" in kind.torch_class)
+    with pytest.raises(UserError, match="unknown schedule 'nope'; choose one of: gpipe, 1f1b"):
+        get_schedule("nope")

@@ -97,13 +97,14 @@ def test_the_registry_declares_every_strategy_once():
     from pipebench.bench.strategies.common import Trainer
     from pipebench.partition.schedule import SCHEDULES
 
-    assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "fsdp", "device-map", "modelparallel", "pipeline",
+    assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "zero1", "fsdp", "device-map", "modelparallel", "pipeline",
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]
     for name, strategy in STRATEGIES.items():
         assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
-        assert strategy.schedule is None or strategy.schedule in SCHEDULES
+        assert strategy.schedule is None or SCHEDULES[strategy.schedule.name] is strategy.schedule
         assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan
+        assert callable(strategy.price_function())
 
 
 @pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])

@@ -205,7 +205,8 @@ def test_a_recomputing_pipeline_trains_like_one_device(training):
 def test_single_recomputing_layer_by_layer_trains_like_one_device():
     model = models.get_model("gpt", "tiny")
     ref_loss, ref = one_device(model, Training())
-    trainer = SingleTrainer(model, ["cpu"], recompute=True)
+    plan = hand_plan(model.name, model.layer_names, batch=8, devices=["cpu"], recompute=True)
+    trainer = SingleTrainer(model, ["cpu"], plan=plan)
     inputs, targets = model.make_batch(8, seed=1)
     assert trainer.step(inputs, targets) == pytest.approx(ref_loss, rel=1e-6)
     assert trainer.state_dict().keys() == ref.keys()  # the wrappers' names are not the model's

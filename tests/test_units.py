@@ -5,8 +5,7 @@ import re
 
 import pytest
 
-from pipebench.errors import UserError
-from pipebench.hardware.probes import DeviceError, parse_gpu_ids
+from pipebench.errors import DeviceError, UserError
 from pipebench.specs import (AutoGpus, micro_batch_counts, parse_chunk, parse_chunks, parse_gpus, parse_override,
                              parse_speeds, virtual_stages)
 from pipebench.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
@@ -59,7 +58,7 @@ def test_micro_batch_counts():
 
 
 def test_parse_gpus():
-    assert parse_gpus("0,1") == [0, 1] == parse_gpu_ids("0, 1")
+    assert parse_gpus("0,1") == [0, 1] == parse_gpus("0, 1")
     assert parse_gpus("auto:2") == AutoGpus(2) and parse_gpus("auto:2").count == 2
 
 
@@ -75,11 +74,6 @@ def test_parse_gpus():
 def test_parse_gpus_rejects(text, message):
     with pytest.raises(DeviceError, match=re.escape(message)):
         parse_gpus(text)
-
-
-def test_parse_gpu_ids_takes_no_auto():
-    with pytest.raises(DeviceError, match="--gpus takes comma-separated GPU ids such as 0,1"):
-        parse_gpu_ids("auto:2")
 
 
 def test_parse_speeds():

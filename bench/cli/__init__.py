@@ -1,7 +1,8 @@
 """`pipebench`: list models, plan a pipeline, run the suite, look at the GPUs, report on results.
 
-A thin layer: one module per command (models, plan, run, devices, report), each with `add_parser` and
-the command; reading options is pipebench.specs and pipebench.units, the work is the library's.
+A thin layer: one module per command (models, plan, advise, run, devices, report), each with `add_parser`
+and the command, and bench/cli/common.py for the options and helpers they share; reading options is
+pipebench.specs and pipebench.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
 and exit status 2, never a traceback.
@@ -12,12 +13,10 @@ import argparse
 import signal
 import sys
 
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE
 from pipebench.errors import UserError
 
 __all__ = ["main"]
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,13 +39,13 @@ def _version() -> str:
     import for --version)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import pipebench
+    from pipebench.version import __version__
 
     try:
         torch = version("torch")
     except PackageNotFoundError:
         torch = "not installed"
-    return f"pipebench {pipebench.__version__} (torch {torch})"
+    return f"pipebench {__version__} (torch {torch})"
 
 
 def _interrupt(signum, frame):
@@ -70,108 +69,3 @@ def build_parser() -> argparse.ArgumentParser:
 def _fail(message: str) -> int:
     print(f"pipebench: error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-# ------------------------------------------------------------------------------------ shared helpers
-
-def note(message: str, end: str = "\n") -> None:
-    """Progress and remarks go to stderr, so stdout holds only the command's answer (through tqdm, which
-    keeps a progress bar whole)."""
-    from pipebench.progress import say
-
-    say(message, end=end)
-
-
-def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """--max-memory and --speeds, which plan and run share (run applies them to each plan it makes)."""
-    parser.add_argument("--max-memory", metavar="SIZE",
-                        help="memory cap per GPU, e.g. 20GiB or 512MB (default on GPUs: what is free at the "
-                        "start, less 5%% of the total or 1 GiB)")
-    parser.add_argument("--speeds", metavar="auto|F,F,...",
-                        help="speed factor per GPU for the solver: auto runs a short matrix-product probe on each "
-                        "(a busy GPU gets fewer layers); default: all equal")
-
-
-def add_training_options(parser: argparse.ArgumentParser) -> None:
-    """--precision, --optimizer and --checkpoint (pipebench/training.py), which run, plan and advise share;
-    `training_of(args)` reads them, an unknown value in one line."""
-    from pipebench.training import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS
-
-    parser.add_argument("--precision", default="tf32", metavar="|".join(PRECISIONS),
-                        help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
-                        "runs and what profiles are measured in (a saved profile keeps its own)")
-    parser.add_argument("--optimizer", default="sgd", metavar="|".join(OPTIMIZERS),
-                        help="sgd (default) or adamw; the memory predictions count its state")
-    parser.add_argument("--checkpoint", default="never", metavar="|".join(CHECKPOINT_MODES),
-                        help="activation recomputation: never (default), auto (stages recompute only where the "
-                        "memory cap requires it) or always")
-
-
-def training_of(args):
-    """The Training the options of add_training_options say (UserError for an unknown value)."""
-    from pipebench.training import Training
-
-    return Training(args.precision, args.optimizer, args.checkpoint)
-
-
-def speeds(text: str | None, devices: list[str]) -> list[float] | None:
-    """--speeds: None (equal), 'auto' (probe each GPU now), or one factor per device."""
-    from pipebench.specs import parse_speeds
-
-    factors = parse_speeds(text, len(devices))
-    if factors != "auto":
-        return factors
-    if not devices[0].startswith("cuda"):
-        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
-    from pipebench.hardware.probes import measure_speeds
-
-    distinct = list(dict.fromkeys(devices))
-    factors = measure_speeds(distinct)
-    note("speed probe: " + ", ".join(f"{d} {s:.2f}" for d, s in zip(distinct, factors)))
-    return factors
-
-
-def auto_gpus(text: str):
-    """--gpus auto:N -> the N freest GPUs now, as (ids, what NVML says of them); says which it took, and why."""
-    from pipebench.hardware.gpus import describe_choice, parse_gpu_choice
-
-    ids, infos = parse_gpu_choice(text)
-    note(describe_choice(infos))
-    return ids, infos
-
-
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """How a model of your own (--model FILE.py:NAME or package.module:NAME) is fed and cut; plan and run
-    share them (models/source.py says what each does)."""
-    group = parser.add_argument_group("a model of your own (FILE.py:NAME or package.module:NAME)")
-    group.add_argument("--input-shape", metavar="C,H,W", help="one sample's input shape, without the batch "
-                       "dimension (not needed when the file defines make_batch(batch_size))")
-    group.add_argument("--input-dtype", default=None, help="float32 (default), bfloat16, int64 (token ids)...")
-    group.add_argument("--num-classes", type=int, default=None,
-                       help="classes of the synthetic targets (default: the output's last dimension)")
-    group.add_argument("--token-range", type=int, default=None, help="token ids are drawn below this (default 1000)")
-    group.add_argument("--loss", default=None, help="cross_entropy (default), nll or mse; a loss_fn in the file wins")
-    group.add_argument("--granularity", type=int, default=None, metavar="DEPTH",
-                       help="module depth of the cut candidates, 1 = top-level submodules (default: the finest "
-                       "depth with at most 64 candidates)")
-
-
-def model_settings(args, names: list[str]) -> dict:
-    """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
-    from pipebench.models import is_user_model
-
-    given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
-             "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}
-    given = {k: v for k, v in given.items() if v is not None}
-    if not given:
-        return {}
-    zoo = [n for n in names if not is_user_model(n)]
-    if zoo:
-        option = "--" + next(iter(given)).replace("_", "-")
-        raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
-    if "input_shape" in given:
-        try:
-            given["input_shape"] = [int(d) for d in given["input_shape"].split(",")]
-        except ValueError:
-            raise UserError(f"--input-shape takes positive integers such as 3,224,224 (got {args.input_shape!r})") from None
-    return given

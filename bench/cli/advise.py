@@ -1,7 +1,7 @@
 """`pipebench advise`: predict every strategy for a model on these devices, ranked, and recommend one."""
 from __future__ import annotations
 
-from pipebench.bench.cli import note
+from pipebench.bench.cli.common import note
 
 
 def add_parser(subparsers) -> None:
@@ -28,7 +28,7 @@ def cmd_advise(args) -> int:
     from dataclasses import replace
 
     from pipebench.bench.advise import advise
-    from pipebench.bench.cli import training_of
+    from pipebench.bench.cli.common import training_of
     from pipebench.bench.cli.plan import load_or_profile
     from pipebench.files import write_json
     from pipebench.specs import parse_chunks
@@ -64,7 +64,9 @@ def format_advice(advice, profile, devices, check=None) -> str:
     from pipebench.partition.plan_text import model_label
     from pipebench.units import format_bytes
 
-    single = next((p for p in advice.predictions if p.strategy == "single" and p.predicted_samples_per_s), None)
+    from pipebench.bench.strategies import BASELINE
+
+    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
     rows = []
     for rank, p in enumerate(advice.predictions, 1):
         known = p.predicted_samples_per_s is not None
@@ -91,10 +93,10 @@ def format_advice(advice, profile, devices, check=None) -> str:
         tied = [p for p in advice.predictions if p.strategy in advice.tied]
         # What the check measures beside single: the recommendation and what ties with it, or for single
         # the runner-up that fits.
-        compared = [p for p in (best, *tied) if p.strategy != "single"] or [
-            p for p in advice.predictions if p.strategy != "single" and p.fits and p.predicted_samples_per_s][:1]
+        compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
+            p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
-                if single and best.strategy != "single" else "")
+                if single and best.strategy != BASELINE else "")
         tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
         if tied:
             from pipebench.bench.advise import TIE
@@ -102,7 +104,7 @@ def format_advice(advice, profile, devices, check=None) -> str:
             tail += (f"; {', '.join(p.strategy for p in tied)} predicted faster by less than {TIE:.0%}, a tie: "
                      f"the simpler is recommended")
         if compared:
-            tail += "; check it with: " + (check(compared) if check else "pipebench run --strategies single," +
+            tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
                                            ",".join(p.strategy for p in compared))
     return "\n".join([head, "", table, "", tail])
 
@@ -121,6 +123,9 @@ def check_command(args, profile, compared) -> str:
     devices and training, the pipelines at the predicted micro-batch count. Copied as printed, it runs."""
     import shlex
 
+    from pipebench.bench.strategies import BASELINE
+    from pipebench.training import DEFAULT_PRECISION
+
     words = ["pipebench", "run", "--models", args.model or profile.model]
     options = {"--flavour": args.flavour, "--batch": profile.batch, "--gpus": args.gpus,
                "--input-shape": args.input_shape, "--input-dtype": args.input_dtype,
@@ -134,13 +139,13 @@ def check_command(args, profile, compared) -> str:
         words += ["--set", setting]
     if not args.gpus and args.stages and str(args.device).startswith("cuda"):
         words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
-    if profile.precision != "tf32":
+    if profile.precision != DEFAULT_PRECISION:
         words += ["--precision", profile.precision]
     if profile.optimizer != "sgd":
         words += ["--optimizer", profile.optimizer]
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
-    words += ["--strategies", ",".join(["single", *(p.strategy for p in compared)])]
+    words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]
     counts = sorted({p.micro_batches for p in compared if p.micro_batches and _micro_batched(p.strategy)})
     if counts:
         words += ["--chunks", ",".join(map(str, counts))]

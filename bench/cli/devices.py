@@ -16,7 +16,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_devices(args) -> int:
     from pipebench.hardware.gpus import format_gpus, parse_gpu_choice, query_gpus
-    from pipebench.hardware.probes import DeviceError
+    from pipebench.errors import DeviceError
     from pipebench.specs import parse_gpus
 
     if args.gpus:

@@ -4,9 +4,10 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from pipebench.bench.cli import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
-from pipebench.partition.schedule import SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.training import DEFAULT_PRECISION
 
 
 def add_parser(subparsers) -> None:
@@ -21,8 +22,8 @@ def add_parser(subparsers) -> None:
                        stages="number of stages, all on --device")
     plan.add_argument("--chunks", default="auto",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
-    plan.add_argument("--schedule", default="1f1b", choices=list(SIMULATED_SCHEDULES),
-                      help="pipeline schedule to plan for (default: 1f1b)")
+    plan.add_argument("--schedule", default=DEFAULT_SCHEDULE, choices=list(SIMULATED_SCHEDULES),
+                      help=f"pipeline schedule to plan for (default: {DEFAULT_SCHEDULE})")
     plan.add_argument("--virtual-stages", type=int, default=None, metavar="V",
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
@@ -87,7 +88,7 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
         if args.batch is not None and args.batch != first.batch:
             raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        if args.precision != "tf32" and args.precision != first.precision:
+        if args.precision != DEFAULT_PRECISION and args.precision != first.precision:
             raise UserError(f"--precision {args.precision} does not match the profile's {first.precision}; "
                             "profile again in that precision")
         if args.speeds == "auto":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipebench.bench.cli import note
+from pipebench.bench.cli.common import note
 from pipebench.bench.cli.run import DEFAULT_OUT
 from pipebench.errors import UserError
 

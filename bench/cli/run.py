@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
-from pipebench.bench.strategies import help_text, parse_auto
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
 
 DEFAULT_OUT = "pipebench-results"
@@ -83,7 +83,7 @@ def cmd_run(args) -> int:
     given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
-        strategies=[] if parse_auto(args.strategies) else suite_run.parse_strategies(args.strategies),
+        strategies=[] if parse_auto(args.strategies) else parse_strategies(args.strategies),
         auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),

@@ -13,11 +13,8 @@ import sys
 
 from pipebench.partition.plan import make_plan
 from pipebench.partition.profile import load_profiles
-from pipebench.partition.schedule import ideal_efficiency
+from pipebench.partition.schedule import IN_TURN, SCHEDULES, ideal_efficiency
 from pipebench.units import GIB
-
-SCHEDULES = [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-interleaved", 2), ("zbv", 2)]
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -29,21 +26,21 @@ def main(argv=None) -> int:
     rows = []
     for path in args.profiles:
         profiles = load_profiles(path)
-        single = make_plan(profiles, ["gpu0"], schedule="gpipe", micro_batches=1)
+        single = make_plan(profiles, ["gpu0"], schedule=IN_TURN, micro_batches=1)
         for p in [int(g) for g in args.gpus.split(",")]:
-            for schedule, v in SCHEDULES:
+            for schedule, kind in SCHEDULES.items():
                 devices = [f"gpu{i}" for i in range(p)]
                 try:
-                    plan = make_plan(profiles, devices, schedule=schedule, virtual_stages=v, link_gbps=args.link_gbps,
-                                     min_micro_batches=p if schedule == "1f1b" else 1)
+                    plan = make_plan(profiles, devices, schedule=schedule, virtual_stages=kind.stages_per_device,
+                                     link_gbps=args.link_gbps, min_micro_batches=p if kind.micro_batch_per_stage else 1)
                 except ValueError as exc:
                     rows.append({"model": profiles[0].model, "gpus": p, "schedule": schedule, "note": str(exc)})
                     continue
                 speedup = plan.predicted_samples_per_s / single.predicted_samples_per_s
-                ideal = p * ideal_efficiency(p, plan.micro_batches * v)  # GPipe bound, v x m chunks
+                ideal = p * ideal_efficiency(p, plan.micro_batches * kind.stages_per_device)  # GPipe bound, v x m chunks
                 rows.append({
                     "model": profiles[0].model, "flavour": profiles[0].flavour, "batch": plan.batch,
-                    "device": profiles[0].device_name, "gpus": p, "schedule": schedule, "stages_per_gpu": v,
+                    "device": profiles[0].device_name, "gpus": p, "schedule": schedule, "stages_per_gpu": kind.stages_per_device,
                     "micro_batches": plan.micro_batches, "bounds": " ".join(map(str, plan.bounds)),
                     "predicted_step_ms": round(plan.predicted_step_ms, 1),
                     "predicted_samples_per_s": round(plan.predicted_samples_per_s, 1),

@@ -15,10 +15,7 @@ import time
 import torch
 
 from pipebench import models
-from pipebench.bench.strategies.dataparallel import DataParallelTrainer
-from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
-from pipebench.bench.strategies.pipeline import PipelineTrainer
-from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.bench.strategies import STRATEGIES
 from pipebench.partition.plan import Plan
 from pipebench.training import Training, set_precision
 from pipebench.units import format_gib
@@ -36,16 +33,11 @@ def main() -> int:
     model = models.get_model(plan.model, plan.flavour)  # on the CPU: every strategy copies these weights
     inputs, targets = model.make_batch(plan.batch, seed=1)
     devices = plan.devices
-    cases = [
-        ("single", lambda: SingleTrainer(model, devices[:1])),
-        ("dataparallel", lambda: DataParallelTrainer(model, devices)),
-        ("modelparallel", lambda: ModelParallelTrainer(model, devices, bounds=plan.bounds)),
-        (f"pipeline m={plan.micro_batches}", lambda: PipelineTrainer(model, devices, bounds=plan.bounds,
-                                                                     micro_batches=plan.micro_batches)),
-    ]
     rows = []
-    for name, make in cases:
-        trainer = make()
+    for strategy in [s for s in STRATEGIES.values() if not s.process_per_device]:  # one process drives them all
+        name = strategy.name + (f" m={plan.micro_batches}" if strategy.micro_batched else "")
+        trainer = strategy.trainer_class()(model, devices, plan=None if strategy.one_device else plan,
+                                           strategy=strategy, training=Training())
         x, y = inputs.to(devices[0]), targets.to(devices[0])
         for _ in range(args.warmup):
             trainer.step(x, y)
@@ -61,7 +53,7 @@ def main() -> int:
             "step_ms": round(step_s * 1e3, 2), "samples_per_s": round(plan.batch / step_s, 1),
             "peak_gib": " / ".join(format_gib(b) for b in trainer.peak_memory()),
             "first_loss": round(trainer.first_loss, 5),
-            "predicted_ms": round(plan.predicted_step_ms, 2) if name.startswith("pipeline") else "",
+            "predicted_ms": round(plan.predicted_step_ms, 2) if strategy.micro_batched else "",
         })
         print(rows[-1], flush=True)
         del trainer

@@ -1,12 +1,14 @@
-"""The strategy registry: every way pipebench trains a model, each declared once.
+"""The strategy registry: every way pipebench trains a model, each declared once, in one `Strategy`.
 
-The CLI's help, the suite's cases, the worker and the report all read `STRATEGIES`; adding a strategy is
-one entry here plus its Trainer (a module of this package) and its tests. Nothing here imports torch:
-the trainer class is named as "module:Class" and imported only in the worker that runs it.
+An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
+uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
+Trainer and its price (the function bench/advise.py calls to predict it). Adding a strategy is one
+entry here plus its module in this package and its tests. Nothing here imports torch: the trainer and
+the price are named as "module:name" and imported only where they are used.
 
 Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
-copied), uses the same loss and the same SGD step, and records the loss of its first step, so that a
-reader sees that every strategy computes the same thing.
+copied), uses the same loss and the same optimizer step (pipebench/training.py), and records the loss
+of its first step, so that a reader sees that every strategy computes the same thing.
 """
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import importlib
 from dataclasses import dataclass
 
 from pipebench.errors import UserError
+from pipebench.partition.schedule import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "get_strategy", "strategy_names", "parse_strategies", "parse_auto"]
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "strategy_names", "parse_strategies",
+           "parse_auto"]
 
 
 @dataclass(frozen=True)
@@ -24,21 +28,21 @@ class Strategy:
     summary: str
     """One line for the help and the report."""
     trainer: str
-    """"module:Class" under pipebench.bench.strategies; imported by the worker only."""
+    """"module:Class" under pipebench.bench.strategies; imported by the worker only. Every Trainer is
+    built as Trainer(model, devices, plan=, strategy=, training=)."""
     process_per_device: bool
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
-    schedule: str | None = None
+    price: str = "advise:price_plan"
+    """"module:function" under pipebench.bench that predicts it: function(strategy, profiles, devices, caps,
+    speeds, links, training, micro_batches) -> advise.Prediction."""
+    schedule: Schedule | None = None
     """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
-    stages_per_device: int = 1
-    """Stages of the Plan on each device (2 for the interleaved and zero-bubble schedules)."""
-    devices: str = "all"
-    """"all" the chosen devices, or "one" (the baseline)."""
+    one_device: bool = False
+    """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False
     """True: the batch is cut into the Plan's micro-batches (the planner's count, or --chunks)."""
-    one_micro_batch_per_stage: bool = False
-    """torch's Schedule1F1B needs at least as many micro-batches as stages."""
-    torch_schedule: str | None = None
-    """The torch.distributed.pipelining schedule class it runs, if any."""
+    runs_torch_schedule: bool = False
+    """It runs its schedule's torch.distributed.pipelining class (Schedule.torch_class)."""
     splits_batch: bool = False
     """The batch is split evenly over the replicas (DDP: one per process): it must divide by their count."""
     stages_per_replica: int | None = None
@@ -49,6 +53,8 @@ class Strategy:
     """It can recompute activations (Training.checkpoint auto or always); False: always is refused, and
     auto runs it without recomputing (device-map: accelerate's hooks; dataparallel: its replicas' threads;
     the zero-bubble schedules: a backward split in two)."""
+    named_after_schedule: bool = False
+    """Its name says its schedule (pp-1f1b): a label need not repeat it."""
 
     @property
     def needs_plan(self) -> bool:
@@ -58,51 +64,89 @@ class Strategy:
     def replicated(self) -> bool:
         return self.stages_per_replica is not None
 
+    @property
+    def stages_per_device(self) -> int:
+        return self.schedule.stages_per_device if self.schedule is not None else 1
+
+    @property
+    def torch_schedule(self) -> str | None:
+        """The torch.distributed.pipelining schedule class it runs, if any."""
+        return self.schedule.torch_class if self.runs_torch_schedule else None
+
+    def devices_used(self, devices: int) -> int:
+        """Of `devices` chosen, how many it runs on."""
+        return 1 if self.one_device else devices
+
     def processes(self, devices: int) -> int:
-        return devices if self.process_per_device else 1
+        """Worker processes on `devices` chosen: one per device used, or one."""
+        return self.devices_used(devices) if self.process_per_device else 1
+
+    def replicas_here(self, devices: int) -> int:
+        """Copies of a replicated strategy's pipeline on `devices` (1: not replicated, or it cannot run)."""
+        k = self.stages_per_replica
+        if k is None or devices < 2 * k or devices % k:
+            return 1
+        return devices // k
 
     def min_micro_batches(self, devices: int) -> int:
-        return devices * self.stages_per_device if self.one_micro_batch_per_stage else 1
+        """torch's Schedule1F1B needs at least as many micro-batches as stages."""
+        needs = self.schedule is not None and self.schedule.micro_batch_per_stage
+        return devices * self.stages_per_device if needs else 1
 
     def trainer_class(self):
-        module, _, cls = self.trainer.partition(":")
-        return getattr(importlib.import_module(f"pipebench.bench.strategies.{module}"), cls)
+        return _load(self.trainer, "pipebench.bench.strategies")
+
+    def price_function(self):
+        return _load(self.price, "pipebench.bench")
+
+
+def _load(name: str, package: str):
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(f"{package}.{module}"), attribute)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
-             schedule="gpipe", devices="one"),
+             schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             "dataparallel:DataParallelTrainer", False, can_checkpoint=False),
+             "dataparallel:DataParallelTrainer", False, price="advise:price_dataparallel", can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             "ddp:DDPTrainer", True, splits_batch=True),
+             "ddp:DDPTrainer", True, price="advise:price_ddp", splits_batch=True),
+    Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
+             "zero1:Zero1Trainer", True, price="strategies.zero1:price", splits_batch=True),
     Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp:FSDPTrainer", True,
-             splits_batch=True),
+             price="advise:price_fsdp", splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             "devicemap:DeviceMapTrainer", False, can_checkpoint=False),
+             "devicemap:DeviceMapTrainer", False, price="advise:price_device_map", can_checkpoint=False),
     Strategy("modelparallel", "the seed's hand split at the plan's cuts, no micro-batches",
-             "modelparallel:ModelParallelTrainer", False, schedule="gpipe"),
+             "modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
     Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
-             schedule="gpipe", micro_batched=True),
+             schedule=SCHEDULES["gpipe"], micro_batched=True),
     Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
-             "pp:PipelineParallelTrainer", True, schedule="gpipe", micro_batched=True, torch_schedule="ScheduleGPipe"),
+             "pp:PipelineParallelTrainer", True, schedule=SCHEDULES["gpipe"], micro_batched=True,
+             runs_torch_schedule=True, named_after_schedule=True),
     Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", "pp:PipelineParallelTrainer", True,
-             schedule="1f1b", micro_batched=True, one_micro_batch_per_stage=True, torch_schedule="Schedule1F1B"),
+             schedule=SCHEDULES["1f1b"], micro_batched=True, runs_torch_schedule=True, named_after_schedule=True),
     Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
-             True, schedule="interleaved", stages_per_device=2, micro_batched=True,
-             torch_schedule="ScheduleInterleaved1F1B"),
+             True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
+             named_after_schedule=True),
     Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
-             True, schedule="zb-interleaved", stages_per_device=2, micro_batched=True,
-             torch_schedule="ScheduleInterleavedZeroBubble",
-             can_checkpoint=False),
+             True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True, runs_torch_schedule=True,
+             can_checkpoint=False, named_after_schedule=True),
     Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "pp:PipelineParallelTrainer", True,
-             schedule="zbv", stages_per_device=2, micro_batched=True, torch_schedule="ScheduleZBVZeroBubble",
-             can_checkpoint=False),
+             schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
+             named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             "hybrid:HybridTrainer", True, schedule="1f1b", micro_batched=True, one_micro_batch_per_stage=True,
-             torch_schedule="Schedule1F1B", splits_batch=True, stages_per_replica=2),
+             "hybrid:HybridTrainer", True, price="advise:price_hybrid", schedule=SCHEDULES["1f1b"],
+             micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
+
+BASELINE = "single"
+"""The strategy every other is measured against (x_single, the auto selection, the plots' speed-up)."""
+LEVELS = (BASELINE, "dataparallel", "ddp")
+"""Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/plots.py); the
+report's x_dataparallel compares with the second."""
 
 
 def strategy_names() -> list[str]:

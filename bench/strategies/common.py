@@ -17,25 +17,27 @@ class UnavailableStrategy(NotImplementedError):
 
 
 class Trainer:
-    """One optimizer step on a global batch; subclasses place the model and run forward/backward."""
+    """One optimizer step on a global batch; subclasses place the model and run forward/backward.
 
-    name = "trainer"
+    Every Trainer is built the same way, `Trainer(model, devices, plan=, strategy=, training=)`: this
+    process's share of `plan` (None for strategies without one), running `strategy` (its registry entry)
+    the way `training` says. Every cut, placement, micro-batch count and recomputed stage comes from the
+    Plan, none is decided here. `devices`: the devices this process drives (one for a process per
+    device)."""
 
-    def __init__(self, model, devices: Sequence[str | torch.device], *, training: Training = Training()):
+    def __init__(self, model, devices: Sequence[str | torch.device], *, plan=None, strategy=None,
+                 training: Training = Training()):
         self.model = model
         self.devices = [torch.device(d) for d in devices]
+        self.plan = plan
+        self.strategy = strategy
         self.training = training
         self.first_loss: float | None = None
         self._optimizer: torch.optim.Optimizer | None = None
 
-    @classmethod
-    def from_plan(cls, model, devices: Sequence[torch.device], plan, strategy: str,
-                  training: Training = Training()) -> "Trainer":
-        """The trainer for this process's share of a Plan (None for strategies without one), running
-        `strategy` (a registry name) the way `training` says: every cut, placement, micro-batch count
-        and recomputed stage comes from the Plan, none is decided here. `devices`: the devices this
-        process drives."""
-        return cls(model, devices, training=training)
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer over this process's parameters, as the Training says."""
+        return make_optimizer(self.parameters(), self.training)
 
     def parameters(self) -> list[nn.Parameter]:
         raise NotImplementedError
@@ -50,7 +52,7 @@ class Trainer:
         run both inside one call, so every strategy does the same (autocast leaves backward ops in the
         dtypes their forward chose)."""
         if self._optimizer is None:  # made on first use, once a subclass has placed its parameters
-            self._optimizer = make_optimizer(self.parameters(), self.training)
+            self._optimizer = self.make_optimizer()
         self._optimizer.zero_grad(set_to_none=True)
         with self.autocast():
             loss = self.forward_backward(inputs, targets)

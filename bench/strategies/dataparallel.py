@@ -10,8 +10,6 @@ from pipebench.bench.strategies.common import WholeModelTrainer, own_copy
 
 
 class DataParallelTrainer(WholeModelTrainer):
-    name = "dataparallel"
-
     def __init__(self, model, devices, **kw):
         super().__init__(own_copy(model), devices, **kw)
         self.model.module.to(self.devices[0])

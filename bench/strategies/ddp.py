@@ -7,30 +7,22 @@ slice on its own (as it does each micro-batch in a pipeline), so models with Bat
 """
 from __future__ import annotations
 
-import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from pipebench.training import Training
 from pipebench.bench.strategies.common import ReplicaTrainer, checkpoint_layers, own_copy
 
 
 class DDPTrainer(ReplicaTrainer):
-    name = "ddp"
-
-    def __init__(self, model, device, **kw):
-        """device: this process's device; the process group must already be initialised."""
-        super().__init__(own_copy(model), [device], **kw)
+    def __init__(self, model, devices, **kw):
+        """devices: this process's device; the process group must already be initialised."""
+        super().__init__(own_copy(model), devices[:1], **kw)
         if self.training.checkpoint == "always":
             checkpoint_layers(self.model)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.model.module.to(self.devices[0])
         ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None
         self.replica = DistributedDataParallel(self.model.module, device_ids=ids)
-
-    @classmethod
-    def from_plan(cls, model, devices, plan, strategy, training=Training()):
-        return cls(model, devices[0], training=training)
 
     @property
     def runner(self):

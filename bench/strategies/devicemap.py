@@ -37,13 +37,11 @@ __all__ = ["DeviceMapTrainer", "auto_device_map", "device_map_bounds", "layer_bo
 class DeviceMapTrainer(WholeModelTrainer):
     """accelerate's hooks move the activations from GPU to GPU, and the output back to the first."""
 
-    name = "device-map"
-
-    def __init__(self, model, devices, *, training: Training = Training()):
+    def __init__(self, model, devices, *, training: Training = Training(), **kw):
         if training.checkpoint == "always":  # auto: it runs without
             raise UserError(f"device-map does not recompute activations (got checkpoint {training.checkpoint!r}); "
                             "run it with --checkpoint never")
-        super().__init__(own_copy(model), devices, training=training)
+        super().__init__(own_copy(model), devices, training=training, **kw)
         from accelerate import dispatch_model
 
         if self.devices[0].type == "cuda":

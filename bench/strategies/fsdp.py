@@ -11,9 +11,8 @@ Blocks are what `fully_shard` is applied to, one all-gather each (`blocks`); the
 and gathers whatever no block holds. With bf16, the gathered copies are bf16 and gradients are reduced
 in fp32 (MixedPrecisionPolicy), the sharded master weights and the optimizer stay fp32. A model with
 BatchNorm is gathered in fp32 and computes in bf16 under autocast, as the other strategies do: its running
-statistics are fp32 buffers, which CUDA's batch norm refuses beside bf16 weights (ResNet-101 failed so on
-an H200). Sharding each BatchNorm on its own in fp32 instead made 104 more groups for ResNet-101, and its
-step took 460 ms against DDP's 101 ms (2x H200), each group's hooks and collectives paid for separately.
+statistics are fp32 buffers, which CUDA's batch norm refuses beside bf16 weights. Sharding each BatchNorm
+on its own in fp32 instead would make a group, with its own hooks and collectives, of every BatchNorm.
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ import torch.distributed as dist
 from torch import nn
 
 from pipebench.bench.strategies.common import ReplicaTrainer, own_copy
-from pipebench.training import Training
 
 
 def blocks(model) -> list[nn.Module]:
@@ -68,15 +66,13 @@ def _outer_containers(module: nn.Module) -> list[nn.Module]:
 
 
 class FSDPTrainer(ReplicaTrainer):
-    name = "fsdp"
-
-    def __init__(self, model, device, **kw):
-        """device: this process's device; the process group must already be initialised."""
+    def __init__(self, model, devices, **kw):
+        """devices: this process's device; the process group must already be initialised."""
         from torch.distributed._composable import checkpoint
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        super().__init__(own_copy(model), [device], **kw)
+        super().__init__(own_copy(model), devices[:1], **kw)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         device = self.devices[0]
         self.model.module.to(device)
@@ -90,10 +86,6 @@ class FSDPTrainer(ReplicaTrainer):
                 checkpoint(block)  # non-reentrant: recomputes the block's forward in its backward
             fully_shard(block, mesh=mesh, mp_policy=policy)
         fully_shard(self.model.module, mesh=mesh, mp_policy=policy)
-
-    @classmethod
-    def from_plan(cls, model, devices, plan, strategy, training=Training()):
-        return cls(model, devices[0], training=training)
 
     def parameters(self):
         """The shards (DTensors): the optimizer steps on this process's 1/p of each parameter."""

@@ -32,18 +32,18 @@ from pipebench.partition.costs import DDP_BUCKET_BYTES
 class HybridTrainer(PipelineParallelTrainer):
     """This process's stage of its replica's pipeline; the replicas of a stage average their gradients."""
 
-    def __init__(self, model, device, *, strategy: str, plan, **kw):
+    def __init__(self, model, devices, *, strategy, plan, **kw):
         from torch.distributed.device_mesh import init_device_mesh
 
         world, stages = dist.get_world_size(), plan.device_count
         if world % stages or world < 2 * stages:
-            raise UserError(f"{strategy} copies a {stages}-device plan: {world} processes do not make 2 or more "
+            raise UserError(f"{strategy.name} copies a {stages}-device plan: {world} processes do not make 2 or more "
                             f"copies of it")
         self.replicas = world // stages
-        mesh = init_device_mesh(torch.device(device).type, (self.replicas, stages), mesh_dim_names=("dp", "pp"))
+        mesh = init_device_mesh(torch.device(devices[0]).type, (self.replicas, stages), mesh_dim_names=("dp", "pp"))
         self.dp_group = mesh.get_group("dp")
         self.replica = mesh.get_local_rank("dp")
-        super().__init__(model, device, strategy=strategy, plan=plan, group=mesh.get_group("pp"), **kw)
+        super().__init__(model, devices, strategy=strategy, plan=plan, group=mesh.get_group("pp"), **kw)
 
     def forward_backward(self, inputs, targets):
         # The replica's slice of the global batch; the schedule cuts it into the Plan's micro-batches.

@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import torch
 
-from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
                                                 shared_parameters, stage_split, sum_shared_grads)
 
 
 class ModelParallelTrainer(Trainer):
-    name = "modelparallel"
-
     def __init__(self, model, devices, *, plan, **kw):
         """plan: stage s runs on devices[plan.placement[s]]; its micro-batch size is the batch each
         forward of the split graph takes."""
         if max(plan.placement) >= len(devices):
             raise ValueError(f"the plan places stages on {max(plan.placement) + 1} devices; {len(devices)} given")
-        super().__init__(own_copy(model), devices, **kw)
-        self.plan = plan
+        super().__init__(own_copy(model), devices, plan=plan, **kw)
         split = stage_split(self.model, plan, training=self.training)
         self.stages = chain_stages(split)
         self.shared = shared_parameters(split, self.stages, self.model.module)  # tied weights: a copy per stage, gradients summed
@@ -32,10 +28,6 @@ class ModelParallelTrainer(Trainer):
             device = self.devices[where]
             place(module, device)
             module.register_forward_pre_hook(_move_inputs_to(device), with_kwargs=True)
-
-    @classmethod
-    def from_plan(cls, model, devices, plan, strategy, training=Training()):
-        return cls(model, devices, plan=plan, training=training)
 
     def parameters(self):
         seen, params = set(), []

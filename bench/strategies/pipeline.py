@@ -17,8 +17,6 @@ from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 
 
 class PipelineTrainer(ModelParallelTrainer):
-    name = "pipeline"
-
     def __init__(self, model, devices, *, plan, **kw):
         super().__init__(model, devices, plan=plan, **kw)
         self.micro_batches = plan.micro_batches

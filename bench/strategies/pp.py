@@ -24,25 +24,23 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from pipebench.bench.strategies import get_strategy
-from pipebench.training import Training
 from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
                                                 shared_parameters, sum_shared_grads,
                                                 stage_split, to_device)
 from pipebench.errors import UserError
 
 
-def schedule_class(strategy: str):
-    """torch's schedule class for a pp-* strategy (from the registry); UnavailableStrategy if this torch
-    has none."""
-    name = get_strategy(strategy).torch_schedule
+def schedule_class(strategy):
+    """torch's schedule class for a strategy that runs one (its registry entry); UnavailableStrategy if
+    this torch has none."""
+    name = strategy.torch_schedule
     if name is None:
-        raise UserError(f"{strategy} is not a torch.distributed.pipelining strategy")
+        raise UserError(f"{strategy.name} is not a torch.distributed.pipelining strategy")
     import torch.distributed.pipelining as pipelining
 
     cls = getattr(pipelining, name, None)
     if cls is None:
-        raise UnavailableStrategy(f"{strategy}: torch {torch.__version__} has no {name}")
+        raise UnavailableStrategy(f"{strategy.name}: torch {torch.__version__} has no {name}")
     return cls
 
 
@@ -51,18 +49,18 @@ class PipelineParallelTrainer(Trainer):
     places on this process's device: pipebench's split of the model at the Plan's cuts, as a chain of plain
     PipelineStages (bench/strategies/common.py: chain_stages), run by torch's schedule for the strategy."""
 
-    def __init__(self, model, device, *, strategy: str, plan, group=None, **kw):
+    def __init__(self, model, devices, *, strategy, plan, group=None, **kw):
         """group: the process group that runs the pipeline (None: every process; the hybrid strategy
         passes one replica's group, and ranks below are ranks within it)."""
         cls = schedule_class(strategy)
-        super().__init__(own_copy(model), [device], **kw)
+        super().__init__(own_copy(model), devices[:1], strategy=strategy, plan=plan, **kw)
         from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
-        self.name = strategy
         self.group = group
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         if plan.device_count != self.world:
-            raise UserError(f"{strategy}: the plan is for {plan.device_count} devices, {self.world} processes run it")
+            raise UserError(f"{strategy.name}: the plan is for {plan.device_count} devices, {self.world} processes "
+                            "run it")
         self.num_stages = len(plan.stages)
         self.micro_batches = plan.micro_batches
         self.stage_ids = plan.stages_on(self.rank)
@@ -73,7 +71,7 @@ class PipelineParallelTrainer(Trainer):
         chain = chain_stages(split)  # plain stages, each taking what the one before returns
         self.shared = shared_parameters(split, chain, self.model.module)  # tied weights: a copy per stage, gradients summed
         for stage, planned in zip(chain, plan.stages):
-            stage.copy_outputs = "ZeroBubble" in cls.__name__
+            stage.copy_outputs = strategy.schedule.split_backward
             stage.recompute = planned.recompute
         stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device, group=group)
                   for s in self.stage_ids]
@@ -83,12 +81,8 @@ class PipelineParallelTrainer(Trainer):
         self.pipeline_stages = stages
         single = issubclass(cls, PipelineScheduleSingle)
         if single and len(stages) != 1:
-            raise UserError(f"{strategy} runs one stage per process; the plan puts {len(stages)} on process {self.rank}")
+            raise UserError(f"{strategy.name} runs one stage per process; the plan puts {len(stages)} on process {self.rank}")
         self.schedule = cls(stages[0] if single else stages, plan.micro_batches, loss_fn=self.model.loss_fn)
-
-    @classmethod
-    def from_plan(cls, model, devices, plan, strategy, training=Training()):
-        return cls(model, devices[0], strategy=strategy, plan=plan, training=training)
 
     def parameters(self):
         return [p for module in self.modules for p in module.parameters()]

@@ -1,0 +1,51 @@
+"""How the report and its plots name what they show: the groups rows are compared within, a case's label,
+a group's label, and which strategies are pipelines. No torch, no matplotlib."""
+from __future__ import annotations
+
+import pandas as pd
+
+from pipebench.bench.strategies import STRATEGIES
+from pipebench.training import Training
+
+__all__ = ["GROUP", "is_pipeline", "case_label", "group_label"]
+
+GROUP = ["model", "flavour", "settings", "training", "batch", "device_name"]
+"""Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
+which make another model; `training`: precision, optimizer and checkpoint mode, as Training.label says)."""
+
+
+def is_pipeline(strategy: str) -> bool:
+    """A strategy that cuts the batch into micro-batches, as the registry says (a name it does not know:
+    no)."""
+    known = STRATEGIES.get(strategy)
+    return known is not None and known.micro_batched
+
+
+def case_label(strategy: str, schedule: str, micro_batches: int | None, virtual_stages: int) -> str:
+    """E.g. "single", "pipeline 1f1b (m=8)", "pp-interleaved (m=8, v=2)"; micro_batches None leaves m out."""
+    label = strategy
+    known = STRATEGIES.get(strategy)
+    if schedule and not (known is not None and known.named_after_schedule) and schedule not in strategy:
+        label += f" {schedule}"
+    extras = []
+    if micro_batches is not None and (is_pipeline(strategy) or micro_batches > 1):
+        extras.append(f"m={micro_batches}")
+    if virtual_stages > 1:
+        extras.append(f"v={virtual_stages}")
+    return f"{label} ({', '.join(extras)})" if extras else label
+
+
+def group_label(df: pd.DataFrame, key: tuple, batch: bool = False) -> str:
+    """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the training where it is not TF32 SGD or
+    the results hold several ('gpt 800m, bf16 adamw'), the batch (always if asked) and the GPU kind added
+    where the results hold several."""
+    model, flavour, settings, training, size, device = key
+    same_model = df[(df["model"] == model) & (df["flavour"] == flavour)]
+    label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
+    if training != Training().label() or df["training"].nunique() > 1:
+        label += f", {training}"
+    if batch or same_model["batch"].nunique() > 1:
+        label += f", batch {size}"
+    if df["device_name"].nunique() > 1:
+        label += f", {device or 'unknown device'}"
+    return label

@@ -1,0 +1,113 @@
+"""The import graph of the pipebench package, read with ast (nothing is imported): no cycles between its
+modules, and the lower layers (the planner, the hardware probes, the models, the Training and the
+errors) never import bench/, the layer that runs and reports."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"pipebench": "pipebench", "pipebench.bench": "bench", "pipebench.hardware": "hardware",
+            "pipebench.models": "models", "pipebench.partition": "partition"}
+"""Import name -> folder, as pyproject.toml's package-dir installs them."""
+NOT_SHIPPED = ("bench/gpu", "bench/benchmarks")
+LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.training", "pipebench.errors")
+HIGHER = "pipebench.bench"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative.startswith(NOT_SHIPPED) or ".venv" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            name = ".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])
+            found.setdefault(name, path)  # pipebench's own folder first: it holds no subpackage's files
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at the top or inside a function alike."""
+    found = modules()
+    graph = {}
+    for name, path in found.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {alias.name for alias in node.names if alias.name in found}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if full in found:
+                        edges.add(full)  # from pipebench.bench import results: the module results
+                    elif node.module in found:
+                        edges.add(node.module)
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_graph_sees_the_package():
+    graph = import_graph()
+    assert {"pipebench.api", "pipebench.bench.run", "pipebench.bench.strategies", "pipebench.partition.plan"} <= graph.keys()
+    assert "pipebench.partition.schedule" in graph["pipebench.partition.plan"]
+    assert "pipebench.bench.results" in graph["pipebench.bench.run"]  # from pipebench.bench import results as res
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_back():
+    assert cycles(import_graph()) == []
+
+
+def test_lower_layers_never_import_bench():
+    graph = import_graph()
+    upward = {name: sorted(dep for dep in deps if dep.startswith(HIGHER))
+              for name, deps in graph.items() if name.startswith(LOWER)}
+    assert {name: deps for name, deps in upward.items() if deps} == {}

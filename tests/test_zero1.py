@@ -1,0 +1,66 @@
+"""ZeRO-1 (DDP with torch's ZeroRedundancyOptimizer): trained equal to one device on two gloo processes,
+and priced as DDP with the optimizer's states divided over the replicas."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipebench import models
+from pipebench.bench.advise import advise, predict
+from pipebench.bench.job import Job
+from pipebench.bench.strategies import STRATEGIES
+from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.partition import costs
+from pipebench.training import Training
+from test_advise import profiles
+from test_distributed import SEED, check, trained_params
+
+
+def test_two_processes_train_like_one_device(tmp_path):
+    """Each process steps its shard of the parameters and broadcasts it: after one step both replicas
+    hold what one device computes (check compares every parameter, and the replicas with each other)."""
+    check(tmp_path, "gpt", "zero1", 2)
+
+
+def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path):
+    """AdamW, whose two states per parameter are what ZeRO-1 shards: the same update as one device's."""
+    model = models.get_model("gpt", "tiny", seed=SEED)
+    job = Job.by_hand("gpt", "zero1", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=1, warmup=0,
+                      seed=SEED, save_params=True, precision="fp32", optimizer="adamw")
+    result, params = trained_params(tmp_path, job)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker computes: the same reduction order
+    try:
+        trainer = SingleTrainer(model, ["cpu"], training=Training("fp32", "adamw"))
+        ref_loss = trainer.step(*model.make_batch(8, seed=SEED + 1))
+    finally:
+        torch.set_num_threads(threads)
+    ref = trainer.state_dict()
+    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert params.keys() == ref.keys()
+    for key in ref:
+        torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
+
+
+def test_it_is_priced_as_ddp_with_the_optimizer_states_sharded():
+    """Same profile, 2 devices, AdamW: ZeRO-1 holds DDP's replica less half of the two fp32 states per
+    parameter, and takes DDP's step plus the all-gather of the updated parameters."""
+    adamw = Training(optimizer="adamw")
+    ddp, zero1 = (predict(name, profiles(), ["cuda:0", "cuda:1"], training=adamw) for name in ("ddp", "zero1"))
+    params = 8 * 2 * 10**6  # eight layers of 2 MB
+    links = costs.Links(copy_gbps=100.0, allreduce_gbps=100.0)
+    assert zero1.peak_memory_bytes == [m - params * 2 // 2 for m in ddp.peak_memory_bytes]
+    assert zero1.predicted_step_ms == pytest.approx(ddp.predicted_step_ms + costs.gather_ms(params, 2, links))
+    assert zero1.fits and zero1.schedule is None
+    with_sgd = predict("zero1", profiles(), ["cuda:0", "cuda:1"])  # no state: DDP's memory
+    assert with_sgd.peak_memory_bytes == predict("ddp", profiles(), ["cuda:0", "cuda:1"]).peak_memory_bytes
+
+
+def test_it_fits_under_a_cap_that_ddp_does_not():
+    adamw = Training(optimizer="adamw")
+    ddp = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=adamw)
+    cap = ddp.peak_memory_bytes[0] - 1
+    ranked = {p.strategy: p for p in advise(profiles(), ["cuda:0", "cuda:1"], caps=[cap, cap],
+                                            training=adamw).predictions}
+    assert not ranked["ddp"].fits and ranked["zero1"].fits
+    assert STRATEGIES["zero1"].processes(4) == 4 and STRATEGIES["zero1"].splits_batch
