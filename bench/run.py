@@ -227,8 +227,6 @@ def parse_gpu_memory(text: str | None) -> int | None:
         size = parse_size(text)
     except UserError as exc:
         raise UserError(f"--gpu-memory: {exc}") from None
-    except OverflowError:  # 1e999: a float too large for any count of bytes
-        raise UserError(f"--gpu-memory: {text!r} is too large") from None
     if size < 1:
         raise UserError(f"--gpu-memory must be a positive size such as 10GiB (got {text!r})")
     return size

@@ -89,7 +89,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path):
     (["run", "--strategies", "single,warp"], "unknown strategy 'warp'"),
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
     (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
-    (["run", "--steps", "0"], "--steps must be at least 1 (got 0)"),
+    (["run", "--steps", "0"], "--steps takes a positive integer up to 1,000,000 (got '0')"),
     (["run", "--max-memory", "lots"], "cannot read memory size 'lots'"),
     (["run", "--speeds", "auto"], "--speeds auto probes GPUs; on the CPU give the factors"),
     (["run", "--speeds", "1,0.5,2"], "--speeds needs one positive factor per device (2)"),
