@@ -8,7 +8,6 @@ memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan 
 """
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -269,21 +268,6 @@ def check_options(options: RunOptions) -> None:
             if chunks is not None and batch % chunks:
                 raise UserError(f"--chunks {chunks}: {name}'s batch of {batch} does not split into {chunks} "
                                 "equal micro-batches")
-
-
-def writable_folder(path: str | Path, option: str) -> Path:
-    """`path` as a folder this run can write into, created now: a file in the way or a place where no folder
-    can be made is one line before any work, not a traceback after the first case."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"{option} {path}: a file is in the way; name a folder") from None
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot create the folder ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path}: the folder is not writable")
-    return path
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:

@@ -293,3 +293,31 @@ def test_counts_and_sizes_are_read_strictly(capsys, tmp_path, argv, message):
     if argv[0] == "run":
         argv = [*argv, "--out", str(tmp_path)]
     refused(capsys, argv, message)
+
+
+# --------------------------------------------------------------------------- issue 27: output paths
+
+def bad_outputs(tmp_path: Path) -> list[tuple[str, str]]:
+    """Output files no command can write, and the start of what each is told."""
+    outputs = [(str(tmp_path), "is a folder; name a file"), ("x" * 10_000, "the file name is 10,000 characters"),
+               (str(tmp_path / ("d/" * 3000) / "p.json"), "File name too long")]
+    if Path("/proc/self").exists():
+        outputs += [("/proc/nope/p.json", "cannot create the folder"), ("/proc/self/p.json", "not writable")]
+    return outputs
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_plan_and_advise_check_their_outputs_before_profiling(capsys, tmp_path, command, option):
+    """IsADirectoryError, FileNotFoundError or OSError once profiling had ended, before."""
+    for path, message in bad_outputs(tmp_path):
+        refused(capsys, [command, "--model", "mlp", *TINY, "--stages", "2", option, path], message)
+
+
+def test_report_checks_its_folder_before_reading(capsys, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    bad = [(str(tmp_path / "a-file"), "a file is in the way"), ("x" * 10_000, "cannot create the folder")]
+    if Path("/proc/self").exists():
+        bad.append(("/proc/nope", "cannot create the folder"))
+    for folder, message in bad:
+        refused(capsys, ["report", str(tmp_path / "none.json"), "--out", folder], message)

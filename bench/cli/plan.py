@@ -70,6 +70,15 @@ class Source(NamedTuple):
     caps: float | list[float] | None
 
 
+def check_outputs(args) -> None:
+    """--json and --save-profile, checked before anything is profiled (files.writable_file)."""
+    from pipebench.files import writable_file
+
+    for option, path in (("--json", args.json), ("--save-profile", args.save_profile)):
+        if path is not None:
+            writable_file(path, option)
+
+
 def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
     """The saved profile (--profile, checked against --model and --batch; no GPU touched), or a new one
     measured on the devices asked for, at the micro-batch counts `counts(device count)` gives (None:
@@ -116,6 +125,7 @@ def cmd_plan(args) -> int:
     from pipebench.specs import micro_batch_counts, parse_chunks, virtual_stages
 
     chunks = parse_chunks(args.chunks, single=True)[0]
+    check_outputs(args)
     training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     virtual = virtual_stages(args.schedule, args.virtual_stages)
     check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipebench.bench.cli import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto
-from pipebench.errors import UserError
+from pipebench.files import writable_folder
 
 DEFAULT_OUT = "pipebench-results"
 """Where rows go without --out: a folder of the user's own in the current folder, never beside the
@@ -93,9 +93,9 @@ def cmd_run(args) -> int:
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
     suite_run.check_options(options)  # every model and setting: one line now, not a row after profiling
-    options.out = suite_run.writable_folder(options.out, "--out")
+    options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
-        options.profiles = suite_run.writable_folder(options.profiles, "--profiles")
+        options.profiles = writable_folder(options.profiles, "--profiles")
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
         note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs (gloo): "
