@@ -248,12 +248,13 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
-def check_options(options: RunOptions) -> None:
+def check_options(options: RunOptions, devices: int = 1) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
-    --chunks count must split each model's batch into equal micro-batches, and --checkpoint needs
-    strategies that can recompute (always; auto runs the others without)."""
+    --chunks count must split each model's batch into equal micro-batches, a strategy that splits the
+    batch over one replica per device (DDP, FSDP) must find it divisible by the `devices`, and --checkpoint
+    needs strategies that can recompute (always; auto runs the others without)."""
     from pipebench import models as zoo
 
     if options.training.checkpoint == "always":  # auto recomputes where it can, and runs the others without
@@ -268,6 +269,10 @@ def check_options(options: RunOptions) -> None:
             if chunks is not None and batch % chunks:
                 raise UserError(f"--chunks {chunks}: {name}'s batch of {batch} does not split into {chunks} "
                                 "equal micro-batches")
+        splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
+        if splitting and batch % devices:
+            raise UserError(f"--batch {batch}: {splitting[0]} gives each of its {devices} replicas an equal share, "
+                            f"and {name}'s batch of {batch} does not split into {devices}; use a multiple of {devices}")
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:

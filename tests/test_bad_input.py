@@ -321,3 +321,95 @@ def test_report_checks_its_folder_before_reading(capsys, tmp_path):
         bad.append(("/proc/nope", "cannot create the folder"))
     for folder, message in bad:
         refused(capsys, ["report", str(tmp_path / "none.json"), "--out", folder], message)
+
+
+# ------------------------------------------------------------------ issue 27: models that cannot train
+
+MODELS = '''
+import sys
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Good(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class Frozen(Good):
+    def __init__(self):
+        super().__init__()
+        self.requires_grad_(False)
+
+
+class NoParameters(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Integers(Good):
+    def forward(self, x):
+        return super().forward(x).argmax(-1, keepdim=True).expand(-1, 4)
+'''
+
+
+@pytest.mark.parametrize("name, extra, message", [
+    ("models.py:Frozen", [], "has no parameters that require grad; there is nothing to train"),
+    ("models.py:NoParameters", [], "has no parameters that require grad"),
+    ("models.py:Integers", [], "returns int64 outputs; gradients flow only through floating-point ones"),
+    ("vector_loss.py:Good", [], "the loss must be one number (a scalar tensor), got [2]"),
+    ("exits.py:Good", [], "it calls sys.exit(0) or exit() when imported"),
+    ("exit_call.py:Good", [], "it calls sys.exit(None) or exit() when imported"),
+    ("raises.py:Good", [], "it calls sys.exit('bye') or exit() when imported"),
+    ("models.py:Good", ["--input-shape", "999999999,999999999"],
+     "an input batch of 2 x [999999999, 999999999] float32 takes 14901161164.05 GiB, more than this machine's"),
+])
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_models_that_cannot_train_are_refused(capsys, tmp_path, monkeypatch, name, extra, message, command):
+    """Profiled and "planned" before (exit 0), or exit 0 with no word at all (sys.exit on import), or the
+    allocator's traceback asking for 8e18 bytes."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "vector_loss.py").write_text("from models import Good\nimport torch.nn.functional as F\n\n"
+                                             "def loss_fn(outputs, targets):\n"
+                                             "    return F.cross_entropy(outputs, targets, reduction='none')\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "exit_call.py").write_text("exit()\n")
+    (tmp_path / "raises.py").write_text("raise SystemExit('bye')\n")
+    model = str(tmp_path / name)
+    shape = ["--input-shape", "4"] if not extra else extra
+    if command == "plan":  # loading the model is profiling's first step, before anything is timed
+        from pipebench.api import profile
+
+        monkeypatch.setattr(pipebench, "profile", profile)
+        refused(capsys, ["plan", "--model", model, "--stages", "2", *shape], message)
+    else:
+        refused(capsys, ["run", "--models", model, "--out", str(tmp_path / "out"), *shape], message)
+
+
+@pytest.mark.parametrize("folder, message", [("nonexistent", "--data-dir {}: no such folder"),
+                                             ("a-file", "--data-dir {}: not a folder")])
+def test_a_data_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path, folder, message):
+    """The message was good, but it came as a traceback."""
+    (tmp_path / "a-file").write_text("")
+    path = str(tmp_path / folder)
+    refused(capsys, ["plan", "--model", "convnet", "--stages", "2", "--data-dir", path], message.format(path))
+
+
+def test_unusable_mnist_data_is_a_user_error(tmp_path):
+    from pipebench.errors import UserError
+    from pipebench.models.mnist import load_mnist
+
+    with pytest.raises(UserError, match="MNIST data in .* is unusable: missing file"):
+        load_mnist(tmp_path)
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_path):
+    """`run --batch 3 --strategies ddp` on 2 processes profiled, then wrote an unavailable row."""
+    refused(capsys, ["run", "--models", "mlp", "--batch", "3", "--strategies", "single,ddp", "--out", str(tmp_path)],
+            "--batch 3: ddp gives each of its 2 replicas an equal share, and mlp's batch of 3 does not split into 2")

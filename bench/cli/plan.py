@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import NamedTuple
 
 from pipebench.bench.cli import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
@@ -183,6 +184,8 @@ def _settings(args, stages: int) -> dict:
     from pipebench.specs import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():
+        raise UserError(f"--data-dir {args.data_dir}: {'not a folder' if Path(args.data_dir).exists() else 'no such folder'}")
     if not is_user_model(args.model):
         layers = len(get_model(args.model, args.flavour, device="meta", **overrides))
         if stages > layers:
