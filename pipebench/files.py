@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from pipebench.errors import UserError
 
-__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "read_json", "record", "check"]
+__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "loads", "read_json", "record", "check"]
 
 T = TypeVar("T")
 
@@ -120,7 +120,7 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -131,6 +131,8 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
         raise error(f"{path}: not JSON: {exc}") from None
     except RecursionError:
         raise error(f"{path}: JSON nested too deeply to be a pipebench {kind} file") from None
+    except ValueError as exc:  # loads' bounds
+        raise error(f"{path}: {exc}; not a pipebench {kind} file") from None
     if _depth(data) > MAX_DEPTH:
         raise error(f"{path}: JSON nested deeper than {MAX_DEPTH} levels; not a pipebench {kind} file")
     if fmt is not None:
@@ -141,6 +143,30 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
             raise error(f"{path}: {kind} version {data.get('version')!r} is not supported "
                         f"(expected {', '.join(map(str, versions))})")
     return data
+
+
+MAX_DIGITS = 30
+"""The longest integer read from JSON: no count or byte size of ours comes near 10**30, and Python refuses
+to read integers of more than 4,300 digits with a ValueError, after quadratic work."""
+
+
+def loads(text: str) -> Any:
+    """json.loads with bounded numbers: an integer of more than MAX_DIGITS digits, or a number beyond
+    float's range (1e400, which would read as infinity), is a ValueError that says which."""
+    return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:30]} is beyond any measurement")
+    return value
 
 
 def _depth(data: Any) -> int:

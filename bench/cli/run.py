@@ -71,7 +71,8 @@ def cmd_run(args) -> int:
     given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
-        strategies=[] if parse_auto(args.strategies) else suite_run.parse_strategies(args.strategies),
+        strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
+            suite_run.parse_strategies(args.strategies))),
         auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
