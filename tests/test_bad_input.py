@@ -413,3 +413,11 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_pa
     """`run --batch 3 --strategies ddp` on 2 processes profiled, then wrote an unavailable row."""
     refused(capsys, ["run", "--models", "mlp", "--batch", "3", "--strategies", "single,ddp", "--out", str(tmp_path)],
             "--batch 3: ddp gives each of its 2 replicas an equal share, and mlp's batch of 3 does not split into 2")
+
+
+def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
+    """`--strategies single,single` and `--chunks auto,auto` wrote two rows with one case key."""
+    assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--chunks", "auto,auto,2,2",
+                 "--out", str(tmp_path)]) == 0, capsys.readouterr().err
+    options = suite_options["options"]
+    assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])
