@@ -49,8 +49,9 @@ __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "Res
 
 FORMAT = "pipebench-results"
 VERSION = 1
-STATUSES = ("ok", "oom", "failed", "unavailable", "predicted-oom")
-"""ok; oom: ran out of memory; failed: any other error; unavailable: cannot run here; predicted-oom: not run,
+STATUSES = ("ok", "oom", "failed", "timeout", "unavailable", "predicted-oom")
+"""ok; oom: ran out of memory; failed: any other error; timeout: stopped at `run --timeout`; unavailable:
+cannot run here; predicted-oom: not run,
 because its plan or cost model predicts it will not fit in the memory cap (the row carries that prediction
 in predicted_memory_bytes and max_memory; `run --try-anyway` runs such cases to test the prediction)."""
 DONE_STATUSES = ("ok", "oom", "unavailable", "predicted-oom")
@@ -91,7 +92,8 @@ class Row:
     virtual_stages: int = 1
     """Stages per device (more than 1 for interleaved schedules)."""
     status: str
-    """"ok", "oom" (out of memory), "failed" (any other error), "unavailable" (cannot run here) or
+    """"ok", "oom" (out of memory), "failed" (any other error), "timeout" (stopped at its time limit),
+    "unavailable" (cannot run here) or
     "predicted-oom" (predicted not to fit in the memory cap, so not run); see STATUSES."""
     reason: str = ""
     """Why the case is not ok, one line; "" when ok."""
