@@ -47,6 +47,10 @@ MAX_GPUS = 1024
 """`--gpus auto:N` and GPU ids stay below this."""
 SETTING_RANGE = (-2**31, 2**31)
 """An integer `--set` value (depth, width...) lies within this."""
+MAX_DEPTH = 512
+"""`--set depth` (blocks of gpt and vit, hidden layers of mlp) takes at most this: each block is a layer or
+two to build, capture and time, and depth=20000 kept `plan` building 40,000 layers for minutes before it
+said anything. The solver takes thousands of layers in milliseconds; profiling is what grows."""
 
 _DIGITS = re.compile(r"-?[0-9]{1,30}")
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
@@ -195,12 +199,15 @@ def parse_link_gbps(text: str | None) -> float | None:
 
 def parse_override(text: str) -> tuple[str, int | float | str]:
     """`--set KEY=VALUE`: ('depth', 8) from 'depth=8'; the value is an int (ASCII digits, within
-    SETTING_RANGE), else a finite float, else the text."""
+    SETTING_RANGE, and depth within MAX_DEPTH), else a finite float, else the text."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise UserError(f"--set takes KEY=VALUE (got {text[:40]!r})")
     if _DIGITS.fullmatch(value.strip()):
-        return key, parse_int(value, f"--set {key}", *SETTING_RANGE)
+        number = parse_int(value, f"--set {key}", *SETTING_RANGE)
+        if key == "depth" and number > MAX_DEPTH:
+            raise UserError(f"--set depth={number}: pipebench plans models of at most {MAX_DEPTH} blocks")
+        return key, number
     if _NUMBER.fullmatch(value.strip()):
         return key, parse_number(value, f"--set {key}", -1e300, 1e300)  # a finite float
     return key, value

@@ -421,3 +421,10 @@ def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
                  "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     options = suite_options["options"]
     assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])
+
+
+def test_a_depth_beyond_what_pipebench_plans_is_one_line_at_once(capsys, tmp_path):
+    """`plan --set depth=20000` built 40,000 layers for minutes, saying nothing, until it was killed."""
+    refused(capsys, ["plan", "--model", "gpt", "--flavour", "tiny", "--set", "depth=20000", "--stages", "2",
+                     "--device", "cpu", "--batch", "8"], "--set depth=20000: pipebench plans models of at most 512")
+    refused(capsys, ["run", "--models", "gpt", "--set", "depth=20000", "--out", str(tmp_path)], "at most 512 blocks")
