@@ -97,7 +97,7 @@ def test_numpy_like_numbers_and_nan_are_normalised():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(status="done"), "Row.status: 'done' is not one of: ok, oom, failed, unavailable"),
+    (dict(status="done"), "Row.status: 'done' is not one of: ok, oom, failed, timeout, unavailable"),
     (dict(status="failed", reason=""), "Row.reason: say why the case is 'failed'"),
     (dict(samples_per_s=None), "status 'ok' needs samples_per_s and step_ms"),
     (dict(micro_batches=0), "Row.micro_batches: must be at least 1 (got 0)"),
