@@ -21,9 +21,9 @@ _KIND_NAMES = {"F": "forward", "B": "backward", "I": "backward, input grad", "W"
 _OTHER_KIND = "#937860"
 _IDLE = "#E6E6E6"
 
-MAX_PANELS, MAX_BARS, MAX_LANES, MAX_TIMELINES = 12, 40, 32, 24
-"""A plot shows at most MAX_PANELS models, MAX_BARS cases per model (the fastest) and MAX_LANES timeline
-lanes, and at most MAX_TIMELINES timelines are drawn; a note says what was left out: 2,000 cases drew a PNG 84,288 pixels tall, and 1,500 lanes one
+MAX_PANELS, MAX_BARS, MAX_SERIES, MAX_LANES, MAX_TIMELINES = 12, 40, 8, 32, 24
+"""A plot shows at most MAX_PANELS models, MAX_BARS cases per model (the fastest), MAX_SERIES lines per
+panel (the fastest) and MAX_LANES timeline lanes, and at most MAX_TIMELINES timelines are drawn; a note says what was left out: 2,000 cases drew a PNG 84,288 pixels tall, and 1,500 lanes one
 of 214 megapixels, which image viewers refuse to open. summary.csv and report.md keep every case."""
 
 
@@ -155,7 +155,12 @@ def _plot_micro_batches(summary: pd.DataFrame, labels: _Labels, path: Path, foot
     fig = Figure(figsize=(8, 3.6 * len(panels) + 0.4), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     for ax, (key, group) in zip(axes, panels):
-        for (strategy, schedule, v, gpus), line in group.groupby(series_keys, sort=False):
+        series = list(group.groupby(series_keys, sort=False))
+        if len(series) > MAX_SERIES:  # the fastest lines; a legend of more fills the panel
+            notes.append(f"throughput against micro-batches: the {MAX_SERIES} fastest of {len(series)} lines of "
+                         f"{labels.plain[key]} drawn")
+            series = sorted(series, key=lambda s: -s[1]["samples_per_s"].max())[:MAX_SERIES]
+        for (strategy, schedule, v, gpus), line in series:
             line = line.sort_values("micro_batches")
             label = _case_label(strategy, schedule, None, v)
             ax.plot(line["micro_batches"], line["samples_per_s"], marker="o", label=f"{label} [{gpus}]")
