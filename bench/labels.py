@@ -7,7 +7,7 @@ import pandas as pd
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.training import Training
 
-__all__ = ["GROUP", "is_pipeline", "case_label", "group_label"]
+__all__ = ["GROUP", "is_pipeline", "case_label", "group_label", "group_labels"]
 
 GROUP = ["model", "flavour", "settings", "training", "batch", "device_name"]
 """Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
@@ -38,14 +38,25 @@ def case_label(strategy: str, schedule: str, micro_batches: int | None, virtual_
 def group_label(df: pd.DataFrame, key: tuple, batch: bool = False) -> str:
     """'gpt 800m', with the --set settings ('gpt 800m (depth=4)'), the training where it is not TF32 SGD or
     the results hold several ('gpt 800m, bf16 adamw'), the batch (always if asked) and the GPU kind added
-    where the results hold several."""
-    model, flavour, settings, training, size, device = key
-    same_model = df[(df["model"] == model) & (df["flavour"] == flavour)]
-    label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
-    if training != Training().label() or df["training"].nunique() > 1:
-        label += f", {training}"
-    if batch or same_model["batch"].nunique() > 1:
-        label += f", batch {size}"
-    if df["device_name"].nunique() > 1:
-        label += f", {device or 'unknown device'}"
-    return label
+    where the results hold several. One group's: a loop over groups takes `group_labels` once."""
+    return group_labels(df, batch)[key]
+
+
+def group_labels(df: pd.DataFrame, batch: bool = False) -> dict[tuple, str]:
+    """`group_label` of every group of `df`, in one pass over it (a report of thousands of cases stays
+    linear)."""
+    several_trainings = df["training"].nunique() > 1
+    several_devices = df["device_name"].nunique() > 1
+    batches = df.groupby(["model", "flavour"])["batch"].nunique().to_dict()
+    labels = {}
+    for key in df.groupby(GROUP, sort=False).groups:
+        model, flavour, settings, training, size, device = key
+        label = f"{model} {flavour}".strip() + (f" ({settings.replace(';', ', ')})" if settings else "")  # own models: no flavour
+        if training != Training().label() or several_trainings:
+            label += f", {training}"
+        if batch or batches[(model, flavour)] > 1:
+            label += f", batch {size}"
+        if several_devices:
+            label += f", {device or 'unknown device'}"
+        labels[key] = label
+    return labels

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ipaddress
 import json
+import math
 import os
 import shutil
 import signal
@@ -45,12 +46,15 @@ PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
 
 
 class WorkerError(RuntimeError):
-    """A worker failed; the message is that worker's own error, `oom` says if it ran out of memory."""
+    """A worker failed; the message is that worker's own error, `oom` says if it ran out of memory,
+    `timeout` if the case ran past its time limit and was stopped."""
 
-    def __init__(self, message: str, *, oom: bool = False, unavailable: bool = False, log: str = ""):
+    def __init__(self, message: str, *, oom: bool = False, unavailable: bool = False, timeout: bool = False,
+                 log: str = ""):
         super().__init__(message)
         self.oom = oom
         self.unavailable = unavailable
+        self.timeout = timeout
         self.log = log
 
 
@@ -144,10 +148,12 @@ class Session:
         self._store = None
         self._count = 0
         self._threads: list[threading.Thread] = []  # the store must outlive them (C++ aborts otherwise)
+        self._deadline = math.inf
 
     def __enter__(self) -> "Session":
         from datetime import timedelta
 
+        self._deadline = time.monotonic() + self.timeout  # the whole session: start, every step, the stop
         self._store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=self.timeout))
         job = replace(self.job, control_port=self._store.port)
         self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
@@ -164,6 +170,8 @@ class Session:
 
     def step(self, trace: bool = False) -> float:
         """Run one training step on every worker; its wall time in ms on the parent's clock."""
+        if time.monotonic() >= self._deadline:
+            self._time_out()
         start = time.perf_counter()
         self._store.set(f"cmd{self._count}", "trace" if trace else "step")
         self._wait_for(f"done{self._count}")
@@ -174,11 +182,16 @@ class Session:
         """Stop the workers and return rank 0's result (bench/worker.py)."""
         self._store.set(f"cmd{self._count}", "stop")
         try:
-            self._proc.wait(timeout=self.timeout)
+            self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _kill_group(self._proc)
-            raise WorkerError(f"{self.job.strategy}: workers did not stop within {self.timeout:.0f} s") from None
+            self._time_out()
         return _collect(self.job, self.out_dir, self._proc.returncode)
+
+    def _time_out(self) -> None:
+        """The session ran past `timeout`: stop every worker, whatever it is doing, and say so."""
+        _kill_group(self._proc)
+        raise WorkerError(f"timeout: {self.job.strategy} ran past its limit of {self.timeout:g} s (--timeout); "
+                          "stopped", timeout=True, log=_tail(self.out_dir / "workers.log"))
 
     def _wait_for(self, key: str) -> None:
         """Block until a worker sets `key` in the store (woken at once, no polling).
@@ -200,7 +213,8 @@ class Session:
             answered.set()
 
         self._thread(wait)
-        answered.wait()
+        if not answered.wait(max(0.0, self._deadline - time.monotonic())):
+            self._time_out()
         if failed:
             _kill_group(self._proc)
             raise WorkerError(f"{self.job.strategy}: no answer within {self.timeout:.0f} s; stopped",

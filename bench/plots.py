@@ -3,14 +3,15 @@ timelines. matplotlib is imported inside the functions, so only drawing a plot l
 imports this module when write_report draws)."""
 from __future__ import annotations
 
+import hashlib
 import re
 import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_label, is_pipeline
+from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline
 from pipebench.bench.results import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
 
@@ -21,6 +22,11 @@ _KIND_NAMES = {"F": "forward", "B": "backward", "I": "backward, input grad", "W"
 _OTHER_KIND = "#937860"
 _IDLE = "#E6E6E6"
 
+MAX_PANELS, MAX_BARS, MAX_SERIES, MAX_LANES, MAX_TIMELINES = 12, 40, 8, 32, 24
+"""A plot shows at most MAX_PANELS models, MAX_BARS cases per model (the fastest), MAX_SERIES lines per
+panel (the fastest) and MAX_LANES timeline lanes, and at most MAX_TIMELINES timelines are drawn; a note says what was left out: 2,000 cases drew a PNG 84,288 pixels tall, and 1,500 lanes one
+of 214 megapixels, which image viewers refuse to open. summary.csv and report.md keep every case."""
+
 
 def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: str, notes: list[str],
                 csv_files: Sequence[Path] = ()) -> list[Path]:
@@ -28,16 +34,45 @@ def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: s
     timelines; returns the paths written. A plot without data is left out and a line in `notes` says why;
     `footer` (hardware, versions, the command) goes under every plot. csv_files: the CSV files the rows
     came from, which hold no timelines (a missing timeline is then blamed on them, not on the cases)."""
-    plots = [_plot_throughput(summary, out / "throughput.png", footer),
-             _plot_micro_batches(summary, out / "micro_batches.png", footer, notes)]
-    for key, group in summary.groupby(GROUP, sort=False):
-        path = out / f"timeline-{_slug(group_label(summary, key, batch=True))}.png"
-        plots.append(_plot_timeline(summary, key, group, cases, path, footer, notes, csv_files))
+    labels = _Labels(group_labels(summary), group_labels(summary, batch=True))
+    plots = [_plot_throughput(summary, labels, out / "throughput.png", footer, notes),
+             _plot_micro_batches(summary, labels, out / "micro_batches.png", footer, notes)]
+    timelines = _timelines(cases)
+    groups = list(summary.groupby(GROUP, sort=False))
+    if len(groups) > MAX_TIMELINES:
+        notes.append(f"timelines: drawn for the first {MAX_TIMELINES} of {len(groups)} models")
+    for key, group in groups[:MAX_TIMELINES]:
+        path = out / f"timeline-{_slug(labels.with_batch[key])}.png"
+        plots.append(_plot_timeline(labels, key, group, timelines, path, footer, notes, csv_files))
     return [p for p in plots if p is not None]
 
 
+class _Labels(NamedTuple):
+    """Each group's label (labels.group_labels), without and with its batch."""
+
+    plain: dict
+    with_batch: dict
+
+
+_TIMELINE_KEY = [*CASE_FIELDS, "device_name"]
+
+
+def _timelines(cases: pd.DataFrame) -> dict[tuple, Any]:
+    """The cases that recorded a measured timeline, by their key; made once for every plot."""
+    keys = zip(*(cases[c] for c in _TIMELINE_KEY))
+    return {key: row for key, row, timeline in zip(keys, cases.to_dict("records"), cases["timeline"]) if timeline}
+
+
+SLUG_LENGTH = 80
+"""The longest file-name part made from a label; a longer one keeps its start and a hash of the whole,
+so that two long names stay apart and every name fits the file system's 255 bytes."""
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-").lower()
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-").lower()
+    if len(slug) <= SLUG_LENGTH and slug:
+        return slug
+    return f"{slug[:SLUG_LENGTH - 9]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}".lstrip("-")
 
 
 def _save(fig, path: Path, footer: str) -> Path:
@@ -50,22 +85,40 @@ def _save(fig, path: Path, footer: str) -> Path:
     return path
 
 
-def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
+def _capped(groups: list, what: str, notes: list[str], bars: bool = True) -> list:
+    """At most MAX_PANELS of `groups` ((key, frame) pairs), each with at most MAX_BARS rows, the fastest
+    kept in their order; a note for what is left out."""
+    if len(groups) > MAX_PANELS:
+        notes.append(f"{what}: the first {MAX_PANELS} of {len(groups)} models drawn; summary.csv has them all")
+        groups = groups[:MAX_PANELS]
+    if not bars:
+        return groups
+    capped = []
+    for key, group in groups:
+        if len(group) > MAX_BARS:
+            notes.append(f"{what}: the {MAX_BARS} fastest of {len(group)} cases of one model drawn; summary.csv "
+                         "has them all")
+            group = group.loc[group["samples_per_s"].fillna(-1.0).nlargest(MAX_BARS).index.sort_values()]
+        capped.append((key, group))
+    return capped
+
+
+def _plot_throughput(summary: pd.DataFrame, labels: _Labels, path: Path, footer: str, notes: list[str]) -> Path:
     """(a) One horizontal bar per case, one panel per model; the speed-up over one GPU on each bar and on
     a second axis along the top."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    groups = list(summary.groupby(GROUP, sort=False))
+    groups = _capped(list(summary.groupby(GROUP, sort=False)), "throughput by strategy", notes)
     heights = [0.35 * len(g) + 1.6 for _, g in groups]
     fig = Figure(figsize=(9, sum(heights) + 0.8), layout="constrained")
     axes = fig.subplots(len(groups), 1, squeeze=False, height_ratios=heights)[:, 0]
     for ax, (key, group) in zip(axes, groups):
         speed = group["samples_per_s"].fillna(0.0)
-        labels = [f"{c}  [{g}]" for c, g in zip(group["case"], group["gpus"])]
+        ticks = [f"{c}  [{g}]" for c, g in zip(group["case"], group["gpus"])]
         colours = ["#4C72B0" if is_pipeline(s) else "#8C8C8C" for s in group["strategy"]]
         ax.barh(range(len(group)), speed, color=colours)
-        ax.set_yticks(range(len(group)), labels, fontsize=8)
+        ax.set_yticks(range(len(group)), ticks, fontsize=8)
         ax.invert_yaxis()  # first case at the top
         top = speed.max() or 1.0
         for y, r in enumerate(group.itertuples()):
@@ -75,7 +128,7 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
                 ax.text(r.samples_per_s + top * 0.01, y, f"{r.x_single:.2f}x", va="center", fontsize=8)
         ax.set_xlim(0, top * 1.15)
         ax.set_xlabel("throughput (samples/s)" + (", this panel's own scale" if len(groups) > 1 else ""))
-        ax.set_title(f"{group_label(summary, key, batch=True)}: throughput by strategy [GPU ids]", fontsize=10)
+        ax.set_title(f"{labels.with_batch[key]}: throughput by strategy [GPU ids]", fontsize=10)
         single = _fastest(group, BASELINE)
         if single:
             second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
@@ -85,13 +138,15 @@ def _plot_throughput(summary: pd.DataFrame, path: Path, footer: str) -> Path:
     return _save(fig, path, footer)
 
 
-def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: list[str]) -> Path | None:
+def _plot_micro_batches(summary: pd.DataFrame, labels: _Labels, path: Path, footer: str,
+                        notes: list[str]) -> Path | None:
     """(b) Throughput against the micro-batch count: one line per pipeline strategy (and schedule, stages
     per device, GPUs), one panel per model; the fastest single, dataparallel and ddp runs as levels."""
     ok = summary[(summary["status"] == "ok") & summary["strategy"].map(is_pipeline)]
     series_keys = ["strategy", "schedule", "virtual_stages", "gpus"]
     panels = [(key, group) for key, group in ok.groupby(GROUP, sort=False)
               if group.groupby(series_keys)["micro_batches"].nunique().max() > 1]
+    panels = _capped(panels, "throughput against micro-batches", notes, bars=False)
     if not panels:
         notes.append("throughput against micro-batches: not drawn, no pipeline strategy ran ok at two or more "
                      "micro-batch counts")
@@ -101,7 +156,12 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
     fig = Figure(figsize=(8, 3.6 * len(panels) + 0.4), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     for ax, (key, group) in zip(axes, panels):
-        for (strategy, schedule, v, gpus), line in group.groupby(series_keys, sort=False):
+        series = list(group.groupby(series_keys, sort=False))
+        if len(series) > MAX_SERIES:  # the fastest lines; a legend of more fills the panel
+            notes.append(f"throughput against micro-batches: the {MAX_SERIES} fastest of {len(series)} lines of "
+                         f"{labels.plain[key]} drawn")
+            series = sorted(series, key=lambda s: -s[1]["samples_per_s"].max())[:MAX_SERIES]
+        for (strategy, schedule, v, gpus), line in series:
             line = line.sort_values("micro_batches")
             label = case_label(strategy, schedule, None, v)
             ax.plot(line["micro_batches"], line["samples_per_s"], marker="o", label=f"{label} [{gpus}]")
@@ -116,21 +176,20 @@ def _plot_micro_batches(summary: pd.DataFrame, path: Path, footer: str, notes: l
         ax.set_xlabel("micro-batches per step (m)")
         ax.set_ylabel("throughput (samples/s)" + ("\nthis panel's own scale" if len(panels) > 1 else ""))
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{group_label(summary, key, batch=True)}: throughput against micro-batch count", fontsize=10)
+        ax.set_title(f"{labels.with_batch[key]}: throughput against micro-batch count", fontsize=10)
         ax.legend(fontsize=8)
     return _save(fig, path, footer)
 
 
-def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases: pd.DataFrame, path: Path,
+def _plot_timeline(labels: _Labels, key: tuple, group: pd.DataFrame, timelines: dict[tuple, Any], path: Path,
                    footer: str, notes: list[str], csv_files: Sequence[Path] = ()) -> Path | None:
     """(c) The fastest ok pipeline case that recorded a timeline: its measured step above the Plan's
     simulated one, one lane per (device, stage), so the bubble shows as grey. Each panel has its own time
     axis: a prediction 20x off must not squeeze the measured step into a sliver."""
-    name = group_label(summary, key)
-    key_columns = [*CASE_FIELDS, "device_name"]
-    timelines = {tuple(r[c] for c in key_columns): r for _, r in cases.iterrows() if r["timeline"]}
+    name = labels.plain[key]
+    key_columns = _TIMELINE_KEY
     pipelines = group[(group["status"] == "ok") & group["strategy"].map(is_pipeline)]
-    ok = pipelines[[tuple(r[c] for c in key_columns) in timelines for _, r in pipelines.iterrows()]]
+    ok = pipelines[[k in timelines for k in zip(*(pipelines[c] for c in key_columns))]]
     if ok.empty:
         if not pipelines.empty and csv_files:
             notes.append(f"timeline for {name}: not drawn, a results CSV holds no timelines "
@@ -150,6 +209,12 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
     from matplotlib.patches import Patch
 
     lanes = sorted({(op["device"], op["stage"]) for _, ops, _ in panels for op in ops}, key=lambda l: (str(l[0]), l[1]))
+    if len(lanes) > MAX_LANES:
+        notes.append(f"timeline for {name}: the first {MAX_LANES} of {len(lanes)} lanes drawn")
+        lanes = lanes[:MAX_LANES]
+        drawn = set(lanes)
+        panels = [(title, kept, aside) for title, ops, aside in panels
+                  if (kept := [op for op in ops if (op["device"], op["stage"]) in drawn])]
     fig = Figure(figsize=(11, 1.4 + len(panels) * (0.45 * len(lanes) + 1.1)), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     spans = [max(op["end_ms"] for op in ops) - min(op["start_ms"] for op in ops) for _, ops, _ in panels]
@@ -179,7 +244,7 @@ def _plot_timeline(summary: pd.DataFrame, key: tuple, group: pd.DataFrame, cases
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
     where = "on the CPU" if best["gpus"] == "cpu" else f"on GPUs {best['gpus']}"
-    fig.suptitle(_wrap(f"{group_label(summary, key, batch=True)}, {best['case']} {where}: {versus} per step", 100))
+    fig.suptitle(_wrap(f"{labels.with_batch[key]}, {best['case']} {where}: {versus} per step", 100))
     return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
 
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_label, is_pipeline
+from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
@@ -123,8 +124,9 @@ def recommend(df: pd.DataFrame) -> list[str]:
     """One line per model (and batch, and GPU kind, where the results hold several): the fastest ok
     case, its speed-up over one GPU, and its peak memory per GPU against one GPU's."""
     lines = []
+    labels = group_labels(df)
     for key, group in df.groupby(GROUP, sort=False):
-        name = group_label(df, key)
+        name = labels[key]
         ok = group[group["status"] == "ok"]
         spread = ok.loc[ok["devices"] > 1, "devices"]
         if ok.empty:
@@ -158,7 +160,8 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
     if columns is None:
         columns = {c: h for c, h in DISPLAY_COLUMNS.items() if c in df.columns} or list(df.columns)
         if set(GROUP) <= set(df.columns) and len(df.groupby(GROUP)) > 1:
-            df = df.assign(_model=[group_label(df, key) for key in zip(*(df[c] for c in GROUP))])
+            labels = group_labels(df)
+            df = df.assign(_model=[labels[key] for key in zip(*(df[c] for c in GROUP))])
             columns = {"_model": "model", **columns}
     if not isinstance(columns, dict):
         columns = {c: c for c in columns}
@@ -190,11 +193,12 @@ def ranking(summary: pd.DataFrame) -> list[str]:
     """One line per model with two or more ok cases: what ran, fastest first, with samples/s (cases that
     did not run, predicted out of memory among them, are in the table, not here)."""
     lines = []
+    labels = group_labels(summary)
     for key, group in summary.groupby(GROUP, sort=False):
         ok = group[group["status"] == "ok"].sort_values("samples_per_s", ascending=False, kind="stable")
         if len(ok) > 1:
             ranked = ", ".join(f"{c} [{g}] {v:.1f}/s" for c, g, v in zip(ok["case"], ok["gpus"], ok["samples_per_s"]))
-            lines.append(f"Ranked: {group_label(summary, key)}: {ranked}.")
+            lines.append(f"Ranked: {labels[key]}: {ranked}.")
     return lines
 
 
@@ -224,12 +228,13 @@ def order_notes(summary: pd.DataFrame) -> list[str]:
     """One line per pair whose predicted order was wrong (misordered_pairs), or one line saying the order
     held, for each model with at least two predicted cases."""
     lines = []
+    labels = group_labels(summary)
     for key, group in summary.groupby(GROUP, sort=False):
         predicted = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
         if len(predicted) < 2:
             continue
         wrong = misordered_pairs(group)
-        name = group_label(summary, key)
+        name = labels[key]
         if not wrong:
             lines.append(f"Predicted order: {name}: every pair of cases measured more than {SAME_SPEED:.0%} apart "
                          f"was ranked right by its prediction.")
@@ -244,12 +249,13 @@ def loss_notes(summary: pd.DataFrame) -> list[str]:
     """One line per group whose ok cases started from different losses and whose model has BatchNorm:
     this is expected there, and the README's "first losses agree" does not hold for such a model."""
     lines = []
+    labels = group_labels(summary)
     for key, group in summary.groupby(GROUP, sort=False):
         losses = group.loc[group["status"] == "ok", "first_loss"].dropna()
         if len(losses) < 2 or math.isclose(losses.min(), losses.max(), rel_tol=1e-4, abs_tol=1e-6):
             continue
         if _has_batch_norm(key[0], key[1]):
-            lines.append(f"Note: {group_label(summary, key)}: first losses differ between strategies "
+            lines.append(f"Note: {labels[key]}: first losses differ between strategies "
                          f"({losses.min():.5f} to {losses.max():.5f}), as expected: the model has BatchNorm layers, "
                          f"which normalise each micro-batch (or each process's share of the batch) with its own "
                          f"statistics. Models without BatchNorm start from equal losses.")
@@ -275,13 +281,36 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
         footer = _machine_line(rows) + (f"; made by: {command}" if command else "")
         paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files])
     csv_path = out / "summary.csv"
-    summary.to_csv(csv_path, index=False)
+    _spreadsheet_safe(summary).to_csv(csv_path, index=False)
     md_path = out / "report.md"
     md_path.write_text(_report_markdown(rows, summary, [p.name for p in paths], notes, command), encoding="utf-8")
     return WrittenReport([md_path, csv_path, *paths], notes)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+
+_FORMULA = re.compile(r"[=+\-@\t\r]")
+
+
+def _spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with every text cell that a spreadsheet would evaluate as a formula (one starting with = + -
+    @, a tab or a carriage return: a model named =HYPERLINK(...)) prefixed with ', which shows it as
+    text (OWASP's advice on CSV injection); numbers stay numbers."""
+    def safe(value):
+        if isinstance(value, str) and _FORMULA.match(value) and not _is_number(value):
+            return "'" + value
+        return value
+    return df.apply(lambda column: column.map(safe) if column.dtype == object or pd.api.types.is_string_dtype(column)
+                    else column)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 def _device_count(gpus: str, world_size: int) -> int:
     """Devices a case used: the GPU ids listed ("cpu" counts one), or its processes if more."""
@@ -369,10 +398,12 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         when = f"{dates[0]} to {dates[-1]}" if dates and dates[0] != dates[-1] else (dates[0] if dates else "unknown")
         lines += [f"Measured on {_machine_line(rows)}; {when}. {len(summary)} case(s).", ""]
         lines += ["## Recommendations", ""] + [f"- {line}" for line in recommend(summary)] + [""]
+    labels = group_labels(summary, batch=True)
     for key, group in summary.groupby(GROUP, sort=False):
-        lines += [f"## {group_label(summary, key, batch=True)}", "", markdown_table(group), ""]
-        lines += [line for note in ranking(group) + loss_notes(group) + order_notes(group)
-                  for line in (note, "")]  # under its table
+        lines += [f"## {labels[key]}", "", markdown_table(group), ""]
+        if (group["status"] == "ok").sum() > 1:  # every note compares two or more cases that ran
+            lines += [line for note in ranking(group) + loss_notes(group) + order_notes(group)
+                      for line in (note, "")]  # under its table
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if notes:

@@ -40,7 +40,7 @@ from datetime import date as Date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from pipebench.errors import UserError
-from pipebench.files import check, write_text
+from pipebench.files import check, loads, write_text
 from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
@@ -49,13 +49,17 @@ __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "Res
 
 FORMAT = "pipebench-results"
 VERSION = 1
-STATUSES = ("ok", "oom", "failed", "unavailable", "predicted-oom")
-"""ok; oom: ran out of memory; failed: any other error; unavailable: cannot run here; predicted-oom: not run,
+STATUSES = ("ok", "oom", "failed", "timeout", "unavailable", "predicted-oom")
+"""ok; oom: ran out of memory; failed: any other error; timeout: stopped at `run --timeout`; unavailable:
+cannot run here; predicted-oom: not run,
 because its plan or cost model predicts it will not fit in the memory cap (the row carries that prediction
 in predicted_memory_bytes and max_memory; `run --try-anyway` runs such cases to test the prediction)."""
 DONE_STATUSES = ("ok", "oom", "unavailable", "predicted-oom")
 """Statuses `--resume` does not run again: an out-of-memory, unavailable or predicted out-of-memory case
 would end the same way (`--try-anyway` runs the predicted ones again)."""
+MAX_FIGURE = 1e12
+"""The largest samples/s, milliseconds or seconds a row may hold: a step of 30 years, a trillion samples
+a second. Beyond it a figure is a corrupt file, and sums and axis limits overflow to infinity."""
 TIMELINE_KEYS = {"stage": int, "device": int | str, "kind": str, "micro": int, "start_ms": float, "end_ms": float}
 """One operation of a timeline: kind is "F" (forward), "B" (backward), or "I" / "W" (a zero-bubble
 schedule's input-gradient and weight-gradient halves of a backward); times from the step's start."""
@@ -88,7 +92,8 @@ class Row:
     virtual_stages: int = 1
     """Stages per device (more than 1 for interleaved schedules)."""
     status: str
-    """"ok", "oom" (out of memory), "failed" (any other error), "unavailable" (cannot run here) or
+    """"ok", "oom" (out of memory), "failed" (any other error), "timeout" (stopped at its time limit),
+    "unavailable" (cannot run here) or
     "predicted-oom" (predicted not to fit in the memory cap, so not run); see STATUSES."""
     reason: str = ""
     """Why the case is not ok, one line; "" when ok."""
@@ -164,6 +169,8 @@ class Row:
             value = getattr(self, name)
             if value is not None and value < 0:  # measurements: a negative one is a corrupt file
                 raise ResultsError(f"Row.{name}: must not be negative (got {value})")
+            if value is not None and value > MAX_FIGURE:  # so is 1e308, which no plot can scale to
+                raise ResultsError(f"Row.{name}: {value:g} is not a measurement (at most {MAX_FIGURE:g})")
         if any(b < 0 for b in [*self.peak_memory_bytes, *self.predicted_memory_bytes]):
             raise ResultsError("Row: memory figures must not be negative")
         if self.status == "ok" and (self.samples_per_s is None or self.step_ms is None):
@@ -212,16 +219,21 @@ def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool, reru
     those of rows with a DONE_STATUSES status not in `rerun` (`--try-anyway` reruns "predicted-oom").
 
     Checked now, not at the first `append`, so that no case runs only to lose its row: a CSV without its
-    JSON, an unreadable JSON, and a file that already holds rows while `resume` is off (running again
-    without --resume would add a second row for every case, and the report would keep only the later)."""
+    JSON, an unreadable JSON, and a file that already exists while `resume` is off (running again without
+    --resume would add a second row for every case, and the report would keep only the later). A new
+    file is created now, empty, under the lock, so that of two runs started at once into one fresh
+    folder the second is refused too."""
     csv_path, json_path = Path(csv_path), Path(json_path)
-    if not json_path.exists():
-        _refuse_csv_without_json(csv_path, json_path)
-        return set()
-    rows = _load_json(json_path)
-    if rows and not resume:
-        raise ResultsError(f"{json_path}: already holds {len(rows)} row(s) from an earlier run; add --resume to "
-                           f"skip the cases done there and run the rest, or give another --out")
+    with _locked(json_path):  # two runs starting at once: one claims the file, the other finds it taken
+        if not json_path.exists():
+            _refuse_csv_without_json(csv_path, json_path)
+            write_text(json_path, _json_text([]))  # claimed: a second run without --resume is refused
+            return set()
+        rows = _load_json(json_path)
+    if not resume:
+        held = f"already holds {len(rows)} row(s) from an earlier run" if rows else "was started by another run"
+        raise ResultsError(f"{json_path}: {held}; add --resume to skip the cases done there and run the rest, "
+                           f"or give another --out")
     return {case_key(row) for row in rows if row.status in DONE_STATUSES and row.status not in set(rerun)}
 
 
@@ -267,8 +279,8 @@ def load(paths: str | Path | Iterable[str | Path], *, warn: Callable[[str], None
 def files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The files `load` reads for `paths`: folders expanded, a CSV left out when its JSON twin is there."""
     found = _expand(paths)
-    jsons = {f.resolve() for f in found if f.suffix == ".json"}
-    return [f for f in found if not (f.suffix == ".csv" and f.with_suffix(".json").resolve() in jsons)]
+    jsons = {os.path.realpath(f) for f in found if f.suffix == ".json"}  # realpath: a link loop is no error
+    return [f for f in found if not (f.suffix == ".csv" and os.path.realpath(f.with_suffix(".json")) in jsons)]
 
 
 def done_keys(paths: str | Path | Iterable[str | Path]) -> set[tuple]:
@@ -328,9 +340,13 @@ def _read_text(path: Path) -> str:
 
 def _load_json(path: Path) -> list[Row]:
     try:
-        data = json.loads(_read_text(path))
+        data = loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a pipebench results file") from None
+    except ValueError as exc:  # loads' bounds on numbers
+        raise ResultsError(f"{path}: {exc}; not a pipebench results file") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ResultsError(f"{path}: not a pipebench results file (field 'format' should be {FORMAT!r}, "
@@ -404,10 +420,11 @@ def _expand(paths) -> list[Path]:
     files = []
     for path in map(Path, _as_paths(paths)):
         if not path.exists():
-            raise ResultsError(f"{path}: no such file or folder")
-        if path.is_dir():
-            jsons = sorted(path.glob("*.json"))
-            files += jsons + [c for c in sorted(path.glob("*.csv")) if c.with_suffix(".json") not in jsons]
+            loop = path.is_symlink()
+            raise ResultsError(f"{path}: {'a link that leads nowhere' if loop else 'no such file or folder'}")
+        if path.is_dir():  # its files only, not its folders, and no link that leads nowhere (or in a loop)
+            jsons = sorted(f for f in path.glob("*.json") if f.is_file())
+            files += jsons + [c for c in sorted(path.glob("*.csv")) if c.is_file() and c.with_suffix(".json") not in jsons]
         elif path.suffix in (".json", ".csv"):
             files.append(path)
         else:
@@ -432,9 +449,17 @@ def _slug(text: str, what: str) -> str:
 @contextmanager
 def _locked(json_path: Path):
     """Hold an exclusive fcntl lock on `.<stem>.json.lock` beside the results file (left in place:
-    removing a lock file races with the next writer opening it)."""
+    removing a lock file races with the next writer opening it). A link planted in its place is not
+    followed (O_NOFOLLOW): opening it to append would create or touch whatever it points at."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(json_path.with_name(f".{json_path.name}.lock"), "a") as lock:
+    path = json_path.with_name(f".{json_path.name}.lock")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise ResultsError(f"{path}: the lock file is a link; remove it (pipebench never follows one)") from None
+        raise ResultsError(f"{path}: cannot open the lock file ({exc.strerror or exc})") from None
+    with open(fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -508,4 +533,7 @@ def _timeline_entry(where: str, op: Any) -> dict:
         if key not in op:
             raise ResultsError(f"{where}: missing key {key!r}")
         entry[key] = check(kind, op[key], f"{where}.{key}", error=ResultsError)
+    for key in ("start_ms", "end_ms"):
+        if abs(entry[key]) > MAX_FIGURE:
+            raise ResultsError(f"{where}.{key}: {entry[key]:g} ms is not a time in a step (at most {MAX_FIGURE:g})")
     return entry

@@ -8,7 +8,6 @@ memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan 
 """
 from __future__ import annotations
 
-import os
 import socket
 import time
 from dataclasses import dataclass
@@ -212,8 +211,6 @@ def parse_gpu_memory(text: str | None) -> int | None:
         size = parse_size(text)
     except UserError as exc:
         raise UserError(f"--gpu-memory: {exc}") from None
-    except OverflowError:  # 1e999: a float too large for any count of bytes
-        raise UserError(f"--gpu-memory: {text!r} is too large") from None
     if size < 1:
         raise UserError(f"--gpu-memory must be a positive size such as 10GiB (got {text!r})")
     return size
@@ -236,12 +233,13 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
-def check_options(options: RunOptions) -> None:
+def check_options(options: RunOptions, devices: int = 1) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
-    --chunks count must split each model's batch into equal micro-batches, and --checkpoint needs
-    strategies that can recompute (always; auto runs the others without)."""
+    --chunks count must split each model's batch into equal micro-batches, a strategy that splits the
+    batch over one replica per device (DDP, FSDP) must find it divisible by the `devices`, and --checkpoint
+    needs strategies that can recompute (always; auto runs the others without)."""
     from pipebench import models as zoo
 
     if options.training.checkpoint == "always":  # auto recomputes where it can, and runs the others without
@@ -256,21 +254,10 @@ def check_options(options: RunOptions) -> None:
             if chunks is not None and batch % chunks:
                 raise UserError(f"--chunks {chunks}: {name}'s batch of {batch} does not split into {chunks} "
                                 "equal micro-batches")
-
-
-def writable_folder(path: str | Path, option: str) -> Path:
-    """`path` as a folder this run can write into, created now: a file in the way or a place where no folder
-    can be made is one line before any work, not a traceback after the first case."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"{option} {path}: a file is in the way; name a folder") from None
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot create the folder ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path}: the folder is not writable")
-    return path
+        splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
+        if splitting and batch % devices:
+            raise UserError(f"--batch {batch}: {splitting[0]} gives each of its {devices} replicas an equal share, "
+                            f"and {name}'s batch of {batch} does not split into {devices}; use a multiple of {devices}")
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:

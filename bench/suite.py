@@ -340,7 +340,7 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
             workers.step(trace=True)
             result = workers.finish()
     except WorkerError as exc:
-        status = "oom" if exc.oom else "unavailable" if exc.unavailable else "failed"
+        status = "oom" if exc.oom else "unavailable" if exc.unavailable else "timeout" if exc.timeout else "failed"
         return make_row(prepared, machine, status=status, reason=str(exc), started_at=started,
                         duration_s=time.monotonic() - start)
     return make_row(prepared, machine, status="ok", result=result, step_ms=step_ms, started_at=started,

@@ -3,7 +3,7 @@
 `data_dir` is torchvision's `root`: the files live in `data_dir/MNIST/raw/` as the unpacked IDX
 files `train-images-idx3-ubyte`, `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte` and
 `t10k-labels-idx1-ubyte` (torchvision checks all four even when only one split is read).
-Anything missing or unreadable is a `ValueError` with a one-line reason, which the CLI reports.
+Anything missing or unreadable is a `UserError` with a one-line reason, which the CLI reports.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torchvision.datasets import MNIST
 
+from pipebench.errors import UserError
 from pipebench.models.synthetic import check_batch_size, seeded_generator
 
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -22,13 +23,15 @@ IMAGE_SIZE = 28
 CLASSES = 10
 
 
-def _unusable(data_dir: str | Path, reason: str) -> ValueError:
-    return ValueError(f"MNIST data in {str(data_dir)!r} is unusable: {reason} (pipebench never downloads data)")
+def _unusable(data_dir: str | Path, reason: str) -> UserError:
+    return UserError(f"MNIST data in {str(data_dir)!r} is unusable: {reason} (pipebench never downloads data)")
 
 
 def load_mnist(data_dir: str | Path, train: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(images (N, 28, 28) uint8, labels (N,) int64) of one split, via torchvision.datasets.MNIST."""
     raw_folder = Path(data_dir) / "MNIST" / "raw"
+    if not Path(data_dir).is_dir():
+        raise _unusable(data_dir, "not a folder" if Path(data_dir).exists() else "no such folder")
     try:
         dataset = MNIST(root=str(data_dir), train=train, download=False)
     except Exception as error:  # torchvision raises RuntimeError, AssertionError, TypeError... for bad files
@@ -67,5 +70,5 @@ class MnistBatches:
 
 
 def mnist_batches(data_dir: str | Path) -> MnistBatches:
-    """Batches from the training split in `data_dir`; raises ValueError if it is missing or broken."""
+    """Batches from the training split in `data_dir`; raises UserError if it is missing or broken."""
     return MnistBatches(*load_mnist(data_dir, train=True))

@@ -27,6 +27,8 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import math
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipebench.errors import UserError, first_line
+from pipebench.units import format_bytes
 
 __all__ = ["ModelSource", "UserModel", "is_user_model", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
@@ -136,6 +139,7 @@ def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device 
     module = as_trained(built, source.output)
     module.train()
     loss_fn = namespace.get("loss_fn") or _loss(source.loss)
+    _check_loss(module, make_batch, loss_fn, source.target)
     settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
     return UserModel(source.target, module, make_batch, loss_fn, source, config=settings,
                      granularity=source.granularity)
@@ -212,15 +216,23 @@ def _import_target(target: str) -> tuple[dict[str, Any], str]:
             sys.modules[module_name] = loaded
             try:
                 spec.loader.exec_module(loaded)
-            except Exception as exc:  # noqa: BLE001 - the user's file; say what it raised, in one line
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's file: what it raised, in one line
                 del sys.modules[module_name]
-                raise UserError(f"{target}: importing {where} failed: {type(exc).__name__}: {first_line(exc)}") from None
+                raise UserError(f"{target}: importing {where} failed: {_raised(exc)}") from None
         return vars(sys.modules[module_name]), name
     try:
         loaded = importlib.import_module(where)
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{target}: cannot import {where}: {type(exc).__name__}: {first_line(exc)}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        raise UserError(f"{target}: cannot import {where}: {_raised(exc)}") from None
     return vars(loaded), name
+
+
+def _raised(exc: BaseException) -> str:
+    """What a user's code raised, in one line; sys.exit() and exit() in a model file too, which would
+    otherwise end pipebench with no word."""
+    if isinstance(exc, SystemExit):
+        return f"it calls sys.exit({exc.code!r}) or exit() when imported; a model file must only define things"
+    return f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def _where(target: str) -> str:
@@ -242,10 +254,12 @@ def _build(factory: Any, target: str, device) -> nn.Module:
     try:
         with context:
             module = factory()
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{target}: building it failed: {type(exc).__name__}: {first_line(exc)}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        raise UserError(f"{target}: building it failed: {_raised(exc)}") from None
     if not isinstance(module, nn.Module):
         raise UserError(f"{target}: returned a {type(module).__name__}, not an nn.Module")
+    if not any(p.requires_grad for p in module.parameters()):
+        raise UserError(f"{target}: has no parameters that require grad; there is nothing to train")
     return module
 
 
@@ -414,6 +428,36 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
     return outputs
 
 
+def _check_loss(module: nn.Module, make_batch, loss_fn, target: str) -> None:
+    """A batch of two through the forward and the loss: the trained output must be floating point
+    (gradients flow only through those) and the loss one number (backward() needs a scalar). On the meta
+    device (checking settings before any work) what cannot run there is not judged: a forward or a loss
+    may read values, which meta tensors lack."""
+    inputs, targets = make_batch(2, seed=0)
+    try:
+        outputs = run_forward(module, inputs, target)
+    except RejectedInput:
+        if _on_meta(module):
+            return
+        raise
+    if not isinstance(outputs, torch.Tensor):
+        return  # as_trained's pick said so already
+    if not outputs.is_floating_point():
+        raise UserError(f"{target} returns {str(outputs.dtype).removeprefix('torch.')} outputs; gradients flow "
+                        "only through floating-point ones, so there is nothing to train")
+    try:
+        with torch.no_grad():
+            loss = loss_fn(outputs, targets.to(outputs.device))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's loss: its own words
+        if outputs.device.type == "meta":
+            return
+        raise UserError(f"{target}: the loss fails on the model's outputs {list(outputs.shape)}: {_raised(exc)}") from None
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise UserError(f"{target}: the loss must be one number (a scalar tensor), got {shape}; reduce it, "
+                        "e.g. with .mean()")
+
+
 @dataclass(frozen=True)
 class SyntheticInputs:
     """Seeded synthetic batches for a user model (see the module docstring)."""
@@ -429,8 +473,12 @@ class SyntheticInputs:
     def __call__(self, batch_size: int, seed: int = 0, device: torch.device | str = "cpu"):
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
-        generator = torch.Generator(device="cpu").manual_seed(seed)
         dtype = getattr(torch, self.dtype)
+        size = batch_size * math.prod(self.shape) * dtype.itemsize * 2  # and the targets, at most as large
+        if size > _memory():
+            raise UserError(f"an input batch of {batch_size} x {self.shape} {self.dtype} takes {format_bytes(size)}, "
+                            f"more than this machine's {format_bytes(_memory())}; lower --input-shape or --batch")
+        generator = torch.Generator(device="cpu").manual_seed(seed)
         if not dtype.is_floating_point:  # token ids: the targets are the next tokens
             high = self.token_range or DEFAULT_TOKEN_RANGE
             stream = torch.randint(0, high, (batch_size, *self.shape[:-1], self.shape[-1] + 1), generator=generator)
@@ -442,6 +490,14 @@ class SyntheticInputs:
             classes = self.classes or (self.output_shape[-1] if self.output_shape else 10)
             targets = torch.randint(0, classes, (batch_size, *self.output_shape[:-1]), generator=generator)
         return inputs.to(device), targets.to(device)
+
+
+def _memory() -> int:
+    """This machine's memory in bytes, which a synthetic batch is made in before it moves to a GPU."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no bound here
+        return 2**62
 
 
 @dataclass(frozen=True)
@@ -470,9 +526,8 @@ class _SeededUserBatches:
             torch.manual_seed(seed)
             try:
                 inputs, targets = self.make(batch_size)
-            except Exception as exc:  # noqa: BLE001
-                raise UserError(f"{self.target}: make_batch({batch_size}) failed: {type(exc).__name__}: "
-                                f"{first_line(exc)}") from None
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
+                raise UserError(f"{self.target}: make_batch({batch_size}) failed: {_raised(exc)}") from None
         move = (lambda t: t.to(device)) if device is not None else (lambda t: t)
         inputs = tuple(move(i) for i in inputs) if isinstance(inputs, (tuple, list)) else move(inputs)
         return inputs, move(targets)

@@ -1,6 +1,9 @@
 """Files pipebench writes and reads: written atomically, read back as typed, checked records.
 
-One home for two things every file format here needs (profiles, plans, jobs, results):
+One home for three things every file format here needs (profiles, plans, jobs, results, reports):
+- `writable_file` / `writable_folder`: an output path checked before any work (not a folder or a file in
+  the way, a name the file system takes, a folder it can create and write in), so a bad `--json` or
+  `--out` is one line at the start rather than a traceback after minutes of profiling.
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
@@ -22,13 +25,61 @@ from typing import Any, TypeVar
 
 from pipebench.errors import UserError
 
-__all__ = ["write_text", "write_json", "read_json", "record", "check"]
+__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "loads", "read_json", "record", "check"]
 
 T = TypeVar("T")
 
 MAX_DEPTH = 100
 """JSON nested deeper than this is refused on reading: no pipebench file nests beyond a few levels, and
 deeper values overflow Python's stack later (json.dumps, dataclasses.asdict) with a RecursionError."""
+
+
+def writable_folder(path: str | Path, option: str) -> Path:
+    """`path` as a folder this command can write into, created now: a file in the way, a name too long or a
+    place where no folder can be made (/proc) is one line before any work."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{option} {_shown(path)}: a file is in the way; name a folder") from None
+    except OSError as exc:
+        raise UserError(f"{option} {_shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
+    if not path.is_dir():  # a link to a file
+        raise UserError(f"{option} {_shown(path)}: a file is in the way; name a folder")
+    try:  # os.access says yes to root even where nothing can be made (/proc): make something
+        probe = path / f".pipebench-probe-{uuid.uuid4().hex[:12]}"
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {_shown(path)}: the folder is not writable ({exc.strerror or exc})") from None
+    return path
+
+
+def writable_file(path: str | Path, option: str) -> Path:
+    """`path` as a file this command can write (atomically, `write_text`): not a folder, a name the file
+    system takes, in a folder that can be created and written in; checked now, before any work."""
+    path = Path(path)
+    if len(os.fsencode(path.name)) + 18 > NAME_MAX:  # with the ".", ".<12 hex>.tmp" of write_text's temporary
+        raise UserError(f"{option}: the file name is {len(path.name):,} characters; at most "
+                        f"{NAME_MAX - 18} fit")
+    try:
+        folder = path.is_dir()
+    except OSError as exc:  # a path longer than the system takes
+        raise UserError(f"{option} {_shown(path)}: {exc.strerror or exc}") from None
+    if folder or path.name in ("", ".", ".."):
+        raise UserError(f"{option} {_shown(path)}: is a folder; name a file")
+    writable_folder(path.parent, option)
+    return path
+
+
+NAME_MAX = 255
+"""The longest file name, in bytes, of the file systems pipebench writes to (ext4, xfs, tmpfs, APFS)."""
+
+
+def _shown(path: Path) -> str:
+    """A path for a message: shortened when a user gave thousands of characters."""
+    text = str(path)
+    return text if len(text) <= 120 else text[:60] + "..." + text[-40:]
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -69,7 +120,7 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -80,6 +131,8 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
         raise error(f"{path}: not JSON: {exc}") from None
     except RecursionError:
         raise error(f"{path}: JSON nested too deeply to be a pipebench {kind} file") from None
+    except ValueError as exc:  # loads' bounds
+        raise error(f"{path}: {exc}; not a pipebench {kind} file") from None
     if _depth(data) > MAX_DEPTH:
         raise error(f"{path}: JSON nested deeper than {MAX_DEPTH} levels; not a pipebench {kind} file")
     if fmt is not None:
@@ -90,6 +143,30 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
             raise error(f"{path}: {kind} version {data.get('version')!r} is not supported "
                         f"(expected {', '.join(map(str, versions))})")
     return data
+
+
+MAX_DIGITS = 30
+"""The longest integer read from JSON: no count or byte size of ours comes near 10**30, and Python refuses
+to read integers of more than 4,300 digits with a ValueError, after quadratic work."""
+
+
+def loads(text: str) -> Any:
+    """json.loads with bounded numbers: an integer of more than MAX_DIGITS digits, or a number beyond
+    float's range (1e400, which would read as infinity), is a ValueError that says which."""
+    return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:30]} is beyond any measurement")
+    return value
 
 
 def _depth(data: Any) -> int:

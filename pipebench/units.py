@@ -17,12 +17,21 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": KIB, "mib": MIB, "gib": GIB, "tib": 2**40}
 
 
+MAX_SIZE = 2**60
+"""The largest size read (1 EiB): beyond it a size is a typo, and 1e999 is infinity, which no count of
+bytes is."""
+
+
 def parse_size(text: str) -> int:
-    """'20GiB' -> 21474836480; '512MB' -> 512000000; a bare number is bytes; case and spaces do not matter."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    """'20GiB' -> 21474836480; '512MB' -> 512000000; a bare number is bytes; case and spaces do not matter.
+    ASCII digits only, and at most MAX_SIZE."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text, re.ASCII)
     if not match or match.group(2).lower() not in _UNITS:
-        raise UserError(f"cannot read memory size {text!r}; write it like 20GiB, 512MB or 1e9")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+        raise UserError(f"cannot read memory size {text[:40]!r}; write it like 20GiB, 512MB or 1e9")
+    size = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not size <= MAX_SIZE:  # also infinity
+        raise UserError(f"memory size {text[:40]!r} is too large (at most {MAX_SIZE // 2**60} EiB)")
+    return int(size)
 
 
 def format_bytes(value: float) -> str:

@@ -168,8 +168,8 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
 # ---------------------------------------------------------------------------------------------------- run
 
 @pytest.mark.parametrize("extra, message", [
-    (["--timeout", "-5"], "--timeout takes a positive number of seconds (got -5)"),
-    (["--timeout", "nan"], "--timeout takes a positive number of seconds"),
+    (["--timeout=-5"], "--timeout takes a number from 0.001 to 1e+07 (got '-5')"),
+    (["--timeout", "nan"], "--timeout takes a number from 0.001"),
     (["--set", "nosuch=1"], "unknown setting(s) nosuch for model 'mlp'"),
     (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
     (["--set", "depth=0"], "mlp depth must be a positive integer (got 0)"),
@@ -186,7 +186,7 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--gpu-memory=-1GiB"], "--gpu-memory: cannot read memory size '-1GiB'"),
     (["--gpu-memory", "nan"], "--gpu-memory: cannot read memory size 'nan'"),
     (["--gpu-memory", "abc"], "--gpu-memory: cannot read memory size 'abc'"),
-    (["--gpu-memory", "1e999"], "--gpu-memory: '1e999' is too large"),
+    (["--gpu-memory", "1e999"], "--gpu-memory: memory size '1e999' is too large"),
 ])
 def test_run_refuses_before_running(capsys, tmp_path, extra, message):
     refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *extra], message)
@@ -233,11 +233,11 @@ def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypat
 
 
 def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
-    """On the CPU, the quick defaults fill only what the user left out: --batch 1000000000 stays."""
-    assert main(["run", "--models", "mlp", "--batch", "1000000000", "--out", str(tmp_path)]) == 0
+    """On the CPU, the quick defaults fill only what the user left out: --batch 1000000 stays."""
+    assert main(["run", "--models", "mlp", "--batch", "1000000", "--out", str(tmp_path)]) == 0
     options, err = suite_options["options"], capsys.readouterr().err
-    assert options.models == {"mlp": 1000000000} and options.flavour == "tiny"  # the flavour was not given
-    assert "running on the CPU" in err and "flavour tiny, batch 1000000000, 2 timed step(s) after 1 warm-up" in err
+    assert options.models == {"mlp": 1000000} and options.flavour == "tiny"  # the flavour was not given
+    assert "running on the CPU" in err and "flavour tiny, batch 1000000, 2 timed step(s) after 1 warm-up" in err
 
     assert main(["run", "--models", "mlp", "--flavour", "full", "--steps", "7", "--warmup", "3",
                  "--out", str(tmp_path)]) == 0
@@ -260,3 +260,171 @@ def test_the_solver_refuses_nan_and_infinity(costs, speeds):
 
     with pytest.raises(ValueError, match="must be finite"):
         solve(costs, 2, speeds=speeds)
+
+
+# ------------------------------------------------------------------ issue 27: counts, numbers and sizes
+
+@pytest.mark.parametrize("argv, message", [
+    # Unicode digits pass str.isdigit() but not int(): tracebacks before
+    (["devices", "--gpus", "auto:²"], "--gpus auto:N takes a number of GPUs, e.g. auto:2 (got 'auto:²')"),
+    (["plan", "--model", "mlp", "--gpus", "auto²"], "--gpus auto:N takes a number of GPUs"),
+    (["advise", "--model", "mlp", "--stages", "2", "--chunks", "²"], "--chunks takes positive integers and/or auto"),
+    (["advise", "--model", "mlp", "--stages", "2", "--chunks", "auto,²"], "--chunks takes positive integers"),
+    (["run", "--models", "mlp", "--strategies", "auto:²"], "--strategies auto takes a count of strategies"),
+    (["run", "--models", "mlp", "--chunks", "²"], "--chunks takes positive integers and/or auto"),
+    (["plan", "--model", "mlp", "--chunks", "²"], "--chunks takes a positive integer or auto"),
+    # other scripts' digits, which int() takes: accepted silently before
+    (["plan", "--model", "mlp", "--batch", "١٢"], "--batch takes a positive integer up to 16,777,216 (got '١٢')"),
+    (["run", "--models", "mlp", "--steps", "١"], "--steps takes a positive integer"),
+    # overflow
+    (["plan", "--model", "mlp", "--stages", "999999999999", "--device", "cpu"],
+     "--stages takes a positive integer up to 1,024 (got '999999999999')"),
+    (["plan", "--model", "mlp", "--stages", "2", "--max-memory", "1e999"], "memory size '1e999' is too large"),
+    (["advise", "--model", "mlp", "--stages", "2", "--max-memory", "1e999"], "memory size '1e999' is too large"),
+    (["run", "--models", "mlp", "--max-memory", "1e999"], "memory size '1e999' is too large"),
+    (["run", "--models", "mlp", "--batch", "1000000000000000000"], "--batch takes a positive integer up to"),
+    (["run", "--models", "mlp", "--timeout", "1e999"], "--timeout takes a number from 0.001 to 1e+07"),
+    (["plan", "--model", "mlp", "--stages", "2", "--set", "depth=99999999999"], "--set depth takes an integer up to"),
+    (["plan", "--model", "mlp", "--stages", "2", "--virtual-stages", "x"], "--virtual-stages takes a positive integer"),
+    # accepted silently before
+    (["devices", "--gpus", ""], "--gpus names no GPU (got '')"),
+])
+def test_counts_and_sizes_are_read_strictly(capsys, tmp_path, argv, message):
+    if argv[0] == "run":
+        argv = [*argv, "--out", str(tmp_path)]
+    refused(capsys, argv, message)
+
+
+# --------------------------------------------------------------------------- issue 27: output paths
+
+def bad_outputs(tmp_path: Path) -> list[tuple[str, str]]:
+    """Output files no command can write, and the start of what each is told."""
+    outputs = [(str(tmp_path), "is a folder; name a file"), ("x" * 10_000, "the file name is 10,000 characters"),
+               (str(tmp_path / ("d/" * 3000) / "p.json"), "File name too long")]
+    if Path("/proc/self").exists():
+        outputs += [("/proc/nope/p.json", "cannot create the folder"), ("/proc/self/p.json", "not writable")]
+    return outputs
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_plan_and_advise_check_their_outputs_before_profiling(capsys, tmp_path, command, option):
+    """IsADirectoryError, FileNotFoundError or OSError once profiling had ended, before."""
+    for path, message in bad_outputs(tmp_path):
+        refused(capsys, [command, "--model", "mlp", *TINY, "--stages", "2", option, path], message)
+
+
+def test_report_checks_its_folder_before_reading(capsys, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    bad = [(str(tmp_path / "a-file"), "a file is in the way"), ("x" * 10_000, "cannot create the folder")]
+    if Path("/proc/self").exists():
+        bad.append(("/proc/nope", "cannot create the folder"))
+    for folder, message in bad:
+        refused(capsys, ["report", str(tmp_path / "none.json"), "--out", folder], message)
+
+
+# ------------------------------------------------------------------ issue 27: models that cannot train
+
+MODELS = '''
+import sys
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Good(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class Frozen(Good):
+    def __init__(self):
+        super().__init__()
+        self.requires_grad_(False)
+
+
+class NoParameters(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Integers(Good):
+    def forward(self, x):
+        return super().forward(x).argmax(-1, keepdim=True).expand(-1, 4)
+'''
+
+
+@pytest.mark.parametrize("name, extra, message", [
+    ("models.py:Frozen", [], "has no parameters that require grad; there is nothing to train"),
+    ("models.py:NoParameters", [], "has no parameters that require grad"),
+    ("models.py:Integers", [], "returns int64 outputs; gradients flow only through floating-point ones"),
+    ("vector_loss.py:Good", [], "the loss must be one number (a scalar tensor), got [2]"),
+    ("exits.py:Good", [], "it calls sys.exit(0) or exit() when imported"),
+    ("exit_call.py:Good", [], "it calls sys.exit(None) or exit() when imported"),
+    ("raises.py:Good", [], "it calls sys.exit('bye') or exit() when imported"),
+    ("models.py:Good", ["--input-shape", "999999999,999999999"],
+     "an input batch of 2 x [999999999, 999999999] float32 takes 14901161164.05 GiB, more than this machine's"),
+])
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_models_that_cannot_train_are_refused(capsys, tmp_path, monkeypatch, name, extra, message, command):
+    """Profiled and "planned" before (exit 0), or exit 0 with no word at all (sys.exit on import), or the
+    allocator's traceback asking for 8e18 bytes."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "vector_loss.py").write_text("from models import Good\nimport torch.nn.functional as F\n\n"
+                                             "def loss_fn(outputs, targets):\n"
+                                             "    return F.cross_entropy(outputs, targets, reduction='none')\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "exit_call.py").write_text("exit()\n")
+    (tmp_path / "raises.py").write_text("raise SystemExit('bye')\n")
+    model = str(tmp_path / name)
+    shape = ["--input-shape", "4"] if not extra else extra
+    if command == "plan":  # loading the model is profiling's first step, before anything is timed
+        from pipebench.api import profile
+
+        monkeypatch.setattr(pipebench, "profile", profile)
+        refused(capsys, ["plan", "--model", model, "--stages", "2", *shape], message)
+    else:
+        refused(capsys, ["run", "--models", model, "--out", str(tmp_path / "out"), *shape], message)
+
+
+@pytest.mark.parametrize("folder, message", [("nonexistent", "--data-dir {}: no such folder"),
+                                             ("a-file", "--data-dir {}: not a folder")])
+def test_a_data_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path, folder, message):
+    """The message was good, but it came as a traceback."""
+    (tmp_path / "a-file").write_text("")
+    path = str(tmp_path / folder)
+    refused(capsys, ["plan", "--model", "convnet", "--stages", "2", "--data-dir", path], message.format(path))
+
+
+def test_unusable_mnist_data_is_a_user_error(tmp_path):
+    from pipebench.errors import UserError
+    from pipebench.models.mnist import load_mnist
+
+    with pytest.raises(UserError, match="MNIST data in .* is unusable: missing file"):
+        load_mnist(tmp_path)
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_path):
+    """`run --batch 3 --strategies ddp` on 2 processes profiled, then wrote an unavailable row."""
+    refused(capsys, ["run", "--models", "mlp", "--batch", "3", "--strategies", "single,ddp", "--out", str(tmp_path)],
+            "--batch 3: ddp gives each of its 2 replicas an equal share, and mlp's batch of 3 does not split into 2")
+
+
+def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
+    """`--strategies single,single` and `--chunks auto,auto` wrote two rows with one case key."""
+    assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--chunks", "auto,auto,2,2",
+                 "--out", str(tmp_path)]) == 0, capsys.readouterr().err
+    options = suite_options["options"]
+    assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])
+
+
+def test_a_depth_beyond_what_pipebench_plans_is_one_line_at_once(capsys, tmp_path):
+    """`plan --set depth=20000` built 40,000 layers for minutes, saying nothing, until it was killed."""
+    refused(capsys, ["plan", "--model", "gpt", "--flavour", "tiny", "--set", "depth=20000", "--stages", "2",
+                     "--device", "cpu", "--batch", "8"], "--set depth=20000: pipebench plans models of at most 512")
+    refused(capsys, ["run", "--models", "gpt", "--set", "depth=20000", "--out", str(tmp_path)], "at most 512 blocks")

@@ -97,7 +97,7 @@ def test_numpy_like_numbers_and_nan_are_normalised():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(status="done"), "Row.status: 'done' is not one of: ok, oom, failed, unavailable"),
+    (dict(status="done"), "Row.status: 'done' is not one of: ok, oom, failed, timeout, unavailable"),
     (dict(status="failed", reason=""), "Row.reason: say why the case is 'failed'"),
     (dict(samples_per_s=None), "status 'ok' needs samples_per_s and step_ms"),
     (dict(micro_batches=0), "Row.micro_batches: must be at least 1 (got 0)"),
@@ -399,7 +399,9 @@ def test_a_folder_with_a_bad_csv_twin_warns_and_reports_from_the_json(tmp_path):
 
 
 def test_start_run_checks_the_files_before_anything_runs(paths):
-    assert results.start_run(*paths, resume=False) == set()  # nothing there yet
+    assert results.start_run(*paths, resume=False) == set()  # nothing there yet: claimed, empty
+    assert results.load(paths[1]) == []
+    paths[1].unlink()
     paths[0].write_text("precious\n")
     with pytest.raises(ResultsError, match="exists without its JSON file"):
         results.start_run(*paths, resume=True)
@@ -418,6 +420,26 @@ def test_start_run_refuses_a_second_run_into_one_file_without_resume(paths):
     assert str(info.value) == (f"{paths[1]}: already holds 2 row(s) from an earlier run; add --resume to skip the "
                                "cases done there and run the rest, or give another --out")
     assert results.start_run(*paths, resume=True) == {case_key(make_row())}  # the failed one runs again
+
+
+def test_two_runs_into_one_fresh_folder_the_second_is_refused(paths):
+    """Both were accepted: neither found a row, and each wrote its own row for every case."""
+    assert results.start_run(*paths, resume=False) == set()
+    with pytest.raises(ResultsError, match="was started by another run; add --resume"):
+        results.start_run(*paths, resume=False)
+    assert results.start_run(*paths, resume=True) == set()
+
+
+def test_a_lock_file_planted_as_a_link_is_not_followed(paths, tmp_path):
+    """`.<name>.json.lock` linked to another file: append opened, created or touched what it points at."""
+    target = tmp_path / "elsewhere" / "victim"
+    lock = paths[1].with_name(f".{paths[1].name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.symlink_to(target)
+    for attempt in (lambda: results.start_run(*paths, resume=False), lambda: append(make_row(), *paths)):
+        with pytest.raises(ResultsError, match="the lock file is a link; remove it"):
+            attempt()
+    assert not target.exists() and not target.parent.exists()
 
 
 def test_a_negative_measurement_is_a_corrupt_file(tmp_path):

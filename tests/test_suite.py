@@ -89,7 +89,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path):
     (["run", "--strategies", "single,warp"], "unknown strategy 'warp'"),
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
     (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
-    (["run", "--steps", "0"], "--steps must be at least 1 (got 0)"),
+    (["run", "--steps", "0"], "--steps takes a positive integer up to 1,000,000 (got '0')"),
     (["run", "--max-memory", "lots"], "cannot read memory size 'lots'"),
     (["run", "--speeds", "auto"], "--speeds auto probes GPUs; on the CPU give the factors"),
     (["run", "--speeds", "1,0.5,2"], "--speeds needs one positive factor per device (2)"),
@@ -172,16 +172,19 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
         def __enter__(self):
             if self.job.strategy == "ddp":
                 raise WorkerError("rank 1: OutOfMemoryError: CUDA out of memory", oom=True)
+            if self.job.strategy == "fsdp":
+                raise WorkerError("timeout: fsdp ran past its limit of 5 s (--timeout); stopped", timeout=True)
             raise WorkerError("rank 0: RuntimeError: boom")
 
         def __exit__(self, *exc):
             return False
 
     monkeypatch.setattr(launch, "Session", OutOfMemory)
-    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "ddp,single", "--quick", "--out", str(tmp_path))
+    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "ddp,fsdp,single", "--quick", "--out",
+                       str(tmp_path))
     assert code == 0, err
     rows = load(sorted(tmp_path.glob("*.json")))
-    assert [(r.strategy, r.status) for r in rows] == [("ddp", "oom"), ("single", "failed")]
+    assert [(r.strategy, r.status) for r in rows] == [("ddp", "oom"), ("fsdp", "timeout"), ("single", "failed")]
     assert rows[0].reason == "rank 1: OutOfMemoryError: CUDA out of memory"
 
 
@@ -213,3 +216,17 @@ def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
     assert done.returncode == 4  # pytest's usage error
     assert "ERROR: unknown strategy 'hand-split'" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_timeout_ends_the_case_whatever_its_steps_do():
+    """`run --steps 1000000000 --timeout 20` ran 400 s until killed from outside: the limit held for each
+    wait on a step, and a million quick steps never waited that long. It now holds for the whole case."""
+    import time
+
+    job = Job.by_hand("mlp", "single", flavour="tiny", batch=8, devices=1, device_type="cpu")
+    bound = time.monotonic() + 300  # the test's own bound: far beyond the 10 s the case may take
+    with pytest.raises(WorkerError, match=r"timeout: single ran past its limit of 10 s \(--timeout\); stopped") as info:
+        with Session(job, timeout=10) as workers:
+            while time.monotonic() < bound:
+                workers.step()
+    assert info.value.timeout

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from pipebench.errors import DeviceError, UserError
-from pipebench.specs import (AutoGpus, micro_batch_counts, parse_chunk, parse_chunks, parse_gpus, parse_override,
-                             parse_speeds, virtual_stages)
+from pipebench.specs import (AutoGpus, micro_batch_counts, parse_chunks, parse_gpus, parse_int, parse_number,
+                             parse_override, parse_speeds, virtual_stages)
 from pipebench.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
 
 
@@ -19,10 +19,35 @@ def test_parse_size():
     assert parse_size(" 2 KiB ") == 2048
 
 
-@pytest.mark.parametrize("text", ["lots", "", "20 GiBs", "-1GiB", "1,5GiB"])
+@pytest.mark.parametrize("text", ["lots", "", "20 GiBs", "-1GiB", "1,5GiB", "²GiB", "١٢GiB"])
 def test_parse_size_rejects(text):
     with pytest.raises(UserError, match=f"cannot read memory size {text!r}; write it like 20GiB"):
         parse_size(text)
+
+
+@pytest.mark.parametrize("text", ["1e999", "2000000TiB", "1e30"])
+def test_parse_size_refuses_sizes_beyond_any_memory(text):
+    """1e999 was an OverflowError converting infinity to an int."""
+    with pytest.raises(UserError, match=f"memory size {text!r} is too large"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("text, low, high, value", [("5", 1, 10, 5), (" 7 ", 0, 10, 7), ("-3", -5, 5, -3)])
+def test_parse_int_reads_ascii_digits(text, low, high, value):
+    assert parse_int(text, "--x", low, high) == value
+
+
+@pytest.mark.parametrize("text", ["²", "١٢", "+1", "1_0", "1.0", "", "0", "11", "9" * 5000])
+def test_parse_int_refuses_what_is_not_an_ascii_count_in_range(text):
+    with pytest.raises(UserError, match=r"--x takes a positive integer up to 10 \(got"):
+        parse_int(text, "--x", 1, 10)
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400", "١", "²", "0", "11", "x"])
+def test_parse_number_is_finite_and_in_range(text):
+    with pytest.raises(UserError, match=r"--x takes a number from 0.5 to 10"):
+        parse_number(text, "--x", 0.5, 10)
+    assert parse_number("2.5e0", "--x", 0.5, 10) == 2.5
 
 
 def test_format_bytes_gib_and_count():
@@ -39,13 +64,16 @@ def test_chunks():
     assert parse_chunks("auto") == [None]
     assert parse_chunks("4") == [4]
     assert parse_chunks("2, 4,auto") == [2, 4, None]
-    for bad in ("0", "two", "2,,4", ""):
+    assert parse_chunks("auto,4,auto,4") == [None, 4]  # one case each
+    for bad in ("0", "two", "2,,4", "", "²", "auto,²", "١٢", "+2", "99999999999999999999"):
         with pytest.raises(UserError, match="--chunks takes positive integers and/or auto, comma-separated"):
             parse_chunks(bad)
-    assert parse_chunk("auto") is None and parse_chunk("8") == 8
-    for bad in ("many", "0", "2,4", "-2"):
+    assert parse_chunks("auto", single=True) == [None] and parse_chunks("8", single=True) == [8]
+    for bad in ("many", "0", "-2", "²"):
         with pytest.raises(UserError, match="--chunks takes a positive integer or auto"):
-            parse_chunk(bad)
+            parse_chunks(bad, single=True)
+    with pytest.raises(UserError, match="--chunks takes one count or auto here"):
+        parse_chunks("2,4", single=True)
 
 
 def test_micro_batch_counts():
@@ -70,6 +98,11 @@ def test_parse_gpus():
     ("auto", "--gpus auto:N takes a number of GPUs, e.g. auto:2"),
     ("auto:two", "--gpus auto:N takes a number of GPUs"),
     ("auto:0", "auto:N takes N >= 1 (got 0)"),
+    ("auto:²", "--gpus auto:N takes a number of GPUs"),  # '²'.isdigit(), and int('²') fails
+    ("auto²", "--gpus auto:N takes a number of GPUs"),
+    ("auto:99999", "--gpus auto:N takes a positive integer up to 1,024"),
+    ("", "--gpus names no GPU"),
+    ("٠", "--gpus takes comma-separated GPU ids"),
 ])
 def test_parse_gpus_rejects(text, message):
     with pytest.raises(DeviceError, match=re.escape(message)):
@@ -92,8 +125,12 @@ def test_parse_override():
     assert parse_override("dropout=0.1") == ("dropout", 0.1)
     assert parse_override("act=gelu") == ("act", "gelu")
     assert parse_override("name=") == ("name", "")
+    assert parse_override("depth=١٢") == ("depth", "١٢")  # not a number: the model refuses it as one
     for bad in ("depth", "=3"):
         with pytest.raises(UserError, match="--set takes KEY=VALUE"):
+            parse_override(bad)
+    for bad in ("depth=99999999999", "width=1e400", "dropout=nan"):
+        with pytest.raises(UserError, match=f"--set {bad.split('=')[0]} takes"):
             parse_override(bad)
 
 

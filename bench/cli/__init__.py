@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # timeout, Slurm, systemd, docker stop: as Ctrl-C
     try:
+        _read_counts(args)
         return args.handler(args)
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
         return _fail(str(exc))
@@ -46,6 +47,17 @@ def _version() -> str:
     except PackageNotFoundError:
         torch = "not installed"
     return f"pipebench {__version__} (torch {torch})"
+
+
+def _read_counts(args) -> None:
+    """Every count and number option of every command (--batch, --stages, --steps, --timeout...: the keys
+    of specs.LIMITS), read from its text by the one strict parser, before the command starts."""
+    from pipebench.specs import LIMITS, parse_option
+
+    for name in LIMITS:
+        text = getattr(args, name, None)
+        if isinstance(text, str):
+            setattr(args, name, parse_option(name, text))
 
 
 def _interrupt(signum, frame):

@@ -29,12 +29,13 @@ def cmd_advise(args) -> int:
 
     from pipebench.bench.advise import advise
     from pipebench.bench.cli.common import training_of
-    from pipebench.bench.cli.plan import load_or_profile
+    from pipebench.bench.cli.plan import check_outputs, load_or_profile
     from pipebench.files import write_json
     from pipebench.specs import parse_chunks
 
     training = training_of(args)  # an unknown value: one line now
     chunks = parse_chunks(args.chunks)
+    check_outputs(args)
     # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled;
     # on one device nothing micro-batches (a one-stage pipeline is single), so the whole batch is all.
     def counts(devices: int) -> list[int] | None:

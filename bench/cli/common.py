@@ -82,11 +82,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--input-shape", metavar="C,H,W", help="one sample's input shape, without the batch "
                        "dimension (not needed when the file defines make_batch(batch_size))")
     group.add_argument("--input-dtype", default=None, help="float32 (default), bfloat16, int64 (token ids)...")
-    group.add_argument("--num-classes", type=int, default=None,
+    group.add_argument("--num-classes", default=None,
                        help="classes of the synthetic targets (default: the output's last dimension)")
-    group.add_argument("--token-range", type=int, default=None, help="token ids are drawn below this (default 1000)")
+    group.add_argument("--token-range", default=None, help="token ids are drawn below this (default 1000)")
     group.add_argument("--loss", default=None, help="cross_entropy (default), nll or mse; a loss_fn in the file wins")
-    group.add_argument("--granularity", type=int, default=None, metavar="DEPTH",
+    group.add_argument("--granularity", default=None, metavar="DEPTH",
                        help="module depth of the cut candidates, 1 = top-level submodules (default: the finest "
                        "depth with at most 64 candidates)")
 
@@ -105,8 +105,11 @@ def model_settings(args, names: list[str]) -> dict:
         option = "--" + next(iter(given)).replace("_", "-")
         raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
     if "input_shape" in given:
+        from pipebench.specs import parse_int
+
         try:
-            given["input_shape"] = [int(d) for d in given["input_shape"].split(",")]
-        except ValueError:
-            raise UserError(f"--input-shape takes positive integers such as 3,224,224 (got {args.input_shape!r})") from None
+            given["input_shape"] = [parse_int(d, "--input-shape", 1, 2**31) for d in given["input_shape"].split(",")]
+        except UserError:
+            raise UserError(f"--input-shape takes positive integers such as 3,224,224 "
+                            f"(got {args.input_shape[:40]!r})") from None
     return given

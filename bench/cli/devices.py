@@ -19,16 +19,16 @@ def cmd_devices(args) -> int:
     from pipebench.errors import DeviceError
     from pipebench.specs import parse_gpus
 
-    if args.gpus:
+    if args.gpus is not None:
         parse_gpus(args.gpus)  # the text first: '--gpus a,b' is wrong whether or not there are GPUs
     infos = query_gpus()
     if not infos:
-        if args.gpus:
+        if args.gpus is not None:
             raise DeviceError(f"--gpus {args.gpus}: no NVIDIA GPU is visible here (NVML found none)")
         print("no NVIDIA GPU visible here (NVML found none); pipebench runs on the CPU with gloo processes")
         return 0
     print(format_gpus(infos))
-    chosen = parse_gpu_choice(args.gpus)[0] if args.gpus else [g.index for g in infos]
+    chosen = parse_gpu_choice(args.gpus)[0] if args.gpus is not None else [g.index for g in infos]
     missing = [i for i in chosen if i >= len(infos)]
     if missing:
         raise UserError(f"GPU {missing[0]} does not exist: {len(infos)} visible")

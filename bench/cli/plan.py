@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import NamedTuple
 
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
@@ -24,7 +25,7 @@ def add_parser(subparsers) -> None:
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
     plan.add_argument("--schedule", default=DEFAULT_SCHEDULE, choices=list(SIMULATED_SCHEDULES),
                       help=f"pipeline schedule to plan for (default: {DEFAULT_SCHEDULE})")
-    plan.add_argument("--virtual-stages", type=int, default=None, metavar="V",
+    plan.add_argument("--virtual-stages", default=None, metavar="V",
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
@@ -40,17 +41,17 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     parser.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a model setting, e.g. --set depth=8 (repeatable)")
-    parser.add_argument("--batch", type=int, help="global batch size (default: 8 on the CPU, 256 on GPUs)")
+    parser.add_argument("--batch", help="global batch size (default: 8 on the CPU, 256 on GPUs)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--gpus", help=where)
-    group.add_argument("--stages", type=int, help=stages)
+    group.add_argument("--stages", help=stages)
     parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
     add_server_options(parser)
     add_training_options(parser)
     parser.add_argument("--link-gbps", default=None,
                         help="GB/s between devices to price transfers (default: what the profile measured, "
                         "between the first two GPUs; gloo's between CPU processes)")
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", default=None,
                         help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
     parser.add_argument("--profile", metavar="FILE", help=f"{command} from a saved profile, touching no GPU")
     parser.add_argument("--fresh", action="store_true",
@@ -69,6 +70,15 @@ class Source(NamedTuple):
     devices: list[str]
     speeds: list[float] | None
     caps: float | list[float] | None
+
+
+def check_outputs(args) -> None:
+    """--json and --save-profile, checked before anything is profiled (files.writable_file)."""
+    from pipebench.files import writable_file
+
+    for option, path in (("--json", args.json), ("--save-profile", args.save_profile)):
+        if path is not None:
+            writable_file(path, option)
 
 
 def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
@@ -114,14 +124,16 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
 def cmd_plan(args) -> int:
     from pipebench.partition.plan import check_recompute, make_plan
     from pipebench.partition.plan_text import format_plan
-    from pipebench.specs import micro_batch_counts, parse_chunk, virtual_stages
+    from pipebench.specs import micro_batch_counts, parse_chunks, virtual_stages
 
+    chunks = parse_chunks(args.chunks, single=True)[0]
+    check_outputs(args)
     training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     virtual = virtual_stages(args.schedule, args.virtual_stages)
     check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after
     source = load_or_profile(args, virtual)
     profiles, devices, max_memory = source.profiles, source.devices, source.caps
-    micro_batch_counts(parse_chunk(args.chunks), profiles[0].batch)
+    micro_batch_counts(chunks, profiles[0].batch)
     if len(devices) * virtual > len(profiles[0].layers):
         raise UserError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
     # The link the profile measured prices the cuts, unless --link-gbps says otherwise.
@@ -130,7 +142,7 @@ def cmd_plan(args) -> int:
     latency = (first.link_latency_ms or 0.0) if args.link_gbps is None else 0.0
     common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
                   virtual_stages=virtual, checkpoint=args.checkpoint)
-    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=parse_chunk(args.chunks),
+    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks,
                      max_memory=max_memory, speeds=source.speeds, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
     print(format_plan(plan, baseline, max_memory))
@@ -161,8 +173,6 @@ def _devices(args, check: bool) -> list[str]:
         args.gpu_infos = parse_gpu_choice(args.gpus)[1] or None
         return devices
     stages = 2 if args.stages is None else args.stages
-    if stages < 1:
-        raise UserError(f"--stages must be at least 1 (got {stages})")
     return [resolve_device(args.device, check=check)] * stages
 
 
@@ -175,6 +185,8 @@ def _settings(args, stages: int) -> dict:
     from pipebench.specs import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():
+        raise UserError(f"--data-dir {args.data_dir}: {'not a folder' if Path(args.data_dir).exists() else 'no such folder'}")
     if not is_user_model(args.model):
         layers = len(get_model(args.model, args.flavour, device="meta", **overrides))
         if stages > layers:
@@ -187,16 +199,12 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
     else --chunks); (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
     import pipebench
     from pipebench.progress import ProgressBar
-    from pipebench.specs import micro_batch_counts, parse_chunk
+    from pipebench.specs import micro_batch_counts, parse_chunks
 
     on_gpu = devices[0].startswith("cuda")
     batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
-    if batch < 1:
-        raise UserError(f"--batch must be at least 1 (got {batch})")
-    for count in counts or [parse_chunk(args.chunks)]:
+    for count in counts or parse_chunks(args.chunks, single=True):
         micro_batch_counts(count, batch)
-    if args.repeats is not None and args.repeats < 1:
-        raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     with ProgressBar() as progress:
         profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
                                      micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,

@@ -7,6 +7,7 @@ from pathlib import Path
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
+from pipebench.files import writable_folder
 
 DEFAULT_OUT = "pipebench-results"
 """Where rows go without --out: a folder of the user's own in the current folder, never beside the
@@ -26,7 +27,7 @@ def add_parser(subparsers) -> None:
                      "single and the K strategies predicted fastest (pipebench advise; K defaults to 3)")
     run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
                      "visible GPU; the CPU when there is none)")
-    run.add_argument("--batch", type=int, help="global batch for every model (default: gpt 64, resnet101 256)")
+    run.add_argument("--batch", help="global batch for every model (default: gpt 64, resnet101 256)")
     run.add_argument("--chunks", default="auto",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
@@ -38,10 +39,10 @@ def add_parser(subparsers) -> None:
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
-    run.add_argument("--steps", type=int, default=None, help="timed steps per case (default: 5; 2 with --quick)")
-    run.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 2; 1 with --quick)")
-    run.add_argument("--timeout", type=float, default=1800, help="seconds before a case is stopped (default: 1800)")
-    run.add_argument("--repeats", type=int, default=None, help="timed repeats per layer when profiling")
+    run.add_argument("--steps", default=None, help="timed steps per case (default: 5; 2 with --quick)")
+    run.add_argument("--warmup", default=None, help="untimed steps first (default: 2; 1 with --quick)")
+    run.add_argument("--timeout", default=1800, help="seconds before a case is stopped (default: 1800)")
+    run.add_argument("--repeats", default=None, help="timed repeats per layer when profiling")
     run.add_argument("--fresh", action="store_true",
                      help="profile again instead of reusing the profile cache (~/.cache/pipebench) and --profiles")
     add_training_options(run)
@@ -59,23 +60,11 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    import math
-
     from pipebench.bench import run as suite_run
     from pipebench.bench.suite import detect_machine
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
 
-    if args.steps is not None and args.steps < 1:
-        raise UserError(f"--steps must be at least 1 (got {args.steps})")
-    if args.warmup is not None and args.warmup < 0:
-        raise UserError(f"--warmup must be at least 0 (got {args.warmup})")
-    if args.batch is not None and args.batch < 1:
-        raise UserError(f"--batch must be at least 1 (got {args.batch})")
-    if not 0 < args.timeout < math.inf:  # also NaN
-        raise UserError(f"--timeout takes a positive number of seconds (got {args.timeout:g})")
-    if args.repeats is not None and args.repeats < 1:
-        raise UserError(f"--repeats must be at least 1 (got {args.repeats})")
     training = training_of(args)  # an unknown value: one line now
     gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
@@ -83,7 +72,8 @@ def cmd_run(args) -> int:
     given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
-        strategies=[] if parse_auto(args.strategies) else parse_strategies(args.strategies),
+        strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
+            parse_strategies(args.strategies))),
         auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
@@ -104,10 +94,10 @@ def cmd_run(args) -> int:
         machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
-    suite_run.check_options(options)  # every model and setting: one line now, not a row after profiling
-    options.out = suite_run.writable_folder(options.out, "--out")
+    suite_run.check_options(options, machine.devices)  # every model and setting: one line now, not a row after profiling
+    options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
-        options.profiles = suite_run.writable_folder(options.profiles, "--profiles")
+        options.profiles = writable_folder(options.profiles, "--profiles")
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
         note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs (gloo): "

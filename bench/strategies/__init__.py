@@ -176,11 +176,16 @@ def parse_auto(text: str | None) -> int | None:
     """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
     if text is None or not text.strip().startswith("auto"):
         return None
+    from pipebench.specs import parse_int
+
     head, _, count = text.strip().partition(":")
-    if head != "auto" or (count and not count.isdigit()) or (count and int(count) < 1):
-        raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
-                        f"(got {text!r})")
-    return int(count) if count else 3
+    if head == "auto":
+        try:
+            return parse_int(count, "--strategies auto:K", 1, len(STRATEGIES)) if count else 3
+        except UserError:
+            pass
+    raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
+                    f"(got {text[:40]!r})")
 
 
 def help_text() -> str:
