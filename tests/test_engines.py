@@ -126,6 +126,24 @@ def test_what_an_engine_cannot_express_is_one_line():
         five.export("titan")
 
 
+def test_the_command_writes_the_export_and_says_what_moved(tmp_path, capsys):
+    from pipebench.bench.cli import main
+    from pipebench.partition.profile import save_profiles
+
+    _, profile = zoo_gpt_plan()
+    save_profiles([profile], tmp_path / "profile.json")
+    target = tmp_path / "megatron.json"
+    argv = ["plan", "--profile", str(tmp_path / "profile.json"), "--stages", "2", "--chunks", "2"]
+    assert main([*argv, "--export", "megatron", str(target)]) == 0
+    plan_line = capsys.readouterr().out.strip().splitlines()[-1]
+    written = json.loads(target.read_text())
+    assert written["engine"] == "megatron" and written["pipeline_model_parallel_layout"] in ("Et|tL", "Ett|L")
+    assert plan_line.startswith("megatron ") and str(target) in plan_line
+    assert main([*argv, "--export", "titan", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pipebench: error: unknown engine 'titan'; choose one of: torchtitan, deepspeed, megatron, device-map"]
+
+
 # ---------------------------------------------------------------------------------- real models
 
 
