@@ -191,7 +191,7 @@ def test_hf_llama_in_megatron_and_deepspeed_terms(hf_llama):
     assert sum(megatron["pipeline_model_parallel_layout"].count(c) for c in "EL") == 2
     deepspeed = plan.export("deepspeed", profiles)
     holds_the_plan(deepspeed, plan)
-    assert deepspeed["layers"][:3] == ["model.embed_tokens", "model.rotary_emb", "model.layers.0"]
+    assert [u for u in deepspeed["layers"] if block(u)] == ["model.layers.0", "model.layers.1"]  # whole blocks
     with pytest.raises(UserError, match="torchtitan"):
         plan.export("torchtitan", profiles)
 
