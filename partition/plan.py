@@ -169,6 +169,14 @@ class Plan:
 
         return {stage.layers[0]: SplitPoint.BEGINNING for stage in self.stages[1:]}
 
+    def export(self, engine: str, profiles: Sequence[Profile] | None = None) -> dict[str, Any]:
+        """This plan in an engine's own terms (partition/engines.py): "torchtitan", "deepspeed", "megatron"
+        or "device-map". A cut the engine cannot make moves to the nearest it can, priced with `profiles`
+        (the plan's own) when given."""
+        from pipebench.partition.engines import export
+
+        return export(self, engine, profiles)
+
     def stages_on(self, device: int) -> list[int]:
         """The stage indices that device `device` runs, in increasing order."""
         return [s for s, d in enumerate(self.placement) if d == device]

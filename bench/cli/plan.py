@@ -29,6 +29,9 @@ def add_parser(subparsers) -> None:
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
                       help="what to balance: profiled time (default), parameter counts or layer counts")
+    plan.add_argument("--export", nargs=2, metavar=("ENGINE", "FILE"),
+                      help="also write the plan in an engine's own terms as JSON: torchtitan, deepspeed, megatron "
+                      "or device-map (see docs/engines.md)")
     plan.set_defaults(handler=cmd_plan)
 
 
@@ -122,6 +125,8 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
 
 
 def cmd_plan(args) -> int:
+    from pipebench.files import write_json
+    from pipebench.partition.engines import check_engine, summary
     from pipebench.partition.plan import check_recompute, make_plan
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import micro_batch_counts, parse_chunks, virtual_stages
@@ -129,6 +134,8 @@ def cmd_plan(args) -> int:
     chunks = parse_chunks(args.chunks, single=True)[0]
     check_outputs(args)
     training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
+    if args.export:
+        check_engine(args.export[0])
     virtual = virtual_stages(args.schedule, args.virtual_stages)
     check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after
     source = load_or_profile(args, virtual)
@@ -149,6 +156,10 @@ def cmd_plan(args) -> int:
     if args.json:
         plan.save(args.json)
         print(f"plan written to {args.json}")
+    if args.export:
+        (engine, path), exported = args.export, plan.export(args.export[0], profiles)
+        write_json(path, exported)
+        print(f"{summary(exported)}; {engine} export written to {path}")
     return 0
 
 
