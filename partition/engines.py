@@ -15,7 +15,7 @@ the capture, `layers.3`, `model.layers.3.mlp`, the zoo's `block_3_attn`) say whi
 A cut inside a unit moves to the nearest cut the engine can make (of the two on either side of each
 cut, the pair the plan's simulator prices fastest when the profiles are at hand, else the nearest), and
 the export carries that cut's predicted step beside the plan's. An engine that cannot place the plan at
-all raises one UserError line. Pure: no torch (plan_with_bounds prices the moved cuts).
+all raises one UserError line. Pure: no torch (plan_with_bounds, handed in by Plan.export, prices the moved cuts).
 """
 from __future__ import annotations
 
@@ -24,13 +24,15 @@ from itertools import product
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
+from pipebench.partition.schedule import SCHEDULES
 
-__all__ = ["ENGINES", "TORCH_SCHEDULES", "export", "check_engine", "block", "summary"]
+__all__ = ["ENGINES", "export", "check_engine", "block", "summary"]
 
 ENGINES = ("torchtitan", "deepspeed", "megatron", "device-map")
 
-TORCH_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
-                   "zb-interleaved": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble"}
+def _torchtitan_schedule(schedule: str) -> str:
+    """torchtitan names torch's schedule classes without their "Schedule" prefix (Interleaved1F1B)."""
+    return SCHEDULES[schedule].torch_class.removeprefix("Schedule")
 """pipebench's schedule names as torch's get_schedule_class (and so torchtitan's config) spells them."""
 
 
@@ -52,16 +54,19 @@ def block(name: str) -> str | None:
     return None
 
 
-def export(plan, engine: str, profiles: Sequence[Any] | None = None) -> dict[str, Any]:
+def export(plan, engine: str, profiles: Sequence[Any] | None = None, *,
+           price_bounds: Callable[..., Any] | None = None) -> dict[str, Any]:
     """`plan` in `engine`'s own terms (see the module docstring), as a plain dict.
 
     Every export holds: engine, stages (the layer names of each stage, as the engine will place them),
     bounds, moved (whether a cut had to move), predicted_step_ms (the plan's, or the moved cut's when the
-    profiles price it; None when they are not at hand), plan_step_ms, note; and the engine's own keys."""
+    profiles price it; None when they are not at hand), plan_step_ms, note; and the engine's own keys.
+    price_bounds: partition.plan.plan_with_bounds, which Plan.export hands in (this module sits above the
+    planner and imports none of it)."""
     check_engine(engine)
     names = [name for stage in plan.stages for name in stage.layers]
     units = _UNITS[engine](plan, names)
-    bounds, moved, step, note = _expressible(plan, engine, names, units, profiles)
+    bounds, moved, step, note = _expressible(plan, engine, names, units, profiles, price_bounds)
     stages = [names[a:b] for a, b in zip(bounds, bounds[1:])]
     common = {"engine": engine, "model": plan.model, "stages": stages, "bounds": bounds, "moved": moved,
               "predicted_step_ms": step, "plan_step_ms": plan.predicted_step_ms, "note": note}
@@ -105,7 +110,7 @@ def _deepspeed_units(plan, names: list[str]) -> list[str]:
 
 
 def _megatron_units(plan, names: list[str]) -> list[str]:
-    if plan.schedule == "zbv":
+    if SCHEDULES[plan.schedule].layout == "v":
         raise UserError("Megatron-LM places virtual stages in loops, not in a V: plan with --schedule "
                         "interleaved to export to megatron")
     blocks = [block(n) for n in names]
@@ -135,7 +140,7 @@ _UNITS: dict[str, Callable[[Any, list[str]], list[str]]] = {
 
 def _torchtitan(plan, bounds, unit_stages) -> dict[str, Any]:
     parallelism = {"pipeline_parallel_degree": plan.device_count,
-                   "pipeline_parallel_schedule": TORCH_SCHEDULES[plan.schedule],
+                   "pipeline_parallel_schedule": _torchtitan_schedule(plan.schedule),
                    "pipeline_parallel_microbatch_size": plan.micro_batch_size,
                    "module_fqns_per_model_part": unit_stages}
     toml = "\n".join(["[training]", f"local_batch_size = {plan.batch}", "", "[parallelism]",
@@ -198,7 +203,7 @@ def _runs(units: list[str]) -> list[str]:
     return [u for i, u in enumerate(units) if i == 0 or units[i - 1] != u]
 
 
-def _expressible(plan, engine, names, units, profiles):
+def _expressible(plan, engine, names, units, profiles, price_bounds=None):
     """(bounds, moved, predicted step, note): the plan's cuts, or the nearest the engine can make."""
     bounds = list(plan.bounds)
     allowed = [i for i in range(1, len(names)) if units[i - 1] != units[i]]
@@ -216,7 +221,7 @@ def _expressible(plan, engine, names, units, profiles):
     if not candidates:
         candidates = [_nearest(bounds, allowed, len(names))]
     candidates.sort(key=lambda c: sum(abs(a - b) for a, b in zip(c, bounds)))
-    price = _pricer(plan, profiles)
+    price = _pricer(plan, profiles, price_bounds)
     if price is None:
         why = ("several stages per device" if plan.virtual_stages > 1 else "no profile at hand")
         return candidates[0], True, None, f"cuts {plan.bounds[1:-1]} moved to {candidates[0][1:-1]}; not priced ({why})"
@@ -250,11 +255,10 @@ def _nearest(bounds, allowed, n) -> list[int]:
     return [0, *reversed(chosen), n]
 
 
-def _pricer(plan, profiles):
+def _pricer(plan, profiles, plan_with_bounds):
     """A function pricing bounds with the plan's own simulator, or None where it cannot."""
-    if not profiles or plan.virtual_stages > 1:
+    if not profiles or plan.virtual_stages > 1 or plan_with_bounds is None:
         return None
-    from pipebench.partition.plan import plan_with_bounds
 
     def price(bounds):
         return plan_with_bounds(profiles, plan.devices, bounds, schedule=plan.schedule,

@@ -175,7 +175,7 @@ class Plan:
         (the plan's own) when given."""
         from pipebench.partition.engines import export
 
-        return export(self, engine, profiles)
+        return export(self, engine, profiles, price_bounds=plan_with_bounds)
 
     def stages_on(self, device: int) -> list[int]:
         """The stage indices that device `device` runs, in increasing order."""

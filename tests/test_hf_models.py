@@ -48,6 +48,24 @@ def test_decoders_plan_two_stages_from_the_command_line(capsys, tmp_path, monkey
     assert len(plan.stages) == 2 and plan.stages[1].layers[0] in captured.out
 
 
+def test_a_decoder_splits_in_bf16_as_it_runs():
+    """Under bf16 the graph is captured in the autocast its stages run in: torch 2.11 replays the region a
+    Hugging Face model runs with autocast off (its RoPE) with the dtypes it was captured with, and refused
+    a graph captured in fp32 ('Tensor dtype mismatch')."""
+    from pipebench.training import Training, autocast
+
+    model = hf_models.llama().train()
+    ids = torch.randint(0, hf_models.VOCAB, (2, 16))
+    layers = [n for n in capture(model, (ids,), granularity=2).candidates if ".layers.1" in n]
+    split = split_model(model, (ids,), None, layers, run_in=lambda: autocast(Training("bf16"), "cpu"))
+    with autocast(Training("bf16"), "cpu"):
+        logits = split(ids).logits
+        reference = model(ids).logits
+    logits.float().square().mean().backward()
+    torch.testing.assert_close(logits, reference)
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
 @pytest.mark.parametrize("name", DECODERS)
 def test_the_split_computes_the_models_logits_and_gradients(name):
     model = getattr(hf_models, name)().train()
