@@ -468,13 +468,13 @@ def profile_sizes(
             last_error = f"micro-batch {size}: {first_line(exc)}"
             if len(counts) + already == 1:
                 raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
-            say(f"  [{k}/{len(counts)}] micro-batch {size}: skipped, {first_line(exc)}")
+            say(f"  micro-batch {size} ({k} of {len(counts)}): skipped, {first_line(exc)}")
             del exc
             gc.collect()  # what the failed size held (its frames, through the traceback) before the next one
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             continue
-        say(f"  [{k}/{len(counts)}] micro-batch {size}: {time.perf_counter() - t0:.1f} s")
+        say(f"  micro-batch {size} ({k} of {len(counts)}): {time.perf_counter() - t0:.1f} s")
     if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     say(f"profiled in {time.perf_counter() - started:.1f} s")

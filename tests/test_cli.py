@@ -196,7 +196,7 @@ def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
     notes = []
     got = profiler.profile_sizes(model, "cpu", 8, [1, 2, 8], repeats=1, warmup=0, note=notes.append)
     assert [p.size for p in got] == [8, 4]  # in the order asked, though the smallest ran first
-    assert notes[1].startswith("  [1/3] micro-batch 1: skipped, Expected more than 1 value per channel when training")
+    assert notes[1].startswith("  micro-batch 1 (1 of 3): skipped, Expected more than 1 value per channel when training")
     assert notes[-1].startswith("profiled in ")
     with pytest.raises(UserError, match="cannot run mlp with micro-batches of 1: Expected more than 1 value"):
         profiler.profile_sizes(model, "cpu", 8, [8], repeats=1, warmup=0)
