@@ -283,11 +283,66 @@ def files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return [f for f in found if not (f.suffix == ".csv" and os.path.realpath(f.with_suffix(".json")) in jsons)]
 
 
-def done_keys(paths: str | Path | Iterable[str | Path]) -> set[tuple]:
+def done_keys(paths: str | Path | Iterable[str | Path], rerun: Iterable[str] = ()) -> set[tuple]:
     """Case keys `--resume` skips: rows that ended ok, out of memory or unavailable (failed ones run
-    again). Files that do not exist yet hold nothing done."""
+    again), less those with a status in `rerun`. Files that do not exist yet hold nothing done."""
     existing = [p for p in _as_paths(paths) if Path(p).exists()]
-    return {case_key(row) for row in load(existing) if row.status in DONE_STATUSES}
+    return {case_key(row) for row in load(existing) if row.status in DONE_STATUSES and row.status not in set(rerun)}
+
+
+@contextmanager
+def claim(key: tuple, json_path: str | Path):
+    """Hold one case while it runs, so that two runs resuming into one results file never both run it:
+    yields True when the case is this run's, False when another live run holds it. The claim is a file
+    beside the results (`.<name>.claims/`), made with O_EXCL and naming its host and process; one whose
+    process is gone (a run killed with -9) is taken over."""
+    import hashlib
+    import socket
+
+    json_path = Path(json_path)
+    folder = json_path.with_name(f".{json_path.name}.claims")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+    mine = f"{socket.gethostname()} {os.getpid()}"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            if _claim_alive(path):
+                yield False
+                return
+            path.unlink(missing_ok=True)  # its run is gone: take it over
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(mine)
+        break
+    else:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _claim_alive(path: Path) -> bool:
+    """Whether the run that made claim `path` still runs (a claim from another host counts as alive)."""
+    import socket
+
+    try:
+        host, pid = path.read_text().split()
+        pid = int(pid)
+    except (OSError, ValueError):
+        return False  # unreadable or half written: no run stands behind it
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def timeline_from_ops(ops: Iterable[Any]) -> list[dict]:

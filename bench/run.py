@@ -58,8 +58,8 @@ class RunOptions:
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
-    done = res.start_run(csv_path, json_path, resume=options.resume,  # a bad or taken file: refused before any case
-                         rerun=["predicted-oom"] if options.try_anyway else [])
+    rerun = ["predicted-oom"] if options.try_anyway else []
+    done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     profile_dir.mkdir(parents=True, exist_ok=True)
     plan_dir = json_path.with_name(json_path.stem + "-plans")
@@ -94,14 +94,19 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
         if res.case_key(row) in done:
             note(f"{head}: done already (--resume)")
             continue
-        if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
-            row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap, started_at=now())
-        elif prepared is not None:
-            note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
-            if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
-                prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
-            row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
-        res.append(row, csv_path, json_path)
+        with res.claim(res.case_key(row), json_path) as mine:
+            # Another run resuming into this file runs it now, or has written it since this run began.
+            if not mine or (options.resume and res.case_key(row) in res.done_keys(json_path, rerun)):
+                note(f"{head}: run by another run into {json_path.name}; skipped")
+                continue
+            if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
+                row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap, started_at=now())
+            elif prepared is not None:
+                note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
+                if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
+                    prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
+                row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
+            res.append(row, csv_path, json_path)
         rows.append(row)
         if row.status == "ok" and row.strategy == BASELINE:
             singles[key_base] = row.samples_per_s

@@ -65,3 +65,52 @@ def test_a_csv_without_its_json_is_refused_before_any_case_runs(tmp_path, ran):
     with pytest.raises(ResultsError, match="exists without its JSON file"):
         run(tmp_path, resume=True)
     assert len(ran) == 1
+
+
+def test_two_resuming_runs_never_both_run_a_case(tmp_path, ran, monkeypatch):
+    """A case another live run holds (its claim beside the results) is skipped; so is one that another run
+    wrote after this one began. A claim whose run is gone (killed with -9) is taken over."""
+    import os
+    import socket
+
+    from pipebench.bench import results as res
+
+    run(tmp_path, depth=1)  # the results file exists: the next runs resume into it
+    (json_path,) = tmp_path.glob("*.json")
+    real_claim = res.claim
+
+    def held_by(pid):
+        def claim(key, path):
+            folder = path.with_name(f".{path.name}.claims")
+            folder.mkdir(exist_ok=True)
+            import hashlib
+            (folder / hashlib.sha256(repr(key).encode()).hexdigest()[:24]).write_text(f"{socket.gethostname()} {pid}")
+            return real_claim(key, path)
+        return claim
+
+    monkeypatch.setattr(res, "claim", held_by(os.getppid()))  # a live process holds it
+    _, _, notes = run(tmp_path, resume=True, depth=2)
+    assert len(ran) == 1 and any("run by another run" in n for n in notes)
+    monkeypatch.setattr(res, "claim", held_by(2**22 + 12345))  # no such process: its run is gone
+    _, _, notes = run(tmp_path, resume=True, depth=2)
+    assert len(ran) == 2 and not any("run by another run" in n for n in notes)
+    assert not list((tmp_path / f".{json_path.name}.claims").iterdir())  # released when the case ended
+
+
+def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran, monkeypatch):
+    from pipebench.bench import results as res
+
+    run(tmp_path, depth=1)
+    (json_path,) = tmp_path.glob("*.json")
+    first = load(json_path)[0]
+    real_start = res.start_run
+
+    def start_then_another_run_writes(csv_path, path, **kwargs):  # between this run's start and its case
+        done = real_start(csv_path, path, **kwargs)
+        res.append(res.Row(**{**first.__dict__, "settings": "depth=2"}), csv_path, path)
+        return done
+
+    monkeypatch.setattr(res, "start_run", start_then_another_run_writes)
+    _, _, notes = run(tmp_path, resume=True, depth=2)
+    assert len(ran) == 1 and any("run by another run" in n for n in notes)
+    assert sorted(r.settings for r in load(json_path)) == ["depth=1", "depth=2"]
