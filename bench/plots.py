@@ -7,7 +7,7 @@ import hashlib
 import re
 import textwrap
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import pandas as pd
 
@@ -29,21 +29,28 @@ of 214 megapixels, which image viewers refuse to open. summary.csv and report.md
 
 
 def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: str, notes: list[str],
-                csv_files: Sequence[Path] = ()) -> list[Path]:
+                csv_files: Sequence[Path] = (), progress: Callable[[int, int, str], None] | None = None) -> list[Path]:
     """Draw the plots of `summary` (report.summarise) into `out`, with `cases` (report.frame) for the
     timelines; returns the paths written. A plot without data is left out and a line in `notes` says why;
     `footer` (hardware, versions, the command) goes under every plot. csv_files: the CSV files the rows
-    came from, which hold no timelines (a missing timeline is then blamed on them, not on the cases)."""
-    labels = _Labels(group_labels(summary), group_labels(summary, batch=True))
-    plots = [_plot_throughput(summary, labels, out / "throughput.png", footer, notes),
-             _plot_micro_batches(summary, labels, out / "micro_batches.png", footer, notes)]
-    timelines = _timelines(cases)
+    came from, which hold no timelines (a missing timeline is then blamed on them, not on the cases).
+    progress(done, total, what) hears each plot as it starts."""
     groups = list(summary.groupby(GROUP, sort=False))
+    total = 2 + min(len(groups), MAX_TIMELINES)
+    say = progress or (lambda done, total, what: None)
+    labels = _Labels(group_labels(summary), group_labels(summary, batch=True))
+    say(0, total, "throughput")
+    plots = [_plot_throughput(summary, labels, out / "throughput.png", footer, notes)]
+    say(1, total, "throughput against micro-batches")
+    plots.append(_plot_micro_batches(summary, labels, out / "micro_batches.png", footer, notes))
+    timelines = _timelines(cases)
     if len(groups) > MAX_TIMELINES:
         notes.append(f"timelines: drawn for the first {MAX_TIMELINES} of {len(groups)} models")
-    for key, group in groups[:MAX_TIMELINES]:
+    for k, (key, group) in enumerate(groups[:MAX_TIMELINES], 2):
+        say(k, total, f"timeline of {labels.plain[key]}")
         path = out / f"timeline-{_slug(labels.with_batch[key])}.png"
         plots.append(_plot_timeline(labels, key, group, timelines, path, footer, notes, csv_files))
+    say(total, total, "plots drawn")
     return [p for p in plots if p is not None]
 
 

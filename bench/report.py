@@ -263,11 +263,12 @@ def loss_notes(summary: pd.DataFrame) -> list[str]:
 
 
 def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
-                 csv_files: Sequence[str | Path] = ()) -> WrittenReport:
+                 csv_files: Sequence[str | Path] = (), progress=None) -> WrittenReport:
     """Write report.md, summary.csv and the PNG plots into out_dir; plots without data are left out and
     the notes say which and why. `command`, e.g. "pipebench report results/x.json", is printed in the
     report and under every plot, beside the hardware and versions, so a figure says how to remake it.
-    csv_files: the CSV files the rows were read from, which hold no timelines (the notes say so)."""
+    csv_files: the CSV files the rows were read from, which hold no timelines (the notes say so).
+    progress(done, total, what): hears each plot as it starts (pipebench.progress.ProgressBar draws it)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(frame(rows))
@@ -279,7 +280,8 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
         from pipebench.bench.plots import write_plots  # matplotlib loads here, only when plots are drawn
 
         footer = _machine_line(rows) + (f"; made by: {command}" if command else "")
-        paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files])
+        paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files],
+                            progress=progress)
     csv_path = out / "summary.csv"
     _spreadsheet_safe(summary).to_csv(csv_path, index=False)
     md_path = out / "report.md"

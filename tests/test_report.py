@@ -356,3 +356,11 @@ def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
     assert note.startswith("Predicted order wrong: ") and "pp-1f1b" in note and "190.0 against 178.0 ms" in note
     right = summarise(frame([case("single", 180.0, 178.0), case("ddp", 100.0, 90.0)]))
     assert misordered_pairs(right) == [] and "ranked right" in order_notes(right)[0]
+
+
+def test_drawing_the_plots_says_how_far_along_it_is(tmp_path, rows):
+    """report on a large file shows progress: each plot is announced as it starts, counted to the end."""
+    heard = []
+    write_report(rows, tmp_path, progress=lambda done, total, what: heard.append((done, total, what)))
+    assert heard[0][:2] == (0, heard[0][1]) and heard[-1] == (heard[0][1], heard[0][1], "plots drawn")
+    assert [d for d, _, _ in heard] == sorted(d for d, _, _ in heard) and any("timeline" in w for _, _, w in heard)

@@ -22,6 +22,7 @@ def cmd_report(args) -> int:
     from pipebench.bench.report import frame, summarise, text_report, write_report
     from pipebench.bench.results import files as results_files, load
     from pipebench.files import writable_folder
+    from pipebench.progress import ProgressBar
 
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:
@@ -29,10 +30,13 @@ def cmd_report(args) -> int:
     rows = load(files)  # a path that is not there: "no such file or folder"
     if not rows:
         raise UserError(f"no results rows in {', '.join(files)}")
+    note(f"{len(rows)} row(s) read; summarising and drawing")
     out = writable_folder(args.out or default_report_dir(Path(files[0])), "--out")
     print(text_report(summarise(frame(rows))))
     csv_files = [f for f in results_files(files) if f.suffix == ".csv"]  # they hold no timelines
-    written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]), csv_files=csv_files)
+    with ProgressBar(unit="plot") as progress:
+        written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]), csv_files=csv_files,
+                               progress=progress)
     for line in written.notes:
         note(line)
     print("\nwrote " + ", ".join(str(p) for p in written.paths))
