@@ -6,14 +6,6 @@ set -u
 source bench/gpu/env.sh
 out=${1:-out/first-answer}; mkdir -p "$out"
 export PIPEBENCH_CACHE="$out/cache"
-timed() {  # timed NAME COMMAND...: runs it, its output in OUT/NAME.log, its wall time on stdout
-  local name=$1; shift
-  local t0=$(date +%s%N)
-  "$@" >"$out/$name.log" 2>&1; local rc=$?
-  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-  printf '%-34s rc=%s %4d.%01d s   %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100)) "$*" | tee -a "$out/times.txt"
-  tail -n 4 "$out/$name.log" | cut -c1-240
-}
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" | tee "$out/versions.txt"
 R="--model resnet101 --batch 256 --precision bf16"
 timed advise-resnet101-cold     python3 -m pipebench advise $R --gpus 0
