@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy
+from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.plan import Plan, make_plan, recomputing
@@ -123,8 +123,7 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     if not fitting:
         return Advice(predictions, None)
     close = [p for p in fitting if p.predicted_samples_per_s >= fitting[0].predicted_samples_per_s * (1 - TIE)]
-    order = list(STRATEGIES)
-    pick = min(close, key=lambda p: order.index(p.strategy) if p.strategy in order else len(order))
+    pick = min(close, key=lambda p: registry_rank(p.strategy))
     return Advice(predictions, pick.strategy, [p.strategy for p in close[:close.index(pick)]])
 
 

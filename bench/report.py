@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Sequence
 import pandas as pd
 
 from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline
-from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES
+from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
 from pipebench.training import Training
@@ -41,8 +41,6 @@ __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame"
            "misordered_pairs", "order_notes", "ranking",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
-STRATEGY_ORDER = tuple(STRATEGIES)
-"""Strategies in the registry's order: baselines first, then the pipelines."""
 SUMMARY_COLUMNS = [
     "model", "flavour", "settings", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
     "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
@@ -114,7 +112,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
                    for s, sch, m, v, sp, cap, several in
                    zip(out["strategy"], out["schedule"], out["micro_batches"], out["virtual_stages"], out["speeds"],
                        out["max_memory"], several_caps)]
-    out["_rank"] = [_strategy_rank(s) for s in out["strategy"]]
+    out["_rank"] = [registry_rank(s) for s in out["strategy"]]
     out = out.sort_values([*GROUP, "_rank", "strategy", "devices", "gpus", "micro_batches", "schedule",
                            "virtual_stages"], kind="stable")
     return out[SUMMARY_COLUMNS].reset_index(drop=True)
@@ -328,10 +326,6 @@ def _ideal_share(strategy: str, devices: int, micro_batches: int, virtual_stages
     if known is not None and known.replicated:  # each replica's pipeline is that many devices deep
         devices = min(devices, known.stages_per_replica)
     return ideal_efficiency(devices, virtual_stages * micro_batches)
-
-
-def _strategy_rank(strategy: str) -> int:
-    return STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
 
 
 def _peak_text(peaks: list[int]) -> str:

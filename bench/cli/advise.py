@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pipebench.bench.cli.common import note
+from pipebench.bench.labels import is_pipeline
 
 
 def add_parser(subparsers) -> None:
@@ -74,7 +75,7 @@ def format_advice(advice, profile, devices, check=None) -> str:
         rows.append({
             "rank": rank if known else "-",
             "strategy": p.strategy,
-            "schedule": (p.schedule or "-") if _micro_batched(p.strategy) else "-",
+            "schedule": (p.schedule or "-") if is_pipeline(p.strategy) else "-",
             "micro-batches": p.micro_batches,
             "step ms": f"{p.predicted_step_ms:.2f}" if known else "-",
             "samples/s": f"{p.predicted_samples_per_s:.1f}" if known else "-",
@@ -147,13 +148,8 @@ def check_command(args, profile, compared) -> str:
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
     words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]
-    counts = sorted({p.micro_batches for p in compared if p.micro_batches and _micro_batched(p.strategy)})
+    counts = sorted({p.micro_batches for p in compared if p.micro_batches and is_pipeline(p.strategy)})
     if counts:
         words += ["--chunks", ",".join(map(str, counts))]
     return " ".join(shlex.quote(w) for w in words)
 
-
-def _micro_batched(name: str) -> bool:
-    from pipebench.bench.strategies import STRATEGIES
-
-    return name in STRATEGIES and STRATEGIES[name].micro_batched

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "strategy_names", "parse_strategies",
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "parse_strategies",
            "parse_auto"]
 
 
@@ -151,6 +151,13 @@ report's x_dataparallel compares with the second."""
 
 def strategy_names() -> list[str]:
     return list(STRATEGIES)
+
+
+def registry_rank(name: str) -> int:
+    """A strategy's place in the registry (baselines first, then the data-parallel ones, then the
+    pipelines): the order tables list them in, and the simpler-first order a tie goes by. Unknown: last."""
+    order = list(STRATEGIES)
+    return order.index(name) if name in order else len(order)
 
 
 def get_strategy(name: str) -> Strategy:
