@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import Plan, make_plan, recomputing
+from pipebench.partition.plan import Plan, make_plan, recomputing, unmodelled_bytes
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
@@ -212,12 +212,13 @@ def price_ddp(strategy, profiles, devices, caps, speeds, links, training, micro_
         return by_count
     layers = by_count[p].layers
     states = 2 + training.states
+    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def price(recompute: bool):  # recompute: every layer's forward runs again in the backward
         priced = [recomputing(l) for l in layers] if recompute else layers
         return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))),
                 [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
-                                      recompute=recompute)] * p)
+                                      recompute=recompute) + unmodelled] * p)
     return replica_prediction(strategy, price, profiles[0].batch, caps, speeds, training)
 
 
@@ -241,10 +242,13 @@ def price_dataparallel(strategy, profiles, devices, caps, speeds, links, trainin
         return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
                           [costs.replica_memory(whole.layers, states)], True, 1, None)
 
+    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
+
     def price(recompute: bool):
         return (costs.dataparallel_step(layers, p, links, scale=calibration(list(profiles)),
                                         output_bytes=layers[-1].output_bytes),
-                [costs.replica_memory(layers, states)] + [costs.replica_memory(layers, 2)] * (p - 1))
+                [costs.replica_memory(layers, states) + unmodelled] +
+                [costs.replica_memory(layers, 2) + unmodelled] * (p - 1))
     return replica_prediction(strategy, price, batch, caps, speeds, training)
 
 
@@ -260,10 +264,11 @@ def price_fsdp(strategy, profiles, devices, caps, speeds, links, training, micro
         return by_count
     layers = by_count[p].layers
     bf16 = by_count[p].precision == "bf16"
+    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def price(recompute: bool):
         return (costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute),
-                [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute)] * p)
+                [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute) + unmodelled] * p)
     return replica_prediction(strategy, price, batch, caps, speeds, training)  # every gather waits for the slowest
 
 

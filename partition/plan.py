@@ -21,7 +21,7 @@ from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
 from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
 
-__all__ = ["recomputing", "StageMemory", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
+__all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
 
 FORMAT = "pipebench-plan"
@@ -419,7 +419,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     speeds = [device_speeds[d] for d in where]
     scale = stage_scale([profile, *others], p)
     prices = cut_prices(layers, link_gbps, latency)
-    memory = StageMemory(layers, 2 + OPTIMIZER_STATES[optimizer], schedule, m, p)
+    memory = StageMemory(layers, 2 + OPTIMIZER_STATES[optimizer], schedule, m, p,
+                         unmodelled=unmodelled_bytes([profile, *others], profile.micro_batch))
     caps = None
     if max_memory is not None:
         per_device = ([float(max_memory)] * len(devices) if isinstance(max_memory, (int, float))
@@ -540,10 +541,17 @@ class StageMemory:
     (activation checkpointing), it holds only what it received for each micro-batch in flight, plus one
     micro-batch's activations while the backward makes them again. A one-stage plan (the single baseline)
     recomputes layer by layer: every layer's input for the micro-batch, plus the largest layer's
-    activations."""
+    activations.
 
-    def __init__(self, layers, states: int, schedule: str, micro_batches: int, stages: int):
+    `unmodelled`: what the whole step measured beyond these figures at this micro-batch (unmodelled_bytes:
+    the backward's transient buffers, convolution workspaces). Those buffers are the size of the
+    activation being differentiated, so a stage takes the share its largest activation is of the model's
+    largest: all of it on one device, less on a stage of small layers."""
+
+    def __init__(self, layers, states: int, schedule: str, micro_batches: int, stages: int, unmodelled: int = 0):
         self.layers, self.states, self.stages = layers, states, stages
+        self.unmodelled = unmodelled
+        self.largest = max((l.saved_bytes for l in layers), default=0)
         # For the solver, the most micro-batches any stage may hold under the schedule (1F1B holds at most
         # p; interleaved and zero-bubble schedules are counted as holding all m).
         kind = sched.get_schedule(schedule)
@@ -565,12 +573,28 @@ class StageMemory:
         layers = self.layers[a:b]
         fixed = sum(self.fixed(l) for l in layers)
         if not recompute:
-            return int(fixed + kept_bytes(layers) * held)
-        if self.stages == 1:
+            modelled = fixed + kept_bytes(layers) * held
+        elif self.stages == 1:
             inputs = sum(self.layers[i - 1].output_bytes for i in range(max(a, 1), b))
-            return int(fixed + inputs * held + max(l.saved_bytes for l in layers))
-        received = self.layers[a - 1].output_bytes if a > 0 else 0
-        return int(fixed + received * held + kept_bytes(layers))
+            modelled = fixed + inputs * held + max(l.saved_bytes for l in layers)
+        else:
+            received = self.layers[a - 1].output_bytes if a > 0 else 0
+            modelled = fixed + received * held + kept_bytes(layers)
+        share = max(l.saved_bytes for l in layers) / self.largest if self.largest else 1.0
+        return int(max(modelled + self.unmodelled * share, fixed))
+
+
+def unmodelled_bytes(profiles: Sequence[Profile], micro_batch: int) -> int:
+    """The bytes a whole step measured on one device beyond what StageMemory predicts for it (negative
+    where it predicts more), from the profile that measured the whole step's peak, scaled to `micro_batch`
+    (the transients grow with the activations); 0 when none did (the CPU, older profiles)."""
+    measured = [p for p in profiles if p.whole_step_peak_bytes]
+    if not measured:
+        return 0
+    whole = max(measured, key=lambda p: p.micro_batch)
+    states = 2 + OPTIMIZER_STATES.get(whole.optimizer, 0)
+    predicted = StageMemory(whole.layers, states, "gpipe", 1, 1).stage(0, len(whole.layers), 1, False)
+    return int((whole.whole_step_peak_bytes - predicted) * micro_batch / whole.micro_batch)
 
 
 def recomputing(layer: LayerProfile) -> LayerProfile:

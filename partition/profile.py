@@ -120,6 +120,10 @@ class Profile:
     the optimizer's update), timed when profiled at the whole batch; None where it was not (or did not
     fit). The segments' sum leaves out the loss, the update and what a long step costs beyond short timed
     runs; `calibration` turns the difference into one factor on every device time."""
+    whole_step_peak_bytes: int | None = None
+    """The whole step's peak allocated bytes on a GPU, measured with `whole_step_ms` (None on the CPU, or
+    where it was not measured). What the per-layer figures leave out of the peak (the backward's transient
+    buffers, the convolutions' workspaces) is the difference: `unmodelled_bytes`."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
     precision: str = DEFAULT_PRECISION

@@ -124,8 +124,8 @@ def profile_model(
         depth = captured.granularity
         del captured, segs  # the stages hold copies of replicated parameters
         # The whole batch on one device: time one whole step too, which calibrates every prediction.
-        whole = (_whole_step_ms(model, module, device, micro_batch, repeats, warmup, training)
-                 if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else None)
+        whole, whole_peak = (_whole_step(model, module, device, micro_batch, repeats, warmup, training)
+                             if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else (None, None))
     finally:
         restore()
     return Profile(
@@ -144,6 +144,7 @@ def profile_model(
         layers=layers,
         granularity=depth,
         whole_step_ms=whole,
+        whole_step_peak_bytes=whole_peak,
         precision=training.precision,
         optimizer=training.optimizer,
     )
@@ -243,16 +244,28 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
     return figures
 
 
-def _whole_step_ms(model, module, device, micro_batch, repeats, warmup, training: Training) -> float | None:
-    """ms of one whole training step of the model as the single-device trainer runs it: forward, loss,
-    backward under the precision's autocast, and the training's optimizer update (lr 0, so no weight
-    changes; AdamW's states are zero-initialised and dropped after), synchronised, median of `repeats`
-    after `warmup`; None when it does not fit. It holds what the segments leave out: the loss, the update,
-    and what a long step costs beyond short timed runs."""
+def _whole_step(model, module, device, micro_batch, repeats, warmup,
+                training: Training) -> tuple[float | None, int | None]:
+    """(ms, peak bytes) of one whole training step of the model as the single-device trainer runs it:
+    forward, loss, backward under the precision's autocast, and the training's optimizer update (lr 0, so
+    no weight changes; AdamW's states are zero-initialised and dropped after), synchronised, median of
+    `repeats` after `warmup`; (None, None) when it does not fit. The time holds what the segments leave
+    out: the loss, the update, and what a long step costs beyond short timed runs. The peak (GPUs only,
+    else None) is the step's allocated bytes at their highest, the model's own included and whatever the
+    profiling left allocated excluded: what the trainer's peak reads, which holds the backward's transient
+    buffers and the convolutions' workspaces that the per-layer figures do not."""
     inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     params = [p for p in module.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, training, lr=0.0) if params else None
+    on_gpu = device.type == "cuda"
+    if on_gpu:
+        own = sum(t.untyped_storage().nbytes() for t in [*module.parameters(), *module.buffers()]
+                  if t.device.type == "cuda")
+        batch_bytes = sum(t.untyped_storage().nbytes() for t in [*args, targets]
+                          if isinstance(t, torch.Tensor) and t.device.type == "cuda")
+        elsewhere = torch.cuda.memory_allocated(device) - own - batch_bytes  # not the model's: left by profiling
+        torch.cuda.reset_peak_memory_stats(device)
 
     def step() -> None:
         with autocast(training, device.type):
@@ -271,15 +284,16 @@ def _whole_step_ms(model, module, device, micro_batch, repeats, warmup, training
             _sync(device)
             if k >= warmup:
                 times.append(time.perf_counter() - start)
+        peak = max(torch.cuda.max_memory_allocated(device) - elsewhere, 0) if on_gpu else None
     except RuntimeError:  # out of memory: the whole batch does not fit on one device
-        return None
+        return None, None
     finally:
         for p in params:
             p.grad = None
         del optimizer  # AdamW's states
-        if device.type == "cuda":
+        if on_gpu:
             torch.cuda.empty_cache()
-    return sorted(times)[len(times) // 2] * 1e3
+    return sorted(times)[len(times) // 2] * 1e3, peak
 
 
 def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats,

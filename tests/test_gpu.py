@@ -56,3 +56,20 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
     with pytest.raises(WorkerError) as caught:
         launch(Job.by_hand("gpt", "single", gpu_memory=2**16, **common), gpus=[0], timeout=300)
     assert caught.value.oom
+
+
+@pytest.mark.gpu
+def test_the_single_baseline_predicts_the_peak_it_measures():
+    """The profile measures the whole step's peak; the single baseline's prediction is within 10% of the
+    peak the trainer then measures (issue 24's memory target)."""
+    from pipebench.bench.job import Job
+    from pipebench.bench.launch import launch
+    from pipebench.partition.plan import make_plan
+
+    model = models.get_model("resnet18", "full")
+    profile = profile_model(model, "cuda", micro_batch=32, batch=32, repeats=2, warmup=1)
+    assert profile.whole_step_peak_bytes and profile.whole_step_peak_bytes > 0
+    predicted = make_plan([profile], ["cuda:0"], micro_batches=1).memory_per_device()[0]
+    measured = launch(Job.by_hand("resnet18", "single", flavour="full", batch=32, devices=1, steps=2, warmup=1),
+                      gpus=[0], timeout=300)["peak_memory_bytes"][0]
+    assert abs(predicted - measured) / measured < 0.10, (predicted, measured)

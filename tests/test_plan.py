@@ -308,3 +308,21 @@ def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it
             assert plan.bounds in [b.bounds for b in baselines] and "cuts" in plan.cut_note
 
     check()
+
+
+def test_memory_beyond_the_layers_comes_from_the_measured_whole_step():
+    """A whole step's measured peak (the backward's transients, workspaces) is what the single baseline
+    predicts; a pipeline's stages take the share their largest activation is of the model's."""
+    whole, quarter = gpt_like(micro_batch=64), gpt_like(micro_batch=16)
+    layered = make_plan([whole], ["cuda:0"], micro_batches=1).stages[0].predicted_memory_bytes
+    whole.whole_step_peak_bytes = layered + 8_000_000
+    single = make_plan([whole], ["cuda:0"], micro_batches=1)
+    assert single.memory_per_device() == [layered + 8_000_000]
+    # at a quarter of the batch, a quarter of the unmodelled bytes, on each stage (equal activations here)
+    before = make_plan([quarter], ["cuda:0", "cuda:1"], micro_batches=4).memory_per_device()
+    after = make_plan([quarter, whole], ["cuda:0", "cuda:1"], micro_batches=4).memory_per_device()
+    assert [a - b for a, b in zip(after, before)] == [2_000_000, 2_000_000]
+    # a measured peak below the layers' figures lowers the prediction, never below the stage's weights
+    whole.whole_step_peak_bytes = 1
+    low = make_plan([whole], ["cuda:0"], micro_batches=1).stages[0].predicted_memory_bytes
+    assert low == sum(l.param_bytes * 2 for l in whole.layers)

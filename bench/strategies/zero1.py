@@ -14,7 +14,7 @@ from __future__ import annotations
 from pipebench.bench.advise import Prediction, replica_prediction, replica_profiles
 from pipebench.bench.strategies.ddp import DDPTrainer
 from pipebench.partition import costs
-from pipebench.partition.plan import recomputing
+from pipebench.partition.plan import recomputing, unmodelled_bytes
 from pipebench.partition.profile import calibration
 from pipebench.training import optimizer_settings
 
@@ -42,10 +42,11 @@ def price(strategy, profiles, devices, caps, speeds, links, training, micro_batc
     layers = by_count[p].layers
     params = sum(l.param_bytes for l in layers)
     states = -(-params * training.states // p)  # this replica's share of the optimizer's states
+    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def step(recompute: bool):  # recompute: every layer's forward runs again in the backward
         priced = [recomputing(l) for l in layers] if recompute else layers
         return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))) + costs.gather_ms(params, p, links),
                 [costs.replica_memory(layers, 2, extra_param_copies=1 if p > 1 else 0, recompute=recompute)
-                 + states] * p)
+                 + states + unmodelled] * p)
     return replica_prediction(strategy, step, profiles[0].batch, caps, speeds, training)
