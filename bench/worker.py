@@ -139,6 +139,8 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
 
     for _ in range(job.warmup):
         one_step(trace=False)
+    if job.warmup:
+        trainer.reset_peak_memory()  # the timed steps' peak (Trainer.peak_memory)
     step_ms = []
     if job.control_port is None:
         for i in range(job.steps):

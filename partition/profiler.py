@@ -265,7 +265,6 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup,
         batch_bytes = sum(t.untyped_storage().nbytes() for t in [*args, targets]
                           if isinstance(t, torch.Tensor) and t.device.type == "cuda")
         elsewhere = torch.cuda.memory_allocated(device) - own - batch_bytes  # not the model's: left by profiling
-        torch.cuda.reset_peak_memory_stats(device)
 
     def step() -> None:
         with autocast(training, device.type):
@@ -278,6 +277,8 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup,
     try:
         times = []
         for k in range(warmup + repeats):
+            if k == warmup and on_gpu:  # the steady state's peak, as the worker measures it
+                torch.cuda.reset_peak_memory_stats(device)
             _sync(device)
             start = time.perf_counter()
             step()

@@ -77,7 +77,10 @@ class Trainer:
         return {names[id(p)]: p.detach().cpu() for p in ordered if id(p) in names}
 
     def peak_memory(self) -> list[int]:
-        """Peak bytes allocated on each device since the trainer was made (0 for the CPU)."""
+        """Peak bytes allocated on each device since the trainer was made or `reset_peak_memory` (the
+        worker resets after the warm-up steps: the steady state's peak, not cuDNN's autotuning, which
+        tries algorithms with large workspaces in the first steps and falls back where they do not fit).
+        0 for the CPU."""
         return [torch.cuda.max_memory_allocated(d) if d.type == "cuda" else 0 for d in self.devices]
 
     def reset_peak_memory(self) -> None:
@@ -101,6 +104,7 @@ class WholeModelTrainer(Trainer):
     def forward_backward(self, inputs, targets):
         outputs = self.runner(*as_args(to_device(inputs, self.devices[0])))
         loss = self.model.loss_fn(outputs, targets.to(outputs.device))
+        del outputs  # what the loss saved is enough: kept, a language model's logits outlive the backward
         loss.backward()
         return loss
 
