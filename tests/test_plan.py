@@ -284,23 +284,31 @@ def test_a_stage_costs_the_larger_of_its_launch_and_device_sums():
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it(schedule):
-    """Whatever the layers, the link and the micro-batch count, the plan's simulated step is at most the
-    parameter-balanced and the layer-count cuts' at the same count; where one of them wins, its cut is
+    """Whatever the layers (launch-bound or not), the link and the micro-batch count, the plan's simulated
+    step is at most the parameter-balanced and the layer-count cuts' at the same count; where one of them wins, its cut is
     taken and the plan says why."""
     from hypothesis import given, settings, strategies as st
 
     layer = st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 10.0), st.integers(1, 10_000), st.integers(1, 10**8))
 
+    # launch: None (the CPU, one clock), else each layer's CPU launch time on a GPU, up to 3x its device
+    # time: launch-bound stages cost the larger of their two sums
+    launch = st.one_of(st.none(), st.lists(st.floats(0.0, 3.0), min_size=9, max_size=9))
+
     @settings(max_examples=150, deadline=None, derandomize=True)
     @given(st.lists(layer, min_size=3, max_size=9), st.sampled_from([1, 2, 4]), st.sampled_from([0.0, 0.05, 5.0]),
-           st.integers(2, 3))
-    def check(specs, m, gbps, stages):
-        layers = [LayerProfile(f"l{i}", params, 4 * params, fwd, bwd, out, [8 // m, out // 4], "float32", out)
+           st.integers(2, 3), launch)
+    def check(specs, m, gbps, stages, launch):
+        cpu = (lambda i, ms: None) if launch is None else (lambda i, ms: ms * launch[i])
+        layers = [LayerProfile(f"l{i}", params, 4 * params, fwd, bwd, out, [8 // m, out // 4], "float32", out,
+                               forward_cpu_ms=cpu(i, fwd), backward_cpu_ms=cpu(i, bwd))
                   for i, (fwd, bwd, params, out) in enumerate(specs)]
-        profile = Profile("x", "tiny", "cpu", "cpu", "x", 8, 8 // m, 1, 0, [8 // m, 4], "float32", layers)
+        device = "cpu" if launch is None else "cuda:0"
+        profile = Profile("x", "tiny", device, device, "x", 8, 8 // m, 1, 0, [8 // m, 4], "float32", layers)
         stages = min(stages, len(layers))
-        plan = make_plan([profile], ["cpu"] * stages, micro_batches=m, schedule=schedule, link_gbps=gbps)
-        baselines = [make_plan([profile], ["cpu"] * stages, micro_batches=m, schedule=schedule, link_gbps=gbps,
+        devices = [device] * stages
+        plan = make_plan([profile], devices, micro_batches=m, schedule=schedule, link_gbps=gbps)
+        baselines = [make_plan([profile], devices, micro_batches=m, schedule=schedule, link_gbps=gbps,
                                balance=balance) for balance in ("params", "uniform")]
         for baseline in baselines:
             assert plan.predicted_step_ms <= baseline.predicted_step_ms * (1 + 1e-9)
