@@ -285,8 +285,8 @@ def test_a_stage_costs_the_larger_of_its_launch_and_device_sums():
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it(schedule):
     """Whatever the layers (launch-bound or not), the link and the micro-batch count, the plan's simulated
-    step is at most the parameter-balanced and the layer-count cuts' at the same count; where one of them wins, its cut is
-    taken and the plan says why."""
+    step is at most the parameter-balanced and the layer-count cuts' at the same count; where one of them
+    wins, its cut is taken and the plan says why."""
     from hypothesis import given, settings, strategies as st
 
     layer = st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 10.0), st.integers(1, 10_000), st.integers(1, 10**8))
