@@ -14,10 +14,12 @@ File format (version 1), one JSON object:
           "batch": 256,                  # the global batch the plan is for
           "micro_batch": 32,             # samples per forward/backward measured below
           "repeats": 5, "warmup": 2,     # timings: mean of `repeats` back-to-back runs after `warmup` runs
+          "whole_step_ms": 41.2, "whole_step_spread": 0.02,   # median of `repeats` whole steps, and its spread
           "input_shape": [32, 3, 224, 224], "input_dtype": "float32",
           "layers": [
             {"name": "conv1", "params": 9408, "param_bytes": 37632,
              "forward_ms": 0.21, "backward_ms": 0.43,   # one micro-batch, synchronised
+             "forward_spread": 0.01, "backward_spread": 0.03,   # the repeats' noise (relative_spread)
              "output_bytes": 51380224,                   # what crosses a cut after this layer
              "output_shape": [32, 64, 112, 112], "output_dtype": "float32",
              "saved_bytes": 19267584,                    # activations kept for backward
@@ -27,9 +29,13 @@ File format (version 1), one JSON object:
         }
       ]
     }
+
+Fields added since version 1 was written have defaults, so older files load: a spread missing from a file
+is 0 (no noise known), and its predictions carry a point interval.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,7 +43,8 @@ from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.training import DEFAULT_PRECISION
 
-__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes"]
+__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes",
+           "relative_spread", "step_spread"]
 
 FORMAT = "pipebench-profile"
 VERSION = 1
@@ -85,6 +92,12 @@ class LayerProfile:
     apart, each layer counts it; on one device it is one tensor (`kept_bytes`). Per-segment sums
     overstated ResNet-101's activations by 30% against the eager model's (CPU, 8 samples, fp32 and bf16)."""
 
+    forward_spread: float = 0.0
+    """The noise of `forward_ms` over its repeats (relative_spread; of the device's and the CPU's times the
+    larger); 0: unknown (one repeat, or a profile made before spreads were kept)."""
+    backward_spread: float = 0.0
+    """The same for `backward_ms`."""
+
     @property
     def step_ms(self) -> float:
         """Forward plus backward of one micro-batch: the cost the solver balances."""
@@ -124,6 +137,8 @@ class Profile:
     """The whole step's peak allocated bytes on a GPU, measured with `whole_step_ms` (None on the CPU, or
     where it was not measured). What the per-layer figures leave out of the peak (the backward's transient
     buffers, the convolutions' workspaces) is the difference: `unmodelled_bytes`."""
+    whole_step_spread: float = 0.0
+    """The noise of `whole_step_ms` over its repeats (relative_spread); 0: unknown or not timed."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
     precision: str = DEFAULT_PRECISION
@@ -160,16 +175,51 @@ class Profile:
         return profile
 
 
+def relative_spread(times: Sequence[float]) -> float:
+    """How noisy repeated timings of one thing are: half their interquartile range over their median, a
+    fraction (0.04: the middle half of the runs lay within about ±4% of the median). The quartiles, not the
+    extremes: one run that a garbage collection or another process interrupted does not widen it. 0 for
+    fewer than two runs (no spread known)."""
+    if len(times) < 2:
+        return 0.0
+    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return (q3 - q1) / 2 / median if median > 0 else 0.0
+
+
+def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None) -> float:
+    """The relative half-width of the interval around a step predicted from `profiles` with micro-batches
+    of `micro_batch` samples (None, or a size not profiled: every profile's segments): step x (1 ± this).
+
+    The larger of two estimates of one thing, the noise of a step's measured work:
+    - the segments' forward and backward spreads, weighted by their times: a step is a sum of such times
+      along its critical path, so every figure at its low (or high) moves it by their time-weighted mean;
+    - the whole step's spread, which the calibration (a factor of the whole step) carries onto every
+      prediction.
+    The larger rather than the sum: both measure the same repeats' noise, and the interval should claim no
+    more certainty than either. 0 when nothing recorded a spread (an older profile)."""
+    chosen = [p for p in profiles if p.micro_batch == micro_batch] or list(profiles)
+    figures = [(l.forward_ms, l.forward_spread) for p in chosen for l in p.layers]
+    figures += [(l.backward_ms, l.backward_spread) for p in chosen for l in p.layers]
+    total = sum(ms for ms, _ in figures)
+    segments = sum(ms * spread for ms, spread in figures) / total if total > 0 else 0.0
+    whole = _whole_step_profile(profiles)
+    return max(segments, whole.whole_step_spread if whole else 0.0)
+
+
+def _whole_step_profile(profiles: "Sequence[Profile]") -> "Profile | None":
+    """The profile whose whole step calibrates the predictions: the largest micro-batch that timed one."""
+    return max((p for p in profiles if p.whole_step_ms), key=lambda p: p.micro_batch, default=None)
+
+
 def calibration(profiles: "list[Profile]") -> float:
     """Measured whole step over what the segments predict for it on one device, from the profile that
     timed one (1.0 when none did). The prediction plays the two clocks as the simulator does: the CPU
     launches the forward, then the backward, while the device runs them. Kept within [0.8, 1.5]: beyond
     that the whole step measured something else (a GPU shared with another job), and the segments alone
     are the safer figure."""
-    timed = [p for p in profiles if p.whole_step_ms]
-    if not timed:
+    whole = _whole_step_profile(profiles)
+    if whole is None:
         return 1.0
-    whole = max(timed, key=lambda p: p.micro_batch)
 
     def total(name: str, cpu: bool) -> float:
         return sum((getattr(l, name + "_cpu_ms") if cpu and getattr(l, name + "_cpu_ms") is not None

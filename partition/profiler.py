@@ -12,7 +12,7 @@ The planner balances what this measures, so it measures what a pipeline stage re
 runs forward and backward in training mode on a micro-batch of the size the pipeline will use (its time
 per sample depends on it), on the inputs it received when the captured graph ran once, after warm-up, as
 the mean of several runs back to back between two synchronisations (as stages follow one another in a
-step). A float input that another segment produced needs a gradient, as torch's runtime gives a received
+step), each run timed on its own so that the figure keeps its spread over them (profile.relative_spread). A float input that another segment produced needs a gradient, as torch's runtime gives a received
 activation one; a model input (images, token ids, a mask) needs none. Backward starts from ones for
 every float output that requires a gradient. The backward is also split into I (input gradient) and W
 (weight gradient) as zero-bubble schedules run it. A segment's output bytes are those of every tensor that
@@ -35,7 +35,7 @@ import torch
 from pipebench.errors import UserError, first_line
 from pipebench.partition.graph import CaptureError, Segment, SplitError, capture, segments
 from pipebench.partition.plan_text import model_label
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile import LayerProfile, Profile, relative_spread
 from pipebench.training import Training, autocast, make_optimizer
 
 __all__ = ["profile_model", "profile_sizes", "device_name"]
@@ -124,8 +124,9 @@ def profile_model(
         depth = captured.granularity
         del captured, segs  # the stages hold copies of replicated parameters
         # The whole batch on one device: time one whole step too, which calibrates every prediction.
-        whole, whole_peak = (_whole_step(model, module, device, micro_batch, repeats, warmup, training)
-                             if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else (None, None))
+        whole, whole_spread, whole_peak = (
+            _whole_step(model, module, device, micro_batch, repeats, warmup, training)
+            if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else (None, 0.0, None))
     finally:
         restore()
     return Profile(
@@ -145,6 +146,7 @@ def profile_model(
         granularity=depth,
         whole_step_ms=whole,
         whole_step_peak_bytes=whole_peak,
+        whole_step_spread=whole_spread,
         precision=training.precision,
         optimizer=training.optimizer,
     )
@@ -210,20 +212,20 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
     grads = [torch.ones_like(t) for t in outputs]
     del outputs, _
 
-    def runs() -> tuple[Span, Span]:
+    def runs() -> tuple[list[Span], list[Span]]:
         """Per forward and per backward, `repeats` of each back to back, as stages follow one another in a
-        real step, timed twice over (see `_Clock`): the CPU's launch time and the device's run time. A
-        stage then costs the larger of its segments' CPU sum and device sum: the CPU queues the next
+        real step, each run timed twice over (see `_Clock`): the CPU's launch time and the device's run
+        time. A stage then costs the larger of its segments' CPU sum and device sum: the CPU queues the next
         launches while the device works, so short segments cost their launches, not their kernels. (A sum
         of per-segment maxima overstated ResNet-101's zero-bubble stages by 20% on an H200.) Each backward
         frees its graph."""
-        xss = [fresh_inputs() for _ in range(repeats)]
         outs: list[list[torch.Tensor]] = []
-        forward_t = clock.timed(lambda: outs.extend(forward(xs) for xs in xss), "forward")[1]
-        backward_t = Span(0.0, 0.0)
+        forward_t = clock.each([lambda xs=xs: outs.append(forward(xs)) for xs in
+                                [fresh_inputs() for _ in range(repeats)]], "forward")
+        backward_t = [Span(0.0, 0.0)] * repeats
         if grads:
-            backward_t = clock.timed(lambda: [torch.autograd.backward(out, grads) for out in outs], "backward")[1]
-        return forward_t.per(repeats), backward_t.per(repeats)
+            backward_t = clock.each([lambda out=out: torch.autograd.backward(out, grads) for out in outs], "backward")
+        return forward_t, backward_t
 
     for _ in range(warmup):  # also leaves the allocator holding the blocks that the timed runs use
         runs()
@@ -233,27 +235,29 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
         # A segment whose inputs need no gradient (token ids, the images) has no input gradient: its
         # backward is all W.
         split = (_split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats, warmup)
-                 if any(needs) else (Span(0.0, 0.0), backward_t))
+                 if any(needs) else (Span(0.0, 0.0), Span.mean(backward_t)))
     for p in module.parameters():
         p.grad = None
     figures = dict(saved_bytes=sum(saved.values()), cast_bytes=sum(cast.values()), saved_input_bytes=saved_input,
-                   saved_output_bytes=saved_output, **forward_t.figures("forward"),
-                   **backward_t.figures("backward"))
+                   saved_output_bytes=saved_output, **Span.mean(forward_t).figures("forward"),
+                   **Span.mean(backward_t).figures("backward"), forward_spread=Span.spread(forward_t),
+                   backward_spread=Span.spread(backward_t))
     if split:
         figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))
     return figures
 
 
 def _whole_step(model, module, device, micro_batch, repeats, warmup,
-                training: Training) -> tuple[float | None, int | None]:
-    """(ms, peak bytes) of one whole training step of the model as the single-device trainer runs it:
-    forward, loss, backward under the precision's autocast, and the training's optimizer update (lr 0, so
-    no weight changes; AdamW's states are zero-initialised and dropped after), synchronised, median of
-    `repeats` after `warmup`; (None, None) when it does not fit. The time holds what the segments leave
-    out: the loss, the update, and what a long step costs beyond short timed runs. The peak (GPUs only,
-    else None) is the step's allocated bytes at their highest, the model's own included and whatever the
-    profiling left allocated excluded: what the trainer's peak reads, which holds the backward's transient
-    buffers and the convolutions' workspaces that the per-layer figures do not."""
+                training: Training) -> tuple[float | None, float, int | None]:
+    """(ms, spread, peak bytes) of one whole training step of the model as the single-device trainer runs
+    it: forward, loss, backward under the precision's autocast, and the training's optimizer update (lr 0,
+    so no weight changes; AdamW's states are zero-initialised and dropped after), synchronised, median of
+    `repeats` after `warmup` and their relative_spread; (None, 0, None) when it does not fit. The time
+    holds what the segments leave out: the loss, the update, and what a long step costs beyond short timed
+    runs. The peak (GPUs only, else None) is the step's allocated bytes at their highest, the model's own
+    included and whatever the profiling left allocated excluded: what the trainer's peak reads, which
+    holds the backward's transient buffers and the convolutions' workspaces that the per-layer figures do
+    not."""
     inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     params = [p for p in module.parameters() if p.requires_grad]
@@ -287,14 +291,14 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup,
                 times.append(time.perf_counter() - start)
         peak = max(torch.cuda.max_memory_allocated(device) - elsewhere, 0) if on_gpu else None
     except RuntimeError:  # out of memory: the whole batch does not fit on one device
-        return None, None
+        return None, 0.0, None
     finally:
         for p in params:
             p.grad = None
         del optimizer  # AdamW's states
         if on_gpu:
             torch.cuda.empty_cache()
-    return sorted(times)[len(times) // 2] * 1e3, peak
+    return sorted(times)[len(times) // 2] * 1e3, relative_spread(times), peak
 
 
 def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats,
@@ -318,10 +322,10 @@ def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, r
     def run(n: int) -> tuple[Span, Span]:
         pairs = [(grad_inputs(xs), stage_forward(xs)) for xs in (fresh_inputs() for _ in range(n))]
         groups = []
-        _, input_t = clock.timed(lambda: [groups.append(stage_backward_input(outs, grads, xs, iter(params))[1])
-                                          for xs, outs in pairs], "input")
-        _, weight_t = clock.timed(lambda: [stage_backward_weight(iter(params), g) for g in groups], "weight")
-        return input_t.per(n), weight_t.per(n)
+        input_t = clock.each([lambda xs=xs, outs=outs: groups.append(stage_backward_input(outs, grads, xs, iter(params))[1])
+                              for xs, outs in pairs], "input")
+        weight_t = clock.each([lambda g=g: stage_backward_weight(iter(params), g) for g in groups], "weight")
+        return Span.mean(input_t), Span.mean(weight_t)
 
     with warnings.catch_warnings():  # the inputs are clones (see fresh_inputs), whose .grad torch reads
         warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
@@ -347,8 +351,15 @@ class Span:
     cpu_s: float
     device_s: float
 
-    def per(self, n: int) -> "Span":
-        return Span(self.cpu_s / n, self.device_s / n)
+    @staticmethod
+    def mean(spans: "list[Span]") -> "Span":
+        return Span(sum(s.cpu_s for s in spans) / len(spans), sum(s.device_s for s in spans) / len(spans))
+
+    @staticmethod
+    def spread(spans: "list[Span]") -> float:
+        """The runs' relative_spread, of the device's times and the CPU's the larger: a stage costs either
+        sum, whichever is larger."""
+        return max(relative_spread([s.device_s for s in spans]), relative_spread([s.cpu_s for s in spans]))
 
     def figures(self, what: str) -> dict[str, float | None]:
         """LayerProfile's fields: `<what>_ms`, the device's time, and `<what>_cpu_ms`, the CPU's, which
@@ -372,25 +383,28 @@ class _Clock:
         self.last_cpu_ms: dict[str, float] = {}
         self.cycles_per_ms = _sleep_cycles_per_ms(device) if self.cuda else 0.0
 
-    def timed(self, fn, what: str) -> tuple[Any, Span]:
-        """Run fn() once, timed; `what` names the work, whose last CPU time sets the next hold."""
+    def each(self, fns: "list[Callable[[], Any]]", what: str) -> list[Span]:
+        """Run the fns back to back, each timed; `what` names the work, whose last CPU time sets the next
+        hold. On a GPU an event between two runs splits the device's time without a synchronisation."""
         _sync(self.device)
         if not self.cuda:
-            start = time.perf_counter()
-            result = fn()
-            elapsed = time.perf_counter() - start
-            return result, Span(elapsed, elapsed)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            stamps = [time.perf_counter()]
+            for fn in fns:
+                fn()
+                stamps.append(time.perf_counter())
+            return [Span(b - a, b - a) for a, b in zip(stamps, stamps[1:])]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(fns) + 1)]
         hold_ms = min(1.5 * self.last_cpu_ms.get(what, 10.0) + 1.0, self.MAX_HOLD_MS)
         torch.cuda._sleep(int(hold_ms * self.cycles_per_ms))
-        begin.record()
-        start = time.perf_counter()
-        result = fn()
-        cpu_s = time.perf_counter() - start
-        end.record()
+        events[0].record()
+        stamps = [time.perf_counter()]
+        for fn, event in zip(fns, events[1:]):
+            fn()
+            stamps.append(time.perf_counter())
+            event.record()
         _sync(self.device)
-        self.last_cpu_ms[what] = cpu_s * 1e3
-        return result, Span(cpu_s, begin.elapsed_time(end) / 1e3)
+        self.last_cpu_ms[what] = (stamps[-1] - stamps[0]) * 1e3
+        return [Span(stamps[i + 1] - stamps[i], events[i].elapsed_time(events[i + 1]) / 1e3) for i in range(len(fns))]
 
 
 def _sleep_cycles_per_ms(device: torch.device) -> float:

@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from pipebench import models
 from pipebench.partition.profile import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
-                                         save_profiles)
+                                         relative_spread, save_profiles, step_spread)
 from pipebench.partition.profiler import profile_model, profile_sizes
 
 
@@ -161,6 +161,44 @@ def test_profiles_from_before_the_backward_split_still_load(tmp_path):
     path.write_text(json.dumps(data))
     (profile,) = load_profiles(path)
     assert profile.layers[0].backward_input_ms is None and profile.layers[0].backward_weight_ms is None
+
+
+def test_a_profile_committed_before_spreads_were_kept_loads_with_no_spread():
+    path = Path(__file__).parent.parent / "results/2026-11-30-cpu2-quick-suite/profiles/gpt-tiny-b8.profile.json"
+    assert "spread" not in path.read_text()
+    profiles = load_profiles(path)
+    assert all(l.forward_spread == l.backward_spread == 0.0 for p in profiles for l in p.layers)
+    assert all(p.whole_step_spread == 0.0 for p in profiles) and step_spread(profiles) == 0.0
+
+
+def test_each_figure_keeps_its_spread_over_the_repeats():
+    model = models.get_model("mlp", "tiny")
+    profile = profile_model(model, "cpu", micro_batch=8, batch=8, repeats=4, warmup=0)
+    assert any(l.forward_spread > 0 for l in profile.layers) and any(l.backward_spread > 0 for l in profile.layers)
+    assert all(0 <= l.forward_spread < 10 and 0 <= l.backward_spread < 10 for l in profile.layers)
+    assert profile.whole_step_ms and profile.whole_step_spread > 0
+    once = profile_model(model, "cpu", micro_batch=8, batch=8, repeats=1, warmup=0)
+    assert all(l.forward_spread == l.backward_spread == 0.0 for l in once.layers) and once.whole_step_spread == 0.0
+
+
+def test_a_spread_is_half_the_interquartile_range_over_the_median():
+    assert relative_spread([10.0, 11.0, 12.0, 13.0, 50.0]) == pytest.approx((13 - 11) / 2 / 12)  # 50: no matter
+    assert relative_spread([5.0]) == 0.0 and relative_spread([]) == 0.0 and relative_spread([0.0, 0.0]) == 0.0
+
+
+def test_a_step_spread_weighs_the_segments_by_time_and_takes_the_whole_step_where_larger():
+    def profile(micro_batch, spreads, whole=None, whole_spread=0.0):
+        layers = [LayerProfile(f"l{i}", 1, 4, fwd, 2 * fwd, 8, [1], "float32", 8, forward_spread=s, backward_spread=s)
+                  for i, (fwd, s) in enumerate(spreads)]
+        return Profile("m", "", "cpu", "cpu", "x", 8, micro_batch, 3, 0, [1], "float32", layers,
+                       whole_step_ms=whole, whole_step_spread=whole_spread)
+
+    small, whole = profile(4, [(1.0, 0.1), (3.0, 0.3)]), profile(8, [(2.0, 0.02), (2.0, 0.04)])
+    assert step_spread([small, whole], 4) == pytest.approx((1 * 0.1 + 3 * 0.3) / 4)
+    assert step_spread([small, whole], 8) == pytest.approx(0.03)
+    assert step_spread([small, whole], 2) == pytest.approx((3 * 0.1 + 9 * 0.3 + 6 * 0.02 + 6 * 0.04) / 24)  # none of 2
+    timed = profile(8, [(2.0, 0.02), (2.0, 0.04)], whole=12.0, whole_spread=0.2)
+    assert step_spread([small, timed], 4) == pytest.approx(0.25) and step_spread([small, timed], 8) == pytest.approx(0.2)
 
 
 def test_unreadable_profile(tmp_path):
