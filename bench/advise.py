@@ -22,7 +22,7 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strat
 from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.plan import Plan, make_plan, recomputing, unmodelled_bytes
-from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.profile import Profile, calibration, step_spread
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
@@ -50,9 +50,22 @@ class Prediction:
     recompute: bool = False
     """A replica strategy (DDP, FSDP) recomputes every layer: --checkpoint always, or auto where it would
     not fit otherwise (a Plan says per stage instead)."""
+    step_spread: float = 0.0
+    """The step's noise as a fraction: the prediction is an interval, step x (1 ± step_spread), from the
+    spreads of the profile it was priced from (profile.step_spread); 0 where those are unknown."""
+
+    @property
+    def step_interval_ms(self) -> tuple[float, float] | None:
+        """(low, high) step ms: the point prediction widened by its spread; None without a figure."""
+        if self.predicted_step_ms is None:
+            return None
+        return max(self.predicted_step_ms * (1 - self.step_spread), 0.0), self.predicted_step_ms * (1 + self.step_spread)
 
     def to_dict(self) -> dict[str, Any]:
+        interval = self.step_interval_ms
         return {"strategy": self.strategy, "predicted_step_ms": self.predicted_step_ms,
+                "predicted_step_ms_low": interval[0] if interval else None,
+                "predicted_step_ms_high": interval[1] if interval else None, "step_spread": self.step_spread,
                 "predicted_samples_per_s": self.predicted_samples_per_s,
                 "peak_memory_bytes": self.peak_memory_bytes, "fits": self.fits,
                 "micro_batches": self.micro_batches, "schedule": self.schedule, "reason": self.reason,
@@ -64,10 +77,11 @@ class Advice:
     predictions: list[Prediction]
     """Fastest predicted first; strategies without a figure last."""
     recommended: str | None
-    """The simplest of the strategies that fit and are predicted within TIE of the fastest (None when
+    """The simplest of the strategies that fit and tie (`tie`) with every one predicted faster (None when
     none fits)."""
-    tied: list[str] = field(default_factory=list)
-    """The strategies predicted faster than the recommendation, but within TIE of the fastest: a tie."""
+    tied: dict[str, str] = field(default_factory=dict)
+    """The strategies predicted faster than the recommendation but tied with it, fastest first, each with
+    why (`tie`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategies": [p.to_dict() for p in self.predictions], "recommended": self.recommended,
@@ -75,9 +89,23 @@ class Advice:
 
 
 TIE = 0.05
-"""Predictions this close (a fraction of the fastest's samples/s) are a tie: the step predictions' median
-error is of this order (bench/fidelity.py), so the faster by less is noise, and the simpler strategy (the
-registry's order: single, then the data-parallel ones, then the pipelines) is the better advice."""
+"""Predictions this close (a fraction of the fastest's samples/s) are a tie even where their intervals do
+not overlap: the step predictions' median error is of this order (bench/fidelity.py), more than a quiet
+profile's spread, so the faster by less is noise too."""
+
+
+def tie(a: Prediction, b: Prediction) -> str:
+    """Why two predictions are a tie ("" where they are not): their intervals overlap (the profile's noise
+    could swap them), or the slower is predicted within TIE of the faster, or both. A tie goes to the
+    simpler strategy (the registry's order: single, then the data-parallel ones, then the pipelines)."""
+    (a_low, a_high), (b_low, b_high) = a.step_interval_ms, b.step_interval_ms
+    rates = sorted([a.predicted_samples_per_s, b.predicted_samples_per_s])
+    why = []
+    if a_low <= b_high and b_low <= a_high:
+        why.append("intervals overlap")
+    if rates[0] >= rates[1] * (1 - TIE):
+        why.append(f"within {TIE:.0%}")
+    return " and ".join(why)
 
 
 def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
@@ -104,8 +132,11 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
     caps = list(caps[:p]) if caps else None
     speeds = list(speeds[:p]) if speeds else None
     links = links_of(profiles[0], link_gbps)
-    return strategy.price_function()(strategy, profiles, used, caps, speeds, links, training,
-                                     micro_batches if strategy.micro_batched else None)
+    prediction = strategy.price_function()(strategy, profiles, used, caps, speeds, links, training,
+                                           micro_batches if strategy.micro_batched else None)
+    plan = prediction.plan  # the micro-batch size it was priced at, whose profile's noise it carries
+    size = plan.batch // plan.micro_batches if plan else profiles[0].batch // p
+    return replace(prediction, step_spread=step_spread(profiles, size))
 
 
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
@@ -122,9 +153,9 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
     if not fitting:
         return Advice(predictions, None)
-    close = [p for p in fitting if p.predicted_samples_per_s >= fitting[0].predicted_samples_per_s * (1 - TIE)]
+    close = [p for i, p in enumerate(fitting) if all(tie(p, faster) for faster in fitting[:i])]
     pick = min(close, key=lambda p: registry_rank(p.strategy))
-    return Advice(predictions, pick.strategy, [p.strategy for p in close[:close.index(pick)]])
+    return Advice(predictions, pick.strategy, {p.strategy: tie(p, pick) for p in fitting[:fitting.index(pick)]})
 
 
 def top_strategies(advice: Advice, k: int) -> list[str]:

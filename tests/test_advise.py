@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from pipebench.bench.advise import TIE, Advice, Prediction, advise, predict, top_strategies
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipebench.bench.advise import TIE, Advice, Prediction, advise, predict, tie, top_strategies
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
@@ -18,11 +22,13 @@ def layer(name, fwd, bwd, param_bytes, saved=1000):
     return LayerProfile(name, param_bytes // 4, param_bytes, fwd, bwd, 4000, [8, 125], "float32", saved)
 
 
-def profile(micro_batch, batch=64, device="cuda:0", link_gbps=100.0, allreduce_gbps=None, saved_per_sample=100):
-    """Eight equal layers whose time scales with the micro-batch, 2 MB of parameters each."""
+def profile(micro_batch, batch=64, device="cuda:0", link_gbps=100.0, allreduce_gbps=None, saved_per_sample=100,
+            spread=0.0):
+    """Eight equal layers whose time scales with the micro-batch, 2 MB of parameters each; `spread`: each
+    time's noise."""
     scale = micro_batch / batch
-    layers = [layer(f"l{i}", 1.0 * scale, 2.0 * scale, 2 * 10**6, saved=saved_per_sample * micro_batch)
-              for i in range(8)]
+    layers = [replace(layer(f"l{i}", 1.0 * scale, 2.0 * scale, 2 * 10**6, saved=saved_per_sample * micro_batch),
+                      forward_spread=spread, backward_spread=spread) for i in range(8)]
     return Profile("m", "x", device, "gpu", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "float32", layers,
                    link_gbps=link_gbps, allreduce_gbps=allreduce_gbps)
 
@@ -65,7 +71,7 @@ def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
     fastest = advice.predictions[0].predicted_samples_per_s
     tied = [p.strategy for p in advice.predictions if p.predicted_samples_per_s >= fastest * (1 - TIE)]
     assert advice.recommended == min(tied, key=list(STRATEGIES).index)  # the simplest of a tie
-    assert advice.tied == tied[:tied.index(advice.recommended)]
+    assert list(advice.tied) == tied[:tied.index(advice.recommended)]
     single = next(p for p in advice.predictions if p.strategy == "single")
     ddp = next(p for p in advice.predictions if p.strategy == "ddp")
     assert single.predicted_step_ms == pytest.approx(24.0)  # 8 layers x 3 ms at the whole batch
@@ -154,6 +160,8 @@ def test_advise_cli_from_a_saved_profile(tmp_path, capsys):
     assert f"recommended: {data['recommended']}" in printed
     rates = [s["predicted_samples_per_s"] for s in data["strategies"]]
     assert rates == sorted(rates, reverse=True) and len(rates) == len(STRATEGIES) - 1  # hybrid: from 4 GPUs
+    assert all(s["predicted_step_ms_low"] <= s["predicted_step_ms"] <= s["predicted_step_ms_high"]
+               for s in data["strategies"]) and isinstance(data["tied"], dict)
     assert all(len(s["peak_memory_bytes"]) in (1, 2) for s in data["strategies"])
 
 
@@ -230,8 +238,58 @@ def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
     predictions = [pred("pp-zbv", 103.0), pred("ddp", 100.0), pred("fsdp", 90.0), pred("single", 55.0)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
     advice = advise([], ["cuda:0", "cuda:1"], strategies=["single", "ddp", "fsdp", "pp-zbv"])
-    assert advice.recommended == "ddp" and advice.tied == ["pp-zbv"]
+    assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "within 5%"}
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     line = format_advice(advice, profile, ["cuda:0", "cuda:1"]).splitlines()[-1]
-    assert line.startswith("recommended: ddp") and "pp-zbv predicted faster by less than 5%, a tie" in line
+    assert line.startswith("recommended: ddp") and "pp-zbv (within 5%) predicted faster, a tie" in line
     assert line.endswith("--strategies single,ddp,pp-zbv")
+
+
+def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(monkeypatch):
+    """Predicted 20% apart, beyond TIE: the faster wins while the figures are exact, and ties once the
+    profile's noise makes their intervals overlap; the line says which rule tied them."""
+    from pipebench.bench import advise as advise_module
+    from pipebench.bench.cli.advise import format_advice
+
+    def advice_with(spread):
+        predictions = [Prediction("pp-zbv", 64 / rate * 1e3, rate, [1], True, 1, None, step_spread=spread)
+                       for rate in (120.0,)] + [Prediction("ddp", 640.0, 100.0, [1], True, 1, None, step_spread=spread)]
+        monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+        return advise([], ["cuda:0", "cuda:1"], strategies=["ddp", "pp-zbv"])
+
+    assert advice_with(0.0).recommended == "pp-zbv" and advice_with(0.05).recommended == "pp-zbv"
+    noisy = advice_with(0.1)  # 533 ms x 1.1 = 587 > 640 x 0.9 = 576
+    assert noisy.recommended == "ddp" and noisy.tied == {"pp-zbv": "intervals overlap"}
+    profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
+    text = format_advice(noisy, profile, ["cuda:0", "cuda:1"])
+    assert "pp-zbv (intervals overlap) predicted faster, a tie" in text.splitlines()[-1]
+    assert "533.33 ±10.0%" in text and "640.00 ±10.0%" in text
+    close = Prediction("fsdp", 655.0, 64 / 655.0 * 1e3, [1], True, 1, None, step_spread=0.1)
+    assert tie(close, noisy.predictions[1]) == "intervals overlap and within 5%"
+
+
+def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(monkeypatch):
+    """single's interval overlaps the noisy fastest's, not ddp's between them: ddp is the simplest tie."""
+    from pipebench.bench import advise as advise_module
+
+    predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=spread)
+                   for name, step, spread in [("pp-zbv", 100.0, 0.5), ("ddp", 110.0, 0.01), ("single", 140.0, 0.01)]]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+    advice = advise([], ["cuda:0", "cuda:1"], strategies=["single", "ddp", "pp-zbv"])
+    assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "intervals overlap"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(spread=st.floats(0.0, 0.5), more=st.floats(0.001, 0.5))
+def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profile_noise(spread, more):
+    devices = ["cuda:0", "cuda:1"]
+    for strategy in ("single", "ddp", "pp-1f1b", "fsdp"):
+        quiet = predict(strategy, profiles(spread=spread), devices)
+        noisy = predict(strategy, profiles(spread=spread + more), devices)
+        low, high = quiet.step_interval_ms
+        assert low <= quiet.predicted_step_ms <= high
+        assert quiet.step_spread == pytest.approx(spread)
+        assert noisy.predicted_step_ms == quiet.predicted_step_ms
+        assert noisy.step_interval_ms[0] < low and noisy.step_interval_ms[1] > high
+        data = noisy.to_dict()
+        assert (data["predicted_step_ms_low"], data["predicted_step_ms_high"]) == noisy.step_interval_ms

@@ -77,7 +77,7 @@ def format_advice(advice, profile, devices, check=None) -> str:
             "strategy": p.strategy,
             "schedule": (p.schedule or "-") if is_pipeline(p.strategy) else "-",
             "micro-batches": p.micro_batches,
-            "step ms": f"{p.predicted_step_ms:.2f}" if known else "-",
+            "step ms": f"{p.predicted_step_ms:.2f} ±{p.step_spread:.1%}" if known else "-",
             "samples/s": f"{p.predicted_samples_per_s:.1f}" if known else "-",
             "x single": f"{p.predicted_samples_per_s / single.predicted_samples_per_s:.2f}" if known and single else "-",
             "peak memory per device": _peaks(p.peak_memory_bytes),
@@ -101,10 +101,8 @@ def format_advice(advice, profile, devices, check=None) -> str:
                 if single and best.strategy != BASELINE else "")
         tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
         if tied:
-            from pipebench.bench.advise import TIE
-
-            tail += (f"; {', '.join(p.strategy for p in tied)} predicted faster by less than {TIE:.0%}, a tie: "
-                     f"the simpler is recommended")
+            tail += (f"; {', '.join(f'{p.strategy} ({advice.tied[p.strategy]})' for p in tied)} predicted "
+                     f"faster, a tie: the simpler is recommended")
         if compared:
             tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
                                            ",".join(p.strategy for p in compared))
