@@ -38,13 +38,13 @@ from pipebench.training import Training
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "misordered_pairs", "order_notes", "ranking",
+           "misordered_pairs", "measured_ties", "order_notes", "ranking",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
 SUMMARY_COLUMNS = [
     "model", "flavour", "settings", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
     "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
-    "ideal_samples_per_s", "efficiency", "step_ms", "predicted_step_ms", "step_error_pct", "peak_gib",
+    "ideal_samples_per_s", "efficiency", "step_ms", "step_ms_std", "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
     "training", "precision", "optimizer", "checkpoint",
 ]
@@ -201,13 +201,17 @@ def ranking(summary: pd.DataFrame) -> list[str]:
 
 
 SAME_SPEED = 0.03
-"""Cases measured closer than this share are a tie: their predicted order is not judged."""
+"""Cases measured closer than this share are a tie whatever their spread (a spread from two or three
+timed steps can be small by chance)."""
 
 
-def misordered_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
-    """Within each model, the pairs of ok cases whose predicted order was wrong: the prediction ranks
-    one faster, the measurement the other, by more than SAME_SPEED. Each pair once, the one measured
-    faster first."""
+def _reversed_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any, bool]]:
+    """Within each model, the pairs of ok cases that the prediction ranks in the other order from their
+    measured means, each once as (measured faster, measured slower, whether they measured a tie).
+
+    A tie: the means are apart by no more than their combined spread, the sum of the two standard
+    deviations of their timed steps (their mean ± std intervals overlap; a row without one counts 0), or
+    by no more than SAME_SPEED. Either could then have measured faster, and no order is there to judge."""
     pairs = []
     for _, group in summary.groupby(GROUP, sort=False):
         known = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
@@ -215,32 +219,64 @@ def misordered_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
         for i, a in enumerate(rows):
             for b in rows[i + 1:]:
                 fast, slow = (a, b) if a["step_ms"] <= b["step_ms"] else (b, a)
-                if slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED):
+                if fast["predicted_step_ms"] <= slow["predicted_step_ms"]:
                     continue
-                if fast["predicted_step_ms"] > slow["predicted_step_ms"]:
-                    pairs.append((fast, slow))
+                noise = _std(fast) + _std(slow)
+                gap = slow["step_ms"] - fast["step_ms"]
+                pairs.append((fast, slow, gap <= noise or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)))
     return pairs
 
 
+def _std(row) -> float:
+    std = row.get("step_ms_std")
+    return 0.0 if std is None or math.isnan(std) else float(std)
+
+
+def misordered_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """Within each model, the pairs of ok cases whose predicted order was wrong: the prediction ranks one
+    faster, the measurement the other, by more than their noise (_reversed_pairs). Each pair once, the
+    one measured faster first."""
+    return [(fast, slow) for fast, slow, tied in _reversed_pairs(summary) if not tied]
+
+
+def measured_ties(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """The pairs predicted in the other order from their measured means that measured a tie: apart by less
+    than their noise, so the prediction is not judged wrong (_reversed_pairs)."""
+    return [(fast, slow) for fast, slow, tied in _reversed_pairs(summary) if tied]
+
+
 def order_notes(summary: pd.DataFrame) -> list[str]:
-    """One line per pair whose predicted order was wrong (misordered_pairs), or one line saying the order
-    held, for each model with at least two predicted cases."""
+    """For each model with at least two predicted cases: one line per pair whose predicted order was wrong
+    (misordered_pairs), or one line saying the order held; then one line naming the pairs predicted in
+    the other order that measured a tie (measured_ties), if any."""
     lines = []
     labels = group_labels(summary)
     for key, group in summary.groupby(GROUP, sort=False):
         predicted = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
         if len(predicted) < 2:
             continue
-        wrong = misordered_pairs(group)
+        wrong, ties = misordered_pairs(group), measured_ties(group)
         name = labels[key]
         if not wrong:
-            lines.append(f"Predicted order: {name}: every pair of cases measured more than {SAME_SPEED:.0%} apart "
-                         f"was ranked right by its prediction.")
+            lines.append(f"Predicted order: {name}: every pair of cases measured apart by more than their noise "
+                         f"(the sum of their steps' standard deviations, and {SAME_SPEED:.0%}) was ranked right by "
+                         f"its prediction.")
         for fast, slow in wrong:
-            lines.append(f"Predicted order wrong: {name}: {fast['case']} measured {fast['step_ms']:.1f} ms, faster than "
-                         f"{slow['case']} at {slow['step_ms']:.1f} ms, but was predicted slower "
+            lines.append(f"Predicted order wrong: {name}: {fast['case']} measured {_measured(fast)} ms, faster than "
+                         f"{slow['case']} at {_measured(slow)} ms by more than their noise, but was predicted slower "
                          f"({fast['predicted_step_ms']:.1f} against {slow['predicted_step_ms']:.1f} ms).")
+        if ties:
+            pairs = "; ".join(f"{fast['case']} {_measured(fast)} and {slow['case']} {_measured(slow)} ms"
+                              for fast, slow in ties)
+            lines.append(f"Measured a tie: {name}: {pairs}: apart by less than their noise, so the predicted order "
+                         f"of these {len(ties)} pair(s) is not judged.")
     return lines
+
+
+def _measured(row) -> str:
+    """'26.5 ± 2.4': a case's mean step ms and its steps' standard deviation (where it has one)."""
+    std = row.get("step_ms_std")
+    return f"{row['step_ms']:.1f}" + ("" if std is None or math.isnan(std) else f" ± {std:.1f}")
 
 
 def loss_notes(summary: pd.DataFrame) -> list[str]:

@@ -352,10 +352,33 @@ def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
     summary = summarise(frame(rows))
     wrong = misordered_pairs(summary)
     assert [(a["strategy"], b["strategy"]) for a, b in wrong] == [("pp-1f1b", "single")]
-    (note,) = order_notes(summary)
+    note, tie = order_notes(summary)
     assert note.startswith("Predicted order wrong: ") and "pp-1f1b" in note and "190.0 against 178.0 ms" in note
+    assert tie.startswith("Measured a tie: ") and "pp-zbv" in tie and "1 pair(s)" in tie
     right = summarise(frame([case("single", 180.0, 178.0), case("ddp", 100.0, 90.0)]))
     assert misordered_pairs(right) == [] and "ranked right" in order_notes(right)[0]
+
+
+def test_an_order_is_wrong_only_where_the_measurements_differ_by_more_than_their_noise():
+    """ddp measured 10% faster than pp-1f1b but predicted slower: wrong while their steps varied little,
+    a measured tie once the difference is within the sum of their standard deviations."""
+    from pipebench.bench.report import measured_ties, misordered_pairs, order_notes
+
+    def rows(std):
+        return [make_row("ddp", samples_per_s=64 / 100.0 * 1e3, step_ms=100.0, step_ms_std=std, predicted_step_ms=120.0),
+                make_row("pp-1f1b", samples_per_s=64 / 110.0 * 1e3, step_ms=110.0, step_ms_std=std,
+                         predicted_step_ms=115.0, micro_batches=2, schedule="1f1b")]
+
+    steady = summarise(frame(rows(1.0)))
+    assert [(a["strategy"], b["strategy"]) for a, b in misordered_pairs(steady)] == [("ddp", "pp-1f1b")]
+    assert measured_ties(steady) == [] and order_notes(steady)[0].startswith("Predicted order wrong: ")
+    noisy = summarise(frame(rows(6.0)))  # 10 ms apart, 6 + 6 ms of noise
+    assert misordered_pairs(noisy) == [] and [(a["strategy"], b["strategy"]) for a, b in measured_ties(noisy)] == [
+        ("ddp", "pp-1f1b")]
+    right, tie = order_notes(noisy)
+    assert "ranked right" in right and not any("wrong" in line for line in order_notes(noisy))
+    assert tie == ("Measured a tie: gpt 800m: ddp 100.0 ± 6.0 and pp-1f1b (m=2) 110.0 ± 6.0 ms: apart by less than "
+                   "their noise, so the predicted order of these 1 pair(s) is not judged.")
 
 
 def test_drawing_the_plots_says_how_far_along_it_is(tmp_path, rows):
