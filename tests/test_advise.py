@@ -264,6 +264,8 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
     text = format_advice(noisy, profile, ["cuda:0", "cuda:1"])
     assert "pp-zbv (intervals overlap) predicted faster, a tie" in text.splitlines()[-1]
     assert "533.33 ±10.0%" in text and "640.00 ±10.0%" in text
+    assert "the profile is noisy" not in text
+    assert "the profile is noisy: predicted steps vary by up to ±30%" in format_advice(advice_with(0.3), profile, ["cuda:0"])
     close = Prediction("fsdp", 655.0, 64 / 655.0 * 1e3, [1], True, 1, None, step_spread=0.1)
     assert tie(close, noisy.predictions[1]) == "intervals overlap and within 5%"
 

@@ -58,9 +58,13 @@ def cmd_advise(args) -> int:
     return 0
 
 
+NOISY = 0.15
+"""A step spread above this says more about the machine than about the strategies: format_advice says so."""
+
+
 def format_advice(advice, profile, devices, check=None) -> str:
-    """The ranking as a table, then one line: the recommendation, and `check(compared)`: the command that
-    measures it."""
+    """The ranking as a table, each step with its interval (± its spread), a line where the profile was
+    noisy (NOISY), then one line: the recommendation, and `check(compared)`: the command that measures it."""
     import pandas as pd
 
     from pipebench.partition.plan_text import model_label
@@ -106,7 +110,11 @@ def format_advice(advice, profile, devices, check=None) -> str:
         if compared:
             tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
                                            ",".join(p.strategy for p in compared))
-    return "\n".join([head, "", table, "", tail])
+    widest = max((p.step_spread for p in advice.predictions if p.predicted_step_ms is not None), default=0.0)
+    noisy = ([f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another process "
+              f"on the device?), so their intervals overlap more; on an idle device they narrow", ""]
+             if widest > NOISY else [])
+    return "\n".join([head, "", table, "", *noisy, tail])
 
 
 def _peaks(peaks: list[int]) -> str:
