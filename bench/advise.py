@@ -134,9 +134,9 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
     links = links_of(profiles[0], link_gbps)
     prediction = strategy.price_function()(strategy, profiles, used, caps, speeds, links, training,
                                            micro_batches if strategy.micro_batched else None)
-    plan = prediction.plan  # the micro-batch size it was priced at, whose profile's noise it carries
-    size = plan.batch // plan.micro_batches if plan else profiles[0].batch // p
-    return replace(prediction, step_spread=step_spread(profiles, size))
+    # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
+    spread = prediction.plan.step_spread if prediction.plan else step_spread(profiles, profiles[0].batch // p)
+    return replace(prediction, step_spread=spread)
 
 
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,

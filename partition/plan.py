@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes
+from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes, step_spread
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
 from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
@@ -100,6 +100,9 @@ class Plan:
     calibration: float = 1.0
     """The factor on every profiled device time: a whole step timed on one device over the segments'
     prediction of it (profile.calibration; it prices the loss, the update and a long step's clocks)."""
+    step_spread: float = 0.0
+    """The predicted step is an interval, predicted_step_ms x (1 ± this): the profile's noise
+    (profile.step_spread at this plan's micro-batch size); 0 where the profile kept none."""
     config: dict[str, Any] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
@@ -526,6 +529,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         link_gbps=link_gbps,
         link_latency_ms=latency if link_gbps > 0 else 0.0,
         calibration=scale,
+        step_spread=step_spread([profile, *others], profile.micro_batch),
         virtual_stages=v,
         placement=list(where),
         profile_id=profile.profile_id,

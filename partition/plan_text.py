@@ -80,7 +80,7 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
 def _summary(plan) -> dict[str, str]:
     slowest = max(s.forward_ms + s.backward_ms for s in plan.stages)
     return {
-        "step time (ms)": f"{plan.predicted_step_ms:.2f}",
+        "step time (ms)": f"{plan.predicted_step_ms:.2f} ±{plan.step_spread:.1%}",
         "throughput (samples/s)": f"{plan.predicted_samples_per_s:.1f}",
         "bubble": f"{plan.bubble_fraction:.1%}",
         "balance (slowest/mean)": f"{plan.balance_ratio:.3f}",

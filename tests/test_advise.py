@@ -295,3 +295,13 @@ def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profi
         assert noisy.step_interval_ms[0] < low and noisy.step_interval_ms[1] > high
         data = noisy.to_dict()
         assert (data["predicted_step_ms_low"], data["predicted_step_ms_high"]) == noisy.step_interval_ms
+
+
+def test_a_plan_carries_its_interval_and_prints_it():
+    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan_text import format_plan
+
+    plan = make_plan(profiles(spread=0.07), ["cuda:0", "cuda:1"], schedule="1f1b")
+    assert plan.step_spread == pytest.approx(0.07)
+    assert f"{plan.predicted_step_ms:.2f} ±7.0%" in format_plan(plan, plan)
+    assert predict("pp-1f1b", profiles(spread=0.07), ["cuda:0", "cuda:1"]).step_spread == plan.step_spread
