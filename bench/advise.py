@@ -59,7 +59,8 @@ class Prediction:
         """(low, high) step ms: the point prediction widened by its spread; None without a figure."""
         if self.predicted_step_ms is None:
             return None
-        return max(self.predicted_step_ms * (1 - self.step_spread), 0.0), self.predicted_step_ms * (1 + self.step_spread)
+        step, spread = self.predicted_step_ms, self.step_spread
+        return max(step * (1 - spread), 0.0), step * (1 + spread)
 
     def to_dict(self) -> dict[str, Any]:
         interval = self.step_interval_ms

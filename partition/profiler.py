@@ -12,7 +12,8 @@ The planner balances what this measures, so it measures what a pipeline stage re
 runs forward and backward in training mode on a micro-batch of the size the pipeline will use (its time
 per sample depends on it), on the inputs it received when the captured graph ran once, after warm-up, as
 the mean of several runs back to back between two synchronisations (as stages follow one another in a
-step), each run timed on its own so that the figure keeps its spread over them (profile.relative_spread). A float input that another segment produced needs a gradient, as torch's runtime gives a received
+step), each run timed on its own so that the figure keeps its spread over them (profile.relative_spread).
+A float input that another segment produced needs a gradient, as torch's runtime gives a received
 activation one; a model input (images, token ids, a mask) needs none. Backward starts from ones for
 every float output that requires a gradient. The backward is also split into I (input gradient) and W
 (weight gradient) as zero-bubble schedules run it. A segment's output bytes are those of every tensor that
@@ -322,8 +323,8 @@ def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, r
     def run(n: int) -> tuple[Span, Span]:
         pairs = [(grad_inputs(xs), stage_forward(xs)) for xs in (fresh_inputs() for _ in range(n))]
         groups = []
-        input_t = clock.each([lambda xs=xs, outs=outs: groups.append(stage_backward_input(outs, grads, xs, iter(params))[1])
-                              for xs, outs in pairs], "input")
+        input_t = clock.each([lambda xs=xs, outs=outs: groups.append(
+            stage_backward_input(outs, grads, xs, iter(params))[1]) for xs, outs in pairs], "input")
         weight_t = clock.each([lambda g=g: stage_backward_weight(iter(params), g) for g in groups], "weight")
         return Span.mean(input_t), Span.mean(weight_t)
 
