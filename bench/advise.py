@@ -27,8 +27,8 @@ from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "links_of", "top_strategies", "price_plan", "price_ddp",
-           "price_dataparallel", "price_fsdp", "price_device_map", "price_hybrid", "replica_profiles",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "links_of", "top_strategies", "price_plan",
+           "price_ddp", "price_dataparallel", "price_fsdp", "price_device_map", "price_hybrid", "replica_profiles",
            "replica_prediction"]
 
 
