@@ -93,8 +93,8 @@ class LayerProfile:
     overstated ResNet-101's activations by 30% against the eager model's (CPU, 8 samples, fp32 and bf16)."""
 
     forward_spread: float = 0.0
-    """The noise of `forward_ms` over its repeats (relative_spread; of the device's and the CPU's times the
-    larger); 0: unknown (one repeat, or a profile made before spreads were kept)."""
+    """The noise of the forward over its repeats (relative_spread; on a GPU, of the clock that took longer:
+    `forward_ms` or `forward_cpu_ms`); 0: unknown (one repeat, or a profile made before spreads were kept)."""
     backward_spread: float = 0.0
     """The same for `backward_ms`."""
 

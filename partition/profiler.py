@@ -358,9 +358,10 @@ class Span:
 
     @staticmethod
     def spread(spans: "list[Span]") -> float:
-        """The runs' relative_spread, of the device's times and the CPU's the larger: a stage costs either
-        sum, whichever is larger."""
-        return max(relative_spread([s.device_s for s in spans]), relative_spread([s.cpu_s for s in spans]))
+        """The runs' relative_spread on the clock that took longer, the device's or the CPU's: a stage costs
+        the larger sum, so the other clock's noise is hidden behind it."""
+        mean = Span.mean(spans)
+        return relative_spread([s.cpu_s if mean.cpu_s > mean.device_s else s.device_s for s in spans])
 
     def figures(self, what: str) -> dict[str, float | None]:
         """LayerProfile's fields: `<what>_ms`, the device's time, and `<what>_cpu_ms`, the CPU's, which
