@@ -1,8 +1,8 @@
 """How good the predictions are, as a benchmark rather than a claim: from results rows that carry both a
 prediction and a measurement, the step error (median and 90th percentile of |predicted - measured| /
 measured), the memory error on GPUs, Kendall's tau between the predicted and the measured order of the
-strategies, and the regret of the recommendation (1 - the measured throughput of the strategy predicted
-fastest / the best measured).
+strategies, and the regret of the recommendation (1 - the measured throughput of the strategy advise
+recommends from the predictions / the best measured).
 
     python -m pipebench.bench.fidelity RESULTS.json|FOLDER ... [--markdown]
 
@@ -78,13 +78,24 @@ def _group(row) -> str:
     return f"{row.device_name or row.gpus}: {row.model} {row.flavour}{settings} b{row.batch}{training}"
 
 
+def recommendation(rows: list, predicted: list[float]) -> int:
+    """The row advise would have recommended: of those predicted within TIE of the fastest (a tie), the
+    simplest strategy (bench/advise.py; rows keep no intervals, so overlap is not judged here)."""
+    from pipebench.bench.advise import TIE
+    from pipebench.bench.strategies import registry_rank
+
+    fastest = max(predicted)
+    close = [i for i in range(len(rows)) if predicted[i] >= fastest * (1 - TIE)]
+    return min(close, key=lambda i: (registry_rank(rows[i].strategy), -predicted[i]))
+
+
 def _figures(group: str, rows: list) -> Fidelity:
     steps = [abs(r.predicted_step_ms - r.step_ms) / r.step_ms for r in rows]
     memory = [abs(max(r.predicted_memory_bytes) - max(r.peak_memory_bytes)) / max(r.peak_memory_bytes)
               for r in rows if r.predicted_memory_bytes and r.peak_memory_bytes and max(r.peak_memory_bytes) > 0]
     predicted = [r.batch / r.predicted_step_ms for r in rows]
     measured = [r.samples_per_s for r in rows]
-    pick = max(range(len(rows)), key=lambda i: predicted[i])
+    pick = recommendation(rows, predicted)
     best = max(range(len(rows)), key=lambda i: measured[i])
     return Fidelity(group=group, cases=len(rows),
                     median_step_error=statistics.median(steps) if steps else None,

@@ -55,3 +55,14 @@ def test_the_command_reads_results_files(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "NVIDIA H200: gpt tiny b64" in out and "targets:" in out
     assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_the_regret_is_of_what_advise_recommends_a_tie_going_to_the_simpler():
+    """Predicted 3% faster is a tie that single wins, as advise says; the regret is single's."""
+    from types import SimpleNamespace
+
+    from pipebench.bench.fidelity import recommendation
+
+    rows = [SimpleNamespace(strategy="pp-1f1b"), SimpleNamespace(strategy="single"), SimpleNamespace(strategy="ddp")]
+    assert rows[recommendation(rows, [103.0, 100.0, 80.0])].strategy == "single"
+    assert rows[recommendation(rows, [120.0, 100.0, 80.0])].strategy == "pp-1f1b"
