@@ -16,6 +16,7 @@ registry names its price, the function here (or in its own module) that predicts
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
@@ -28,8 +29,8 @@ from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
 __all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "links_of", "top_strategies", "price_plan",
-           "price_ddp", "price_dataparallel", "price_fsdp", "price_device_map", "price_hybrid", "replica_profiles",
-           "replica_prediction"]
+           "price_ddp", "price_dataparallel", "price_zero1", "price_fsdp", "price_device_map", "price_hybrid",
+           "replica_profiles", "replica_prediction"]
 
 
 @dataclass
@@ -254,6 +255,27 @@ def price_ddp(strategy, profiles, devices, caps, speeds, links, training, micro_
     return replica_prediction(strategy, price, profiles[0].batch, caps, speeds, training)
 
 
+def price_zero1(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+    """ZeRO-1 (bench/strategies/zero1.py): DDP's step (partition/costs.py ddp_step) plus the broadcast of the
+    updated shards after it, which moves what an all-gather of the parameters does (costs.gather_ms); DDP's
+    memory with the optimizer's states divided over the p replicas."""
+    p = len(devices)
+    by_count = replica_profiles(strategy, profiles, p)
+    if isinstance(by_count, Prediction):
+        return by_count
+    layers = by_count[p].layers
+    params = sum(l.param_bytes for l in layers)
+    states = -(-params * training.states // p)  # this replica's share of the optimizer's states
+    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
+
+    def step(recompute: bool):  # recompute: every layer's forward runs again in the backward
+        priced = [recomputing(l) for l in layers] if recompute else layers
+        return (costs.ddp_step(priced, p, links, scale=calibration(list(profiles))) + costs.gather_ms(params, p, links),
+                [costs.replica_memory(layers, 2, extra_param_copies=1 if p > 1 else 0, recompute=recompute)
+                 + states + unmodelled] * p)
+    return replica_prediction(strategy, step, profiles[0].batch, caps, speeds, training)
+
+
 def price_dataparallel(strategy, profiles, devices, caps, speeds, links, training,
                        micro_batches=None) -> Prediction:
     """nn.DataParallel: one process copies the model to every device each step, scatters the batch and
@@ -311,27 +333,23 @@ def price_device_map(strategy, profiles, devices, caps, speeds, links, training,
     forth (accelerate's hooks return the output where the input came from).
 
     accelerate cuts by the module's sizes, so this builds the module (_model_for_sizes) and imports torch
-    and accelerate when called; a profile whose model cannot be built here gets accelerate's cuts of a
-    stand-in made of its layers' parameter bytes, an estimate that the reason says."""
-    import torch
-
-    from pipebench.bench.strategies.devicemap import device_map_bounds, layer_size_bounds
+    and accelerate, unless the profile cache kept the cuts (device_map_cuts); a profile whose model cannot
+    be built here gets accelerate's cuts of a stand-in made of its layers' parameter bytes, an estimate
+    that the reason says."""
     from pipebench.partition.plan import plan_with_bounds, transfer_ms
 
     whole = next((pr for pr in profiles if pr.micro_batches == 1), None)
     if whole is None:
         return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, "no profile of the whole batch")
-    model, why_not = _model_for_sizes(whole)
+    cuts = device_map_cuts(whole, len(devices), caps)
     try:
-        if model is not None:
-            bounds = device_map_bounds(model, len(devices), caps, layers=[layer.name for layer in whole.layers])
-        else:
-            bounds = layer_size_bounds([layer.param_bytes for layer in whole.layers], len(devices), caps)
-        plan = plan_with_bounds(profiles, devices, bounds, schedule=IN_TURN, speeds=speeds,
+        if "error" in cuts:
+            raise UserError(cuts["error"])
+        plan = plan_with_bounds(profiles, devices, cuts["bounds"], schedule=IN_TURN, speeds=speeds,
                                 link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                                 link_latency_ms=links.latency_ms, optimizer=training.optimizer,
                                 balanced_by="accelerate")
-    except (UserError, torch.cuda.OutOfMemoryError) as exc:  # no chain of stages; parameters that fit nowhere
+    except UserError as exc:  # no chain of stages; parameters that fit nowhere
         return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, str(exc).splitlines()[0])
     step = plan.predicted_step_ms
     if len(plan.stages) > 1:
@@ -341,10 +359,45 @@ def price_device_map(strategy, profiles, devices, caps, speeds, links, training,
     memory = plan.memory_per_device() + [0] * (len(devices) - plan.device_count)  # devices left empty
     fits = caps is None or all(m <= c for m, c in zip(memory, caps))
     reasons = [] if fits else ["predicted memory exceeds the cap"]
-    if model is None:
-        reasons.append(f"cuts estimated from the layers' parameter bytes ({why_not})")
+    if cuts["estimated"]:
+        reasons.append(f"cuts estimated from the layers' parameter bytes ({cuts['estimated']})")
     return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, IN_TURN,
                       "; ".join(reasons), plan=plan)
+
+
+def device_map_cuts(whole: Profile, devices: int, caps: Sequence[float] | None) -> dict[str, Any]:
+    """accelerate's cuts of the profiled model over `devices` devices of `caps` bytes: {"bounds": layer
+    bounds, "estimated": why they come from a stand-in, or ""}, or {"error": why there are none}. Kept in
+    the profile cache beside the profile they were read for (its profile_id), since reading the sizes
+    builds the model, which a cached answer must not wait for."""
+    from pipebench.partition.cache import ProfileCache, cache_enabled, file_digest, library_versions
+
+    key = {"device_map": whole.profile_id, "devices": devices, "caps": None if caps is None else list(caps),
+           "code": file_digest(Path(__file__).with_name("strategies") / "devicemap.py"),
+           "libraries": library_versions(("accelerate",))}
+    store = ProfileCache() if whole.profile_id and cache_enabled() else None
+    kept = store.recall("device-map", key) if store is not None else None
+    if isinstance(kept, dict) and (isinstance(kept.get("error"), str) or (
+            isinstance(kept.get("estimated"), str) and isinstance(kept.get("bounds"), list)
+            and all(isinstance(b, int) for b in kept["bounds"]))):
+        return kept
+    import torch
+
+    from pipebench.bench.strategies.devicemap import device_map_bounds, layer_size_bounds
+
+    model, why_not = _model_for_sizes(whole)
+    try:
+        if model is not None:
+            cuts = {"bounds": device_map_bounds(model, devices, caps, layers=[layer.name for layer in whole.layers]),
+                    "estimated": ""}
+        else:
+            cuts = {"bounds": layer_size_bounds([layer.param_bytes for layer in whole.layers], devices, caps),
+                    "estimated": why_not}
+    except (UserError, torch.cuda.OutOfMemoryError) as exc:  # no chain of stages; parameters that fit nowhere
+        cuts = {"error": str(exc).splitlines()[0]}
+    if store is not None:
+        store.keep("device-map", key, cuts)
+    return cuts
 
 
 def _model_for_sizes(profile: Profile):

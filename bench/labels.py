@@ -1,11 +1,15 @@
 """How the report and its plots name what they show: the groups rows are compared within, a case's label,
-a group's label, and which strategies are pipelines. No torch, no matplotlib."""
+a group's label, and which strategies are pipelines. No torch, no matplotlib, and pandas only for the
+report's tables (advise asks is_pipeline without it)."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.training import Training
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["GROUP", "is_pipeline", "case_label", "group_label", "group_labels"]
 

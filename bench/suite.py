@@ -26,7 +26,8 @@ from pipebench.hardware.cpu import threads_per_device
 from pipebench.bench.results import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
-from pipebench.models.source import ModelSource, is_user_model
+from pipebench.models.source import ModelSource
+from pipebench.specs import is_user_model
 from pipebench.partition.plan import Plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
 from pipebench.training import DEFAULT_PRECISION, Training

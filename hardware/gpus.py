@@ -17,7 +17,7 @@ from pipebench.errors import DeviceError
 from pipebench.specs import AutoGpus, parse_gpus
 from pipebench.units import GIB, format_gib
 
-__all__ = ["GpuInfo", "query_gpus", "choose_gpus", "parse_gpu_choice", "free_memory_caps", "format_gpus",
+__all__ = ["GpuInfo", "query_gpus", "gpu_name", "choose_gpus", "parse_gpu_choice", "free_memory_caps", "format_gpus",
            "describe_choice", "SAFETY_MARGIN", "CAPPED_MARGIN", "plannable"]
 
 SAFETY_MARGIN = 0.05
@@ -81,6 +81,27 @@ def query_gpus(nvml: Any | None = None, visible: str | None = None) -> list[GpuI
                 processes=len(nvml.nvmlDeviceGetComputeRunningProcesses(handle)),
             ))
         return infos
+    finally:
+        nvml.nvmlShutdown()
+
+
+def gpu_name(index: int, nvml: Any | None = None) -> str | None:
+    """The name of visible GPU `index` ("NVIDIA H200"), as CUDA's get_device_name says it, without
+    creating a CUDA context; None when NVML cannot tell (no driver, no such GPU, a MIG slice)."""
+    nvml = nvml or _nvml()
+    try:
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - as in query_gpus: no GPUs here
+        return None
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        order = _visible_order(handles, nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if not 0 <= index < len(order):
+            return None
+        name = nvml.nvmlDeviceGetName(handles[order[index]])
+        return name.decode() if isinstance(name, bytes) else name
+    except Exception:  # noqa: BLE001 - NVMLError of any kind: let CUDA say it
+        return None
     finally:
         nvml.nvmlShutdown()
 

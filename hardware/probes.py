@@ -14,10 +14,15 @@ __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_l
 
 
 def check_gpus(ids: list[int]) -> list[str]:
-    """Device names 'cuda:i' for ids that exist; DeviceError naming the ones that don't."""
-    import torch
+    """Device names 'cuda:i' for ids that exist; DeviceError naming the ones that don't. Counted by NVML,
+    which creates no CUDA context; CUDA has the last word where NVML sees too few."""
+    from pipebench.hardware.gpus import query_gpus
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = len(query_gpus())
+    if not ids or max(ids) >= count:
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         raise DeviceError("no CUDA GPU is visible here; plan on the CPU with --stages N --device cpu")
     missing = [i for i in ids if i >= count]
@@ -30,18 +35,21 @@ def check_gpus(ids: list[int]) -> list[str]:
 def resolve_device(device, check: bool = True) -> str:
     """The name every torch call takes for `device` (any spelling torch accepts: 'cpu', 'cuda', 'cuda:N' or
     a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
-    CUDA device in many calls). `check`: the GPU must exist (DeviceError, one line); without it, as for a
-    plan from saved profiles, bare 'cuda' is GPU 0 when none is visible."""
-    import torch
-
+    CUDA device in many calls), GPU 0 in a process that has not imported torch. `check`: the GPU must exist
+    (DeviceError, one line). torch is not imported here: a cached answer needs none."""
     from pipebench.specs import parse_device
 
     text = parse_device(str(device))
     if text == "cpu":
         return text
-    visible = torch.cuda.is_available() and torch.cuda.device_count() > 0
     index = text.partition(":")[2]
-    index = int(index) if index else (torch.cuda.current_device() if visible else 0)
+    torch = sys.modules.get("torch")
+    if index:
+        index = int(index)
+    elif torch is not None and torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        index = torch.cuda.current_device()
+    else:
+        index = 0
     return check_gpus([index])[0] if check else f"cuda:{index}"
 
 

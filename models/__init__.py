@@ -20,8 +20,9 @@ import torch
 
 from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
 from pipebench.models.base import Built, LayeredModel
-from pipebench.models.source import ModelSource, UserModel, is_user_model, load_user_model
+from pipebench.models.source import ModelSource, UserModel, load_user_model
 from pipebench.errors import UserError
+from pipebench.specs import is_user_model
 
 __all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "UserModel", "get_model", "is_user_model", "list_models", "model_names"]
 

@@ -42,17 +42,12 @@ from torch import nn
 from pipebench.errors import UserError, first_line
 from pipebench.units import format_bytes
 
-__all__ = ["ModelSource", "UserModel", "is_user_model", "load_user_model", "object_model", "AsTrained", "LOSSES",
+__all__ = ["ModelSource", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
 
 LOSSES = ("cross_entropy", "nll", "mse")
 OUTPUTS = ("tensor", "logits", "first")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
-
-
-def is_user_model(name: str) -> bool:
-    """True for `file.py:NAME` and `package.module:NAME` (registry names have no colon)."""
-    return ":" in name
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,21 @@
 
 Profiling is the slow part of every answer (minutes for a large model), and `plan`, `advise` and `run`
 on the same model, batch, precision and device measure the same thing. Each profiled size is kept as
-one file, named by a hash of everything that changes its figures:
+one file, named by a hash of everything that changes its figures, all of it known from what was asked,
+before anything is built (request_identity): a cached answer builds no model, imports no model file and
+no torch, and starts no CUDA.
 
 - the model: a zoo name with its flavour and settings, or a file's content (FILE.py:NAME,
-  package.module:NAME) with its settings; a module object given from Python has no stable identity and
-  is never cached;
-- the device's name and type, and on the CPU the threads it was timed with;
+  package.module:NAME) with NAME and its settings, and the versions of the model libraries installed
+  (transformers, timm, torchvision); a module object given from Python has no stable identity and is
+  never cached;
+- the device's name (NVML's for a GPU) and type, and on the CPU the threads it was timed with;
 - the precision and optimizer, the torch and pipebench versions, and a hash of the code that builds
   models and measures them (partition/, models/), so a changed profiler never serves old figures;
 - the global batch, the micro-batch size, the repeats, warm-up and granularity.
+
+Beside the profiles: the link figures timed between a set of devices (links/), and what takes long to
+work out from a profile again (`keep`, e.g. accelerate's cuts, device-map/).
 
 The file holds that key beside the profile; an entry that does not parse, or whose key differs, is
 stale: it is measured again, never trusted. `--fresh` (or `fresh=True`) measures again and replaces
@@ -24,12 +30,13 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pipebench.files import write_json
 from pipebench.partition.profile import Profile
 
-__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "code_fingerprint", "model_identity"]
+__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "code_fingerprint", "request_identity", "device_label",
+           "torch_version", "file_digest", "library_versions"]
 
 FORMAT = "pipebench-profile-cache"
 VERSION = 1
@@ -60,7 +67,8 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def _file_digest(path: str | os.PathLike | None) -> str | None:
+def file_digest(path: str | os.PathLike | None) -> str | None:
+    """A hash of the file's content; None when there is none to read."""
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else None
     except OSError:
@@ -142,40 +150,106 @@ class ProfileCache:
         group, seconds that a cached answer would otherwise spend on every call."""
         self._write(key, "links", links={k: links.get(k) for k in LINK_FIELDS})
 
+    def recall(self, kind: str, key: dict[str, Any]) -> Any:
+        """What `keep` kept under `kind` and `key` (JSON data; the caller checks its shape); None when
+        nothing was, or its file is stale or corrupt."""
+        data = self._read(key, kind)
+        return data.get("value") if data else None
+
+    def keep(self, kind: str, key: dict[str, Any], value: Any) -> None:
+        """Keep `value`, JSON data derived from a profile that takes long to work out again (accelerate's
+        cuts, which build the model: bench/advise.py), under `kind` and `key`."""
+        self._write(key, kind, value=value)
+
 
 LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms")
 
 
-def model_identity(model: Any) -> dict[str, Any] | None:
-    """What names a model's figures across processes and days, or None when nothing stable does (a
-    module object from Python). model: a LayeredModel (the zoo) or a UserModel (models/source.py)."""
-    source = getattr(model, "source", None)
-    config = json.loads(json.dumps(getattr(model, "config", {}) or {}, sort_keys=True, default=str))
-    if source is None:  # the zoo: its code is in code_fingerprint
-        return {"zoo": model.name, "flavour": model.flavour, "config": config}
-    target = str(getattr(source, "target", ""))
-    if target.startswith("python:") or ":" not in target:
+def request_identity(model: Any, *, flavour: str | None = None, settings: dict[str, Any] | None = None,
+                     data_dir: str | None = None) -> dict[str, Any] | None:
+    """What names a model's figures across processes and days, from what was asked alone: nothing is
+    built or imported, so a cached answer never waits for the model. A zoo name with its flavour and
+    settings (its code is in code_fingerprint); FILE.py:NAME or package.module:NAME by the file's content,
+    NAME and settings; the model libraries installed beside either. None for an object (a module from
+    Python has no stable identity) or a file that cannot be read."""
+    if not isinstance(model, str):
         return None
-    where, _, name = target.rpartition(":")
-    if where.endswith(".py"):
-        digest = _file_digest(where)
-    else:
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec(where)
-        except (ImportError, ValueError):
-            spec = None
-        digest = _file_digest(spec.origin if spec else None)
+    asked = json.loads(json.dumps({"settings": settings or {}, "data_dir": data_dir}, sort_keys=True, default=str))
+    where, colon, name = model.rpartition(":")
+    if not colon:
+        return {"zoo": model, "flavour": flavour, **asked, "libraries": library_versions()}
+    digest = file_digest(where if where.endswith(".py") else _module_file(where))
     if digest is None:
         return None
-    return {"file": digest, "name": name, "config": config, "libraries": _library_versions()}
+    return {"file": digest, "name": name, **asked, "libraries": library_versions()}
 
 
-def _library_versions() -> dict[str, str]:
-    """Versions of the model libraries loaded (transformers, timm, torchvision): a model of theirs
-    changes with them, and its file names only the builder."""
-    import sys
+def _module_file(dotted: str) -> str | None:
+    """Where package.module lives: found along sys.path without importing it or its packages, else (a
+    package installed through its own finder, as editable installs are) by importlib, which imports the
+    packages above it but not the module."""
+    import importlib.util
+    from importlib.machinery import PathFinder
 
-    return {name: str(getattr(sys.modules[name], "__version__", "?"))
-            for name in ("transformers", "timm", "torchvision") if name in sys.modules}
+    parts, search, spec = dotted.split("."), None, None
+    for depth in range(1, len(parts) + 1):
+        spec = PathFinder.find_spec(".".join(parts[:depth]), search)
+        search = spec.submodule_search_locations if spec is not None else None
+        if spec is None or (depth < len(parts) and search is None):
+            break
+    else:
+        return spec.origin
+    try:
+        spec = importlib.util.find_spec(dotted)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec else None
+
+
+def device_label(device: str) -> str:
+    """The device's model, as the key names it: NVML's name for a GPU (no CUDA context is made, which
+    would take seconds), CUDA's where NVML cannot tell; the processor on the CPU. device: 'cpu' or 'cuda:N'."""
+    if device.startswith("cuda"):
+        from pipebench.hardware.gpus import gpu_name
+
+        index = int(device.partition(":")[2] or 0)
+        named = gpu_name(index)
+        if named is not None:
+            return named
+        import torch
+
+        return torch.cuda.get_device_name(index)
+    import platform
+
+    return platform.processor() or platform.machine() or device
+
+
+@lru_cache(maxsize=1)
+def torch_version() -> str:
+    """torch's version as torch says it (a build suffix such as +cu130 included), read from its
+    version.py without importing torch, which takes seconds; else what pip recorded."""
+    import importlib.metadata
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        text = Path(spec.submodule_search_locations[0], "version.py").read_text()
+        return re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M).group(1)
+    except (AttributeError, ImportError, OSError, TypeError, IndexError):
+        return importlib.metadata.version("torch")
+
+
+def library_versions(names: Sequence[str] = ("transformers", "timm", "torchvision")) -> dict[str, str]:
+    """Versions of the libraries installed among `names` (by default those that models come from: a
+    model of theirs changes with them, and its file names only the builder). Read from their metadata:
+    none is imported."""
+    import importlib.metadata
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found

@@ -10,6 +10,7 @@ The command line (`pipebench plan`, `pipebench run`) is a thin layer over these 
 from __future__ import annotations
 
 import socket
+import sys
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -48,7 +49,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             note: Callable[[str], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None,
             precision: str = DEFAULT_PRECISION, optimizer: str = "sgd", cache: bool = True,
-            fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None) -> list[Profile]:
+            fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None,
+            before_measuring: Callable[[], None] | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
     in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
     whole step includes.
@@ -73,17 +75,14 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     note(line) hears what happens (sizes skipped, the link); progress(done, total, what) hears each
     segment as it starts (pipebench.progress.ProgressBar draws it).
     cache: reuse sizes measured before in the profile cache (partition/cache.py) and keep new ones;
-        fresh: measure every size again (and replace the cached ones).
+        fresh: measure every size again (and replace the cached ones). The cache is looked up before the
+        model is built: when it holds every size, no model is built and no model file imported.
+    before_measuring(): called before the model is built to be measured, not when the cache answers (the
+        command line checks the stage count against the model's layers there).
     Returns one Profile per micro-batch size that ran.
     """
-    import torch
-
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.hardware.probes import resolve_device
-    from pipebench.models import LayeredModel, UserModel, get_model
-    from pipebench.partition.cache import ProfileCache, cache_enabled, model_identity
-    from pipebench.partition.profiler import device_name, profile_sizes
-    from pipebench.training import Training, set_precision
     from pipebench.specs import micro_batch_counts
 
     if batch < 1:
@@ -94,45 +93,51 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     else:
         counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
     device = resolve_device(device)
-    target = torch.device(device)
     devices = [resolve_device(d) for d in devices] if devices else None
-    on_gpu = target.type == "cuda"
-    if on_gpu:
-        set_precision(training)
-        torch.cuda.set_device(target)
-    if loss_fn is not None and not isinstance(model, torch.nn.Module):
+    on_gpu = device.startswith("cuda")
+    if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
                         "file")
-    if isinstance(model, str):
-        model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
-    elif isinstance(model, torch.nn.Module):
-        from pipebench.models.source import object_model
-
-        model = object_model(model, example_inputs, settings, loss_fn)
-    elif not isinstance(model, (LayeredModel, UserModel)):
-        raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
-                        f"not {type(model).__name__}")
     repeats = repeats if repeats is not None else (5 if on_gpu else 3)
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")
     # On the CPU, time with one device's share of the cores: what each worker standing in for a device gets.
-    threads = torch.get_num_threads() if on_gpu else threads_per_device(len(devices or [device]))
+    threads = None if on_gpu else threads_per_device(len(devices or [device]))
     warmup = 2 if on_gpu else 1
-    identity = model_identity(model) if cache and cache_enabled() else None
-    store = ProfileCache() if identity is not None else None
-    keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=target.type,
-                                device_name=device_name(target), threads=None if on_gpu else threads,
-                                torch=torch.__version__, precision=training.precision,
-                                optimizer=training.optimizer, repeats=repeats, warmup=warmup,
-                                granularity=granularity) for m in counts} if store else {}
+    store, keys, link_key = _cache_keys(model, counts, cache=cache, flavour=flavour, settings=settings,
+                                        data_dir=data_dir, batch=batch, device=device, devices=devices or [device],
+                                        threads=threads, training=training, repeats=repeats, warmup=warmup,
+                                        granularity=granularity)
     cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
     if cached and note:
-        note(f"{model.name}: micro-batch size(s) {', '.join(str(batch // m) for m in sorted(cached, reverse=True))} "
+        note(f"{model}: micro-batch size(s) {', '.join(str(batch // m) for m in sorted(cached, reverse=True))} "
              f"from the profile cache ({store.folder}; --fresh measures again)")
     missing = [m for m in counts if m not in cached]
     profiles = []
-    if missing:
-        with thread_budget(threads):
+    if missing:  # only now is the model built: a cached answer never waits for it
+        import torch
+
+        if before_measuring is not None:
+            before_measuring()
+
+        from pipebench.models import LayeredModel, UserModel, get_model
+        from pipebench.partition.profiler import profile_sizes
+        from pipebench.training import set_precision
+
+        target = torch.device(device)
+        if on_gpu:
+            set_precision(training)
+            torch.cuda.set_device(target)
+        if isinstance(model, str):
+            model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
+        elif isinstance(model, torch.nn.Module):
+            from pipebench.models.source import object_model
+
+            model = object_model(model, example_inputs, settings, loss_fn)
+        elif not isinstance(model, (LayeredModel, UserModel)):
+            raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
+                            f"not {type(model).__name__}")
+        with thread_budget(threads or torch.get_num_threads()):
             profiles = profile_sizes(model, target, batch, missing, repeats=repeats, warmup=warmup, note=note,
                                      progress=progress, granularity=granularity, training=training,
                                      already=len(cached))
@@ -141,14 +146,38 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
                 store.put(keys[p.micro_batches], p)
     profiles = sorted([*cached.values(), *profiles], key=lambda p: counts.index(p.micro_batches))
     links = _links(list(devices or [device]), on_gpu, link_gbps, note,
-                   store=store if store is not None and not missing and not fresh else None,
-                   keep=store, key={"links": list(devices or [device]), "device_name": device_name(target),
-                                    "host": socket.gethostname(), "torch": torch.__version__,
-                                    "threads": None if on_gpu else threads})
+                   store=store if store is not None and not missing and not fresh else None, keep=store,
+                   key=link_key)
     for p in profiles:
         for name, value in links.items():
             setattr(p, name, value)
     return profiles
+
+
+def _is_module(model: Any) -> bool:
+    """Whether `model` is an nn.Module object; one exists only once torch is imported, so asking imports none."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings, data_dir, batch: int, device: str,
+                devices: list[str], threads: int | None, training: Training, repeats: int, warmup: int,
+                granularity) -> tuple[Any, dict[int, dict], dict | None]:
+    """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
+    what was asked alone: nothing is built, torch is not imported. (None, {}, None) when nothing is cached:
+    the cache is off, or the model is an object (partition/cache.py)."""
+    from pipebench.partition.cache import ProfileCache, cache_enabled, device_label, request_identity, torch_version
+
+    identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
+        if cache and cache_enabled() else None
+    if identity is None:
+        return None, {}, None
+    common = dict(device_name=device_label(device), threads=threads, torch=torch_version())
+    keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
+                                precision=training.precision, optimizer=training.optimizer, repeats=repeats,
+                                warmup=warmup, granularity=granularity, **common) for m in counts}
+    return ProfileCache(), keys, ProfileCache.key({"links": devices, "host": socket.gethostname(), **common},
+                                                  micro_batch=0)
 
 
 def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
@@ -156,9 +185,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     bandwidth, and on CPU stand-ins gloo's latency. Timed, or from the cache (`store`) when every size
     was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
     from pipebench.hardware.probes import measure_allreduce_gbps, measure_gloo_links, measure_stage_link
-    from pipebench.partition.cache import ProfileCache
 
-    key = ProfileCache.key(key, micro_batch=0)
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
         if note:
             note("link figures from the profile cache")

@@ -22,7 +22,7 @@ from pipebench.errors import UserError
 from pipebench.errors import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
-           "micro_batch_counts", "parse_gpus", "parse_device", "parse_speeds", "parse_link_gbps", "parse_override",
+           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "parse_link_gbps", "parse_override",
            "virtual_stages"]
 
 AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
@@ -166,6 +166,12 @@ SPEED_RANGE = 1e3
 """Speed factors lie within [1/SPEED_RANGE, SPEED_RANGE] and within SPEED_RANGE x of each other: GPUs a
 thousand times apart do not share a pipeline, and factors beyond that (1e-300, inf) only break the
 solver's arithmetic."""
+
+
+def is_user_model(name: str) -> bool:
+    """`--model`: True for a model of your own, `file.py:NAME` or `package.module:NAME` (the zoo's names
+    have no colon). Here, not in models/, so that asking imports no torch."""
+    return ":" in name
 
 
 def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | None:

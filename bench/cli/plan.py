@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
+from pipebench.specs import is_user_model
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.training import DEFAULT_PRECISION
 
@@ -111,13 +112,17 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
     devices = _devices(args, check=True)
-    overrides = _settings(args, len(devices) * stages_per_device)
+    overrides = _settings(args)
     if caps is None and getattr(args, "gpu_infos", None):
         from pipebench.hardware.gpus import free_memory_caps
 
         caps = free_memory_caps(args.gpu_infos)
     factors = speeds(args.speeds, devices)
-    profiles, _ = _profile(args, devices, overrides, counts(len(devices)) if counts else None)
+    stages = len(devices) * stages_per_device
+    profiles, _ = _profile(args, devices, overrides, counts(len(devices)) if counts else None,
+                           check=lambda: _check_stages(args, overrides, stages))
+    if not is_user_model(args.model) and stages > len(profiles[0].layers):  # as _check_stages, for a cached one
+        raise UserError(f"more stages than layers ({stages} > {len(profiles[0].layers)})")
     if args.save_profile:
         save_profiles(profiles, args.save_profile)
         note(f"profile written to {args.save_profile}")
@@ -187,27 +192,33 @@ def _devices(args, check: bool) -> list[str]:
     return [resolve_device(args.device, check=check)] * stages
 
 
-def _settings(args, stages: int) -> dict:
-    """The model's settings (--set, and --input-shape and friends for a model of your own), checked before
-    anything is profiled: a zoo model is built on the meta device (no memory, no time), which checks its
-    settings and counts its layers, so --stages 11 for a 10-layer model is refused at once. A model of
-    your own is counted once torch.export has captured it, as profiling starts."""
-    from pipebench.models import get_model, is_user_model
+def _settings(args) -> dict:
+    """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
+    is built: a cached answer needs no model)."""
     from pipebench.specs import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
         raise UserError(f"--data-dir {args.data_dir}: {'not a folder' if Path(args.data_dir).exists() else 'no such folder'}")
+    return overrides
+
+
+def _check_stages(args, overrides: dict, stages: int) -> None:
+    """Before anything is measured: a zoo model is built on the meta device (no memory, no time), which
+    checks its settings and counts its layers, so --stages 11 for a 10-layer model is refused at once. A
+    model of your own is counted once torch.export has captured it, as profiling starts."""
+    from pipebench.models import get_model
+
     if not is_user_model(args.model):
         layers = len(get_model(args.model, args.flavour, device="meta", **overrides))
         if stages > layers:
             raise UserError(f"more stages than layers ({stages} > {layers})")
-    return overrides
 
 
-def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None):
+def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None, check=None):
     """Profile through the library (pipebench.profile) at every micro-batch size considered (`counts`,
-    else --chunks); (profiles, link GB/s between the first two GPUs, measured unless --link-gbps gives it)."""
+    else --chunks), calling `check()` before anything is measured; (profiles, link GB/s between the first
+    two GPUs, measured unless --link-gbps gives it)."""
     import pipebench
     from pipebench.progress import ProgressBar
     from pipebench.specs import micro_batch_counts, parse_chunks
@@ -221,5 +232,5 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
                                      micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
                                      settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
                                      precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
-                                     progress=progress)
+                                     progress=progress, before_measuring=check)
     return profiles, profiles[0].link_gbps or 0.0

@@ -113,7 +113,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
              "ddp:DDPTrainer", True, price="advise:price_ddp", splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             "zero1:Zero1Trainer", True, price="strategies.zero1:price", splits_batch=True),
+             "zero1:Zero1Trainer", True, price="advise:price_zero1", splits_batch=True),
     Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp:FSDPTrainer", True,
              price="advise:price_fsdp", splits_batch=True),
     Strategy("device-map",
