@@ -1,8 +1,10 @@
 """Bad input to plan, run and devices: one line on stderr and exit status 2, before any profiling or running;
 and what a run on the CPU uses when the user gives only some of the options.
 
-Every call runs in this process, with profiling and the suite replaced by a failure, so that a check that
-comes too late fails the test at once instead of profiling or running a case."""
+Every call runs in this process, with measuring and the suite replaced by a failure, so that a check that
+comes too late fails the test at once instead of profiling or running a case. (pipebench.profile itself
+runs: it looks in the profile cache before anything is checked that needs the model, and builds the model
+only to measure it.)"""
 from __future__ import annotations
 
 import json
@@ -10,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import pipebench
 from pipebench.bench import run as suite_run
 from pipebench.bench.cli import main
 
@@ -19,8 +20,10 @@ TINY = ["--flavour", "tiny", "--batch", "8", "--repeats", "1"]
 
 @pytest.fixture(autouse=True)
 def nothing_runs(monkeypatch):
-    """No GPU (the CPU path), and neither profiling nor the suite may start: bad input stops before both."""
+    """No GPU (the CPU path), and neither measuring nor the suite may start: bad input stops before both."""
     import torch
+
+    from pipebench.partition import profiler
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -29,7 +32,7 @@ def nothing_runs(monkeypatch):
     def too_far(*args, **kwargs):
         raise AssertionError("got as far as profiling or running")
 
-    monkeypatch.setattr(pipebench, "profile", too_far)
+    monkeypatch.setattr(profiler, "profile_sizes", too_far)
     monkeypatch.setattr(suite_run, "run_suite", too_far)
 
 
@@ -384,9 +387,6 @@ def test_models_that_cannot_train_are_refused(capsys, tmp_path, monkeypatch, nam
     model = str(tmp_path / name)
     shape = ["--input-shape", "4"] if not extra else extra
     if command == "plan":  # loading the model is profiling's first step, before anything is timed
-        from pipebench.api import profile
-
-        monkeypatch.setattr(pipebench, "profile", profile)
         refused(capsys, ["plan", "--model", model, "--stages", "2", *shape], message)
     else:
         refused(capsys, ["run", "--models", model, "--out", str(tmp_path / "out"), *shape], message)
