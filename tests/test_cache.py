@@ -117,3 +117,61 @@ def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread
         [(p.link_gbps, p.allreduce_gbps, p.link_latency_ms) for p in first] == [(2.0, 1.0, 0.05)] * 2
     pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]}, fresh=True)
     assert len(timed) == 2
+
+
+ADVISE = ["advise", "--batch", "4", "--stages", "2", "--device", "cpu", "--chunks", "2", "--repeats", "1",
+          "--link-gbps", "0"]
+
+
+def own_model(tmp_path):
+    """--model FILE.py:Net for a file that counts its imports in net.imported."""
+    path = tmp_path / "net.py"
+    path.write_text("import pathlib\n"
+                    "import torch\n"
+                    "pathlib.Path(__file__).with_suffix('.imported').open('a').write('x')\n\n\n"
+                    "class Net(torch.nn.Sequential):\n"
+                    "    def __init__(self):\n"
+                    "        super().__init__(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))\n")
+    return ["--model", f"{path}:Net", "--input-shape", "4"], tmp_path / "net.imported"
+
+
+def test_a_cached_answer_builds_no_model_and_imports_no_model_file(cache, tmp_path, monkeypatch, capsys, one_thread):
+    import sys
+
+    from pipebench import models
+    from pipebench.bench.cli import main
+
+    mine, imported = own_model(tmp_path)
+    asked = [["--model", "mlp", "--flavour", "tiny"], mine]
+    first = []
+    for model in asked:
+        assert main([*ADVISE, *model]) == 0
+        first.append(capsys.readouterr().out)
+    for name in [m for m in sys.modules if m.startswith("pipebench_user_")]:  # a new process, as far as imports go
+        monkeypatch.delitem(sys.modules, name)
+    built = []
+    real = models.get_model
+    monkeypatch.setattr(models, "get_model", lambda *a, **k: built.append(a[0]) or real(*a, **k))
+    imports = imported.read_text()
+    for model, answer in zip(asked, first):
+        assert main([*ADVISE, *model]) == 0
+        out, err = capsys.readouterr()
+        assert out == answer and "from the profile cache" in err
+    assert built == [] and imported.read_text() == imports  # no model built, the file not imported
+    assert main([*ADVISE, *mine, "--fresh"]) == 0  # --fresh measures: it builds the model again
+    assert built and imported.read_text() == imports + "x"
+
+
+def test_a_cached_answer_imports_no_torch(cache, one_thread):
+    import subprocess
+    import sys
+
+    from pipebench.bench.cli import main
+
+    argv = [*ADVISE, "--model", "mlp", "--flavour", "tiny"]
+    assert main(argv) == 0
+    code = (f"import sys; from pipebench.bench.cli import main; code = main({argv!r}); "
+            "sys.exit(code or 3 * ('torch' in sys.modules))")
+    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert answer.returncode == 0, answer.stderr
+    assert "from the profile cache" in answer.stderr and "recommended:" in answer.stdout

@@ -144,3 +144,14 @@ def test_cli_devices_without_gpus(monkeypatch, capsys):
     monkeypatch.setattr("pipebench.hardware.gpus._nvml", lambda: FakeNVML([], fail=True))
     assert main(["devices"]) == 0
     assert capsys.readouterr().out.startswith("no NVIDIA GPU visible here")
+
+
+def test_a_gpu_is_named_by_nvml_in_cuda_order(monkeypatch):
+    """The profile cache's key names the GPU without a CUDA context: NVML's name of the CUDA ordinal."""
+    from pipebench.hardware.gpus import gpu_name
+
+    server = FakeNVML([("H100", "GPU-aaaa", 80, 0, 0, 0), ("H200", "GPU-bbbb", 140, 0, 0, 0)])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert [gpu_name(i, server) for i in range(3)] == ["H200", "H100", None]
+    assert not server.open
+    assert gpu_name(0, FakeNVML([], fail=True)) is None  # no driver: CUDA names it
