@@ -150,6 +150,17 @@ class ProfileCache:
         group, seconds that a cached answer would otherwise spend on every call."""
         self._write(key, "links", links={k: links.get(k) for k in LINK_FIELDS})
 
+    def default_flavour(self, zoo: str) -> str | None:
+        """The flavour zoo model `zoo` builds when none is named, as learnt when it was last built
+        (`learn_flavour`); None before. Knowing it takes the registry, which imports torch."""
+        flavour = self.recall("flavours", {"zoo": zoo, "code": code_fingerprint()})
+        return flavour if isinstance(flavour, str) else None
+
+    def learn_flavour(self, zoo: str, flavour: str) -> None:
+        """Keep the flavour `zoo` builds by default, so that a request that names none and one that names
+        it (run does) are one key."""
+        self.keep("flavours", {"zoo": zoo, "code": code_fingerprint()}, flavour)
+
     def recall(self, kind: str, key: dict[str, Any]) -> Any:
         """What `keep` kept under `kind` and `key` (JSON data; the caller checks its shape); None when
         nothing was, or its file is stale or corrupt."""
@@ -168,8 +179,9 @@ LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms")
 def request_identity(model: Any, *, flavour: str | None = None, settings: dict[str, Any] | None = None,
                      data_dir: str | None = None) -> dict[str, Any] | None:
     """What names a model's figures across processes and days, from what was asked alone: nothing is
-    built or imported, so a cached answer never waits for the model. A zoo name with its flavour and
-    settings (its code is in code_fingerprint); FILE.py:NAME or package.module:NAME by the file's content,
+    built or imported, so a cached answer never waits for the model. A zoo name with its flavour (when none
+    is named, its default once learnt: ProfileCache.default_flavour) and settings (its code is in
+    code_fingerprint); FILE.py:NAME or package.module:NAME by the file's content,
     NAME and settings; the model libraries installed beside either. None for an object (a module from
     Python has no stable identity) or a file that cannot be read."""
     if not isinstance(model, str):
@@ -177,6 +189,7 @@ def request_identity(model: Any, *, flavour: str | None = None, settings: dict[s
     asked = json.loads(json.dumps({"settings": settings or {}, "data_dir": data_dir}, sort_keys=True, default=str))
     where, colon, name = model.rpartition(":")
     if not colon:
+        flavour = flavour if flavour is not None else ProfileCache().default_flavour(model)
         return {"zoo": model, "flavour": flavour, **asked, "libraries": library_versions()}
     digest = file_digest(where if where.endswith(".py") else _module_file(where))
     if digest is None:

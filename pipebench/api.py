@@ -104,21 +104,17 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     # On the CPU, time with one device's share of the cores: what each worker standing in for a device gets.
     threads = None if on_gpu else threads_per_device(len(devices or [device]))
     warmup = 2 if on_gpu else 1
-    store, keys, link_key = _cache_keys(model, counts, cache=cache, flavour=flavour, settings=settings,
-                                        data_dir=data_dir, batch=batch, device=device, devices=devices or [device],
-                                        threads=threads, training=training, repeats=repeats, warmup=warmup,
-                                        granularity=granularity)
+    asked = dict(cache=cache, settings=settings, data_dir=data_dir, batch=batch, device=device,
+                 devices=devices or [device], threads=threads, training=training, repeats=repeats, warmup=warmup,
+                 granularity=granularity)
+    store, keys, link_key = _cache_keys(model, counts, flavour=flavour, **asked)
     cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
-    if cached and note:
-        note(f"{model}: micro-batch size(s) {', '.join(str(batch // m) for m in sorted(cached, reverse=True))} "
-             f"from the profile cache ({store.folder}; --fresh measures again)")
     missing = [m for m in counts if m not in cached]
     profiles = []
     if missing:  # only now is the model built: a cached answer never waits for it
-        import torch
-
         if before_measuring is not None:
             before_measuring()
+        import torch
 
         from pipebench.models import LayeredModel, UserModel, get_model
         from pipebench.partition.profiler import profile_sizes
@@ -129,7 +125,12 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             set_precision(training)
             torch.cuda.set_device(target)
         if isinstance(model, str):
-            model = get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
+            named, model = model, get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
+            if store is not None and flavour is None and isinstance(model, LayeredModel):  # the zoo's default
+                store.learn_flavour(named, model.flavour)
+                keys = _cache_keys(named, counts, flavour=model.flavour, **asked)[1]
+                cached.update({} if fresh else {m: p for m in missing if (p := store.get(keys[m])) is not None})
+                missing = [m for m in counts if m not in cached]
         elif isinstance(model, torch.nn.Module):
             from pipebench.models.source import object_model
 
@@ -137,6 +138,11 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         elif not isinstance(model, (LayeredModel, UserModel)):
             raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                             f"not {type(model).__name__}")
+    if cached and note:
+        note(f"{getattr(model, 'name', model)}: micro-batch size(s) "
+             f"{', '.join(str(batch // m) for m in sorted(cached, reverse=True))} from the profile cache "
+             f"({store.folder}; --fresh measures again)")
+    if missing:
         with thread_budget(threads or torch.get_num_threads()):
             profiles = profile_sizes(model, target, batch, missing, repeats=repeats, warmup=warmup, note=note,
                                      progress=progress, granularity=granularity, training=training,

@@ -175,3 +175,17 @@ def test_a_cached_answer_imports_no_torch(cache, one_thread):
     answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert answer.returncode == 0, answer.stderr
     assert "from the profile cache" in answer.stderr and "recommended:" in answer.stdout
+
+
+def test_the_default_flavour_named_or_not_is_one_key(cache, measured, one_thread):
+    """advise and plan ask for no flavour, run names the default: one measurement serves both ways."""
+    small = {**TINY, "flavour": None, "settings": {"in_features": 8, "hidden": 8, "depth": 1}}
+    first = pipebench.profile("mlp", **small)
+    assert len(measured) == 2
+    named = pipebench.profile("mlp", **{**small, "flavour": "full"})
+    again = pipebench.profile("mlp", **small)
+    assert len(measured) == 2
+    assert [p.profile_id for p in named] == [p.profile_id for p in again] == [p.profile_id for p in first]
+    pipebench.profile("mlp", **{**small, "batch": 8, "flavour": "full"})  # named first, then not
+    pipebench.profile("mlp", **{**small, "batch": 8})
+    assert len(measured) == 4
