@@ -155,3 +155,21 @@ def test_a_gpu_is_named_by_nvml_in_cuda_order(monkeypatch):
     assert [gpu_name(i, server) for i in range(3)] == ["H200", "H100", None]
     assert not server.open
     assert gpu_name(0, FakeNVML([], fail=True)) is None  # no driver: CUDA names it
+
+
+def test_gpus_are_checked_through_nvml_without_cuda(monkeypatch):
+    """--gpus 1 and --device cuda:1 are checked by NVML when it sees the GPU: no CUDA context for a cached
+    answer. CUDA has the last word where NVML sees too few."""
+    import torch
+
+    from pipebench.hardware import gpus
+    from pipebench.hardware.probes import check_gpus, resolve_device
+
+    monkeypatch.setattr(gpus, "_nvml", lambda: SERVER)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: pytest.fail("asked CUDA"))
+    assert check_gpus([0, 1]) == ["cuda:0", "cuda:1"] and resolve_device("cuda:1") == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(DeviceError, match="GPU 2 does not exist: GPUs 0-1 visible"):
+        check_gpus([2])
