@@ -372,7 +372,12 @@ def device_map_cuts(whole: Profile, devices: int, caps: Sequence[float] | None) 
     builds the model, which a cached answer must not wait for."""
     from pipebench.partition.cache import ProfileCache, cache_enabled, file_digest, library_versions
 
-    key = {"device_map": whole.profile_id, "devices": devices, "caps": None if caps is None else list(caps),
+    # Caps that hold the parameters twice over change nothing in accelerate's arithmetic (each device but
+    # the last gets the model's share plus a buffer, the last whatever is left): one key for all of them,
+    # so that a GPU whose free memory moved a little since still finds its cuts.
+    ample = caps is not None and min(caps) >= 2 * sum(layer.param_bytes for layer in whole.layers)
+    key = {"device_map": whole.profile_id, "devices": devices,
+           "caps": "ample" if ample else None if caps is None else list(caps),
            "code": file_digest(Path(__file__).with_name("strategies") / "devicemap.py"),
            "libraries": library_versions(("accelerate",))}
     store = ProfileCache() if whole.profile_id and cache_enabled() else None
