@@ -24,7 +24,7 @@ from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.plan import Plan, make_plan, recomputing, unmodelled_bytes
 from pipebench.partition.profile import Profile, calibration, step_spread
-from pipebench.partition.schedule import IN_TURN
+from pipebench.partition.schedule import IN_TURN, SharedCores
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
@@ -111,12 +111,13 @@ def tie(a: Prediction, b: Prediction) -> str:
 
 
 def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
-    """The link figures saved with the profile (`link_gbps` overrides the copy bandwidth). Without a
-    measured all-reduce, its bus bandwidth is taken to be the copy bandwidth (a ring of two devices moves
-    the same bytes over the same link)."""
+    """The link figures saved with the profile (`link_gbps` overrides the copy bandwidth), and on CPU
+    stand-ins what sharing the cores costs. Without a measured all-reduce, its bus bandwidth is taken to be
+    the copy bandwidth (a ring of two devices moves the same bytes over the same link)."""
     copy = (profile.link_gbps or 0.0) if link_gbps is None else link_gbps
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
-    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0)
+    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0,
+                       contention=profile.core_contention or 1.0, action_ms=profile.action_ms or 0.0)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,
@@ -179,7 +180,8 @@ def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro
                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
                          link_latency_ms=links.latency_ms,
                          optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)),
-                         checkpoint=training.checkpoint if strategy.can_checkpoint else "never")
+                         checkpoint=training.checkpoint if strategy.can_checkpoint else "never",
+                         shared_cores=_shared_cores(strategy, devices, links))
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
                           micro_batches or 1, strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
@@ -191,6 +193,15 @@ def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro
         step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
     return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
                       True, plan.micro_batches, strategy.torch_schedule or strategy.schedule.name, plan=plan)
+
+
+def _shared_cores(strategy: Strategy, devices: Sequence[str], links: costs.Links) -> SharedCores | None:
+    """CPU processes standing in for devices share the machine's cores: the simulator then slows the
+    stages computing at once, puts each send on its sender and charges the runtime's cost per operation
+    (schedule.SharedCores). None on GPUs, on one device, and for one process driving them all."""
+    if len(devices) < 2 or not strategy.process_per_device or not devices[0].startswith("cpu"):
+        return None
+    return SharedCores(max(1.0, links.contention), links.action_ms)
 
 
 def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:

@@ -10,7 +10,8 @@ import time
 from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links"]
+           "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links", "measure_core_contention",
+           "measure_action_ms"]
 
 
 def check_gpus(ids: list[int]) -> list[str]:
@@ -194,3 +195,81 @@ def measure_gloo_links(megabytes: int = 4, repeats: int = 5) -> tuple[float, flo
         raise DeviceError(f"the gloo link probe failed: {errors[0]}")
     # busbw of an all-reduce over 2: 2 (p - 1) / p x bytes / time = bytes / time
     return figures["copy_gbps"], figures["allreduce_gbps"], figures["latency_ms"]
+
+
+def measure_core_contention(devices: int, repeats: int = 5) -> float:
+    """How much slower one CPU stand-in for a device computes while all `devices` compute at once, on
+    this machine's cores at its present load: the median time of a convolution's forward and backward
+    (a training step's mix of arithmetic and memory traffic) in `devices` threads at once, over its
+    median alone, each thread with one device's share of the cores, as the workers have (at least 1.0).
+
+    Processes standing in for devices share the cores, the caches and the memory bandwidth; a profile
+    times each layer alone. The pipelines' simulator (schedule.SharedCores) and the replica strategies'
+    prices slow their concurrent compute by this. torch leaves the GIL inside the operations, so threads
+    measure it in about a second, without starting processes."""
+    import threading
+
+    import torch
+
+    from pipebench.hardware.cpu import thread_budget, threads_per_device
+
+    if devices < 2:
+        return 1.0
+    x = torch.randn(8, 32, 32, 32, requires_grad=True)
+    weight = torch.randn(32, 32, 3, 3, requires_grad=True)
+
+    def work() -> float:
+        start = time.perf_counter()
+        y = torch.nn.functional.conv2d(x, weight, padding=1).relu()
+        y.sum().backward()
+        return time.perf_counter() - start
+
+    def timed(out: list[float]) -> None:
+        for _ in range(repeats + 1):
+            out.append(work())
+
+    with thread_budget(threads_per_device(devices)):
+        alone: list[float] = []
+        timed(alone)
+        together: list[list[float]] = [[] for _ in range(devices)]
+        threads = [threading.Thread(target=timed, args=(out,)) for out in together]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    both = [t for out in together for t in out[1:]]
+    return max(1.0, statistics.median(both) / statistics.median(alone[1:]))
+
+
+def measure_action_ms(micro_batches: int = 16, repeats: int = 5) -> float:
+    """ms that torch.distributed.pipelining's runtime spends per operation (a micro-batch's forward or
+    backward) beyond the operation's own compute, on the CPU: a one-stage ScheduleGPipe over a gloo group
+    of this process alone, on a stage too small to compute anything (the least of `repeats` steps after
+    one warm-up, over its 2 x micro_batches operations). The CPU pipelines' simulator charges it on every
+    operation (schedule.SharedCores); a profile times the layers without it, and on small models it is a
+    large share of the step. Its messages are priced apart, by gloo's latency. Skipped (0.0 is never
+    returned: at least 1 us) when this process already has a default process group."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    from pipebench.hardware.cpu import thread_budget
+
+    if dist.is_initialized():
+        return 1e-3
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60))
+    try:
+        with thread_budget(1):
+            stage = PipelineStage(torch.nn.Linear(1, 1), 0, 1, torch.device("cpu"))
+            schedule = ScheduleGPipe(stage, micro_batches, loss_fn=lambda out, target: out.sum())
+            x = torch.zeros(micro_batches, 1)
+            times = []
+            for _ in range(repeats + 1):
+                start = time.perf_counter()
+                schedule.step(x, target=x)
+                times.append(time.perf_counter() - start)
+    finally:
+        dist.destroy_process_group()
+    return max(1e-3, min(times[1:]) * 1e3 / (2 * micro_batches))

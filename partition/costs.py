@@ -37,16 +37,22 @@ DDP_FIRST_BUCKET_BYTES = 1 * 2**20
 
 @dataclass(frozen=True)
 class Links:
-    """What moving bytes between the devices costs, as measured when the model was profiled.
+    """What moving bytes between the devices costs, and on CPU stand-ins what sharing the cores costs,
+    as measured when the model was profiled.
 
     copy_gbps: one device to the next (activations across a cut, DataParallel's broadcast).
     allreduce_gbps: bus bandwidth of an all-reduce over the devices (NCCL's definition: an all-reduce of
         S bytes over p devices takes 2 (p - 1) / p x S / allreduce_gbps).
-    latency_ms: the fixed cost of one message or collective call."""
+    latency_ms: the fixed cost of one message or collective call.
+    contention: CPU processes standing in for the devices share the cores: how much slower each computes
+        while all of them do (1.0: devices of their own, GPUs).
+    action_ms: CPU stand-ins: the pipeline runtime's own cost per operation (0: not priced)."""
 
     copy_gbps: float = 0.0
     allreduce_gbps: float = 0.0
     latency_ms: float = 0.0
+    contention: float = 1.0
+    action_ms: float = 0.0
 
     def copy_ms(self, nbytes: float) -> float:
         return transfer_ms(nbytes, self.copy_gbps, self.latency_ms)
@@ -74,7 +80,9 @@ def ddp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scal
     reverse layer order; buckets fill in that order (a layer's gradients may span buckets), and each
     bucket's all-reduce starts when its last gradient is ready and the previous bucket is done; the
     backward still running slows by `contention` x the all-reduce time it overlaps. scale: the profile's
-    calibration, on every compute time."""
+    calibration, on every compute time; on CPU stand-ins, every replica computing at once is slowed by
+    the cores' contention (links.contention) besides."""
+    scale *= links.contention
     forward = scale * sum(l.forward_ms for l in layers)
     clock = forward
     comm_free = forward
@@ -145,9 +153,12 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
     (batch / devices); scale: the profile's calibration, on every compute time. bf16: parameters are
     gathered in bf16 (half the bytes), gradients reduced in fp32. recompute: every layer's backward runs
     its forward again first (activation checkpointing). contention: as DDP's, the compute running beside a
-    collective slows by this share of the collective's time (NCCL's kernels take SMs from it)."""
+    collective slows by this share of the collective's time (NCCL's kernels take SMs from it; gloo's
+    copies take the CPU stand-ins' cores). On CPU stand-ins every replica computes at once, slowed by the
+    cores' contention (links.contention)."""
     if not layers:
         return 0.0
+    scale *= links.contention
     gathered = [l.param_bytes / 2 if bf16 else l.param_bytes for l in layers]
     clock = link_free = slowed = 0.0
 

@@ -114,6 +114,13 @@ class Plan:
     placement: list[int] = field(default_factory=list)
     """The device index (0 .. device_count - 1) of each stage, as the schedule places it: the one place
     every executor reads it from (partition.schedule.placement computes it when the plan is made)."""
+    cores_shared: bool = False
+    """The devices are CPU processes sharing one machine's cores: the step is simulated with
+    schedule.SharedCores(contention, action_ms)."""
+    contention: float = 1.0
+    """With cores_shared: how much slower each device computes while all of them do (measured per machine)."""
+    action_ms: float = 0.0
+    """With cores_shared: the pipeline runtime's own cost of each operation (measured per machine)."""
 
     def __post_init__(self):
         if not self.placement:  # plans written before placement was stored
@@ -193,6 +200,10 @@ class Plan:
     def device_count(self) -> int:
         return len(self.stages) // self.virtual_stages
 
+    @property
+    def shared_cores(self) -> sched.SharedCores | None:
+        return sched.SharedCores(self.contention, self.action_ms) if self.cores_shared else None
+
     def simulate(self) -> sched.Timeline:
         """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
         transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps, self.link_latency_ms) for s in self.stages[:-1]]
@@ -203,7 +214,7 @@ class Plan:
                               self.micro_batches, self.schedule, transfer, devices=self.device_count,
                               backward_input=[s.backward_input_ms for s in self.stages] if split else None,
                               backward_weight=[s.backward_weight_ms for s in self.stages] if split else None,
-                              launch=launch)
+                              launch=launch, shared_cores=self.shared_cores)
 
     def memory_per_device(self) -> list[int]:
         """Predicted peak bytes per device: the sum over the stages it runs."""
@@ -281,6 +292,7 @@ def make_plan(
     virtual_stages: int = 1,
     min_micro_batches: int = 1,
     checkpoint: str = "never",
+    shared_cores: sched.SharedCores | None = None,
 ) -> Plan:
     """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
 
@@ -300,6 +312,8 @@ def make_plan(
         that fits without it keeps its activations). The recompute is priced in the simulated step.
         Zero-bubble schedules split the backward, which recomputing needs whole: always is refused, and
         auto plans them without.
+    shared_cores: the devices are CPU processes on one machine's cores (schedule.SharedCores); None: each
+        device computes on its own (GPUs).
     """
     Training(optimizer=optimizer, checkpoint=checkpoint)  # refused as the Training refuses them
     check_recompute(schedule, checkpoint)
@@ -337,7 +351,8 @@ def make_plan(
     for m in counts:
         try:
             plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer,
-                             virtual_stages, latency=link_latency_ms, others=profiles, checkpoint=checkpoint)
+                             virtual_stages, latency=link_latency_ms, others=profiles, checkpoint=checkpoint,
+                             shared=shared_cores)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
@@ -352,7 +367,7 @@ def make_plan(
     if balance == "time":
         best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
                          optimizer, virtual_stages, polish=True, latency=link_latency_ms,
-                         others=profiles, checkpoint=checkpoint)
+                         others=profiles, checkpoint=checkpoint, shared=shared_cores)
         candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
@@ -361,7 +376,7 @@ def make_plan(
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
                      schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
-                     balanced_by: str = "hand") -> Plan:
+                     balanced_by: str = "hand", shared_cores: sched.SharedCores | None = None) -> Plan:
     """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
     stages than devices leave the last ones idle), priced as make_plan prices its own: stage times, the
     simulated step, memory. For a strategy that cuts by its own rule (accelerate's device_map="auto", by
@@ -376,7 +391,7 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
         raise UserError(f"bounds {list(bounds)} are not 1 to {len(devices)} non-empty stages of {n} layers")
     return _plan_for(by_count[micro_batches], list(devices[:stages]), schedule, balanced_by, None,
                      list(speeds[:stages]) if speeds else None, link_gbps, optimizer, 1, latency=link_latency_ms,
-                     others=profiles, given_bounds=bounds)
+                     others=profiles, given_bounds=bounds, shared=shared_cores)
 
 
 PROFILE_NOISE = 0.03
@@ -405,7 +420,7 @@ def _candidate(plan: Plan) -> dict[str, Any]:
 
 
 def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, virtual_stages,
-              polish=False, latency=0.0, others=(), checkpoint="never", given_bounds=None) -> Plan:
+              polish=False, latency=0.0, others=(), checkpoint="never", given_bounds=None, shared=None) -> Plan:
     """One micro-batch count's plan; `others`: the profiles of the other counts (one of them may hold the
     whole step that calibrates this one); `given_bounds`: cuts decided elsewhere (plan_with_bounds)."""
     layers = profile.layers
@@ -432,8 +447,8 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
             raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
         caps = [per_device[d] / v for d in where]
 
-    keep_cost = StageCost(layers, speeds, prices, scale)
-    recompute_cost = StageCost([recomputing(l) for l in layers], speeds, prices, scale)
+    keep_cost = StageCost(layers, speeds, prices, scale, shared)
+    recompute_cost = StageCost([recomputing(l) for l in layers], speeds, prices, scale, shared)
     notes: list[str] = []
 
     def cut(cost: StageCost, per_layer: list[float]) -> list[int]:
@@ -481,7 +496,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
     times = mixed(keep_cost.times(bounds), recompute_cost.times(bounds))
     launches = mixed(keep_cost.launches(bounds), recompute_cost.launches(bounds))
     fwd, bwd = times["forward"], times["backward"]
-    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches)
+    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches, shared)
     stage_compute = [(recompute_cost if again else keep_cost).stage(s, a, b)
                      for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
     stages = []
@@ -532,6 +547,9 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         step_spread=step_spread([profile, *others], profile.micro_batch),
         virtual_stages=v,
         placement=list(where),
+        cores_shared=shared is not None,
+        contention=shared.contention if shared else 1.0,
+        action_ms=shared.action_ms if shared else 0.0,
         profile_id=profile.profile_id,
         cut_note=" ".join(notes),
     )
@@ -639,8 +657,11 @@ class StageCost:
                "weight": "backward_weight_ms"}
     LETTERS = {"forward": "F", "backward": "B", "input": "I", "weight": "W"}
 
-    def __init__(self, layers, speeds: Sequence[float], prices: Sequence[float], scale: float = 1.0):
-        """scale: the profile's calibration (profile.calibration), on every device time."""
+    def __init__(self, layers, speeds: Sequence[float], prices: Sequence[float], scale: float = 1.0,
+                 shared: sched.SharedCores | None = None):
+        """scale: the profile's calibration (profile.calibration), on every device time; shared: CPU
+        processes sharing the cores (what the simulator then charges)."""
+        self.shared = shared
         figures = dict(self.FIGURES)
         if not all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
             del figures["input"], figures["weight"]
@@ -699,9 +720,10 @@ def _cpu_ms(layer, name: str) -> float:
 
 
 def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices,
-              launches: dict[str, list[float]] | None = None) -> sched.Timeline:
+              launches: dict[str, list[float]] | None = None, shared: sched.SharedCores | None = None) -> sched.Timeline:
     return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
-                          backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches)
+                          backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches,
+                          shared_cores=shared)
 
 
 def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps, devices, baselines: dict,
@@ -716,7 +738,7 @@ def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps,
 
     def step(cand):
         return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
-                         cost.launches(cand)).step_time
+                         cost.launches(cand), cost.shared).step_time
 
     def fits(cand):
         return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
@@ -749,7 +771,7 @@ def _polish(bounds, m, schedule, cost: StageCost, memory, caps, devices) -> list
 
     def step(cand):
         return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
-                         cost.launches(cand)).step_time
+                         cost.launches(cand), cost.shared).step_time
 
     def allowed(cand):
         if any(a >= b for a, b in zip(cand, cand[1:])):

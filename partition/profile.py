@@ -141,6 +141,13 @@ class Profile:
     """The noise of `whole_step_ms` over its repeats (relative_spread); 0: unknown or not timed."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
+    core_contention: float | None = None
+    """CPU processes standing in for the devices share the cores: how much slower each computes while all
+    of them do than alone (hardware/probes.py measure_core_contention), timed when profiled; None: devices
+    of their own (GPUs), or not measured, taken as 1."""
+    action_ms: float | None = None
+    """CPU stand-ins: what torch.distributed.pipelining's runtime costs per operation beyond its compute
+    (hardware/probes.py measure_action_ms), timed when profiled; None: not measured, taken as 0."""
     precision: str = DEFAULT_PRECISION
     """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
     bf16 profile. Profiles made before precisions existed were TF32."""

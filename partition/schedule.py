@@ -59,7 +59,7 @@ from typing import Hashable, Iterable, Sequence
 from pipebench.errors import UserError
 
 __all__ = [
-    "Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency",
+    "Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency", "SharedCores",
 ]
 
 
@@ -206,6 +206,7 @@ def simulate(
     backward_input: Sequence[float] | None = None,
     backward_weight: Sequence[float] | None = None,
     launch: dict[str, Sequence[float]] | None = None,
+    shared_cores: SharedCores | None = None,
 ) -> Timeline:
     """Simulate one step.
 
@@ -222,6 +223,8 @@ def simulate(
     the GPU and of the data (a receive makes the GPU wait, not the CPU), and an operation's kernels can
     neither start before its launch starts nor end before its launch ends. With short kernels the CPU is
     the bottleneck; with long ones it hides entirely behind the GPU.
+    shared_cores: the devices are CPU processes sharing one machine's cores (see SharedCores); None: each
+    device computes on its own.
     """
     p = len(forward)
     if len(backward) != p:
@@ -247,6 +250,11 @@ def simulate(
         "I": list(backward_input),
         "W": list(backward_weight),
     }
+    if shared_cores is not None:
+        if launch:
+            raise ValueError("launch times are a GPU's; shared cores are CPU processes'")
+        ops = shared_cores.run(orders, duration, hop)
+        return _timeline(ops, len(orders), p, orders)
 
     cpu = {kind: list(launch[kind]) if launch and kind in launch else [0.0] * p for kind in "FBIW"}
     if launch and "I" not in launch:  # the launch of a split backward: as the duration splits
@@ -279,15 +287,100 @@ def simulate(
         if not progressed:  # pragma: no cover - device_orders never produces a cycle
             raise RuntimeError(f"schedule {schedule!r} deadlocks")
 
-    step = max(free_at) if ops else 0.0
+    return _timeline(ops, len(orders), p, orders)
+
+
+def _timeline(ops: list[Op], devices: int, stages: int, orders) -> Timeline:
+    step = max((op.end for op in ops), default=0.0)
     busy = sum(op.end - op.start for op in ops)  # with measured I and W, more than F + B
-    bubble = 1.0 - busy / (len(orders) * step) if step > 0 else 0.0
+    bubble = 1.0 - busy / (devices * step) if step > 0 else 0.0
     return Timeline(
         ops=sorted(ops, key=lambda op: (op.start, op.device, op.stage)),
         step_time=step,
         bubble_fraction=bubble,
-        peak_in_flight=[_peak_in_flight(order) for order in _per_stage(orders, p)],
+        peak_in_flight=[_peak_in_flight(order) for order in _per_stage(orders, stages)],
     )
+
+
+@dataclass(frozen=True)
+class SharedCores:
+    """CPU processes standing in for devices on one machine's cores, as the pipelines run them there.
+
+    A GPU computes on its own and sends over its own link; CPU stand-ins share the cores, the memory
+    bandwidth and the network stack, so:
+    - while k of the p devices compute at once, each runs 1 + (contention - 1) (k - 1) / (p - 1) times
+      slower than alone (processor sharing; `contention` is the slowdown with all p busy, measured by
+      hardware/probes.py for this machine at its load);
+    - a send is the sender's own CPU work (gloo copies the bytes on the same cores): it lengthens the
+      operation that sends, and the receiver waits for it, instead of running beside the compute;
+    - every operation pays `action_ms`, the pipeline runtime's own cost of running it (its Python
+      schedule, posting and waiting for its messages).
+    With contention 1 and no action cost, the timeline is the plain simulator's with each transfer moved
+    onto its sender."""
+
+    contention: float = 1.0
+    action_ms: float = 0.0
+
+    def __post_init__(self):
+        if not self.contention >= 1.0 or not self.action_ms >= 0.0:
+            raise ValueError(f"contention is a slowdown of at least 1 and action_ms a cost of at least 0 "
+                             f"(got {self.contention}, {self.action_ms})")
+
+    def rate(self, busy: int, devices: int) -> float:
+        """The speed of each of `busy` devices computing at once, of `devices`, against one alone."""
+        return 1.0 / (1.0 + (self.contention - 1.0) * (busy - 1) / max(1, devices - 1))
+
+    def run(self, orders, duration: dict[str, list[float]], hop: list[float]) -> list[Op]:
+        """Play the devices' orders with time advancing from event to event: an operation starts once its
+        input has arrived and its device is free, and all running ones progress at the shared rate."""
+        stages = len(duration["F"])
+
+        def work(kind: str, s: int) -> float:
+            sends = (hop[s] if s < stages - 1 else 0.0) if kind == "F" else (
+                hop[s - 1] if kind in "BI" and s > 0 else 0.0)
+            return duration[kind][s] + sends + self.action_ms
+
+        no_hop = [0.0] * len(hop)  # a send is the sender's work: the receiver waits for the op that sends
+        position = [0] * len(orders)
+        free_at = [0.0] * len(orders)
+        running: dict[int, list] = {}  # device -> [kind, stage, micro, start, work left]
+        done: dict[tuple[str, int, int], float] = {}
+        ops: list[Op] = []
+        now = 0.0
+        while True:
+            waiting = []  # when idle devices' next operations can start
+            for d, order in enumerate(orders):
+                if d in running or position[d] == len(order):
+                    continue
+                kind, s, i = order[position[d]]
+                ready = _ready_time(kind, s, i, stages, done, no_hop)
+                if ready is None:
+                    continue
+                start = max(ready, free_at[d])
+                if start <= now:
+                    running[d] = [kind, s, i, now, work(kind, s)]
+                else:
+                    waiting.append(start)
+            if not running:
+                if not waiting:
+                    break
+                now = min(waiting)
+                continue
+            rate = self.rate(len(running), len(orders))
+            step = min([left / rate for *_, left in running.values()] + [t - now for t in waiting])
+            now += step
+            for d in list(running):
+                entry = running[d]
+                entry[4] -= step * rate
+                if entry[4] <= 1e-12 * max(1.0, now):
+                    kind, s, i, start, _ = entry
+                    done[(kind, s, i)] = free_at[d] = now
+                    ops.append(Op(s, kind, i, start, now, d))
+                    position[d] += 1
+                    del running[d]
+        if len(ops) != sum(len(o) for o in orders):  # pragma: no cover - device_orders never produces a cycle
+            raise RuntimeError("schedule deadlocks")
+        return ops
 
 
 def ideal_efficiency(stages: int, micro_batches: int) -> float:
