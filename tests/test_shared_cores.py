@@ -1,0 +1,119 @@
+"""CPU processes standing in for devices share one machine's cores: what the simulator and the replica
+prices charge for it (schedule.SharedCores, costs.Links.contention), from the probes that measure it."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pipebench.bench.advise import predict
+from pipebench.partition import costs
+from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.schedule import SCHEDULES, SharedCores, simulate
+
+
+def test_with_no_contention_and_no_transfers_the_timeline_is_the_plain_simulators():
+    rng = random.Random(0)
+    for schedule in SCHEDULES:
+        kind = SCHEDULES[schedule]
+        for _ in range(20):
+            p = rng.choice([2, 3])
+            stages = p * kind.stages_per_device
+            m = rng.choice([1, 2, 4]) if kind.layout != "loop" else rng.choice([p, 2 * p])
+            f = [rng.uniform(0.1, 3.0) for _ in range(stages)]
+            b = [rng.uniform(0.1, 5.0) for _ in range(stages)]
+            plain = simulate(f, b, m, schedule, devices=p)
+            shared = simulate(f, b, m, schedule, devices=p, shared_cores=SharedCores())
+            assert shared.step_time == pytest.approx(plain.step_time)
+            assert shared.peak_in_flight == plain.peak_in_flight
+
+
+def test_stages_computing_at_once_share_the_cores():
+    # GPipe, 2 stages, 2 micro-batches, every operation 1 ms alone; each runs 2x slower while both compute.
+    # d0: F0 [0,1] alone; d0's F1 and d1's F0 at once [1,3]; d1: F1 [3,4], B0 [4,5] alone; d1's B1 and
+    # d0's B0 at once [5,7]; d0: B1 [7,8]. Unshared, the same step takes 6.
+    assert simulate([1.0, 1.0], [1.0, 1.0], 2, "gpipe").step_time == pytest.approx(6.0)
+    timeline = simulate([1.0, 1.0], [1.0, 1.0], 2, "gpipe", shared_cores=SharedCores(2.0))
+    assert timeline.step_time == pytest.approx(8.0)
+    spans = {(op.kind, op.stage, op.micro): (op.start, op.end) for op in timeline.ops}
+    assert spans[("F", 0, 1)] == pytest.approx((1.0, 3.0)) and spans[("F", 1, 0)] == pytest.approx((1.0, 3.0))
+    assert spans[("B", 0, 0)] == pytest.approx((5.0, 7.0))
+
+
+def test_a_send_is_the_senders_work_not_a_free_delay():
+    # GPipe, 2 stages, 2 micro-batches, transfers of 0.5 ms. On GPUs a transfer only delays the receiver
+    # (step 7); on shared cores the sender copies the bytes itself: d0's forwards take 1.5 each, d1's
+    # backwards of stage 1 too, and stage 0 waits for them (step 8).
+    assert simulate([1.0, 1.0], [1.0, 1.0], 2, "gpipe", [0.5]).step_time == pytest.approx(7.0)
+    assert simulate([1.0, 1.0], [1.0, 1.0], 2, "gpipe", [0.5], shared_cores=SharedCores()).step_time == pytest.approx(8.0)
+
+
+def test_every_operation_pays_the_runtimes_cost():
+    # One stage, 3 micro-batches of 1 + 2 ms: 6 operations, 0.5 ms each besides.
+    assert simulate([1.0], [2.0], 3, "1f1b", shared_cores=SharedCores(1.0, 0.5)).step_time == pytest.approx(12.0)
+
+
+def test_the_slowdown_grows_with_the_devices_busy():
+    cores = SharedCores(3.0)
+    assert cores.rate(1, 4) == 1.0
+    assert cores.rate(4, 4) == pytest.approx(1 / 3)
+    assert cores.rate(2, 3) == pytest.approx(1 / 2)
+    with pytest.raises(ValueError):
+        SharedCores(0.5)
+    with pytest.raises(ValueError):
+        simulate([1.0], [1.0], 1, "gpipe", launch={"F": [0.1], "B": [0.1]}, shared_cores=SharedCores())
+
+
+def _layer(name, fwd, bwd, param_bytes):
+    return LayerProfile(name, param_bytes // 4, param_bytes, fwd, bwd, 4000, [8, 125], "float32", 1000)
+
+
+def test_replicas_computing_at_once_pay_the_contention():
+    layers = [_layer(f"l{i}", 1.0, 2.0, 10**6) for i in range(4)]
+    assert costs.ddp_step(layers, 2, costs.Links(contention=1.5)) == pytest.approx(1.5 * costs.ddp_step(layers, 2, costs.Links()))
+    assert costs.fsdp_step(layers, 2, costs.Links(contention=1.5)) == pytest.approx(1.5 * costs.fsdp_step(layers, 2, costs.Links()))
+
+
+def _profiles(device, contention=None, action_ms=None):
+    def one(micro_batch, batch=16):
+        scale = micro_batch / batch
+        layers = [_layer(f"l{i}", 1.0 * scale, 2.0 * scale, 10**6) for i in range(8)]
+        return Profile("m", "x", device, "cpu", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "float32", layers,
+                       link_gbps=1.0, allreduce_gbps=0.5, link_latency_ms=0.1, core_contention=contention,
+                       action_ms=action_ms)
+    return [one(16 // m) for m in (1, 2, 4)]
+
+
+@pytest.mark.parametrize("strategy", ["pp-1f1b", "pp-zb", "ddp", "fsdp"])
+def test_cpu_stand_ins_are_priced_with_what_the_profile_measured_of_the_cores(strategy):
+    devices = ["cpu", "cpu"]
+    alone = predict(strategy, _profiles("cpu"), devices, micro_batches=2).predicted_step_ms
+    shared = predict(strategy, _profiles("cpu", 1.6, 0.2), devices, micro_batches=2).predicted_step_ms
+    assert shared > alone
+    single = [predict("single", _profiles("cpu", c, a), devices).predicted_step_ms for c, a in ((None, None), (1.6, 0.2))]
+    assert single[0] == single[1]  # one process alone: nothing shared
+
+
+def test_one_process_driving_cpu_stand_ins_shares_nothing():
+    # The hand split and nn.DataParallel run in one process: its stages take turns, nothing computes at once.
+    devices = ["cpu", "cpu"]
+    for strategy in ("modelparallel", "dataparallel"):
+        assert (predict(strategy, _profiles("cpu"), devices).predicted_step_ms
+                == predict(strategy, _profiles("cpu", 1.6, 0.2), devices).predicted_step_ms)
+
+
+def test_the_plan_keeps_what_its_simulator_charged():
+    from pipebench.partition.plan import Plan
+
+    plan = predict("pp-1f1b", _profiles("cpu", 1.6, 0.2), ["cpu", "cpu"], micro_batches=4).plan
+    assert (plan.cores_shared, plan.contention, plan.action_ms) == (True, 1.6, 0.2)
+    again = Plan.from_dict(plan.to_dict())
+    assert again.simulate().step_time == pytest.approx(plan.predicted_step_ms)
+
+
+def test_the_probes_measure_the_cores_and_the_runtime():
+    from pipebench.hardware.probes import measure_action_ms, measure_core_contention
+
+    assert measure_core_contention(1) == 1.0
+    assert measure_core_contention(2, repeats=2) >= 1.0
+    assert measure_action_ms(micro_batches=2, repeats=1) > 0.0
