@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# How good the CPU predictions are, in one command: every strategy of the quick suite's models (gpt and
+# resnet101, tiny, batch 8), of a torchvision ResNet-18 and of a Hugging Face GPT-2, each profiled afresh
+# (the gloo link, the cores' contention and the pipeline runtime's cost per operation timed again), then
+# bench/fidelity.py's figures. Run it from the repository root on an idle machine: every timing,
+# the probes' too, measures the load of whatever else runs.
+#
+#   bash bench/cpu_fidelity.sh [OUT]        # OUT: the results folder (default pipebench-results/cpu-fidelity)
+set -euo pipefail
+out=${1:-pipebench-results/cpu-fidelity}
+python=${PYTHON:-python}
+strategies=single,dataparallel,ddp,fsdp,pp-gpipe,pp-1f1b,pp-zb,pp-zbv
+"$python" -m pipebench run --quick --fresh --out "$out"
+"$python" -m pipebench run --fresh --out "$out" --models torchvision.models:resnet18 --input-shape 3,64,64 \
+    --batch 16 --strategies "$strategies"
+"$python" -m pipebench run --fresh --out "$out" --models tests/fixtures/hf_models.py:gpt2 --input-shape 16 \
+    --input-dtype int64 --token-range 128 --batch 16 --strategies "$strategies"
+"$python" -m pipebench.bench.fidelity --markdown "$out"
