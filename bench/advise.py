@@ -291,7 +291,8 @@ def price_dataparallel(strategy, profiles, devices, caps, speeds, links, trainin
                        micro_batches=None) -> Prediction:
     """nn.DataParallel: one process copies the model to every device each step, scatters the batch and
     gathers the outputs (partition/costs.py dataparallel_step); it cannot recompute (its replicas'
-    threads). On CPU stand-ins it runs the module as it is, on the whole batch."""
+    threads). On CPU stand-ins it runs the module as it is, on the whole batch, in one process: the
+    profile's whole step timed at the whole batch (the calibrated layers' sum where it was not timed)."""
     p = len(devices)
     batch = profiles[0].batch
     by_count = replica_profiles(strategy, profiles, p)
@@ -303,7 +304,8 @@ def price_dataparallel(strategy, profiles, devices, caps, speeds, links, trainin
         whole = by_count.get(1)
         if whole is None:
             return Prediction(strategy.name, None, None, [], False, 1, None, "no profile of the whole batch")
-        step = calibration(list(profiles)) * sum(l.step_ms for l in whole.layers)
+        # The module as it is, on the whole batch, in one process: the whole step the profile timed so.
+        step = whole.whole_step_ms or calibration(list(profiles)) * sum(l.step_ms for l in whole.layers)
         return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None,
                           [costs.replica_memory(whole.layers, states)], True, 1, None)
 

@@ -1,5 +1,6 @@
-"""CPU processes standing in for devices share one machine's cores: what the simulator and the replica
-prices charge for it (schedule.SharedCores, costs.Links.contention), from the probes that measure it."""
+"""What the CPU stand-ins for devices cost: processes sharing one machine's cores (the simulator's
+schedule.SharedCores, the replicas' costs.Links.contention, the probes that measure them), and one process
+running the whole module (nn.DataParallel on the CPU)."""
 from __future__ import annotations
 
 import random
@@ -117,3 +118,11 @@ def test_the_probes_measure_the_cores_and_the_runtime():
     assert measure_core_contention(1) == 1.0
     assert measure_core_contention(2, repeats=2) >= 1.0
     assert measure_action_ms(micro_batches=2, repeats=1) > 0.0
+
+
+def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
+    # One process runs the module as it is on the whole batch: the profile timed exactly that, even where
+    # it is far from the layers' sum (beyond the calibration's bounds).
+    profiles = _profiles("cpu")
+    profiles[0].whole_step_ms = 7.0  # the layers sum to 24 ms at the whole batch
+    assert predict("dataparallel", profiles, ["cpu", "cpu"]).predicted_step_ms == pytest.approx(7.0)
