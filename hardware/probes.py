@@ -11,7 +11,7 @@ from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
            "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links", "measure_core_contention",
-           "measure_action_ms"]
+           "measure_runtimes"]
 
 
 def check_gpus(ids: list[int]) -> list[str]:
@@ -241,35 +241,54 @@ def measure_core_contention(devices: int, repeats: int = 5) -> float:
     return max(1.0, statistics.median(both) / statistics.median(alone[1:]))
 
 
-def measure_action_ms(micro_batches: int = 16, repeats: int = 5) -> float:
-    """ms that torch.distributed.pipelining's runtime spends per operation (a micro-batch's forward or
-    backward) beyond the operation's own compute, on the CPU: a one-stage ScheduleGPipe over a gloo group
-    of this process alone, on a stage too small to compute anything (the least of `repeats` steps after
-    one warm-up, over its 2 x micro_batches operations). The CPU pipelines' simulator charges it on every
-    operation (schedule.SharedCores); a profile times the layers without it, and on small models it is a
-    large share of the step. Its messages are priced apart, by gloo's latency. Skipped (0.0 is never
-    returned: at least 1 us) when this process already has a default process group."""
+def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5) -> tuple[float, float]:
+    """(ms per pipeline operation, ms per FSDP2 layer): what torch's runtimes spend beyond the compute on
+    the CPU, timed in a gloo group of this process alone on modules too small to compute anything (the
+    least of `repeats` steps after one warm-up). A profile times the layers without them, and on small
+    models they are a large share of the step; messages are priced apart, by gloo's latency.
+
+    - torch.distributed.pipelining: a one-stage ScheduleGPipe over `micro_batches`, per operation (each
+      micro-batch's forward and backward); the CPU pipelines' simulator charges it on every operation
+      (schedule.SharedCores).
+    - FSDP2: a stack of `layers` fully_shard-ed Linear layers against the same stack unsharded, per layer
+      and step (its hooks, its gathers' and reduce-scatters' calls); the CPU FSDP price charges it on
+      every layer (costs.fsdp_step).
+
+    Skipped when this process already has a default process group: then (0.001, 0.001), never 0, which
+    the profile cache would not keep."""
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
     from pipebench.hardware.cpu import thread_budget
 
     if dist.is_initialized():
-        return 1e-3
+        return 1e-3, 1e-3
+
+    def least_ms(step) -> float:
+        times = []
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        return min(times[1:]) * 1e3
+
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60))
     try:
         with thread_budget(1):
             stage = PipelineStage(torch.nn.Linear(1, 1), 0, 1, torch.device("cpu"))
             schedule = ScheduleGPipe(stage, micro_batches, loss_fn=lambda out, target: out.sum())
             x = torch.zeros(micro_batches, 1)
-            times = []
-            for _ in range(repeats + 1):
-                start = time.perf_counter()
-                schedule.step(x, target=x)
-                times.append(time.perf_counter() - start)
+            action = least_ms(lambda: schedule.step(x, target=x)) / (2 * micro_batches)
+            plain, sharded = (torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(layers)]) for _ in range(2))
+            for layer in sharded:
+                fully_shard(layer)
+            one = torch.zeros(1, 1)
+            per_layer = (least_ms(lambda: sharded(one).sum().backward())
+                         - least_ms(lambda: plain(one).sum().backward())) / layers
     finally:
         dist.destroy_process_group()
-    return max(1e-3, min(times[1:]) * 1e3 / (2 * micro_batches))
+    return max(1e-3, action), max(1e-3, per_layer)

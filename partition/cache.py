@@ -173,7 +173,8 @@ class ProfileCache:
         self._write(key, kind, value=value)
 
 
-LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms")
+LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms",
+               "fsdp_layer_ms")
 
 
 def request_identity(model: Any, *, flavour: str | None = None, settings: dict[str, Any] | None = None,

@@ -46,13 +46,15 @@ class Links:
     latency_ms: the fixed cost of one message or collective call.
     contention: CPU processes standing in for the devices share the cores: how much slower each computes
         while all of them do (1.0: devices of their own, GPUs).
-    action_ms: CPU stand-ins: the pipeline runtime's own cost per operation (0: not priced)."""
+    action_ms: CPU stand-ins: the pipeline runtime's own cost per operation (0: not priced).
+    fsdp_layer_ms: CPU stand-ins: FSDP2's own cost per sharded layer and step (0: not priced)."""
 
     copy_gbps: float = 0.0
     allreduce_gbps: float = 0.0
     latency_ms: float = 0.0
     contention: float = 1.0
     action_ms: float = 0.0
+    fsdp_layer_ms: float = 0.0
 
     def copy_ms(self, nbytes: float) -> float:
         return transfer_ms(nbytes, self.copy_gbps, self.latency_ms)
@@ -155,7 +157,8 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
     its forward again first (activation checkpointing). contention: as DDP's, the compute running beside a
     collective slows by this share of the collective's time (NCCL's kernels take SMs from it; gloo's
     copies take the CPU stand-ins' cores). On CPU stand-ins every replica computes at once, slowed by the
-    cores' contention (links.contention)."""
+    cores' contention (links.contention), and each layer with parameters costs FSDP2's own runtime
+    (links.fsdp_layer_ms a step, half before its forward, half before its backward)."""
     if not layers:
         return 0.0
     scale *= links.contention
@@ -176,7 +179,7 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
         ready = on_link(gathered[order[0]], clock)
         slowed = 0.0  # that first gather waits, overlapping nothing
         for k, i in enumerate(order):
-            start = max(clock, ready) + slowed
+            start = max(clock, ready) + slowed + (links.fsdp_layer_ms / 2 if layers[i].param_bytes else 0.0)
             slowed = 0.0
             if k + 1 < len(order):  # prefetch the next layer's parameters while this one computes
                 ready = on_link(gathered[order[k + 1]], start)

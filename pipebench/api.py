@@ -189,17 +189,17 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
 def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
     """The link figures a profile carries: GB/s between the first two devices, an all-reduce's bus
     bandwidth, and on CPU stand-ins gloo's latency, the slowdown of processes computing at once on the
-    shared cores and the pipeline runtime's cost per operation. Timed, or from the cache (`store`) when
+    shared cores and the pipeline runtime's and FSDP2's own costs. Timed, or from the cache (`store`) when
     every size was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
-    from pipebench.hardware.probes import (measure_action_ms, measure_allreduce_gbps, measure_core_contention,
-                                           measure_gloo_links, measure_stage_link)
+    from pipebench.hardware.probes import (measure_allreduce_gbps, measure_core_contention,
+                                           measure_gloo_links, measure_runtimes, measure_stage_link)
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
         if note:
             note("link figures from the profile cache")
         return links
     links = {"link_gbps": link_gbps, "allreduce_gbps": None, "link_latency_ms": None, "core_contention": None,
-             "action_ms": None}
+             "action_ms": None, "fsdp_layer_ms": None}
     if link_gbps is None and on_gpu:
         link = measure_stage_link(devices)
         links["link_gbps"] = link[2] if link else None
@@ -212,12 +212,12 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
         links["link_gbps"], links["allreduce_gbps"], links["link_latency_ms"] = measure_gloo_links()
         links["core_contention"] = measure_core_contention(len(devices))
-        links["action_ms"] = measure_action_ms()
+        links["action_ms"], links["fsdp_layer_ms"] = measure_runtimes()
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
                  f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message; {len(devices)} processes "
                  f"computing at once: each {links['core_contention']:.2f}x slower; the pipeline runtime: "
-                 f"{links['action_ms']:.2f} ms an operation (timed)")
+                 f"{links['action_ms']:.2f} ms an operation, FSDP2 {links['fsdp_layer_ms']:.2f} ms a layer (timed)")
     if keep is not None and link_gbps is None:
         keep.put_links(key, links)
     return links

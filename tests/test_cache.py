@@ -111,12 +111,12 @@ def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread
     timed = []
     monkeypatch.setattr(probes, "measure_gloo_links", lambda: timed.append(1) or (2.0, 1.0, 0.05))
     monkeypatch.setattr(probes, "measure_core_contention", lambda devices: 1.25)
-    monkeypatch.setattr(probes, "measure_action_ms", lambda: 0.3)
+    monkeypatch.setattr(probes, "measure_runtimes", lambda: (0.3, 0.7))
     first = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     second = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     assert len(timed) == 1  # the second answer starts no processes to time gloo again
-    figures = lambda p: (p.link_gbps, p.allreduce_gbps, p.link_latency_ms, p.core_contention, p.action_ms)  # noqa: E731
-    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, 0.05, 1.25, 0.3)] * 2
+    figures = lambda p: (p.link_gbps, p.allreduce_gbps, p.link_latency_ms, p.core_contention, p.action_ms, p.fsdp_layer_ms)  # noqa: E731
+    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, 0.05, 1.25, 0.3, 0.7)] * 2
     pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]}, fresh=True)
     assert len(timed) == 2
 

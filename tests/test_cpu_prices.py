@@ -75,6 +75,11 @@ def test_replicas_computing_at_once_pay_the_contention():
     assert costs.fsdp_step(layers, 2, costs.Links(contention=1.5)) == pytest.approx(1.5 * costs.fsdp_step(layers, 2, costs.Links()))
 
 
+def test_fsdp_pays_its_runtime_on_every_layer_with_parameters():
+    layers = [_layer(f"l{i}", 1.0, 2.0, 10**6 if i % 2 else 0) for i in range(4)]  # 2 of 4 with parameters
+    assert costs.fsdp_step(layers, 2, costs.Links(fsdp_layer_ms=0.5)) == pytest.approx(12.0 + 2 * 0.5)
+
+
 def _profiles(device, contention=None, action_ms=None):
     def one(micro_batch, batch=16):
         scale = micro_batch / batch
@@ -113,11 +118,12 @@ def test_the_plan_keeps_what_its_simulator_charged():
 
 
 def test_the_probes_measure_the_cores_and_the_runtime():
-    from pipebench.hardware.probes import measure_action_ms, measure_core_contention
+    from pipebench.hardware.probes import measure_core_contention, measure_runtimes
 
     assert measure_core_contention(1) == 1.0
     assert measure_core_contention(2, repeats=2) >= 1.0
-    assert measure_action_ms(micro_batches=2, repeats=1) > 0.0
+    action, fsdp_layer = measure_runtimes(micro_batches=2, layers=2, repeats=1)
+    assert action > 0.0 and fsdp_layer > 0.0
 
 
 def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
