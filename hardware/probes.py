@@ -153,15 +153,15 @@ def measure_gloo_links(megabytes: int = 4, repeats: int = 5) -> tuple[float, flo
             group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, 2, timedelta(seconds=60))
             peer = 1 - rank
 
-            def ping(tensor) -> float:  # one way, half a round trip; the least seen (others are load)
-                times = []
+            def ping(tensor) -> float:  # one way, half a round trip; the median: a worker's message
+                times = []              # waits for its receiver to be scheduled as often as the probe's
                 for _ in range(repeats + 1):
                     group.barrier().wait()
                     start = time.perf_counter()
                     for turn in (0, 1):
                         (group.send if turn == rank else group.recv)([tensor], peer, 0).wait()
                     times.append((time.perf_counter() - start) / 2)
-                return min(times[1:])
+                return statistics.median(times[1:])
 
             small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
             latency, copy = ping(small), ping(large)
@@ -197,11 +197,13 @@ def measure_gloo_links(megabytes: int = 4, repeats: int = 5) -> tuple[float, flo
     return figures["copy_gbps"], figures["allreduce_gbps"], figures["latency_ms"]
 
 
-def measure_core_contention(devices: int, repeats: int = 5) -> float:
+def measure_core_contention(devices: int, repeats: int = 4, rounds: int = 3) -> float:
     """How much slower one CPU stand-in for a device computes while all `devices` compute at once, on
     this machine's cores at its present load: the median time of a convolution's forward and backward
     (a training step's mix of arithmetic and memory traffic) in `devices` threads at once, over its
     median alone, each thread with one device's share of the cores, as the workers have (at least 1.0).
+    Alone and together alternate `rounds` times, `repeats` runs each, so that a burst of someone else's
+    load falls on both sides of the ratio.
 
     Processes standing in for devices share the cores, the caches and the memory bandwidth; a profile
     times each layer alone. The pipelines' simulator (schedule.SharedCores) and the replica strategies'
@@ -228,17 +230,21 @@ def measure_core_contention(devices: int, repeats: int = 5) -> float:
         for _ in range(repeats + 1):
             out.append(work())
 
+    alone: list[float] = []
+    together: list[float] = []
     with thread_budget(threads_per_device(devices)):
-        alone: list[float] = []
-        timed(alone)
-        together: list[list[float]] = [[] for _ in range(devices)]
-        threads = [threading.Thread(target=timed, args=(out,)) for out in together]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    both = [t for out in together for t in out[1:]]
-    return max(1.0, statistics.median(both) / statistics.median(alone[1:]))
+        for _ in range(rounds):
+            runs: list[float] = []
+            timed(runs)
+            alone += runs[1:]
+            each: list[list[float]] = [[] for _ in range(devices)]
+            threads = [threading.Thread(target=timed, args=(out,)) for out in each]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            together += [t for out in each for t in out[1:]]
+    return max(1.0, statistics.median(together) / statistics.median(alone))
 
 
 def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5) -> tuple[float, float]:

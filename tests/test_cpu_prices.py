@@ -121,7 +121,7 @@ def test_the_probes_measure_the_cores_and_the_runtime():
     from pipebench.hardware.probes import measure_core_contention, measure_runtimes
 
     assert measure_core_contention(1) == 1.0
-    assert measure_core_contention(2, repeats=2) >= 1.0
+    assert measure_core_contention(2, repeats=2, rounds=1) >= 1.0
     action, fsdp_layer = measure_runtimes(micro_batches=2, layers=2, repeats=1)
     assert action > 0.0 and fsdp_layer > 0.0
 
