@@ -8,7 +8,9 @@ Stages are placed on devices (`placement`) and each device runs its operations i
 transfer across the cut; a backward B(s, i) waits for B(s+1, i) plus the transfer back (the last
 stage's backward waits for its own forward). Transfers delay the receiver but do not occupy either
 device (they run on their own streams or NCCL channels). A cut between two stages on the same device
-costs nothing: torch.distributed.pipelining hands the tensor over locally instead of sending it.
+costs nothing: torch.distributed.pipelining hands the tensor over locally instead of sending it. CPU
+processes standing in for devices are different (SharedCores): they share the cores, and a send is its
+sender's work.
 
 GPipe, 2 stages, 4 micro-batches (F = forward, B = backward, time runs right):
 
