@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import Plan, make_plan, recomputing, unmodelled_bytes
+from pipebench.partition.plan import Plan, make_plan, recomputing, shared_cores, unmodelled_bytes
 from pipebench.partition.profile import Profile, calibration, step_spread
-from pipebench.partition.schedule import IN_TURN, SharedCores
+from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
@@ -117,8 +117,7 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
     copy = (profile.link_gbps or 0.0) if link_gbps is None else link_gbps
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
     return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0,
-                       contention=profile.core_contention or 1.0, action_ms=profile.action_ms or 0.0,
-                       fsdp_layer_ms=profile.fsdp_layer_ms or 0.0)
+                       contention=profile.core_contention or 1.0, fsdp_layer_ms=profile.fsdp_layer_ms or 0.0)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,
@@ -182,7 +181,7 @@ def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro
                          link_latency_ms=links.latency_ms,
                          optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)),
                          checkpoint=training.checkpoint if strategy.can_checkpoint else "never",
-                         shared_cores=_shared_cores(strategy, devices, links))
+                         shared_cores=shared_cores(profiles[0], devices) if strategy.process_per_device else None)
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
                           micro_batches or 1, strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
@@ -194,15 +193,6 @@ def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro
         step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
     return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
                       True, plan.micro_batches, strategy.torch_schedule or strategy.schedule.name, plan=plan)
-
-
-def _shared_cores(strategy: Strategy, devices: Sequence[str], links: costs.Links) -> SharedCores | None:
-    """CPU processes standing in for devices share the machine's cores: the simulator then slows the
-    stages computing at once, puts each send on its sender and charges the runtime's cost per operation
-    (schedule.SharedCores). None on GPUs, on one device, and for one process driving them all."""
-    if len(devices) < 2 or not strategy.process_per_device or not devices[0].startswith("cpu"):
-        return None
-    return SharedCores(max(1.0, links.contention), links.action_ms)
 
 
 def _one_cpu_process(strategy: Strategy, devices: Sequence[str]) -> bool:

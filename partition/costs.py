@@ -46,14 +46,12 @@ class Links:
     latency_ms: the fixed cost of one message or collective call.
     contention: CPU processes standing in for the devices share the cores: how much slower each computes
         while all of them do (1.0: devices of their own, GPUs).
-    action_ms: CPU stand-ins: the pipeline runtime's own cost per operation (0: not priced).
     fsdp_layer_ms: CPU stand-ins: FSDP2's own cost per sharded layer and step (0: not priced)."""
 
     copy_gbps: float = 0.0
     allreduce_gbps: float = 0.0
     latency_ms: float = 0.0
     contention: float = 1.0
-    action_ms: float = 0.0
     fsdp_layer_ms: float = 0.0
 
     def copy_ms(self, nbytes: float) -> float:

@@ -22,7 +22,7 @@ from pipebench.errors import UserError
 from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
 
 __all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
-           "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds"]
+           "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds", "shared_cores"]
 
 FORMAT = "pipebench-plan"
 VERSION = 1
@@ -222,6 +222,15 @@ class Plan:
         for stage, device in zip(self.stages, self.placement):
             totals[device] += stage.predicted_memory_bytes
         return totals
+
+
+def shared_cores(profile: Profile, devices: Sequence[str]) -> sched.SharedCores | None:
+    """What a pipeline of a process per device pays on CPU stand-ins sharing one machine's cores, from
+    the figures the profile timed (contention, the runtime's cost per operation); None on GPUs and on one
+    device. `pipebench plan`, pipebench.plan() and advise's pipelines all price it so."""
+    if len(devices) < 2 or not str(devices[0]).startswith("cpu"):
+        return None
+    return sched.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0)
 
 
 def transfer_ms(nbytes: float, link_gbps: float, latency_ms: float = 0.0) -> float:

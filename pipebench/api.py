@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.partition.plan import Plan, make_plan
+from pipebench.partition.plan import Plan, make_plan, shared_cores
 from pipebench.partition.profile import Profile
 from pipebench.partition.schedule import DEFAULT_SCHEDULE
 from pipebench.training import DEFAULT_PRECISION, Training
@@ -266,7 +266,8 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
     chosen = None if micro_batches == "auto" else int(micro_batches)
     return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
                      max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, link_latency_ms=latency_ms,
-                     optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual)
+                     optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual,
+                     shared_cores=shared_cores(profiles[0], devices))
 
 
 def _training_of(training: Training | None, **parts: str | None) -> Training:

@@ -132,3 +132,17 @@ def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
     profiles = _profiles("cpu")
     profiles[0].whole_step_ms = 7.0  # the layers sum to 24 ms at the whole batch
     assert predict("dataparallel", profiles, ["cpu", "cpu"]).predicted_step_ms == pytest.approx(7.0)
+
+
+def test_plan_and_advise_price_a_cpu_pipeline_alike():
+    import pipebench
+    from pipebench.partition.plan import shared_cores
+
+    profiles = _profiles("cpu", 1.6, 0.2)
+    assert shared_cores(profiles[0], ["cpu", "cpu"]) == SharedCores(1.6, 0.2)
+    assert shared_cores(profiles[0], ["cpu"]) is None
+    assert shared_cores(profiles[0], ["cuda:0", "cuda:1"]) is None
+    planned = pipebench.plan(profiles=profiles, stages=2, device="cpu", micro_batches=2, schedule="1f1b")
+    advised = predict("pp-1f1b", profiles, ["cpu", "cpu"], micro_batches=2)
+    assert planned.predicted_step_ms == pytest.approx(advised.predicted_step_ms)
+    assert planned.cores_shared

@@ -132,7 +132,7 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
 def cmd_plan(args) -> int:
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
-    from pipebench.partition.plan import check_recompute, make_plan
+    from pipebench.partition.plan import check_recompute, make_plan, shared_cores
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import micro_batch_counts, parse_chunks, virtual_stages
 
@@ -153,7 +153,7 @@ def cmd_plan(args) -> int:
     link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
     latency = (first.link_latency_ms or 0.0) if args.link_gbps is None else 0.0
     common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
-                  virtual_stages=virtual, checkpoint=args.checkpoint)
+                  virtual_stages=virtual, checkpoint=args.checkpoint, shared_cores=shared_cores(first, devices))
     plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks,
                      max_memory=max_memory, speeds=source.speeds, **common)
     baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
