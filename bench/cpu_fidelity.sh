@@ -12,8 +12,8 @@ python=${PYTHON:-python}
 steps=${STEPS:-6}  # timed steps per case, after 2 warm-ups (the quick suite's 2 are too few to judge by)
 strategies=single,dataparallel,ddp,fsdp,pp-gpipe,pp-1f1b,pp-zb,pp-zbv
 "$python" -m pipebench run --quick --fresh --steps "$steps" --warmup 2 --out "$out"
-"$python" -m pipebench run --fresh --steps "$steps" --warmup 2 --out "$out" --models torchvision.models:resnet18 \
+"$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$out" --models torchvision.models:resnet18 \
     --input-shape 3,64,64 --batch 16 --strategies "$strategies"
-"$python" -m pipebench run --fresh --steps "$steps" --warmup 2 --out "$out" --models tests/fixtures/hf_models.py:gpt2 \
+"$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$out" --models tests/fixtures/hf_models.py:gpt2 \
     --input-shape 16 --input-dtype int64 --token-range 128 --batch 16 --strategies "$strategies"
 "$python" -m pipebench.bench.fidelity --markdown "$out"
