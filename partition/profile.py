@@ -158,7 +158,11 @@ class Profile:
     """The optimizer of the whole step (`whole_step_ms`), whose update it includes."""
     profile_id: str | None = None
     """The profile cache's name for this measurement (partition/cache.py); plans and rows record it, so
-    a reader can tell two answers made from the same measurement. None: not cached (a module object)."""
+    a reader can tell two answers made from the same measurement. None: not cached (a module object, or
+    an interpolated profile)."""
+    interpolated_from: list[int] | None = None
+    """Not measured: every figure on the straight line between the profiles measured at these two
+    micro-batch sizes (partition/sizes.py). None: measured."""
 
     @property
     def micro_batches(self) -> int:
