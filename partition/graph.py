@@ -253,6 +253,20 @@ class Captured:
     _outputs: list[list[TensorInfo]] = field(default_factory=list, repr=False)
     _stage_names: list[str] = field(default_factory=list, repr=False)
     _arg_sources: list[list[int]] = field(default_factory=list, repr=False)
+    _finish_at: Callable[[tuple, dict], "Captured"] | None = field(default=None, repr=False)
+
+    @property
+    def dynamic_batch(self) -> bool:
+        """Whether the graph was captured with a dynamic batch dimension (``capture(dynamic_batch=True)``)."""
+        return self._finish_at is not None
+
+    def at(self, args, kwargs: dict | None = None) -> "Captured":
+        """The same graph and split, with its segments' inputs and the tensors crossing each cut recorded
+        by one run at ``args`` (another batch size): no new export. Only for a graph captured with a
+        dynamic batch; a run that fails raises the model's error."""
+        if self._finish_at is None:
+            raise GraphError("this graph was captured at one batch size; capture it again for another")
+        return self._finish_at(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
 
     def cut(self, name: str) -> Cut:
         """The cut before candidate ``name``."""
@@ -398,7 +412,7 @@ def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
     )
 
 
-def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str]):
+def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str], dynamic_shapes=None):
     """torch.export of ``module`` with a ``pipe_split`` marker (torch.distributed.pipelining's) before each
     call of the modules ``names``, put there by forward pre-hooks, as pipeline()'s ``SplitPoint.BEGINNING``
     does; returns ``ep.module()`` (the user's own parameter and buffer objects, by their names) and the
@@ -411,7 +425,7 @@ def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str
                 lambda _m, _a, n=n: (fired.append(n), pipe_split())[0]))
         with _quiet_export(), _preserved_buffers(module):
             try:
-                ep = torch.export.export(module, args, kwargs)
+                ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
             except Exception as e:  # noqa: BLE001
                 raise _export_error(module, e) from e
     finally:
@@ -539,7 +553,8 @@ def _sizes(mod: nn.Module):
 
 # -------------------------------------------------------------------------------------- capture
 def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity: int | None = None,
-            min_stages: int | None = None, run_in: Callable[[], ContextManager] | None = None) -> Captured:
+            min_stages: int | None = None, run_in: Callable[[], ContextManager] | None = None,
+            dynamic_batch: bool = False) -> Captured:
     """Capture ``module`` with torch.export (as pipeline() does) and find its cut candidates.
 
     ``granularity``: call depth of the candidates (see module docstring); None = the deepest with
@@ -548,7 +563,9 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
     one run is made in, which records each segment's inputs and each cut's tensors (the profiler's
     autocast: under bf16 a convolution's output, and what the next segment receives, is bf16). The
     graph itself is captured outside it. The module is left unchanged (forward methods and buffers
-    restored).
+    restored).  ``dynamic_batch``: export with the first dimension of every input of the example's batch
+    size dynamic (torch.export's ``Dim``), so that one graph and one split serve every batch size
+    (``Captured.at``); CaptureError when torch.export refuses it (a shape the model fixes).
     """
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
@@ -570,7 +587,7 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
 
     enough()
     with (run_in or contextlib.nullcontext)():
-        gm, fired = _export_marked(module, args, kwargs, names)
+        gm, fired = _export_marked(module, args, kwargs, names, _batch_dims(module, args, kwargs) if dynamic_batch else None)
     ops = _ops_after(gm, fired)
     for n in names:
         if n not in ops:
@@ -580,10 +597,35 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
     names = [n for n in names if n not in dropped]
     enough()
     split = _split_graph(module, gm, fired, names[1:])
-    return _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
+    captured = _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
+    if dynamic_batch:
+        captured._finish_at = lambda a, kw: _finish(module, a, kw, depth, counts, frontier, names, dropped, split,
+                                                    run_in, again=captured)
+    return captured
 
 
-def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None) -> Captured:
+def _batch_dims(module: nn.Module, args: tuple, kwargs: dict) -> dict:
+    """torch.export's dynamic_shapes for the inputs, by forward's argument names: dimension 0 of each
+    tensor of the first tensor's batch size is one dynamic ``batch``; other inputs (a table, a flag)
+    stay as they are."""
+    import inspect
+
+    from torch.export import Dim
+
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.dim()), None)
+    if first is None:
+        raise CaptureError(f"{type(module).__name__}: no input tensor has a batch dimension")
+    batch = Dim("batch", min=1)
+
+    def spec(a):
+        return {0: batch} if isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == first.shape[0] else None
+
+    bound = inspect.signature(module.forward).bind(*args, **kwargs).arguments
+    return {name: spec(value) for name, value in bound.items()}
+
+
+def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None,
+            again: Captured | None = None) -> Captured:
     gm = split.gm
     # modules per segment: frontier in call order, attached to the preceding kept candidate
     seg_modules: list[list[str]] = [[] for _ in names]
@@ -702,7 +744,8 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split
                     shared_params=split.shared(),
                     _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
                     _stage_names=[n.target for n in call_nodes],
-                    _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes])
+                    _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes],
+                    _finish_at=again._finish_at if again is not None else None)
 
 
 def _output_value(node, split, outputs):

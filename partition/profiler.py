@@ -5,8 +5,11 @@ with partition/graph.py (torch.export, as torch.distributed.pipelining does) at 
 *granularity*, and cut before every candidate module; each piece, a *segment*, is what the finest
 pipeline would run as a stage, and what the planner balances. The zoo's models are ``nn.Sequential`` of
 their designed layers and use granularity 1, so there a segment is one of those layers. The graph is
-specialised to the example's shapes (a ``.view(batch, -1)`` keeps the batch size), so every micro-batch
-size is captured anew.
+captured with its batch dimension dynamic where torch.export allows it.
+
+One capture serves every micro-batch size (`Captures`): the graph is exported once with a dynamic batch
+dimension, and each size runs the same stage modules on inputs recorded at that size. Where torch.export
+refuses a dynamic batch (a shape the model fixes), each size is captured on its own, with a note.
 
 The planner balances what this measures, so it measures what a pipeline stage really does: each segment
 runs forward and backward in training mode on a micro-batch of the size the pipeline will use (its time
@@ -39,7 +42,7 @@ from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile, relative_spread
 from pipebench.training import Training, autocast, make_optimizer
 
-__all__ = ["profile_model", "profile_sizes", "device_name"]
+__all__ = ["profile_model", "profile_sizes", "device_name", "Captures"]
 
 
 def device_name(device: torch.device | str) -> str:
@@ -60,6 +63,7 @@ def profile_model(
     progress: Callable[[int, int, str], None] | None = None,
     granularity: int | None = None,
     training: Training = Training(),
+    captures: "Captures | None" = None,
 ) -> Profile:
     """Profile every segment of `model` on `device` with micro-batches of `micro_batch` samples, in the
     training's precision (bf16: under autocast, as the trainers run) and, for the whole step, with its
@@ -71,6 +75,7 @@ def profile_model(
     model.granularity, and None there takes graph.py's default.
     batch: the global batch the plan is for (recorded; defaults to micro_batch).
     progress(i, n, segment_name) is called before each segment.
+    captures: the capture shared by every size of one model (Captures); None: captured here, for this size.
     """
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
@@ -84,12 +89,14 @@ def profile_model(
     try:
         module.to(device)
         module.train()
-        inputs, _ = model.make_batch(micro_batch, seed=0, device=device)
-        args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        args = _inputs(model, micro_batch, device)
         first = args[0]
         # Each segment receives what it would in the trainers' step: under bf16 autocast a convolution's
         # output is bf16, and what the next segment saves of it is half of fp32's.
-        captured = capture(module, args, granularity=granularity, run_in=lambda: autocast(training, device.type))
+        run_in = lambda: autocast(training, device.type)  # noqa: E731
+        captured = (captures.at(module, args, granularity, run_in, lambda n: _inputs(model, n, device))
+                    if captures is not None
+                    else capture(module, args, granularity=granularity, run_in=run_in))
         segs = segments(captured)
         clock = _Clock(device)
         param_storages = {p.untyped_storage().data_ptr()
@@ -452,6 +459,52 @@ def _snapshot(module: torch.nn.Module):
     return restore
 
 
+class Captures:
+    """One capture of a model for every micro-batch size: exported once with a dynamic batch dimension,
+    then recorded at each size (graph.Captured.at). Where torch.export refuses a dynamic batch, or the
+    graph fails at a size where a capture of its own runs, every later size is captured on its own, and
+    `note` says so once. `exports` counts the exports made (what the sharing saves)."""
+
+    def __init__(self, note: Callable[[str], None] | None = None):
+        self.note = note or (lambda line: None)
+        self.dynamic: Any = None
+        self.refused = False
+        self.exports = 0
+
+    def at(self, module, args: tuple, granularity, run_in, example: Callable[[int], tuple]):
+        """The capture recorded at `args`; example(n): the model's inputs for n samples (torch.export
+        fixes a dimension of size 1, so the dynamic graph is exported at 2 samples or more)."""
+        if not self.refused:
+            try:
+                if self.dynamic is None:
+                    self.exports += 1
+                    sample = args if _batch_size(args) != 1 else example(2)
+                    self.dynamic = capture(module, sample, granularity=granularity, run_in=run_in, dynamic_batch=True)
+                return self.dynamic.at(args)
+            except (CaptureError, SplitError, RuntimeError, ValueError) as exc:
+                alone = self._alone(module, args, granularity, run_in)  # the size's own error, if it has one
+                self.refused = True
+                self.note(f"  one capture per micro-batch size: torch.export refuses a dynamic batch for "
+                          f"{type(module).__name__} ({first_line(exc)})")
+                return alone
+        return self._alone(module, args, granularity, run_in)
+
+    def _alone(self, module, args, granularity, run_in):
+        self.exports += 1
+        return capture(module, args, granularity=granularity, run_in=run_in)
+
+
+def _batch_size(args: tuple) -> int | None:
+    first = next((a for a in args if isinstance(a, torch.Tensor) and a.dim()), None)
+    return first.shape[0] if first is not None else None
+
+
+def _inputs(model, size: int, device: torch.device) -> tuple:
+    """The model's forward arguments for a batch of `size` samples (its seeded batch maker)."""
+    inputs, _ = model.make_batch(size, seed=0, device=device)
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
 def profile_sizes(
     model: Any,
     device: torch.device | str,
@@ -465,6 +518,7 @@ def profile_sizes(
     granularity: int | None = None,
     training: Training = Training(),
     already: int = 0,
+    captures: Captures | None = None,
 ) -> list[Profile]:
     """Profile `model` once per micro-batch count in `counts` (micro-batches of batch // m samples).
 
@@ -473,8 +527,11 @@ def profile_sizes(
     has (from the profile cache), which count as working ones. note(line) receives what is worth telling
     (sizes, skips, times); progress(done, total, what) hears each segment as it starts, counted over
     every size (a progress bar).
-    granularity: as for profile_model. A model that torch.export cannot capture is a UserError at once."""
+    granularity: as for profile_model. A model that torch.export cannot capture is a UserError at once.
+    captures: the model's one capture, shared with other calls for the same model (None: one for these
+    sizes)."""
     say = note or (lambda line: None)
+    captures = captures if captures is not None else Captures(say)
     device = torch.device(device)
     profiles = []
     last_error = ""
@@ -492,7 +549,7 @@ def profile_sizes(
         try:
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
                                           progress=layer_progress if progress else None,
-                                          granularity=granularity, training=training))
+                                          granularity=granularity, training=training, captures=captures))
         except (CaptureError, SplitError) as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
