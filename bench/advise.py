@@ -28,7 +28,8 @@ from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "links_of", "top_strategies", "price_plan",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "advice_ranking", "usable_strategies",
+           "links_of", "top_strategies", "price_plan",
            "price_ddp", "price_dataparallel", "price_zero1", "price_fsdp", "price_device_map", "price_hybrid",
            "replica_profiles", "replica_prediction"]
 
@@ -148,8 +149,7 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline;
     replicated pipelines from two copies of their stages up)."""
     if strategies is None:
-        strategies = [name for name, s in STRATEGIES.items() if s.one_device or len(devices) > 1
-                      and len(devices) >= 2 * (s.stages_per_replica or 1)]
+        strategies = usable_strategies(devices)
     predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
                            training=training) for name in strategies]
     predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
@@ -159,6 +159,32 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     close = [p for i, p in enumerate(fitting) if all(tie(p, faster) for faster in fitting[:i])]
     pick = min(close, key=lambda p: registry_rank(p.strategy))
     return Advice(predictions, pick.strategy, {p.strategy: tie(p, pick) for p in fitting[:fitting.index(pick)]})
+
+
+def usable_strategies(devices: Sequence[str]) -> list[str]:
+    """Every strategy that uses all of `devices`, and the single baseline; replicated pipelines from two
+    copies of their stages up."""
+    return [name for name, s in STRATEGIES.items() if s.one_device or len(devices) > 1
+            and len(devices) >= 2 * (s.stages_per_replica or 1)]
+
+
+def advice_ranking(devices: Sequence[str], strategies: Sequence[str] | None = None, **options: Any):
+    """The ranking that partition/sizes.py's refine asks for, for advise(profiles, devices, **options):
+    one group per pipeline, the micro-batch counts its planner considered, and one group of every
+    strategy's prediction, each pipeline's at its chosen count (the others depend on measured counts).
+    strategies: those of them to rank (None: every usable one)."""
+    from pipebench.partition.plan import candidate_steps
+
+    usable = usable_strategies(devices)
+    chosen = usable if strategies is None else [s for s in strategies if s in usable]
+
+    def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
+        predictions = advise(profiles, devices, strategies=chosen, **options).predictions
+        plans = [p.plan for p in predictions if p.plan is not None]
+        every = [(p.plan.micro_batches if p.plan is not None else None, p.predicted_step_ms) for p in predictions]
+        return [*(candidate_steps(plan) for plan in plans), every]
+
+    return rank
 
 
 def top_strategies(advice: Advice, k: int) -> list[str]:

@@ -84,7 +84,8 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
                                                            reuse=not options.fresh, note=note,
                                                            counts=profile_counts(options.chunks, machine.devices,
                                                                                  batch=case.batch,
-                                                                                 strategies=options.strategies))
+                                                                                 strategies=options.strategies),
+                                                           strategies=options.strategies)
             prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps, warmup=options.warmup,
                                try_anyway=options.try_anyway)
             # The key of the row this case will write (the planner may have chosen its micro-batch count).

@@ -138,13 +138,14 @@ class Profiled:
 
 def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: int | None = None,
                        reuse: bool = True, note: Callable[[str], None] = print,
-                       counts: Sequence[int] | None = None) -> Profiled:
+                       counts: Sequence[int] | None = None, strategies: Sequence[str] = ()) -> Profiled:
     """Profile the case's model at every micro-batch size with `pipebench.profile`, in a child process
     (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
     `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
     of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
     whole step with the case's optimizer; each names the file unless it is tf32 or sgd (so files from
-    before they existed are reused)."""
+    before they existed are reused). strategies: those the profile serves; under auto, the close choices
+    of their predictions are measured (pipebench.profile's rank)."""
     from pipebench.bench.launch import WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
@@ -160,7 +161,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
                           devices, repeats, list(counts) if counts else "auto", case.training.precision,
-                          case.training.optimizer, not reuse, gpus=machine.gpus)
+                          case.training.optimizer, not reuse, tuple(strategies), gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
@@ -169,17 +170,22 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
                      devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
-                     optimizer: str = "sgd", fresh: bool = False) -> None:
+                     optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = ()) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
-    file; it stays for --resume and reuse)."""
+    file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `devices`
+    rank the micro-batch counts (bench.advise.advice_ranking)."""
     import pipebench
+    from pipebench.bench.advise import advice_ranking
     from pipebench.progress import ProgressBar, say
+    from pipebench.training import Training
 
     with ProgressBar() as progress:
         profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
                                      settings=settings, repeats=repeats, micro_batches=micro_batches,
                                      precision=precision, optimizer=optimizer, fresh=fresh, note=say,
-                                     progress=progress)
+                                     progress=progress, rank=advice_ranking(
+                                         devices, strategies=list(strategies) or None,
+                                         training=Training(precision=precision, optimizer=optimizer)))
     save_profiles(profiles, path)
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
@@ -108,6 +108,9 @@ class Plan:
     """Each micro-batch count considered: micro_batches, predicted_step_ms, samples_per_s, or why not."""
     profile_id: str | None = None
     """The profile (partition/cache.py's name for it) the plan was made from; None: not cached."""
+    interpolated_from: list[int] | None = None
+    """The plan's profile was not measured but interpolated between the profiles measured at these
+    micro-batch sizes (partition/sizes.py); None: measured."""
     cut_note: str = ""
     """Why the cuts are not the solver's, when they are not: a baseline's cut (parameter-balanced, or
     equal layer counts) that the simulated step prices faster than the solver's is taken instead."""
@@ -382,6 +385,30 @@ def make_plan(
     return best
 
 
+def plan_ranking(devices: Sequence[str], **options: Any) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
+    """The ranking that partition/sizes.py's refine asks for, for one plan: rank(profiles) -> one group,
+    each micro-batch count make_plan(profiles, devices, **options) considered with its predicted step
+    (None where it does not fit); no group when nothing fits. Without link_gbps (shared_cores) in
+    `options`, the link (the cores' sharing) the profiles measured prices the plan, as pipebench.plan does."""
+    def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
+        links = {} if "link_gbps" in options else {"link_gbps": profiles[0].link_gbps or 0.0,
+                                                   "link_latency_ms": profiles[0].link_latency_ms or 0.0}
+        if "shared_cores" not in options:  # as pipebench.plan prices CPU stand-ins
+            links["shared_cores"] = shared_cores(profiles[0], devices)
+        try:
+            plan = make_plan(profiles, devices, **links, **options)
+        except UserError:  # InfeasibleError too: nothing to choose between
+            return []
+        return [candidate_steps(plan)]
+
+    return rank
+
+
+def candidate_steps(plan: Plan) -> list[tuple[int, float | None]]:
+    """(micro-batch count, predicted step ms or None) of each count the plan's choice considered."""
+    return [(c["micro_batches"], c.get("predicted_step_ms")) for c in plan.candidates]
+
+
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
                      schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
@@ -425,6 +452,7 @@ def _candidate(plan: Plan) -> dict[str, Any]:
         "predicted_step_ms": plan.predicted_step_ms,
         "samples_per_s": plan.predicted_samples_per_s,
         "bubble_fraction": plan.bubble_fraction,
+        **({"interpolated_from": plan.interpolated_from} if plan.interpolated_from else {}),
     }
 
 
@@ -560,6 +588,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         contention=shared.contention if shared else 1.0,
         action_ms=shared.action_ms if shared else 0.0,
         profile_id=profile.profile_id,
+        interpolated_from=profile.interpolated_from,
         cut_note=" ".join(notes),
     )
 

@@ -70,10 +70,15 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
         lines.append("memory cap per GPU: " + " / ".join(format_bytes(c) for c in caps))
     if len(plan.candidates) > 1:
         tried = ", ".join(
-            f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit"
+            (f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit")
+            + ("~" if c.get("interpolated_from") else "")
             for c in plan.candidates
         )
-        lines.append(f"micro-batch counts tried (predicted samples/s): {tried}")
+        guessed = "; ~: interpolated between measured sizes" if any(c.get("interpolated_from") for c in plan.candidates) else ""
+        lines.append(f"micro-batch counts tried (predicted samples/s{guessed}): {tried}")
+    if plan.interpolated_from:
+        lines.append(f"this plan's micro-batch size ({plan.micro_batch_size}) was not measured: its figures are interpolated "
+                     f"between sizes {plan.interpolated_from[0]} and {plan.interpolated_from[1]}")
     return "\n".join(lines)
 
 

@@ -14,7 +14,9 @@ import sys
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.partition.plan import Plan, make_plan, shared_cores
+from pipebench.partition import sizes
+from pipebench.partition.plan import Plan, make_plan, plan_ranking, shared_cores
+from pipebench.partition.sizes import Ranking
 from pipebench.partition.profile import Profile
 from pipebench.partition.schedule import DEFAULT_SCHEDULE
 from pipebench.training import DEFAULT_PRECISION, Training
@@ -50,7 +52,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             progress: Callable[[int, int, str], None] | None = None,
             precision: str = DEFAULT_PRECISION, optimizer: str = "sgd", cache: bool = True,
             fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None,
-            before_measuring: Callable[[], None] | None = None) -> list[Profile]:
+            before_measuring: Callable[[], None] | None = None, rank: Ranking | None = None) -> list[Profile]:
     """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
     in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
     whole step includes.
@@ -69,7 +71,13 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     granularity: module depth of the cut candidates (1 = top-level submodules); None: the zoo's layers,
         or the finest depth with at most 64 candidates (partition/graph.py).
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
-        skipped with a note), one count, or a list of counts.
+        skipped with a note), one count, or a list of counts (each measured). Under "auto" a few sizes
+        are measured (the whole batch, the smallest micro-batch, the device count's and one between) and
+        the others interpolated between them (partition/sizes.py: `interpolated_from` marks them); then
+        `rank(profiles)` ranks the choices they serve, and the interpolated counts predicted within
+        sizes.MARGIN of the best are measured, until the close ones all are. rank None: on two or more
+        devices, the default schedule's plan over `devices` ranks its micro-batch counts; on one, nothing
+        is measured beyond those sizes.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
     note(line) hears what happens (sizes skipped, the link); progress(done, total, what) hears each
@@ -79,7 +87,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         model is built: when it holds every size, no model is built and no model file imported.
     before_measuring(): called before the model is built to be measured, not when the cache answers (the
         command line checks the stage count against the model's layers there).
-    Returns one Profile per micro-batch size that ran.
+    Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.hardware.probes import resolve_device
@@ -109,15 +117,18 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
                  granularity=granularity)
     store, keys, link_key = _cache_keys(model, counts, flavour=flavour, **asked)
     cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
-    missing = [m for m in counts if m not in cached]
-    profiles = []
-    if missing:  # only now is the model built: a cached answer never waits for it
+    measured: list[Profile] = list(cached.values())
+    built: dict[str, Any] = {}  # the model's device, its one capture and the threads that time it, once built
+
+    def build() -> None:
+        """Build the model, the first time a size must be measured: a cached answer never waits for it."""
+        nonlocal model, keys
         if before_measuring is not None:
             before_measuring()
         import torch
 
         from pipebench.models import LayeredModel, UserModel, get_model
-        from pipebench.partition.profiler import profile_sizes
+        from pipebench.partition.profiler import Captures
         from pipebench.training import set_precision
 
         target = torch.device(device)
@@ -129,8 +140,9 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             if store is not None and flavour is None and isinstance(model, LayeredModel):  # the zoo's default
                 store.learn_flavour(named, model.flavour)
                 keys = _cache_keys(named, counts, flavour=model.flavour, **asked)[1]
-                cached.update({} if fresh else {m: p for m in missing if (p := store.get(keys[m])) is not None})
-                missing = [m for m in counts if m not in cached]
+                found = {} if fresh else {m: p for m in counts if m not in cached and (p := store.get(keys[m]))}
+                cached.update(found)
+                measured.extend(found.values())
         elif isinstance(model, torch.nn.Module):
             from pipebench.models.source import object_model
 
@@ -138,26 +150,64 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         elif not isinstance(model, (LayeredModel, UserModel)):
             raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                             f"not {type(model).__name__}")
+        built.update(target=target, captures=Captures(note), threads=threads or torch.get_num_threads())
+
+    def measure(wanted: list[int]) -> list[Profile]:
+        """The counts `wanted`, measured on the model's one capture unless cached; each measured one is kept
+        in the cache."""
+        from pipebench.partition.profiler import profile_sizes
+
+        if not built:
+            build()
+        new = [m for m in wanted if m not in cached]
+        got = []
+        if new:
+            with thread_budget(built["threads"]):
+                got = profile_sizes(model, built["target"], batch, new, repeats=repeats, warmup=warmup, note=note,
+                                    progress=progress, granularity=granularity, training=training,
+                                    already=len(measured), captures=built["captures"])
+            for p in got:
+                if store is not None:
+                    store.put(keys[p.micro_batches], p)
+            measured.extend(got)
+        return [cached[m] for m in wanted if m in cached] + got
+
+    auto = micro_batches == "auto"
+    first = sizes.anchors(counts, required=[len(devices)] if devices and len(devices) > 1 else []) if auto else counts
+    if missing := [m for m in first if m not in cached]:
+        measure(missing)
     if cached and note:
         note(f"{getattr(model, 'name', model)}: micro-batch size(s) "
              f"{', '.join(str(batch // m) for m in sorted(cached, reverse=True))} from the profile cache "
              f"({store.folder}; --fresh measures again)")
-    if missing:
-        with thread_budget(threads or torch.get_num_threads()):
-            profiles = profile_sizes(model, target, batch, missing, repeats=repeats, warmup=warmup, note=note,
-                                     progress=progress, granularity=granularity, training=training,
-                                     already=len(cached))
-        for p in profiles:
-            if store is not None:
-                store.put(keys[p.micro_batches], p)
-    profiles = sorted([*cached.values(), *profiles], key=lambda p: counts.index(p.micro_batches))
+    # The links before the ranking: a plan prices its cuts with them.
     links = _links(list(devices or [device]), on_gpu, link_gbps, note,
-                   store=store if store is not None and not missing and not fresh else None, keep=store,
-                   key=link_key)
-    for p in profiles:
-        for name, value in links.items():
-            setattr(p, name, value)
+                   store=store if store is not None and len(measured) == len(cached) and not fresh else None,
+                   keep=store, key=link_key)
+
+    def with_links(profiles: list[Profile]) -> list[Profile]:
+        for p in profiles:
+            for name, value in links.items():
+                setattr(p, name, value)
+        return profiles
+
+    if not auto:
+        return with_links(sorted(measured, key=lambda p: p.micro_batches))
+    rank = rank if rank is not None else _default_ranking(devices)
+    profiles = sizes.refine(with_links(list(measured)), counts, rank, lambda wanted: with_links(measure(wanted)))
+    guessed = [p.micro_batch for p in profiles if p.interpolated_from]
+    if guessed and note:
+        note(f"{getattr(model, 'name', model)}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated "
+             f"between the measured ones, not measured (partition/sizes.py; --chunks M,M,... measures them)")
     return profiles
+
+
+def _default_ranking(devices: Sequence[str] | None) -> Ranking | None:
+    """What ranks the micro-batch counts when the caller gives nothing: on two or more devices, the
+    default schedule's plan over them; on one, nothing (no pipeline to choose for)."""
+    if not devices or len(devices) < 2:
+        return None
+    return plan_ranking(list(devices), schedule=DEFAULT_SCHEDULE)
 
 
 def _is_module(model: Any) -> bool:
@@ -254,10 +304,14 @@ def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = N
             raise UserError("plan needs a model (or profiles)")
         if batch is None:
             raise UserError("plan needs the global batch size, e.g. batch=256")
+        options = dict(schedule=schedule, balance=balance, max_memory=max_memory, speeds=speeds,
+                       optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual,
+                       **({"link_gbps": link_gbps} if link_gbps is not None else {}))
         profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
                            micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
                            link_gbps=link_gbps, granularity=granularity, note=note, loss_fn=loss_fn,
-                           precision=training.precision, optimizer=training.optimizer)
+                           precision=training.precision, optimizer=training.optimizer,
+                           rank=plan_ranking(devices, **options))
     elif batch is not None and batch != profiles[0].batch:
         raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
     latency_ms = 0.0

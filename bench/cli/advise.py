@@ -20,8 +20,9 @@ def add_parser(subparsers) -> None:
                        stages="number of devices, all --device (e.g. --stages 2 --device cpu)")
     advise.add_argument("--chunks", default="auto", metavar="auto|M,M,...",
                         help="micro-batch counts the pipelines may choose from: auto (every power of two up to 64 "
-                        "that splits the batch; default) or a list such as 1,2,4,8 (profiling is faster); the "
-                        "device count is always profiled, for DDP and DataParallel")
+                        "that splits the batch; a few sizes measured, the others interpolated and the close ones "
+                        "measured; default) or a list such as 1,2,4,8 (each measured); the device count is always "
+                        "profiled, for DDP and DataParallel")
     advise.set_defaults(handler=cmd_advise)
 
 
@@ -43,7 +44,14 @@ def cmd_advise(args) -> int:
         if devices == 1:
             return [1]
         return None if None in chunks else sorted({1, devices, *chunks})
-    source = load_or_profile(args, 1, counts)
+    def ranking(devices, speeds, caps):
+        from pipebench.bench.advise import advice_ranking
+
+        per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
+                                                else list(caps))
+        return advice_ranking(devices, caps=per_device, speeds=speeds, link_gbps=args.link_gbps, training=training)
+
+    source = load_or_profile(args, 1, counts, ranking)
     profiles, devices = source.profiles, source.devices
     caps = source.caps
     per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))

@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
     add_source_options(plan, "plan", where="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now",
                        stages="number of stages, all on --device")
     plan.add_argument("--chunks", default="auto",
-                      help="micro-batch count, or auto to pick the fastest predicted (default: auto)")
+                      help="micro-batch count, or auto to pick the fastest predicted (default: auto; a few sizes "
+                      "are measured, the others interpolated, and those predicted within 5%% of the best measured)")
     plan.add_argument("--schedule", default=DEFAULT_SCHEDULE, choices=list(SIMULATED_SCHEDULES),
                       help=f"pipeline schedule to plan for (default: {DEFAULT_SCHEDULE})")
     plan.add_argument("--virtual-stages", default=None, metavar="V",
@@ -85,10 +86,11 @@ def check_outputs(args) -> None:
             writable_file(path, option)
 
 
-def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
+def load_or_profile(args, stages_per_device: int = 1, counts=None, ranking=None) -> Source:
     """The saved profile (--profile, checked against --model and --batch; no GPU touched), or a new one
     measured on the devices asked for, at the micro-batch counts `counts(device count)` gives (None:
-    --chunks), and saved when --save-profile says so. Sets args.link_gbps to the parsed --link-gbps."""
+    --chunks), and saved when --save-profile says so. Sets args.link_gbps to the parsed --link-gbps.
+    ranking(devices, speeds, caps): what ranks the counts under --chunks auto (pipebench.profile's rank)."""
     from pipebench.partition.profile import load_profiles, save_profiles
     from pipebench.specs import parse_link_gbps
     from pipebench.units import parse_size
@@ -120,7 +122,8 @@ def load_or_profile(args, stages_per_device: int = 1, counts=None) -> Source:
     factors = speeds(args.speeds, devices)
     stages = len(devices) * stages_per_device
     profiles, _ = _profile(args, devices, overrides, counts(len(devices)) if counts else None,
-                           check=lambda: _check_stages(args, overrides, stages))
+                           check=lambda: _check_stages(args, overrides, stages),
+                           rank=ranking(devices, factors, caps) if ranking else None)
     if not is_user_model(args.model) and stages > len(profiles[0].layers):  # as _check_stages, for a cached one
         raise UserError(f"more stages than layers ({stages} > {len(profiles[0].layers)})")
     if args.save_profile:
@@ -143,7 +146,14 @@ def cmd_plan(args) -> int:
         check_engine(args.export[0])
     virtual = virtual_stages(args.schedule, args.virtual_stages)
     check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after
-    source = load_or_profile(args, virtual)
+    def ranking(devices, speeds, caps):
+        from pipebench.partition.plan import plan_ranking
+
+        return plan_ranking(devices, schedule=args.schedule, balance=args.balance, max_memory=caps, speeds=speeds,
+                            optimizer=args.optimizer, virtual_stages=virtual, checkpoint=args.checkpoint,
+                            **({"link_gbps": args.link_gbps} if args.link_gbps is not None else {}))
+
+    source = load_or_profile(args, virtual, ranking=ranking)
     profiles, devices, max_memory = source.profiles, source.devices, source.caps
     micro_batch_counts(chunks, profiles[0].batch)
     if len(devices) * virtual > len(profiles[0].layers):
@@ -215,7 +225,8 @@ def _check_stages(args, overrides: dict, stages: int) -> None:
             raise UserError(f"more stages than layers ({stages} > {layers})")
 
 
-def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None, check=None):
+def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None, check=None,
+             rank=None):
     """Profile through the library (pipebench.profile) at every micro-batch size considered (`counts`,
     else --chunks), calling `check()` before anything is measured; (profiles, link GB/s between the first
     two GPUs, measured unless --link-gbps gives it)."""
@@ -232,5 +243,5 @@ def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None
                                      micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
                                      settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
                                      precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
-                                     progress=progress, before_measuring=check)
+                                     progress=progress, before_measuring=check, rank=rank)
     return profiles, profiles[0].link_gbps or 0.0
