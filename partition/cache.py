@@ -131,7 +131,9 @@ class ProfileCache:
         return profile
 
     def put(self, key: dict[str, Any], profile: Profile) -> None:
-        """Keep `profile` under `key`."""
+        """Keep `profile` under `key`; an interpolated profile is no measurement (ValueError)."""
+        if profile.interpolated_from:
+            raise ValueError(f"an interpolated profile (micro-batch {profile.micro_batch}) is not kept as measured")
         profile.profile_id = self.profile_id(key)
         self._write(key, profile=profile.to_dict())
 

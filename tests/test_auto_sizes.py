@@ -1,0 +1,60 @@
+"""`--chunks auto` through pipebench.profile on the CPU: a few sizes measured on one capture, the others
+interpolated and marked, and only measured ones kept in the profile cache."""
+from __future__ import annotations
+
+import pytest
+
+import pipebench
+from pipebench.partition import profiler
+from pipebench.partition.cache import ProfileCache
+from pipebench.specs import micro_batch_counts
+
+AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The micro-batch sizes measured and the graphs exported, in order."""
+    seen = {"sizes": [], "exports": []}
+    real_profile, real_capture = profiler.profile_model, profiler.capture
+
+    def profile_model(model, device, micro_batch, **kwargs):
+        seen["sizes"].append(micro_batch)
+        return real_profile(model, device, micro_batch, **kwargs)
+
+    def capture(*args, **kwargs):
+        seen["exports"].append(kwargs.get("dynamic_batch", False))
+        return real_capture(*args, **kwargs)
+
+    monkeypatch.setattr(profiler, "profile_model", profile_model)
+    monkeypatch.setattr(profiler, "capture", capture)
+    return seen
+
+
+def test_auto_measures_fewer_sizes_on_one_capture_and_marks_the_others(counted, one_thread):
+    profiles = pipebench.profile("gpt", **AUTO)
+    counts = micro_batch_counts(None, 16)  # 1, 2, 4, 8, 16
+    assert [p.micro_batches for p in profiles] == counts
+    assert sorted(counted["sizes"]) == [1, 4, 16]  # the smallest, the middle and the whole batch
+    assert counted["exports"] == [True]  # one export with a dynamic batch serves every size
+    guessed = {p.micro_batch: p.interpolated_from for p in profiles if p.interpolated_from}
+    assert guessed == {2: [1, 4], 8: [4, 16]}
+    assert all(p.profile_id is None and p.whole_step_ms is None for p in profiles if p.interpolated_from)
+
+
+def test_the_close_interpolated_counts_are_measured_when_a_plan_ranks_them(counted, one_thread):
+    """Ranking that calls every count the best: each interpolated one is measured, once."""
+    profiles = pipebench.profile("gpt", **AUTO, rank=lambda ps: [[(p.micro_batches, 1.0) for p in ps]])
+    assert sorted(counted["sizes"]) == [1, 2, 4, 8, 16] and len(counted["exports"]) == 1
+    assert not any(p.interpolated_from for p in profiles)
+
+
+def test_the_cache_keeps_only_measured_sizes(tmp_path, monkeypatch, counted, one_thread):
+    monkeypatch.setenv("PIPEBENCH_CACHE", str(tmp_path))
+    first = pipebench.profile("mlp", **AUTO)
+    assert len(list((tmp_path / "profiles").glob("*.json"))) == len(counted["sizes"]) == 3
+    again = pipebench.profile("mlp", **AUTO)
+    assert len(counted["sizes"]) == 3  # nothing measured again, the same sizes interpolated again
+    assert [p.interpolated_from for p in again] == [p.interpolated_from for p in first]
+    with pytest.raises(ValueError, match="interpolated"):
+        ProfileCache(tmp_path).put({"k": 1}, next(p for p in first if p.interpolated_from))
