@@ -620,8 +620,17 @@ def _batch_dims(module: nn.Module, args: tuple, kwargs: dict) -> dict:
     def spec(a):
         return {0: batch} if isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == first.shape[0] else None
 
-    bound = inspect.signature(module.forward).bind(*args, **kwargs).arguments
-    return {name: spec(value) for name, value in bound.items()}
+    signature = inspect.signature(module.forward)
+    kinds = {name: p.kind for name, p in signature.parameters.items()}
+    shapes = {}
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
+        if kinds[name] is inspect.Parameter.VAR_POSITIONAL:  # forward(*inputs): one spec per input
+            shapes[name] = tuple(spec(v) for v in value)
+        elif kinds[name] is inspect.Parameter.VAR_KEYWORD:
+            shapes[name] = {k: spec(v) for k, v in value.items()}
+        else:
+            shapes[name] = spec(value)
+    return shapes
 
 
 def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None,

@@ -485,7 +485,7 @@ class Captures:
                 alone = self._alone(module, args, granularity, run_in)  # the size's own error, if it has one
                 self.refused = True
                 self.note(f"  one capture per micro-batch size: torch.export refuses a dynamic batch for "
-                          f"{type(module).__name__} ({first_line(exc)})")
+                          f"{type(module).__name__} ({first_line(exc.__cause__ or exc)[:160]})")
                 return alone
         return self._alone(module, args, granularity, run_in)
 

@@ -3,6 +3,7 @@ interpolated and marked, and only measured ones kept in the profile cache."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import pipebench
 from pipebench.partition import profiler
@@ -58,3 +59,24 @@ def test_the_cache_keeps_only_measured_sizes(tmp_path, monkeypatch, counted, one
     assert [p.interpolated_from for p in again] == [p.interpolated_from for p in first]
     with pytest.raises(ValueError, match="interpolated"):
         ProfileCache(tmp_path).put({"k": 1}, next(p for p in first if p.interpolated_from))
+
+
+class _BranchOnBatch(torch.nn.Module):
+    """A forward that tests its batch size: torch.export refuses to make that dimension dynamic."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.first(x)
+        return self.second(x if x.shape[0] > 2 else x * 2)
+
+
+def test_a_model_that_fixes_its_batch_is_captured_once_per_size_with_a_note(counted, one_thread):
+    notes = []
+    profiles = pipebench.profile(_BranchOnBatch(), torch.randn(2, 8), batch=4, device="cpu", repeats=1,
+                                 micro_batches=[1, 2], settings={"loss": "mse"}, note=notes.append)
+    assert [p.micro_batch for p in profiles] == [4, 2]
+    assert counted["exports"] == [True, False, False]  # the dynamic export refused, then one per size
+    assert sum("one capture per micro-batch size" in n for n in notes) == 1
