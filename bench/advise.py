@@ -171,7 +171,7 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
 def advice_ranking(devices: Sequence[str], strategies: Sequence[str] | None = None, **options: Any):
     """The ranking that partition/sizes.py's refine asks for, for advise(profiles, devices, **options):
     one group per pipeline, the micro-batch counts its planner considered, and one group of every
-    strategy's prediction, each pipeline's at its chosen count (the others depend on measured counts).
+    strategy's prediction, each pipeline's at its chosen count, a replica strategy's at its replicas' share.
     strategies: those of them to rank (None: every usable one)."""
     from pipebench.partition.plan import candidate_steps
 
@@ -181,7 +181,8 @@ def advice_ranking(devices: Sequence[str], strategies: Sequence[str] | None = No
     def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
         predictions = advise(profiles, devices, strategies=chosen, **options).predictions
         plans = [p.plan for p in predictions if p.plan is not None]
-        every = [(p.plan.micro_batches if p.plan is not None else None, p.predicted_step_ms) for p in predictions]
+        every = [(p.plan.micro_batches if p.plan is not None else get_strategy(p.strategy).devices_used(len(devices)),
+                  p.predicted_step_ms) for p in predictions]
         return [*(candidate_steps(plan) for plan in plans), every]
 
     return rank

@@ -161,7 +161,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         try:
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
                           devices, repeats, list(counts) if counts else "auto", case.training.precision,
-                          case.training.optimizer, not reuse, tuple(strategies), gpus=machine.gpus)
+                          case.training.optimizer, not reuse, tuple(strategies), machine.device_names,
+                          gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
@@ -170,10 +171,11 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
                      devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
-                     optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = ()) -> None:
+                     optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = (),
+                     ranked_on: Sequence[str] = ()) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
-    file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `devices`
-    rank the micro-batch counts (bench.advise.advice_ranking)."""
+    file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `ranked_on`
+    (every device the cases use; else `devices`) rank the micro-batch counts (bench.advise.advice_ranking)."""
     import pipebench
     from pipebench.bench.advise import advice_ranking
     from pipebench.progress import ProgressBar, say
@@ -184,7 +186,7 @@ def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict
                                      settings=settings, repeats=repeats, micro_batches=micro_batches,
                                      precision=precision, optimizer=optimizer, fresh=fresh, note=say,
                                      progress=progress, rank=advice_ranking(
-                                         devices, strategies=list(strategies) or None,
+                                         list(ranked_on or devices), strategies=list(strategies) or None,
                                          training=Training(precision=precision, optimizer=optimizer)))
     save_profiles(profiles, path)
 
