@@ -92,8 +92,8 @@ def interpolate(measured: Sequence[Profile], count: int) -> Profile:
         raise ValueError(f"the profiles at micro-batch {lo.micro_batch} and {hi.micro_batch} have other layers")
     layers = [_layer_at(a, b, size, lo.micro_batch, hi.micro_batch) for a, b in zip(lo.layers, hi.layers)]
     shape = [size if i == 0 and d == lo.micro_batch else d for i, d in enumerate(lo.input_shape)]
-    return replace(lo, micro_batch=size, layers=layers, input_shape=shape, whole_step_ms=None, profile_id=None,
-                   interpolated_from=[lo.micro_batch, hi.micro_batch])
+    return replace(lo, micro_batch=size, layers=layers, input_shape=shape, whole_step_ms=None,
+                   whole_step_peak_bytes=None, profile_id=None, interpolated_from=[lo.micro_batch, hi.micro_batch])
 
 
 def complete(measured: Sequence[Profile], counts: Sequence[int]) -> list[Profile]:

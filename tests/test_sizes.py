@@ -28,7 +28,8 @@ def profile(count: int, coefficients=((0.5, 0.1), (0.2, 0.3)), floor: float = 0.
     return Profile(model="toy", flavour="tiny", device="cpu", device_name="cpu", torch_version="x", batch=BATCH,
                    micro_batch=size, repeats=1, warmup=0, input_shape=[size, 8], input_dtype="float32",
                    layers=[layer(f"l{i}", size, a, b, floor) for i, (a, b) in enumerate(coefficients)],
-                   whole_step_ms=1.0 if count == 1 else None, profile_id=f"id{count}")
+                   whole_step_ms=1.0 if count == 1 else None, whole_step_peak_bytes=9 if count == 1 else None,
+                   profile_id=f"id{count}")
 
 
 def test_anchors_are_the_ends_the_required_and_a_middle():
@@ -45,7 +46,8 @@ def test_anchors_are_the_ends_the_required_and_a_middle():
 def test_affine_figures_are_interpolated_exactly(coefficients, count):
     measured = [profile(1, coefficients), profile(64, coefficients)]
     got, want = interpolate(measured, count), profile(count, coefficients)
-    assert got.interpolated_from == [1, 64] and got.profile_id is None and got.whole_step_ms is None
+    assert got.interpolated_from == [1, 64] and got.profile_id is None
+    assert got.whole_step_ms is None and got.whole_step_peak_bytes is None
     assert got.micro_batch == want.micro_batch and got.input_shape == want.input_shape
     for g, w in zip(got.layers, want.layers):
         for name in ("forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "forward_cpu_ms"):
