@@ -4,7 +4,8 @@ Measuring a size is the slow part of an answer (every segment timed forward and 
 `--chunks auto` considers up to seven sizes. Per layer, the time of one micro-batch against its size is
 smooth: flat while the device is bound by launches, then affine; the bytes a layer saves and sends are
 affine in the size (per-sample activations plus what does not scale, such as a mask or RoPE table), and
-its parameters do not depend on it. So a few sizes are measured (`anchors`: the whole batch, the smallest
+its parameters do not depend on it (and a figure's spread, its noise, is taken from the noisier
+neighbour). So a few sizes are measured (`anchors`: the whole batch, the smallest
 micro-batch any count asks for, one in between, and whatever the caller needs measured), and every figure
 of every layer at a size between two measured ones is the straight line between them (`interpolate`).
 A straight chord over a curve that bends upwards (flat, then rising) overstates the sizes between, so
@@ -65,6 +66,8 @@ def _layer_at(lo: LayerProfile, hi: LayerProfile, size: int, lo_size: int, hi_si
         a, b = getattr(lo, f.name), getattr(hi, f.name)
         if f.name in SIZE_INDEPENDENT or isinstance(a, (str, bool)) or a is None or b is None:
             values[f.name] = a if f.name in SIZE_INDEPENDENT or isinstance(a, (str, bool)) else None
+        elif f.name.endswith("_spread"):  # noise is no line: the noisier neighbour's
+            values[f.name] = max(a, b)
         elif isinstance(a, list):  # a shape: its batch dimension follows the size
             values[f.name] = [size if i == 0 and d == lo_size else d for i, d in enumerate(a)]
         elif isinstance(a, int) and isinstance(b, int):
@@ -93,7 +96,7 @@ def interpolate(measured: Sequence[Profile], count: int) -> Profile:
     layers = [_layer_at(a, b, size, lo.micro_batch, hi.micro_batch) for a, b in zip(lo.layers, hi.layers)]
     shape = [size if i == 0 and d == lo.micro_batch else d for i, d in enumerate(lo.input_shape)]
     return replace(lo, micro_batch=size, layers=layers, input_shape=shape, whole_step_ms=None,
-                   whole_step_peak_bytes=None, profile_id=None, interpolated_from=[lo.micro_batch, hi.micro_batch])
+                   whole_step_peak_bytes=None, whole_step_spread=0.0, profile_id=None, interpolated_from=[lo.micro_batch, hi.micro_batch])
 
 
 def complete(measured: Sequence[Profile], counts: Sequence[int]) -> list[Profile]:

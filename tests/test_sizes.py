@@ -57,6 +57,12 @@ def test_affine_figures_are_interpolated_exactly(coefficients, count):
         assert g.output_shape == w.output_shape and g.backward_cpu_ms is None  # None measured: None predicted
 
 
+def test_a_spread_is_the_noisier_neighbours():
+    low, high = profile(1), profile(8)
+    low.layers[0].forward_spread, high.layers[0].forward_spread = 0.02, 0.05
+    assert interpolate([low, high], 2).layers[0].forward_spread == 0.05
+
+
 def test_a_measured_size_is_returned_as_measured_and_nothing_is_extrapolated():
     measured = [profile(2), profile(16)]
     assert interpolate(measured, 2) is measured[0]
