@@ -127,3 +127,11 @@ def test_refine_drops_a_count_that_fails_and_measures_nothing_without_a_ranking(
 def test_sizes_imports_no_torch():
     code = "import sys, partition.sizes; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_an_interpolated_profile_says_so_in_its_file(tmp_path):
+    from pipebench.partition.profile import load_profiles, save_profiles
+
+    measured = [profile(1), profile(8)]
+    save_profiles([measured[0], interpolate(measured, 2), measured[1]], tmp_path / "p.json")
+    assert [p.interpolated_from for p in load_profiles(tmp_path / "p.json")] == [None, [8, 64], None]
