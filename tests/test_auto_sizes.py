@@ -80,3 +80,22 @@ def test_a_model_that_fixes_its_batch_is_captured_once_per_size_with_a_note(coun
     assert [p.micro_batch for p in profiles] == [4, 2]
     assert counted["exports"] == [True, False, False]  # the dynamic export refused, then one per size
     assert sum("one capture per micro-batch size" in n for n in notes) == 1
+
+
+def test_one_dynamic_capture_records_each_size_as_its_own_capture_would():
+    from pipebench import models
+    from pipebench.partition.graph import GraphError, capture
+
+    model = models.get_model("gpt", "tiny")
+    module = model.module.train()
+
+    def args(n):
+        return (model.make_batch(n, seed=0, device="cpu")[0],)
+
+    dynamic = capture(module, args(2), dynamic_batch=True)
+    for n in (1, 3, 8):
+        got, alone = dynamic.at(args(n)), capture(module, args(n))
+        assert [c.bytes for c in got.cuts] == [c.bytes for c in alone.cuts]
+        assert got.candidates == alone.candidates and got.split is dynamic.split  # the same stages
+    with pytest.raises(GraphError, match="captured at one batch size"):
+        capture(module, args(2)).at(args(4))
