@@ -11,7 +11,7 @@ precisions=${*:-tf32 bf16}
 mkdir -p "$out"
 export PIPEBENCH_CACHE=${PIPEBENCH_CACHE:-/tmp/pipebench-cache}  # outside OUT: many small files
 python3 -c "import torch, transformers, timm; print('torch', torch.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__, torch.cuda.get_device_name(0))" | tee "$out/versions.txt"
-S="--strategies single --gpus 0 --steps 10 --warmup 3 --resume --out $out/rows"  # one results file for all
+S="--strategies single --gpus 0 --steps 10 --warmup 3 --resume --out $out"  # one results file for all
 for p in $precisions; do
   timed "resnet101-$p"  python3 -m pipebench run --models resnet101 --batch 256 --precision $p $S
   timed "vit_b_16-$p"   python3 -m pipebench run --models vit_b_16 --batch 128 --precision $p $S
@@ -21,5 +21,4 @@ for p in $precisions; do
   timed "convnext_s-$p" python3 -m pipebench run --models timm.models:convnext_small --input-shape 3,224,224 \
                           --batch 128 --precision $p $S
 done
-python3 -m pipebench.bench.fidelity "$out/rows" --markdown | tee "$out/fidelity.md"
-cp "$out"/rows/*.csv "$out"/rows/*.json "$out"/ 2>/dev/null
+python3 -m pipebench.bench.fidelity "$out" --markdown | tee "$out/fidelity.md"
