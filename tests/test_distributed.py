@@ -2,6 +2,7 @@
 torch.distributed.run, checked against one device after one step from the same weights."""
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -117,15 +118,23 @@ def test_four_processes_resnet(tmp_path, strategy, micro_batches):
     check(tmp_path, job_for("resnet18", strategy, 4, micro_batches=micro_batches))
 
 
-def test_pipeline_from_a_profiled_plan(tmp_path):
-    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
+@functools.cache
+def profiled_plan_job() -> Job:
+    """The GPT profiled and planned once: the job its test runs and the one run ahead (tests/together.py)."""
     model = models.get_model("gpt", "tiny", seed=SEED)
     profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
     plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
-    job = Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+    return Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+
+
+@pytest.mark.together(job=profiled_plan_job)
+def test_pipeline_from_a_profiled_plan(tmp_path, together):
+    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
+    model = models.get_model("gpt", "tiny", seed=SEED)
+    job = profiled_plan_job()
     stages = job.the_plan.stages
     assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]
-    result, params = trained_params(tmp_path, job)
+    result, params = trained_params(tmp_path, job, together)
     ref_loss, ref = reference(model, 1, 8)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
