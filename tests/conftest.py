@@ -34,6 +34,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def together(request, tmp_path_factory):
+    """The gloo jobs of every selected test marked `together(job=make_job)`, run in one process group per
+    process count before the first of those tests; called as bench.launch.launch (tests/together.py)."""
+    from together import Together, jobs_of
+
+    return Together(jobs_of(request.session.items), tmp_path_factory.mktemp("together"))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

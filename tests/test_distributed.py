@@ -2,6 +2,7 @@
 torch.distributed.run, checked against one device after one step from the same weights."""
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from pipebench.partition.profiler import profile_model
 SEED = 0
 
 
-def trained_params(tmp_path, job: Job) -> tuple[dict, dict[str, torch.Tensor]]:
-    """Launch `job` for one step; its result and every process's updated parameters, merged."""
+def trained_params(tmp_path, job: Job, launch=launch) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Launch `job` for one step (with bench.launch.launch, or `together` where the test hands its job
+    over ahead: tests/together.py); its result and every process's updated parameters, merged."""
     result = launch(job, keep=tmp_path, timeout=300)
     parts = [torch.load(tmp_path / f"params-rank{rank}.pt") for rank in range(job.processes)]
     if job.strategy in ("ddp", "fsdp"):  # replicas (FSDP: gathered whole): every process holds the same model
@@ -49,20 +51,24 @@ def reference(model, micro_batches: int, batch: int):
     return loss, trainer.state_dict()
 
 
-def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batch=8, flavour="tiny", **overrides):
-    model = models.get_model(name, flavour, seed=SEED, **overrides)
-    job = Job.by_hand(name, strategy, flavour=flavour, overrides=overrides, batch=batch, devices=procs,
-                      device_type="cpu", micro_batches=micro_batches,
-                      stages_per_device=(stages or procs) // procs, steps=1, warmup=0, seed=SEED, save_params=True)
-    result, params = trained_params(tmp_path, job)
+def job_for(name, strategy, procs, *, micro_batches=1, stages=None, batch=8, flavour="tiny", **overrides) -> Job:
+    """One step of `strategy` on `procs` CPU processes, saving the updated parameters."""
+    return Job.by_hand(name, strategy, flavour=flavour, overrides=overrides, batch=batch, devices=procs,
+                       device_type="cpu", micro_batches=micro_batches,
+                       stages_per_device=(stages or procs) // procs, steps=1, warmup=0, seed=SEED, save_params=True)
+
+
+def check(tmp_path, job: Job, launch=launch):
+    model = models.get_model(job.model, job.flavour, seed=SEED, **job.overrides)
+    result, params = trained_params(tmp_path, job, launch)
     # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
     # the equal reference is one device taking the batch in those same pieces.
     has_batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.module.modules())
-    pieces = (procs if strategy in ("ddp", "fsdp") else micro_batches) if has_batchnorm else 1
+    pieces = (job.devices if job.strategy in ("ddp", "fsdp") else job.micro_batches) if has_batchnorm else 1
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes: the same reduction order
     try:
-        ref_loss, ref = reference(model, pieces, batch)
+        ref_loss, ref = reference(model, pieces, job.batch)
     finally:
         torch.set_num_threads(threads)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
@@ -79,6 +85,11 @@ def check(tmp_path, name, strategy, procs, *, micro_batches=1, stages=None, batc
 SLOW = pytest.mark.slow
 
 
+def two_processes(name, strategy, micro_batches, stages):
+    return job_for(name, strategy, 2, micro_batches=micro_batches, stages=stages)
+
+
+@pytest.mark.together(job=two_processes)
 @pytest.mark.parametrize("name, strategy, micro_batches, stages", [
     *[("gpt", *case) for case in [("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 4, None),
                                   ("pp-interleaved", 4, 4), ("pp-zb", 4, 4), ("pp-zbv", 4, 4)]],
@@ -88,8 +99,8 @@ SLOW = pytest.mark.slow
     pytest.param("resnet18", "pp-gpipe", 4, None, marks=SLOW),  # the seed's ConvNet and the GPT cover these
     pytest.param("resnet18", "pp-interleaved", 4, 4, marks=SLOW), pytest.param("resnet18", "pp-zb", 4, 4, marks=SLOW),
 ])
-def test_two_processes_train_like_one_device(tmp_path, name, strategy, micro_batches, stages):
-    check(tmp_path, name, strategy, 2, micro_batches=micro_batches, stages=stages)
+def test_two_processes_train_like_one_device(tmp_path, together, name, strategy, micro_batches, stages):
+    check(tmp_path, two_processes(name, strategy, micro_batches, stages), launch=together)
 
 
 @pytest.mark.slow
@@ -98,24 +109,32 @@ def test_two_processes_train_like_one_device(tmp_path, name, strategy, micro_bat
     ("pp-interleaved", 4, 8), ("pp-zb", 4, 8), ("pp-zbv", 8, 8),
 ])
 def test_four_processes_gpt(tmp_path, strategy, micro_batches, stages):
-    check(tmp_path, "gpt", strategy, 4, micro_batches=micro_batches, stages=stages, depth=6)
+    check(tmp_path, job_for("gpt", strategy, 4, micro_batches=micro_batches, stages=stages, depth=6))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 4)])
 def test_four_processes_resnet(tmp_path, strategy, micro_batches):
-    check(tmp_path, "resnet18", strategy, 4, micro_batches=micro_batches)
+    check(tmp_path, job_for("resnet18", strategy, 4, micro_batches=micro_batches))
 
 
-def test_pipeline_from_a_profiled_plan(tmp_path):
-    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
+@functools.cache
+def profiled_plan_job() -> Job:
+    """The GPT profiled and planned once: the job its test runs and the one run ahead (tests/together.py)."""
     model = models.get_model("gpt", "tiny", seed=SEED)
     profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
     plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
-    job = Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+    return Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+
+
+@pytest.mark.together(job=profiled_plan_job)
+def test_pipeline_from_a_profiled_plan(tmp_path, together):
+    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
+    model = models.get_model("gpt", "tiny", seed=SEED)
+    job = profiled_plan_job()
     stages = job.the_plan.stages
     assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]
-    result, params = trained_params(tmp_path, job)
+    result, params = trained_params(tmp_path, job, together)
     ref_loss, ref = reference(model, 1, 8)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
@@ -218,7 +237,7 @@ def test_a_job_refuses_a_plan_for_other_devices_or_batch():
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, micro_batches", [("ddp", 1), ("pp-1f1b", 8)])
 def test_eight_processes_gpt(tmp_path, strategy, micro_batches):
-    check(tmp_path, "gpt", strategy, 8, micro_batches=micro_batches, depth=4)
+    check(tmp_path, job_for("gpt", strategy, 8, micro_batches=micro_batches, depth=4))
 
 
 # ------------------------------------------------------------------------- models of the user's own
@@ -228,17 +247,28 @@ SEED_CONVNET = f"{FIXTURES / 'seed_convnet.py'}:ConvNet"
 """The seed's ConvNet exactly as the seed writes it: functional forward, .view, log_softmax, nll_loss."""
 
 
+def seeds_convnet(strategy, micro_batches, stages):
+    return job_for(SEED_CONVNET, strategy, 2, micro_batches=micro_batches, stages=stages, flavour=None,
+                   input_shape=[1, 28, 28], loss="nll")
+
+
+@pytest.mark.together(job=seeds_convnet)
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("ddp", 1, None), ("pp-1f1b", 2, None), ("pp-zbv", 2, 4),
     # The GPT's cases cover these schedules in the default run:
     pytest.param("pp-gpipe", 2, None, marks=SLOW), pytest.param("pp-interleaved", 2, 4, marks=SLOW),
     pytest.param("pp-zb", 2, 4, marks=SLOW),
 ])
-def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, strategy, micro_batches, stages):
-    check(tmp_path, SEED_CONVNET, strategy, 2, micro_batches=micro_batches, stages=stages, flavour=None,
-          input_shape=[1, 28, 28], loss="nll")
+def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, together, strategy, micro_batches, stages):
+    check(tmp_path, seeds_convnet(strategy, micro_batches, stages), launch=together)
 
 
+def hugging_face(name, strategy, stages):
+    return job_for(f"{FIXTURES / 'hf_models.py'}:{name}", strategy, 2, micro_batches=2, stages=stages, flavour=None,
+                   input_shape=[16], input_dtype="int64", token_range=128)
+
+
+@pytest.mark.together(job=hugging_face)
 @pytest.mark.parametrize("name, strategy, stages", [
     ("gpt2_tied", "pp-1f1b", None),  # GPT-2 with its embeddings tied across the cut
     ("llama", "pp-1f1b", None),  # RoPE tables, the mask and integer positions cross the cut
@@ -247,17 +277,21 @@ def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, strategy,
     pytest.param("qwen2", "pp-zbv", 4, marks=SLOW), pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow),
     pytest.param("bert", "pp-1f1b", None, marks=pytest.mark.slow), pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow),
 ])
-def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, name, strategy, stages):
+def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, together, name, strategy, stages):
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    check(tmp_path, f"{FIXTURES / 'hf_models.py'}:{name}", strategy, 2, micro_batches=2, stages=stages, flavour=None,
-          input_shape=[16], input_dtype="int64", token_range=128)
+    check(tmp_path, hugging_face(name, strategy, stages), launch=together)
 
 
+def torchvision_family(name):
+    size = 32 if name == "vit" else 64
+    return job_for(f"{FIXTURES / 'vision_models.py'}:{name}", "pp-1f1b", 2, micro_batches=2, flavour=None,
+                   input_shape=[3, size, size])
+
+
+@pytest.mark.together(job=torchvision_family)
 @pytest.mark.parametrize("name", [
     "resnet", *[pytest.param(name, marks=pytest.mark.slow) for name in
                 ("googlenet", "densenet", "mobilenet_v3", "efficientnet", "convnext", "regnet", "vit", "swin")]])
-def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, name):
-    size = 32 if name == "vit" else 64
-    check(tmp_path, f"{FIXTURES / 'vision_models.py'}:{name}", "pp-1f1b", 2, micro_batches=2, flavour=None,
-          input_shape=[3, size, size])
+def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, together, name):
+    check(tmp_path, torchvision_family(name), launch=together)

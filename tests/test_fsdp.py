@@ -9,12 +9,13 @@ from torch import nn
 from pipebench import models
 from pipebench.bench.advise import predict
 from pipebench.bench.job import Job
+from pipebench.bench.launch import launch
 from pipebench.bench.strategies.fsdp import blocks
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
 from pipebench.training import Training
 from test_advise import layer, profiles
-from test_distributed import SEED, check, trained_params
+from test_distributed import SEED, check, job_for, trained_params
 
 BATCH = 8
 
@@ -55,23 +56,35 @@ def test_a_user_model_is_sharded_by_its_repeated_blocks_and_a_tied_weight_stays_
 
 # ------------------------------------------------------------------------------ equal to one device
 
-def test_two_processes_train_the_gpt_like_one_device(tmp_path):
-    check(tmp_path, "gpt", "fsdp", 2, batch=BATCH)
+def gpt_job():
+    return job_for("gpt", "fsdp", 2, batch=BATCH)
+
+
+@pytest.mark.together(job=gpt_job)
+def test_two_processes_train_the_gpt_like_one_device(tmp_path, together):
+    check(tmp_path, gpt_job(), launch=together)
 
 
 @pytest.mark.slow  # the GPT covers FSDP; this adds BatchNorm over each process's slice
 def test_the_convnet_with_batchnorm_trains_like_one_device_taking_the_slices(tmp_path):
-    check(tmp_path, "convnet", "fsdp", 2, batch=BATCH)
+    check(tmp_path, job_for("convnet", "fsdp", 2, batch=BATCH))
 
 
-def run_both(tmp_path, training: Training):
+def fsdp_job(training: Training) -> Job:
+    return Job.by_hand("gpt", "fsdp", flavour="tiny", batch=BATCH, devices=2, device_type="cpu", steps=1, warmup=0,
+                       seed=SEED, save_params=True, precision=training.precision, optimizer=training.optimizer,
+                       checkpoint=training.checkpoint)
+
+
+RECOMPUTE, BF16_SGD, BF16_ADAMW = (Training("fp32", "sgd", checkpoint="always"), Training("bf16", "sgd"),
+                                   Training("bf16", "adamw"))
+
+
+def run_both(tmp_path, training: Training, launch=launch):
     """The fsdp job on two processes and one device's SingleTrainer, one step each from the same weights:
     (first losses, start, fsdp's parameters, the reference's)."""
     model = models.get_model("gpt", "tiny", seed=SEED)
-    job = Job.by_hand("gpt", "fsdp", flavour="tiny", batch=BATCH, devices=2, device_type="cpu", steps=1, warmup=0,
-                      seed=SEED, save_params=True, precision=training.precision, optimizer=training.optimizer,
-                      checkpoint=training.checkpoint)
-    result, params = trained_params(tmp_path, job)
+    result, params = trained_params(tmp_path, fsdp_job(training), launch)
     start = {k: v.detach().clone() for k, v in model.module.named_parameters()}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes
@@ -133,8 +146,9 @@ def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_pa
         torch.distributed.destroy_process_group()
 
 
-def test_recomputing_every_block_trains_like_one_device(tmp_path):
-    (loss, ref_loss), _, params, ref = run_both(tmp_path, Training("fp32", "sgd", checkpoint="always"))
+@pytest.mark.together(job=lambda: fsdp_job(RECOMPUTE))
+def test_recomputing_every_block_trains_like_one_device(tmp_path, together):
+    (loss, ref_loss), _, params, ref = run_both(tmp_path, RECOMPUTE, launch=together)
     assert loss == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
@@ -146,19 +160,20 @@ def test_bf16_sgd_moves_each_weight_as_one_device_within_bf16_rounding(tmp_path)
     bits of mantissa (relative 2^-8 = 0.4%) before the fp32 average; one device rounds the whole batch's
     sums instead. So a tensor's update lr x gradient agrees within 5% of its norm (measured: 1.9% at
     worst). A gradient summed instead of averaged is off by 100%, one left unreduced by about as much."""
-    _, start, params, ref = run_both(tmp_path, Training("bf16", "sgd"))
+    _, start, params, ref = run_both(tmp_path, BF16_SGD)
     for key in ref:
         moved, expected = params[key] - start[key], ref[key] - start[key]
         assert (moved - expected).norm() <= 0.05 * expected.norm() + 1e-7, key
 
 
-def test_bf16_adamw_moves_each_weight_as_one_device(tmp_path):
+@pytest.mark.together(job=lambda: fsdp_job(BF16_ADAMW))
+def test_bf16_adamw_moves_each_weight_as_one_device(tmp_path, together):
     """AdamW's first step moves each weight by lr x g / (|g| + eps) = lr x sign(g) (less weight decay,
     the same in both): two runs agree within 1e-4 wherever their gradients have the same sign, and
     differ by 2 lr where bf16 rounding flips a sign of a near-zero gradient. So: every weight within
     2 lr, and at least 99% within 1e-4, which unreduced gradients (each process's own half-batch) fail.
     AdamW is blind to the gradient's scale; the bf16 SGD test checks the averaging."""
-    _, _, params, ref = run_both(tmp_path, Training("bf16", "adamw"))
+    _, _, params, ref = run_both(tmp_path, BF16_ADAMW, launch=together)
     lr = Training(optimizer="adamw").lr
     close = total = 0
     for key in ref:

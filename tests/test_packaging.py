@@ -36,6 +36,7 @@ def test_the_wheel_claims_only_pipebench_and_ships_every_subpackage(wheel):
     assert not top_level or zipfile.ZipFile(wheel).read(top_level[0]).decode().split() == ["pipebench"]
 
 
+@pytest.mark.ci  # an install, then three fresh processes that each import torch
 def test_the_installed_wheel_plans_and_runs_from_another_folder(wheel, tmp_path):
     site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],

@@ -14,14 +14,18 @@ from pipebench.bench.launch import Session, WorkerError
 from pipebench.bench.results import load
 
 
-@pytest.fixture(autouse=True)
-def cpu_only(monkeypatch):
-    """These tests are about the CPU path: hide any GPU from this process and from the workers."""
+def hide_gpus(monkeypatch):
     import torch
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.fixture(autouse=True)
+def cpu_only(monkeypatch):
+    """These tests are about the CPU path: hide any GPU from this process and from the workers."""
+    hide_gpus(monkeypatch)
 
 
 def test_session_times_each_step_in_the_parent():
@@ -50,14 +54,39 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_run_writes_rows_resumes_and_reports(capsys, tmp_path):
-    argv = ["run", "--models", "mlp", "--strategies", "single,ddp,pp-1f1b", "--quick", "--out", str(tmp_path)]
-    code, out, err = run(capsys, *argv)
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """`run` three times into one results folder, as a user resumes it: single, ddp and pp-1f1b on the MLP;
+    the same again with --resume; then with the second device at a quarter of the speed; then `report`
+    of the folder. Each step's (exit status, stdout, stderr), by name, and the folder. Shared by the tests
+    below: each run starts processes (the profile, every case), seconds each."""
+    import contextlib
+    import io
+
+    folder = tmp_path_factory.mktemp("resumed")
+    argv = ["run", "--models", "mlp", "--set", "depth=8", "--strategies", "single,ddp,pp-1f1b", "--quick",
+            "--steps", "1", "--warmup", "0", "--out", str(folder / "results")]
+    steps = {}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        hide_gpus(monkeypatch)
+        for name, args in [("first", [*argv, "--speeds", "1,1"]), ("again", [*argv, "--speeds", "1,1", "--resume"]),
+                           ("slower", [*argv, "--speeds", "1,0.25", "--resume"]),
+                           ("report", ["report", str(folder / "results"), "--out", str(folder / "report")])]:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(args)
+            steps[name] = (code, out.getvalue(), err.getvalue())
+    return steps, folder
+
+
+def test_run_writes_rows_resumes_and_reports(resumed):
+    steps, folder = resumed
+    code, out, err = steps["first"]
     assert code == 0, err
     assert "no CUDA GPU visible: running on the CPU" in err and "[3/3]" in err and "so far" in err
-    files = sorted(tmp_path.glob("*.json"))
+    files = sorted((folder / "results").glob("*.json"))
     assert len(files) == 1 and files[0].with_suffix(".csv").exists()
-    rows = load(files)
+    rows = load(files)[:3]
     assert [r.strategy for r in rows] == ["single", "ddp", "pp-1f1b"]
     assert all(r.status == "ok" and r.samples_per_s > 0 for r in rows)
     assert len({round(r.first_loss, 5) for r in rows}) == 1  # the same computation everywhere
@@ -65,14 +94,13 @@ def test_run_writes_rows_resumes_and_reports(capsys, tmp_path):
     assert pp.predicted_step_ms > 0 and pp.timeline and pp.predicted_timeline and pp.bounds[0] == 0
     assert "| single |" in out and str(files[0]) in out
 
-    code, _, err = run(capsys, *argv, "--resume")
+    code, _, err = steps["again"]
     assert code == 0 and err.count("done already (--resume)") == 3
-    assert len(load(files)) == 3
 
-    code, out, err = run(capsys, "report", str(files[0]), "--out", str(tmp_path / "report"))
+    code, out, err = steps["report"]
     assert code == 0, err
-    assert "mlp tiny:" in out and (tmp_path / "report" / "report.md").exists()
-    assert (tmp_path / "report" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+    assert "mlp tiny (depth=8):" in out and (folder / "report" / "report.md").exists()
+    assert (folder / "report" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_unavailable_cases_become_rows(capsys, tmp_path):
@@ -100,22 +128,19 @@ def test_run_bad_input_exits_2(capsys, argv, message):
     assert "Traceback" not in err
 
 
-def test_run_cuts_plans_for_the_given_speeds(capsys, tmp_path):
-    """A GPU at half speed gets fewer layers, and the row says which speeds the plan assumed. Both runs go
-    into one results file: --resume reruns the case planned for other speeds, and the report shows the
-    two side by side."""
-    shared = tmp_path / "shared"
-    for speeds in ("1,1", "1,0.25"):
-        code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "single,pp-gpipe", "--quick", "--set",
-                           "depth=8", "--speeds", speeds, "--steps", "1", "--warmup", "0", "--resume",
-                           "--out", str(shared))
-        assert code == 0, err
-    rows = load(sorted(shared.glob("*.json")))
-    assert sorted((r.strategy, r.speeds) for r in rows) == [
-        ("pp-gpipe", "1;0.25"), ("pp-gpipe", "1;1"), ("single", "")]  # single does not depend on speeds
-    code, _, err = run(capsys, "report", str(shared), "--out", str(tmp_path / "report"))
+def test_run_cuts_plans_for_the_given_speeds(resumed):
+    """A device at a quarter of the speed gets fewer layers, and the row says which speeds the plan
+    assumed. Both runs go into one results file: --resume reruns only the case planned for other speeds,
+    and the report shows the two side by side."""
+    steps, folder = resumed
+    code, _, err = steps["slower"]
+    assert code == 0 and err.count("done already (--resume)") == 2, err
+    rows = load(sorted((folder / "results").glob("*.json")))
+    assert sorted((r.strategy, r.speeds) for r in rows) == [  # replicas do not depend on speeds
+        ("ddp", ""), ("pp-1f1b", "1;0.25"), ("pp-1f1b", "1;1"), ("single", "")]
+    code, _, err = steps["report"]
     assert code == 0, err
-    table = (tmp_path / "report" / "report.md").read_text()
+    table = (folder / "report" / "report.md").read_text()
     assert "planned for speeds 1/0.25" in table and "planned for speeds 1/1" in table
     equal = next(r for r in rows if r.speeds == "1;1")
     aware = next(r for r in rows if r.speeds == "1;0.25")

@@ -7,7 +7,6 @@ import torch
 
 from pipebench import models
 from pipebench.bench.job import Job
-from pipebench.bench.launch import launch
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
@@ -214,6 +213,13 @@ def test_single_recomputing_layer_by_layer_trains_like_one_device():
         torch.testing.assert_close(value, ref[name], atol=1e-6, rtol=1e-5)
 
 
+def bf16_adamw_job(strategy, micro_batches, stages):
+    return Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu",
+                       micro_batches=micro_batches, stages_per_device=(stages or 2) // 2, steps=1, warmup=0, seed=0,
+                       save_params=True, precision="bf16", optimizer="adamw")
+
+
+@pytest.mark.together(job=bf16_adamw_job)
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("dataparallel", 1, None), ("modelparallel", 1, None), ("pipeline", 4, None), ("ddp", 1, None),
     ("pp-1f1b", 4, None),
@@ -222,13 +228,11 @@ def test_single_recomputing_layer_by_layer_trains_like_one_device():
     pytest.param("pp-interleaved", 4, 4, marks=pytest.mark.slow),
     pytest.param("pp-zb", 4, 4, marks=pytest.mark.slow),  # zero-bubble, as pp-zbv
 ])
-def test_bf16_and_adamw_through_every_strategy(tmp_path, strategy, micro_batches, stages):
+def test_bf16_and_adamw_through_every_strategy(tmp_path, together, strategy, micro_batches, stages):
     """First losses within bf16's tolerance of one device's, updated parameters within AdamW's (see
     assert_adamw_step_close). One-process strategies run here; the others in gloo processes."""
     model = models.get_model("gpt", "tiny", seed=0)
-    job = Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu",
-                      micro_batches=micro_batches, stages_per_device=(stages or 2) // 2, steps=1, warmup=0, seed=0,
-                      save_params=True, precision="bf16", optimizer="adamw")
+    job = bf16_adamw_job(strategy, micro_batches, stages)
     if job.processes == 1:
         from pipebench.bench.worker import build_trainer
 
@@ -236,7 +240,7 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, strategy, micro_batches
         inputs, targets = model.make_batch(8, seed=1)
         first_loss, params = trainer.step(inputs, targets), trainer.state_dict()
     else:
-        first_loss = launch(job, keep=tmp_path, timeout=300)["first_loss"]
+        first_loss = together(job, keep=tmp_path, timeout=300)["first_loss"]
         params = {}
         for rank in range(job.processes):
             params.update(torch.load(tmp_path / f"params-rank{rank}.pt"))

@@ -13,21 +13,30 @@ from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
 from pipebench.training import Training
 from test_advise import profiles
-from test_distributed import SEED, check, trained_params
+from test_distributed import SEED, check, job_for, trained_params
 
 
-def test_two_processes_train_like_one_device(tmp_path):
+def sgd_job():
+    return job_for("gpt", "zero1", 2)
+
+
+def adamw_job():
+    return Job.by_hand("gpt", "zero1", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=1, warmup=0,
+                       seed=SEED, save_params=True, precision="fp32", optimizer="adamw")
+
+
+@pytest.mark.together(job=sgd_job)
+def test_two_processes_train_like_one_device(tmp_path, together):
     """Each process steps its shard of the parameters and broadcasts it: after one step both replicas
     hold what one device computes (check compares every parameter, and the replicas with each other)."""
-    check(tmp_path, "gpt", "zero1", 2)
+    check(tmp_path, sgd_job(), launch=together)
 
 
-def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path):
+@pytest.mark.together(job=adamw_job)
+def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path, together):
     """AdamW, whose two states per parameter are what ZeRO-1 shards: the same update as one device's."""
     model = models.get_model("gpt", "tiny", seed=SEED)
-    job = Job.by_hand("gpt", "zero1", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=1, warmup=0,
-                      seed=SEED, save_params=True, precision="fp32", optimizer="adamw")
-    result, params = trained_params(tmp_path, job)
+    result, params = trained_params(tmp_path, adamw_job(), together)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes: the same reduction order
     try:
