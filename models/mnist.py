@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torchvision.datasets import MNIST
 
 from pipebench.errors import UserError
 from pipebench.models.synthetic import check_batch_size, seeded_generator
@@ -32,6 +31,8 @@ def load_mnist(data_dir: str | Path, train: bool = True) -> tuple[torch.Tensor, 
     raw_folder = Path(data_dir) / "MNIST" / "raw"
     if not Path(data_dir).is_dir():
         raise _unusable(data_dir, "not a folder" if Path(data_dir).exists() else "no such folder")
+    from torchvision.datasets import MNIST  # imported here: listing the zoo needs no torchvision
+
     try:
         dataset = MNIST(root=str(data_dir), train=train, download=False)
     except Exception as error:  # torchvision raises RuntimeError, AssertionError, TypeError... for bad files

@@ -11,20 +11,25 @@ milliseconds on a CPU.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch.nn.functional as F
-import torchvision
 from torch import nn
-from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
 from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
 
-BLOCKS: dict[str, tuple[type[BasicBlock] | type[Bottleneck], list[int]]] = {
-    "resnet18": (BasicBlock, [2, 2, 2, 2]),
-    "resnet50": (Bottleneck, [3, 4, 6, 3]),
-    "resnet101": (Bottleneck, [3, 4, 23, 3]),
-    "resnet152": (Bottleneck, [3, 8, 36, 3]),
+if TYPE_CHECKING:
+    from torchvision.models.resnet import BasicBlock, Bottleneck
+
+BLOCKS: dict[str, tuple[str, list[int]]] = {
+    "resnet18": ("BasicBlock", [2, 2, 2, 2]),
+    "resnet50": ("Bottleneck", [3, 4, 6, 3]),
+    "resnet101": ("Bottleneck", [3, 4, 23, 3]),
+    "resnet152": ("Bottleneck", [3, 8, 36, 3]),
 }
+"""Each model's block (a torchvision.models.resnet class, by name: torchvision is imported when a model is
+built, not when the zoo is listed, which saves every process seconds) and its stages' block counts."""
 FLAVOURS = {
     # tiny images are 64, not 32: at 32 layer4 sees 1x1 maps and BatchNorm cannot train a batch of 1
     "tiny": {"width": 8, "image_size": 64, "classes": 10},
@@ -36,7 +41,7 @@ TORCHVISION_WIDTH = 64
 
 def description(name: str) -> str:
     block, counts = BLOCKS[name]
-    return f"torchvision {name} ({block.__name__} x {counts}), one layer per residual block"
+    return f"torchvision {name} ({block} x {counts}), one layer per residual block"
 
 
 class NarrowResNet(nn.Module):
@@ -47,6 +52,8 @@ class NarrowResNet(nn.Module):
     """
 
     def __init__(self, block: type[BasicBlock] | type[Bottleneck], counts: list[int], width: int, classes: int):
+        from torchvision.models.resnet import conv1x1
+
         super().__init__()
         self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
@@ -87,11 +94,14 @@ def flatten_resnet(net: nn.Module) -> nn.Sequential:
 
 
 def build(name: str, config: dict) -> Built:
+    import torchvision.models
+    from torchvision.models import resnet
+
     block, counts = BLOCKS[name]
     check_counts(name, config, "width", "image_size", "classes")
     width, classes = config["width"], config["classes"]
     if width == TORCHVISION_WIDTH:
         net = getattr(torchvision.models, name)(weights=None, num_classes=classes)
     else:
-        net = NarrowResNet(block, counts, width, classes)
+        net = NarrowResNet(getattr(resnet, block), counts, width, classes)
     return Built(flatten_resnet(net), SyntheticImages(3, config["image_size"], classes), F.cross_entropy, config)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from typing import TYPE_CHECKING
+
 from torch import nn
-from torchvision.models.vision_transformer import VisionTransformer
 
 from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
 from pipebench.errors import UserError
+
+if TYPE_CHECKING:  # imported when built: listing the zoo needs no torchvision
+    from torchvision.models.vision_transformer import VisionTransformer
 
 DESCRIPTION = "torchvision ViT-B/16, one layer per encoder block"
 FLAVOURS = {
@@ -76,6 +80,8 @@ def build(config: dict) -> Built:
         raise UserError(f"vit_b_16 image_size ({size}) must be divisible by patch_size ({patch})")
     if width % heads:
         raise UserError(f"vit_b_16 width ({width}) must be divisible by heads ({heads})")
+    from torchvision.models.vision_transformer import VisionTransformer
+
     vit = VisionTransformer(
         image_size=config["image_size"],
         patch_size=config["patch_size"],
