@@ -305,3 +305,21 @@ def test_a_plan_carries_its_interval_and_prints_it():
     assert plan.step_spread == pytest.approx(0.07)
     assert f"{plan.predicted_step_ms:.2f} ±7.0%" in format_plan(plan, plan)
     assert predict("pp-1f1b", profiles(spread=0.07), ["cuda:0", "cuda:1"]).step_spread == plan.step_spread
+
+
+def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypatch):
+    """One GPU standing in for two (--stages 2 --device cuda:0) measures no link: what crosses is priced
+    free, and the advice says so; a measured or given link needs no such line."""
+    from pipebench.bench import advise as advise_module
+    from pipebench.bench.cli.advise import format_advice
+
+    predictions = [Prediction("ddp", 50.0, 1280.0, [1], True, 1, None), Prediction("single", 100.0, 640.0, [1], True, 1, None)]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+    advice = advise([], ["cuda:0", "cuda:0"], strategies=["single", "ddp"])
+    profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
+    assert "no link between the devices was measured (cuda:0 stands in for all 2)" in format_advice(
+        advice, profile, ["cuda:0", "cuda:0"])
+    assert "no link" not in format_advice(advice, profile, ["cuda:0", "cuda:0"], link_gbps=400.0)
+    profile.link_gbps = 380.0
+    assert "no link" not in format_advice(advice, profile, ["cuda:0", "cuda:1"])
+    assert "no link" not in format_advice(advice, profile, ["cuda:0"])

@@ -58,7 +58,8 @@ def cmd_advise(args) -> int:
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
                     training=replace(training, precision=profiles[0].precision))  # the profile's own
-    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared)))
+    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared),
+                        link_gbps=args.link_gbps))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})
@@ -70,9 +71,10 @@ NOISY = 0.15
 """A step spread above this says more about the machine than about the strategies: format_advice says so."""
 
 
-def format_advice(advice, profile, devices, check=None) -> str:
+def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     """The ranking as a table, each step with its interval (± its spread), a line where the profile was
-    noisy (NOISY), then one line: the recommendation, and `check(compared)`: the command that measures it."""
+    noisy (NOISY), a line where no link between the devices was measured or given (`link_gbps`), then one
+    line: the recommendation, and `check(compared)`: the command that measures it."""
     import pandas as pd
 
     from pipebench.partition.plan_text import model_label
@@ -122,7 +124,11 @@ def format_advice(advice, profile, devices, check=None) -> str:
     noisy = ([f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another process "
               f"on the device?), so their intervals overlap more; on an idle device they narrow", ""]
              if widest > NOISY else [])
-    return "\n".join([head, "", table, "", *noisy, tail])
+    unpriced = ([f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
+                 "crosses between them (activations, gradients, replicas) is priced as free, which favours the "
+                 "strategies that move most; give --link-gbps (e.g. 400 for NVLink, 25 for PCIe 4) to price it", ""]
+                if len(devices) > 1 and not (link_gbps or profile.link_gbps) else [])
+    return "\n".join([head, "", table, "", *noisy, *unpriced, tail])
 
 
 def _peaks(peaks: list[int]) -> str:
