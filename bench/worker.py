@@ -99,6 +99,8 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
         set_precision(job.training)
         if job.gpu_memory is not None:
             cap_gpu_memory(job.gpu_memory, process_devices(job, local_rank))
+        for device in process_devices(job, local_rank):  # a worker group's earlier case's peak is not ours
+            torch.cuda.reset_peak_memory_stats(device)
     if distributed:
         backend = "nccl" if job.device_type == "cuda" else "gloo"
         if group_store is None:
@@ -212,9 +214,8 @@ def serve(port: int, out_dir: Path) -> None:
 
     Rank 0 takes case n (its job file and folder) from the parent's store at `port` and passes it on
     through torchrun's store; every case meets in a process group of its own and takes its commands
-    under keys of its own (PrefixStore "case<n>" in both stores), and starts as a fresh process would: the
-    last case's memory freed (gc, torch.cuda.empty_cache) and the GPUs' peak figures reset. When every
-    rank is done, rank 0 sets "case<n>/finished". A failure ends the whole group, as it ends a single
+    under keys of its own (PrefixStore "case<n>" in both stores). After each case its memory is freed
+    (`_release`; `run` resets its own devices' peak figures). When every rank is done, rank 0 sets "case<n>/finished". A failure ends the whole group, as it ends a single
     case's workers: the parent starts a new group for the next case."""
     from datetime import timedelta
 
@@ -237,12 +238,13 @@ def serve(port: int, out_dir: Path) -> None:
                 shared.set(key, case)
             job_path, folder = json.loads(case)
             folder = Path(folder)
-            _fresh_start()
             result = run(Job.load(job_path), folder, rank, world, local_rank,
                          control=dist.PrefixStore(key, control) if control is not None else None,
                          group_store=dist.PrefixStore(key, shared) if shared is not None else None)
             if result is not None:
                 write_json(folder / "result.json", result)
+            result = None
+            _release()
             if shared is not None:
                 shared.set(f"{key}/ended{rank}", "1")
             if rank == 0:
@@ -254,13 +256,12 @@ def serve(port: int, out_dir: Path) -> None:
         _fail(exc, rank, folder)
 
 
-def _fresh_start() -> None:
-    """What a new process would find: no memory held by the last case, and peak figures from zero."""
+def _release() -> None:
+    """Free what the case held (on the GPUs too), as its process's end would: an idle group holds nothing
+    while other cases run, and the next case starts with the memory a fresh process would find."""
     gc.collect()
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-        for i in range(torch.cuda.device_count()):
-            torch.cuda.reset_peak_memory_stats(i)
 
 
 def _fail(exc: BaseException, rank: int, out_dir: Path) -> None:
