@@ -44,8 +44,8 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.job import Job
 from pipebench.errors import UserError
 
-__all__ = ["WorkerError", "Session", "WorkerGroup", "WorkerGroups", "launch", "call_in_child", "visible_devices", "free_port", "child_env",
-           "exit_with_parent", "loopback_store"]
+__all__ = ["WorkerError", "Session", "WorkerGroup", "WorkerGroups", "launch", "call_in_child", "visible_devices",
+           "free_port", "child_env", "exit_with_parent", "loopback_store"]
 
 PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
 """What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
