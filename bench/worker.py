@@ -215,8 +215,9 @@ def serve(port: int, out_dir: Path) -> None:
     Rank 0 takes case n (its job file and folder) from the parent's store at `port` and passes it on
     through torchrun's store; every case meets in a process group of its own and takes its commands
     under keys of its own (PrefixStore "case<n>" in both stores). After each case its memory is freed
-    (`_release`; `run` resets its own devices' peak figures). When every rank is done, rank 0 sets "case<n>/finished". A failure ends the whole group, as it ends a single
-    case's workers: the parent starts a new group for the next case."""
+    (`_release`; `run` resets its own devices' peak figures). When every rank is done, rank 0 sets
+    "case<n>/finished". A failure ends the whole group, as it ends a single case's workers: the parent
+    starts a new group for the next case."""
     from datetime import timedelta
 
     rank, world, local_rank = (int(os.environ.get(name, default)) for name, default in
@@ -243,7 +244,6 @@ def serve(port: int, out_dir: Path) -> None:
                          group_store=dist.PrefixStore(key, shared) if shared is not None else None)
             if result is not None:
                 write_json(folder / "result.json", result)
-            result = None
             _release()
             if shared is not None:
                 shared.set(f"{key}/ended{rank}", "1")
