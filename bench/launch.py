@@ -3,11 +3,17 @@
 Single-process strategies run in one child process; multi-process strategies through torch's own
 launcher, torch.distributed.run (torchrun), one process per device, rendezvous on 127.0.0.1. torchrun
 runs inside `python -m pipebench.bench.launch` (`agent` below), which makes its stores listen on
-127.0.0.1 only. Every case runs in fresh children so that:
+127.0.0.1 only. Every case runs in fresh children (or, in `pipebench run`, in a warm group of them that
+runs its cases one after another: WorkerGroups) so that:
 - CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere (the seed's first lesson);
 - a crash or an out-of-memory in one case cannot take the suite down with it;
 - the workers start with PYTHONSAFEPATH=1 (`python -P`), so a models.py in the user's folder cannot
   shadow our `models` package.
+
+A worker group (WorkerGroup) pays for torchrun, a Python and a torch import per process and the
+rendezvous once, not once per case: seconds per case on a small machine, where a tiny model's step takes
+milliseconds. Each case in it still has its own process group, keys, time limit, result and error; a case
+whose failure ends the group ends only that group, and the next case starts a fresh one.
 
 Workers hand back a JSON file (result.json, or error-rank<r>.json from the process that failed), never
 log text. When one worker fails, torchrun stops the others; we then kill the whole process tree, so no
@@ -38,8 +44,8 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.job import Job
 from pipebench.errors import UserError
 
-__all__ = ["WorkerError", "Session", "launch", "call_in_child", "visible_devices", "free_port", "child_env",
-           "exit_with_parent", "loopback_store"]
+__all__ = ["WorkerError", "Session", "WorkerGroup", "WorkerGroups", "launch", "call_in_child", "visible_devices",
+           "free_port", "child_env", "exit_with_parent", "loopback_store"]
 
 PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
 """What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
@@ -113,9 +119,13 @@ def _listen_on_loopback(port: int) -> tuple[int, int]:
 
 
 def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
-                   torchrun_args: Sequence[str] = (), log_dir: Path | None = None) -> list[str]:
-    """The command line that starts the job's workers: the worker itself, or torchrun in our agent."""
-    worker = ["-m", "pipebench.bench.worker", str(job_path), str(out_dir)]
+                   torchrun_args: Sequence[str] = (), log_dir: Path | None = None,
+                   group: int | None = None) -> list[str]:
+    """The command line that starts the job's workers: the worker itself, or torchrun in our agent.
+    group: the parent's store port of a worker group, whose workers run the cases sent there (the job
+    only says how many processes)."""
+    worker = ["-m", "pipebench.bench.worker",
+              *(["--group", str(group)] if group is not None else [str(job_path)]), str(out_dir)]
     if job.processes == 1:
         return [sys.executable, "-P", *worker]
     logs = ["--log-dir", str(log_dir)] if log_dir is not None else []  # else torchrun makes /tmp/torchelastic_*
@@ -138,11 +148,21 @@ class Session:
         with Session(job, gpus=[0, 1]) as workers:
             times = [workers.step() for _ in range(5)]
             result = workers.finish()
+
+    groups: run the job in a warm worker group of `groups` (started if none fits) instead of workers of
+    its own; the group lives on for the next case unless this one failed, ran out of time or was
+    interrupted.
     """
 
     def __init__(self, job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
-                 torchrun_args: Sequence[str] = (), keep: str | Path | None = None):
+                 torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
+                 groups: "WorkerGroups | None" = None):
         self.job, self.gpus, self.timeout, self.torchrun_args, self.keep = job, gpus, timeout, torchrun_args, keep
+        self.groups = groups
+        self._group: WorkerGroup | None = None
+        self._prefix = ""
+        """The prefix of this case's keys in its group's store: "case<n>"."""
+        self._finished = False
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._proc: subprocess.Popen | None = None
         self._store = None
@@ -154,6 +174,8 @@ class Session:
         from datetime import timedelta
 
         self._deadline = time.monotonic() + self.timeout  # the whole session: start, every step, the stop
+        if self.groups is not None:
+            return self._enter_group()
         self._store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=self.timeout))
         job = replace(self.job, control_port=self._store.port)
         self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
@@ -168,6 +190,28 @@ class Session:
             raise
         return self
 
+    def _enter_group(self) -> "Session":
+        """Send the job to a warm group as its next case, under keys of its own, and wait for it to be ready."""
+        from datetime import timedelta
+
+        from torch.distributed import PrefixStore
+
+        try:
+            self._group = self.groups.take(self.job, self.gpus, self.torchrun_args)
+            self._proc = self._group.proc
+            self._group.store.set_timeout(timedelta(seconds=self.timeout))
+            self._prefix, self.out_dir = self._group.send(replace(self.job, control_port=self._group.store.port))
+            self._store = PrefixStore(self._prefix, self._group.store)
+            self._wait_for("ready")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    @property
+    def _log(self) -> Path:
+        return (self._group.folder if self._group is not None else self.out_dir) / "workers.log"
+
     def step(self, trace: bool = False) -> float:
         """Run one training step on every worker; its wall time in ms on the parent's clock."""
         if time.monotonic() >= self._deadline:
@@ -179,8 +223,12 @@ class Session:
         return (time.perf_counter() - start) * 1e3
 
     def finish(self) -> dict:
-        """Stop the workers and return rank 0's result (bench/worker.py)."""
+        """Stop the workers (in a group: end the case) and return rank 0's result (bench/worker.py)."""
         self._store.set(f"cmd{self._count}", "stop")
+        if self._group is not None:
+            self._wait_for("finished")
+            self._finished = True
+            return _collect(self.job, self.out_dir, 0, log=self._log)
         try:
             self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -191,7 +239,7 @@ class Session:
         """The session ran past `timeout`: stop every worker, whatever it is doing, and say so."""
         _kill_group(self._proc)
         raise WorkerError(f"timeout: {self.job.strategy} ran past its limit of {self.timeout:g} s (--timeout); "
-                          "stopped", timeout=True, log=_tail(self.out_dir / "workers.log"))
+                          "stopped", timeout=True, log=_tail(self._log))
 
     def _wait_for(self, key: str) -> None:
         """Block until a worker sets `key` in the store (woken at once, no polling).
@@ -201,6 +249,8 @@ class Session:
         own: Python runs a signal handler only between its own steps, so behind a wait in C++ Ctrl-C or
         SIGTERM would wait for the whole step (or the timeout); an Event's wait they interrupt at once."""
         self._awaiting = key
+        if self._group is not None:
+            self._group.awaiting = f"{self._prefix}/{key}"  # as PrefixStore writes it
         if self._proc.poll() is not None:
             self._store.set(key, "exited")
         answered, failed = threading.Event(), []
@@ -218,12 +268,16 @@ class Session:
         if failed:
             _kill_group(self._proc)
             raise WorkerError(f"{self.job.strategy}: no answer within {self.timeout:.0f} s; stopped",
-                              log=_tail(self.out_dir / "workers.log"))
+                              log=_tail(self._log))
         if self._store.get(key) == b"exited":
             self._proc.wait()
             _kill_group(self._proc)
-            _collect(self.job, self.out_dir, self._proc.returncode or 1)  # raises the worker's error
-            raise WorkerError(f"{self.job.strategy}: workers exited early", log=_tail(self.out_dir / "workers.log"))
+            if self._group is not None:  # deaths the agent recorded (where a rank wrote none), failures between cases
+                for path in self._group.folder.glob("error-rank*.json"):
+                    if not (self.out_dir / path.name).exists():
+                        shutil.move(path, self.out_dir / path.name)
+            _collect(self.job, self.out_dir, self._proc.returncode or 1, log=self._log)  # raises the worker's error
+            raise WorkerError(f"{self.job.strategy}: workers exited early", log=_tail(self._log))
 
     def _watch(self, port: int) -> None:
         """Thread: when the workers' process ends, wake whoever waits for a key."""
@@ -243,13 +297,112 @@ class Session:
         self._threads[-1].start()
 
     def __exit__(self, *exc) -> None:
-        if self._proc is not None:
+        if self._proc is not None and not self._finished:  # a group that ended its case cleanly lives on
             _kill_group(self._proc)
         for thread in self._threads:  # the workers' end wakes them (_watch), within a second
             thread.join(timeout=10)
+        if self._group is not None and not self._finished:
+            self.groups.drop(self._group)
         if self._tmp is not None:
             self._tmp.cleanup()
         self._store = None
+
+
+class WorkerGroup:
+    """Worker processes for one process count, thread budget and set of GPUs, started once, that run the
+    cases sent to them one after another (bench.worker.serve), each in a folder of its own."""
+
+    def __init__(self, job: Job, gpus: Sequence[int] | None, torchrun_args: Sequence[str] = ()):
+        from datetime import timedelta
+
+        self.gpus = gpus
+        self.cases = 0
+        self.awaiting = ""
+        """The store key a Session waits for now: set to "exited" when the workers end."""
+        self.store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=1800))
+        self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
+        self.folder = Path(self._tmp.name)
+        try:
+            self.proc = _start(job, self.folder, self.folder, gpus, torchrun_args, group=self.store.port)
+        except BaseException:
+            self._tmp.cleanup()
+            raise
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
+
+    def send(self, job: Job) -> tuple[str, Path]:
+        """Hand `job` to the workers as the next case; its keys' prefix (for PrefixStore) and its folder."""
+        key, folder = f"case{self.cases}", self.folder / f"case{self.cases}"
+        folder.mkdir()
+        job.save(folder / "job.json")
+        self.cases += 1
+        self.store.set(key, json.dumps([str(folder / "job.json"), str(folder)]))
+        return key, folder
+
+    def _watch(self) -> None:
+        """Thread: when the workers end, wake whoever waits for a key."""
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        self.proc.wait()
+        try:
+            TCPStore("127.0.0.1", self.store.port, is_master=False, timeout=timedelta(seconds=5)).set(
+                self.awaiting or "unused", "exited")
+        except Exception:  # noqa: BLE001 - the group is already closed
+            pass
+
+    def close(self) -> None:
+        _kill_group(self.proc)
+        self._watcher.join(timeout=10)
+        self._tmp.cleanup()
+        self.store = None
+
+
+class WorkerGroups:
+    """Warm worker groups, one per process count, thread budget, GPU memory cap and set of GPUs: `pipebench
+    run` sends each case to the group that fits it (Session(groups=...)). On GPUs, a group is stopped
+    before another that shares a GPU with it starts, so that a case never shares its GPUs with an idle
+    group's memory. Use as a context manager: leaving it stops every group.
+
+        with WorkerGroups() as groups:
+            for job in jobs:
+                with Session(job, groups=groups) as workers: ...
+    """
+
+    def __init__(self):
+        self._live: dict[tuple, WorkerGroup] = {}
+        self.started = 0
+        """Groups started so far."""
+
+    def take(self, job: Job, gpus: Sequence[int] | None, torchrun_args: Sequence[str] = ()) -> WorkerGroup:
+        """The live group for `job`, started now if there is none (or the last one has ended)."""
+        key = (job.processes, job.cpu_threads, job.device_type, job.gpu_memory,
+               None if gpus is None else tuple(gpus), tuple(torchrun_args))
+        group = self._live.get(key)
+        if group is not None and group.proc.poll() is not None:
+            self.drop(group)
+            group = None
+        if group is None:
+            for other in list(self._live.values()):
+                if set(other.gpus or ()) & set(gpus or ()):
+                    self.drop(other)
+            group = self._live[key] = WorkerGroup(job, gpus, torchrun_args)
+            self.started += 1
+        return group
+
+    def drop(self, group: WorkerGroup) -> None:
+        """Stop `group` and forget it."""
+        self._live = {k: g for k, g in self._live.items() if g is not group}
+        if group.store is not None:
+            group.close()
+
+    def __enter__(self) -> "WorkerGroups":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for group in list(self._live.values()):
+            self.drop(group)
 
 
 def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
@@ -334,8 +487,9 @@ def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
     return env
 
 
-def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args) -> subprocess.Popen:
-    """Start the job's workers; `temp` is this call's temporary folder, which the child removes should we die."""
+def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int | None = None) -> subprocess.Popen:
+    """Start the job's workers (a worker group's, with `group`: worker_command); `temp` is this call's
+    temporary folder, which the child removes should we die."""
     env = child_env(gpus)
     env[PARENT_ENV], env[TEMP_ENV] = str(os.getpid()), str(temp)
     loopback = _loopback_interface()
@@ -347,15 +501,16 @@ def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args) -> subproce
     job_path = out_dir / "job.json"
     job.save(job_path)
     command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args,
-                             log_dir=temp / "torchelastic")
+                             log_dir=temp / "torchelastic", group=group)
     with open(out_dir / "workers.log", "wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
 
 
-def _collect(job: Job, out_dir: Path, rc: int) -> dict:
-    """rank 0's result, or WorkerError with the error of the worker that failed first."""
-    log = out_dir / "workers.log"
+def _collect(job: Job, out_dir: Path, rc: int, log: Path | None = None) -> dict:
+    """rank 0's result, or WorkerError with the error of the worker that failed first. log: the workers'
+    output (default: out_dir/workers.log)."""
+    log = log or out_dir / "workers.log"
     error = _first_error(out_dir)
     if error is not None:
         raise WorkerError(f"rank {error['rank']}: {error['type']}: {error['message']}", oom=error["oom"],

@@ -1,6 +1,8 @@
 """`pipebench run`: the suite from the command line, one results row per case as soon as it ends.
 
-Cases run one after another in fresh processes (bench.launch); each finished case is appended to
+Cases run one after another, in a warm worker group per process count (bench.launch.WorkerGroups: torchrun,
+the imports and the rendezvous paid once per group, not per case; a case that ends its group ends only
+that group, and the next case starts a fresh one); each finished case is appended to
 <out>/<date>-<host>-<hardware>.json and .csv at once (bench.results), so Ctrl-C or a crash loses at most
 the case in progress, and `--resume` skips the cases already there. A case predicted not to fit in the
 memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan each case ran is saved in
@@ -56,7 +58,16 @@ class RunOptions:
 
 
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
-    """Run every case; returns this run's rows and the CSV and JSON paths."""
+    """Run every case; returns this run's rows and the CSV and JSON paths. The cases run in warm worker
+    groups, stopped when the run ends."""
+    from pipebench.bench.launch import WorkerGroups
+
+    with WorkerGroups() as groups:
+        return _run_cases(options, machine, note, groups)
+
+
+def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None],
+               groups: Any) -> tuple[list[res.Row], Path, Path]:
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
     rerun = ["predicted-oom"] if options.try_anyway else []
     done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
@@ -106,7 +117,8 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
                 note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
                 if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
                     prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
-                row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout)
+                row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout,
+                                   groups=groups)
             res.append(row, csv_path, json_path)
         rows.append(row)
         if row.status == "ok" and row.strategy == BASELINE:

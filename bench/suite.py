@@ -337,14 +337,15 @@ def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
     return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])
 
 
-def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float) -> Row:
+def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None) -> Row:
     """Launch, time `steps` steps on the parent's clock, trace one more, and make the row; failures and
-    out-of-memory become rows too."""
+    out-of-memory become rows too. groups: a bench.launch.WorkerGroups to run the case in a warm worker
+    group of (None: workers of its own)."""
     from pipebench.bench.launch import Session, WorkerError
 
     started, start = now(), time.monotonic()
     try:
-        with Session(prepared.job, gpus=prepared.gpus, timeout=timeout) as workers:
+        with Session(prepared.job, gpus=prepared.gpus, timeout=timeout, groups=groups) as workers:
             step_ms = [workers.step() for _ in range(steps)]
             workers.step(trace=True)
             result = workers.finish()

@@ -1,4 +1,6 @@
-"""Runs one Job in this process: `python -P -m pipebench.bench.worker JOB.json OUT_DIR`.
+"""Runs one Job in this process: `python -P -m pipebench.bench.worker JOB.json OUT_DIR`; or, as one of a
+worker group (`... worker --group PORT OUT_DIR`, bench.launch.WorkerGroup), the jobs its parent sends, one
+after another (`serve`).
 
 Started by `bench.launch`, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
@@ -9,6 +11,8 @@ set by the parent before this process started, so GPU i here is the i-th chosen 
 """
 from __future__ import annotations
 
+import gc
+import json
 import os
 import statistics
 import sys
@@ -35,6 +39,8 @@ CONNECT_TIMEOUT_S = 30
 """Reaching the parent's store, which listens before we start: longer means the parent is gone."""
 COMMAND_TIMEOUT_S = 1800
 """Waiting for the parent's next command (the parent's own default timeout per case)."""
+IDLE_TIMEOUT_S = 7 * 24 * 3600
+"""A worker group waiting for its next case: as long as the parent lives (exit_with_parent ends it then)."""
 
 PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
                "remote process exited", "ncclremoteerror", "socket closed")
@@ -74,11 +80,15 @@ def _synchronize(devices) -> None:
             torch.cuda.synchronize(device)
 
 
-def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
+        group_store=None) -> dict | None:
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None.
 
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
-    `job.control_port` is set (see bench.launch.Session). The last timed step is traced (bench/trace.py)."""
+    `job.control_port` is set (see bench.launch.Session). The last timed step is traced (bench/trace.py).
+    control: rank 0's store of the parent's commands (default: a connection to job.control_port);
+    group_store: the store the process group meets in (default: torchrun's, env://). A worker group
+    gives each case keys of its own in both (`serve`)."""
     distributed = get_strategy(job.strategy).process_per_device
     if job.device_type == "cpu":
         torch.set_num_threads(job.cpu_threads)  # one device's share of the cores, as profiled
@@ -89,10 +99,16 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
         set_precision(job.training)
         if job.gpu_memory is not None:
             cap_gpu_memory(job.gpu_memory, process_devices(job, local_rank))
+        for device in process_devices(job, local_rank):  # a worker group's earlier case's peak is not ours
+            torch.cuda.reset_peak_memory_stats(device)
     if distributed:
-        dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
-    store = None
-    if job.control_port is not None and rank == 0:
+        backend = "nccl" if job.device_type == "cuda" else "gloo"
+        if group_store is None:
+            dist.init_process_group(backend)
+        else:
+            dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)
+    store = control
+    if store is None and job.control_port is not None and rank == 0:
         from datetime import timedelta
 
         store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False,
@@ -193,6 +209,70 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict
     }
 
 
+def serve(port: int, out_dir: Path) -> None:
+    """One process of a worker group: run each case the parent sends (bench.launch.WorkerGroup), in turn.
+
+    Rank 0 takes case n (its job file and folder) from the parent's store at `port` and passes it on
+    through torchrun's store; every case meets in a process group of its own and takes its commands
+    under keys of its own (PrefixStore "case<n>" in both stores). After each case its memory is freed
+    (`_release`; `run` resets its own devices' peak figures). When every rank is done, rank 0 sets
+    "case<n>/finished". A failure ends the whole group, as it ends a single case's workers: the parent
+    starts a new group for the next case."""
+    from datetime import timedelta
+
+    rank, world, local_rank = (int(os.environ.get(name, default)) for name, default in
+                               (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
+    shared = next(dist.rendezvous("env://"))[0] if world > 1 else None
+    control = None
+    if rank == 0:
+        control = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
+    idle, busy = timedelta(seconds=IDLE_TIMEOUT_S), timedelta(seconds=COMMAND_TIMEOUT_S)
+    n, folder = 0, out_dir
+    try:
+        while True:
+            key = f"case{n}"
+            mine = control if rank == 0 else shared
+            mine.set_timeout(idle)
+            case = mine.get(key)
+            mine.set_timeout(busy)
+            if rank == 0 and shared is not None:
+                shared.set(key, case)
+            job_path, folder = json.loads(case)
+            folder = Path(folder)
+            result = run(Job.load(job_path), folder, rank, world, local_rank,
+                         control=dist.PrefixStore(key, control) if control is not None else None,
+                         group_store=dist.PrefixStore(key, shared) if shared is not None else None)
+            if result is not None:
+                write_json(folder / "result.json", result)
+            _release()
+            if shared is not None:
+                shared.set(f"{key}/ended{rank}", "1")
+            if rank == 0:
+                if shared is not None:
+                    shared.wait([f"{key}/ended{r}" for r in range(world)])
+                control.set(f"{key}/finished", "1")
+            n += 1
+    except BaseException as exc:  # noqa: BLE001 - as main: the error as a file, then leave at once
+        _fail(exc, rank, folder)
+
+
+def _release() -> None:
+    """Free what the case held (on the GPUs too), as its process's end would: an idle group holds nothing
+    while other cases run, and the next case starts with the memory a fresh process would find."""
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _fail(exc: BaseException, rank: int, out_dir: Path) -> None:
+    """Write the error for the parent and leave at once: peers blocked in a collective are ended by
+    torchrun, not waited for."""
+    write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def error_record(exc: BaseException, rank: int) -> dict:
     """What the parent learns of a failure: one line, whether it was out of memory, whether it only
     lost a peer that failed first (bench.launch names the cause before such a consequence), the traceback.
@@ -228,8 +308,11 @@ def _first_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    job_path, out_dir = Path(argv[0]), Path(argv[1])
     exit_with_parent()
+    if argv[0] == "--group":
+        serve(int(argv[1]), Path(argv[2]))
+        return 0
+    job_path, out_dir = Path(argv[0]), Path(argv[1])
     rank = int(os.environ.get("RANK", 0))
     try:
         job = Job.load(job_path)
@@ -238,11 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             write_json(out_dir / "result.json", result)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
-        write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Leave at once: peers blocked in a collective are ended by torchrun, not waited for.
-        os._exit(1)
+        _fail(exc, rank, out_dir)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,40 @@ def test_run_writes_rows_resumes_and_reports(resumed):
     assert (folder / "report" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_run_runs_the_cases_of_one_process_count_in_one_group(monkeypatch, capsys, tmp_path):
+    """One worker group per process count, not one launch per case; a case that fails in its group (and
+    ends it) becomes its own row, and the cases after it run in a new group."""
+    from dataclasses import replace
+
+    from pipebench.bench import launch, run as suite_run
+
+    started = []
+
+    class Counted(launch.WorkerGroup):
+        def __init__(self, job, *args, **kwargs):
+            started.append(job.processes)
+            super().__init__(job, *args, **kwargs)
+
+    def failing(case, *args, **kwargs):
+        prepared = prepare(case, *args, **kwargs)
+        if case.strategy == "pp-1f1b":
+            prepared.job = replace(prepared.job, fail_on_rank=1)
+        return prepared
+
+    prepare = suite_run.prepare
+    monkeypatch.setattr(launch, "WorkerGroup", Counted)
+    monkeypatch.setattr(suite_run, "prepare", failing)
+    code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "single,ddp,pp-gpipe,pp-1f1b,pp-zb",
+                       "--chunks", "2", "--quick", "--out", str(tmp_path))
+    assert code == 0, err
+    rows = load(sorted(tmp_path.glob("*.json")))
+    assert [(r.strategy, r.status) for r in rows] == [("single", "ok"), ("ddp", "ok"), ("pp-gpipe", "ok"),
+                                                      ("pp-1f1b", "failed"), ("pp-zb", "ok")]
+    assert rows[3].reason == "rank 1: RuntimeError: injected failure on rank 1"
+    assert len({round(r.first_loss, 5) for r in rows if r.status == "ok"}) == 1
+    assert started == [1, 2, 2]  # single; ddp, pp-gpipe and pp-1f1b; pp-zb after the failure
+
+
 def test_unavailable_cases_become_rows(capsys, tmp_path):
     # pp-interleaved plans 2 stages on each of 2 devices; an MLP of depth 1 has fewer layers than that.
     code, _, err = run(capsys, "run", "--models", "mlp", "--strategies", "pp-interleaved", "--quick",
