@@ -438,13 +438,18 @@ def device_map_cuts(whole: Profile, devices: int, caps: Sequence[float] | None) 
 
 def _model_for_sizes(profile: Profile):
     """(the profiled model, None) for accelerate to read its sizes, or (None, why not) where it cannot be
-    built here. The zoo's models are built on the meta device; a model of your own on the CPU, since
-    building one runs its forward, which the meta device cannot."""
+    built here. Both the zoo's models and models of your own are built on the meta device, never run."""
+    import dataclasses
+    from types import SimpleNamespace
+
     from pipebench import models
+    from pipebench.models.source import ModelSource, module_for_sizes
 
     try:
         if models.is_user_model(profile.model):
-            return models.get_model(profile.model, **profile.config), None
+            fields = {f.name for f in dataclasses.fields(ModelSource)} - {"target"}
+            source = ModelSource(profile.model, **{k: v for k, v in profile.config.items() if k in fields})
+            return SimpleNamespace(module=module_for_sizes(source)), None
         return models.get_model(profile.model, profile.flavour or None, device="meta", **profile.config), None
     except UserError as exc:
         return None, str(exc).splitlines()[0]

@@ -140,6 +140,17 @@ def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device 
                      granularity=source.granularity)
 
 
+def module_for_sizes(source: ModelSource) -> nn.Module:
+    """The model of `source` built on the meta device and wrapped as it trains, never run: what reads only
+    its modules' sizes (accelerate's device map) needs no weights and no forward, which for a 1B model
+    built on the CPU take tens of seconds."""
+    namespace, name = _import_target(source.target)
+    factory = namespace.get(name)
+    if factory is None:
+        raise UserError(f"{source.target}: no {name!r} in {_where(source.target)}")
+    return as_trained(_seeded_build(factory, source.target, 0, "meta"), source.output)
+
+
 def _seeded_build(factory: Any, target: str, seed: int, device) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

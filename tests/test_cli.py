@@ -119,6 +119,7 @@ def test_profile_mismatch(capsys, tmp_path):
                        "no profile at micro-batch size 4")
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
     """Many users keep a models.py of their own; it must not shadow pipebench's models package."""
     script = shutil.which("pipebench", path=str(Path(sys.executable).parent)) or shutil.which("pipebench")

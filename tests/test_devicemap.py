@@ -158,3 +158,22 @@ def test_on_gpus_the_whole_batch_goes_one_device_at_a_time_and_the_output_comes_
     assert "estimated from the layers' parameter bytes" in prediction.reason
     capped = predict("device-map", [profile], ["cuda:0", "cuda:1"], caps=[10**6, 10**6])
     assert not capped.fits and capped.predicted_step_ms is None and "out of memory" in capped.reason
+
+
+def test_the_prediction_of_a_hugging_face_model_cuts_where_accelerate_does_from_a_meta_build(monkeypatch):
+    """A model of your own is built on the meta device for accelerate's sizes, never run (a 1.1B Llama
+    took tens of seconds built and run on the CPU): the cuts are those of the trainer's real model."""
+    pytest.importorskip("transformers")
+    from pathlib import Path
+
+    from pipebench.bench.advise import _model_for_sizes
+    from pipebench.models import source
+
+    target = f"{Path(__file__).parent / 'fixtures' / 'hf_models.py'}:llama"
+    model = models.get_model(target, input_shape=[16], input_dtype="int64", token_range=128)
+    profile = profile_model(model, "cpu", micro_batch=4, batch=4, repeats=1, warmup=0)
+    monkeypatch.setattr(source, "_check_loss", lambda *a, **k: pytest.fail("the model was run"))
+    sized, why_not = _model_for_sizes(profile)
+    assert why_not is None and next(sized.module.parameters()).device.type == "meta"
+    names = [layer.name for layer in profile.layers]
+    assert device_map_bounds(sized, 2, layers=names) == device_map_bounds(model, 2, layers=names)

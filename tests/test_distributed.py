@@ -154,6 +154,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
     port = free_port()
     monkeypatch.setattr("pipebench.bench.launch.free_port", lambda: port)
@@ -181,6 +182,7 @@ def test_a_worker_exception_names_the_cause(tmp_path):
     assert _processes_mentioning(str(tmp_path)) == []
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_timeout_stops_everything(tmp_path):
     job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
               steps=100000, warmup=0)
@@ -189,6 +191,7 @@ def test_timeout_stops_everything(tmp_path):
     assert _processes_mentioning(str(tmp_path)) == []
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_workers_ignore_a_models_py_in_the_current_folder(tmp_path, monkeypatch):
     (tmp_path / "models.py").write_text("raise SystemExit('the wrong models module')\n")
     monkeypatch.chdir(tmp_path)

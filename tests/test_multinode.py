@@ -16,6 +16,8 @@ import pytest
 from pipebench.bench.job import Job
 from pipebench.bench.launch import free_port
 
+pytestmark = pytest.mark.ci  # a recipe of two torchrun agents per strategy, run by CI after the default run
+
 RECIPE = Path(__file__).resolve().parent.parent / "docs" / "several-machines.md"
 
 

@@ -69,6 +69,7 @@ def assert_nothing_left(temp: Path) -> None:
     assert left == []
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     """SIGTERM (timeout, Slurm, systemd, docker stop) while the second case's workers run: the first row
     is kept, and no worker, torchrun or temporary folder is left."""
@@ -86,6 +87,7 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     assert_nothing_left(temp)
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_kill_9_of_the_parent_while_workers_start_leaves_nothing(tmp_path):
     """kill -9 cannot be handled by the parent: its children notice it is gone and end themselves (before,
     rank 0 spun in the store's connect-retry loop for minutes, holding ports)."""
@@ -174,6 +176,7 @@ def network_address() -> str | None:
     return next((a for a in candidates if "." in a and not a.startswith("127.")), None)
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_every_listening_socket_is_on_loopback(one_thread):
     """The parent's control store, torchrun's rendezvous store and the store its workers share, and the
     workers' own sockets: all on 127.0.0.1; from the machine's network address, every port is refused."""
@@ -213,6 +216,7 @@ def rank_pid(rank: int) -> int:
     raise AssertionError(f"no worker of rank {rank}")
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_a_killed_rank_is_named_not_the_survivor(one_thread):
     """Rank 1 killed from outside (the out-of-memory killer, a user) writes no error; rank 0 reports a
     lost connection first. The failure names rank 1 and its signal."""

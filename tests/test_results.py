@@ -324,6 +324,7 @@ def _append_many(csv_path, json_path, writer, count, barrier):
         append(make_row(model=f"{writer}-{i}", timeline=[], predicted_timeline=[]), csv_path, json_path)
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_two_processes_appending_to_one_file_lose_no_row(paths):
     """Two jobs on one server write one date-host-hardware file: 176 of 300 rows were kept before the lock."""
     import multiprocessing

@@ -247,6 +247,7 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
     assert rows[0].reason == "rank 1: OutOfMemoryError: CUDA out of memory"
 
 
+@pytest.mark.ci  # process handling, run by CI after the default run
 def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
     """bench/benchmarks/bench_suite.py through pytest-benchmark, in its own pytest: two cases, their rows in
     extra_info and in the results file."""
