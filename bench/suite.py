@@ -273,7 +273,8 @@ def over_cap_reason(prediction: Any, caps: Sequence[int] | None, planned: bool) 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
              step_ms: Sequence[float] = (), started_at: str = "", duration_s: float = 0.0) -> Row:
-    """The results row of a case: what it measured (parent-clock step times) beside what its Plan said."""
+    """The results row of a case: what it measured (step times: run_prepared says whose clock) beside
+    what its Plan said."""
     import statistics
 
     case, plan, result = prepared.case, prepared.plan, result or {}
@@ -338,9 +339,12 @@ def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
 
 
 def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None) -> Row:
-    """Launch, time `steps` steps on the parent's clock, trace one more, and make the row; failures and
-    out-of-memory become rows too. groups: a bench.launch.WorkerGroups to run the case in a warm worker
-    group of (None: workers of its own)."""
+    """Launch, run `steps` steps, trace one more, and make the row; failures and out-of-memory become
+    rows too. A step's time is the workers' own (synchronised, from a common start to the last rank's
+    end): the parent's clock also holds its command's round trip through the store and the threads that
+    wait on it, 2-3 ms a step on a 2-core CPU, which is not training and was most of a tiny model's
+    step there. The parent's clock stands in where the workers' is missing. groups: a
+    bench.launch.WorkerGroups to run the case in a warm worker group of (None: workers of its own)."""
     from pipebench.bench.launch import Session, WorkerError
 
     started, start = now(), time.monotonic()
@@ -353,6 +357,9 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
         status = "oom" if exc.oom else "unavailable" if exc.unavailable else "timeout" if exc.timeout else "failed"
         return make_row(prepared, machine, status=status, reason=str(exc), started_at=started,
                         duration_s=time.monotonic() - start)
+    own = result.get("step_ms") or []
+    if len(own) == steps + 1:  # the workers' clocks; the traced step last, left out like the parent's
+        step_ms = own[:steps]
     return make_row(prepared, machine, status="ok", result=result, step_ms=step_ms, started_at=started,
                     duration_s=time.monotonic() - start)
 
