@@ -114,3 +114,36 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
     _, _, notes = run(tmp_path, resume=True, depth=2)
     assert len(ran) == 1 and any("run by another run" in n for n in notes)
     assert sorted(r.settings for r in load(json_path)) == ["depth=1", "depth=2"]
+
+
+def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
+    """The parent's clock holds its command's round trip through the store; the row takes the workers' own
+    times of the timed steps (the traced step after them left out), the parent's only where those lack."""
+    from pipebench.bench import launch
+    from pipebench.bench.suite import Case, run_prepared
+
+    class Workers:
+        own = [1.0, 2.0, 3.0, 50.0]
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def step(self, trace=False):
+            return 100.0
+
+        def finish(self):
+            return {"first_loss": 1.0, "step_ms": self.own}
+
+    monkeypatch.setattr(launch, "Session", Workers)
+    prepared = Prepared(Case("mlp", "tiny", 8, "single"), SimpleNamespace(processes=1, micro_batches=1), plan=None,
+                        gpus=None)
+    row = run_prepared(prepared, Machine(None, 1, "cpu"), steps=3, timeout=60)
+    assert row.step_ms == pytest.approx(2.0)
+    Workers.own = []
+    assert run_prepared(prepared, Machine(None, 1, "cpu"), steps=3, timeout=60).step_ms == pytest.approx(100.0)
