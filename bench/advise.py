@@ -28,7 +28,7 @@ from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.training import Training
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "predict", "advise", "advice_ranking", "usable_strategies",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
            "links_of", "top_strategies", "price_plan",
            "price_ddp", "price_dataparallel", "price_zero1", "price_fsdp", "price_device_map", "price_hybrid",
            "replica_profiles", "replica_prediction"]
@@ -156,9 +156,15 @@ def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: S
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
     if not fitting:
         return Advice(predictions, None)
-    close = [p for i, p in enumerate(fitting) if all(tie(p, faster) for faster in fitting[:i])]
-    pick = min(close, key=lambda p: registry_rank(p.strategy))
+    pick = recommend(fitting)
     return Advice(predictions, pick.strategy, {p.strategy: tie(p, pick) for p in fitting[:fitting.index(pick)]})
+
+
+def recommend(fitting: Sequence[Prediction]) -> Prediction:
+    """Of predictions that fit, fastest first: the simplest strategy (the registry's order) among those
+    that tie with every one predicted faster."""
+    close = [p for i, p in enumerate(fitting) if all(tie(p, faster) for faster in fitting[:i])]
+    return min(close, key=lambda p: registry_rank(p.strategy))
 
 
 def usable_strategies(devices: Sequence[str]) -> list[str]:

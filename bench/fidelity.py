@@ -79,14 +79,13 @@ def _group(row) -> str:
 
 
 def recommendation(rows: list, predicted: list[float]) -> int:
-    """The row advise would have recommended: of those predicted within TIE of the fastest (a tie), the
-    simplest strategy (bench/advise.py; rows keep no intervals, so overlap is not judged here)."""
-    from pipebench.bench.advise import TIE
-    from pipebench.bench.strategies import registry_rank
+    """The row advise would have recommended from `predicted` samples/s (bench/advise.py `recommend`; rows
+    keep no intervals, so only the TIE margin can tie two of them here)."""
+    from pipebench.bench.advise import Prediction, recommend
 
-    fastest = max(predicted)
-    close = [i for i in range(len(rows)) if predicted[i] >= fastest * (1 - TIE)]
-    return min(close, key=lambda i: (registry_rank(rows[i].strategy), -predicted[i]))
+    order = sorted(range(len(rows)), key=lambda i: -predicted[i])
+    fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None) for i in order]
+    return order[fitting.index(recommend(fitting))]
 
 
 def _figures(group: str, rows: list) -> Fidelity:
