@@ -76,8 +76,11 @@ def test_every_device_spelling_torch_accepts_is_one_name_or_one_line(monkeypatch
 
     assert resolve_device("cpu") == "cpu" and resolve_device(torch.device("cpu")) == "cpu"
     assert pipebench.plan_devices(stages=2, device="cuda") == ["cuda:0", "cuda:0"]  # saved profiles: no GPU needed
-    with pytest.raises(UserError, match="no CUDA GPU is visible here"):
-        pipebench.profile("mlp", batch=8, flavour="tiny", device="cuda")
+    with monkeypatch.context() as gpu_less:  # as on a machine without GPUs, also where this test runs on one
+        gpu_less.setattr(torch.cuda, "is_available", lambda: False)
+        gpu_less.setattr("pipebench.hardware.gpus.query_gpus", lambda *a, **k: [])
+        with pytest.raises(UserError, match="no CUDA GPU is visible here"):
+            pipebench.profile("mlp", batch=8, flavour="tiny", device="cuda")
     with pytest.raises(UserError, match="takes cpu, cuda or cuda:N \\(got 'gpu'\\)"):
         pipebench.plan("mlp", batch=8, flavour="tiny", device="gpu")
     # Bare "cuda" is the current GPU, with its index: many torch calls refuse a CUDA device without one.

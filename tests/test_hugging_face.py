@@ -83,7 +83,15 @@ def test_plan_takes_a_hugging_face_model_object_and_its_split_spec_builds_those_
     plan = pipebench.plan(model, example, stages=2, device="cpu", batch=8, micro_batches=2, repeats=1)
     assert plan.config["output"] == "logits" and plan.config["token_range"] == 512
     # The cuts name the model's own submodules: the object the user holds splits at them.
-    pipe = pipeline(model, mb_args=(example[:1],), mb_kwargs={"use_cache": False}, split_spec=plan.split_spec())
+    trace = dict(mb_args=(example[:1],), mb_kwargs={"use_cache": False})
+    try:
+        pipe = pipeline(model, **trace, split_spec=plan.split_spec())
+    except AssertionError:
+        try:
+            pipeline(model, **trace)
+        except AssertionError as unsplit:  # torch 2.11 with a Llama: unflatten's "unexpected placeholder node"
+            pytest.skip(f"torch {torch.__version__}'s pipeline() cannot trace this model even unsplit: {unsplit}")
+        raise
     assert pipe.num_stages == 2
     # Each of pipeline()'s stages holds the parameters of the plan's stage (by name; a tied weight, GPT-2's
     # embedding and head, may sit in either stage that uses it).

@@ -14,8 +14,10 @@ class DataParallelTrainer(WholeModelTrainer):
         super().__init__(own_copy(model), devices, **kw)
         self.model.module.to(self.devices[0])
         cuda = [d.index for d in self.devices if d.type == "cuda"]
-        self.parallel = nn.DataParallel(self.model.module, device_ids=cuda or None,
-                                        output_device=cuda[0] if cuda else None)
+        # Without CUDA devices the module runs unchanged, as DataParallel runs it on a machine without GPUs:
+        # on one with a GPU, DataParallel given no device ids would take the GPUs and move the module there.
+        self.parallel = (nn.DataParallel(self.model.module, device_ids=cuda, output_device=cuda[0]) if cuda
+                         else self.model.module)
 
     @property
     def runner(self):

@@ -75,6 +75,9 @@ class PipelineParallelTrainer(Trainer):
             stage.recompute = planned.recompute
         stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device, group=group)
                   for s in self.stage_ids]
+        if dist.get_backend(group) == "gloo":
+            for stage in stages:
+                _no_sends_to_itself(stage)
         self.modules = [stage.submod for stage in stages]
         self.first_rank = plan.placement[0]
         self.last_rank = plan.placement[-1]
@@ -102,3 +105,14 @@ class PipelineParallelTrainer(Trainer):
         loss = torch.stack([l.detach() for l in losses]).mean() if losses else torch.zeros((), device=device)
         dist.broadcast(loss, group=self.group, group_src=self.last_rank)
         return loss
+
+
+def _no_sends_to_itself(stage) -> None:
+    """Drop the warm-up sends between a stage and a neighbour on its own process. torch 2.11's schedules
+    open every stage's links with a dummy send to each neighbour's process, its own included when both
+    stages live there (pp-zbv's V turns on the last process), and gloo has no link from a process to
+    itself ("Pair is not connected"). The schedule passes such tensors locally anyway; newer torch warms
+    up the links another way and never calls this."""
+    ops = stage._get_init_p2p_neighbors_ops
+    own = stage.group_rank
+    stage._get_init_p2p_neighbors_ops = lambda: [op for op in ops() if op.group_peer != own]
