@@ -1,0 +1,287 @@
+"""Which change moved the CPU step error: the profile, the pricing, or the measured side.
+
+Between two runs of the CPU quick suite three things changed at once, and the step error grew: the
+profile (`--chunks auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
+partition/sizes.py), the CPU pricing (processes sharing the cores: schedule.SharedCores, the probes'
+contention, the pipeline runtime's and FSDP2's own costs, nn.DataParallel priced as the whole step), and
+the measured step (the workers' own clocks). Figures compared across runs on a shared 2-core machine
+measure its load as much as the change, so this separates them offline: every committed row is
+predicted again from each profile (measured in one session, back to back) with each pricing, and
+scored against the step it measured.
+
+    python -m pipebench.bench.error_split measure OUT [--models gpt,resnet101] [--rounds 2] [--old-code DIR]
+    python -m pipebench.bench.error_split table OUT ROWS ... [--markdown]
+
+`measure` profiles each model (tiny flavour, batch 8, two CPU stand-ins, one device's share of the
+cores), in rounds of: every size each on its own export (`static`, what the profiler did before one
+export served every size), every size on one dynamic-batch export (`dynamic`), and `--chunks auto` as
+`pipebench run` profiles (`auto-run`: anchors measured, the rest interpolated, the close ones measured);
+with `--old-code DIR` (an older checkout laid out as an importable `pipebench` package) first a profile
+made by that code (`old-code`). Each is saved as OUT/<model>-<variant><round>.profile.json, all with the
+link figures of the first probe of the session, so that the probes' noise moves no comparison.
+
+`table` predicts every ok row of the ROWS files (a label=path each, e.g. 11-30=results/.../x.json) at
+the micro-batch count it ran, from each profile of OUT (and `auto`: the sizes auto measures taken from
+`dynamic`, the others interpolated as it interpolates them, so that only the interpolation differs), with
+the pricing of today (`on`) and without the CPU's shared-cores pricing (`off`: the plain simulator with
+transfers beside the compute, no contention for DDP and FSDP, no runtime cost per operation or FSDP2
+layer, nn.DataParallel priced as single's plan). It prints, per group (rows, model), the median and 90th
+percentile of |predicted - measured| / measured and the median signed error, over every row and over the
+cases that every ROWS file ran.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+BATCH = 8
+DEVICES = ["cpu:0", "cpu:1"]
+LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms", "fsdp_layer_ms")
+CPU_ONLY = ("core_contention", "action_ms", "fsdp_layer_ms")
+"""The link figures only the shared-cores pricing reads."""
+
+_OLD_PROFILE = """
+import sys, pipebench
+from pipebench.partition.profile import save_profiles
+save_profiles(pipebench.profile(sys.argv[1], batch={batch}, device="cpu", devices=["cpu", "cpu"], flavour="tiny"),
+              sys.argv[2])
+"""
+
+
+# ---------------------------------------------------------------------------------------------- measure
+
+def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None) -> None:
+    """Profile each model in `rounds` rounds of the variants (module docstring), saving each."""
+    import pipebench
+    from pipebench.bench.advise import advice_ranking
+    from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.models import get_model
+    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.partition.profiler import Captures, profile_sizes
+    from pipebench.specs import micro_batch_counts
+
+    out.mkdir(parents=True, exist_ok=True)
+    counts = micro_batch_counts(None, BATCH)
+    links: dict | None = None
+
+    def keep(profiles, name: str) -> None:
+        nonlocal links
+        if links is None:
+            links = {f: getattr(profiles[0], f) for f in LINK_FIELDS}
+            print(f"  links (every profile's): {json.dumps(links)}", flush=True)
+        for p in profiles:
+            for f, v in links.items():
+                setattr(p, f, v)
+        save_profiles(profiles, out / f"{name}.profile.json")
+        print(f"  {name}: " + ", ".join(f"size {p.micro_batch} {sum(l.step_ms for l in p.layers):.2f} ms"
+                                       + ("" if p.whole_step_ms is None else f" (whole step {p.whole_step_ms:.2f})")
+                                       + (" interpolated" if p.interpolated_from else "")
+                                       for p in profiles), flush=True)
+
+    for model in models:
+        for r in range(1, rounds + 1):
+            print(f"{model}, round {r}", flush=True)
+            dynamic = pipebench.profile(model, batch=BATCH, device="cpu", devices=["cpu"] * 2, flavour="tiny",
+                                        micro_batches=counts, cache=False)
+            keep(dynamic, f"{model}-dynamic{r}")  # the first probe: the links of every profile
+            built = get_model(model, "tiny", device="cpu")
+            alone = Captures()
+            alone.refused = True  # every size captured on its own, as before one export served them all
+            with thread_budget(threads_per_device(len(DEVICES))):
+                static = profile_sizes(built, "cpu", BATCH, counts, repeats=3, warmup=1, captures=alone)
+            keep(static, f"{model}-static{r}")
+            if old_code is not None:
+                path = out / f"{model}-old-code{r}.profile.json"
+                subprocess.run([sys.executable, "-c", _OLD_PROFILE.format(batch=BATCH), model, str(path)], check=True,
+                               env={**os.environ, "PYTHONPATH": str(old_code)}, cwd=old_code, stdout=subprocess.DEVNULL)
+                keep(load_profiles(path), f"{model}-old-code{r}")
+            auto = pipebench.profile(model, batch=BATCH, device="cpu", devices=["cpu"] * 2, flavour="tiny",
+                                     micro_batches="auto", cache=False, rank=advice_ranking(DEVICES))
+            keep(auto, f"{model}-auto-run{r}")
+
+
+# ------------------------------------------------------------------------------------------------ table
+
+@dataclass
+class Score:
+    group: str
+    profile: str
+    pricing: str
+    cases: int
+    median: float | None
+    p90: float | None
+    bias: float | None
+    common_median: float | None
+    common_p90: float | None
+
+
+def interpolated(dynamic: list) -> list:
+    """What `--chunks auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
+    other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
+    from pipebench.bench.advise import advice_ranking
+    from pipebench.partition import sizes
+
+    by_count = {p.micro_batches: p for p in dynamic}
+    counts = sorted(by_count)
+    first = [by_count[m] for m in sizes.anchors(counts, required=[len(DEVICES)])]
+    return sizes.refine(first, counts, advice_ranking(DEVICES), lambda wanted: [by_count[m] for m in wanted])
+
+
+@contextmanager
+def pricing(on: bool) -> Iterator[None]:
+    """`on`: today's pricing; off: CPU stand-ins priced as devices of their own (module docstring)."""
+    if on:
+        yield
+        return
+    from pipebench.bench import advise
+
+    shared = advise.shared_cores
+    advise.shared_cores = lambda profile, devices: None
+    try:
+        yield
+    finally:
+        advise.shared_cores = shared
+
+
+def predict_row(row, profiles: list, on: bool) -> float | None:
+    """The row's step predicted from `profiles` at the micro-batch count it ran, with the pricing `on`."""
+    from pipebench.bench.advise import predict
+    from pipebench.bench.strategies import get_strategy
+    from pipebench.errors import UserError
+    from pipebench.training import Training
+
+    if not on:
+        profiles = [replace(p, **{f: None for f in CPU_ONLY}) for p in profiles]
+    strategy = row.strategy
+    if strategy == "dataparallel" and not on:  # before: the module as it is, as single's plan prices it
+        strategy = "single"
+    training = Training(precision=row.precision, optimizer=row.optimizer, checkpoint=row.checkpoint)
+    micro = row.micro_batches if get_strategy(strategy).micro_batched else None
+    try:
+        with pricing(on):
+            step = predict(strategy, profiles, DEVICES, training=training, micro_batches=micro).predicted_step_ms
+    except UserError:
+        return None
+    return step
+
+
+def _errors(pairs: list[tuple[float, float]]) -> tuple[float | None, float | None, float | None]:
+    from pipebench.bench.fidelity import _p90
+
+    if not pairs:
+        return None, None, None
+    signed = [(p - m) / m for p, m in pairs]
+    absolute = [abs(e) for e in signed]
+    return statistics.median(absolute), _p90(absolute), statistics.median(signed)
+
+
+def scores(rows_by_label: dict[str, list], profiles: dict[str, dict[str, list]]) -> list[Score]:
+    """Per rows file and model, each profile and pricing: the errors over every row, and over the cases
+    (strategy, micro-batch count aside) every rows file ran."""
+    def ok(rows):
+        return [r for r in rows if r.status == "ok" and r.step_ms and r.batch == BATCH and r.flavour == "tiny"]
+
+    strategies = [{r.strategy for r in ok(rows)} for rows in rows_by_label.values()]
+    common = set.intersection(*strategies) if strategies else set()
+    out = []
+    for label, rows in rows_by_label.items():
+        for model, variants in profiles.items():
+            mine = [r for r in ok(rows) if r.model == model]
+            if not mine:
+                continue
+            group = f"{label} {model}"
+            committed = [(r.predicted_step_ms, r.step_ms, r.strategy) for r in mine if r.predicted_step_ms]
+            lines = [("committed", "as run", committed)]
+            for name, variant in variants.items():
+                for on in (False, True):
+                    got = [(predict_row(r, variant, on), r.step_ms, r.strategy) for r in mine]
+                    lines.append((name, "on" if on else "off", [g for g in got if g[0]]))
+            for name, how, got in lines:
+                every = _errors([(p, m) for p, m, _ in got])
+                shared = _errors([(p, m) for p, m, s in got if s in common])
+                out.append(Score(group, name, how, len(got), *every, *shared[:2]))
+    return out
+
+
+def load_variants(folder: Path) -> dict[str, dict[str, list]]:
+    """{model: {variant: profiles}} from OUT's files, with `auto<round>` made from each `dynamic<round>`."""
+    from pipebench.partition.profile import load_profiles
+
+    found: dict[str, dict[str, list]] = {}
+    for path in sorted(folder.glob("*.profile.json")):
+        stem = path.name.removesuffix(".profile.json")
+        for kind in ("old-code", "static", "dynamic", "auto-run"):
+            model, _, tail = stem.partition(f"-{kind}")
+            if tail.isdigit():
+                found.setdefault(model, {})[f"{kind}{tail}"] = load_profiles(path)
+                break
+        else:
+            found.setdefault(stem.split("-")[0], {})[stem] = load_profiles(path)
+    for variants in found.values():
+        for name in [n for n in variants if n.startswith("dynamic")]:
+            variants["auto" + name.removeprefix("dynamic")] = interpolated(variants[name])
+    return {m: dict(sorted(v.items())) for m, v in found.items()}
+
+
+def table(found: list[Score], markdown: bool) -> str:
+    def pct(v):
+        return "-" if v is None else f"{100 * v:+.1f}%" if v < 0 else f"{100 * v:.1f}%"
+
+    head = ["group", "profile", "pricing", "cases", "median err", "p90 err", "median signed", "common: median",
+            "common: p90"]
+    lines = [[s.group, s.profile, s.pricing, str(s.cases), pct(s.median), pct(s.p90), pct(s.bias),
+              pct(s.common_median), pct(s.common_p90)] for s in found]
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(line) + " |" for line in lines])
+    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *lines])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipebench.bench import results
+    from pipebench.errors import UserError
+
+    parser = argparse.ArgumentParser(prog="python -m pipebench.bench.error_split", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="profile the variants into OUT")
+    m.add_argument("out", type=Path)
+    m.add_argument("--models", default="gpt,resnet101")
+    m.add_argument("--rounds", type=int, default=2)
+    m.add_argument("--old-code", type=Path, help="an older checkout laid out as an importable pipebench package")
+    t = sub.add_parser("table", help="the errors of the rows re-predicted from OUT's profiles")
+    t.add_argument("out", type=Path)
+    t.add_argument("rows", nargs="+", help="LABEL=results file or folder")
+    t.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "measure":
+            os.environ["PIPEBENCH_CACHE"] = "off"
+            measure(args.out, args.models.split(","), args.rounds, args.old_code)
+            return 0
+        labelled = {}
+        for item in args.rows:
+            label, sep, path = item.partition("=")
+            if not sep:
+                raise UserError(f"rows {item!r}: give LABEL=PATH")
+            labelled[label] = results.load(Path(path))
+        variants = load_variants(args.out)
+        if not variants:
+            raise UserError(f"no *.profile.json in {args.out}")
+        print(table(scores(labelled, variants), args.markdown))
+    except UserError as exc:
+        print(f"error_split: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
