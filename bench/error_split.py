@@ -108,6 +108,36 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
             keep(auto, f"{model}-auto-run{r}")
 
 
+def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: int) -> list[dict]:
+    """The measured side's change, both clocks on the same steps: each case run as `pipebench run` runs it
+    (a warm worker group, planned from OUT's `dynamic1` profile), every step timed by the parent (its
+    command's round trip through the store included: the clock of rows before the workers' own) and by
+    the workers (what rows hold now). Saved as OUT/clocks.json."""
+    from pipebench.bench.launch import Session, WorkerGroups
+    from pipebench.bench.suite import Profiled, detect_machine, make_cases, prepare
+    from pipebench.partition.profile import load_profiles
+
+    machine = detect_machine(None, cpu_processes=len(DEVICES))
+    found = []
+    with WorkerGroups() as groups:
+        for model in models:
+            path = out / f"{model}-dynamic1.profile.json"
+            profiled = Profiled(load_profiles(path), path)
+            for case in make_cases({model: BATCH}, strategies, [None], flavour="tiny"):
+                prepared = prepare(case, machine, profiled, steps=steps, warmup=2)
+                with Session(prepared.job, timeout=600, groups=groups) as workers:
+                    parent = [workers.step() for _ in range(steps)]
+                    workers.step(trace=True)
+                    own = (workers.finish().get("step_ms") or [])[:steps]
+                micro = prepared.plan.micro_batches if prepared.plan else 1
+                found.append({"model": model, "strategy": case.strategy, "micro_batches": micro,
+                              "parent_ms": statistics.median(parent), "workers_ms": statistics.median(own)})
+                print(f"  {model} {case.strategy} m={micro}: parent {found[-1]['parent_ms']:.2f} ms, "
+                      f"workers {found[-1]['workers_ms']:.2f} ms", flush=True)
+    (out / "clocks.json").write_text(json.dumps(found, indent=1) + "\n")
+    return found
+
+
 # ------------------------------------------------------------------------------------------------ table
 
 @dataclass
@@ -257,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--models", default="gpt,resnet101")
     m.add_argument("--rounds", type=int, default=2)
     m.add_argument("--old-code", type=Path, help="an older checkout laid out as an importable pipebench package")
+    c = sub.add_parser("clocks", help="time the quick suite's cases on both clocks, into OUT/clocks.json")
+    c.add_argument("out", type=Path)
+    c.add_argument("--models", default="gpt,resnet101")
+    c.add_argument("--strategies", default="single,dataparallel,ddp,modelparallel,pipeline,pp-gpipe,pp-1f1b,"
+                   "pp-interleaved,pp-zb,pp-zbv")
+    c.add_argument("--steps", type=int, default=6)
     t = sub.add_parser("table", help="the errors of the rows re-predicted from OUT's profiles")
     t.add_argument("out", type=Path)
     t.add_argument("rows", nargs="+", help="LABEL=results file or folder")
@@ -266,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "measure":
             os.environ["PIPEBENCH_CACHE"] = "off"
             measure(args.out, args.models.split(","), args.rounds, args.old_code)
+            return 0
+        if args.command == "clocks":
+            clocks(args.out, args.models.split(","), args.strategies.split(","), args.steps)
             return 0
         labelled = {}
         for item in args.rows:
