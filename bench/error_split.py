@@ -140,17 +140,29 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
 
 # ------------------------------------------------------------------------------------------------ table
 
+STEPS = [  # (what changed, profile variant, pricing on), in the order the chain applies them
+    ("the 11-30 run's own profile, priced as then", "nov30-run", False),
+    ("11-30's code, profiled today", "old-code", False),
+    ("+ today's profiler, each size its own export", "static", False),
+    ("+ one dynamic-batch export (a)", "dynamic", False),
+    ("+ the sizes between interpolated (a)", "auto", False),
+    ("+ the shared-cores pricing (b)", "auto", True),
+    ("today's `--chunks auto` as run, priced today", "auto-run", True),
+]
+
+
 @dataclass
-class Score:
+class Line:
     group: str
-    profile: str
-    pricing: str
+    step: str
     cases: int
-    median: float | None
-    p90: float | None
-    bias: float | None
-    common_median: float | None
-    common_p90: float | None
+    rounds: list[tuple[float, float, float] | None]
+    """Per profiling round: (median |error|, p90 |error|, median signed error)."""
+    common: float | None
+    """Round 1's median |error| over the cases every rows file ran."""
+    moved: list[float | None]
+    """Per round: the median over the rows of this step's prediction over the previous step's (the change
+    alone, whatever the measured steps)."""
 
 
 def interpolated(dynamic: list) -> list:
@@ -167,7 +179,7 @@ def interpolated(dynamic: list) -> list:
 
 @contextmanager
 def pricing(on: bool) -> Iterator[None]:
-    """`on`: today's pricing; off: CPU stand-ins priced as devices of their own (module docstring)."""
+    """`on`: today's pricing; off: CPU stand-ins' pipelines simulated as devices of their own."""
     if on:
         yield
         return
@@ -182,7 +194,9 @@ def pricing(on: bool) -> Iterator[None]:
 
 
 def predict_row(row, profiles: list, on: bool) -> float | None:
-    """The row's step predicted from `profiles` at the micro-batch count it ran, with the pricing `on`."""
+    """The row's step predicted from `profiles` at the micro-batch count it ran, with the pricing `on`
+    (off: no shared cores, no contention for DDP and FSDP, no cost per runtime operation or FSDP2 layer,
+    nn.DataParallel priced as single)."""
     from pipebench.bench.advise import predict
     from pipebench.bench.strategies import get_strategy
     from pipebench.errors import UserError
@@ -197,47 +211,67 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
     micro = row.micro_batches if get_strategy(strategy).micro_batched else None
     try:
         with pricing(on):
-            step = predict(strategy, profiles, DEVICES, training=training, micro_batches=micro).predicted_step_ms
+            return predict(strategy, profiles, DEVICES, training=training, micro_batches=micro).predicted_step_ms
     except UserError:
         return None
-    return step
 
 
-def _errors(pairs: list[tuple[float, float]]) -> tuple[float | None, float | None, float | None]:
+def _errors(pairs: list[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """(median |error|, p90 |error|, median signed error) of (predicted, measured) pairs."""
     from pipebench.bench.fidelity import _p90
 
     if not pairs:
-        return None, None, None
+        return None
     signed = [(p - m) / m for p, m in pairs]
     absolute = [abs(e) for e in signed]
     return statistics.median(absolute), _p90(absolute), statistics.median(signed)
 
 
-def scores(rows_by_label: dict[str, list], profiles: dict[str, dict[str, list]]) -> list[Score]:
-    """Per rows file and model, each profile and pricing: the errors over every row, and over the cases
-    (strategy, micro-batch count aside) every rows file ran."""
+def _median_ratio(now: list, then: list) -> float | None:
+    ratios = [a / b for (a, _), (b, _) in zip(now, then) if a and b]
+    return statistics.median(ratios) if ratios else None
+
+
+def on_workers_clock(rows: list, timed: list[dict]) -> list:
+    """`rows` measured on the parent's clock, moved to the workers' clock: each step less what the parent's
+    clock added to the same case's steps in `timed` (clocks.json; the store's round trip is a fixed cost
+    per step, not a share of it). Rows of a case `timed` lacks are left out."""
+    extra = {(t["model"], t["strategy"]): t["parent_ms"] - t["workers_ms"] for t in timed}
+    return [replace(r, step_ms=r.step_ms - extra[(r.model, r.strategy)]) for r in rows
+            if (r.model, r.strategy) in extra]
+
+
+def lines(rows_by_label: dict[str, list], profiles: dict[str, dict[str, list]]) -> list[Line]:
+    """Per rows file and model: the committed predictions' errors, then each step of STEPS whose profiles
+    OUT has, each profiling round's."""
     def ok(rows):
         return [r for r in rows if r.status == "ok" and r.step_ms and r.batch == BATCH and r.flavour == "tiny"]
 
-    strategies = [{r.strategy for r in ok(rows)} for rows in rows_by_label.values()]
-    common = set.intersection(*strategies) if strategies else set()
+    ran = [{r.strategy for r in ok(rows)} for rows in rows_by_label.values()]
+    common = set.intersection(*ran) if ran else set()
     out = []
     for label, rows in rows_by_label.items():
         for model, variants in profiles.items():
             mine = [r for r in ok(rows) if r.model == model]
             if not mine:
                 continue
-            group = f"{label} {model}"
-            committed = [(r.predicted_step_ms, r.step_ms, r.strategy) for r in mine if r.predicted_step_ms]
-            lines = [("committed", "as run", committed)]
-            for name, variant in variants.items():
-                for on in (False, True):
-                    got = [(predict_row(r, variant, on), r.step_ms, r.strategy) for r in mine]
-                    lines.append((name, "on" if on else "off", [g for g in got if g[0]]))
-            for name, how, got in lines:
-                every = _errors([(p, m) for p, m, _ in got])
-                shared = _errors([(p, m) for p, m, s in got if s in common])
-                out.append(Score(group, name, how, len(got), *every, *shared[:2]))
+            before: list | None = None
+            for step, kind, on in [("committed (as run)", None, None), *STEPS]:
+                if kind is None:
+                    scored = [[(r.predicted_step_ms, r) for r in mine]]
+                else:
+                    rounds = sorted(v for v in variants if v == kind or v.removeprefix(kind).isdigit())
+                    if not rounds:
+                        continue
+                    scored = [[(predict_row(r, variants[v], on), r) for r in mine] for v in rounds]
+                errors = [_errors([(p, r.step_ms) for p, r in s if p]) for s in scored]
+                shared = _errors([(p, r.step_ms) for p, r in scored[0] if p and r.strategy in common])
+                moved = [None] * len(scored)
+                if before is not None and kind not in (None, "nov30-run") and before[1] not in (None, "nov30-run"):
+                    moved = [_median_ratio(now, before[0][min(k, len(before[0]) - 1)]) for k, now in enumerate(scored)]
+                out.append(Line(f"{label} {model}", step, sum(1 for p, _ in scored[0] if p), errors,
+                                shared[0] if shared else None, moved))
+                before = (scored, kind)
     return out
 
 
@@ -248,32 +282,37 @@ def load_variants(folder: Path) -> dict[str, dict[str, list]]:
     found: dict[str, dict[str, list]] = {}
     for path in sorted(folder.glob("*.profile.json")):
         stem = path.name.removesuffix(".profile.json")
-        for kind in ("old-code", "static", "dynamic", "auto-run"):
-            model, _, tail = stem.partition(f"-{kind}")
-            if tail.isdigit():
-                found.setdefault(model, {})[f"{kind}{tail}"] = load_profiles(path)
-                break
-        else:
-            found.setdefault(stem.split("-")[0], {})[stem] = load_profiles(path)
+        model, _, variant = stem.partition("-")
+        found.setdefault(model, {})[variant] = load_profiles(path)
     for variants in found.values():
         for name in [n for n in variants if n.startswith("dynamic")]:
             variants["auto" + name.removeprefix("dynamic")] = interpolated(variants[name])
-    return {m: dict(sorted(v.items())) for m, v in found.items()}
+    return found
 
 
-def table(found: list[Score], markdown: bool) -> str:
+def table(found: list[Line], markdown: bool) -> str:
     def pct(v):
-        return "-" if v is None else f"{100 * v:+.1f}%" if v < 0 else f"{100 * v:.1f}%"
+        return "-" if v is None else f"{100 * v:+.0f}%" if v < 0 else f"{100 * v:.0f}%"
 
-    head = ["group", "profile", "pricing", "cases", "median err", "p90 err", "median signed", "common: median",
-            "common: p90"]
-    lines = [[s.group, s.profile, s.pricing, str(s.cases), pct(s.median), pct(s.p90), pct(s.bias),
-              pct(s.common_median), pct(s.common_p90)] for s in found]
+    rounds = max(len(x.rounds) for x in found)
+    head = ["group", "profile and pricing", "cases"]
+    for k in range(1, rounds + 1):
+        head += [f"r{k} median", f"r{k} p90", f"r{k} signed"]
+    head.append("r1 common median")
+    head += [f"r{k} moved" for k in range(1, rounds + 1)]
+    rows = []
+    for x in found:
+        cells = [x.group, x.step, str(x.cases)]
+        for k in range(rounds):
+            e = x.rounds[k] if k < len(x.rounds) else None
+            cells += ["-"] * 3 if e is None else [pct(e[0]), pct(e[1]), pct(e[2])]
+        rows.append(cells + [pct(x.common)] + [f"{m:.2f}x" if m else "-" for m in
+                                               (x.moved + [None] * rounds)[:rounds]])
     if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(line) + " |" for line in lines])
-    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *lines])
+                         + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(c) for c in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("out", type=Path)
     t.add_argument("rows", nargs="+", help="LABEL=results file or folder")
     t.add_argument("--markdown", action="store_true")
+    t.add_argument("--workers-clock", metavar="LABEL", help="also those rows moved to the workers' clock (clocks.json)")
     args = parser.parse_args(argv)
     try:
         if args.command == "measure":
@@ -312,10 +352,16 @@ def main(argv: list[str] | None = None) -> int:
             if not sep:
                 raise UserError(f"rows {item!r}: give LABEL=PATH")
             labelled[label] = results.load(Path(path))
+        timed = args.out / "clocks.json"
+        if args.workers_clock:
+            if args.workers_clock not in labelled or not timed.exists():
+                raise UserError(f"--workers-clock {args.workers_clock}: needs those rows and {timed} (clocks)")
+            labelled[args.workers_clock + " on the workers' clock"] = on_workers_clock(
+                labelled[args.workers_clock], json.loads(timed.read_text()))
         variants = load_variants(args.out)
         if not variants:
             raise UserError(f"no *.profile.json in {args.out}")
-        print(table(scores(labelled, variants), args.markdown))
+        print(table(lines(labelled, variants), args.markdown))
     except UserError as exc:
         print(f"error_split: error: {exc}", file=sys.stderr)
         return 2
