@@ -89,15 +89,22 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
     for model in models:
         for r in range(1, rounds + 1):
             print(f"{model}, round {r}", flush=True)
-            dynamic = pipebench.profile(model, batch=BATCH, device="cpu", devices=["cpu"] * 2, flavour="tiny",
-                                        micro_batches=counts, cache=False)
-            keep(dynamic, f"{model}-dynamic{r}")  # the first probe: the links of every profile
             built = get_model(model, "tiny", device="cpu")
-            alone = Captures()
-            alone.refused = True  # every size captured on its own, as before one export served them all
-            with thread_budget(threads_per_device(len(DEVICES))):
-                static = profile_sizes(built, "cpu", BATCH, counts, repeats=3, warmup=1, captures=alone)
-            keep(static, f"{model}-static{r}")
+
+            def static():
+                alone = Captures()
+                alone.refused = True  # every size captured on its own, as before one export served them all
+                with thread_budget(threads_per_device(len(DEVICES))):
+                    return profile_sizes(built, "cpu", BATCH, counts, repeats=3, warmup=1, captures=alone)
+
+            def dynamic():
+                return pipebench.profile(model, batch=BATCH, device="cpu", devices=["cpu"] * 2, flavour="tiny",
+                                         micro_batches=counts, cache=False)
+
+            # The two exports in turn, first one then the other, so that a load that rises or falls over a
+            # round does not favour either; the first dynamic profile's probe gives every profile its links.
+            for kind, run in [("dynamic", dynamic), ("static", static)][::1 if r % 2 else -1]:
+                keep(run(), f"{model}-{kind}{r}")
             if old_code is not None:
                 path = out / f"{model}-old-code{r}.profile.json"
                 subprocess.run([sys.executable, "-c", _OLD_PROFILE.format(batch=BATCH), model, str(path)], check=True,
