@@ -10,24 +10,32 @@ predicted again from each profile (measured in one session, back to back) with e
 scored against the step it measured.
 
     python -m pipebench.bench.error_split measure OUT [--models gpt,resnet101] [--rounds 2] [--old-code DIR]
-    python -m pipebench.bench.error_split table OUT ROWS ... [--markdown]
+    python -m pipebench.bench.error_split clocks OUT [--steps 6]
+    python -m pipebench.bench.error_split table OUT LABEL=ROWS ... [--workers-clock LABEL] [--markdown]
 
 `measure` profiles each model (tiny flavour, batch 8, two CPU stand-ins, one device's share of the
-cores), in rounds of: every size each on its own export (`static`, what the profiler did before one
-export served every size), every size on one dynamic-batch export (`dynamic`), and `--chunks auto` as
-`pipebench run` profiles (`auto-run`: anchors measured, the rest interpolated, the close ones measured);
-with `--old-code DIR` (an older checkout laid out as an importable `pipebench` package) first a profile
-made by that code (`old-code`). Each is saved as OUT/<model>-<variant><round>.profile.json, all with the
-link figures of the first probe of the session, so that the probes' noise moves no comparison.
+cores), in rounds of: every size on one dynamic-batch export (`dynamic`) and every size on its own export
+(`static`, as the profiler did before one export served them all), in turn; with `--old-code DIR` (an
+older checkout laid out as an importable `pipebench` package) a profile made by that code (`old-code`);
+and `--chunks auto` as `pipebench run` profiles (`auto-run`). Each is saved as
+OUT/<model>-<variant><round>.profile.json, all with the link figures of the session's first probe, so
+that the probes' noise moves no comparison. A profile file OUT/<model>-nov30-run.profile.json (the
+11-30 run's own) is scored too.
 
-`table` predicts every ok row of the ROWS files (a label=path each, e.g. 11-30=results/.../x.json) at
-the micro-batch count it ran, from each profile of OUT (and `auto`: the sizes auto measures taken from
-`dynamic`, the others interpolated as it interpolates them, so that only the interpolation differs), with
-the pricing of today (`on`) and without the CPU's shared-cores pricing (`off`: the plain simulator with
-transfers beside the compute, no contention for DDP and FSDP, no runtime cost per operation or FSDP2
-layer, nn.DataParallel priced as single's plan). It prints, per group (rows, model), the median and 90th
-percentile of |predicted - measured| / measured and the median signed error, over every row and over the
-cases that every ROWS file ran.
+`clocks` runs the quick suite's cases as `pipebench run` does and times the same steps on the parent's
+clock (what rows held before) and on the workers' (what they hold now): OUT/clocks.json.
+
+`table` predicts every ok row of the ROWS files (results files or folders) at the micro-batch count it
+ran, along a chain of changes (STEPS), each round's profiles apart: the 11-30 code's profile, today's
+profiler on one export per size, on one dynamic export, with the sizes auto interpolates interpolated
+(`auto`, made here from `dynamic`, so that only the interpolation differs), each priced as on 11-30
+(pricing off: the plain simulator with transfers beside the compute, no contention for DDP and FSDP, no
+runtime cost per operation or FSDP2 layer, nn.DataParallel priced as single), then with today's
+shared-cores pricing. Per group (rows file, model) it prints the median and 90th percentile of
+|predicted - measured| / measured, the median signed error, the median over the cases every ROWS file
+ran, and how far each step moved the predictions (the median ratio to the step before: the change alone,
+whatever the measured steps). --workers-clock LABEL adds those rows moved to the workers' clock by what
+clocks.json measured the parent's clock to add.
 """
 from __future__ import annotations
 
