@@ -11,7 +11,7 @@ from pipebench.training import Training
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["GROUP", "is_pipeline", "case_label", "group_label", "group_labels"]
+__all__ = ["GROUP", "is_pipeline", "case_label", "group_label", "group_labels", "one_device"]
 
 GROUP = ["model", "flavour", "settings", "training", "batch", "device_name"]
 """Rows are compared with each other only within one of these groups (`settings`: the `--set` values,
@@ -64,3 +64,9 @@ def group_labels(df: pd.DataFrame, batch: bool = False) -> dict[tuple, str]:
             label += f", {device or 'unknown device'}"
         labels[key] = label
     return labels
+
+
+def one_device(group: "pd.DataFrame") -> str:
+    """What single ran on, for a line about its speed-up: "one GPU", or "one CPU process" where CPU
+    processes stood in for the devices."""
+    return "one CPU process" if (group["gpus"] == "cpu").all() else "one GPU"

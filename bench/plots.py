@@ -11,7 +11,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline
+from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline, one_device
 from pipebench.bench.results import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
 
@@ -111,7 +111,7 @@ def _capped(groups: list, what: str, notes: list[str], bars: bool = True) -> lis
 
 
 def _plot_throughput(summary: pd.DataFrame, labels: _Labels, path: Path, footer: str, notes: list[str]) -> Path:
-    """(a) One horizontal bar per case, one panel per model; the speed-up over one GPU on each bar and on
+    """(a) One horizontal bar per case, one panel per model; the speed-up over single on each bar and on
     a second axis along the top."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -135,11 +135,12 @@ def _plot_throughput(summary: pd.DataFrame, labels: _Labels, path: Path, footer:
                 ax.text(r.samples_per_s + top * 0.01, y, f"{r.x_single:.2f}x", va="center", fontsize=8)
         ax.set_xlim(0, top * 1.15)
         ax.set_xlabel("throughput (samples/s)" + (", this panel's own scale" if len(groups) > 1 else ""))
-        ax.set_title(f"{labels.with_batch[key]}: throughput by strategy [GPU ids]", fontsize=10)
+        devices = "CPU processes" if (group["gpus"] == "cpu").all() else "GPU ids"
+        ax.set_title(f"{labels.with_batch[key]}: throughput by strategy [{devices}]", fontsize=10)
         single = _fastest(group, BASELINE)
         if single:
             second = ax.secondary_xaxis("top", functions=(lambda x, s=single: x / s, lambda k, s=single: k * s))
-            second.set_xlabel("speed-up over one GPU (x)", fontsize=8)
+            second.set_xlabel(f"speed-up over {one_device(group)} (x)", fontsize=8)
     fig.legend(handles=[Patch(color="#4C72B0", label="pipeline (micro-batches)"),
                         Patch(color="#8C8C8C", label="other strategies")], loc="outside upper right", fontsize=8)
     return _save(fig, path, footer)
@@ -246,7 +247,8 @@ def _plot_timeline(labels: _Labels, key: tuple, group: pd.DataFrame, timelines: 
         ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
     order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
     handles = [Patch(color=_KIND_COLOURS.get(k, _OTHER_KIND), label=_KIND_NAMES.get(k, k)) for k in order]
-    fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside right upper")
+    # Beside the panels, not their top corner: the title spans the figure's width and would run under it.
+    fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside right center")
     versus = f"measured {best['step_ms']:.1f} ms"
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"

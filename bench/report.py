@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline
+from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline, one_device
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
 from pipebench.partition.schedule import ideal_efficiency
@@ -49,7 +49,7 @@ SUMMARY_COLUMNS = [
     "training", "precision", "optimizer", "checkpoint",
 ]
 DISPLAY_COLUMNS = {
-    "case": "case", "gpus": "GPUs", "status": "status", "samples_per_s": "samples/s", "x_single": "x one GPU",
+    "case": "case", "gpus": "GPUs", "status": "status", "samples_per_s": "samples/s", "x_single": "x single",
     "x_dataparallel": "x DataParallel", "efficiency": "efficiency", "step_ms": "step ms",
     "predicted_step_ms": "predicted ms", "step_error_pct": "step error %", "peak_gib": "peak GiB per GPU",
     "predicted_gib_max": "predicted GiB (max)", "memory_error_pct": "memory error %", "first_loss": "first loss",
@@ -141,11 +141,11 @@ def recommend(df: pd.DataFrame) -> list[str]:
             lines.append(f"{text}{peak}")
             continue
         if single.empty:
-            lines.append(f"{text} (no single-GPU run to compare with){peak}")
+            lines.append(f"{text} (no single run to compare with){peak}")
             continue
         base = single.loc[single["samples_per_s"].idxmax()]
         against = f" (single: {_gib(base['peak_gib_max'])})" if peak else ""
-        lines.append(f"{text}, {best['x_single']:.2f}x one GPU{peak}{against}")
+        lines.append(f"{text}, {best['x_single']:.2f}x {one_device(group)}{peak}{against}")
     return lines
 
 
@@ -440,7 +440,7 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if notes:
         lines += ["## Not drawn", ""] + [f"- {n}" for n in notes] + [""]
-    lines += ["x one GPU: samples/s over the fastest single-GPU run; efficiency: over p x single x "
+    lines += ["x single: samples/s over the fastest single run (one GPU, or one CPU process); efficiency: over p x single x "
               "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report.py); errors: "
               "(predicted - measured) / measured.", ""]
     return "\n".join(lines)

@@ -130,7 +130,7 @@ def test_recommend(rows):
         "(single: 40.0 GiB)",
         "resnet101 full: pipeline gpipe (m=4) is fastest at 1750.0 samples/s, 1.25x one GPU, 18.0 GiB peak per GPU "
         "(single: 30.0 GiB)",
-        "vit base: ddp is fastest at 50.0 samples/s (no single-GPU run to compare with), 8.0 GiB peak per GPU",
+        "vit base: ddp is fastest at 50.0 samples/s (no single run to compare with), 8.0 GiB peak per GPU",
     ]
 
 
@@ -144,7 +144,7 @@ def test_recommend_names_the_batch_only_when_a_model_has_several(rows):
 def test_markdown_table(rows):
     summary = summarise(frame(rows))
     table = markdown_table(summary[summary["model"] == "gpt"]).splitlines()
-    assert table[0].startswith("| case | GPUs | status | samples/s | x one GPU | x DataParallel | efficiency |")
+    assert table[0].startswith("| case | GPUs | status | samples/s | x single | x DataParallel | efficiency |")
     assert table[1] == "|" + "---|" * table[0].count(" | ") + "---|"
     assert len(table) == 2 + 7
     pp8 = next(line for line in table if line.startswith("| pp-1f1b (m=8) |"))
@@ -263,7 +263,7 @@ def test_the_cpu_measures_no_peak_memory_n_a():
     summary = summarise(frame(rows))
     assert list(summary["peak_gib"]) == ["n/a", "n/a"] and summary["memory_error_pct"].isna().all()
     assert "| n/a |" in markdown_table(summary) and "| 0.0 |" not in markdown_table(summary)
-    assert recommend(summary) == ["gpt 800m: ddp is fastest at 12.0 samples/s, 1.50x one GPU"]
+    assert recommend(summary) == ["gpt 800m: ddp is fastest at 12.0 samples/s, 1.50x one CPU process"]  # CPU processes stood in for the GPUs
 
 
 def test_a_report_from_a_csv_blames_the_csv_for_missing_timelines(tmp_path):
