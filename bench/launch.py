@@ -406,13 +406,24 @@ class WorkerGroups:
 
 
 def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
-           torchrun_args: Sequence[str] = (), keep: str | Path | None = None) -> dict:
+           torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
+           groups: WorkerGroups | None = None) -> dict:
     """Run `job` in fresh processes, timing its steps in the workers, and return rank 0's result.
 
     gpus: GPU ids to use (within the user's CUDA_VISIBLE_DEVICES); None: those visible.
     keep: a folder to keep the workers' files in (params-rank<r>.pt, the log); default: a temporary one.
+    groups: run it as the next case of a warm group of `groups` instead (Session), its steps one per
+    go-ahead, the last traced, as the workers run them alone.
     Raises WorkerError with the failing worker's message; `timeout` seconds end everything.
     """
+    if groups is not None:
+        with Session(job, gpus=gpus, timeout=timeout, torchrun_args=torchrun_args, groups=groups) as workers:
+            for i in range(job.steps):
+                workers.step(trace=i == job.steps - 1)
+            result = workers.finish()
+            if keep is not None:
+                shutil.copytree(workers.out_dir, keep, dirs_exist_ok=True)
+        return result
     with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
         out_dir = Path(keep) if keep is not None else Path(tmp)
         proc = _start(job, out_dir, Path(tmp), gpus, torchrun_args)

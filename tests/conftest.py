@@ -35,12 +35,18 @@ def one_thread():
 
 
 @pytest.fixture(scope="session")
-def together(request, tmp_path_factory):
-    """The gloo jobs of every selected test marked `together(job=make_job)`, run in one process group per
-    process count before the first of those tests; called as bench.launch.launch (tests/together.py)."""
-    from together import Together, jobs_of
+def groups():
+    """Warm worker groups for the whole session (bench.launch.WorkerGroups): the gloo equality tests run
+    their jobs in them, `launch(job, groups=groups)`, as `pipebench run` runs its cases. The session pays
+    for torchrun, a Python and a torch import per process and the rendezvous once per process count, not
+    once per test (seconds each on two cores, where a tiny model's step takes a fraction of one); each job
+    still meets in a process group of its own, with its own result or error. The Hugging Face fixtures
+    are built from configs: the workers have nothing to download."""
+    from pipebench.bench.launch import WorkerGroups
 
-    return Together(jobs_of(request.session.items), tmp_path_factory.mktemp("together"))
+    with pytest.MonkeyPatch.context() as monkeypatch, WorkerGroups() as warm:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        yield warm
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 torch.distributed.run, checked against one device after one step from the same weights."""
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
@@ -21,10 +20,10 @@ from pipebench.partition.profiler import profile_model
 SEED = 0
 
 
-def trained_params(tmp_path, job: Job, launch=launch) -> tuple[dict, dict[str, torch.Tensor]]:
-    """Launch `job` for one step (with bench.launch.launch, or `together` where the test hands its job
-    over ahead: tests/together.py); its result and every process's updated parameters, merged."""
-    result = launch(job, keep=tmp_path, timeout=300)
+def trained_params(tmp_path, job: Job, groups=None) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Launch `job` for one step (in fresh processes, or as the next case of the session's warm `groups`:
+    tests/conftest.py); its result and every process's updated parameters, merged."""
+    result = launch(job, keep=tmp_path, timeout=300, groups=groups)
     parts = [torch.load(tmp_path / f"params-rank{rank}.pt") for rank in range(job.processes)]
     if job.strategy in ("ddp", "fsdp"):  # replicas (FSDP: gathered whole): every process holds the same model
         for part in parts[1:]:
@@ -58,9 +57,9 @@ def job_for(name, strategy, procs, *, micro_batches=1, stages=None, batch=8, fla
                        stages_per_device=(stages or procs) // procs, steps=1, warmup=0, seed=SEED, save_params=True)
 
 
-def check(tmp_path, job: Job, launch=launch):
+def check(tmp_path, job: Job, groups=None):
     model = models.get_model(job.model, job.flavour, seed=SEED, **job.overrides)
-    result, params = trained_params(tmp_path, job, launch)
+    result, params = trained_params(tmp_path, job, groups)
     # BatchNorm normalises each process's slice (DDP) or each micro-batch (pipelines) on its own:
     # the equal reference is one device taking the batch in those same pieces.
     has_batchnorm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.module.modules())
@@ -89,7 +88,6 @@ def two_processes(name, strategy, micro_batches, stages):
     return job_for(name, strategy, 2, micro_batches=micro_batches, stages=stages)
 
 
-@pytest.mark.together(job=two_processes)
 @pytest.mark.parametrize("name, strategy, micro_batches, stages", [
     *[("gpt", *case) for case in [("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 4, None),
                                   ("pp-interleaved", 4, 4), ("pp-zb", 4, 4), ("pp-zbv", 4, 4)]],
@@ -99,8 +97,8 @@ def two_processes(name, strategy, micro_batches, stages):
     pytest.param("resnet18", "pp-gpipe", 4, None, marks=SLOW),  # the seed's ConvNet and the GPT cover these
     pytest.param("resnet18", "pp-interleaved", 4, 4, marks=SLOW), pytest.param("resnet18", "pp-zb", 4, 4, marks=SLOW),
 ])
-def test_two_processes_train_like_one_device(tmp_path, together, name, strategy, micro_batches, stages):
-    check(tmp_path, two_processes(name, strategy, micro_batches, stages), launch=together)
+def test_two_processes_train_like_one_device(tmp_path, groups, name, strategy, micro_batches, stages):
+    check(tmp_path, two_processes(name, strategy, micro_batches, stages), groups)
 
 
 @pytest.mark.slow
@@ -118,23 +116,15 @@ def test_four_processes_resnet(tmp_path, strategy, micro_batches):
     check(tmp_path, job_for("resnet18", strategy, 4, micro_batches=micro_batches))
 
 
-@functools.cache
-def profiled_plan_job() -> Job:
-    """The GPT profiled and planned once: the job its test runs and the one run ahead (tests/together.py)."""
+def test_pipeline_from_a_profiled_plan(tmp_path, groups):
+    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
     model = models.get_model("gpt", "tiny", seed=SEED)
     profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
     plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
-    return Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
-
-
-@pytest.mark.together(job=profiled_plan_job)
-def test_pipeline_from_a_profiled_plan(tmp_path, together):
-    """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
-    model = models.get_model("gpt", "tiny", seed=SEED)
-    job = profiled_plan_job()
+    job = Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
     stages = job.the_plan.stages
     assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]
-    result, params = trained_params(tmp_path, job, together)
+    result, params = trained_params(tmp_path, job, groups)
     ref_loss, ref = reference(model, 1, 8)
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
@@ -255,15 +245,14 @@ def seeds_convnet(strategy, micro_batches, stages):
                    input_shape=[1, 28, 28], loss="nll")
 
 
-@pytest.mark.together(job=seeds_convnet)
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("ddp", 1, None), ("pp-1f1b", 2, None), ("pp-zbv", 2, 4),
     # The GPT's cases cover these schedules in the default run:
     pytest.param("pp-gpipe", 2, None, marks=SLOW), pytest.param("pp-interleaved", 2, 4, marks=SLOW),
     pytest.param("pp-zb", 2, 4, marks=SLOW),
 ])
-def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, together, strategy, micro_batches, stages):
-    check(tmp_path, seeds_convnet(strategy, micro_batches, stages), launch=together)
+def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, groups, strategy, micro_batches, stages):
+    check(tmp_path, seeds_convnet(strategy, micro_batches, stages), groups)
 
 
 def hugging_face(name, strategy, stages):
@@ -271,7 +260,6 @@ def hugging_face(name, strategy, stages):
                    input_shape=[16], input_dtype="int64", token_range=128)
 
 
-@pytest.mark.together(job=hugging_face)
 @pytest.mark.parametrize("name, strategy, stages", [
     ("gpt2_tied", "pp-1f1b", None),  # GPT-2 with its embeddings tied across the cut
     ("llama", "pp-1f1b", None),  # RoPE tables, the mask and integer positions cross the cut
@@ -280,10 +268,9 @@ def hugging_face(name, strategy, stages):
     pytest.param("qwen2", "pp-zbv", 4, marks=SLOW), pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow),
     pytest.param("bert", "pp-1f1b", None, marks=pytest.mark.slow), pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow),
 ])
-def test_hugging_face_models_train_like_one_device(tmp_path, monkeypatch, together, name, strategy, stages):
+def test_hugging_face_models_train_like_one_device(tmp_path, groups, name, strategy, stages):
     pytest.importorskip("transformers")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    check(tmp_path, hugging_face(name, strategy, stages), launch=together)
+    check(tmp_path, hugging_face(name, strategy, stages), groups)
 
 
 def torchvision_family(name):
@@ -292,9 +279,8 @@ def torchvision_family(name):
                    input_shape=[3, size, size])
 
 
-@pytest.mark.together(job=torchvision_family)
 @pytest.mark.parametrize("name", [
     "resnet", *[pytest.param(name, marks=pytest.mark.slow) for name in
                 ("googlenet", "densenet", "mobilenet_v3", "efficientnet", "convnext", "regnet", "vit", "swin")]])
-def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, together, name):
-    check(tmp_path, torchvision_family(name), launch=together)
+def test_torchvision_families_train_with_pp_1f1b_like_one_device(tmp_path, groups, name):
+    check(tmp_path, torchvision_family(name), groups)

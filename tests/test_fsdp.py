@@ -9,7 +9,6 @@ from torch import nn
 from pipebench import models
 from pipebench.bench.advise import predict
 from pipebench.bench.job import Job
-from pipebench.bench.launch import launch
 from pipebench.bench.strategies.fsdp import blocks
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
@@ -60,9 +59,8 @@ def gpt_job():
     return job_for("gpt", "fsdp", 2, batch=BATCH)
 
 
-@pytest.mark.together(job=gpt_job)
-def test_two_processes_train_the_gpt_like_one_device(tmp_path, together):
-    check(tmp_path, gpt_job(), launch=together)
+def test_two_processes_train_the_gpt_like_one_device(tmp_path, groups):
+    check(tmp_path, gpt_job(), groups)
 
 
 @pytest.mark.slow  # the GPT covers FSDP; this adds BatchNorm over each process's slice
@@ -80,11 +78,11 @@ RECOMPUTE, BF16_SGD, BF16_ADAMW = (Training("fp32", "sgd", checkpoint="always"),
                                    Training("bf16", "adamw"))
 
 
-def run_both(tmp_path, training: Training, launch=launch):
+def run_both(tmp_path, training: Training, groups=None):
     """The fsdp job on two processes and one device's SingleTrainer, one step each from the same weights:
     (first losses, start, fsdp's parameters, the reference's)."""
     model = models.get_model("gpt", "tiny", seed=SEED)
-    result, params = trained_params(tmp_path, fsdp_job(training), launch)
+    result, params = trained_params(tmp_path, fsdp_job(training), groups)
     start = {k: v.detach().clone() for k, v in model.module.named_parameters()}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes
@@ -146,9 +144,8 @@ def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_pa
         torch.distributed.destroy_process_group()
 
 
-@pytest.mark.together(job=lambda: fsdp_job(RECOMPUTE))
-def test_recomputing_every_block_trains_like_one_device(tmp_path, together):
-    (loss, ref_loss), _, params, ref = run_both(tmp_path, RECOMPUTE, launch=together)
+def test_recomputing_every_block_trains_like_one_device(tmp_path, groups):
+    (loss, ref_loss), _, params, ref = run_both(tmp_path, RECOMPUTE, groups)
     assert loss == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
@@ -166,14 +163,13 @@ def test_bf16_sgd_moves_each_weight_as_one_device_within_bf16_rounding(tmp_path)
         assert (moved - expected).norm() <= 0.05 * expected.norm() + 1e-7, key
 
 
-@pytest.mark.together(job=lambda: fsdp_job(BF16_ADAMW))
-def test_bf16_adamw_moves_each_weight_as_one_device(tmp_path, together):
+def test_bf16_adamw_moves_each_weight_as_one_device(tmp_path, groups):
     """AdamW's first step moves each weight by lr x g / (|g| + eps) = lr x sign(g) (less weight decay,
     the same in both): two runs agree within 1e-4 wherever their gradients have the same sign, and
     differ by 2 lr where bf16 rounding flips a sign of a near-zero gradient. So: every weight within
     2 lr, and at least 99% within 1e-4, which unreduced gradients (each process's own half-batch) fail.
     AdamW is blind to the gradient's scale; the bf16 SGD test checks the averaging."""
-    _, _, params, ref = run_both(tmp_path, BF16_ADAMW, launch=together)
+    _, _, params, ref = run_both(tmp_path, BF16_ADAMW, groups)
     lr = Training(optimizer="adamw").lr
     close = total = 0
     for key in ref:

@@ -7,6 +7,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.job import Job
+from pipebench.bench.launch import launch
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
@@ -219,7 +220,6 @@ def bf16_adamw_job(strategy, micro_batches, stages):
                        save_params=True, precision="bf16", optimizer="adamw")
 
 
-@pytest.mark.together(job=bf16_adamw_job)
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("dataparallel", 1, None), ("modelparallel", 1, None), ("pipeline", 4, None), ("ddp", 1, None),
     ("pp-1f1b", 4, None),
@@ -228,7 +228,7 @@ def bf16_adamw_job(strategy, micro_batches, stages):
     pytest.param("pp-interleaved", 4, 4, marks=pytest.mark.slow),
     pytest.param("pp-zb", 4, 4, marks=pytest.mark.slow),  # zero-bubble, as pp-zbv
 ])
-def test_bf16_and_adamw_through_every_strategy(tmp_path, together, strategy, micro_batches, stages):
+def test_bf16_and_adamw_through_every_strategy(tmp_path, groups, strategy, micro_batches, stages):
     """First losses within bf16's tolerance of one device's, updated parameters within AdamW's (see
     assert_adamw_step_close). One-process strategies run here; the others in gloo processes."""
     model = models.get_model("gpt", "tiny", seed=0)
@@ -240,7 +240,7 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, together, strategy, mic
         inputs, targets = model.make_batch(8, seed=1)
         first_loss, params = trainer.step(inputs, targets), trainer.state_dict()
     else:
-        first_loss = together(job, keep=tmp_path, timeout=300)["first_loss"]
+        first_loss = launch(job, keep=tmp_path, timeout=300, groups=groups)["first_loss"]
         params = {}
         for rank in range(job.processes):
             params.update(torch.load(tmp_path / f"params-rank{rank}.pt"))

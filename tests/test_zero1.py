@@ -25,18 +25,16 @@ def adamw_job():
                        seed=SEED, save_params=True, precision="fp32", optimizer="adamw")
 
 
-@pytest.mark.together(job=sgd_job)
-def test_two_processes_train_like_one_device(tmp_path, together):
+def test_two_processes_train_like_one_device(tmp_path, groups):
     """Each process steps its shard of the parameters and broadcasts it: after one step both replicas
     hold what one device computes (check compares every parameter, and the replicas with each other)."""
-    check(tmp_path, sgd_job(), launch=together)
+    check(tmp_path, sgd_job(), groups)
 
 
-@pytest.mark.together(job=adamw_job)
-def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path, together):
+def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path, groups):
     """AdamW, whose two states per parameter are what ZeRO-1 shards: the same update as one device's."""
     model = models.get_model("gpt", "tiny", seed=SEED)
-    result, params = trained_params(tmp_path, adamw_job(), together)
+    result, params = trained_params(tmp_path, adamw_job(), groups)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker computes: the same reduction order
     try:
