@@ -111,9 +111,12 @@ def test_checkpointing_is_refused():
 
 
 def test_a_launched_job_trains_like_one_device(tmp_path, one_thread):
-    job = Job.by_hand("gpt", "device-map", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=1, warmup=0,
+    """In one child process (a one-process strategy starts no torchrun), its steps after its warm-up; the
+    parameters are saved after the first step, warm-up or not."""
+    job = Job.by_hand("gpt", "device-map", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=2, warmup=1,
                       save_params=True)
     result = launch(job, keep=tmp_path, timeout=300)
+    assert result["world_size"] == 1 and len(result["step_ms"]) == 2 and result["samples_per_s"] > 0
     params = torch.load(tmp_path / "params-rank0.pt")
     model = models.get_model("gpt", "tiny")
     inputs, targets = model.make_batch(8, seed=job.seed + 1)

@@ -190,12 +190,6 @@ def test_workers_ignore_a_models_py_in_the_current_folder(tmp_path, monkeypatch)
     assert result["first_loss"] > 0
 
 
-def test_single_process_strategy_runs_in_a_child(tmp_path):
-    result = launch(Job.by_hand("mlp", "pipeline", flavour="tiny", batch=8, devices=2, device_type="cpu",
-                        micro_batches=2, steps=2, warmup=1), keep=tmp_path, timeout=120)
-    assert result["world_size"] == 1 and len(result["step_ms"]) == 2 and result["samples_per_s"] > 0
-
-
 def test_visible_devices_count_within_the_users_choice():
     assert visible_devices([0, 2], "3,4,5") == "3,5"
     assert visible_devices([1], None) == "1"
