@@ -30,10 +30,12 @@ def cpu_only(monkeypatch):
     hide_gpus(monkeypatch)
 
 
-def test_session_times_each_step_in_the_parent():
+def test_session_times_each_step_in_the_parent(groups):
+    """In the session's warm worker group (tests/conftest.py), as `run` times its cases; a Session with
+    workers of its own is test_timeout_ends_the_case_whatever_its_steps_do's."""
     job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, warmup=1)
-    with Session(job, timeout=120) as workers:
+    with Session(job, timeout=120, groups=groups) as workers:
         times = [workers.step() for _ in range(3)]
         workers.step(trace=True)
         result = workers.finish()
