@@ -203,9 +203,9 @@ def test_every_listening_socket_is_on_loopback(one_thread):
     assert answered == []
 
 
-def rank_pid(rank: int) -> int:
-    """The worker of `rank` below this process."""
-    for pid in _descendants(os.getpid()):
+def rank_pid(workers: Session, rank: int) -> int:
+    """The worker of `rank` below the session's own process (not a warm group's the test session holds)."""
+    for pid in _descendants(workers._proc.pid):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -225,7 +225,7 @@ def test_a_killed_rank_is_named_not_the_survivor(one_thread):
     with pytest.raises(WorkerError, match="rank 1: Killed: ended by SIGKILL") as info:
         with Session(job, timeout=120) as workers:
             workers.step()
-            os.kill(rank_pid(1), signal.SIGKILL)
+            os.kill(rank_pid(workers, 1), signal.SIGKILL)
             for _ in range(3):
                 workers.step()
     assert "by peer" not in str(info.value)
