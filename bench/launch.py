@@ -408,12 +408,13 @@ class WorkerGroups:
 def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
            torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
            groups: WorkerGroups | None = None) -> dict:
-    """Run `job` in fresh processes, timing its steps in the workers, and return rank 0's result.
+    """Run `job` in fresh processes (or a warm group's: `groups`), timing its steps in the workers, and
+    return rank 0's result.
 
     gpus: GPU ids to use (within the user's CUDA_VISIBLE_DEVICES); None: those visible.
     keep: a folder to keep the workers' files in (params-rank<r>.pt, the log); default: a temporary one.
-    groups: run it as the next case of a warm group of `groups` instead (Session), its steps one per
-    go-ahead, the last traced, as the workers run them alone.
+    groups: run it as the next case of the warm group of `groups` that fits it (Session), its steps one
+    per go-ahead, the last traced, as fresh workers run them on their own.
     Raises WorkerError with the failing worker's message; `timeout` seconds end everything.
     """
     if groups is not None:
