@@ -118,7 +118,9 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
     copy = (profile.link_gbps or 0.0) if link_gbps is None else link_gbps
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
     return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0,
-                       contention=profile.core_contention or 1.0, fsdp_layer_ms=profile.fsdp_layer_ms or 0.0)
+                       collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
+                       fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
+                       ddp_layer_ms=profile.ddp_layer_ms or 0.0)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,

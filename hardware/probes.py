@@ -10,7 +10,7 @@ import time
 from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds", "measure_allreduce_gbps", "measure_gloo_links", "measure_core_contention",
+           "measure_speeds", "measure_allreduce_gbps", "CPU_FIGURES", "measure_cpu_processes",
            "measure_runtimes"]
 
 
@@ -133,125 +133,118 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
     return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
 
 
-def measure_gloo_links(megabytes: int = 4, repeats: int = 5) -> tuple[float, float, float]:
-    """(copy GB/s, all-reduce bus GB/s, latency ms) between two CPU stand-ins for devices talking through
-    gloo, as the CPU workers do: two gloo groups in threads of this process over loopback (gloo leaves the
-    GIL while it moves bytes), so it costs half a second, not two process starts. The CPU plans price their
-    cuts, and DDP its all-reduce, with these."""
-    import threading
+CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention")
+"""What measure_cpu_processes times, by the profile's names for them."""
+
+
+def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
+                          rounds: int = 3) -> dict[str, float]:
+    """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
+    processes (this one and devices - 1 it starts, `python -m pipebench.hardware.probes --peer DIR ...`,
+    about two seconds to import torch), one device's share of the threads each, in a gloo group.
+    By the profile's names (CPU_FIGURES):
+
+    - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
+      the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
+    - link_latency_ms: half a send/recv round trip of one number (the median of `messages`): a pipeline's
+      hop;
+    - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
+      step of the replica strategies and the pipelines, and each bucket's fixed cost;
+    - core_contention: how much slower a step is when every process computes and then synchronises than
+      when one does (at least 1.0): a convolution's forward and backward (a training step's mix of
+      arithmetic and memory traffic) between two barriers, alone and all at once alternating `rounds`
+      times, `repeats` runs each, so that a burst of someone else's load falls on both sides.
+
+    Processes, not threads of one process: a synchronised step ends when the slowest process has been
+    scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
+    2-vCPU VM under other sessions' load, gpt tiny's two DDP processes computed 1.5x slower at once than
+    alone where threads had measured 1.1x, and a message took 0.1 to 1.8 ms one way from one minute to the
+    next, where threads of one process had measured 0.04 to 1.9 ms from run to run."""
+    import subprocess
+    import tempfile
+
+    from pipebench.hardware.cpu import thread_budget, threads_per_device
+
+    devices = max(2, devices)
+    threads = threads_per_device(devices)
+    sizes = [megabytes, repeats, messages, rounds]
+    with tempfile.TemporaryDirectory(prefix="pipebench-cpu-") as folder:
+        peers = [subprocess.Popen([sys.executable, "-m", "pipebench.hardware.probes", "--peer", folder,
+                                   *map(str, [threads, rank, devices, *sizes])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for rank in range(1, devices)]
+        try:
+            with thread_budget(threads):
+                figures = _peer(folder, 0, devices, *sizes)
+        except BaseException as exc:
+            for peer in peers:
+                peer.kill()
+            why = [line for peer in peers for line in peer.communicate()[1].decode(errors="replace").splitlines()]
+            raise DeviceError(f"the CPU processes' probe failed: {exc}" + (f" ({why[-1].strip()})" if why else "")) from None
+        for peer in peers:
+            peer.wait()
+    return figures
+
+
+def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int = 5, messages: int = 20,
+          rounds: int = 3) -> dict[str, float]:
+    """One process of measure_cpu_processes, in a gloo group of `world` met in a FileStore under `folder`;
+    rank 0 returns the figures."""
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
 
-    store = dist.HashStore()
-    figures: dict[str, float] = {}
-    errors: list[BaseException] = []
+    store = dist.FileStore(f"{folder}/store", world)
+    group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, world, timedelta(seconds=60))
 
-    def side(rank: int) -> None:
-        try:
-            group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, 2, timedelta(seconds=60))
-            peer = 1 - rank
+    def spans_ms(run, times: int) -> list[float]:
+        spans = []
+        for _ in range(times + 1):
+            group.barrier().wait()
+            start = time.perf_counter()
+            run()
+            spans.append((time.perf_counter() - start) * 1e3)
+        return spans[1:]
 
-            def ping(tensor) -> float:  # one way, half a round trip; the median: a worker's message
-                times = []              # waits for its receiver to be scheduled as often as the probe's
-                for _ in range(repeats + 1):
-                    group.barrier().wait()
-                    start = time.perf_counter()
-                    for turn in (0, 1):
-                        (group.send if turn == rank else group.recv)([tensor], peer, 0).wait()
-                    times.append((time.perf_counter() - start) / 2)
-                return statistics.median(times[1:])
+    def ping(tensor) -> None:  # there and back between the first two: twice one message
+        if rank < 2:
+            for turn in (0, 1):
+                (group.send if turn == rank else group.recv)([tensor], 1 - rank, 0).wait()
 
-            small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
-            latency, copy = ping(small), ping(large)
-            times = []
-            for _ in range(repeats + 1):
-                group.barrier().wait()
-                start = time.perf_counter()
-                group.allreduce([large]).wait()
-                times.append(time.perf_counter() - start)
-            if rank == 0:  # bandwidths with the latency in (conservative, and never a division by noise)
-                nbytes = large.numel() * 4
-                figures.update(latency_ms=latency * 1e3, copy_gbps=nbytes / copy / 1e9,
-                               allreduce_gbps=nbytes / statistics.median(times[1:]) / 1e9)
-        except BaseException as exc:  # noqa: BLE001 - reported in the caller's thread
-            errors.append(exc)
+    small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
+    latency = statistics.median(spans_ms(lambda: ping(small), messages)) / 2
+    copy = statistics.median(spans_ms(lambda: ping(large), repeats)) / 2
+    reduce = statistics.median(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
+    collective = statistics.median(spans_ms(lambda: group.allreduce([small]).wait(), messages))
 
-    threads = [threading.Thread(target=side, args=(rank,)) for rank in (0, 1)]
-    from pipebench.hardware.cpu import thread_budget
-
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # hand the GIL over at once, or each message waits up to 5 ms for it
-    try:
-        with thread_budget(1):  # each side is one worker's share of a 2-core machine at most
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    finally:
-        sys.setswitchinterval(switch)
-    if errors:
-        raise DeviceError(f"the gloo link probe failed: {errors[0]}")
-    # busbw of an all-reduce over 2: 2 (p - 1) / p x bytes / time = bytes / time
-    return figures["copy_gbps"], figures["allreduce_gbps"], figures["latency_ms"]
-
-
-def measure_core_contention(devices: int, repeats: int = 4, rounds: int = 3) -> float:
-    """How much slower one CPU stand-in for a device computes while all `devices` compute at once, on
-    this machine's cores at its present load: the median time of a convolution's forward and backward
-    (a training step's mix of arithmetic and memory traffic) in `devices` threads at once, over its
-    median alone, each thread with one device's share of the cores, as the workers have (at least 1.0).
-    Alone and together alternate `rounds` times, `repeats` runs each, so that a burst of someone else's
-    load falls on both sides of the ratio.
-
-    Processes standing in for devices share the cores, the caches and the memory bandwidth; a profile
-    times each layer alone. The pipelines' simulator (schedule.SharedCores) and the replica strategies'
-    prices slow their concurrent compute by this. torch leaves the GIL inside the operations, so threads
-    measure it in about a second, without starting processes."""
-    import threading
-
-    import torch
-
-    from pipebench.hardware.cpu import thread_budget, threads_per_device
-
-    if devices < 2:
-        return 1.0
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
     weight = torch.randn(32, 32, 3, 3, requires_grad=True)
 
-    def work() -> float:
-        start = time.perf_counter()
-        y = torch.nn.functional.conv2d(x, weight, padding=1).relu()
-        y.sum().backward()
-        return time.perf_counter() - start
-
-    def timed(out: list[float]) -> None:
-        for _ in range(repeats + 1):
-            out.append(work())
+    def step(computes: bool) -> None:  # compute (or not), then wait for the others, as a step ends
+        if computes:
+            torch.nn.functional.conv2d(x, weight, padding=1).relu().sum().backward()
+        group.allreduce([small]).wait()
 
     alone: list[float] = []
     together: list[float] = []
-    with thread_budget(threads_per_device(devices)):
-        for _ in range(rounds):
-            runs: list[float] = []
-            timed(runs)
-            alone += runs[1:]
-            each: list[list[float]] = [[] for _ in range(devices)]
-            threads = [threading.Thread(target=timed, args=(out,)) for out in each]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            together += [t for out in each for t in out[1:]]
-    return max(1.0, statistics.median(together) / statistics.median(alone))
+    for _ in range(rounds):
+        alone += spans_ms(lambda: step(rank == 0), repeats)
+        together += spans_ms(lambda: step(True), repeats)
+    group.barrier().wait()
+    nbytes = large.numel() * 4
+    # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
+    return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
+            "link_latency_ms": latency, "collective_ms": collective,
+            "core_contention": max(1.0, statistics.median(together) / statistics.median(alone))}
 
 
-def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5) -> tuple[float, float]:
-    """(ms per pipeline operation, ms per FSDP2 layer): what torch's runtimes spend beyond the compute on
-    the CPU, timed in a gloo group of this process alone on modules too small to compute anything (the
-    least of `repeats` steps after one warm-up). A profile times the layers without them, and on small
-    models they are a large share of the step; messages are priced apart, by gloo's latency.
+def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5) -> tuple[float, float, float, float]:
+    """(ms per pipeline operation, ms per FSDP2 layer, DDP's ms per step, DDP's ms per layer): what torch's
+    runtimes spend beyond the compute on the CPU, timed in a gloo group of this process alone on modules
+    too small to compute anything (the least of `repeats` steps after one warm-up). A profile times the
+    layers without them, and on small models they are a large share of the step; messages are priced
+    apart, by gloo's latencies (measure_gloo_links).
 
     - torch.distributed.pipelining: a one-stage ScheduleGPipe over `micro_batches`, per operation (each
       micro-batch's forward and backward); the CPU pipelines' simulator charges it on every operation
@@ -259,8 +252,13 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
     - FSDP2: a stack of `layers` fully_shard-ed Linear layers against the same stack unsharded, per layer
       and step (its hooks, its gathers' and reduce-scatters' calls); the CPU FSDP price charges it on
       every layer (costs.fsdp_step).
+    - DDP: DistributedDataParallel around a stack of 2 and of 2 + `layers` Linear layers against the same
+      stacks bare: what grows with the layers (its gradient hooks, the bucket copies) per layer, and what
+      is left per step (its forward's own work: the reducer's preparation, the bucket's all-reduce call);
+      costs.ddp_step charges both. On gpt tiny (7 layers, 29 parameter tensors) they were about 2 ms of a
+      10 ms DDP step that the layers and the gradient's all-reduce priced at 4.
 
-    Skipped when this process already has a default process group: then (0.001, 0.001), never 0, which
+    Skipped when this process already has a default process group: then (0.001, ...), never 0, which
     the profile cache would not keep."""
     from datetime import timedelta
 
@@ -268,11 +266,12 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+    from torch.nn.parallel import DistributedDataParallel
 
     from pipebench.hardware.cpu import thread_budget
 
     if dist.is_initialized():
-        return 1e-3, 1e-3
+        return 1e-3, 1e-3, 1e-3, 1e-3
 
     def least_ms(step) -> float:
         times = []
@@ -282,6 +281,15 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
             times.append(time.perf_counter() - start)
         return min(times[1:]) * 1e3
 
+    def stack(n: int) -> torch.nn.Module:
+        return torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(n)])
+
+    one = torch.zeros(1, 1)
+
+    def extra_ms(wrapped, plain) -> float:
+        """What `wrapped` adds to a forward and backward of `plain`."""
+        return least_ms(lambda: wrapped(one).sum().backward()) - least_ms(lambda: plain(one).sum().backward())
+
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60))
     try:
         with thread_budget(1):
@@ -289,12 +297,20 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
             schedule = ScheduleGPipe(stage, micro_batches, loss_fn=lambda out, target: out.sum())
             x = torch.zeros(micro_batches, 1)
             action = least_ms(lambda: schedule.step(x, target=x)) / (2 * micro_batches)
-            plain, sharded = (torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(layers)]) for _ in range(2))
+            sharded = stack(layers)
             for layer in sharded:
                 fully_shard(layer)
-            one = torch.zeros(1, 1)
-            per_layer = (least_ms(lambda: sharded(one).sum().backward())
-                         - least_ms(lambda: plain(one).sum().backward())) / layers
+            per_layer = extra_ms(sharded, stack(layers)) / layers
+            ddp = [extra_ms(DistributedDataParallel(stack(n)), stack(n)) for n in (2, 2 + layers)]
+            ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / layers)
+            ddp_step = ddp[0] - 2 * ddp_layer
     finally:
         dist.destroy_process_group()
-    return max(1e-3, action), max(1e-3, per_layer)
+    return max(1e-3, action), max(1e-3, per_layer), max(1e-3, ddp_step), ddp_layer
+
+
+if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...
+    import torch
+
+    torch.set_num_threads(int(sys.argv[3]))
+    _peer(sys.argv[2], *map(int, sys.argv[4:]))

@@ -175,8 +175,8 @@ class ProfileCache:
         self._write(key, kind, value=value)
 
 
-LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms",
-               "fsdp_layer_ms")
+LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms",
+               "fsdp_layer_ms", "ddp_ms", "ddp_layer_ms")
 
 
 def request_identity(model: Any, *, flavour: str | None = None, settings: dict[str, Any] | None = None,

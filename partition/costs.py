@@ -27,7 +27,7 @@ from typing import Sequence
 from pipebench.partition.plan import transfer_ms
 from pipebench.partition.profile import LayerProfile, kept_bytes
 
-__all__ = ["Links", "allreduce_ms", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
+__all__ = ["Links", "allreduce_ms", "step_end", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
            "DDP_FIRST_BUCKET_BYTES", "gather_ms", "fsdp_step", "fsdp_memory"]
 
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -43,26 +43,39 @@ class Links:
     copy_gbps: one device to the next (activations across a cut, DataParallel's broadcast).
     allreduce_gbps: bus bandwidth of an all-reduce over the devices (NCCL's definition: an all-reduce of
         S bytes over p devices takes 2 (p - 1) / p x S / allreduce_gbps).
-    latency_ms: the fixed cost of one message or collective call.
-    contention: CPU processes standing in for the devices share the cores: how much slower each computes
-        while all of them do (1.0: devices of their own, GPUs).
-    fsdp_layer_ms: CPU stand-ins: FSDP2's own cost per sharded layer and step (0: not priced)."""
+    latency_ms: the fixed cost of one message.
+    collective_ms: the fixed cost of one collective call (None: latency_ms); on CPU stand-ins every
+        replica strategy's step ends with one, the loss's all-reduce (bench/strategies/common.py
+        ReplicaTrainer), which every process waits for.
+    contention: CPU processes standing in for the devices share the cores: how much slower a step is
+        while all of them compute (1.0: devices of their own, GPUs).
+    fsdp_layer_ms: CPU stand-ins: FSDP2's own cost per sharded layer and step (0: not priced).
+    ddp_ms, ddp_layer_ms: CPU stand-ins: DDP's own cost per step and per layer with parameters (its
+        forward's preparation, its gradient hooks and bucket copies; 0: not priced)."""
 
     copy_gbps: float = 0.0
     allreduce_gbps: float = 0.0
     latency_ms: float = 0.0
     contention: float = 1.0
     fsdp_layer_ms: float = 0.0
+    collective_ms: float | None = None
+    ddp_ms: float = 0.0
+    ddp_layer_ms: float = 0.0
 
     def copy_ms(self, nbytes: float) -> float:
         return transfer_ms(nbytes, self.copy_gbps, self.latency_ms)
+
+    @property
+    def collective(self) -> float:
+        """One collective call's fixed cost."""
+        return self.latency_ms if self.collective_ms is None else self.collective_ms
 
 
 def allreduce_ms(nbytes: float, devices: int, links: Links) -> float:
     """A ring all-reduce of `nbytes` over `devices` (0 on one device or when the link is not priced)."""
     if devices < 2 or links.allreduce_gbps <= 0:
         return 0.0
-    return 2 * (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.latency_ms
+    return 2 * (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.collective
 
 
 DDP_CONTENTION = 1.0
@@ -81,7 +94,9 @@ def ddp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scal
     bucket's all-reduce starts when its last gradient is ready and the previous bucket is done; the
     backward still running slows by `contention` x the all-reduce time it overlaps. scale: the profile's
     calibration, on every compute time; on CPU stand-ins, every replica computing at once is slowed by
-    the cores' contention (links.contention) besides."""
+    the cores' contention (links.contention) besides, DDP's own runtime costs links.ddp_ms a step and
+    links.ddp_layer_ms a layer with parameters, and the step ends with the loss's all-reduce
+    (`step_end`)."""
     scale *= links.contention
     forward = scale * sum(l.forward_ms for l in layers)
     clock = forward
@@ -101,7 +116,16 @@ def ddp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scal
                 filled, cap = 0.0, float(bucket_bytes)
     if filled > 0:
         comm_free = max(comm_free, clock) + allreduce_ms(filled, devices, links)
-    return max(clock, comm_free)
+    runtime = links.ddp_ms + links.ddp_layer_ms * sum(1 for layer in layers if layer.param_bytes)
+    return max(clock, comm_free) + runtime + step_end(devices, links)
+
+
+def step_end(devices: int, links: Links) -> float:
+    """What a step of p processes pays after its last layer: the loss's all-reduce over them (the replica
+    strategies) or its broadcast from the last stage (the pipelines), one collective that every process
+    waits for. Priced only where collectives are (0 on one device or where links.collective_ms is not
+    measured: on GPUs the loss's collective hides behind the queued kernels)."""
+    return links.collective_ms if devices > 1 and links.collective_ms else 0.0
 
 
 def dataparallel_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
@@ -139,7 +163,7 @@ def gather_ms(nbytes: float, devices: int, links: Links) -> float:
     (p - 1) / p x nbytes at the all-reduce's bus bandwidth (0 on one device, for nothing, or unpriced)."""
     if devices < 2 or nbytes <= 0 or links.allreduce_gbps <= 0:
         return 0.0
-    return (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.latency_ms
+    return (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.collective
 
 
 def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
@@ -186,7 +210,7 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
                 continue
             clock = start + scale * (layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0))
             on_link(layers[i].param_bytes, clock)  # its gradients, reduce-scattered once they exist
-    return max(clock, link_free)
+    return max(clock, link_free) + step_end(devices, links)
 
 
 def fsdp_memory(layers: Sequence[LayerProfile], devices: int, states: int, bf16: bool = False, *,

@@ -124,6 +124,8 @@ class Plan:
     """With cores_shared: how much slower each device computes while all of them do (measured per machine)."""
     action_ms: float = 0.0
     """With cores_shared: the pipeline runtime's own cost of each operation (measured per machine)."""
+    step_end_ms: float = 0.0
+    """With cores_shared: the collective that ends every step (the loss's broadcast; measured per machine)."""
 
     def __post_init__(self):
         if not self.placement:  # plans written before placement was stored
@@ -205,7 +207,7 @@ class Plan:
 
     @property
     def shared_cores(self) -> sched.SharedCores | None:
-        return sched.SharedCores(self.contention, self.action_ms) if self.cores_shared else None
+        return sched.SharedCores(self.contention, self.action_ms, self.step_end_ms) if self.cores_shared else None
 
     def simulate(self) -> sched.Timeline:
         """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
@@ -229,11 +231,13 @@ class Plan:
 
 def shared_cores(profile: Profile, devices: Sequence[str]) -> sched.SharedCores | None:
     """What a pipeline of a process per device pays on CPU stand-ins sharing one machine's cores, from
-    the figures the profile timed (contention, the runtime's cost per operation); None on GPUs and on one
-    device. `pipebench plan`, pipebench.plan() and advise's pipelines all price it so."""
+    the figures the profile timed (contention, the runtime's cost per operation, the collective that ends
+    a step); None on GPUs and on one device. `pipebench plan`, pipebench.plan() and advise's pipelines
+    all price it so."""
     if len(devices) < 2 or not str(devices[0]).startswith("cpu"):
         return None
-    return sched.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0)
+    return sched.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0,
+                             profile.collective_ms or 0.0)
 
 
 def transfer_ms(nbytes: float, link_gbps: float, latency_ms: float = 0.0) -> float:
@@ -587,6 +591,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         cores_shared=shared is not None,
         contention=shared.contention if shared else 1.0,
         action_ms=shared.action_ms if shared else 0.0,
+        step_end_ms=shared.step_end_ms if shared else 0.0,
         profile_id=profile.profile_id,
         interpolated_from=profile.interpolated_from,
         cut_note=" ".join(notes),

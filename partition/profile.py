@@ -141,16 +141,26 @@ class Profile:
     """The noise of `whole_step_ms` over its repeats (relative_spread); 0: unknown or not timed."""
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
+    collective_ms: float | None = None
+    """CPU stand-ins: an all-reduce of one number between the processes (hardware/probes.py
+    measure_cpu_processes): the loss's all-reduce or broadcast that ends every step, and each collective's
+    fixed cost; None: not measured, taken to be `link_latency_ms`."""
     core_contention: float | None = None
-    """CPU processes standing in for the devices share the cores: how much slower each computes while all
-    of them do than alone (hardware/probes.py measure_core_contention), timed when profiled; None: devices
-    of their own (GPUs), or not measured, taken as 1."""
+    """CPU processes standing in for the devices share the cores: how much slower a step is when all of
+    them compute and then synchronise than when one does (hardware/probes.py measure_cpu_processes), timed
+    when profiled; None: devices of their own (GPUs), or not measured, taken as 1."""
     action_ms: float | None = None
     """CPU stand-ins: what torch.distributed.pipelining's runtime costs per operation beyond its compute
     (hardware/probes.py measure_runtimes), timed when profiled; None: not measured, taken as 0."""
     fsdp_layer_ms: float | None = None
     """CPU stand-ins: what FSDP2's runtime costs per sharded layer and step beyond its compute and its
     messages (hardware/probes.py measure_runtimes), timed when profiled; None: not measured, taken as 0."""
+    ddp_ms: float | None = None
+    """CPU stand-ins: what DDP's runtime costs per step beyond the compute and the all-reduce's bytes
+    (hardware/probes.py measure_runtimes); None: not measured, taken as 0."""
+    ddp_layer_ms: float | None = None
+    """CPU stand-ins: what DDP's runtime costs per layer with parameters and step (its gradient hooks and
+    bucket copies; hardware/probes.py measure_runtimes); None: not measured, taken as 0."""
     precision: str = DEFAULT_PRECISION
     """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
     bf16 profile. Profiles made before precisions existed were TF32."""

@@ -256,7 +256,7 @@ def simulate(
         if launch:
             raise ValueError("launch times are a GPU's; shared cores are CPU processes'")
         ops = shared_cores.run(orders, duration, hop)
-        return _timeline(ops, len(orders), p, orders)
+        return _timeline(ops, len(orders), p, orders, shared_cores.step_end_ms)
 
     cpu = {kind: list(launch[kind]) if launch and kind in launch else [0.0] * p for kind in "FBIW"}
     if launch and "I" not in launch:  # the launch of a split backward: as the duration splits
@@ -292,8 +292,8 @@ def simulate(
     return _timeline(ops, len(orders), p, orders)
 
 
-def _timeline(ops: list[Op], devices: int, stages: int, orders) -> Timeline:
-    step = max((op.end for op in ops), default=0.0)
+def _timeline(ops: list[Op], devices: int, stages: int, orders, step_end: float = 0.0) -> Timeline:
+    step = max((op.end for op in ops), default=0.0) + step_end
     busy = sum(op.end - op.start for op in ops)  # with measured I and W, more than F + B
     bubble = 1.0 - busy / (devices * step) if step > 0 else 0.0
     return Timeline(
@@ -316,17 +316,20 @@ class SharedCores:
     - a send is the sender's own CPU work (gloo copies the bytes on the same cores): it lengthens the
       operation that sends, and the receiver waits for it, instead of running beside the compute;
     - every operation pays `action_ms`, the pipeline runtime's own cost of running it (its Python
-      schedule, posting and waiting for its messages).
-    With contention 1 and no action cost, the timeline is the plain simulator's with each transfer moved
-    onto its sender."""
+      schedule, posting and waiting for its messages);
+    - the step ends `step_end_ms` after the last operation: the loss's broadcast from the last stage
+      (bench/strategies/pp.py), one collective that every process waits for.
+    With contention 1 and no costs, the timeline is the plain simulator's with each transfer moved onto
+    its sender."""
 
     contention: float = 1.0
     action_ms: float = 0.0
+    step_end_ms: float = 0.0
 
     def __post_init__(self):
-        if not self.contention >= 1.0 or not self.action_ms >= 0.0:
-            raise ValueError(f"contention is a slowdown of at least 1 and action_ms a cost of at least 0 "
-                             f"(got {self.contention}, {self.action_ms})")
+        if not self.contention >= 1.0 or not self.action_ms >= 0.0 or not self.step_end_ms >= 0.0:
+            raise ValueError(f"contention is a slowdown of at least 1, action_ms and step_end_ms costs of at "
+                             f"least 0 (got {self.contention}, {self.action_ms}, {self.step_end_ms})")
 
     def rate(self, busy: int, devices: int) -> float:
         """The speed of each of `busy` devices computing at once, of `devices`, against one alone."""

@@ -241,15 +241,16 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     bandwidth, and on CPU stand-ins gloo's latency, the slowdown of processes computing at once on the
     shared cores and the pipeline runtime's and FSDP2's own costs. Timed, or from the cache (`store`) when
     every size was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
-    from pipebench.hardware.probes import (measure_allreduce_gbps, measure_core_contention,
-                                           measure_gloo_links, measure_runtimes, measure_stage_link)
+    from pipebench.hardware.probes import (measure_allreduce_gbps, measure_cpu_processes, measure_runtimes,
+                                           measure_stage_link)
+    from pipebench.partition.cache import LINK_FIELDS
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
         if note:
             note("link figures from the profile cache")
         return links
-    links = {"link_gbps": link_gbps, "allreduce_gbps": None, "link_latency_ms": None, "core_contention": None,
-             "action_ms": None, "fsdp_layer_ms": None}
+    links = {name: None for name in LINK_FIELDS}
+    links["link_gbps"] = link_gbps
     if link_gbps is None and on_gpu:
         link = measure_stage_link(devices)
         links["link_gbps"] = link[2] if link else None
@@ -260,14 +261,15 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
         if links["allreduce_gbps"] and note:
             note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
     elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
-        links["link_gbps"], links["allreduce_gbps"], links["link_latency_ms"] = measure_gloo_links()
-        links["core_contention"] = measure_core_contention(len(devices))
-        links["action_ms"], links["fsdp_layer_ms"] = measure_runtimes()
+        links.update(measure_cpu_processes(len(devices)))
+        links["action_ms"], links["fsdp_layer_ms"], links["ddp_ms"], links["ddp_layer_ms"] = measure_runtimes()
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
-                 f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message; {len(devices)} processes "
-                 f"computing at once: each {links['core_contention']:.2f}x slower; the pipeline runtime: "
-                 f"{links['action_ms']:.2f} ms an operation, FSDP2 {links['fsdp_layer_ms']:.2f} ms a layer (timed)")
+                 f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "
+                 f"a collective; {len(devices)} processes computing at once: each step {links['core_contention']:.2f}x "
+                 f"slower; the pipeline runtime: {links['action_ms']:.2f} ms an operation, FSDP2 "
+                 f"{links['fsdp_layer_ms']:.2f} ms a layer, DDP {links['ddp_ms']:.2f} ms a step and "
+                 f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
     if keep is not None and link_gbps is None:
         keep.put_links(key, links)
     return links

@@ -109,14 +109,15 @@ def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread
     from pipebench.hardware import probes
 
     timed = []
-    monkeypatch.setattr(probes, "measure_gloo_links", lambda: timed.append(1) or (2.0, 1.0, 0.05))
-    monkeypatch.setattr(probes, "measure_core_contention", lambda devices: 1.25)
-    monkeypatch.setattr(probes, "measure_runtimes", lambda: (0.3, 0.7))
+    monkeypatch.setattr(probes, "measure_cpu_processes", lambda devices: timed.append(1) or {
+        "link_gbps": 2.0, "allreduce_gbps": 1.0, "link_latency_ms": 0.05, "collective_ms": 0.2, "core_contention": 1.25})
+    monkeypatch.setattr(probes, "measure_runtimes", lambda: (0.3, 0.7, 0.4, 0.02))
     first = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     second = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     assert len(timed) == 1  # the second answer starts no processes to time gloo again
-    figures = lambda p: (p.link_gbps, p.allreduce_gbps, p.link_latency_ms, p.core_contention, p.action_ms, p.fsdp_layer_ms)  # noqa: E731
-    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, 0.05, 1.25, 0.3, 0.7)] * 2
+    figures = lambda p: (p.link_gbps, p.allreduce_gbps, p.link_latency_ms, p.collective_ms, p.core_contention,  # noqa: E731
+                         p.action_ms, p.fsdp_layer_ms, p.ddp_ms, p.ddp_layer_ms)
+    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, 0.05, 0.2, 1.25, 0.3, 0.7, 0.4, 0.02)] * 2
     pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]}, fresh=True)
     assert len(timed) == 2
 

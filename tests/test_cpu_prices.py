@@ -117,13 +117,22 @@ def test_the_plan_keeps_what_its_simulator_charged():
     assert again.simulate().step_time == pytest.approx(plan.predicted_step_ms)
 
 
-def test_the_probes_measure_the_cores_and_the_runtime():
-    from pipebench.hardware.probes import measure_core_contention, measure_runtimes
+def test_the_probes_measure_the_processes_and_the_runtimes():
+    from pipebench.hardware.probes import CPU_FIGURES, measure_cpu_processes, measure_runtimes
 
-    assert measure_core_contention(1) == 1.0
-    assert measure_core_contention(2, repeats=2, rounds=1) >= 1.0
-    action, fsdp_layer = measure_runtimes(micro_batches=2, layers=2, repeats=1)
-    assert action > 0.0 and fsdp_layer > 0.0
+    figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
+    assert set(figures) == set(CPU_FIGURES)
+    assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
+    assert all(value > 0.0 for value in measure_runtimes(micro_batches=2, layers=2, repeats=1))
+
+
+def test_the_probes_peer_fails_in_one_line(monkeypatch):
+    from pipebench.errors import DeviceError
+    from pipebench.hardware import probes
+
+    monkeypatch.setattr(probes, "_peer", lambda *args, **kwargs: 1 / 0)
+    with pytest.raises(DeviceError, match="the CPU processes' probe failed"):
+        probes.measure_cpu_processes(2)
 
 
 def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
@@ -146,3 +155,54 @@ def test_plan_and_advise_price_a_cpu_pipeline_alike():
     advised = predict("pp-1f1b", profiles, ["cpu", "cpu"], micro_batches=2)
     assert planned.predicted_step_ms == pytest.approx(advised.predicted_step_ms)
     assert planned.cores_shared
+
+
+def test_every_cpu_pipeline_step_ends_with_the_losss_broadcast():
+    # The last stage broadcasts the loss after the schedule: one collective every process waits for.
+    for schedule in SCHEDULES:
+        p = 2
+        stages = p * SCHEDULES[schedule].stages_per_device
+        f, b = [1.0] * stages, [2.0] * stages
+        plain = simulate(f, b, 2, schedule, devices=p, shared_cores=SharedCores(1.3, 0.1))
+        ended = simulate(f, b, 2, schedule, devices=p, shared_cores=SharedCores(1.3, 0.1, step_end_ms=0.7))
+        assert ended.step_time == pytest.approx(plain.step_time + 0.7)
+    with pytest.raises(ValueError):
+        SharedCores(1.0, 0.0, -1.0)
+
+
+def test_replica_steps_on_cpu_stand_ins_pay_ddps_runtime_and_the_losss_all_reduce():
+    # 4 layers, 3 with parameters: DDP's runtime is 0.5 a step and 0.1 a layer with parameters; the
+    # loss's all-reduce at the end is one collective of 0.3; FSDP pays that collective too.
+    layers = [_layer(f"l{i}", 1.0, 2.0, 10**6 if i else 0) for i in range(4)]
+    bare = costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05)
+    priced = costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3, ddp_ms=0.5,
+                         ddp_layer_ms=0.1)
+    assert costs.ddp_step(layers, 2, priced) - costs.ddp_step(layers, 2, bare) == pytest.approx(
+        0.5 + 3 * 0.1 + 0.3 + (0.3 - 0.05) * 2)  # and DDP's 2 buckets' all-reduces at the collective's fixed cost
+    assert costs.ddp_step(layers, 1, priced) == pytest.approx(costs.ddp_step(layers, 1, bare) + 0.5 + 0.3)
+    assert costs.fsdp_step(layers, 2, costs.Links(collective_ms=0.3)) == pytest.approx(
+        costs.fsdp_step(layers, 2, costs.Links()) + 0.3)
+
+
+def test_a_collectives_fixed_cost_is_the_collectives_not_a_messages():
+    links = costs.Links(allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3)
+    assert costs.allreduce_ms(10**6, 2, links) == pytest.approx(1.0 + 0.3)
+    assert costs.gather_ms(10**6, 2, links) == pytest.approx(0.5 + 0.3)
+    assert costs.allreduce_ms(10**6, 2, costs.Links(allreduce_gbps=1.0, latency_ms=0.05)) == pytest.approx(1.05)
+
+
+def test_advise_prices_the_profiles_process_figures():
+    def with_figures(profiles, **figures):
+        for p in profiles:
+            for name, value in figures.items():
+                setattr(p, name, value)
+        return profiles
+
+    devices = ["cpu", "cpu"]
+    for strategy in ("ddp", "zero1", "fsdp", "pp-1f1b", "pp-zbv"):
+        bare = predict(strategy, _profiles("cpu", 1.6, 0.2), devices, micro_batches=2).predicted_step_ms
+        priced = predict(strategy, with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3, ddp_ms=0.5,
+                                                ddp_layer_ms=0.1), devices, micro_batches=2).predicted_step_ms
+        assert priced > bare + 0.29, strategy
+    plan = predict("pp-1f1b", with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3), devices, micro_batches=2).plan
+    assert plan.step_end_ms == 0.3
