@@ -133,7 +133,7 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
     return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
 
 
-CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention")
+CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms")
 """What measure_cpu_processes times, by the profile's names for them."""
 
 
@@ -146,14 +146,19 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
-    - link_latency_ms: half a send/recv round trip of one number (the median of `messages`): a pipeline's
-      hop;
+    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (the median of
+      `messages`), or less where the pipeline below measured less (pipeline_costs);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
       step of the replica strategies and the pipelines, and each bucket's fixed cost;
     - core_contention: how much slower a step is when every process computes and then synchronises than
       when one does (at least 1.0): a convolution's forward and backward (a training step's mix of
       arithmetic and memory traffic) between two barriers, alone and all at once alternating `rounds`
-      times, `repeats` runs each, so that a burst of someone else's load falls on both sides.
+      times, `repeats` runs each, so that a burst of someone else's load falls on both sides;
+    - action_ms: torch.distributed.pipelining's own cost per operation (forward or backward of one
+      micro-batch), sends and receives included: a Schedule1F1B over the processes of stages too small
+      to compute, its step as `action_ms` prices it (pipeline_costs). The CPU pipelines' simulator charges
+      it on every operation (schedule.SharedCores). A one-process schedule, which sends nothing, measured 0.1 ms where
+      gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms an operation beyond its compute.
 
     Processes, not threads of one process: a synchronised step ends when the slowest process has been
     scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
@@ -231,47 +236,87 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     for _ in range(rounds):
         alone += spans_ms(lambda: step(rank == 0), repeats)
         together += spans_ms(lambda: step(True), repeats)
+
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-pipeline", store), rank=rank, world_size=world)
+    try:
+        stage = PipelineStage(torch.nn.Linear(1, 1), rank, world, torch.device("cpu"))
+        schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
+        batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
+        ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
+        pipeline = statistics.median(spans_ms(ends.get(rank, schedule.step), repeats))
+    finally:
+        dist.destroy_process_group()
     group.barrier().wait()
     nbytes = large.numel() * 4
     # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
+    hop, action = pipeline_costs(pipeline, world, latency)
     return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
-            "link_latency_ms": latency, "collective_ms": collective,
-            "core_contention": max(1.0, statistics.median(together) / statistics.median(alone))}
+            "link_latency_ms": hop, "collective_ms": collective,
+            "core_contention": max(1.0, statistics.median(together) / statistics.median(alone)),
+            "action_ms": action}
 
 
-def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5) -> tuple[float, float, float, float]:
-    """(ms per pipeline operation, ms per FSDP2 layer, DDP's ms per step, DDP's ms per layer): what torch's
-    runtimes spend beyond the compute on the CPU, timed in a gloo group of this process alone on modules
-    too small to compute anything (the least of `repeats` steps after one warm-up). A profile times the
-    layers without them, and on small models they are a large share of the step; messages are priced
-    apart, by gloo's latencies (measure_gloo_links).
+PIPELINE_MICRO_BATCHES = 8
+"""The micro-batches of measure_cpu_processes' pipeline of stages too small to compute."""
 
-    - torch.distributed.pipelining: a one-stage ScheduleGPipe over `micro_batches`, per operation (each
-      micro-batch's forward and backward); the CPU pipelines' simulator charges it on every operation
-      (schedule.SharedCores).
+
+def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[float, float]:
+    """(ms a hop, ms an operation) that make the simulator (schedule.SharedCores) price a 1F1B step of
+    stages that compute nothing, over `devices` processes and PIPELINE_MICRO_BATCHES micro-batches, at the
+    `step_ms` measured: the figures come out in the terms they are charged in, whatever of the posting,
+    the waiting for the receiver to be scheduled and the Python schedule they hold. A hop costs the
+    message latency measured alone (`latency_ms`) and an operation what is left; where the hops alone
+    price the step longer than measured (messages in flight overlap their receivers' wake-ups), a hop
+    costs what makes them price it, and an operation 0.001 ms."""
+    from pipebench.partition.schedule import SharedCores, simulate
+
+    def step(hop: float, action: float) -> float:
+        zeros = [0.0] * devices
+        return simulate(zeros, zeros, PIPELINE_MICRO_BATCHES, "1f1b", [hop] * (devices - 1),
+                        shared_cores=SharedCores(1.0, action)).step_time
+
+    def solve(price) -> float:  # the figure in [0, step_ms] at which price(figure) = step_ms (price grows)
+        low, high = 0.0, max(step_ms, 1e-3)
+        for _ in range(40):
+            middle = (low + high) / 2
+            low, high = (middle, high) if price(middle) < step_ms else (low, middle)
+        return (low + high) / 2
+
+    if step(latency_ms, 0.0) <= step_ms:
+        return latency_ms, max(1e-3, solve(lambda action: step(latency_ms, action)))
+    return max(1e-3, solve(lambda hop: step(hop, 1e-3))), 1e-3
+
+
+def measure_runtimes(layers: int = 8, repeats: int = 5) -> tuple[float, float, float]:
+    """(FSDP2's ms per layer, DDP's ms per step, DDP's ms per layer): what torch's data-parallel runtimes
+    spend beyond the compute on the CPU, timed in a gloo group of this process alone on modules too small
+    to compute anything (the least of `repeats` steps after one warm-up). A profile times the layers
+    without them, and on small models they are a large share of the step; messages are priced apart, by
+    gloo's latencies, and the pipeline runtime by measure_cpu_processes.
+
     - FSDP2: a stack of `layers` fully_shard-ed Linear layers against the same stack unsharded, per layer
       and step (its hooks, its gathers' and reduce-scatters' calls); the CPU FSDP price charges it on
       every layer (costs.fsdp_step).
     - DDP: DistributedDataParallel around a stack of 2 and of 2 + `layers` Linear layers against the same
       stacks bare: what grows with the layers (its gradient hooks, the bucket copies) per layer, and what
       is left per step (its forward's own work: the reducer's preparation, the bucket's all-reduce call);
-      costs.ddp_step charges both. On gpt tiny (7 layers, 29 parameter tensors) they were about 2 ms of a
-      10 ms DDP step that the layers and the gradient's all-reduce priced at 4.
+      costs.ddp_step charges both.
 
-    Skipped when this process already has a default process group: then (0.001, ...), never 0, which
-    the profile cache would not keep."""
+    Skipped when this process already has a default process group: then 0.001 each, never 0, which the
+    profile cache would not keep."""
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
     from torch.nn.parallel import DistributedDataParallel
 
     from pipebench.hardware.cpu import thread_budget
 
     if dist.is_initialized():
-        return 1e-3, 1e-3, 1e-3, 1e-3
+        return 1e-3, 1e-3, 1e-3
 
     def least_ms(step) -> float:
         times = []
@@ -293,10 +338,6 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60))
     try:
         with thread_budget(1):
-            stage = PipelineStage(torch.nn.Linear(1, 1), 0, 1, torch.device("cpu"))
-            schedule = ScheduleGPipe(stage, micro_batches, loss_fn=lambda out, target: out.sum())
-            x = torch.zeros(micro_batches, 1)
-            action = least_ms(lambda: schedule.step(x, target=x)) / (2 * micro_batches)
             sharded = stack(layers)
             for layer in sharded:
                 fully_shard(layer)
@@ -306,7 +347,7 @@ def measure_runtimes(micro_batches: int = 16, layers: int = 8, repeats: int = 5)
             ddp_step = ddp[0] - 2 * ddp_layer
     finally:
         dist.destroy_process_group()
-    return max(1e-3, action), max(1e-3, per_layer), max(1e-3, ddp_step), ddp_layer
+    return max(1e-3, per_layer), max(1e-3, ddp_step), ddp_layer
 
 
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...

@@ -262,7 +262,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
             note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
     elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
         links.update(measure_cpu_processes(len(devices)))
-        links["action_ms"], links["fsdp_layer_ms"], links["ddp_ms"], links["ddp_layer_ms"] = measure_runtimes()
+        links["fsdp_layer_ms"], links["ddp_ms"], links["ddp_layer_ms"] = measure_runtimes()
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
                  f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "

@@ -123,7 +123,7 @@ def test_the_probes_measure_the_processes_and_the_runtimes():
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
     assert set(figures) == set(CPU_FIGURES)
     assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
-    assert all(value > 0.0 for value in measure_runtimes(micro_batches=2, layers=2, repeats=1))
+    assert all(value > 0.0 for value in measure_runtimes(layers=2, repeats=1))
 
 
 def test_the_probes_peer_fails_in_one_line(monkeypatch):
@@ -206,3 +206,19 @@ def test_advise_prices_the_profiles_process_figures():
         assert priced > bare + 0.29, strategy
     plan = predict("pp-1f1b", with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3), devices, micro_batches=2).plan
     assert plan.step_end_ms == 0.3
+
+
+def test_the_pipeline_runtimes_costs_come_out_in_the_simulators_terms():
+    # A two-process 1F1B of stages that compute nothing, measured at the step the simulator prices with
+    # 0.3 ms an operation and 0.1 ms a hop: the probe's figures are those. Measured shorter than its hops
+    # alone price it at the message latency, a hop costs what makes them price it.
+    from pipebench.hardware.probes import PIPELINE_MICRO_BATCHES, pipeline_costs
+
+    def step(hop, action):
+        zeros = [0.0, 0.0]
+        return simulate(zeros, zeros, PIPELINE_MICRO_BATCHES, "1f1b", [hop], shared_cores=SharedCores(1.0, action)).step_time
+
+    assert step(0.1, 0.3) > 2 * PIPELINE_MICRO_BATCHES * 0.3
+    assert pipeline_costs(step(0.1, 0.3), 2, 0.1) == pytest.approx((0.1, 0.3), rel=1e-6)
+    hop, action = pipeline_costs(step(0.5, 1e-3), 2, 2.0)
+    assert (hop, action) == (pytest.approx(0.5, rel=1e-6), 1e-3)
