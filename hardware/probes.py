@@ -11,7 +11,7 @@ from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
            "measure_speeds", "measure_allreduce_gbps", "CPU_FIGURES", "measure_cpu_processes",
-           "measure_runtimes"]
+           "pipeline_costs"]
 
 
 def check_gpus(ids: list[int]) -> list[str]:
@@ -133,7 +133,8 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
     return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
 
 
-CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms")
+CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms",
+               "fsdp_layer_ms", "ddp_ms", "ddp_layer_ms")
 """What measure_cpu_processes times, by the profile's names for them."""
 
 
@@ -141,7 +142,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
     processes (this one and devices - 1 it starts, `python -m pipebench.hardware.probes --peer DIR ...`,
-    about two seconds to import torch), one device's share of the threads each, in a gloo group.
+    about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
     By the profile's names (CPU_FIGURES):
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
@@ -157,8 +158,16 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     - action_ms: torch.distributed.pipelining's own cost per operation (forward or backward of one
       micro-batch), sends and receives included: a Schedule1F1B over the processes of stages too small
       to compute, its step as `action_ms` prices it (pipeline_costs). The CPU pipelines' simulator charges
-      it on every operation (schedule.SharedCores). A one-process schedule, which sends nothing, measured 0.1 ms where
-      gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms an operation beyond its compute.
+      it on every operation (schedule.SharedCores). A one-process schedule, which sends nothing, had
+      measured 0.1 ms where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms an operation beyond its
+      compute;
+    - fsdp_layer_ms: FSDP2's own cost per sharded layer and step (its hooks, its gathers' and
+      reduce-scatters' calls and their waits): a stack of RUNTIME_LAYERS fully_shard-ed Linear layers
+      against the same stack unsharded, per layer; costs.fsdp_step charges it on every layer;
+    - ddp_ms, ddp_layer_ms: DistributedDataParallel around a stack of 2 and of 2 + RUNTIME_LAYERS Linear
+      layers against the same stacks bare: what grows with the layers (its gradient hooks, the bucket
+      copies) per layer, and what is left per step (its forward's own work, the bucket's all-reduce and
+      its wait); costs.ddp_step charges both.
 
     Processes, not threads of one process: a synchronised step ends when the slowest process has been
     scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
@@ -237,25 +246,48 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         alone += spans_ms(lambda: step(rank == 0), repeats)
         together += spans_ms(lambda: step(True), repeats)
 
+    from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+    from torch.nn.parallel import DistributedDataParallel
 
-    dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-pipeline", store), rank=rank, world_size=world)
+    def stack(n: int) -> torch.nn.Module:
+        return torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(n)])
+
+    one = torch.zeros(1, 1)
+
+    def extra_ms(wrapped, plain) -> float:
+        """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
+        return (statistics.median(spans_ms(lambda: wrapped(one).sum().backward(), repeats))
+                - statistics.median(spans_ms(lambda: plain(one).sum().backward(), repeats)))
+
+    dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
         stage = PipelineStage(torch.nn.Linear(1, 1), rank, world, torch.device("cpu"))
         schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
         ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
         pipeline = statistics.median(spans_ms(ends.get(rank, schedule.step), repeats))
+        sharded = stack(RUNTIME_LAYERS)
+        for layer in sharded:
+            fully_shard(layer)
+        fsdp_layer = extra_ms(sharded, stack(RUNTIME_LAYERS)) / RUNTIME_LAYERS
+        ddp = [extra_ms(DistributedDataParallel(stack(n)), stack(n)) for n in (2, 2 + RUNTIME_LAYERS)]
     finally:
         dist.destroy_process_group()
     group.barrier().wait()
     nbytes = large.numel() * 4
     # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
     hop, action = pipeline_costs(pipeline, world, latency)
+    ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / RUNTIME_LAYERS)
     return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
             "link_latency_ms": hop, "collective_ms": collective,
             "core_contention": max(1.0, statistics.median(together) / statistics.median(alone)),
-            "action_ms": action}
+            "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),
+            "ddp_ms": max(1e-3, ddp[0] - 2 * ddp_layer), "ddp_layer_ms": ddp_layer}
+
+
+RUNTIME_LAYERS = 8
+"""The layers of measure_cpu_processes' FSDP2 and DDP stacks (and 2 more for DDP's second)."""
 
 
 PIPELINE_MICRO_BATCHES = 8
@@ -287,67 +319,6 @@ def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[flo
     if step(latency_ms, 0.0) <= step_ms:
         return latency_ms, max(1e-3, solve(lambda action: step(latency_ms, action)))
     return max(1e-3, solve(lambda hop: step(hop, 1e-3))), 1e-3
-
-
-def measure_runtimes(layers: int = 8, repeats: int = 5) -> tuple[float, float, float]:
-    """(FSDP2's ms per layer, DDP's ms per step, DDP's ms per layer): what torch's data-parallel runtimes
-    spend beyond the compute on the CPU, timed in a gloo group of this process alone on modules too small
-    to compute anything (the least of `repeats` steps after one warm-up). A profile times the layers
-    without them, and on small models they are a large share of the step; messages are priced apart, by
-    gloo's latencies, and the pipeline runtime by measure_cpu_processes.
-
-    - FSDP2: a stack of `layers` fully_shard-ed Linear layers against the same stack unsharded, per layer
-      and step (its hooks, its gathers' and reduce-scatters' calls); the CPU FSDP price charges it on
-      every layer (costs.fsdp_step).
-    - DDP: DistributedDataParallel around a stack of 2 and of 2 + `layers` Linear layers against the same
-      stacks bare: what grows with the layers (its gradient hooks, the bucket copies) per layer, and what
-      is left per step (its forward's own work: the reducer's preparation, the bucket's all-reduce call);
-      costs.ddp_step charges both.
-
-    Skipped when this process already has a default process group: then 0.001 each, never 0, which the
-    profile cache would not keep."""
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
-    from torch.nn.parallel import DistributedDataParallel
-
-    from pipebench.hardware.cpu import thread_budget
-
-    if dist.is_initialized():
-        return 1e-3, 1e-3, 1e-3
-
-    def least_ms(step) -> float:
-        times = []
-        for _ in range(repeats + 1):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-        return min(times[1:]) * 1e3
-
-    def stack(n: int) -> torch.nn.Module:
-        return torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(n)])
-
-    one = torch.zeros(1, 1)
-
-    def extra_ms(wrapped, plain) -> float:
-        """What `wrapped` adds to a forward and backward of `plain`."""
-        return least_ms(lambda: wrapped(one).sum().backward()) - least_ms(lambda: plain(one).sum().backward())
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=60))
-    try:
-        with thread_budget(1):
-            sharded = stack(layers)
-            for layer in sharded:
-                fully_shard(layer)
-            per_layer = extra_ms(sharded, stack(layers)) / layers
-            ddp = [extra_ms(DistributedDataParallel(stack(n)), stack(n)) for n in (2, 2 + layers)]
-            ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / layers)
-            ddp_step = ddp[0] - 2 * ddp_layer
-    finally:
-        dist.destroy_process_group()
-    return max(1e-3, per_layer), max(1e-3, ddp_step), ddp_layer
 
 
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...

@@ -151,16 +151,16 @@ class Profile:
     when profiled; None: devices of their own (GPUs), or not measured, taken as 1."""
     action_ms: float | None = None
     """CPU stand-ins: what torch.distributed.pipelining's runtime costs per operation beyond its compute
-    (hardware/probes.py measure_runtimes), timed when profiled; None: not measured, taken as 0."""
+    (hardware/probes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
     fsdp_layer_ms: float | None = None
     """CPU stand-ins: what FSDP2's runtime costs per sharded layer and step beyond its compute and its
-    messages (hardware/probes.py measure_runtimes), timed when profiled; None: not measured, taken as 0."""
+    messages (hardware/probes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
     ddp_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per step beyond the compute and the all-reduce's bytes
-    (hardware/probes.py measure_runtimes); None: not measured, taken as 0."""
+    (hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
     ddp_layer_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per layer with parameters and step (its gradient hooks and
-    bucket copies; hardware/probes.py measure_runtimes); None: not measured, taken as 0."""
+    bucket copies; hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
     precision: str = DEFAULT_PRECISION
     """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
     bf16 profile. Profiles made before precisions existed were TF32."""

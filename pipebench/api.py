@@ -241,8 +241,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     bandwidth, and on CPU stand-ins gloo's latency, the slowdown of processes computing at once on the
     shared cores and the pipeline runtime's and FSDP2's own costs. Timed, or from the cache (`store`) when
     every size was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
-    from pipebench.hardware.probes import (measure_allreduce_gbps, measure_cpu_processes, measure_runtimes,
-                                           measure_stage_link)
+    from pipebench.hardware.probes import measure_allreduce_gbps, measure_cpu_processes, measure_stage_link
     from pipebench.partition.cache import LINK_FIELDS
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
@@ -262,7 +261,6 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
             note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
     elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
         links.update(measure_cpu_processes(len(devices)))
-        links["fsdp_layer_ms"], links["ddp_ms"], links["ddp_layer_ms"] = measure_runtimes()
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
                  f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "

@@ -111,8 +111,7 @@ def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread
     timed = []
     monkeypatch.setattr(probes, "measure_cpu_processes", lambda devices: timed.append(1) or {
         "link_gbps": 2.0, "allreduce_gbps": 1.0, "link_latency_ms": 0.05, "collective_ms": 0.2, "core_contention": 1.25,
-        "action_ms": 0.3})
-    monkeypatch.setattr(probes, "measure_runtimes", lambda: (0.7, 0.4, 0.02))
+        "action_ms": 0.3, "fsdp_layer_ms": 0.7, "ddp_ms": 0.4, "ddp_layer_ms": 0.02})
     first = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     second = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     assert len(timed) == 1  # the second answer starts no processes to time gloo again

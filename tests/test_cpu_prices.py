@@ -117,13 +117,12 @@ def test_the_plan_keeps_what_its_simulator_charged():
     assert again.simulate().step_time == pytest.approx(plan.predicted_step_ms)
 
 
-def test_the_probes_measure_the_processes_and_the_runtimes():
-    from pipebench.hardware.probes import CPU_FIGURES, measure_cpu_processes, measure_runtimes
+def test_the_probe_measures_the_processes_and_their_runtimes():
+    from pipebench.hardware.probes import CPU_FIGURES, measure_cpu_processes
 
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
     assert set(figures) == set(CPU_FIGURES)
     assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
-    assert all(value > 0.0 for value in measure_runtimes(layers=2, repeats=1))
 
 
 def test_the_probes_peer_fails_in_one_line(monkeypatch):
