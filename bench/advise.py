@@ -360,7 +360,8 @@ def price_fsdp(strategy, profiles, devices, caps, speeds, links, training, micro
     unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def price(recompute: bool):
-        return (costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute),
+        return (costs.fsdp_step(layers, p, links, scale=calibration(list(profiles)), bf16=bf16, recompute=recompute,
+                                blocks=costs.fsdp_blocks(layers, by_count[p].granularity)),
                 [costs.fsdp_memory(layers, p, training.states, bf16, recompute=recompute) + unmodelled] * p)
     return replica_prediction(strategy, price, batch, caps, speeds, training)  # every gather waits for the slowest
 

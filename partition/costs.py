@@ -28,7 +28,7 @@ from pipebench.partition.plan import transfer_ms
 from pipebench.partition.profile import LayerProfile, kept_bytes
 
 __all__ = ["Links", "allreduce_ms", "step_end", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
-           "DDP_FIRST_BUCKET_BYTES", "gather_ms", "fsdp_step", "fsdp_memory"]
+           "DDP_FIRST_BUCKET_BYTES", "gather_ms", "fsdp_blocks", "fsdp_step", "fsdp_memory"]
 
 DDP_BUCKET_BYTES = 25 * 2**20
 DDP_FIRST_BUCKET_BYTES = 1 * 2**20
@@ -166,8 +166,27 @@ def gather_ms(nbytes: float, devices: int, links: Links) -> float:
     return (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.collective
 
 
+def fsdp_blocks(layers: Sequence[LayerProfile], granularity: int | None) -> list[bool]:
+    """Per layer, whether FSDP2's runtime pays a block's cost there: the first layer with parameters of
+    each block bench/strategies/fsdp.py shards (`blocks`), and of the root, which holds the rest. A zoo
+    model's layers (granularity 1) are its blocks; finer layers are named by their module path, and a
+    block is a child of a container (`transformer.h.0` of `transformer.h.0.attn.c_attn`, `layer1.0` of
+    `layer1.0.conv1`): the path up to its first number; a layer outside every block is the root's."""
+    seen: set[str] = set()
+    starts = []
+    for layer in layers:
+        parts = layer.name.split(".")
+        block = layer.name if (granularity or 1) <= 1 else next(
+            (".".join(parts[:k + 1]) for k, part in enumerate(parts) if part.isdigit()), "")
+        starts.append(bool(layer.param_bytes) and block not in seen)
+        if layer.param_bytes:
+            seen.add(block)
+    return starts
+
+
 def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
-              bf16: bool = False, recompute: bool = False, contention: float = DDP_CONTENTION) -> float:
+              bf16: bool = False, recompute: bool = False, contention: float = DDP_CONTENTION,
+              blocks: Sequence[bool] | None = None) -> float:
     """One FSDP2 step (fully_shard per layer): each layer's parameters are all-gathered before its forward
     and again before its backward, and its gradients reduce-scattered after its backward.
 
@@ -179,12 +198,14 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
     its forward again first (activation checkpointing). contention: as DDP's, the compute running beside a
     collective slows by this share of the collective's time (NCCL's kernels take SMs from it; gloo's
     copies take the CPU stand-ins' cores). On CPU stand-ins every replica computes at once, slowed by the
-    cores' contention (links.contention), and each layer with parameters costs FSDP2's own runtime
-    (links.fsdp_layer_ms a step, half before its forward, half before its backward)."""
+    cores' contention (links.contention), and each block costs FSDP2's own runtime (links.fsdp_layer_ms
+    a step, half before its forward, half before its backward) at its first layer (`blocks`, per layer:
+    fsdp_blocks; None: every layer with parameters is a block)."""
     if not layers:
         return 0.0
     scale *= links.contention
     gathered = [l.param_bytes / 2 if bf16 else l.param_bytes for l in layers]
+    starts = [bool(l.param_bytes) for l in layers] if blocks is None else list(blocks)
     clock = link_free = slowed = 0.0
 
     def on_link(nbytes: float, at: float) -> float:
@@ -201,7 +222,7 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
         ready = on_link(gathered[order[0]], clock)
         slowed = 0.0  # that first gather waits, overlapping nothing
         for k, i in enumerate(order):
-            start = max(clock, ready) + slowed + (links.fsdp_layer_ms / 2 if layers[i].param_bytes else 0.0)
+            start = max(clock, ready) + slowed + (links.fsdp_layer_ms / 2 if starts[i] else 0.0)
             slowed = 0.0
             if k + 1 < len(order):  # prefetch the next layer's parameters while this one computes
                 ready = on_link(gathered[order[k + 1]], start)

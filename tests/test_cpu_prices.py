@@ -221,3 +221,17 @@ def test_the_pipeline_runtimes_costs_come_out_in_the_simulators_terms():
     assert pipeline_costs(step(0.1, 0.3), 2, 0.1) == pytest.approx((0.1, 0.3), rel=1e-6)
     hop, action = pipeline_costs(step(0.5, 1e-3), 2, 2.0)
     assert (hop, action) == (pytest.approx(0.5, rel=1e-6), 1e-3)
+
+
+def test_fsdps_runtime_is_paid_per_block_it_shards_not_per_profiled_layer():
+    # A Hugging Face GPT-2 profiled finer than FSDP shards it: two blocks (transformer.h.0 and .1) and
+    # the root (the embeddings, the head), whatever the layers inside them.
+    names = ["transformer.wte", "transformer.drop", "transformer.h.0.ln_1", "transformer.h.0.attn.c_attn",
+             "transformer.h.0.mlp.c_fc", "transformer.h.1.ln_1", "transformer.h.1.attn.c_attn", "lm_head"]
+    layers = [_layer(name, 1.0, 2.0, 0 if name.endswith("drop") else 10**6) for name in names]
+    assert costs.fsdp_blocks(layers, 4) == [True, False, True, False, False, True, False, False]
+    assert costs.fsdp_blocks(layers, 1) == [n != "transformer.drop" for n in names]  # the zoo's layers are its blocks
+    links = costs.Links(fsdp_layer_ms=0.5)
+    bare = costs.fsdp_step(layers, 2, costs.Links())
+    assert costs.fsdp_step(layers, 2, links, blocks=costs.fsdp_blocks(layers, 4)) == pytest.approx(bare + 3 * 0.5)
+    assert costs.fsdp_step(layers, 2, links) == pytest.approx(bare + 7 * 0.5)
