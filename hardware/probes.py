@@ -143,7 +143,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
     processes (this one and devices - 1 it starts, `python -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
-    By the profile's names (CPU_FIGURES):
+    By the profile's names (CPU_FIGURES; each a median, of `messages` steps where a step takes a few ms):
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
@@ -257,8 +257,8 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
 
     def extra_ms(wrapped, plain) -> float:
         """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
-        return (statistics.median(spans_ms(lambda: wrapped(one).sum().backward(), repeats))
-                - statistics.median(spans_ms(lambda: plain(one).sum().backward(), repeats)))
+        return (statistics.median(spans_ms(lambda: wrapped(one).sum().backward(), messages))
+                - statistics.median(spans_ms(lambda: plain(one).sum().backward(), messages)))
 
     dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
@@ -266,7 +266,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
         ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
-        pipeline = statistics.median(spans_ms(ends.get(rank, schedule.step), repeats))
+        pipeline = statistics.median(spans_ms(ends.get(rank, schedule.step), messages))
         sharded = stack(RUNTIME_LAYERS)
         for layer in sharded:
             fully_shard(layer)
