@@ -141,7 +141,7 @@ CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms"
 def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
-    processes (this one and devices - 1 it starts, `python -m pipebench.hardware.probes --peer DIR ...`,
+    processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
     By the profile's names (CPU_FIGURES; each a median, of `messages` steps where a step takes a few ms):
 
@@ -183,7 +183,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     threads = threads_per_device(devices)
     sizes = [megabytes, repeats, messages, rounds]
     with tempfile.TemporaryDirectory(prefix="pipebench-cpu-") as folder:
-        peers = [subprocess.Popen([sys.executable, "-m", "pipebench.hardware.probes", "--peer", folder,
+        peers = [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.probes", "--peer", folder,
                                    *map(str, [threads, rank, devices, *sizes])],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                  for rank in range(1, devices)]
@@ -194,7 +194,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
             for peer in peers:
                 peer.kill()
             why = [line for peer in peers for line in peer.communicate()[1].decode(errors="replace").splitlines()]
-            raise DeviceError(f"the CPU processes' probe failed: {exc}" + (f" ({why[-1].strip()})" if why else "")) from None
+            last = f" ({why[-1].strip()})" if why else ""
+            raise DeviceError(f"the CPU processes' probe failed: {exc}{last}") from None
         for peer in peers:
             peer.wait()
     return figures
