@@ -8,8 +8,8 @@ load, default thread counts made profiles 10-24x too slow. So the budget is expl
 Each of them also keeps the memory it frees (`held_memory`), as a GPU's caching allocator does. glibc's
 malloc gives large freed blocks back to the kernel and faults them in again at the next step: on the 2-core
 machine ResNet-18's step (3x64x64, batch 16) took 0 to 14,000 page faults and 0 to 37 ms of kernel time,
-depending on what the process had allocated before (one worker measured 2,160, 4,576 and 13,792 faults a
-step in three cases running the same step), so that the worker and the profiler, two processes with
+depending on what the process had allocated before (one warm worker measured from 2,160 to 13,792 faults
+a step over five cases running the same step), so that the worker and the profiler, two processes with
 other histories, timed the same step differently. Held, every step after the first takes none.
 """
 from __future__ import annotations
@@ -67,8 +67,9 @@ def hold_memory(hold: bool = True) -> bool:
 
 @contextmanager
 def held_memory() -> Iterator[None]:
-    """Keep freed memory inside the block (`hold_memory`); after it, give back what is free and restore
-    glibc's defaults."""
+    """Keep freed memory inside the block (`hold_memory`); after it, give back what is free and set glibc's
+    default thresholds again (its starting values: the mmap threshold that glibc raises as a process frees
+    large blocks starts over, fixed)."""
     held = hold_memory()
     try:
         yield
