@@ -29,6 +29,7 @@ from pipebench.bench.launch import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.common import hand_over
 from pipebench.files import write_json
+from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
 
 
@@ -90,8 +91,9 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
     group_store: the store the process group meets in (default: torchrun's, env://). A worker group
     gives each case keys of its own in both (`serve`)."""
     distributed = get_strategy(job.strategy).process_per_device
-    if job.device_type == "cpu":
-        torch.set_num_threads(job.cpu_threads)  # one device's share of the cores, as profiled
+    if job.device_type == "cpu":  # one device's share of the cores, holding its memory, as profiled
+        torch.set_num_threads(job.cpu_threads)
+        hold_memory()
     if job.device_type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is visible in the worker")

@@ -9,6 +9,7 @@ The command line (`pipebench plan`, `pipebench run`) is a thin layer over these 
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from typing import Any, Callable, Sequence
@@ -89,7 +90,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         command line checks the stage count against the model's layers there).
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
-    from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
     from pipebench.hardware.probes import resolve_device
     from pipebench.specs import micro_batch_counts
 
@@ -109,7 +110,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     repeats = repeats if repeats is not None else (5 if on_gpu else 3)
     if repeats < 1:
         raise UserError(f"repeats must be at least 1 (got {repeats})")
-    # On the CPU, time with one device's share of the cores: what each worker standing in for a device gets.
+    # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what each
+    # worker standing in for a device gets (hardware/cpu.py).
     threads = None if on_gpu else threads_per_device(len(devices or [device]))
     warmup = 2 if on_gpu else 1
     asked = dict(cache=cache, settings=settings, data_dir=data_dir, batch=batch, device=device,
@@ -162,7 +164,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         new = [m for m in wanted if m not in cached]
         got = []
         if new:
-            with thread_budget(built["threads"]):
+            with thread_budget(built["threads"]), held_memory() if not on_gpu else contextlib.nullcontext():
                 got = profile_sizes(model, built["target"], batch, new, repeats=repeats, warmup=warmup, note=note,
                                     progress=progress, granularity=granularity, training=training,
                                     already=len(measured), captures=built["captures"])
@@ -228,7 +230,8 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
         if cache and cache_enabled() else None
     if identity is None:
         return None, {}, None
-    common = dict(device_name=device_label(device), threads=threads, torch=torch_version())
+    common = dict(device_name=device_label(device), threads=threads, torch=torch_version(),
+                  **({"memory": "held"} if threads is not None else {}))  # on the CPU: hardware/cpu.py
     keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
                                 precision=training.precision, optimizer=training.optimizer, repeats=repeats,
                                 warmup=warmup, granularity=granularity, **common) for m in counts}
