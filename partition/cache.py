@@ -21,7 +21,8 @@ work out from a profile again (`keep`, e.g. accelerate's cuts, device-map/).
 The file holds that key beside the profile; an entry that does not parse, or whose key differs, is
 stale: it is measured again, never trusted. `--fresh` (or `fresh=True`) measures again and replaces
 the entries. The folder: $PIPEBENCH_CACHE, else $XDG_CACHE_HOME/pipebench, else ~/.cache/pipebench;
-PIPEBENCH_CACHE=off turns the cache off (the tests do, so that each measures).
+PIPEBENCH_CACHE=off turns the cache off (the tests do, so that each measures). With it off,
+PIPEBENCH_LINK_CACHE, a folder, still keeps the link figures (`link_cache`).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from typing import Any, Sequence
 from pipebench.files import write_json
 from pipebench.partition.profile import Profile
 
-__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "code_fingerprint", "request_identity", "device_label",
+__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "link_cache", "code_fingerprint", "request_identity", "device_label",
            "torch_version", "file_digest", "library_versions"]
 
 FORMAT = "pipebench-profile-cache"
@@ -52,6 +53,15 @@ def cache_folder() -> Path:
 
 def cache_enabled() -> bool:
     return os.environ.get("PIPEBENCH_CACHE", "").lower() not in ("off", "0", "no", "false")
+
+
+def link_cache() -> "ProfileCache | None":
+    """Where the link figures are kept while the profile cache is off: the folder $PIPEBENCH_LINK_CACHE
+    (None when unset). The tests set it: each test profiles its model afresh, while the machine's own
+    figures (gloo, the cores' sharing, the runtimes: seconds of processes to time) are timed once a
+    session."""
+    folder = os.environ.get("PIPEBENCH_LINK_CACHE")
+    return ProfileCache(folder) if folder and not cache_enabled() else None
 
 
 @lru_cache(maxsize=1)

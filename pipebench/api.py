@@ -182,10 +182,13 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         note(f"{getattr(model, 'name', model)}: micro-batch size(s) "
              f"{', '.join(str(batch // m) for m in sorted(cached, reverse=True))} from the profile cache "
              f"({store.folder}; --fresh measures again)")
-    # The links before the ranking: a plan prices its cuts with them.
-    links = _links(list(devices or [device]), on_gpu, link_gbps, note,
-                   store=store if store is not None and len(measured) == len(cached) and not fresh else None,
-                   keep=store, key=link_key)
+    # The links before the ranking: a plan prices its cuts with them. From the cache with a cached profile,
+    # or from the link cache where the profile cache is off (partition/cache.py link_cache).
+    from pipebench.partition.cache import link_cache
+
+    links_kept = store if store is not None else (link_cache() if cache else None)
+    reuse = links_kept if not fresh and (store is None or len(measured) == len(cached)) else None
+    links = _links(list(devices or [device]), on_gpu, link_gbps, note, store=reuse, keep=links_kept, key=link_key)
 
     def with_links(profiles: list[Profile]) -> list[Profile]:
         for p in profiles:
@@ -222,21 +225,21 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
                 devices: list[str], threads: int | None, training: Training, repeats: int, warmup: int,
                 granularity) -> tuple[Any, dict[int, dict], dict | None]:
     """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
-    what was asked alone: nothing is built, torch is not imported. (None, {}, None) when nothing is cached:
-    the cache is off, or the model is an object (partition/cache.py)."""
+    what was asked alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
+    is cached: the cache is off, or the model is an object (partition/cache.py)."""
     from pipebench.partition.cache import ProfileCache, cache_enabled, device_label, request_identity, torch_version
 
+    common = dict(device_name=device_label(device), threads=threads, torch=torch_version(),
+                  **({"memory": "held"} if threads is not None else {}))  # on the CPU: hardware/cpu.py
+    link_key = ProfileCache.key({"links": devices, "host": socket.gethostname(), **common}, micro_batch=0)
     identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
         if cache and cache_enabled() else None
     if identity is None:
-        return None, {}, None
-    common = dict(device_name=device_label(device), threads=threads, torch=torch_version(),
-                  **({"memory": "held"} if threads is not None else {}))  # on the CPU: hardware/cpu.py
+        return None, {}, link_key
     keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
                                 precision=training.precision, optimizer=training.optimizer, repeats=repeats,
                                 warmup=warmup, granularity=granularity, **common) for m in counts}
-    return ProfileCache(), keys, ProfileCache.key({"links": devices, "host": socket.gethostname(), **common},
-                                                  micro_batch=0)
+    return ProfileCache(), keys, link_key
 
 
 def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:

@@ -1,13 +1,20 @@
 """Shared test set-up: seeded RNG, the torch version in the header, GPU tests skipped without GPUs."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
 
-# Every test measures for itself; tests of the profile cache turn it on in a folder of their own.
+# Every test measures its model for itself; tests of the profile cache turn it on in a folder of their own.
+# The machine's link figures (gloo and the cores' sharing between CPU processes, seconds to time) are timed
+# once a session and kept in a folder of the session's (partition/cache.py link_cache).
 os.environ["PIPEBENCH_CACHE"] = "off"
+os.environ["PIPEBENCH_LINK_CACHE"] = tempfile.mkdtemp(prefix="pipebench-test-links-")
+atexit.register(shutil.rmtree, os.environ["PIPEBENCH_LINK_CACHE"], ignore_errors=True)
 
 
 def pytest_report_header(config):
