@@ -242,7 +242,7 @@ def _plot_timeline(labels: _Labels, key: tuple, group: pd.DataFrame, timelines: 
                     ax.text(start + width / 2, y, str(op["micro"]), ha="center", va="center", fontsize=7, color="white")
         ax.set_yticks(range(len(lanes)), [f"device {d}, stage {s}" for d, s in lanes])
         ax.invert_yaxis()
-        ax.set_xlim(0, span * 1.01)
+        ax.set_xlim(0, (span if own_scales else max(spans)) * 1.01)  # one scale, unless the panels say otherwise
         ax.set_xlabel("time since the step's first operation (ms)" + (", this panel's own scale" if own_scales else ""))
         ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
     order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
