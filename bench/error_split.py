@@ -50,6 +50,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from pipebench.tables import text_table
+
 BATCH = 8
 DEVICES = ["cpu:0", "cpu:1"]
 LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms", "fsdp_layer_ms")
@@ -323,11 +325,7 @@ def table(found: list[Line], markdown: bool) -> str:
             cells += ["-"] * 3 if e is None else [pct(e[0]), pct(e[1]), pct(e[2])]
         rows.append(cells + [pct(x.common)] + [f"{m:.2f}x" if m else "-" for m in
                                                (x.moved + [None] * rounds)[:rounds]])
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(c) for c in col) for col in zip(head, *rows)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows])
+    return text_table(head, rows, markdown)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from pipebench.tables import text_table
+
 __all__ = ["Fidelity", "fidelity", "kendall_tau", "TARGETS"]
 
 TARGETS = {"median_step_error": 0.05, "p90_step_error": 0.15, "max_memory_error": 0.10, "tau": 0.8, "regret": 0.05}
@@ -136,11 +138,7 @@ def table(figures: list[Fidelity], markdown: bool = False) -> str:
     lines = [[f.group, str(f.cases), pct(f.median_step_error), pct(f.p90_step_error), pct(f.max_memory_error),
               "-" if f.tau is None else f"{f.tau:.2f}", pct(f.regret), f.recommended, f.fastest,
               ", ".join(f.misses()) or "none"] for f in figures]
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(line) + " |" for line in lines])
-    widths = [max(len(x) for x in col) for col in zip(head, *lines)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *lines])
+    return text_table(head, lines, markdown)
 
 
 def main(argv: list[str] | None = None) -> int:
