@@ -39,6 +39,9 @@ class Fidelity:
     regret: float | None
     recommended: str = ""
     fastest: str = ""
+    in_interval: float | None = None
+    """The share of the rows whose measured step fell inside their prediction's interval (rows written
+    with one); not a target: it says whether the intervals are as wide as the noise they claim."""
 
     def misses(self) -> list[str]:
         """The targets this group misses, named."""
@@ -81,12 +84,14 @@ def _group(row) -> str:
 
 
 def recommendation(rows: list, predicted: list[float]) -> int:
-    """The row advise would have recommended from `predicted` samples/s (bench/advise.py `recommend`; rows
-    keep no intervals, so only the TIE margin can tie two of them here)."""
+    """The row advise would have recommended from `predicted` samples/s and the rows' intervals
+    (bench/advise.py `recommend`; a row written before rows kept their interval ties by the TIE margin
+    alone)."""
     from pipebench.bench.advise import Prediction, recommend
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])
-    fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None) for i in order]
+    fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None,
+                          step_spread=rows[i].predicted_step_spread or 0.0) for i in order]
     return order[fitting.index(recommend(fitting))]
 
 
@@ -97,6 +102,8 @@ def _figures(group: str, rows: list) -> Fidelity:
     predicted = [r.batch / r.predicted_step_ms for r in rows]
     measured = [r.samples_per_s for r in rows]
     pick = recommendation(rows, predicted)
+    spread = [r for r in rows if r.predicted_step_spread is not None]
+    inside = [abs(r.step_ms - r.predicted_step_ms) <= r.predicted_step_ms * r.predicted_step_spread for r in spread]
     best = max(range(len(rows)), key=lambda i: measured[i])
     return Fidelity(group=group, cases=len(rows),
                     median_step_error=statistics.median(steps) if steps else None,
@@ -104,7 +111,8 @@ def _figures(group: str, rows: list) -> Fidelity:
                     max_memory_error=max(memory) if memory else None,
                     tau=kendall_tau(predicted, measured),
                     regret=1 - measured[pick] / measured[best] if measured[best] > 0 else None,
-                    recommended=_case(rows[pick]), fastest=_case(rows[best]))
+                    recommended=_case(rows[pick]), fastest=_case(rows[best]),
+                    in_interval=sum(inside) / len(inside) if inside else None)
 
 
 def fidelity(rows: Sequence) -> list[Fidelity]:
@@ -134,10 +142,10 @@ def table(figures: list[Fidelity], markdown: bool = False) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
     head = ["group", "cases", "median step err", "p90 step err", "max memory err", "tau", "regret",
-            "recommended", "fastest measured", "misses"]
+            "recommended", "fastest measured", "measured in interval", "misses"]
     lines = [[f.group, str(f.cases), pct(f.median_step_error), pct(f.p90_step_error), pct(f.max_memory_error),
               "-" if f.tau is None else f"{f.tau:.2f}", pct(f.regret), f.recommended, f.fastest,
-              ", ".join(f.misses()) or "none"] for f in figures]
+              pct(f.in_interval), ", ".join(f.misses()) or "none"] for f in figures]
     return text_table(head, lines, markdown)
 
 

@@ -109,6 +109,9 @@ class Row:
     """Loss of the first step: equal across strategies when they compute the same thing."""
     predicted_step_ms: float | None = None
     """The Plan's predicted step time; None for strategies without a Plan."""
+    predicted_step_spread: float | None = None
+    """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/advise.py
+    Prediction.step_spread); None where no prediction was made or the file predates the field."""
     predicted_memory_bytes: list[int] = field(default_factory=list)
     """The Plan's predicted bytes per device (stages of one device summed)."""
     bubble_fraction: float | None = None
@@ -165,7 +168,8 @@ class Row:
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
-        for name in ("samples_per_s", "step_ms", "step_ms_std", "predicted_step_ms", "duration_s", "bubble_fraction"):
+        for name in ("samples_per_s", "step_ms", "step_ms_std", "predicted_step_ms", "predicted_step_spread",
+                     "duration_s", "bubble_fraction"):
             value = getattr(self, name)
             if value is not None and value < 0:  # measurements: a negative one is a corrupt file
                 raise ResultsError(f"Row.{name}: must not be negative (got {value})")
@@ -183,7 +187,8 @@ class Row:
 FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
-LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint")
+LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint",
+                "predicted_step_spread")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
                "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipebench.bench.fidelity import fidelity, kendall_tau, main
+from pipebench.bench.fidelity import fidelity, kendall_tau, main, table
 from pipebench.bench.results import Row, append
 
 
@@ -58,11 +58,20 @@ def test_the_command_reads_results_files(tmp_path, capsys):
 
 
 def test_the_regret_is_of_what_advise_recommends_a_tie_going_to_the_simpler():
-    """Predicted 3% faster is a tie that single wins, as advise says; the regret is single's."""
-    from types import SimpleNamespace
-
+    """Predicted 3% faster is a tie that single wins, as advise says; the regret is single's. So is 20% faster
+    where the rows' intervals (±10%) overlap."""
     from pipebench.bench.fidelity import recommendation
 
-    rows = [SimpleNamespace(strategy="pp-1f1b"), SimpleNamespace(strategy="single"), SimpleNamespace(strategy="ddp")]
+    rows = [row("pp-1f1b", 10.0, 10.0), row("single", 10.0, 10.0), row("ddp", 10.0, 10.0)]
     assert rows[recommendation(rows, [103.0, 100.0, 80.0])].strategy == "single"
     assert rows[recommendation(rows, [120.0, 100.0, 80.0])].strategy == "pp-1f1b"
+    noisy = [row(r.strategy, 10.0, 10.0, predicted_step_spread=0.10) for r in rows]
+    assert noisy[recommendation(noisy, [120.0, 100.0, 80.0])].strategy == "single"
+
+
+def test_it_says_how_many_measurements_fell_inside_their_interval():
+    rows = [row("single", 10.0, 9.5, predicted_step_spread=0.10), row("ddp", 10.0, 8.0, predicted_step_spread=0.10),
+            row("pp-1f1b", 10.0, 8.0)]  # a row written before rows kept their interval: not counted
+    group = fidelity(rows)[0]
+    assert group.in_interval == pytest.approx(0.5)
+    assert "50.0%" in table([group])
