@@ -4,7 +4,8 @@ if len(sys.argv) > 1 and sys.argv[1] == "hold":
     from pipebench.hardware.cpu import hold_memory; hold_memory()
 torch.manual_seed(0)
 m = torchvision.models.resnet18()
-x = torch.randn(16, 3, 64, 64); y = torch.randint(0, 1000, (16,))
+B = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+x = torch.randn(B, 3, 64, 64); y = torch.randint(0, 1000, (B,))
 opt = torch.optim.SGD(m.parameters(), lr=0.0)
 ts = []
 for k in range(14):
