@@ -50,13 +50,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from pipebench.partition.cache import LINK_FIELDS
 from pipebench.tables import text_table
 
 BATCH = 8
 DEVICES = ["cpu:0", "cpu:1"]
-LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "core_contention", "action_ms", "fsdp_layer_ms")
-CPU_ONLY = ("core_contention", "action_ms", "fsdp_layer_ms")
-"""The link figures only the shared-cores pricing reads."""
+CPU_ONLY = tuple(f for f in LINK_FIELDS if f not in ("link_gbps", "allreduce_gbps", "link_latency_ms"))
+"""The link figures only the CPU stand-ins' pricing reads: none of them existed on 11-30."""
 
 _OLD_PROFILE = """
 import sys, pipebench

@@ -10,7 +10,7 @@ import time
 from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds", "measure_allreduce_gbps", "CPU_FIGURES", "measure_cpu_processes",
+           "measure_speeds", "measure_allreduce_gbps", "measure_cpu_processes",
            "pipeline_costs"]
 
 
@@ -133,17 +133,13 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
     return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
 
 
-CPU_FIGURES = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms",
-               "fsdp_layer_ms", "ddp_ms", "ddp_layer_ms")
-"""What measure_cpu_processes times, by the profile's names for them."""
-
-
 def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
     processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
-    By the profile's names (CPU_FIGURES; each a median, of `messages` steps where a step takes a few ms):
+    By the profile's names (every one of partition/cache.py's LINK_FIELDS; each a median, of `messages`
+    steps where a step takes a few ms):
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;

@@ -118,10 +118,11 @@ def test_the_plan_keeps_what_its_simulator_charged():
 
 
 def test_the_probe_measures_the_processes_and_their_runtimes():
-    from pipebench.hardware.probes import CPU_FIGURES, measure_cpu_processes
+    from pipebench.hardware.probes import measure_cpu_processes
+    from pipebench.partition.cache import LINK_FIELDS
 
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
-    assert set(figures) == set(CPU_FIGURES)
+    assert set(figures) == set(LINK_FIELDS)
     assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
 
 
