@@ -226,14 +226,18 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
                 granularity) -> tuple[Any, dict[int, dict], dict | None]:
     """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
     what was asked alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
-    is cached: the cache is off, or the model is an object (partition/cache.py)."""
-    from pipebench.partition.cache import ProfileCache, cache_enabled, device_label, request_identity, torch_version
+    is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
+    or the model is an object (partition/cache.py)."""
+    from pipebench.partition.cache import (ProfileCache, cache_enabled, device_label, link_cache, request_identity,
+                                           torch_version)
 
+    identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
+        if cache and cache_enabled() else None
+    if identity is None and not (cache and link_cache()):
+        return None, {}, None
     common = dict(device_name=device_label(device), threads=threads, torch=torch_version(),
                   **({"memory": "held"} if threads is not None else {}))  # on the CPU: hardware/cpu.py
     link_key = ProfileCache.key({"links": devices, "host": socket.gethostname(), **common}, micro_batch=0)
-    identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
-        if cache and cache_enabled() else None
     if identity is None:
         return None, {}, link_key
     keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
