@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,9 @@ from pipebench.bench.job import Job
 from pipebench.bench.launch import free_port
 
 pytestmark = pytest.mark.ci  # a recipe of two torchrun agents per strategy, run by CI after the default run
+
+TIMEOUT_S = 240
+"""For one run of the recipe: two agents and a job of 3 steps, about 15 s on an idle 2-core machine."""
 
 RECIPE = Path(__file__).resolve().parent.parent / "docs" / "several-machines.md"
 
@@ -48,26 +54,55 @@ def run_on_two_nodes(tmp_path: Path, strategy: str) -> tuple[list[Path], list[st
     plan = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
                        micro_batches=2).the_plan  # a Plan for both devices (the recipe's comes from `plan`)
     env, command = recipe_on_this_machine(f"127.0.0.1:{free_port()}")
-    env = {**os.environ, **env, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, **env, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "LOGLEVEL": "INFO"}  # torchrun says how far its rendezvous got, should a node hang
     nodes = [tmp_path / f"node{n}" for n in range(2)]
+    tmp_path.mkdir(exist_ok=True)
     agents = []
     for node in nodes:
         node.mkdir()
         Job.from_plan(plan, strategy, device_type="cpu", steps=2, warmup=1).save(node / "job.json")
-        agents.append(subprocess.Popen(command, cwd=node, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True))
+        with open(node / "agent.log", "w") as log:  # a file, not a pipe: an unread pipe that fills blocks its agent
+            agents.append(subprocess.Popen(command, cwd=node, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+    deadline = time.monotonic() + TIMEOUT_S
     try:
-        logs = [agent.communicate(timeout=240)[0] for agent in agents]
+        for agent in agents:
+            agent.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    else:
+        timed_out = False
     finally:
         for agent in agents:
-            agent.kill()
-    assert [agent.returncode for agent in agents] == [0, 0], "\n".join(logs)[-3000:]
+            if agent.poll() is None:  # the agent and its workers: their own session
+                os.killpg(agent.pid, signal.SIGKILL)
+                agent.wait()
+    logs = [(node / "agent.log").read_text() for node in nodes]
+    tails = "\n".join(f"--- node{n}:\n{log[-2000:]}" for n, log in enumerate(logs))
+    if timed_out:
+        raise NodesHung(f"the two nodes did not end within {TIMEOUT_S} s:\n{tails}")
+    assert [agent.returncode for agent in agents] == [0, 0], f"the nodes ended {[a.returncode for a in agents]}:\n{tails}"
     return [node / "out" for node in nodes], logs
+
+
+class NodesHung(Exception):
+    """The two agents were still running at the deadline (their logs' tails in the message)."""
+
+
+def run_twice_if_hung(tmp_path: Path, strategy: str) -> tuple[list[Path], list[str]]:
+    """run_on_two_nodes; once more if it hung. CI saw one such hang in many runs, on a loaded machine,
+    with no log kept; the logs of a hang now come back as a warning, and two hangs in a row fail."""
+    try:
+        return run_on_two_nodes(tmp_path / "first", strategy)
+    except NodesHung as hung:
+        warnings.warn(f"{strategy}: {hung}; running the recipe once more")
+        return run_on_two_nodes(tmp_path / "again", strategy)
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "pp-1f1b"])
 def test_the_several_machines_recipe_runs(tmp_path, strategy):
-    outs, logs = run_on_two_nodes(tmp_path, strategy)
+    outs, logs = run_twice_if_hung(tmp_path, strategy)
     results = [out / "result.json" for out in outs if (out / "result.json").exists()]
     assert len(results) == 1  # once: from the node whose worker the rendezvous made rank 0
     assert not [p for out in outs for p in out.glob("error-rank*.json")]
