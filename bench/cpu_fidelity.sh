@@ -3,7 +3,9 @@
 # resnet101, tiny, batch 8), of a torchvision ResNet-18 and of a Hugging Face GPT-2, each profiled afresh
 # (the gloo link, the cores' contention and the pipeline runtime's cost per operation timed again), then
 # bench/fidelity.py's figures. Run it from the repository root on an idle machine: every timing,
-# the probes' too, measures the load of whatever else runs.
+# the probes' too, measures the load of whatever else runs. All of it runs ROUNDS times (default 3), each
+# round in OUT/round<k>, minutes apart: a CPU stand-in's speed drifts with the host's other load (up to
+# 1.9x within minutes on our VM), and fidelity.py judges each case by the medians of its rounds.
 #
 #   bash bench/cpu_fidelity.sh [OUT]        # OUT: the results folder (default pipebench-results/cpu-fidelity)
 set -euo pipefail
@@ -11,9 +13,17 @@ out=${1:-pipebench-results/cpu-fidelity}
 python=${PYTHON:-python}
 steps=${STEPS:-6}  # timed steps per case, after 2 warm-ups (the quick suite's 2 are too few to judge by)
 strategies=single,dataparallel,ddp,fsdp,pp-gpipe,pp-1f1b,pp-zb,pp-zbv
-"$python" -m pipebench run --quick --fresh --steps "$steps" --warmup 2 --out "$out"
-"$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$out" --models torchvision.models:resnet18 \
-    --input-shape 3,64,64 --batch 16 --strategies "$strategies"
-"$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$out" --models tests/fixtures/hf_models.py:gpt2 \
-    --input-shape 16 --input-dtype int64 --token-range 128 --batch 16 --strategies "$strategies"
-"$python" -m pipebench.bench.fidelity --markdown "$out"
+rounds=${ROUNDS:-3}
+folders=()
+for k in $(seq 1 "$rounds"); do
+    round="$out/round$k"
+    folders+=("$round")
+    echo "# round $k of $rounds: $round"
+    "$python" -m pipebench run --quick --fresh --steps "$steps" --warmup 2 --out "$round"
+    "$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$round" \
+        --models torchvision.models:resnet18 --input-shape 3,64,64 --batch 16 --strategies "$strategies"
+    "$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$round" \
+        --models tests/fixtures/hf_models.py:gpt2 --input-shape 16 --input-dtype int64 --token-range 128 --batch 16 \
+        --strategies "$strategies"
+done
+"$python" -m pipebench.bench.fidelity --markdown "${folders[@]}"

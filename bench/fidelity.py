@@ -6,6 +6,12 @@ recommends from the predictions / the best measured).
 
     python -m pipebench.bench.fidelity RESULTS.json|FOLDER ... [--markdown]
 
+Several rows of one case (the rounds of bench/cpu_fidelity.sh, each in its own folder) are one case: its
+measured and its predicted step are the medians of theirs. A CPU stand-in's speed moves with the host's
+other load, by up to 1.9x within minutes on our 2-vCPU VM (every copy of a model in one process slowed
+together: results/2026-12-02-cpu2-machine-drift), so a case measured once judges the machine as much as
+the prediction; "round spread" says how far the rounds of a case measured apart.
+
 Targets (issue "Advice you can trust"): median step error at most 5%, 90th percentile at most 15%,
 memory within 10% on GPUs, tau at least 0.8, regret at most 5%. A group is one question asked of the
 tool: one machine, model, batch and training; its cases are the strategies (and micro-batch counts) run.
@@ -40,8 +46,13 @@ class Fidelity:
     recommended: str = ""
     fastest: str = ""
     in_interval: float | None = None
-    """The share of the rows whose measured step fell inside their prediction's interval (rows written
+    """The share of the cases whose measured step fell inside their prediction's interval (rows written
     with one); not a target: it says whether the intervals are as wide as the noise they claim."""
+    rounds: int = 1
+    """The fewest rows a case of the group had (its rounds)."""
+    round_spread: float | None = None
+    """The median over the cases of (slowest - fastest round) / the median round, of the measured step;
+    None with one round."""
 
     def misses(self) -> list[str]:
         """The targets this group misses, named."""
@@ -95,7 +106,47 @@ def recommendation(rows: list, predicted: list[float]) -> int:
     return order[fitting.index(recommend(fitting))]
 
 
-def _figures(group: str, rows: list) -> Fidelity:
+@dataclass
+class Case:
+    """One case's rounds, as one row for the figures: the medians of their steps."""
+
+    rows: list
+
+    def __getattr__(self, name):  # what the rounds share: model, strategy, batch, ...
+        return getattr(self.rows[0], name)
+
+    @property
+    def step_ms(self) -> float:
+        return statistics.median(r.step_ms for r in self.rows)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.batch / self.step_ms * 1e3
+
+    @property
+    def predicted_step_ms(self) -> float:
+        return statistics.median(r.predicted_step_ms for r in self.rows)
+
+    @property
+    def predicted_step_spread(self) -> float | None:
+        spreads = [r.predicted_step_spread for r in self.rows if r.predicted_step_spread is not None]
+        return statistics.median(spreads) if spreads else None
+
+    @property
+    def peak_memory_bytes(self):
+        return self.rows[-1].peak_memory_bytes
+
+    @property
+    def predicted_memory_bytes(self):
+        return self.rows[-1].predicted_memory_bytes
+
+    @property
+    def round_spread(self) -> float | None:
+        steps = [r.step_ms for r in self.rows]
+        return (max(steps) - min(steps)) / statistics.median(steps) if len(steps) > 1 else None
+
+
+def _figures(group: str, rows: list[Case]) -> Fidelity:
     steps = [abs(r.predicted_step_ms - r.step_ms) / r.step_ms for r in rows]
     memory = [abs(max(r.predicted_memory_bytes) - max(r.peak_memory_bytes)) / max(r.peak_memory_bytes)
               for r in rows if r.predicted_memory_bytes and r.peak_memory_bytes and max(r.peak_memory_bytes) > 0]
@@ -104,6 +155,7 @@ def _figures(group: str, rows: list) -> Fidelity:
     pick = recommendation(rows, predicted)
     spread = [r for r in rows if r.predicted_step_spread is not None]
     inside = [abs(r.step_ms - r.predicted_step_ms) <= r.predicted_step_ms * r.predicted_step_spread for r in spread]
+    apart = [r.round_spread for r in rows if r.round_spread is not None]
     best = max(range(len(rows)), key=lambda i: measured[i])
     return Fidelity(group=group, cases=len(rows),
                     median_step_error=statistics.median(steps) if steps else None,
@@ -112,23 +164,26 @@ def _figures(group: str, rows: list) -> Fidelity:
                     tau=kendall_tau(predicted, measured),
                     regret=1 - measured[pick] / measured[best] if measured[best] > 0 else None,
                     recommended=_case(rows[pick]), fastest=_case(rows[best]),
-                    in_interval=sum(inside) / len(inside) if inside else None)
+                    in_interval=sum(inside) / len(inside) if inside else None,
+                    rounds=min(len(r.rows) for r in rows),
+                    round_spread=statistics.median(apart) if apart else None)
 
 
 def fidelity(rows: Sequence) -> list[Fidelity]:
-    """Each group's figures, then "all": the step and memory errors over every row, and the median tau
-    and the mean regret over the groups. Only ok rows with a prediction count; the latest row of a case."""
-    latest: dict[tuple, object] = {}
+    """Each group's figures, then "all": the step and memory errors over every case, and the median tau
+    and the mean regret over the groups. Only ok rows with a prediction count; the rows of one case are its
+    rounds (`Case`)."""
+    cases: dict[tuple, Case] = {}
     for r in sorted(rows, key=lambda r: r.started_at):
         if r.status == "ok" and r.predicted_step_ms and r.step_ms and r.samples_per_s:
-            latest[(_group(r), _case(r), r.gpus)] = r
+            cases.setdefault((_group(r), _case(r), r.gpus), Case([])).rows.append(r)
     groups: dict[str, list] = {}
-    for (group, _, _), r in latest.items():
-        groups.setdefault(group, []).append(r)
-    out = [_figures(g, rs) for g, rs in groups.items()]
+    for (group, _, _), case in cases.items():
+        groups.setdefault(group, []).append(case)
+    out = [_figures(g, cs) for g, cs in groups.items()]
     if not out:
         return out
-    every = _figures("all", list(latest.values()))
+    every = _figures("all", list(cases.values()))
     taus = [f.tau for f in out if f.tau is not None]
     regrets = [f.regret for f in out if f.regret is not None and f.cases > 1]
     every.tau = statistics.median(taus) if taus else None
@@ -142,10 +197,11 @@ def table(figures: list[Fidelity], markdown: bool = False) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
     head = ["group", "cases", "median step err", "p90 step err", "max memory err", "tau", "regret",
-            "recommended", "fastest measured", "measured in interval", "misses"]
+            "recommended", "fastest measured", "measured in interval", "rounds", "round spread", "misses"]
     lines = [[f.group, str(f.cases), pct(f.median_step_error), pct(f.p90_step_error), pct(f.max_memory_error),
               "-" if f.tau is None else f"{f.tau:.2f}", pct(f.regret), f.recommended, f.fastest,
-              pct(f.in_interval), ", ".join(f.misses()) or "none"] for f in figures]
+              pct(f.in_interval), str(f.rounds), pct(f.round_spread), ", ".join(f.misses()) or "none"]
+             for f in figures]
     return text_table(head, lines, markdown)
 
 

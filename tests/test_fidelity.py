@@ -37,14 +37,20 @@ def test_errors_order_and_regret():
     assert every.group == "all" and every.cases == 3
 
 
-def test_only_ok_rows_with_a_prediction_count_and_the_latest_of_a_case():
+def test_only_ok_rows_with_a_prediction_count_and_the_rows_of_a_case_are_its_rounds():
+    """A case measured in three rounds is one case: the median of its measured steps against the median
+    of its predicted ones; the round spread says how far its rounds measured apart."""
     rows = [row("single", 100.0, 100.0, gpus="0", world_size=1),
             row("ddp", 50.0, 40.0, started_at="2026-12-01T09:00:00"),
-            row("ddp", 50.0, 50.0, started_at="2026-12-01T11:00:00"),
+            row("ddp", 60.0, 50.0, started_at="2026-12-01T11:00:00"),
+            row("ddp", 40.0, 55.0, started_at="2026-12-01T12:00:00"),
             row("fsdp", 50.0, None), Row(**{**row("pp-gpipe", 1.0, 1.0).__dict__, "status": "oom",
                                             "step_ms": None, "samples_per_s": None, "reason": "oom"})]
     group, _ = fidelity(rows)
-    assert group.cases == 2 and group.median_step_error == 0.0
+    assert group.cases == 2 and group.median_step_error == 0.0  # ddp: median 50 measured, 50 predicted
+    assert group.rounds == 1 and group.round_spread == pytest.approx((60 - 40) / 50)
+    assert fidelity(rows[1:4])[0].rounds == 3
+    assert "40.0%" in table([group])
 
 
 def test_the_command_reads_results_files(tmp_path, capsys):
