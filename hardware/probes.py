@@ -10,8 +10,8 @@ import time
 from pipebench.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds", "measure_allreduce_gbps", "measure_cpu_processes",
-           "pipeline_costs"]
+           "measure_speeds", "measure_allreduce_gbps", "measure_cpu_processes", "measure_machine_drift",
+           "drift_of", "pipeline_costs"]
 
 
 def check_gpus(ids: list[int]) -> list[str]:
@@ -133,13 +133,58 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
     return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
 
 
+DRIFT_SECONDS = 2.0
+"""How long measure_machine_drift watches the machine: long enough to catch some of the bursts of a busy
+host (0.2-1.5 s each on ours), short enough for a first answer."""
+
+
+def measure_machine_drift(threads: int, seconds: float = DRIFT_SECONDS, window_ms: float = 25.0) -> float:
+    """How far this machine's speed moves from moment to moment, as a fraction of a step: a fixed piece of
+    work (a convolution's forward and backward, `threads` threads) timed over and over for `seconds`, in
+    windows of `window_ms`; half the range between the 10th and 90th percentile of the windows' times per
+    piece, over their median (0.28: the same step takes about ±28% of its typical time).
+
+    CPU stand-ins only. Within a step, repeats agree to a few percent, but a VM shares its host: on our
+    2-vCPU VM every copy of one model in one process slowed together, in bursts of 0.2 to 1.5 s, from
+    4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
+    each catch the machine in one of its states, which no repeat within either one shows; a prediction's
+    interval (partition/profile.py step_spread) is at least this wide."""
+    import torch
+
+    from pipebench.hardware.cpu import thread_budget
+
+    x = torch.randn(8, 32, 32, 32, requires_grad=True)
+    weight = torch.randn(32, 32, 3, 3, requires_grad=True)
+
+    def piece() -> None:
+        torch.nn.functional.conv2d(x, weight, padding=1).relu().sum().backward()
+
+    windows = []
+    with thread_budget(threads):
+        piece()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end or len(windows) < 3:
+            start, n = time.perf_counter(), 0
+            while (elapsed := time.perf_counter() - start) * 1e3 < window_ms or n == 0:
+                piece()
+                n += 1
+            windows.append(elapsed / n)
+    return drift_of(windows)
+
+
+def drift_of(windows: list[float]) -> float:
+    """measure_machine_drift's figure from its windows' times per piece (at least 1e-4: a figure, never 0)."""
+    low, high = statistics.quantiles(windows, n=10, method="inclusive")[::8]
+    return max(1e-4, (high - low) / 2 / statistics.median(windows))
+
+
 def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
     processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
-    By the profile's names (every one of partition/cache.py's LINK_FIELDS; each a median, of `messages`
-    steps where a step takes a few ms):
+    By the profile's names (partition/cache.py's LINK_FIELDS but machine_drift, which the profiling
+    process measures itself; each a median, of `messages` steps where a step takes a few ms):
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;

@@ -161,6 +161,10 @@ class Profile:
     ddp_layer_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per layer with parameters and step (its gradient hooks and
     bucket copies; hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
+    machine_drift: float | None = None
+    """CPU stand-ins: how far the machine's speed moved from moment to moment while it was profiled, a
+    fraction (hardware/probes.py measure_machine_drift); every prediction's interval is at least this wide
+    (step_spread). None: not measured (GPUs, or a link speed given)."""
     precision: str = DEFAULT_PRECISION
     """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
     bf16 profile. Profiles made before precisions existed were TF32."""
@@ -214,20 +218,23 @@ def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None) -
     """The relative half-width of the interval around a step predicted from `profiles` with micro-batches
     of `micro_batch` samples (None, or a size not profiled: every profile's segments): step x (1 ± this).
 
-    The larger of two estimates of one thing, the noise of a step's measured work:
+    The largest of three estimates of one thing, the noise of a step's measured work:
     - the segments' forward and backward spreads, weighted by their times: a step is a sum of such times
       along its critical path, so every figure at its low (or high) moves it by their time-weighted mean;
     - the whole step's spread, which the calibration (a factor of the whole step) carries onto every
-      prediction.
-    The larger rather than the sum: both measure the same repeats' noise, and the interval should claim no
-    more certainty than either. 0 when nothing recorded a spread (an older profile)."""
+      prediction;
+    - on CPU stand-ins, the machine's drift (`Profile.machine_drift`): repeats taken back to back agree
+      where a shared host's bursts of load, seconds apart, do not.
+    The largest rather than the sum: they measure the same noise over shorter or longer times, and the
+    interval should claim no more certainty than any. 0 when nothing recorded a spread (an older profile)."""
     chosen = [p for p in profiles if p.micro_batch == micro_batch] or list(profiles)
     figures = [(l.forward_ms, l.forward_spread) for p in chosen for l in p.layers]
     figures += [(l.backward_ms, l.backward_spread) for p in chosen for l in p.layers]
     total = sum(ms for ms, _ in figures)
     segments = sum(ms * spread for ms, spread in figures) / total if total > 0 else 0.0
     whole = _whole_step_profile(profiles)
-    return max(segments, whole.whole_step_spread if whole else 0.0)
+    drift = max((p.machine_drift or 0.0 for p in profiles), default=0.0)
+    return max(segments, whole.whole_step_spread if whole else 0.0, drift)
 
 
 def _whole_step_profile(profiles: "Sequence[Profile]") -> "Profile | None":

@@ -248,10 +248,13 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
 
 def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
     """The link figures a profile carries: GB/s between the first two devices, an all-reduce's bus
-    bandwidth, and on CPU stand-ins gloo's latency, the slowdown of processes computing at once on the
-    shared cores and the pipeline runtime's and FSDP2's own costs. Timed, or from the cache (`store`) when
-    every size was too; `keep` keeps what was timed. `link_gbps` given: taken as is."""
-    from pipebench.hardware.probes import measure_allreduce_gbps, measure_cpu_processes, measure_stage_link
+    bandwidth, and on CPU stand-ins the machine's drift (one device too), gloo's latency, the slowdown of
+    processes computing at once on the shared cores and the pipeline runtime's, FSDP2's and DDP's own
+    costs. Timed, or from the cache (`store`) when every size was too; `keep` keeps what was timed.
+    `link_gbps` given: taken as is."""
+    from pipebench.hardware.cpu import threads_per_device
+    from pipebench.hardware.probes import (DRIFT_SECONDS, measure_allreduce_gbps, measure_cpu_processes,
+                                           measure_machine_drift, measure_stage_link)
     from pipebench.partition.cache import LINK_FIELDS
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
@@ -269,7 +272,12 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
         links["allreduce_gbps"] = measure_allreduce_gbps(devices)
         if links["allreduce_gbps"] and note:
             note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
-    elif len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
+    if not on_gpu and link_gbps is None:  # CPU stand-ins share a machine whose speed moves
+        links["machine_drift"] = measure_machine_drift(threads_per_device(len(devices)))
+        if note:
+            note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {DRIFT_SECONDS:g} s "
+                 "(the least interval of a CPU prediction)")
+    if not on_gpu and len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
         links.update(measure_cpu_processes(len(devices)))
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "

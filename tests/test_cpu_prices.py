@@ -122,7 +122,7 @@ def test_the_probe_measures_the_processes_and_their_runtimes():
     from pipebench.partition.cache import LINK_FIELDS
 
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
-    assert set(figures) == set(LINK_FIELDS)
+    assert set(figures) == set(LINK_FIELDS) - {"machine_drift"}  # that one is the profiling process's own
     assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
 
 

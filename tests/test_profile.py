@@ -199,6 +199,21 @@ def test_a_step_spread_weighs_the_segments_by_time_and_takes_the_whole_step_wher
     assert step_spread([small, whole], 2) == pytest.approx((3 * 0.1 + 9 * 0.3 + 6 * 0.02 + 6 * 0.04) / 24)  # none of 2
     timed = profile(8, [(2.0, 0.02), (2.0, 0.04)], whole=12.0, whole_spread=0.2)
     assert step_spread([small, timed], 4) == pytest.approx(0.25) and step_spread([small, timed], 8) == pytest.approx(0.2)
+    for p in (small, timed):  # CPU stand-ins on a machine whose speed moved ±30%: no interval narrower
+        p.machine_drift = 0.3
+    assert step_spread([small, timed], 4) == step_spread([small, timed], 8) == pytest.approx(0.3)
+
+
+def test_the_machine_drift_is_seen_in_windows_spread_over_time():
+    """A burst of someone else's load that slows every piece of work in its windows widens the drift; the
+    same work on a quiet machine keeps it at the repeats' few percent."""
+    from pipebench.hardware import probes
+
+    drift = probes.measure_machine_drift(1, seconds=0.3, window_ms=5.0)
+    assert 0 < drift < 10
+    # windows of 1 and of 2 units (half of them in a burst): p10 1, p90 2, median 1.5 -> ±1/3
+    assert probes.drift_of([1.0] * 5 + [2.0] * 5) == pytest.approx((2.0 - 1.0) / 2 / 1.5)
+    assert probes.drift_of([1.0] * 10) == pytest.approx(1e-4)
 
 
 def test_unreadable_profile(tmp_path):
