@@ -11,6 +11,10 @@ machine ResNet-18's step (3x64x64, batch 16) took 0 to 14,000 page faults and 0 
 depending on what the process had allocated before (one warm worker measured from 2,160 to 13,792 faults
 a step over five cases running the same step), so that the worker and the profiler, two processes with
 other histories, timed the same step differently. Held, every step after the first takes none.
+
+And a CPU process shares its machine: on a VM the host's other load slows every process in bursts of 0.2 to
+1.5 s, by up to 1.9x (results/2026-12-02-cpu2-machine-drift). `SpeedGauge` reads the machine's speed of the
+moment, so that the profiler's figures, each timed in a window of its own, are all at one speed.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["cores", "threads_per_device", "thread_budget", "hold_memory", "held_memory"]
+__all__ = ["cores", "threads_per_device", "thread_budget", "hold_memory", "held_memory", "SpeedGauge"]
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 """glibc's mallopt parameters (malloc.h)."""
@@ -89,3 +93,51 @@ def _glibc():
     except (OSError, AttributeError, TypeError):
         return None
     return libc
+
+
+class SpeedGauge:
+    """The machine's speed of the moment, read from a small fixed piece of work (a convolution's forward
+    and backward, about 1 ms on one thread) timed on its own.
+
+    The profiler reads it before and after each figure's window and rescales the figure to the speed
+    that the readings so far took at their median (`rescale`): a segment timed in a burst of someone
+    else's load and one timed outside it come out at one speed, as do the whole step that calibrates them
+    and the sizes profiled seconds apart. On the 2-vCPU VM the gauge moved with the steps it was read
+    beside: gpt tiny's step ranged 1.71x between its 10th and 90th percentile over 25 s, its step over the
+    gauge's reading 1.23x; resnet101 tiny's 1.67x and 1.28x."""
+
+    def __init__(self, settle: int = 20):
+        import torch
+
+        self._x = torch.randn(4, 16, 16, 16, requires_grad=True)
+        self._w = torch.randn(16, 16, 3, 3, requires_grad=True)
+        self.readings: list[float] = []
+        self.factors: list[float] = []
+        self.piece()
+        for _ in range(settle):  # a first median to rescale to
+            self.read()
+
+    def piece(self) -> None:
+        import torch
+
+        torch.nn.functional.conv2d(self._x, self._w, padding=1).relu().sum().backward()
+
+    def read(self, pieces: int = 2) -> float:
+        """ms a piece takes now (the mean of `pieces`), kept among the readings."""
+        import time
+
+        start = time.perf_counter()
+        for _ in range(pieces):
+            self.piece()
+        ms = (time.perf_counter() - start) * 1e3 / pieces
+        self.readings.append(ms)
+        return ms
+
+    def rescale(self, before: float, after: float) -> float:
+        """The factor that takes a figure timed between readings `before` and `after` to the median speed
+        of every reading so far (below 1: it was timed while the machine was slow)."""
+        import statistics
+
+        factor = statistics.median(self.readings) / ((before + after) / 2)
+        self.factors.append(factor)
+        return factor

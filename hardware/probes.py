@@ -140,7 +140,7 @@ host (0.2-1.5 s each on ours), short enough for a first answer."""
 
 def measure_machine_drift(threads: int, seconds: float = DRIFT_SECONDS, window_ms: float = 25.0) -> float:
     """How far this machine's speed moves from moment to moment, as a fraction of a step: a fixed piece of
-    work (a convolution's forward and backward, `threads` threads) timed over and over for `seconds`, in
+    work (SpeedGauge's, on `threads` threads) timed over and over for `seconds`, in
     windows of `window_ms`; half the range between the 10th and 90th percentile of the windows' times per
     piece, over their median (0.28: the same step takes about ±28% of its typical time).
 
@@ -149,24 +149,16 @@ def measure_machine_drift(threads: int, seconds: float = DRIFT_SECONDS, window_m
     4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
     each catch the machine in one of its states, which no repeat within either one shows; a prediction's
     interval (partition/profile.py step_spread) is at least this wide."""
-    import torch
-
-    from pipebench.hardware.cpu import thread_budget
-
-    x = torch.randn(8, 32, 32, 32, requires_grad=True)
-    weight = torch.randn(32, 32, 3, 3, requires_grad=True)
-
-    def piece() -> None:
-        torch.nn.functional.conv2d(x, weight, padding=1).relu().sum().backward()
+    from pipebench.hardware.cpu import SpeedGauge, thread_budget
 
     windows = []
     with thread_budget(threads):
-        piece()
+        gauge = SpeedGauge(settle=0)
         end = time.perf_counter() + seconds
         while time.perf_counter() < end or len(windows) < 3:
             start, n = time.perf_counter(), 0
             while (elapsed := time.perf_counter() - start) * 1e3 < window_ms or n == 0:
-                piece()
+                gauge.piece()
                 n += 1
             windows.append(elapsed / n)
     return drift_of(windows)

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 
 from pipebench.errors import UserError, first_line
+from pipebench.hardware.cpu import SpeedGauge
 from pipebench.partition.graph import CaptureError, Segment, SplitError, capture, segments
 from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile, relative_spread
@@ -64,6 +65,7 @@ def profile_model(
     granularity: int | None = None,
     training: Training = Training(),
     captures: "Captures | None" = None,
+    gauge: "SpeedGauge | None" = None,
 ) -> Profile:
     """Profile every segment of `model` on `device` with micro-batches of `micro_batch` samples, in the
     training's precision (bf16: under autocast, as the trainers run) and, for the whole step, with its
@@ -76,6 +78,8 @@ def profile_model(
     batch: the global batch the plan is for (recorded; defaults to micro_batch).
     progress(i, n, segment_name) is called before each segment.
     captures: the capture shared by every size of one model (Captures); None: captured here, for this size.
+    gauge: on CPU stand-ins, the machine's speed (hardware/cpu.py SpeedGauge), read around each segment and
+    the whole step: their times are rescaled to the speed of the gauge's median reading. None: as timed.
     """
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
@@ -108,8 +112,12 @@ def profile_model(
                 progress(i, len(segs), segment.begins_at)
             # An autocast context per segment, as a trainer's step holds one: the weights' bf16 copies are
             # made once per context and kept (see _profile_segment), and freed before the next segment.
+            before = gauge.read() if gauge is not None else None
             with autocast(training, device.type):
-                measured_all.append(_profile_segment(segment, clock, repeats, warmup, param_storages))
+                measured = _profile_segment(segment, clock, repeats, warmup, param_storages)
+            if gauge is not None:
+                measured = _at_speed(measured, gauge.rescale(before, gauge.read()))
+            measured_all.append(measured)
         handed = [(m.pop("saved_output_bytes"), m.pop("saved_input_bytes")) for m in measured_all]
         for i, (segment, measured) in enumerate(zip(segs, measured_all)):
             # Kept by both the previous segment (its output) and this one (its input): one tensor.
@@ -132,9 +140,12 @@ def profile_model(
         depth = captured.granularity
         del captured, segs  # the stages hold copies of replicated parameters
         # The whole batch on one device: time one whole step too, which calibrates every prediction.
-        whole, whole_spread, whole_peak = (
-            _whole_step(model, module, device, micro_batch, repeats, warmup, training)
-            if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn") else (None, 0.0, None))
+        whole, whole_spread, whole_peak = None, 0.0, None
+        if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn"):
+            before = gauge.read() if gauge is not None else None
+            whole, whole_spread, whole_peak = _whole_step(model, module, device, micro_batch, repeats, warmup, training)
+            if gauge is not None and whole is not None:
+                whole *= gauge.rescale(before, gauge.read())
     finally:
         restore()
     return Profile(
@@ -253,6 +264,11 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
     if split:
         figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))
     return figures
+
+
+def _at_speed(figures: dict, factor: float) -> dict:
+    """A segment's figures with every time (`*_ms`) multiplied by `factor` (SpeedGauge.rescale)."""
+    return {k: v * factor if k.endswith("_ms") and v is not None else v for k, v in figures.items()}
 
 
 def _whole_step(model, module, device, micro_batch, repeats, warmup,
@@ -533,6 +549,7 @@ def profile_sizes(
     say = note or (lambda line: None)
     captures = captures if captures is not None else Captures(say)
     device = torch.device(device)
+    gauge = SpeedGauge() if device.type == "cpu" else None
     profiles = []
     last_error = ""
     started = time.perf_counter()
@@ -549,7 +566,8 @@ def profile_sizes(
         try:
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
                                           progress=layer_progress if progress else None,
-                                          granularity=granularity, training=training, captures=captures))
+                                          granularity=granularity, training=training, captures=captures,
+                                          gauge=gauge))
         except (CaptureError, SplitError) as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
@@ -565,5 +583,8 @@ def profile_sizes(
         say(f"  micro-batch {size} ({k} of {len(counts)}): {time.perf_counter() - t0:.1f} s")
     if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
+    if gauge is not None and gauge.factors:
+        say(f"  the machine's speed moved while profiling: every figure taken to its median speed "
+            f"(x{min(gauge.factors):.2f} to x{max(gauge.factors):.2f}; hardware/cpu.py SpeedGauge)")
     say(f"profiled in {time.perf_counter() - started:.1f} s")
     return sorted(profiles, key=lambda p: counts.index(p.micro_batches))  # in the order asked

@@ -266,6 +266,8 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
     assert "533.33 ±10.0%" in text and "640.00 ±10.0%" in text
     assert "the profile is noisy" not in text
     assert "the profile is noisy: predicted steps vary by up to ±30%" in format_advice(advice_with(0.3), profile, ["cuda:0"])
+    profile.machine_drift = 0.3  # CPU stand-ins on a machine whose speed moved: that, not the repeats, is said
+    assert "this machine's speed moved ±30% while it was watched" in format_advice(advice_with(0.3), profile, ["cpu"])
     close = Prediction("fsdp", 655.0, 64 / 655.0 * 1e3, [1], True, 1, None, step_spread=0.1)
     assert tie(close, noisy.predictions[1]) == "intervals overlap and within 5%"
 

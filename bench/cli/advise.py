@@ -121,9 +121,16 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
             tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
                                            ",".join(p.strategy for p in compared))
     widest = max((p.step_spread for p in advice.predictions if p.predicted_step_ms is not None), default=0.0)
-    noisy = ([f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another process "
-              f"on the device?), so their intervals overlap more; on an idle device they narrow", ""]
-             if widest > NOISY else [])
+    drift = profile.machine_drift or 0.0
+    if widest > NOISY and drift >= widest:  # the machine's own speed moved, not the profile's repeats
+        noisy = [f"this machine's speed moved ±{drift:.0%} while it was watched (another VM on its host, another "
+                 "process?): a step measured later may land anywhere in that, so every prediction is at least "
+                 "that wide and more of them tie", ""]
+    elif widest > NOISY:
+        noisy = [f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another "
+                 "process on the device?), so their intervals overlap more; on an idle device they narrow", ""]
+    else:
+        noisy = []
     unpriced = ([f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
                  "crosses between them (activations, gradients, replicas) is priced as free, which favours the "
                  "strategies that move most; give --link-gbps (e.g. 400 for NVLink, 25 for PCIe 4) to price it", ""]
