@@ -120,7 +120,8 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
     return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0,
                        collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
                        fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
-                       ddp_layer_ms=profile.ddp_layer_ms or 0.0)
+                       ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
+                       scatter_gbps=profile.scatter_gbps)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,

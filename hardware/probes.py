@@ -180,6 +180,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
+    - gather_gbps, scatter_gbps: an all-gather and a reduce-scatter of the same 4 MB (bus GB/s), which
+      price FSDP's collectives: gloo runs them 2-4x slower than its all-reduce;
     - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (the median of
       `messages`), or less where the pipeline below measured less (pipeline_costs);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
@@ -264,6 +266,9 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     latency = statistics.median(spans_ms(lambda: ping(small), messages)) / 2
     copy = statistics.median(spans_ms(lambda: ping(large), repeats)) / 2
     reduce = statistics.median(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
+    shard = torch.zeros(large.numel() // world)
+    gather = statistics.median(spans_ms(lambda: group._allgather_base(large, shard).wait(), repeats))
+    scatter = statistics.median(spans_ms(lambda: group._reduce_scatter_base(shard, large).wait(), repeats))
     collective = statistics.median(spans_ms(lambda: group.allreduce([small]).wait(), messages))
 
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
@@ -314,6 +319,8 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     hop, action = pipeline_costs(pipeline, world, latency)
     ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / RUNTIME_LAYERS)
     return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
+            "gather_gbps": (world - 1) / world * nbytes / gather / 1e6,
+            "scatter_gbps": (world - 1) / world * nbytes / scatter / 1e6,
             "link_latency_ms": hop, "collective_ms": collective,
             "core_contention": max(1.0, statistics.median(together) / statistics.median(alone)),
             "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),

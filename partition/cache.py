@@ -186,7 +186,7 @@ class ProfileCache:
 
 
 LINK_FIELDS = ("link_gbps", "allreduce_gbps", "link_latency_ms", "collective_ms", "core_contention", "action_ms",
-               "fsdp_layer_ms", "ddp_ms", "ddp_layer_ms", "machine_drift")
+               "fsdp_layer_ms", "ddp_ms", "ddp_layer_ms", "machine_drift", "gather_gbps", "scatter_gbps")
 
 
 def request_identity(model: Any, *, flavour: str | None = None, settings: dict[str, Any] | None = None,

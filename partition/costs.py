@@ -51,7 +51,11 @@ class Links:
         while all of them compute (1.0: devices of their own, GPUs).
     fsdp_layer_ms: CPU stand-ins: FSDP2's own cost per sharded layer and step (0: not priced).
     ddp_ms, ddp_layer_ms: CPU stand-ins: DDP's own cost per step and per layer with parameters (its
-        forward's preparation, its gradient hooks and bucket copies; 0: not priced)."""
+        forward's preparation, its gradient hooks and bucket copies; 0: not priced).
+    gather_gbps, scatter_gbps: bus bandwidths of an all-gather and of a reduce-scatter (an all-gather of
+        S bytes over p devices takes (p - 1) / p x S / gather_gbps), which FSDP's collectives move; None:
+        the all-reduce's (NCCL's rings run all three alike; gloo's all-gather and reduce-scatter reached
+        0.5-0.7 and 0.3 GB/s where its all-reduce reached 1.1-1.3, 8-32 MB over two processes)."""
 
     copy_gbps: float = 0.0
     allreduce_gbps: float = 0.0
@@ -61,6 +65,8 @@ class Links:
     collective_ms: float | None = None
     ddp_ms: float = 0.0
     ddp_layer_ms: float = 0.0
+    gather_gbps: float | None = None
+    scatter_gbps: float | None = None
 
     def copy_ms(self, nbytes: float) -> float:
         return transfer_ms(nbytes, self.copy_gbps, self.latency_ms)
@@ -158,12 +164,14 @@ def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_c
 
 # ------------------------------------------------------------------------------------------------ FSDP
 
-def gather_ms(nbytes: float, devices: int, links: Links) -> float:
-    """A ring all-gather (or reduce-scatter) whose whole result is `nbytes`: half an all-reduce's traffic,
-    (p - 1) / p x nbytes at the all-reduce's bus bandwidth (0 on one device, for nothing, or unpriced)."""
-    if devices < 2 or nbytes <= 0 or links.allreduce_gbps <= 0:
+def gather_ms(nbytes: float, devices: int, links: Links, *, scatter: bool = False) -> float:
+    """An all-gather (or with `scatter` a reduce-scatter) whose whole input or result is `nbytes`: half a
+    ring all-reduce's traffic, (p - 1) / p x nbytes, at its own bus bandwidth where measured (links.gather_gbps,
+    links.scatter_gbps), else the all-reduce's (0 on one device, for nothing, or unpriced)."""
+    gbps = (links.scatter_gbps if scatter else links.gather_gbps) or links.allreduce_gbps
+    if devices < 2 or nbytes <= 0 or gbps <= 0:
         return 0.0
-    return (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.collective
+    return (devices - 1) / devices * nbytes / (gbps * 1e9) * 1e3 + links.collective
 
 
 def fsdp_blocks(layers: Sequence[LayerProfile], granularity: int | None) -> list[bool]:
@@ -208,11 +216,11 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
     starts = [bool(l.param_bytes) for l in layers] if blocks is None else list(blocks)
     clock = link_free = slowed = 0.0
 
-    def on_link(nbytes: float, at: float) -> float:
+    def on_link(nbytes: float, at: float, scatter: bool = False) -> float:
         """Queue a collective issued at `at`; when it is done. The compute it overlaps pays `contention`
         of its time (the first gather of each pass overlaps nothing)."""
         nonlocal link_free, slowed
-        took = gather_ms(nbytes, devices, links)
+        took = gather_ms(nbytes, devices, links, scatter=scatter)
         link_free = max(link_free, at) + took
         slowed += contention * took
         return link_free
@@ -230,7 +238,7 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
                 clock = start + scale * layers[i].forward_ms
                 continue
             clock = start + scale * (layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0))
-            on_link(layers[i].param_bytes, clock)  # its gradients, reduce-scattered once they exist
+            on_link(layers[i].param_bytes, clock, scatter=True)  # its gradients, reduce-scattered once they exist
     return max(clock, link_free) + step_end(devices, links)
 
 

@@ -161,6 +161,12 @@ class Profile:
     ddp_layer_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per layer with parameters and step (its gradient hooks and
     bucket copies; hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
+    gather_gbps: float | None = None
+    """CPU stand-ins: bus bandwidth of an all-gather over the processes (hardware/probes.py
+    measure_cpu_processes), which FSDP's parameter gathers move; None: taken to be `allreduce_gbps`."""
+    scatter_gbps: float | None = None
+    """CPU stand-ins: bus bandwidth of a reduce-scatter over the processes, which FSDP's gradients move;
+    None: taken to be `allreduce_gbps`."""
     machine_drift: float | None = None
     """CPU stand-ins: how far the machine's speed moved from moment to moment while it was profiled, a
     fraction (hardware/probes.py measure_machine_drift); every prediction's interval is at least this wide

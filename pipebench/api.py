@@ -281,7 +281,8 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
         links.update(measure_cpu_processes(len(devices)))
         if note:
             note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
-                 f"GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "
+                 f"GB/s all-reduce, {links['gather_gbps']:.2f} all-gather, {links['scatter_gbps']:.2f} reduce-scatter, "
+                 f"{links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "
                  f"a collective; {len(devices)} processes computing at once: each step {links['core_contention']:.2f}x "
                  f"slower; the pipeline runtime: {links['action_ms']:.2f} ms an operation, FSDP2 "
                  f"{links['fsdp_layer_ms']:.2f} ms a layer, DDP {links['ddp_ms']:.2f} ms a step and "

@@ -236,3 +236,24 @@ def test_fsdps_runtime_is_paid_per_block_it_shards_not_per_profiled_layer():
     bare = costs.fsdp_step(layers, 2, costs.Links())
     assert costs.fsdp_step(layers, 2, links, blocks=costs.fsdp_blocks(layers, 4)) == pytest.approx(bare + 3 * 0.5)
     assert costs.fsdp_step(layers, 2, links) == pytest.approx(bare + 7 * 0.5)
+
+
+def test_fsdps_gathers_and_reduce_scatters_move_at_their_own_bandwidths():
+    """gloo's all-gather and reduce-scatter run slower than its all-reduce: where the probe measured them,
+    FSDP's collectives are priced at theirs, and a slower reduce-scatter lengthens the step by the backward's
+    last one at least; unmeasured (GPUs), they are the all-reduce's."""
+    layers = [_layer(f"l{i}", 0.1, 0.2, 10**7) for i in range(4)]  # 10 MB a layer: the link decides
+    base = costs.Links(allreduce_gbps=1.0)
+    same = costs.Links(allreduce_gbps=1.0, gather_gbps=1.0, scatter_gbps=1.0)
+    assert costs.fsdp_step(layers, 2, same) == pytest.approx(costs.fsdp_step(layers, 2, base))
+    assert costs.gather_ms(10**7, 2, costs.Links(allreduce_gbps=1.0, gather_gbps=0.5)) == pytest.approx(10.0)
+    assert costs.gather_ms(10**7, 2, costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25), scatter=True) == pytest.approx(20.0)
+    slow_gather = costs.fsdp_step(layers, 2, costs.Links(allreduce_gbps=1.0, gather_gbps=0.5))
+    slow_scatter = costs.fsdp_step(layers, 2, costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25))
+    assert slow_gather > costs.fsdp_step(layers, 2, base) + 2 * 5.0  # each pass's first gather waits 5 ms more
+    assert slow_scatter >= costs.fsdp_step(layers, 2, base) + 15.0
+    profiles = _profiles("cpu", 1.0, 0.0)
+    for p in profiles:
+        p.gather_gbps, p.scatter_gbps = 0.1, 0.1
+    assert (predict("fsdp", profiles, ["cpu", "cpu"]).predicted_step_ms
+            > predict("fsdp", _profiles("cpu", 1.0, 0.0), ["cpu", "cpu"]).predicted_step_ms)
