@@ -4,6 +4,7 @@ GPU ids are CUDA ordinals, so they count within CUDA_VISIBLE_DEVICES when the us
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -135,12 +136,29 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
 
 DRIFT_SECONDS = 2.0
 """How long measure_machine_drift watches the machine: long enough to catch some of the bursts of a busy
-host (0.2-1.5 s each on ours), short enough for a first answer."""
+host (0.2-1.5 s each on ours), short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it (the
+tests, whose many small profiles each watch it, take 0.2)."""
 
 
-def measure_machine_drift(threads: int, seconds: float = DRIFT_SECONDS, window_ms: float = 25.0) -> float:
+def drift_seconds() -> float:
+    """DRIFT_SECONDS, or $PIPEBENCH_DRIFT_SECONDS where set (UserError unless a number of seconds > 0)."""
+    from pipebench.errors import UserError
+
+    text = os.environ.get("PIPEBENCH_DRIFT_SECONDS")
+    if text is None:
+        return DRIFT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < 3600:
+        raise UserError(f"PIPEBENCH_DRIFT_SECONDS={text!r} should be a number of seconds above 0")
+    return seconds
+
+
+def measure_machine_drift(threads: int, seconds: float | None = None, window_ms: float = 25.0) -> float:
     """How far this machine's speed moves from moment to moment, as a fraction of a step: a fixed piece of
-    work (SpeedGauge's, on `threads` threads) timed over and over for `seconds`, in
+    work (SpeedGauge's, on `threads` threads) timed over and over for `seconds` (None: drift_seconds()), in
     windows of `window_ms`; half the range between the 10th and 90th percentile of the windows' times per
     piece, over their median (0.28: the same step takes about ±28% of its typical time).
 
@@ -151,6 +169,7 @@ def measure_machine_drift(threads: int, seconds: float = DRIFT_SECONDS, window_m
     interval (partition/profile.py step_spread) is at least this wide."""
     from pipebench.hardware.cpu import SpeedGauge, thread_budget
 
+    seconds = drift_seconds() if seconds is None else seconds
     windows = []
     with thread_budget(threads):
         gauge = SpeedGauge(settle=0)
@@ -267,8 +286,9 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     copy = statistics.median(spans_ms(lambda: ping(large), repeats)) / 2
     reduce = statistics.median(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
     shard = torch.zeros(large.numel() // world)
-    gather = statistics.median(spans_ms(lambda: group._allgather_base(large, shard).wait(), repeats))
-    scatter = statistics.median(spans_ms(lambda: group._reduce_scatter_base(shard, large).wait(), repeats))
+    whole = torch.zeros(shard.numel() * world)  # `large`, cut to a multiple of the processes
+    gather = statistics.median(spans_ms(lambda: group._allgather_base(whole, shard).wait(), repeats))
+    scatter = statistics.median(spans_ms(lambda: group._reduce_scatter_base(shard, whole).wait(), repeats))
     collective = statistics.median(spans_ms(lambda: group.allreduce([small]).wait(), messages))
 
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
@@ -319,8 +339,8 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     hop, action = pipeline_costs(pipeline, world, latency)
     ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / RUNTIME_LAYERS)
     return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
-            "gather_gbps": (world - 1) / world * nbytes / gather / 1e6,
-            "scatter_gbps": (world - 1) / world * nbytes / scatter / 1e6,
+            "gather_gbps": (world - 1) / world * whole.numel() * 4 / gather / 1e6,
+            "scatter_gbps": (world - 1) / world * whole.numel() * 4 / scatter / 1e6,
             "link_latency_ms": hop, "collective_ms": collective,
             "core_contention": max(1.0, statistics.median(together) / statistics.median(alone)),
             "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),

@@ -253,7 +253,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     costs. Timed, or from the cache (`store`) when every size was too; `keep` keeps what was timed.
     `link_gbps` given: taken as is."""
     from pipebench.hardware.cpu import threads_per_device
-    from pipebench.hardware.probes import (DRIFT_SECONDS, measure_allreduce_gbps, measure_cpu_processes,
+    from pipebench.hardware.probes import (drift_seconds, measure_allreduce_gbps, measure_cpu_processes,
                                            measure_machine_drift, measure_stage_link)
     from pipebench.partition.cache import LINK_FIELDS
 
@@ -275,7 +275,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     if not on_gpu and link_gbps is None:  # CPU stand-ins share a machine whose speed moves
         links["machine_drift"] = measure_machine_drift(threads_per_device(len(devices)))
         if note:
-            note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {DRIFT_SECONDS:g} s "
+            note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {drift_seconds():g} s "
                  "(the least interval of a CPU prediction)")
     if not on_gpu and len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
         links.update(measure_cpu_processes(len(devices)))

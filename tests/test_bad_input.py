@@ -104,6 +104,12 @@ def test_every_model_checks_its_counts(capsys, model, setting, message):
     refused(capsys, ["plan", "--model", model, *TINY, "--stages", "2", "--set", setting], message)
 
 
+@pytest.mark.parametrize("command", [["plan", "--model", "mlp", "--stages", "2"], ["advise", "--model", "mlp"]])
+def test_a_bad_drift_window_is_refused_before_profiling(capsys, monkeypatch, command):
+    monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", "two")
+    refused(capsys, command, "PIPEBENCH_DRIFT_SECONDS='two' should be a number of seconds above 0")
+
+
 def test_more_stages_than_layers_is_refused_before_profiling(capsys):
     """The convnet has 10 layers: --stages 11 is refused before any profiling."""
     refused(capsys, ["plan", "--model", "convnet", "--stages", "11"], "more stages than layers (11 > 10)")

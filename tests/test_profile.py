@@ -391,3 +391,17 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_median_speed(
     assert _at_speed(figures, 0.5) == {"forward_ms": 5.0, "forward_cpu_ms": None, "backward_weight_ms": 2.0,
                                        "forward_spread": 0.1, "saved_bytes": 8}
     assert 0 < gauge.read() < 1000 and len(gauge.readings) == 6
+
+
+def test_how_long_the_machine_is_watched_is_a_number_of_seconds(monkeypatch):
+    from pipebench.errors import UserError
+    from pipebench.hardware import probes
+
+    monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", "0.5")
+    assert probes.drift_seconds() == 0.5
+    for bad in ("abc", "0", "-1", "nan"):
+        monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", bad)
+        with pytest.raises(UserError, match="PIPEBENCH_DRIFT_SECONDS"):
+            probes.drift_seconds()
+    monkeypatch.delenv("PIPEBENCH_DRIFT_SECONDS")
+    assert probes.drift_seconds() == probes.DRIFT_SECONDS == 2.0

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)  # timeout, Slurm, systemd, docker stop: as Ctrl-C
     try:
         _read_counts(args)
+        from pipebench.hardware.probes import drift_seconds
+
+        drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
         return args.handler(args)
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
         return _fail(str(exc))
