@@ -391,6 +391,11 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_median_speed(
     assert _at_speed(figures, 0.5) == {"forward_ms": 5.0, "forward_cpu_ms": None, "backward_weight_ms": 2.0,
                                        "forward_spread": 0.1, "saved_bytes": 8}
     assert 0 < gauge.read() < 1000 and len(gauge.readings) == 6
+    torch.manual_seed(1)
+    before = torch.rand(1)
+    torch.manual_seed(1)
+    SpeedGauge(settle=2)
+    assert torch.rand(1) == before  # the profiled model's random stream is not the gauge's
 
 
 def test_how_long_the_machine_is_watched_is_a_number_of_seconds(monkeypatch):
