@@ -277,16 +277,17 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
         if note:
             note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {drift_seconds():g} s "
                  "(the least interval of a CPU prediction)")
-    if not on_gpu and len(devices) > 1 and link_gbps is None:  # CPU stand-ins for devices talk through gloo
-        links.update(measure_cpu_processes(len(devices)))
-        if note:
-            note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, {links['allreduce_gbps']:.2f} "
-                 f"GB/s all-reduce, {links['gather_gbps']:.2f} all-gather, {links['scatter_gbps']:.2f} reduce-scatter, "
-                 f"{links['link_latency_ms']:.2f} ms a message, {links['collective_ms']:.2f} ms "
-                 f"a collective; {len(devices)} processes computing at once: each step {links['core_contention']:.2f}x "
-                 f"slower; the pipeline runtime: {links['action_ms']:.2f} ms an operation, FSDP2 "
-                 f"{links['fsdp_layer_ms']:.2f} ms a layer, DDP {links['ddp_ms']:.2f} ms a step and "
-                 f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
+        if len(devices) > 1:  # standing in for devices, they talk through gloo
+            links.update(measure_cpu_processes(len(devices)))
+            if note:
+                note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, "
+                     f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['gather_gbps']:.2f} all-gather, "
+                     f"{links['scatter_gbps']:.2f} reduce-scatter, {links['link_latency_ms']:.2f} ms a message, "
+                     f"{links['collective_ms']:.2f} ms a collective; {len(devices)} processes computing at once: "
+                     f"each step {links['core_contention']:.2f}x slower; the pipeline runtime: "
+                     f"{links['action_ms']:.2f} ms an operation, FSDP2 "
+                     f"{links['fsdp_layer_ms']:.2f} ms a layer, DDP {links['ddp_ms']:.2f} ms a step and "
+                     f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
     if keep is not None and link_gbps is None:
         keep.put_links(key, links)
     return links
