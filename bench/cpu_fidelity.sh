@@ -12,6 +12,7 @@ set -euo pipefail
 out=${1:-pipebench-results/cpu-fidelity}
 python=${PYTHON:-python}
 steps=${STEPS:-6}  # timed steps per case, after 2 warm-ups (the quick suite's 2 are too few to judge by)
+seconds=${MIN_SECONDS:-3}  # and more, until this long: a case's fastest step is judged, and bursts of the host's load last 0.2-1.5 s
 strategies=single,dataparallel,ddp,fsdp,pp-gpipe,pp-1f1b,pp-zb,pp-zbv
 rounds=${ROUNDS:-3}
 folders=()
@@ -19,10 +20,10 @@ for k in $(seq 1 "$rounds"); do
     round="$out/round$k"
     folders+=("$round")
     echo "# round $k of $rounds: $round"
-    "$python" -m pipebench run --quick --fresh --steps "$steps" --warmup 2 --out "$round"
-    "$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$round" \
+    "$python" -m pipebench run --quick --fresh --steps "$steps" --min-seconds "$seconds" --warmup 2 --out "$round"
+    "$python" -m pipebench run --resume --fresh --steps "$steps" --min-seconds "$seconds" --warmup 2 --out "$round" \
         --models torchvision.models:resnet18 --input-shape 3,64,64 --batch 16 --strategies "$strategies"
-    "$python" -m pipebench run --resume --fresh --steps "$steps" --warmup 2 --out "$round" \
+    "$python" -m pipebench run --resume --fresh --steps "$steps" --min-seconds "$seconds" --warmup 2 --out "$round" \
         --models tests/fixtures/hf_models.py:gpt2 --input-shape 16 --input-dtype int64 --token-range 128 --batch 16 \
         --strategies "$strategies"
 done

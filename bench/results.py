@@ -103,6 +103,11 @@ class Row:
     """Mean of the timed steps, every device synchronised."""
     step_ms_std: float | None = None
     """Standard deviation of the timed steps (None with a single timed step)."""
+    step_ms_best: float | None = None
+    """The fastest timed step: the step without the machine's other load, which is what a prediction is
+    judged against (bench/fidelity.py). On a CPU stand-in the host's load slows every process at once, in
+    bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
+    GPU it is within a few percent of the mean. None in files written before the field."""
     peak_memory_bytes: list[int] = field(default_factory=list)
     """Peak bytes allocated per device during the timed steps (0 for a CPU)."""
     first_loss: float | None = None
@@ -168,7 +173,7 @@ class Row:
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
-        for name in ("samples_per_s", "step_ms", "step_ms_std", "predicted_step_ms", "predicted_step_spread",
+        for name in ("samples_per_s", "step_ms", "step_ms_std", "step_ms_best", "predicted_step_ms", "predicted_step_spread",
                      "duration_s", "bubble_fraction"):
             value = getattr(self, name)
             if value is not None and value < 0:  # measurements: a negative one is a corrupt file
@@ -188,7 +193,7 @@ FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
 LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint",
-                "predicted_step_spread")
+                "predicted_step_spread", "step_ms_best")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
                "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint")

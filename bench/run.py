@@ -43,6 +43,8 @@ class RunOptions:
     steps: int
     warmup: int
     timeout: float
+    min_seconds: float = 0.0
+    """--min-seconds: steps are timed until this many seconds have passed (`steps` of them at the least)."""
     repeats: int | None = None
     fresh: bool = False
     """--fresh: profile again, reusing neither the profile cache nor the profiles folder."""
@@ -117,8 +119,8 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
                 note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
                 if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
                     prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
-                row = run_prepared(prepared, machine, steps=options.steps, timeout=options.timeout,
-                                   groups=groups)
+                row = run_prepared(prepared, machine, steps=options.steps, min_seconds=options.min_seconds,
+                                   timeout=options.timeout, groups=groups)
             res.append(row, csv_path, json_path)
         rows.append(row)
         if row.status == "ok" and row.strategy == BASELINE:
@@ -216,7 +218,8 @@ def describe_options(options: RunOptions) -> str:
     # A flavour is the zoo's: a model of the user's own runs as written.
     flavour = "" if all(zoo.is_user_model(m) for m in options.models) else f"flavour {options.flavour or 'full'}, "
     return (f"{flavour}batch {', '.join(map(str, batches))}{training}, "
-            f"{options.steps} timed step(s) after {options.warmup} warm-up")
+            f"{options.steps} timed step(s){f' or more, for {options.min_seconds:g} s' if options.min_seconds else ''}"
+            f" after {options.warmup} warm-up")
 
 
 def parse_gpu_memory(text: str | None) -> int | None:

@@ -291,6 +291,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
                                          else ""),
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
+        step_ms_best=min(step_ms) if step_ms else None,
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
         predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
         predicted_step_spread=prepared.prediction.step_spread if prepared.prediction else None,
@@ -339,9 +340,14 @@ def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:
     return ";".join(f"{c / 2**30:.3g}" for c in machine.caps[:devices])
 
 
-def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None) -> Row:
-    """Launch, run `steps` steps, trace one more, and make the row; failures and out-of-memory become
-    rows too. A step's time is the workers' own (synchronised, from a common start to the last rank's
+MAX_TIMED_STEPS = 10_000
+"""--min-seconds times no more steps than this, however short they are."""
+
+
+def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None,
+                 min_seconds: float = 0.0) -> Row:
+    """Launch, run `steps` steps (more, until `min_seconds` have passed), trace one more, and make the row;
+    failures and out-of-memory become rows too. A step's time is the workers' own (synchronised, from a common start to the last rank's
     end): the parent's clock also holds its command's round trip through the store and the threads that
     wait on it, 2-3 ms a step on a 2-core CPU, which is not training and was most of a tiny model's
     step there. The parent's clock stands in where the workers' is missing. groups: a
@@ -351,7 +357,9 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
     started, start = now(), time.monotonic()
     try:
         with Session(prepared.job, gpus=prepared.gpus, timeout=timeout, groups=groups) as workers:
-            step_ms = [workers.step() for _ in range(steps)]
+            step_ms, began = [], time.monotonic()
+            while len(step_ms) < steps or (time.monotonic() - began < min_seconds and len(step_ms) < MAX_TIMED_STEPS):
+                step_ms.append(workers.step())
             workers.step(trace=True)
             result = workers.finish()
     except WorkerError as exc:
@@ -359,8 +367,8 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
         return make_row(prepared, machine, status=status, reason=str(exc), started_at=started,
                         duration_s=time.monotonic() - start)
     own = result.get("step_ms") or []
-    if len(own) == steps + 1:  # the workers' clocks; the traced step last, left out like the parent's
-        step_ms = own[:steps]
+    if len(own) == len(step_ms) + 1:  # the workers' clocks; the traced step last, left out like the parent's
+        step_ms = own[:-1]
     return make_row(prepared, machine, status="ok", result=result, step_ms=step_ms, started_at=started,
                     duration_s=time.monotonic() - start)
 

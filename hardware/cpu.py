@@ -101,10 +101,11 @@ class SpeedGauge:
     """The machine's speed of the moment, read from a small fixed piece of work (a convolution's forward
     and backward, about 1 ms on one thread) timed on its own.
 
-    The profiler reads it before and after each figure's window and rescales the figure to the speed
-    that the readings so far took at their median (`rescale`): a segment timed in a burst of someone
-    else's load and one timed outside it come out at one speed, as do the whole step that calibrates them
-    and the sizes profiled seconds apart. On the 2-vCPU VM the gauge moved with the steps it was read
+    The profiler reads it before and after each figure's window and rescales the figure to the machine's
+    unloaded speed, that of the fastest tenth of the readings so far (`rescale`): a segment timed in a
+    burst of someone else's load and one timed outside it come out at one speed, as do the whole step that
+    calibrates them and the sizes profiled seconds apart. A prediction is then of the step without the
+    host's other load, as the measured step it is judged against is the fastest of those timed (Row.step_ms_best). On the 2-vCPU VM the gauge moved with the steps it was read
     beside: gpt tiny's step ranged 1.71x between its 10th and 90th percentile over 25 s, its step over the
     gauge's reading 1.23x; resnet101 tiny's 1.67x and 1.28x."""
 
@@ -117,7 +118,7 @@ class SpeedGauge:
         self.readings: list[float] = []
         self.factors: list[float] = []
         self.piece()
-        for _ in range(settle):  # a first median to rescale to
+        for _ in range(settle):  # a first reference to rescale to
             self.read()
 
     def piece(self) -> None:
@@ -134,9 +135,15 @@ class SpeedGauge:
         self.readings.append(ms)
         return ms
 
+    def unloaded(self) -> float:
+        """ms a piece takes at the machine's unloaded speed: the 10th percentile of the readings so far (the
+        fastest one alone would be one lucky reading)."""
+        ordered = sorted(self.readings)
+        return ordered[int(0.1 * (len(ordered) - 1))]
+
     def rescale(self, before: float, after: float) -> float:
-        """The factor that takes a figure timed between readings `before` and `after` to the median speed
-        of every reading so far (below 1: it was timed while the machine was slow)."""
-        factor = statistics.median(self.readings) / ((before + after) / 2)
+        """The factor that takes a figure timed between readings `before` and `after` to the machine's
+        unloaded speed (`unloaded`; below 1: it was timed while the machine was slowed)."""
+        factor = self.unloaded() / ((before + after) / 2)
         self.factors.append(factor)
         return factor

@@ -40,7 +40,8 @@ __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "link_cache", "code_
            "torch_version", "file_digest", "library_versions"]
 
 FORMAT = "pipebench-profile-cache"
-VERSION = 1
+VERSION = 2
+"""Raised when what a cached figure means changes (2: CPU profiles at the machine's unloaded speed)."""
 
 
 def cache_folder() -> Path:

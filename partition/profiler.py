@@ -79,7 +79,7 @@ def profile_model(
     progress(i, n, segment_name) is called before each segment.
     captures: the capture shared by every size of one model (Captures); None: captured here, for this size.
     gauge: on CPU stand-ins, the machine's speed (hardware/cpu.py SpeedGauge), read around each segment and
-    the whole step: their times are rescaled to the speed of the gauge's median reading. None: as timed.
+    the whole step: their times are rescaled to the machine's unloaded speed (SpeedGauge.rescale). None: as timed.
     """
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
@@ -584,7 +584,7 @@ def profile_sizes(
     if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
     if gauge is not None and gauge.factors:
-        say(f"  the machine's speed moved while profiling: every figure taken to its median speed "
+        say(f"  the machine's speed moved while profiling: every figure taken to its unloaded speed "
             f"(x{min(gauge.factors):.2f} to x{max(gauge.factors):.2f}; hardware/cpu.py SpeedGauge)")
     say(f"profiled in {time.perf_counter() - started:.1f} s")
     return sorted(profiles, key=lambda p: counts.index(p.micro_batches))  # in the order asked

@@ -39,6 +39,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "num_classes": (1, 2**24),
     "token_range": (1, 2**31),
     "timeout": (1e-3, 1e7),       # seconds: 115 days
+    "min_seconds": (0.0, 86400.0),  # a day of timed steps per case
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
 MAX_CHUNKS = 2**16

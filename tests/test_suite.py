@@ -109,7 +109,8 @@ def resumed(tmp_path_factory, profiles):
         monkeypatch.setattr(suite_run, "prepare", failing)
         for name, args in [("first", argv("single,ddp,pp-1f1b", "--speeds", "1,1")),
                            ("again", argv("single,ddp,pp-1f1b", "--speeds", "1,1", "--resume")),
-                           ("slower", argv("single,ddp,pp-zb,pp-1f1b", "--speeds", "1,0.25", "--resume")),
+                           ("slower", argv("single,ddp,pp-zb,pp-1f1b", "--speeds", "1,0.25", "--resume",
+                                           "--warmup", "1", "--min-seconds", "0.3")),
                            ("report", ["report", str(folder / "results"), "--out", str(folder / "report")])]:
             out, err = io.StringIO(), io.StringIO()
             started[name] = []
@@ -157,6 +158,19 @@ def test_run_runs_the_cases_of_one_process_count_in_one_group(resumed):
     assert rows["pp-1f1b", "1;0.25"].status == "ok"
 
 
+def test_min_seconds_times_steps_until_it_has_passed(resumed):
+    """The slower run asked for 1 step and at least 0.3 s after a warm-up (a new group's first step can take
+    longer than that): its pp-1f1b (ms a step) timed several,
+    and its row keeps their fastest beside their mean; a row of one step has the one as both."""
+    steps, _, folder = resumed
+    assert "1 timed step(s) or more, for 0.3 s" in steps["slower"][2]
+    rows = {(r.strategy, r.speeds): r for r in load(sorted((folder / "results").glob("*.json")))}
+    timed = rows["pp-1f1b", "1;0.25"]
+    assert timed.step_ms_std is not None and timed.step_ms_best < timed.step_ms
+    once = rows["single", ""]
+    assert once.step_ms_std is None and once.step_ms_best == once.step_ms
+
+
 def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
     # The hybrid copies a pipeline of 2 stages onto 4 devices or more; the CPU stands in for 2.
     code, _, err = run(capsys, "run", *DEEP_MLP, "--strategies", "hybrid", "--profiles", str(profiles),
@@ -172,6 +186,8 @@ def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
     (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
     (["run", "--steps", "0"], "--steps takes a positive integer up to 1,000,000 (got '0')"),
+    (["run", "--min-seconds", "-1"], "--min-seconds takes a number from 0 to 86400 (got '-1')"),
+    (["run", "--min-seconds", "nan"], "--min-seconds takes a number from 0 to 86400 (got 'nan')"),
     (["run", "--max-memory", "lots"], "cannot read memory size 'lots'"),
     (["run", "--speeds", "auto"], "--speeds auto probes GPUs; on the CPU give the factors"),
     (["run", "--speeds", "1,0.5,2"], "--speeds needs one positive factor per device (2)"),

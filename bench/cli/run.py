@@ -41,6 +41,9 @@ def add_parser(subparsers) -> None:
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
     run.add_argument("--steps", default=None, help="timed steps per case (default: 5; 2 with --quick)")
     run.add_argument("--warmup", default=None, help="untimed steps first (default: 2; 1 with --quick)")
+    run.add_argument("--min-seconds", default=None,
+                     help="keep timing steps until this many seconds have passed, --steps at the least "
+                     "(default: 0); on a CPU stand-in a few seconds see past the bursts of other load")
     run.add_argument("--timeout", default=1800, help="seconds before a case is stopped (default: 1800)")
     run.add_argument("--repeats", default=None, help="timed repeats per layer when profiling")
     run.add_argument("--fresh", action="store_true",
@@ -80,6 +83,7 @@ def cmd_run(args) -> int:
         resume=args.resume, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
+        min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
     )
     ids = None
