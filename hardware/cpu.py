@@ -21,10 +21,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import statistics
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 __all__ = ["cores", "threads_per_device", "thread_budget", "hold_memory", "held_memory", "SpeedGauge"]
 
@@ -97,12 +96,20 @@ def _glibc():
     return libc
 
 
+def unloaded_ms(times: Sequence[float]) -> float:
+    """The time of the machine without others' load, from several timings of one thing: their 25th
+    percentile. Someone else's load only ever slows a timing, in bursts of 0.2-1.5 s on our VM, so the fast
+    end is the machine's own; the fastest alone would be one lucky timing."""
+    ordered = sorted(times)
+    return ordered[int(0.25 * (len(ordered) - 1))]
+
+
 class SpeedGauge:
     """The machine's speed of the moment, read from a small fixed piece of work (a convolution's forward
     and backward, about 1 ms on one thread) timed on its own.
 
     The profiler reads it before and after each figure's window and rescales the figure to the machine's
-    unloaded speed, that of the fastest tenth of the readings so far (`rescale`): a segment timed in a
+    unloaded speed, that of the fastest quarter of the readings so far (`rescale`): a segment timed in a
     burst of someone else's load and one timed outside it come out at one speed, as do the whole step that
     calibrates them and the sizes profiled seconds apart. A prediction is then of the step without the
     host's other load, as the measured step it is judged against is the fastest of those timed (Row.step_ms_best). On the 2-vCPU VM the gauge moved with the steps it was read
@@ -126,8 +133,11 @@ class SpeedGauge:
 
         torch.nn.functional.conv2d(self._x, self._w, padding=1).relu().sum().backward()
 
-    def read(self, pieces: int = 2) -> float:
-        """ms a piece takes now (the mean of `pieces`), kept among the readings."""
+    def read(self, pieces: int = 4) -> float:
+        """ms a piece takes now (the mean of `pieces`, after one untimed: read right after a segment, the
+        first piece finds the caches full of the segment's data and took 20-25% longer, which made every
+        figure of a large model look timed in a burst), kept among the readings."""
+        self.piece()
         start = time.perf_counter()
         for _ in range(pieces):
             self.piece()
@@ -136,10 +146,8 @@ class SpeedGauge:
         return ms
 
     def unloaded(self) -> float:
-        """ms a piece takes at the machine's unloaded speed: the 10th percentile of the readings so far (the
-        fastest one alone would be one lucky reading)."""
-        ordered = sorted(self.readings)
-        return ordered[int(0.1 * (len(ordered) - 1))]
+        """ms a piece takes at the machine's unloaded speed (`unloaded_ms` of the readings so far)."""
+        return unloaded_ms(self.readings)
 
     def rescale(self, before: float, after: float) -> float:
         """The factor that takes a figure timed between readings `before` and `after` to the machine's

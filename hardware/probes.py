@@ -195,14 +195,14 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
     By the profile's names (partition/cache.py's LINK_FIELDS but machine_drift, which the profiling
-    process measures itself; each a median, of `messages` steps where a step takes a few ms):
+    process measures itself; each of `messages` or `repeats` timings, at the machine's unloaded speed as the
+    profile's times are: hardware/cpu.py unloaded_ms):
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
     - gather_gbps, scatter_gbps: an all-gather and a reduce-scatter of the same 4 MB (bus GB/s), which
       price FSDP's collectives: gloo runs them 2-4x slower than its all-reduce;
-    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (the median of
-      `messages`), or less where the pipeline below measured less (pipeline_costs);
+    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or less where the pipeline below measured less (pipeline_costs);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
       step of the replica strategies and the pipelines, and each bucket's fixed cost;
     - core_contention: how much slower a step is when every process computes and then synchronises than
@@ -264,6 +264,8 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     import torch
     import torch.distributed as dist
 
+    from pipebench.hardware.cpu import unloaded_ms
+
     store = dist.FileStore(f"{folder}/store", world)
     group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, world, timedelta(seconds=60))
 
@@ -282,14 +284,14 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
                 (group.send if turn == rank else group.recv)([tensor], 1 - rank, 0).wait()
 
     small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
-    latency = statistics.median(spans_ms(lambda: ping(small), messages)) / 2
-    copy = statistics.median(spans_ms(lambda: ping(large), repeats)) / 2
-    reduce = statistics.median(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
+    latency = unloaded_ms(spans_ms(lambda: ping(small), messages)) / 2
+    copy = unloaded_ms(spans_ms(lambda: ping(large), repeats)) / 2
+    reduce = unloaded_ms(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
     shard = torch.zeros(large.numel() // world)
     whole = torch.zeros(shard.numel() * world)  # `large`, cut to a multiple of the processes
-    gather = statistics.median(spans_ms(lambda: group._allgather_base(whole, shard).wait(), repeats))
-    scatter = statistics.median(spans_ms(lambda: group._reduce_scatter_base(shard, whole).wait(), repeats))
-    collective = statistics.median(spans_ms(lambda: group.allreduce([small]).wait(), messages))
+    gather = unloaded_ms(spans_ms(lambda: group._allgather_base(whole, shard).wait(), repeats))
+    scatter = unloaded_ms(spans_ms(lambda: group._reduce_scatter_base(shard, whole).wait(), repeats))
+    collective = unloaded_ms(spans_ms(lambda: group.allreduce([small]).wait(), messages))
 
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
     weight = torch.randn(32, 32, 3, 3, requires_grad=True)
@@ -316,8 +318,8 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
 
     def extra_ms(wrapped, plain) -> float:
         """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
-        return (statistics.median(spans_ms(lambda: wrapped(one).sum().backward(), messages))
-                - statistics.median(spans_ms(lambda: plain(one).sum().backward(), messages)))
+        return (unloaded_ms(spans_ms(lambda: wrapped(one).sum().backward(), messages))
+                - unloaded_ms(spans_ms(lambda: plain(one).sum().backward(), messages)))
 
     dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
@@ -325,7 +327,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
         ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
-        pipeline = statistics.median(spans_ms(ends.get(rank, schedule.step), messages))
+        pipeline = unloaded_ms(spans_ms(ends.get(rank, schedule.step), messages))
         sharded = stack(RUNTIME_LAYERS)
         for layer in sharded:
             fully_shard(layer)
@@ -342,7 +344,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
             "gather_gbps": (world - 1) / world * whole.numel() * 4 / gather / 1e6,
             "scatter_gbps": (world - 1) / world * whole.numel() * 4 / scatter / 1e6,
             "link_latency_ms": hop, "collective_ms": collective,
-            "core_contention": max(1.0, statistics.median(together) / statistics.median(alone)),
+            "core_contention": max(1.0, unloaded_ms(together) / unloaded_ms(alone)),
             "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),
             "ddp_ms": max(1e-3, ddp[0] - 2 * ddp_layer), "ddp_layer_ms": ddp_layer}
 

@@ -378,7 +378,7 @@ def test_what_neighbouring_layers_both_keep_counts_once_as_in_the_eager_model(pr
 
 
 def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_unloaded_speed():
-    """The gauge read 2 ms around a segment where its fastest tenth of readings took 1 ms: the machine ran
+    """The gauge read 2 ms around a segment where its fastest quarter of readings took 1 ms: the machine ran
     at half speed in that window, so the segment's times are halved; its spreads and bytes are not times.
     The reference is the unloaded speed, not the median: most readings slow (a long burst) leave it be, and
     one lucky fast reading does not set it."""
