@@ -204,8 +204,9 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("recommended:"))
     command = shlex.split(line.split("check it with: ", 1)[1])
     assert command[:2] == ["pipebench", "run"] and "--optimizer" in command and "--input-shape" in command
+    assert command[command.index("--min-seconds") + 1] == "3"  # CPU stand-ins: seconds of steps, past the bursts
     out = tmp_path / "results"
-    assert main([*command[1:], "--steps", "1", "--warmup", "0", "--out", str(out)]) == 0
+    assert main([*command[1:], "--steps", "1", "--min-seconds", "0", "--warmup", "0", "--out", str(out)]) == 0
     rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
     assert {r["strategy"] for r in rows} == {"single", command[command.index("--strategies") + 1].split(",")[1]}
     assert all(r["status"] == "ok" and r["optimizer"] == "adamw" for r in rows)
