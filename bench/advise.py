@@ -55,13 +55,26 @@ class Prediction:
     step_spread: float = 0.0
     """The step's noise as a fraction: the prediction is an interval, step x (1 ± step_spread), from the
     spreads of the profile it was priced from (profile.step_spread); 0 where those are unknown."""
+    own_spread: float | None = None
+    """The part of step_spread that is this prediction's own: the profile's repeats, without the machine's
+    drift (profile.step_spread drift=False). The drift moves every prediction of one profile together, as
+    a burst of the host's load slows every strategy measured in it: it widens the interval, but does not
+    make two predictions a tie (`tie`). None: step_spread."""
 
     @property
     def step_interval_ms(self) -> tuple[float, float] | None:
         """(low, high) step ms: the point prediction widened by its spread; None without a figure."""
+        return self._interval(self.step_spread)
+
+    @property
+    def own_interval_ms(self) -> tuple[float, float] | None:
+        """(low, high) step ms widened by its own spread alone (`own_spread`), which ties are judged by."""
+        return self._interval(self.step_spread if self.own_spread is None else self.own_spread)
+
+    def _interval(self, spread: float) -> tuple[float, float] | None:
         if self.predicted_step_ms is None:
             return None
-        step, spread = self.predicted_step_ms, self.step_spread
+        step = self.predicted_step_ms
         return max(step * (1 - spread), 0.0), step * (1 + spread)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +82,7 @@ class Prediction:
         return {"strategy": self.strategy, "predicted_step_ms": self.predicted_step_ms,
                 "predicted_step_ms_low": interval[0] if interval else None,
                 "predicted_step_ms_high": interval[1] if interval else None, "step_spread": self.step_spread,
+                "own_spread": self.own_spread,
                 "predicted_samples_per_s": self.predicted_samples_per_s,
                 "peak_memory_bytes": self.peak_memory_bytes, "fits": self.fits,
                 "micro_batches": self.micro_batches, "schedule": self.schedule, "reason": self.reason,
@@ -98,10 +112,11 @@ profile's spread, so the faster by less is noise too."""
 
 
 def tie(a: Prediction, b: Prediction) -> str:
-    """Why two predictions are a tie ("" where they are not): their intervals overlap (the profile's noise
-    could swap them), or the slower is predicted within TIE of the faster, or both. A tie goes to the
-    simpler strategy (the registry's order: single, then the data-parallel ones, then the pipelines)."""
-    (a_low, a_high), (b_low, b_high) = a.step_interval_ms, b.step_interval_ms
+    """Why two predictions are a tie ("" where they are not): their own intervals overlap (the profile's
+    noise could swap them; the machine's drift, common to both, could not: `own_interval_ms`), or the
+    slower is predicted within TIE of the faster, or both. A tie goes to the simpler strategy (the
+    registry's order: single, then the data-parallel ones, then the pipelines)."""
+    (a_low, a_high), (b_low, b_high) = a.own_interval_ms, b.own_interval_ms
     rates = sorted([a.predicted_samples_per_s, b.predicted_samples_per_s])
     why = []
     if a_low <= b_high and b_low <= a_high:
@@ -143,7 +158,8 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
                                            micro_batches if strategy.micro_batched else None)
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
     spread = prediction.plan.step_spread if prediction.plan else step_spread(profiles, profiles[0].batch // p)
-    return replace(prediction, step_spread=spread)
+    size = prediction.plan.micro_batch_size if prediction.plan else profiles[0].batch // p
+    return replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
 
 
 def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,

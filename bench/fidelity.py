@@ -106,7 +106,8 @@ def recommendation(rows: list, predicted: list[float]) -> int:
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])
     fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None,
-                          step_spread=rows[i].predicted_step_spread or 0.0) for i in order]
+                          step_spread=rows[i].predicted_step_spread or 0.0,
+                          own_spread=rows[i].predicted_own_spread) for i in order]
     return order[fitting.index(recommend(fitting))]
 
 
@@ -143,6 +144,11 @@ class Case:
     @property
     def predicted_step_spread(self) -> float | None:
         spreads = [r.predicted_step_spread for r in self.rows if r.predicted_step_spread is not None]
+        return statistics.median(spreads) if spreads else None
+
+    @property
+    def predicted_own_spread(self) -> float | None:
+        spreads = [r.predicted_own_spread for r in self.rows if r.predicted_own_spread is not None]
         return statistics.median(spreads) if spreads else None
 
     @property

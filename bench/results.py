@@ -117,6 +117,9 @@ class Row:
     predicted_step_spread: float | None = None
     """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/advise.py
     Prediction.step_spread); None where no prediction was made or the file predates the field."""
+    predicted_own_spread: float | None = None
+    """The part of the interval that is the prediction's own, without the machine's drift (bench/advise.py
+    Prediction.own_spread): what advise judges ties by; None where not made or the file predates it."""
     predicted_memory_bytes: list[int] = field(default_factory=list)
     """The Plan's predicted bytes per device (stages of one device summed)."""
     bubble_fraction: float | None = None
@@ -173,8 +176,8 @@ class Row:
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
-        for name in ("samples_per_s", "step_ms", "step_ms_std", "step_ms_best", "predicted_step_ms", "predicted_step_spread",
-                     "duration_s", "bubble_fraction"):
+        for name in ("samples_per_s", "step_ms", "step_ms_std", "step_ms_best", "predicted_step_ms",
+                     "predicted_step_spread", "predicted_own_spread", "duration_s", "bubble_fraction"):
             value = getattr(self, name)
             if value is not None and value < 0:  # measurements: a negative one is a corrupt file
                 raise ResultsError(f"Row.{name}: must not be negative (got {value})")
@@ -193,7 +196,7 @@ FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
 LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint",
-                "predicted_step_spread", "step_ms_best")
+                "predicted_step_spread", "step_ms_best", "predicted_own_spread")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
                "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint")

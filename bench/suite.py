@@ -295,6 +295,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
         predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
         predicted_step_spread=prepared.prediction.step_spread if prepared.prediction else None,
+        predicted_own_spread=prepared.prediction.own_spread if prepared.prediction else None,
         predicted_memory_bytes=prepared.prediction.peak_memory_bytes if prepared.prediction else [],
         bubble_fraction=plan.bubble_fraction if plan else None, bounds=list(plan.bounds) if plan else [],
         plan_id=plan.plan_id if plan else "",

@@ -220,7 +220,7 @@ def relative_spread(times: Sequence[float]) -> float:
     return (q3 - q1) / 2 / median if median > 0 else 0.0
 
 
-def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None) -> float:
+def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None, *, drift: bool = True) -> float:
     """The relative half-width of the interval around a step predicted from `profiles` with micro-batches
     of `micro_batch` samples (None, or a size not profiled: every profile's segments): step x (1 ± this).
 
@@ -232,15 +232,17 @@ def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None) -
     - on CPU stand-ins, the machine's drift (`Profile.machine_drift`): repeats taken back to back agree
       where a shared host's bursts of load, seconds apart, do not.
     The largest rather than the sum: they measure the same noise over shorter or longer times, and the
-    interval should claim no more certainty than any. 0 when nothing recorded a spread (an older profile)."""
+    interval should claim no more certainty than any. 0 when nothing recorded a spread (an older profile).
+    drift=False leaves the machine's drift out: what is left is a prediction's own noise, by which two
+    predictions of one profile are told apart (a burst slows the strategies compared together alike)."""
     chosen = [p for p in profiles if p.micro_batch == micro_batch] or list(profiles)
     figures = [(l.forward_ms, l.forward_spread) for p in chosen for l in p.layers]
     figures += [(l.backward_ms, l.backward_spread) for p in chosen for l in p.layers]
     total = sum(ms for ms, _ in figures)
     segments = sum(ms * spread for ms, spread in figures) / total if total > 0 else 0.0
     whole = _whole_step_profile(profiles)
-    drift = max((p.machine_drift or 0.0 for p in profiles), default=0.0)
-    return max(segments, whole.whole_step_spread if whole else 0.0, drift)
+    machine = max((p.machine_drift or 0.0 for p in profiles), default=0.0) if drift else 0.0
+    return max(segments, whole.whole_step_spread if whole else 0.0, machine)
 
 
 def _whole_step_profile(profiles: "Sequence[Profile]") -> "Profile | None":

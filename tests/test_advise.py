@@ -14,7 +14,7 @@ from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.profile import LayerProfile, Profile, save_profiles
+from pipebench.partition.profile import LayerProfile, Profile, save_profiles, step_spread
 from pipebench.training import Training
 
 
@@ -271,6 +271,31 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
     assert "this machine's speed moved ±30% while it was watched" in format_advice(advice_with(0.3), profile, ["cpu"])
     close = Prediction("fsdp", 655.0, 64 / 655.0 * 1e3, [1], True, 1, None, step_spread=0.1)
     assert tie(close, noisy.predictions[1]) == "intervals overlap and within 5%"
+
+
+def test_the_machines_drift_widens_every_interval_but_ties_none(monkeypatch):
+    """A drift of ±19% (the 2-vCPU VM's) around steps predicted 25% apart: each interval is that wide, as a
+    step measured later may land anywhere in it, but one burst slows both strategies alike, so only their
+    own spreads (2%) decide, and the faster is recommended. resnet18 on that VM: single was recommended,
+    pp-zbv predicted 1.34x and measured 1.23x faster."""
+    from pipebench.bench import advise as advise_module
+
+    predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.19, own_spread=own)
+                   for name, step, own in [("pp-zbv", 151.0, 0.02), ("single", 203.0, 0.02)]]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+    advice = advise([], ["cpu", "cpu"], strategies=["single", "pp-zbv"])
+    assert advice.recommended == "pp-zbv" and not advice.tied
+    assert advice.predictions[0].step_interval_ms == pytest.approx((151.0 * 0.81, 151.0 * 1.19))
+    predictions[0].own_spread = predictions[1].own_spread = None  # none kept apart: the whole interval
+    assert advise([], ["cpu", "cpu"], strategies=["single", "pp-zbv"]).recommended == "single"
+
+
+def test_a_profiles_own_spread_leaves_the_machines_drift_out():
+    profile = Profile("gpt", "tiny", "cpu", "cpu", "x", 8, 8, 1, 0, [8, 4], "int64",
+                      [LayerProfile("l0", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100,
+                                    forward_spread=0.02, backward_spread=0.02)], machine_drift=0.19)
+    assert step_spread([profile]) == pytest.approx(0.19)
+    assert step_spread([profile], drift=False) == pytest.approx(0.02)
 
 
 def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(monkeypatch):
