@@ -21,7 +21,7 @@ def ran(monkeypatch):
     def fake_prepare(case, machine, profiled, *, steps, warmup, try_anyway=False):
         return Prepared(case, SimpleNamespace(processes=2, micro_batches=1), plan=None, gpus=None)
 
-    def fake_run(prepared, machine, *, steps, timeout, groups=None):
+    def fake_run(prepared, machine, *, steps, timeout, groups=None, min_seconds=0.0):
         cases.append(prepared.case)
         return make_row(prepared, machine, status="ok", step_ms=[10.0], result={"first_loss": 1.0},
                         started_at="2026-11-30T10:00:00")

@@ -179,7 +179,7 @@ def test_checkpoint_auto_makes_a_replica_recompute_only_when_it_would_not_fit_ot
 def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches(tmp_path, monkeypatch):
     launched = []
 
-    def fake_run(prepared, machine, *, steps, timeout, groups=None):
+    def fake_run(prepared, machine, *, steps, timeout, groups=None, min_seconds=0.0):
         launched.append(prepared)
         return make_row(prepared, machine, status="oom", reason="CUDA out of memory", started_at="2026-12-01T11:00:00")
 
