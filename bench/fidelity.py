@@ -143,13 +143,16 @@ class Case:
 
     @property
     def predicted_step_spread(self) -> float | None:
-        spreads = [r.predicted_step_spread for r in self.rows if r.predicted_step_spread is not None]
-        return statistics.median(spreads) if spreads else None
+        return self._median("predicted_step_spread")
 
     @property
     def predicted_own_spread(self) -> float | None:
-        spreads = [r.predicted_own_spread for r in self.rows if r.predicted_own_spread is not None]
-        return statistics.median(spreads) if spreads else None
+        return self._median("predicted_own_spread")
+
+    def _median(self, name: str) -> float | None:
+        """The median of the rounds' `name` where they kept one (None where none did)."""
+        values = [getattr(r, name) for r in self.rows if getattr(r, name) is not None]
+        return statistics.median(values) if values else None
 
     @property
     def peak_memory_bytes(self):

@@ -348,8 +348,8 @@ MAX_TIMED_STEPS = 10_000
 def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None,
                  min_seconds: float = 0.0) -> Row:
     """Launch, run `steps` steps (more, until `min_seconds` have passed), trace one more, and make the row;
-    failures and out-of-memory become rows too. A step's time is the workers' own (synchronised, from a common start to the last rank's
-    end): the parent's clock also holds its command's round trip through the store and the threads that
+    failures and out-of-memory become rows too. A step's time is the workers' own (synchronised, from a
+    common start to the last rank's end): the parent's clock also holds its command's round trip through the store and the threads that
     wait on it, 2-3 ms a step on a 2-core CPU, which is not training and was most of a tiny model's
     step there. The parent's clock stands in where the workers' is missing. groups: a
     bench.launch.WorkerGroups to run the case in a warm worker group of (None: workers of its own)."""

@@ -202,7 +202,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
     - gather_gbps, scatter_gbps: an all-gather and a reduce-scatter of the same 4 MB (bus GB/s), which
       price FSDP's collectives: gloo runs them 2-4x slower than its all-reduce;
-    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or less where the pipeline below measured less (pipeline_costs);
+    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or
+      less where the pipeline below measured less (pipeline_costs);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
       step of the replica strategies and the pipelines, and each bucket's fixed cost;
     - core_contention: how much slower a step is when every process computes and then synchronises than
