@@ -40,8 +40,9 @@ __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "link_cache", "code_
            "torch_version", "file_digest", "library_versions"]
 
 FORMAT = "pipebench-profile-cache"
-VERSION = 2
-"""Raised when what a cached figure means changes (2: CPU profiles at the machine's unloaded speed)."""
+VERSION = 3
+"""Raised when what a cached figure means changes (2: CPU profiles at the machine's unloaded speed; 3: a
+CPU profile's whole step is the fastest of seconds of steps)."""
 
 
 def cache_folder() -> Path:

@@ -414,3 +414,45 @@ def test_how_long_the_machine_is_watched_is_a_number_of_seconds(monkeypatch):
             probes.drift_seconds()
     monkeypatch.delenv("PIPEBENCH_DRIFT_SECONDS")
     assert probes.drift_seconds() == probes.DRIFT_SECONDS == 2.0
+
+
+class _Bursty(nn.Module):
+    """A step that takes 30 ms but for one in five, 5 ms: a host whose other load leaves it now and then."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(1))
+        self.calls = 0
+
+    def forward(self, x):
+        import time
+
+        self.calls += 1
+        time.sleep(0.005 if self.calls % 5 == 0 else 0.03)
+        return x * self.weight
+
+
+class _BurstyModel:
+    name, flavour, config = "bursty", None, {}
+
+    def __init__(self):
+        self.module = _Bursty()
+
+    def make_batch(self, size, seed=0, device=None):
+        return torch.ones(size, 1), torch.zeros(size, 1)
+
+    def loss_fn(self, out, target):
+        return (out - target).pow(2).mean()
+
+
+def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_median_of_its_repeats():
+    from pipebench.partition.profiler import _whole_step
+    from pipebench.training import Training
+
+    model = _BurstyModel()
+    median, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 0, Training())
+    assert model.module.calls == 3 and median == pytest.approx(30, abs=15)
+    model = _BurstyModel()
+    fastest, spread, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 1, Training(), seconds=0.4)
+    assert model.module.calls >= 1 + 10  # the warm-up, then steps until 0.4 s had passed
+    assert fastest == pytest.approx(5, abs=4) and spread >= 0
