@@ -11,8 +11,12 @@
 set -euo pipefail
 out=${1:-pipebench-results/cpu-fidelity}
 python=${PYTHON:-python}
-steps=${STEPS:-6}  # timed steps per case, after 2 warm-ups (the quick suite's 2 are too few to judge by)
-seconds=${MIN_SECONDS:-3}  # and more, until this long: a case's fastest step is judged, and bursts of the host's load last 0.2-1.5 s
+# Each case is timed as advise's "check it with" times it on the CPU (bench/cli/advise.py CPU_CHECK: 6 steps
+# at the least, and more until 3 s have passed: a case's fastest step is judged, and bursts of the host's
+# load last 0.2-1.5 s); $STEPS and $MIN_SECONDS change it.
+check() { "$python" -c "from pipebench.bench.cli.advise import CPU_CHECK; print(CPU_CHECK['$1'])"; }
+steps=${STEPS:-$(check steps)}
+seconds=${MIN_SECONDS:-$(check min_seconds)}
 strategies=single,dataparallel,ddp,fsdp,pp-gpipe,pp-1f1b,pp-zb,pp-zbv
 rounds=${ROUNDS:-3}
 folders=()

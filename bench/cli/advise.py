@@ -186,5 +186,5 @@ def check_command(args, profile, compared) -> str:
 
 
 CPU_CHECK = {"steps": 6, "min_seconds": 3}
-"""How `check it with` times each case on CPU stand-ins, as bench/cpu_fidelity.sh does."""
+"""How `check it with` times each case on CPU stand-ins; bench/cpu_fidelity.sh reads it from here."""
 
