@@ -135,9 +135,10 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
 
 
 DRIFT_SECONDS = 2.0
-"""How long measure_machine_drift watches the machine: long enough to catch some of the bursts of a busy
-host (0.2-1.5 s each on ours), short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it (the
-tests, whose many small profiles each watch it, take 0.2)."""
+"""How long measure_machine_drift watches the machine, and how long a CPU profile times its whole step
+(partition/profiler.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
+each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it
+(the tests, whose many small profiles each watch it, take 0.2)."""
 
 
 def drift_seconds() -> float:
