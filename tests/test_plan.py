@@ -25,10 +25,22 @@ def gpt_like(micro_batch=8, batch=64, per_sample_overhead=0.0):
 
 
 def test_time_balance_uses_the_exact_solver():
+    """The solver balances the slowest stage; where few enough ways to cut exist, every one is simulated and
+    the plan's is the shortest step of all (here one layer further than the balanced cut: 1F1B's fill runs
+    the first stage alone, so a first stage 0.8 ms longer and a last 8 ms shorter save 3.2 ms a step)."""
+    from itertools import combinations
+
+    from pipebench.partition.plan import plan_with_bounds
+
     profile = gpt_like()
     plan = make_plan([profile], ["cpu", "cpu"], micro_batches=8)
     costs = [layer.step_ms for layer in profile.layers]
-    assert plan.bounds == solve(costs, 2)
+    assert solve(costs, 2) == [0, 5, 8]
+    every = {cuts: plan_with_bounds([profile], ["cpu", "cpu"], [0, *cuts, 8], schedule="1f1b",
+                                    micro_batches=8).predicted_step_ms for cuts in combinations(range(1, 8), 1)}
+    assert plan.predicted_step_ms == pytest.approx(min(every.values()))
+    assert plan.bounds == [0, 6, 8] and plan.predicted_step_ms < every[(5,)]
+    assert "of every way to cut, the simulated step is shortest there" in plan.cut_note
     assert [s.first_layer for s in plan.stages] == plan.bounds[:-1]
     assert plan.stages[0].layers == [layer.name for layer in profile.layers[: plan.bounds[1]]]
     assert sum(s.params for s in plan.stages) == sum(layer.params for layer in profile.layers)
@@ -297,9 +309,13 @@ def test_the_single_baseline_is_predicted_at_its_profiles_whole_step_launch_boun
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it(schedule):
     """Whatever the layers (launch-bound or not), the link and the micro-batch count, the plan's simulated
-    step is at most the parameter-balanced and the layer-count cuts' at the same count; where one of them
-    wins, its cut is taken and the plan says why."""
+    step is at most the parameter-balanced and the layer-count cuts' at the same count, and at most any
+    other cut's; where the solver's balanced cut is not taken, the plan says why."""
+    from itertools import combinations
+
     from hypothesis import given, settings, strategies as st
+
+    from pipebench.partition.plan import plan_with_bounds
 
     layer = st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 10.0), st.integers(1, 10_000), st.integers(1, 10**8))
 
@@ -324,8 +340,14 @@ def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it
                                balance=balance) for balance in ("params", "uniform")]
         for baseline in baselines:
             assert plan.predicted_step_ms <= baseline.predicted_step_ms * (1 + 1e-9)
-        if plan.cut_note:  # a baseline's cut was taken, and the plan says which
-            assert plan.bounds in [b.bounds for b in baselines] and "cuts" in plan.cut_note
+        # At most 28 ways to cut: every one is simulated, and none beats the plan (brute force)
+        n = len(layers)
+        for cuts in combinations(range(1, n), stages - 1):
+            other = plan_with_bounds([profile], devices, [0, *cuts, n], schedule=schedule, micro_batches=m,
+                                     link_gbps=gbps)
+            assert plan.predicted_step_ms <= other.predicted_step_ms * (1 + 1e-9), (cuts, plan.bounds)
+        if plan.cut_note:  # the solver's cut was not taken, and the plan says which was and why
+            assert "cuts" in plan.cut_note and str(plan.bounds[1:-1]) in plan.cut_note
 
     check()
 
