@@ -774,6 +774,17 @@ def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices,
                           shared_cores=shared)
 
 
+def _cut_step(bounds, m, schedule, cost: StageCost, devices) -> float:
+    """The simulated step of the stages that `bounds` cut, as the plan prices it."""
+    return _simulate(cost.times(bounds), m, schedule, [cost.prices[b - 1] for b in bounds[1:-1]], devices,
+                     cost.launches(bounds), cost.shared).step_time
+
+
+def _within_caps(bounds, mem_prefix, caps) -> bool:
+    """Every stage's memory (from the layers' prefix sums) within its cap; True without caps."""
+    return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(bounds, bounds[1:], caps))
+
+
 def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps, devices, baselines: dict,
                              notes: list[str]) -> list[int]:
     """The solver's cuts, unless a baseline's cuts that fit the caps make a shorter simulated step.
@@ -785,11 +796,10 @@ def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps,
     mem_prefix = [0.0, *accumulate(memory)]
 
     def step(cand):
-        return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
-                         cost.launches(cand), cost.shared).step_time
+        return _cut_step(cand, m, schedule, cost, devices)
 
     def fits(cand):
-        return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
+        return _within_caps(cand, mem_prefix, caps)
 
     own = step(bounds)
     best, best_step, best_name = list(bounds), own, None
@@ -823,14 +833,13 @@ def _shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, de
     mem_prefix = [0.0, *accumulate(memory)]
 
     def step(cand):
-        return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
-                         cost.launches(cand), cost.shared).step_time
+        return _cut_step(cand, m, schedule, cost, devices)
 
     own = best_step = step(bounds)
     best = list(bounds)
     for cuts in combinations(range(1, layers), stages - 1):
         cand = [0, *cuts, layers]
-        if caps is not None and any(mem_prefix[b] - mem_prefix[a] > c for a, b, c in zip(cand, cand[1:], caps)):
+        if not _within_caps(cand, mem_prefix, caps):
             continue
         if (cand_step := step(cand)) < best_step * (1 - 1e-9):
             best, best_step = cand, cand_step
@@ -856,15 +865,14 @@ def _polish(bounds, m, schedule, cost: StageCost, memory, caps, devices) -> list
     layers = len(mem_prefix) - 1
 
     def step(cand):
-        return _simulate(cost.times(cand), m, schedule, [cost.prices[b - 1] for b in cand[1:-1]], devices,
-                         cost.launches(cand), cost.shared).step_time
+        return _cut_step(cand, m, schedule, cost, devices)
 
     def allowed(cand):
         if any(a >= b for a, b in zip(cand, cand[1:])):
             return False
         if cost.bottleneck(cand) > limit:
             return False
-        return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(cand, cand[1:], caps))
+        return _within_caps(cand, mem_prefix, caps)
 
     best, best_step = list(bounds), step(bounds)
     for _ in range(4 * len(bounds) + (layers if limit == float("inf") else 0)):  # one cut moves per round
