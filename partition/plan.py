@@ -845,7 +845,7 @@ def _shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, de
             best, best_step = cand, cand_step
     if best != list(bounds):
         notes.append(f"the cuts {best[1:-1]} are taken: of every way to cut, the simulated step is shortest there "
-                     f"({best_step:.2f} ms, against {own:.2f} ms at the balanced {list(bounds[1:-1])}: the step "
+                     f"({best_step:.2f} ms, against {own:.2f} ms at {list(bounds[1:-1])}: the step "
                      "also holds the fill, the drain, each transfer and each operation's runtime cost)")
     return best
 
