@@ -201,8 +201,13 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
-    - gather_gbps, scatter_gbps: an all-gather and a reduce-scatter of the same 4 MB (bus GB/s), which
-      price FSDP's collectives: gloo runs them 2-4x slower than its all-reduce;
+    - gather_gbps, scatter_gbps: the bus bandwidth of FSDP2's own gathers and reduce-scatters (one figure
+      for both): a stack of RUNTIME_LAYERS fully_shard-ed Linear(GATHER_WIDTH, GATHER_WIDTH) layers (34 MB)
+      against the same stack unsharded, less what the stack of tiny layers below costs per layer, is
+      its bytes' time (two gathers and a reduce-scatter a layer). A bare all-gather and reduce-scatter of
+      4 MB measured 0.09 to 0.47 GB/s from one probe to the next on the 2-vCPU VM, where FSDP2's own
+      measured 0.52 to 0.63 (results/2026-12-02-cpu2-fsdp-probe): they had priced ResNet-18's FSDP step
+      62-73% slow;
     - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or
       less where the pipeline below measured less (pipeline_costs);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
@@ -233,7 +238,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     import subprocess
     import tempfile
 
-    from pipebench.hardware.cpu import thread_budget, threads_per_device
+    from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
 
     devices = max(2, devices)
     threads = threads_per_device(devices)
@@ -244,7 +249,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                  for rank in range(1, devices)]
         try:
-            with thread_budget(threads):
+            with thread_budget(threads), held_memory():
                 figures = _peer(folder, 0, devices, *sizes)
         except BaseException as exc:
             for peer in peers:
@@ -289,10 +294,6 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     latency = unloaded_ms(spans_ms(lambda: ping(small), messages)) / 2
     copy = unloaded_ms(spans_ms(lambda: ping(large), repeats)) / 2
     reduce = unloaded_ms(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
-    shard = torch.zeros(large.numel() // world)
-    whole = torch.zeros(shard.numel() * world)  # `large`, cut to a multiple of the processes
-    gather = unloaded_ms(spans_ms(lambda: group._allgather_base(whole, shard).wait(), repeats))
-    scatter = unloaded_ms(spans_ms(lambda: group._reduce_scatter_base(shard, whole).wait(), repeats))
     collective = unloaded_ms(spans_ms(lambda: group.allreduce([small]).wait(), messages))
 
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
@@ -313,15 +314,20 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
     from torch.nn.parallel import DistributedDataParallel
 
-    def stack(n: int) -> torch.nn.Module:
-        return torch.nn.Sequential(*[torch.nn.Linear(1, 1) for _ in range(n)])
+    def stack(n: int, width: int = 1) -> torch.nn.Module:
+        return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(n)])
 
-    one = torch.zeros(1, 1)
+    def sharded(n: int, width: int = 1) -> torch.nn.Module:
+        layers = stack(n, width)
+        for layer in layers:
+            fully_shard(layer)
+        return layers
 
-    def extra_ms(wrapped, plain) -> float:
+    def extra_ms(wrapped, plain, times: int = messages) -> float:
         """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
-        return (unloaded_ms(spans_ms(lambda: wrapped(one).sum().backward(), messages))
-                - unloaded_ms(spans_ms(lambda: plain(one).sum().backward(), messages)))
+        one = torch.zeros(1, plain[0].in_features)
+        return (unloaded_ms(spans_ms(lambda: wrapped(one).sum().backward(), times))
+                - unloaded_ms(spans_ms(lambda: plain(one).sum().backward(), times)))
 
     dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
@@ -330,10 +336,10 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
         ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
         pipeline = unloaded_ms(spans_ms(ends.get(rank, schedule.step), messages))
-        sharded = stack(RUNTIME_LAYERS)
-        for layer in sharded:
-            fully_shard(layer)
-        fsdp_layer = extra_ms(sharded, stack(RUNTIME_LAYERS)) / RUNTIME_LAYERS
+        fsdp_layer = extra_ms(sharded(RUNTIME_LAYERS), stack(RUNTIME_LAYERS)) / RUNTIME_LAYERS
+        wide = stack(RUNTIME_LAYERS, GATHER_WIDTH)
+        fsdp_bytes = extra_ms(sharded(RUNTIME_LAYERS, GATHER_WIDTH), wide, messages // 2) - fsdp_layer * RUNTIME_LAYERS
+        wide_bytes = sum(p.numel() * p.element_size() for p in wide.parameters())
         ddp = [extra_ms(DistributedDataParallel(stack(n)), stack(n)) for n in (2, 2 + RUNTIME_LAYERS)]
     finally:
         dist.destroy_process_group()
@@ -341,10 +347,12 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     nbytes = large.numel() * 4
     # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
     hop, action = pipeline_costs(pipeline, world, latency)
+    # bus GB/s of FSDP2's collectives: each layer's bytes gathered twice and reduce-scattered once, each
+    # moving (p - 1) / p of them; the bytes' time is at least 1 ms (never a division by noise)
+    fsdp_gbps = 3 * (world - 1) / world * wide_bytes / max(1.0, fsdp_bytes) / 1e6
     ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / RUNTIME_LAYERS)
     return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
-            "gather_gbps": (world - 1) / world * whole.numel() * 4 / gather / 1e6,
-            "scatter_gbps": (world - 1) / world * whole.numel() * 4 / scatter / 1e6,
+            "gather_gbps": fsdp_gbps, "scatter_gbps": fsdp_gbps,
             "link_latency_ms": hop, "collective_ms": collective,
             "core_contention": max(1.0, unloaded_ms(together) / unloaded_ms(alone)),
             "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),
@@ -353,6 +361,12 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
 
 RUNTIME_LAYERS = 8
 """The layers of measure_cpu_processes' FSDP2 and DDP stacks (and 2 more for DDP's second)."""
+
+
+GATHER_WIDTH = 1024
+"""The width of the Linear layers whose FSDP2 gathers measure_cpu_processes times: 4.2 MB each, as large as
+a ResNet's or a small GPT's largest layers, whose bytes dominate their FSDP steps (gloo's bandwidth grew
+with the message: 0.42 GB/s through FSDP2 with layers of 1 MB, 0.52-0.63 with 4 MB)."""
 
 
 PIPELINE_MICRO_BATCHES = 8
@@ -389,5 +403,8 @@ def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[flo
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...
     import torch
 
+    from pipebench.hardware.cpu import hold_memory
+
     torch.set_num_threads(int(sys.argv[3]))
+    hold_memory()  # as the workers it prices do (bench/worker.py)
     _peer(sys.argv[2], *map(int, sys.argv[4:]))
