@@ -14,7 +14,9 @@ Several rows of one case (the rounds of bench/cpu_fidelity.sh, each in its own f
 measured and its predicted step are the medians of theirs. A CPU stand-in's speed moves with the host's
 other load, by up to 1.9x within minutes on our 2-vCPU VM (every copy of a model in one process slowed
 together: results/2026-12-02-cpu2-machine-drift), so a case measured once judges the machine as much as
-the prediction; "round spread" says how far the rounds of a case measured apart.
+the prediction; "round spread" says how far the rounds of a case measured apart, and `noise_floor` how
+close the rounds come to one another by the same figures: each round's measurement taken as the
+prediction of the others'.
 
 Targets (issue "Advice you can trust"): median step error at most 5%, 90th percentile at most 15%,
 memory within 10% on GPUs, tau at least 0.8, regret at most 5%. A group is one question asked of the
@@ -31,7 +33,7 @@ from typing import Sequence
 
 from pipebench.tables import text_table
 
-__all__ = ["Fidelity", "fidelity", "kendall_tau", "TARGETS"]
+__all__ = ["Fidelity", "fidelity", "noise_floor", "kendall_tau", "TARGETS"]
 
 TARGETS = {"median_step_error": 0.05, "p90_step_error": 0.15, "max_memory_error": 0.10, "tau": 0.8, "regret": 0.05}
 
@@ -214,6 +216,39 @@ def fidelity(rows: Sequence, against: str = "best") -> list[Fidelity]:
     return [*out, every]
 
 
+def noise_floor(rows: Sequence, against: str = "best") -> Fidelity | None:
+    """How close the machine lets any prediction come: each round's own measurement taken as the
+    prediction of the median of the case's other rounds, judged by the same figures (the step errors over
+    every case and round, the median tau and the mean regret over the groups and rounds; the "prediction"
+    recommends what its round measured fastest). A prediction cannot be judged closer than the
+    measurements agree with themselves. None unless some cases were measured in two rounds or more."""
+    cases: dict[tuple, list] = {}
+    for r in sorted(rows, key=lambda r: r.started_at):
+        if r.status == "ok" and r.step_ms and r.samples_per_s:
+            cases.setdefault((_group(r), _case(r), r.gpus), []).append(measured_step(r, against))
+    groups: dict[str, list[list[float]]] = {}
+    for (group, _, _), steps in cases.items():
+        if len(steps) > 1:
+            groups.setdefault(group, []).append(steps)
+    errors, taus, regrets = [], [], []
+    for steps in groups.values():
+        for k in range(min(len(s) for s in steps)):
+            own = [s[k] for s in steps]
+            others = [statistics.median(s[:k] + s[k + 1:]) for s in steps]
+            errors += [abs(o - m) / m for o, m in zip(own, others)]
+            if len(steps) > 1:
+                taus.append(kendall_tau(own, others))
+                pick = min(range(len(own)), key=own.__getitem__)
+                regrets.append(1 - min(others) / others[pick])
+    if not errors:
+        return None
+    return Fidelity(group="one round as the others' prediction", cases=sum(len(s) for s in groups.values()),
+                    median_step_error=statistics.median(errors), p90_step_error=_p90(errors),
+                    max_memory_error=None, tau=statistics.median(taus) if taus else None,
+                    regret=statistics.mean(regrets) if regrets else None,
+                    rounds=min(len(s) for steps in groups.values() for s in steps))
+
+
 def table(figures: list[Fidelity], markdown: bool = False) -> str:
     def pct(v):
         return "-" if v is None else f"{100 * v:.1f}%"
@@ -245,13 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         print("fidelity: no ok rows with a prediction", file=sys.stderr)
         return 2
     print(table(figures, args.markdown))
+    _print_floor(rows, "best", args.markdown)
     if any(r.step_ms_best is not None for r in rows):  # the same predictions against the mean steps too
         print("\nThe same predictions judged against each case's mean step (its fastest, above):\n")
         print(table(fidelity(rows, against="mean"), args.markdown))
+        _print_floor(rows, "mean", args.markdown)
     targets = ", ".join(f"{k.replace('_', ' ')} {'>=' if k == 'tau' else '<='} "
                         f"{v if k == 'tau' else f'{100 * v:.0f}%'}" for k, v in TARGETS.items())
     print(f"\ntargets: {targets}")
     return 0
+
+
+def _print_floor(rows: Sequence, against: str, markdown: bool) -> None:
+    floor = noise_floor(rows, against)
+    if floor is not None:
+        print("\nThe measurements against themselves (noise_floor: each round's step as the prediction of the "
+              "median of the case's other rounds; no prediction can be judged closer):\n")
+        print(table([floor], markdown))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipebench.bench.fidelity import fidelity, kendall_tau, main, table
+from pipebench.bench.fidelity import fidelity, kendall_tau, main, noise_floor, table
 from pipebench.bench.results import Row, append
 
 
@@ -99,3 +99,20 @@ def test_a_prediction_is_judged_against_the_fastest_step_and_the_mean_is_shown_t
     assert main([str(path)]) == 0
     out = capsys.readouterr().out
     assert "judged against each case's mean step" in out and "16.7%" in out.split("mean step")[1]
+
+
+def test_the_noise_floor_takes_each_round_as_the_prediction_of_the_others():
+    """Three rounds of two cases: each round's measurement stands as the prediction of the median of the
+    other two, by the same figures; rows measured once have no floor."""
+    at = ["2026-12-01T09:00:00", "2026-12-01T10:00:00", "2026-12-01T11:00:00"]
+    rows = [row("single", ms, 1.0, gpus="0", world_size=1, started_at=t) for ms, t in zip((100.0, 110.0, 90.0), at)]
+    rows += [row("ddp", ms, 1.0, started_at=t) for ms, t in zip((95.0, 120.0, 80.0), at)]
+    floor = noise_floor(rows)
+    # single: 100 against median(110, 90) = 100 (0%), 110 against 95 (15.8%), 90 against 105 (14.3%);
+    # ddp: 95 against 100 (5%), 120 against 87.5 (37.1%), 80 against 107.5 (25.6%)
+    assert floor.median_step_error == pytest.approx((15 / 105 + 15 / 95) / 2)
+    assert floor.p90_step_error == pytest.approx(27.5 / 107.5)
+    # round 1 picks ddp (95 < 100), whose others' median is 100 against single's 100: no regret; round 2
+    # picks single (110 < 120): 95 against 87.5; round 3 picks ddp: 107.5 against 105
+    assert floor.regret == pytest.approx(((1 - 87.5 / 95) + (1 - 105 / 107.5)) / 3)
+    assert floor.rounds == 3 and noise_floor(rows[:1] + rows[3:4]) is None
