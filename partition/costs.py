@@ -21,7 +21,7 @@ at the replica's micro-batch size.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from pipebench.partition.plan import transfer_ms
@@ -195,50 +195,66 @@ def fsdp_blocks(layers: Sequence[LayerProfile], granularity: int | None) -> list
 def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
               bf16: bool = False, recompute: bool = False, contention: float = DDP_CONTENTION,
               blocks: Sequence[bool] | None = None) -> float:
-    """One FSDP2 step (fully_shard per layer): each layer's parameters are all-gathered before its forward
-    and again before its backward, and its gradients reduce-scattered after its backward.
+    """One FSDP2 step (fully_shard per block): each block's parameters are all-gathered, in one collective,
+    before its forward and again before its backward, and its gradients reduce-scattered once its backward
+    is done.
 
-    The collectives run one after another on the link, in the order FSDP2 issues them: the next layer's
-    all-gather when this layer's compute starts (one prefetched), a reduce-scatter when a backward ends.
-    A layer computes once its own gather is done. `layers` are profiled at the replica's micro-batch
+    The collectives run one after another on the link, in the order FSDP2 issues them: the next block's
+    all-gather when this block's compute starts (one prefetched), a reduce-scatter when a backward ends.
+    A block computes once its own gather is done. `layers` are profiled at the replica's micro-batch
     (batch / devices); scale: the profile's calibration, on every compute time. bf16: parameters are
     gathered in bf16 (half the bytes), gradients reduced in fp32. recompute: every layer's backward runs
     its forward again first (activation checkpointing). contention: as DDP's, the compute running beside a
     collective slows by this share of the collective's time (NCCL's kernels take SMs from it; gloo's
-    copies take the CPU stand-ins' cores). On CPU stand-ins every replica computes at once, slowed by the
-    cores' contention (links.contention), and each block costs FSDP2's own runtime (links.fsdp_layer_ms
-    a step, half before its forward, half before its backward) at its first layer (`blocks`, per layer:
-    fsdp_blocks; None: every layer with parameters is a block)."""
+    copies take the CPU stand-ins' cores).
+
+    `blocks` (per layer: fsdp_blocks; None: every layer with parameters begins one) says where a block
+    begins; it runs to the next one, and layers before the first belong to the first. On CPU stand-ins every
+    replica computes at once, slowed by the cores' contention (links.contention), and each block costs
+    FSDP2's own runtime, links.fsdp_layer_ms a step (half before its forward, half before its backward),
+    which its probe timed with its three collectives' calls and waits: their bytes are what the link then
+    adds. Where that cost is not measured (GPUs), each collective pays the link's fixed cost instead."""
     if not layers:
         return 0.0
     scale *= links.contention
-    gathered = [l.param_bytes / 2 if bf16 else l.param_bytes for l in layers]
     starts = [bool(l.param_bytes) for l in layers] if blocks is None else list(blocks)
+    units: list[list[int]] = []
+    for i, begins in enumerate(starts):
+        if begins or not units:
+            units.append([])
+        units[-1].append(i)
+    gathered = [sum(layers[i].param_bytes for i in unit) / (2 if bf16 else 1) for unit in units]
+    reduced = [sum(layers[i].param_bytes for i in unit) for unit in units]
+    runtime = [links.fsdp_layer_ms if starts[unit[0]] else 0.0 for unit in units]
+    fixed = 0.0 if links.fsdp_layer_ms else links.collective
     clock = link_free = slowed = 0.0
 
     def on_link(nbytes: float, at: float, scatter: bool = False) -> float:
         """Queue a collective issued at `at`; when it is done. The compute it overlaps pays `contention`
         of its time (the first gather of each pass overlaps nothing)."""
         nonlocal link_free, slowed
-        took = gather_ms(nbytes, devices, links, scatter=scatter)
+        if nbytes <= 0:
+            return max(link_free, at)
+        took = gather_ms(nbytes, devices, replace(links, collective_ms=fixed), scatter=scatter)
         link_free = max(link_free, at) + took
         slowed += contention * took
         return link_free
 
     for backward in (False, True):
-        order = list(reversed(range(len(layers)))) if backward else list(range(len(layers)))
+        order = list(reversed(range(len(units)))) if backward else list(range(len(units)))
         ready = on_link(gathered[order[0]], clock)
         slowed = 0.0  # that first gather waits, overlapping nothing
-        for k, i in enumerate(order):
-            start = max(clock, ready) + slowed + (links.fsdp_layer_ms / 2 if starts[i] else 0.0)
+        for k, u in enumerate(order):
+            start = max(clock, ready) + slowed + runtime[u] / 2
             slowed = 0.0
-            if k + 1 < len(order):  # prefetch the next layer's parameters while this one computes
+            if k + 1 < len(order):  # prefetch the next block's parameters while this one computes
                 ready = on_link(gathered[order[k + 1]], start)
             if not backward:
-                clock = start + scale * layers[i].forward_ms
+                clock = start + scale * sum(layers[i].forward_ms for i in units[u])
                 continue
-            clock = start + scale * (layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0))
-            on_link(layers[i].param_bytes, clock, scatter=True)  # its gradients, reduce-scattered once they exist
+            clock = start + scale * sum(layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0)
+                                        for i in units[u])
+            on_link(reduced[u], clock, scatter=True)  # its gradients, reduce-scattered once they exist
     return max(clock, link_free) + step_end(devices, links)
 
 
