@@ -205,8 +205,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       for both): a stack of RUNTIME_LAYERS fully_shard-ed Linear(GATHER_WIDTH, GATHER_WIDTH) layers (34 MB)
       against the same stack unsharded, less what the stack of tiny layers below costs per layer, is
       its bytes' time (two gathers and a reduce-scatter a layer). A bare all-gather and reduce-scatter of
-      4 MB measured 0.09 to 0.47 GB/s from one probe to the next on the 2-vCPU VM, where FSDP2's own
-      measured 0.52 to 0.63 (results/2026-12-02-cpu2-fsdp-probe): they had priced ResNet-18's FSDP step
+      4 MB measured 0.09 to 0.72 GB/s from one probe to the next on the 2-vCPU VM, where FSDP2's own
+      measured 0.37 to 0.62 (results/2026-12-02-cpu2-fsdp-probe): they had priced ResNet-18's FSDP step
       62-73% slow;
     - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or
       less where the pipeline below measured less (pipeline_costs);
@@ -366,7 +366,8 @@ RUNTIME_LAYERS = 8
 GATHER_WIDTH = 1024
 """The width of the Linear layers whose FSDP2 gathers measure_cpu_processes times: 4.2 MB each, as large as
 a ResNet's or a small GPT's largest layers, whose bytes dominate their FSDP steps (gloo's bandwidth grew
-with the message: 0.42 GB/s through FSDP2 with layers of 1 MB, 0.52-0.63 with 4 MB)."""
+with the message: through FSDP2, 0.42-0.51 GB/s with layers of 1 MB and 0.59-0.63 with 4 MB, in launches
+minutes apart)."""
 
 
 PIPELINE_MICRO_BATCHES = 8

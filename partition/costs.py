@@ -223,8 +223,8 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
         if begins or not units:
             units.append([])
         units[-1].append(i)
-    gathered = [sum(layers[i].param_bytes for i in unit) / (2 if bf16 else 1) for unit in units]
     reduced = [sum(layers[i].param_bytes for i in unit) for unit in units]
+    gathered = [b / 2 if bf16 else b for b in reduced]
     runtime = [links.fsdp_layer_ms if starts[unit[0]] else 0.0 for unit in units]
     fixed = 0.0 if links.fsdp_layer_ms else links.collective
     clock = link_free = slowed = 0.0
@@ -233,8 +233,6 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
         """Queue a collective issued at `at`; when it is done. The compute it overlaps pays `contention`
         of its time (the first gather of each pass overlaps nothing)."""
         nonlocal link_free, slowed
-        if nbytes <= 0:
-            return max(link_free, at)
         took = gather_ms(nbytes, devices, replace(links, collective_ms=fixed), scatter=scatter)
         link_free = max(link_free, at) + took
         slowed += contention * took
