@@ -281,12 +281,12 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
             links.update(measure_cpu_processes(len(devices)))
             if note:
                 note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, "
-                     f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['gather_gbps']:.2f} all-gather, "
-                     f"{links['scatter_gbps']:.2f} reduce-scatter, {links['link_latency_ms']:.2f} ms a message, "
+                     f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, "
                      f"{links['collective_ms']:.2f} ms a collective; {len(devices)} processes computing at once: "
                      f"each step {links['core_contention']:.2f}x slower; the pipeline runtime: "
-                     f"{links['action_ms']:.2f} ms an operation, FSDP2 "
-                     f"{links['fsdp_layer_ms']:.2f} ms a layer, DDP {links['ddp_ms']:.2f} ms a step and "
+                     f"{links['action_ms']:.2f} ms an operation, FSDP2 {links['fsdp_layer_ms']:.2f} ms a layer "
+                     f"and {links['gather_gbps']:.2f} GB/s its gathers and reduce-scatters, "
+                     f"DDP {links['ddp_ms']:.2f} ms a step and "
                      f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
     if keep is not None and link_gbps is None:
         keep.put_links(key, links)
