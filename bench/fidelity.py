@@ -193,14 +193,21 @@ def _figures(group: str, rows: list[Case]) -> Fidelity:
                     round_spread=statistics.median(apart) if apart else None)
 
 
+def _rounds(rows: Sequence, predicted: bool) -> dict[tuple, list]:
+    """The ok rows (with a prediction, if `predicted`) by case, (group, case, GPUs): each case's rounds, in
+    the order they started."""
+    cases: dict[tuple, list] = {}
+    for r in sorted(rows, key=lambda r: r.started_at):
+        if r.status == "ok" and r.step_ms and r.samples_per_s and (r.predicted_step_ms or not predicted):
+            cases.setdefault((_group(r), _case(r), r.gpus), []).append(r)
+    return cases
+
+
 def fidelity(rows: Sequence, against: str = "best") -> list[Fidelity]:
     """Each group's figures, then "all": the step and memory errors over every case, and the median tau
     and the mean regret over the groups. Only ok rows with a prediction count; the rows of one case are its
     rounds (`Case`), judged against their fastest or their mean step (`measured_step`)."""
-    cases: dict[tuple, Case] = {}
-    for r in sorted(rows, key=lambda r: r.started_at):
-        if r.status == "ok" and r.predicted_step_ms and r.step_ms and r.samples_per_s:
-            cases.setdefault((_group(r), _case(r), r.gpus), Case([], against)).rows.append(r)
+    cases = {key: Case(rounds, against) for key, rounds in _rounds(rows, predicted=True).items()}
     groups: dict[str, list] = {}
     for (group, _, _), case in cases.items():
         groups.setdefault(group, []).append(case)
@@ -222,14 +229,10 @@ def noise_floor(rows: Sequence, against: str = "best") -> Fidelity | None:
     every case and round, the median tau and the mean regret over the groups and rounds; the "prediction"
     recommends what its round measured fastest). A prediction cannot be judged closer than the
     measurements agree with themselves. None unless some cases were measured in two rounds or more."""
-    cases: dict[tuple, list] = {}
-    for r in sorted(rows, key=lambda r: r.started_at):
-        if r.status == "ok" and r.step_ms and r.samples_per_s:
-            cases.setdefault((_group(r), _case(r), r.gpus), []).append(measured_step(r, against))
     groups: dict[str, list[list[float]]] = {}
-    for (group, _, _), steps in cases.items():
-        if len(steps) > 1:
-            groups.setdefault(group, []).append(steps)
+    for (group, _, _), rounds in _rounds(rows, predicted=False).items():
+        if len(rounds) > 1:
+            groups.setdefault(group, []).append([measured_step(r, against) for r in rounds])
     errors, taus, regrets = [], [], []
     for steps in groups.values():
         for k in range(min(len(s) for s in steps)):
