@@ -57,9 +57,9 @@ class Prediction:
     spreads of the profile it was priced from (profile.step_spread); 0 where those are unknown."""
     own_spread: float | None = None
     """The part of step_spread that is this prediction's own: the profile's repeats, without the machine's
-    drift (profile.step_spread drift=False). The drift moves every prediction of one profile together, as
-    a burst of the host's load slows every strategy measured in it: it widens the interval, but does not
-    make two predictions a tie (`tie`). None: step_spread."""
+    drift (profile.step_spread drift=False). Two own intervals that overlap are a tie whichever is shown
+    faster; with the drift, only a slower prediction inside the faster's interval is (`tie`). None:
+    step_spread."""
 
     @property
     def step_interval_ms(self) -> tuple[float, float] | None:
@@ -112,17 +112,27 @@ profile's spread, so the faster by less is noise too."""
 
 
 def tie(a: Prediction, b: Prediction) -> str:
-    """Why two predictions are a tie ("" where they are not): their own intervals overlap (the profile's
-    noise could swap them; the machine's drift, common to both, could not: `own_interval_ms`), or the
-    slower is predicted within TIE of the faster, or both. A tie goes to the simpler strategy (the
-    registry's order: single, then the data-parallel ones, then the pipelines)."""
+    """Why two predictions are a tie ("" where they are not), any of:
+    - their own intervals overlap: the profile's noise could swap them (`own_interval_ms`);
+    - the slower is predicted within TIE of the faster;
+    - the slower's step lies inside the faster's interval as shown, the machine's drift in it
+      (`step_interval_ms`): a step of the faster measured later may land anywhere in that. On the 2-vCPU VM
+      the same cases measured minutes apart ranked one another only to Kendall's tau 0.64-0.69 (bench/
+      fidelity.py noise_floor, results/2026-12-02-cpu2-fidelity-fsdp): the drift does not slow the
+      strategies alike, so a gap inside it is no order. A gap wider than the drift still decides (pp-zbv
+      predicted 1.34x single under a drift of ±19%, measured 1.23x).
+    A tie goes to the simpler strategy (the registry's order: single, then the data-parallel ones, then
+    the pipelines)."""
     (a_low, a_high), (b_low, b_high) = a.own_interval_ms, b.own_interval_ms
     rates = sorted([a.predicted_samples_per_s, b.predicted_samples_per_s])
+    fast, slow = sorted([a, b], key=lambda p: p.predicted_step_ms)
     why = []
     if a_low <= b_high and b_low <= a_high:
         why.append("intervals overlap")
     if rates[0] >= rates[1] * (1 - TIE):
         why.append(f"within {TIE:.0%}")
+    if slow.predicted_step_ms <= fast.step_interval_ms[1] and not why:
+        why.append(f"inside {fast.strategy}'s interval of ±{fast.step_spread:.0%}")
     return " and ".join(why)
 
 

@@ -120,7 +120,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
 def recommend(df: pd.DataFrame) -> list[str]:
     """One line per model (and batch, and GPU kind, where the results hold several): the fastest ok
-    case, its speed-up over one GPU, and its peak memory per GPU against one GPU's."""
+    case, its speed-up over one GPU, its peak memory per GPU against one GPU's, and the cases that
+    measured a tie with it (`measured_tie`): the fastest by less than the noise is no winner."""
     lines = []
     labels = group_labels(df)
     for key, group in df.groupby(GROUP, sort=False):
@@ -137,15 +138,17 @@ def recommend(df: pd.DataFrame) -> list[str]:
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
         # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
         peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
+        tied = [row for i, row in ok.iterrows() if i != best.name and measured_tie(best, row)]
+        ties = ("; " + ", ".join(f"{row['case']} ({_measured(row)} ms)" for row in tied) + " measured a tie with "
+                f"it ({_measured(best)} ms): apart by less than their noise") if tied else ""
         if best["strategy"] == BASELINE:
-            lines.append(f"{text}{peak}")
-            continue
-        if single.empty:
-            lines.append(f"{text} (no single run to compare with){peak}")
-            continue
-        base = single.loc[single["samples_per_s"].idxmax()]
-        against = f" (single: {_gib(base['peak_gib_max'])})" if peak else ""
-        lines.append(f"{text}, {best['x_single']:.2f}x {one_device(group)}{peak}{against}")
+            lines.append(f"{text}{peak}{ties}")
+        elif single.empty:
+            lines.append(f"{text} (no single run to compare with){peak}{ties}")
+        else:
+            base = single.loc[single["samples_per_s"].idxmax()]
+            against = f" (single: {_gib(base['peak_gib_max'])})" if peak else ""
+            lines.append(f"{text}, {best['x_single']:.2f}x {one_device(group)}{peak}{against}{ties}")
     return lines
 
 
@@ -221,10 +224,15 @@ def _reversed_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any, bool]]:
                 fast, slow = (a, b) if a["step_ms"] <= b["step_ms"] else (b, a)
                 if fast["predicted_step_ms"] <= slow["predicted_step_ms"]:
                     continue
-                noise = _std(fast) + _std(slow)
-                gap = slow["step_ms"] - fast["step_ms"]
-                pairs.append((fast, slow, gap <= noise or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)))
+                pairs.append((fast, slow, measured_tie(fast, slow)))
     return pairs
+
+
+def measured_tie(fast, slow) -> bool:
+    """Whether two ok cases measured a tie: their means apart by no more than the sum of their steps'
+    standard deviations, or by no more than SAME_SPEED; `fast` measured the faster."""
+    gap = slow["step_ms"] - fast["step_ms"]
+    return gap <= _std(fast) + _std(slow) or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)
 
 
 def _std(row) -> float:

@@ -387,3 +387,20 @@ def test_drawing_the_plots_says_how_far_along_it_is(tmp_path, rows):
     write_report(rows, tmp_path, progress=lambda done, total, what: heard.append((done, total, what)))
     assert heard[0][:2] == (0, heard[0][1]) and heard[-1] == (heard[0][1], heard[0][1], "plots drawn")
     assert [d for d, _, _ in heard] == sorted(d for d, _, _ in heard) and any("timeline" in w for _, _, w in heard)
+
+
+def test_the_fastest_names_what_measured_a_tie_with_it():
+    """The check of a recommendation is read off this line: pp-interleaved measured 1.11x single, but
+    single's steps spread 24 ms, so single tied with it (resnet18 on the 2-vCPU VM); with steady steps
+    the same means are a win."""
+    def rows(std):
+        return [make_row("single", gpus="cpu", samples_per_s=16 / 158.8 * 1e3, step_ms=158.8, step_ms_std=std,
+                         peak_memory_bytes=[0], device_name="cpu"),
+                make_row("pp-interleaved", gpus="cpu", world_size=2, samples_per_s=16 / 143.1 * 1e3, step_ms=143.1,
+                         step_ms_std=10.0, peak_memory_bytes=[0, 0], device_name="cpu", micro_batches=2,
+                         schedule="interleaved", virtual_stages=2)]
+
+    noisy, steady = recommend(summarise(frame(rows(24.4)))), recommend(summarise(frame(rows(2.0))))
+    assert noisy == ["gpt 800m: pp-interleaved (m=2, v=2) is fastest at 111.8 samples/s, 1.11x one CPU process; "
+                     "single (158.8 ± 24.4 ms) measured a tie with it (143.1 ± 10.0 ms): apart by less than their noise"]
+    assert steady == ["gpt 800m: pp-interleaved (m=2, v=2) is fastest at 111.8 samples/s, 1.11x one CPU process"]

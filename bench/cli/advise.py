@@ -125,7 +125,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     if widest > NOISY and drift >= widest:  # the machine's own speed moved, not the profile's repeats
         noisy = [f"this machine's speed moved ±{drift:.0%} while it was watched (another VM on its host, another "
                  "process?): a step measured later may land anywhere in that, so every prediction is at least "
-                 "that wide; it slows the strategies alike, so their own spreads decide the ties", ""]
+                 "that wide, and a strategy predicted faster than another by less than that ties with it", ""]
     elif widest > NOISY:
         noisy = [f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another "
                  "process on the device?), so their intervals overlap more; on an idle device they narrow", ""]
