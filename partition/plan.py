@@ -511,10 +511,11 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
                                      cut_prices=prices)
         if polish:
             bounds = _polish(bounds, m, schedule, cost, per_layer, caps, len(devices))
+            if math.comb(n - 1, p - 1) <= EVERY_CUT_LIMIT:  # the baselines are among every cut
+                return _shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices), notes)
             bounds = _no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, len(devices),
                                               {"parameter-balanced": solve([l.params for l in layers], p),
                                                "layer-count": uniform_bounds(n, p)}, notes)
-            bounds = _shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices), notes)
         return bounds
 
     if checkpoint == "always":
@@ -818,8 +819,9 @@ EVERY_CUT_LIMIT = 512
 
 
 def _shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, devices, notes: list[str]) -> list[int]:
-    """The cuts of the shortest simulated step among every way to cut the layers into the stages, where
-    there are at most EVERY_CUT_LIMIT ways (every 2-device plan of up to 513 layers); else `bounds`.
+    """The cuts of the shortest simulated step among every way to cut the layers into the stages (the
+    caller enumerates only where there are at most EVERY_CUT_LIMIT ways: every 2-device plan of up to 513
+    layers; beyond, the baselines are compared instead, `_no_worse_than_baselines`).
 
     The solver is exact for the slowest stage; the step shown is the simulator's, which also holds the
     fill, the drain, each transfer and, on CPU stand-ins, each operation's runtime cost and the sends that
@@ -828,8 +830,6 @@ def _shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, de
     lopsided one 3.96, so slowing one device had made the plan's step shorter. Enumerating makes the plan
     exact for the step it shows, within the caps; `notes` says when it moves the cuts."""
     layers, stages = len(memory), len(bounds) - 1
-    if math.comb(layers - 1, stages - 1) > EVERY_CUT_LIMIT:
-        return bounds
     mem_prefix = [0.0, *accumulate(memory)]
 
     def step(cand):
