@@ -398,8 +398,9 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
-    """The chosen GPUs (all visible ones when `gpus` is None), or CPU processes when there is none.
+def detect_machine(gpus: list[int] | None, cpu_processes: int = 2, *, cpu: bool = False) -> Machine:
+    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes when there
+    is none or `cpu` asks for them.
 
     Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
@@ -408,7 +409,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2) -> Machine:
     from pipebench.errors import DeviceError
     from pipebench.hardware.probes import check_gpus
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         if gpus is not None:
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")

@@ -205,10 +205,12 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     command = shlex.split(line.split("check it with: ", 1)[1])
     assert command[:2] == ["pipebench", "run"] and "--optimizer" in command and "--input-shape" in command
     assert command[command.index("--min-seconds") + 1] == "3"  # CPU stand-ins: seconds of steps, past the bursts
+    assert command[command.index("--device") + 1] == "cpu" and command[command.index("--stages") + 1] == "2"
     out = tmp_path / "results"
     assert main([*command[1:], "--steps", "1", "--min-seconds", "0", "--warmup", "0", "--out", str(out)]) == 0
     rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
-    assert {r["strategy"] for r in rows} == {"single", command[command.index("--strategies") + 1].split(",")[1]}
+    assert {r["strategy"] for r in rows} == set(command[command.index("--strategies") + 1].split(","))
+    assert {r["gpus"] for r in rows} == {"cpu"}  # where it was advised for, GPUs visible or not
     assert all(r["status"] == "ok" and r["optimizer"] == "adamw" for r in rows)
 
 

@@ -196,6 +196,11 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--gpu-memory", "nan"], "--gpu-memory: cannot read memory size 'nan'"),
     (["--gpu-memory", "abc"], "--gpu-memory: cannot read memory size 'abc'"),
     (["--gpu-memory", "1e999"], "--gpu-memory: memory size '1e999' is too large"),
+    (["--device", "cuda"], "--device cuda: run takes --device cpu (CPU processes); name GPUs with --gpus"),
+    (["--device", "cpu", "--gpus", "0"], "--device cpu runs CPU processes: leave out --gpus"),
+    (["--stages", "0"], "--stages takes a positive integer up to 1,024 (got '0')"),
+    (["--stages", "two"], "--stages takes a positive integer"),
+    (["--stages", "2", "--gpus", "0"], "--stages counts CPU processes: with --gpus, the GPUs named are the devices"),
 ])
 def test_run_refuses_before_running(capsys, tmp_path, extra, message):
     refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *extra], message)
@@ -434,3 +439,20 @@ def test_a_depth_beyond_what_pipebench_plans_is_one_line_at_once(capsys, tmp_pat
     refused(capsys, ["plan", "--model", "gpt", "--flavour", "tiny", "--set", "depth=20000", "--stages", "2",
                      "--device", "cpu", "--batch", "8"], "--set depth=20000: pipebench plans models of at most 512")
     refused(capsys, ["run", "--models", "gpt", "--set", "depth=20000", "--out", str(tmp_path)], "at most 512 blocks")
+
+
+def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypatch, suite_options):
+    """--device cpu --stages 3: three CPU processes, even where a GPU is visible (advise's check command on a
+    GPU machine); --stages alone where GPUs are visible is refused: it counts CPU processes."""
+    import torch
+
+    assert main(["run", "--models", "mlp", "--batch", "12", "--stages", "3", "--out", str(tmp_path)]) == 0  # no GPU: the CPU
+    assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["run", "--models", "mlp", "--batch", "12", "--device", "cpu", "--stages", "3",
+                 "--out", str(tmp_path)]) == 0
+    assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
+    assert "--device cpu: running on the CPU, 3 processes standing in for devices" in capsys.readouterr().err
+    refused(capsys, ["run", "--models", "mlp", "--stages", "3", "--out", str(tmp_path)],
+            "--stages counts CPU processes: add --device cpu")

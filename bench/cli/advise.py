@@ -58,7 +58,7 @@ def cmd_advise(args) -> int:
                                             else list(caps))
     advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
                     training=replace(training, precision=profiles[0].precision))  # the profile's own
-    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared),
+    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=args.link_gbps))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
@@ -147,9 +147,10 @@ def _peaks(peaks: list[int]) -> str:
     return " / ".join(format_bytes(b) for b in peaks) or "-"
 
 
-def check_command(args, profile, compared) -> str:
+def check_command(args, profile, compared, devices: int = 2) -> str:
     """The `pipebench run` that measures the recommendation beside single: the same model, inputs, batch,
-    devices and training, the pipelines at the predicted micro-batch count. Copied as printed, it runs."""
+    devices (`devices` of them) and training, the pipelines at the predicted micro-batch count. Copied as
+    printed, it runs."""
     import shlex
 
     from pipebench.bench.strategies import BASELINE
@@ -168,6 +169,8 @@ def check_command(args, profile, compared) -> str:
         words += ["--set", setting]
     if not args.gpus and args.stages and str(args.device).startswith("cuda"):
         words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
+    if str(profile.device).startswith("cpu"):  # CPU processes, as many as advised for, GPUs visible or not
+        words += ["--device", "cpu", "--stages", str(devices)]
     if profile.precision != DEFAULT_PRECISION:
         words += ["--precision", profile.precision]
     if profile.optimizer != "sgd":

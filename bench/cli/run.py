@@ -27,6 +27,10 @@ def add_parser(subparsers) -> None:
                      "single and the K strategies predicted fastest (pipebench advise; K defaults to 3)")
     run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
                      "visible GPU; the CPU when there is none)")
+    run.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo), even where GPUs are "
+                     "visible (default: the GPUs, --gpus; the CPU when none is visible)")
+    run.add_argument("--stages", help="on the CPU, how many processes stand in for devices (default: 2), as "
+                     "advise's --stages N --device cpu")
     run.add_argument("--batch", help="global batch for every model (default: gpt 64, resnet101 256)")
     run.add_argument("--chunks", default="auto",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
@@ -86,13 +90,15 @@ def cmd_run(args) -> int:
         min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
     )
+    on_cpu = _on_cpu(args)
     ids = None
     if args.gpus and args.gpus.startswith("auto"):
         ids, _ = auto_gpus(args.gpus)
     elif args.gpus:
         ids = parse_gpus(args.gpus)
     cap = parse_size(args.max_memory) if args.max_memory else None
-    machine = suite_run.cap_machine(detect_machine(ids), cap, gpu_memory)
+    machine = detect_machine(ids, args.stages or 2, cpu=on_cpu)
+    machine = suite_run.cap_machine(machine, cap, gpu_memory)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
         machine.speeds = speeds(args.speeds, machine.device_names)
@@ -104,8 +110,8 @@ def cmd_run(args) -> int:
         options.profiles = writable_folder(options.profiles, "--profiles")
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
-        note(f"no CUDA GPU visible: running on the CPU, {machine.devices} processes standing in for GPUs (gloo): "
-             f"{uses}")
+        why = "--device cpu" if on_cpu else "no CUDA GPU visible"
+        note(f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}")
     elif args.quick:
         note(f"--quick: {uses}")
     if probe:
@@ -122,3 +128,22 @@ def cmd_run(args) -> int:
     print(f"\nresults: {csv_path}\n         {json_path}")
     print(f"report:  pipebench report {json_path}")
     return 0
+
+
+def _on_cpu(args) -> bool:
+    """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
+    be or combine with."""
+    if args.device is None:
+        if args.stages is not None and args.gpus:
+            raise UserError("--stages counts CPU processes: with --gpus, the GPUs named are the devices")
+        import torch
+
+        if args.stages is not None and torch.cuda.is_available() and torch.cuda.device_count() > 0:
+            raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the "
+                            "GPUs with --gpus")
+        return False
+    if args.device != "cpu":
+        raise UserError(f"--device {args.device}: run takes --device cpu (CPU processes); name GPUs with --gpus")
+    if args.gpus:
+        raise UserError("--device cpu runs CPU processes: leave out --gpus")
+    return True
