@@ -310,6 +310,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         alone += spans_ms(lambda: step(rank == 0), repeats)
         together += spans_ms(lambda: step(True), repeats)
 
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
     from torch.nn.parallel import DistributedDataParallel
@@ -320,7 +321,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     def sharded(n: int, width: int = 1) -> torch.nn.Module:
         layers = stack(n, width)
         for layer in layers:
-            fully_shard(layer)
+            fully_shard(layer, mesh=mesh)
         return layers
 
     def extra_ms(wrapped, plain, times: int = messages) -> float:
@@ -331,6 +332,7 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
 
     dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
+        mesh = init_device_mesh("cpu", (world,))  # FSDP2's default mesh would be CUDA's where a GPU is visible
         stage = PipelineStage(torch.nn.Linear(1, 1), rank, world, torch.device("cpu"))
         schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
