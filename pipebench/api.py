@@ -103,6 +103,8 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
         counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
     device = resolve_device(device)
     devices = [resolve_device(d) for d in devices] if devices else None
+    if micro_batches == "auto" and devices and len(devices) > 1 and batch % len(devices) == 0:
+        counts = sorted({*counts, len(devices)})  # the replicas' share (DDP, DataParallel), 3 devices too
     on_gpu = device.startswith("cuda")
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
