@@ -134,7 +134,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     from pipebench.bench.suite import Profiled, detect_machine, make_cases, prepare
     from pipebench.partition.profile import load_profiles
 
-    machine = detect_machine(None, cpu_processes=len(DEVICES))
+    machine = detect_machine(None, cpu_processes=len(DEVICES), cpu=True)  # CPU stand-ins, GPUs visible or not
     found = []
     with WorkerGroups() as groups:
         for model in models:

@@ -398,9 +398,10 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def detect_machine(gpus: list[int] | None, cpu_processes: int = 2, *, cpu: bool = False) -> Machine:
-    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes when there
-    is none or `cpu` asks for them.
+def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
+    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: 2)
+    when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
+    does not ask for them is refused (`run --stages N` without --device cpu).
 
     Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
@@ -413,7 +414,10 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int = 2, *, cpu: bool 
     if count == 0:
         if gpus is not None:
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
-        return Machine(None, cpu_processes, platform.processor() or platform.machine() or "cpu")
+        return Machine(None, cpu_processes or 2, platform.processor() or platform.machine() or "cpu")
+    if cpu_processes is not None:
+        raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
+                        "with --gpus")
     chosen = list(range(count)) if gpus is None else gpus
     check_gpus(chosen)  # names a GPU that does not exist
     from pipebench.hardware.gpus import free_memory_caps, query_gpus

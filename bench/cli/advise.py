@@ -147,7 +147,7 @@ def _peaks(peaks: list[int]) -> str:
     return " / ".join(format_bytes(b) for b in peaks) or "-"
 
 
-def check_command(args, profile, compared, devices: int = 2) -> str:
+def check_command(args, profile, compared, devices: int) -> str:
     """The `pipebench run` that measures the recommendation beside single: the same model, inputs, batch,
     devices (`devices` of them) and training, the pipelines at the predicted micro-batch count. Copied as
     printed, it runs."""

@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
     elif args.gpus:
         ids = parse_gpus(args.gpus)
     cap = parse_size(args.max_memory) if args.max_memory else None
-    machine = detect_machine(ids, args.stages or 2, cpu=on_cpu)
+    machine = detect_machine(ids, args.stages, cpu=on_cpu)
     machine = suite_run.cap_machine(machine, cap, gpu_memory)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
@@ -133,14 +133,9 @@ def cmd_run(args) -> int:
 def _on_cpu(args) -> bool:
     """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
     be or combine with."""
-    if args.device is None:
+    if args.device is None:  # --stages where GPUs are visible: detect_machine says so
         if args.stages is not None and args.gpus:
             raise UserError("--stages counts CPU processes: with --gpus, the GPUs named are the devices")
-        import torch
-
-        if args.stages is not None and torch.cuda.is_available() and torch.cuda.device_count() > 0:
-            raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the "
-                            "GPUs with --gpus")
         return False
     if args.device != "cpu":
         raise UserError(f"--device {args.device}: run takes --device cpu (CPU processes); name GPUs with --gpus")
