@@ -1,13 +1,21 @@
-"""bench/error_split.py: committed rows predicted again from other profiles, with and without the CPU's
+"""scripts/error_split.py (an investigation, not shipped): committed rows predicted again from other profiles, with and without the CPU's
 shared-cores pricing, and moved to the workers' clock."""
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 
-from pipebench.bench import error_split
 from pipebench.bench.advise import predict
 from pipebench.bench.results import Row
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles
+
+_SPEC = importlib.util.spec_from_file_location(
+    "error_split", Path(__file__).resolve().parent.parent / "scripts" / "error_split.py")
+error_split = sys.modules["error_split"] = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(error_split)
 
 
 def _profiles(batch=8):

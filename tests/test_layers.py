@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"pipebench": "pipebench", "pipebench.bench": "bench", "pipebench.hardware": "hardware",
             "pipebench.models": "models", "pipebench.partition": "partition"}
 """Import name -> folder, as pyproject.toml's package-dir installs them."""
-NOT_SHIPPED = ("bench/gpu", "bench/benchmarks")
+NOT_SHIPPED = ("bench/benchmarks",)
 LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.training", "pipebench.errors")
 HIGHER = "pipebench.bench"
 

@@ -1,6 +1,6 @@
 """What the planner predicts for 2, 4 and 8 GPUs from one GPU's profile, for every pipeline schedule.
 
-    python3 bench/gpu/scaling_predictions.py PROFILE.json [...] --link-gbps G --csv OUT.csv
+    python3 scripts/gpu/scaling_predictions.py PROFILE.json [...] --link-gbps G --csv OUT.csv
 
 No GPU is needed: it plans from saved profiles (e.g. those the suite saved on an H200). It assumes every
 GPU is like the profiled one and every link has the given bandwidth; issue 6 measures the real thing.

@@ -1,7 +1,7 @@
 """Why are ResNet-101's zero-bubble predictions pessimistic? Time I and W (torch's stage_backward_input
 and stage_backward_weight) layer by layer, summed, against the same layers run as one stage.
 
-    python3 bench/gpu/split_probe.py [--model resnet101] [--micro-batch 128] [--cuts 7,12,25,40]
+    python3 scripts/gpu/split_probe.py [--model resnet101] [--micro-batch 128] [--cuts 7,12,25,40]
 
 Prints, per stage [a, b) of the cuts: the per-layer sums of F, B, I and W and the one-stage figures.
 """

@@ -9,9 +9,9 @@ measure its load as much as the change, so this separates them offline: every co
 predicted again from each profile (measured in one session, back to back) with each pricing, and
 scored against the step it measured.
 
-    python -m pipebench.bench.error_split measure OUT [--models gpt,resnet101] [--rounds 2] [--old-code DIR]
-    python -m pipebench.bench.error_split clocks OUT [--steps 6]
-    python -m pipebench.bench.error_split table OUT LABEL=ROWS ... [--workers-clock LABEL] [--markdown]
+    python scripts/error_split.py measure OUT [--models gpt,resnet101] [--rounds 2] [--old-code DIR]
+    python scripts/error_split.py clocks OUT [--steps 6]
+    python scripts/error_split.py table OUT LABEL=ROWS ... [--workers-clock LABEL] [--markdown]
 
 `measure` profiles each model (tiny flavour, batch 8, two CPU stand-ins, one device's share of the
 cores), in rounds of: every size on one dynamic-batch export (`dynamic`) and every size on its own export
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipebench.bench import results
     from pipebench.errors import UserError
 
-    parser = argparse.ArgumentParser(prog="python -m pipebench.bench.error_split", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python scripts/error_split.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="profile the variants into OUT")
     m.add_argument("out", type=Path)

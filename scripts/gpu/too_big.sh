@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Issue 14 on the 2xH200 machine, from the repository root, one part per call (a call has 10 minutes):
-#   PART=big  bash bench/gpu/too_big.sh   # GPT 8B, bf16 + AdamW: single and DDP predicted out of memory,
+#   PART=big  bash scripts/gpu/too_big.sh   # GPT 8B, bf16 + AdamW: single and DDP predicted out of memory,
 #                                         # pp-1f1b, pp-zbv, pp-interleaved, fsdp, device-map run, single tried anyway
-#   PART=lab  bash bench/gpu/too_big.sh   # the seed's lab: --gpu-memory 10GiB, the seed's ConvNet (TF32 SGD) and
+#   PART=lab  bash scripts/gpu/too_big.sh   # the seed's lab: --gpu-memory 10GiB, the seed's ConvNet (TF32 SGD) and
 #                                         # GPT 800M (bf16 + AdamW, --checkpoint auto); RESNET=1 adds ResNet-101 bf16
-#   PART=bf16 MODEL=gpt BATCH=64 bash bench/gpu/too_big.sh   # GPT 800M (or ResNet-101) again in bf16 + AdamW
-#   PART=lab2 bash bench/gpu/too_big.sh   # the lab's GPT and ResNet-101's fsdp again after the fixes they led to
-#   PART=one GPUS=0 bash bench/gpu/too_big.sh  # what one H200 can show: the 8B and 800M-at-10GiB single cases
+#   PART=bf16 MODEL=gpt BATCH=64 bash scripts/gpu/too_big.sh   # GPT 800M (or ResNet-101) again in bf16 + AdamW
+#   PART=lab2 bash scripts/gpu/too_big.sh   # the lab's GPT and ResNet-101's fsdp again after the fixes they led to
+#   PART=one GPUS=0 bash scripts/gpu/too_big.sh  # what one H200 can show: the 8B and 800M-at-10GiB single cases
 #                                         # predicted out of memory and tried anyway, the bf16 baselines; its
 #                                         # profiles are the ones the 2-GPU parts reuse (same counts)
 # Everything lands in $DIR (default out/too-big) and comes back as $OUT/too-big-<part>.tgz. Profiles are
 # reused from $DIR/profiles when there (carry them back in for a later call).
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 py=${PYTHON:-python3}
 dir=${DIR:-out/too-big}
 part=${PART:-big}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark suite on the 2xH200 machine, from the repository root:
-#   MODELS=gpt bash bench/gpu/suite.sh        (one model per call keeps a call under 10 minutes)
+#   MODELS=gpt bash scripts/gpu/suite.sh        (one model per call keeps a call under 10 minutes)
 #   SWEEP_STRATEGIES=pp-1f1b SWEEP_CHUNKS=2,4,8 also runs those strategies at those micro-batch counts
 # Writes ${OUT:-out}/suite-<models>/: env.txt, run.log, the results .csv/.json, profiles and the report,
 # and packs them into suite-<models>.tar.gz.
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 models=${MODELS:-gpt,resnet101}
 name=suite-${models//,/-}
 dir=${OUT:-out}/$name
@@ -29,7 +29,7 @@ if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count,
 fi
 if [ -n "${PROBE:-}" ]; then  # DataParallel's slowness on ResNet-101: with and without TF32 + cuDNN autotuning
   mkdir -p "$dir/probe"
-  $py bench/gpu/dataparallel_probe.py "$dir/probe/dataparallel.json" 2>&1 | tee "$dir/probe/dataparallel.log"
+  $py scripts/gpu/dataparallel_probe.py "$dir/probe/dataparallel.json" 2>&1 | tee "$dir/probe/dataparallel.log"
 fi
 $py -m pipebench report "$dir"/*.json --out "$dir/report" 2>&1 | tee "$dir/report.log"
 tar -C "$dir/.." -czf "${OUT:-out}/$name.tar.gz" "$name"

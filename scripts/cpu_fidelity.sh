@@ -7,7 +7,7 @@
 # round in OUT/round<k>, minutes apart: a CPU stand-in's speed drifts with the host's other load (up to
 # 1.9x within minutes on our VM), and fidelity.py judges each case by the medians of its rounds.
 #
-#   bash bench/cpu_fidelity.sh [OUT]        # OUT: the results folder (default pipebench-results/cpu-fidelity)
+#   bash scripts/cpu_fidelity.sh [OUT]        # OUT: the results folder (default pipebench-results/cpu-fidelity)
 set -euo pipefail
 out=${1:-pipebench-results/cpu-fidelity}
 python=${PYTHON:-python}

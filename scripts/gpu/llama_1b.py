@@ -1,5 +1,5 @@
 """A Hugging Face Llama of about 1.1B parameters from a config (random weights, nothing downloaded), as a
-user names it: --model bench/gpu/llama_1b.py:llama_1b --input-shape 512 --input-dtype int64 --token-range 32000.
+user names it: --model scripts/gpu/llama_1b.py:llama_1b --input-shape 512 --input-dtype int64 --token-range 32000.
 Word embeddings untied, as Llama's config has them by default."""
 import transformers
 

@@ -2,12 +2,12 @@
 # Issue 13 on the 2xH200 machine, from the repository root: every strategy predicted by `pipebench advise`
 # from one profile, then every strategy run by `pipebench run` from that same profile, so the report sets
 # each measured step beside its prediction. One model per call (a call has 10 minutes):
-#   MODEL=resnet101 BATCH=256 PART=advise bash bench/gpu/predict_all.sh   # profile + predictions
-#   MODEL=resnet101 BATCH=256 PART=run bash bench/gpu/predict_all.sh      # run every strategy on it
+#   MODEL=resnet101 BATCH=256 PART=advise bash scripts/gpu/predict_all.sh   # profile + predictions
+#   MODEL=resnet101 BATCH=256 PART=run bash scripts/gpu/predict_all.sh      # run every strategy on it
 # Profiles stay in out/predict-all/profiles on the machine between calls; everything comes back as one
 # tarball, $OUT/predict-<model>.tgz.
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 py=${PYTHON:-python3}
 model=${MODEL:-resnet101}
 batch=${BATCH:-256}

@@ -1,6 +1,6 @@
 """Predict again, with today's cost models and a given profile, the cases a GPU run measured; no GPU needed.
 
-    python3 bench/gpu/repredict.py PROFILE.json RESULTS.json
+    python3 scripts/gpu/repredict.py PROFILE.json RESULTS.json
 
 For each ok row: the pipelines are simulated for the very plan that ran (its cuts, micro-batch count and
 schedule, read from RESULTS-plans/<plan_id>.plan.json), the replica strategies priced by bench.advise, so

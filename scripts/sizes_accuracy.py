@@ -11,7 +11,7 @@ and the others interpolated between them. Printed:
   the rest interpolated. "same" when the choice is the same; else the measured step of auto's choice
   over the measured best.
 
-    python -m pipebench.bench.sizes_accuracy [--batch 32] [--markdown]
+    python scripts/sizes_accuracy.py [--batch 32] [--markdown]
 
 Nothing is cached (PIPEBENCH_CACHE=off); CPU only.
 """

@@ -5,7 +5,7 @@
 #   3. the same for the GPT decoder (800M, batch 64) that the strategies issue trains.
 # Writes everything under ${OUT:-out}/foundation and packs it into foundation.tar.gz.
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 dir=${OUT:-out}/foundation
 mkdir -p "$dir"
 py=${PYTHON:-python3}

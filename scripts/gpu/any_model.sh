@@ -3,7 +3,7 @@
 # resnet101 (through the graph) against the zoo's flattened ResNet-101 at batch 256. PART=b: a 1.1B
 # Hugging Face Llama, pipebench's plan against the parameter-midpoint split. Writes ${OUT:-out}/any-model/.
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 py=${PYTHON:-python3}
 dir=${OUT:-out}/any-model
 mkdir -p "$dir"
@@ -21,6 +21,6 @@ if [ "${PART:-a}" = a ] || [ "${PART:-a}" = ab ]; then
   $py -m pipebench report "$dir"/*.json --out "$dir/report" 2>&1 | tail -30
 fi
 if [ "${PART:-a}" = b ] || [ "${PART:-a}" = ab ]; then
-  $py bench/gpu/split_against.py --model bench/gpu/llama_1b.py:llama_1b --batch 32 --chunks ${CHUNKS:-4,8} \
+  $py scripts/gpu/split_against.py --model scripts/gpu/llama_1b.py:llama_1b --batch 32 --chunks ${CHUNKS:-4,8} \
     --set input_shape=512 --set input_dtype=int64 --set token_range=32000 --out "$dir/llama-1b" 2>&1 | tee "$dir/llama-1b.log"
 fi

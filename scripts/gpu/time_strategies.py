@@ -1,6 +1,6 @@
 """Time the single-process strategies side by side on the GPUs of this machine, from a saved Plan.
 
-    python3 bench/gpu/time_strategies.py results/.../gpt800m-b64.plan.json --csv out.csv
+    python3 scripts/gpu/time_strategies.py results/.../gpt800m-b64.plan.json --csv out.csv
 
 A stop-gap until the suite (`pipebench run`) exists: same model weights, batch, loss and SGD step for
 every strategy; warm-up steps, then timed steps with every GPU synchronised; peak memory per GPU.

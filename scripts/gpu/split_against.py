@@ -2,7 +2,7 @@
 torch.distributed.pipelining user who balances parameters gets), same model, schedule and micro-batches,
 trained in fresh processes in alternating order.
 
-    python3 bench/gpu/split_against.py --model bench/gpu/llama_1b.py:llama_1b --batch 32 --chunks 4,8 \
+    python3 scripts/gpu/split_against.py --model scripts/gpu/llama_1b.py:llama_1b --batch 32 --chunks 4,8 \
         --set input_shape=512 --set input_dtype=int64 --set token_range=32000 --out DIR
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a profile's GPU memory goes, for a model that barely fits (the 8B GPT in bf16): memory allocated
 after the model is built, captured and split, and after each segment is profiled, at one micro-batch size.
-Run on a GPU machine from the repository root: python3 bench/gpu/profile_memory.py [MICRO_BATCH] [DEPTH]"""
+Run on a GPU machine from the repository root: python3 scripts/gpu/profile_memory.py [MICRO_BATCH] [DEPTH]"""
 import sys
 
 import torch

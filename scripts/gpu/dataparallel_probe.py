@@ -1,6 +1,6 @@
 """Where does nn.DataParallel's time go on ResNet-101? Times it with and without TF32 + cuDNN autotuning,
 beside one GPU under the same settings (run on the 2xH200 machine from the repository root:
-`python3 bench/gpu/dataparallel_probe.py`)."""
+`python3 scripts/gpu/dataparallel_probe.py`)."""
 from __future__ import annotations
 
 import json

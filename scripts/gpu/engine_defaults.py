@@ -7,7 +7,7 @@ even layers per stage (printed where they divide), accelerate's by-memory map (d
 
     pipebench plan --model gpt --flavour tiny --set depth=6 --set width=128 --set vocab=8192 --batch 16 \
         --stages 4 --save-profile gpt6.json
-    python3 bench/gpu/engine_defaults.py gpt6.json 2 3 4
+    python3 scripts/gpu/engine_defaults.py gpt6.json 2 3 4
 """
 from __future__ import annotations
 

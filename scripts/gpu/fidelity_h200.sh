@@ -3,9 +3,9 @@
 # a ViT, the zoo's GPT, a Hugging Face Llama from its config, timm's ConvNeXt), each in the precisions
 # given (default: tf32 and bf16), then `python -m pipebench.bench.fidelity` over the rows: step and
 # memory error of each prediction against its measurement.
-#   bash bench/gpu/fidelity_h200.sh [OUT] [PRECISION ...]   (from the repository root, on a GPU machine)
+#   bash scripts/gpu/fidelity_h200.sh [OUT] [PRECISION ...]   (from the repository root, on a GPU machine)
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 out=${1:-out/fidelity-h200}; shift || true
 precisions=${*:-tf32 bf16}
 mkdir -p "$out"
@@ -16,7 +16,7 @@ for p in $precisions; do
   timed "resnet101-$p"  python3 -m pipebench run --models resnet101 --batch 256 --precision $p $S
   timed "vit_b_16-$p"   python3 -m pipebench run --models vit_b_16 --batch 128 --precision $p $S
   timed "gpt125m-$p"    python3 -m pipebench run --models gpt --flavour 125m --batch 32 --precision $p $S
-  timed "llama1b-$p"    python3 -m pipebench run --models bench/gpu/llama_1b.py:llama_1b --input-shape 512 \
+  timed "llama1b-$p"    python3 -m pipebench run --models scripts/gpu/llama_1b.py:llama_1b --input-shape 512 \
                           --input-dtype int64 --token-range 32000 --batch 16 --optimizer adamw --precision $p $S
   timed "convnext_s-$p" python3 -m pipebench run --models timm.models:convnext_small --input-shape 3,224,224 \
                           --batch 128 --precision $p $S

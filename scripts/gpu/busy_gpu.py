@@ -1,7 +1,7 @@
 """Issue 5's demonstration: one GPU under a steady background load of our own; the plan that assumes
 equal GPUs against the speed-aware plan, trained side by side in one run.
 
-    python3 bench/gpu/busy_gpu.py [--model gpt] [--batch 64] [--out DIR]
+    python3 scripts/gpu/busy_gpu.py [--model gpt] [--batch 64] [--out DIR]
 
 1. Profile the model on GPU 0 (idle) at every micro-batch size, in a child `pipebench plan`.
 2. Start the load: a child process running matrix products on GPU 1 without pause.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 5 on the 2xH200 machine, from the repository root: the GPU tests, then the busy-GPU
-# demonstration (bench/gpu/busy_gpu.py). Writes ${OUT:-out}/busy-gpu/ and packs it as busy-gpu.tar.gz.
+# demonstration (scripts/gpu/busy_gpu.py). Writes ${OUT:-out}/busy-gpu/ and packs it as busy-gpu.tar.gz.
 set -u
-source bench/gpu/env.sh
+source scripts/gpu/env.sh
 py=${PYTHON:-python3}
 dir=${OUT:-out}/busy-gpu
 mkdir -p "$dir"
@@ -17,5 +17,5 @@ cat "$dir/env.txt"
 if [ -z "${SKIP_TESTS:-}" ]; then
   $py -m pytest tests/test_gpu.py -v -p no:cacheprovider 2>&1 | tee "$dir/gpu-tests.log"
 fi
-$py bench/gpu/busy_gpu.py --out "$dir" ${BUSY_ARGS:-} 2>&1 | tee "$dir/busy-gpu.log"
+$py scripts/gpu/busy_gpu.py --out "$dir" ${BUSY_ARGS:-} 2>&1 | tee "$dir/busy-gpu.log"
 tar -C "$dir/.." -czf "${OUT:-out}/busy-gpu.tar.gz" busy-gpu
