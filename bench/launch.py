@@ -5,7 +5,7 @@ launcher, torch.distributed.run (torchrun), one process per device, rendezvous o
 runs inside `python -m pipebench.bench.launch` (`agent` below), which makes its stores listen on
 127.0.0.1 only. Every case runs in fresh children (or, in `pipebench run`, in a warm group of them that
 runs its cases one after another: WorkerGroups) so that:
-- CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere (the seed's first lesson);
+- CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere (the blog recipe's first lesson);
 - a crash or an out-of-memory in one case cannot take the suite down with it;
 - the workers start with PYTHONSAFEPATH=1 (`python -P`), so a models.py in the user's folder cannot
   shadow our `models` package.

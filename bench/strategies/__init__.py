@@ -119,7 +119,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
              "devicemap:DeviceMapTrainer", False, price="advise:price_device_map", can_checkpoint=False),
-    Strategy("modelparallel", "the seed's hand split at the plan's cuts, no micro-batches",
+    Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
              "modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
     Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
              schedule=SCHEDULES["gpipe"], micro_batched=True),

@@ -1,4 +1,4 @@
-"""nn.DataParallel, as the seed example does: one process replicates the model on every GPU each step.
+"""nn.DataParallel, as the blog recipe does: one process replicates the model on every GPU each step.
 
 The baseline many users still reach for. On the CPU, DataParallel runs the module unchanged.
 """

@@ -1,4 +1,4 @@
-"""The seed's hand-placed model parallelism, generalised: the Plan's stages on their devices, the whole
+"""The blog recipe's hand-placed model parallelism, generalised: the Plan's stages on their devices, the whole
 batch moving from stage to stage, no micro-batches. Only one device works at a time.
 
 The stages are pipebench's split of the model at the Plan's cuts (partition/graph.py), as the chain
