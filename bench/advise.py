@@ -9,7 +9,7 @@ registry names its price, the function here (or in its own module) that predicts
 - device-map: a one-micro-batch Plan at accelerate's own cuts (which builds the model and imports torch
   and accelerate to read its sizes); hybrid: one replica's Plan plus its gradient all-reduce.
 
-    advice = advise(profiles, ["cuda:0", "cuda:1"], caps=[140e9, 140e9])
+    advice = advise(profiles, Request(devices=("cuda:0", "cuda:1"), max_memory=(140e9, 140e9)))
     advice.recommended            # "pp-zbv"
     advice.to_dict()              # {"strategies": [...sorted by predicted samples/s...], "recommended": ...}
 """
@@ -26,6 +26,7 @@ from pipebench.partition.plan import Plan, make_plan, recomputing, shared_cores,
 from pipebench.partition.profile import Profile, calibration, step_spread
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
+from pipebench.request import Request, split_error
 from pipebench.training import Training
 
 __all__ = ["Prediction", "Advice", "TIE", "tie", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
@@ -149,22 +150,22 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
                        scatter_gbps=profile.scatter_gbps)
 
 
-def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequence[str], *,
-            caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-            link_gbps: float | None = None, training: Training = Training(),
+def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Request,
             micro_batches: int | None = None) -> Prediction:
-    """Predict one strategy on `devices` (the single baseline takes the first); caps: bytes per device.
-    The precision is the profiles' own (they were timed in it); `training` gives the optimizer, whose
-    state the memory counts, and the checkpoint mode.
+    """Predict one strategy on the request's devices (the single baseline takes the first) within its caps
+    (bytes per device), at its speeds and links. The precision is the profiles' own (they were timed in
+    it); the request's Training gives the optimizer, whose state the memory counts, and the checkpoint mode.
 
     micro_batches: the count a micro-batched strategy must use (None: the planner's choice)."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    devices = request.devices
     used = list(devices[:strategy.devices_used(len(devices))])
     p = len(used)
-    caps = list(caps[:p]) if caps else None
-    speeds = list(speeds[:p]) if speeds else None
-    links = links_of(profiles[0], link_gbps)
-    prediction = strategy.price_function()(strategy, profiles, used, caps, speeds, links, training,
+    caps = _per_device(request.max_memory, len(devices))
+    caps = caps[:p] if caps else None
+    speeds = list(request.speeds[:p]) if request.speeds else None
+    links = links_of(profiles[0], request.link_gbps)
+    prediction = strategy.price_function()(strategy, profiles, used, caps, speeds, links, request.training,
                                            micro_batches if strategy.micro_batched else None)
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
     spread = prediction.plan.step_spread if prediction.plan else step_spread(profiles, profiles[0].batch // p)
@@ -172,15 +173,19 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], devices: Sequ
     return replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
 
 
-def advise(profiles: Sequence[Profile], devices: Sequence[str], *, strategies: Sequence[str] | None = None,
-           caps: Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-           link_gbps: float | None = None, training: Training = Training()) -> Advice:
-    """Predict `strategies` (default: every one that uses all of `devices`, and the single baseline;
-    replicated pipelines from two copies of their stages up)."""
+def _per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
+    """The request's memory cap(s) as one figure per device."""
+    if caps is None:
+        return None
+    return [float(caps)] * devices if isinstance(caps, (int, float)) else list(caps)
+
+
+def advise(profiles: Sequence[Profile], request: Request, strategies: Sequence[str] | None = None) -> Advice:
+    """Predict `strategies` (default: every one that uses all of the request's devices, and the single
+    baseline; replicated pipelines from two copies of their stages up)."""
     if strategies is None:
-        strategies = usable_strategies(devices)
-    predictions = [predict(name, profiles, devices, caps=caps, speeds=speeds, link_gbps=link_gbps,
-                           training=training) for name in strategies]
+        strategies = usable_strategies(request.devices)
+    predictions = [predict(name, profiles, request) for name in strategies]
     predictions.sort(key=lambda p: (p.predicted_samples_per_s is None, -(p.predicted_samples_per_s or 0.0)))
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
     if not fitting:
@@ -203,18 +208,20 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
             and len(devices) >= 2 * (s.stages_per_replica or 1)]
 
 
-def advice_ranking(devices: Sequence[str], strategies: Sequence[str] | None = None, **options: Any):
-    """The ranking that partition/sizes.py's refine asks for, for advise(profiles, devices, **options):
-    one group per pipeline, the micro-batch counts its planner considered, and one group of every
-    strategy's prediction, each pipeline's at its chosen count, a replica strategy's at its replicas' share.
-    strategies: those of them to rank (None: every usable one)."""
+def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
+    """The ranking that partition/sizes.py's refine asks for, for advise(profiles, request): one group per
+    pipeline, the micro-batch counts its planner considered, and one group of every strategy's prediction,
+    each pipeline's at its chosen count, a replica strategy's at its replicas' share. strategies: those of
+    them to rank (None: every usable one)."""
     from pipebench.partition.plan import candidate_steps
 
+    devices = request.devices
     usable = usable_strategies(devices)
     chosen = usable if strategies is None else [s for s in strategies if s in usable]
+    request = request.with_(micro_batches=None)  # each count profiled is the strategies' to choose
 
     def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
-        predictions = advise(profiles, devices, strategies=chosen, **options).predictions
+        predictions = advise(profiles, request, strategies=chosen).predictions
         plans = [p.plan for p in predictions if p.plan is not None]
         every = [(p.plan.micro_batches if p.plan is not None else get_strategy(p.strategy).devices_used(len(devices)),
                   p.predicted_step_ms) for p in predictions]
@@ -237,12 +244,13 @@ def top_strategies(advice: Advice, k: int) -> list[str]:
 def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
     """A strategy that follows a Plan: the planner's prediction on its schedule."""
     try:
-        plan = make_plan(profiles, devices, schedule=strategy.schedule.name, virtual_stages=strategy.stages_per_device,
-                         micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
-                         speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
-                         link_latency_ms=links.latency_ms,
-                         optimizer=training.optimizer, min_micro_batches=strategy.min_micro_batches(len(devices)),
-                         checkpoint=training.checkpoint if strategy.can_checkpoint else "never",
+        request = Request(devices=tuple(devices), schedule=strategy.schedule.name,
+                          virtual_stages=strategy.stages_per_device,
+                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
+                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
+                          link_latency_ms=links.latency_ms, min_micro_batches=strategy.min_micro_batches(len(devices)),
+                          training=training if strategy.can_checkpoint else replace(training, checkpoint="never"))
+        plan = make_plan(profiles, request,
                          shared_cores=shared_cores(profiles[0], devices) if strategy.process_per_device else None)
     except InfeasibleError as exc:
         return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
@@ -269,9 +277,8 @@ def replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Predict
     micro-batch)."""
     batch = profiles[0].batch
     by_count = {pr.micro_batches: pr for pr in profiles}
-    if batch % p:
-        return Prediction(strategy.name, None, None, [], False, 1, None,
-                          f"batch {batch} does not split over {p} devices")
+    if (why := split_error(batch, p, strategy.name)) is not None:
+        return Prediction(strategy.name, None, None, [], False, 1, None, why)
     if p not in by_count:
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"no profile at the replicas' micro-batch of {batch // p} samples "
@@ -504,8 +511,8 @@ def price_hybrid(strategy, profiles, devices, caps, speeds, links, training, mic
         return unavailable(f"needs {2 * k} or more GPUs, a multiple of {k} ({k} pipeline stages x 2 or more "
                            f"replicas); this run has {p}")
     replicas = p // k
-    if batch % replicas:
-        return unavailable(f"batch {batch} does not split over {replicas} replicas")
+    if (why := split_error(batch, replicas, strategy.name)) is not None:
+        return unavailable(why)
     share = [replace(pr, batch=batch // replicas) for pr in profiles if (batch // replicas) % pr.micro_batch == 0]
     if not share:
         return unavailable(f"no profile at a micro-batch that splits a replica's {batch // replicas} samples")

@@ -16,6 +16,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.partition.plan import Plan
+from pipebench.request import check_recompute, split_error
 from pipebench.training import DEFAULT_PRECISION, Training
 
 __all__ = ["Job"]
@@ -66,9 +67,7 @@ class Job:
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
         self.training  # noqa: B018 (checks precision, optimizer and checkpoint)
-        if self.checkpoint == "always" and not strategy.can_checkpoint:  # auto: it runs without
-            raise UserError(f"{self.strategy} cannot recompute activations (--checkpoint {self.checkpoint}); "
-                            "use --checkpoint never with it")
+        check_recompute(None, self.checkpoint, [strategy])  # auto: it runs without
         if self.gpu_memory is not None and self.gpu_memory <= 0:
             raise UserError(f"gpu_memory must be a positive byte count (got {self.gpu_memory})")
         if self.device_type not in ("cuda", "cpu"):
@@ -91,8 +90,8 @@ class Job:
             if plan.device_count != strategy.devices_used(self.devices):
                 raise UserError(f"the plan is for {plan.device_count} device(s); {self.strategy} runs on "
                                 f"{self.devices}")
-        if strategy.splits_batch and self.batch % self.replicas:
-            raise UserError(f"batch {self.batch} does not split evenly over {self.replicas} {self.strategy} replicas")
+        if strategy.splits_batch and (why := split_error(self.batch, self.replicas, self.strategy)) is not None:
+            raise UserError(why)
 
     @property
     def training(self) -> Training:

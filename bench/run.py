@@ -22,6 +22,7 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, now,
                                    prepare, profile_case_model, run_prepared, unavailable_row)
 from pipebench.errors import UserError
+from pipebench.request import check_recompute, split_error
 from pipebench.training import Training
 from pipebench.units import format_gib
 
@@ -161,8 +162,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                                       counts=profile_counts(options.chunks, machine.devices, batch=batch,
                                                             strategies=list(STRATEGIES)))
-        advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds,
-                        training=options.training)
+        advice = advise(profiled.profiles, machine.request(options.training))
         picked = top_strategies(advice, options.auto)
         ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
                            if p.predicted_samples_per_s)
@@ -263,22 +263,16 @@ def check_options(options: RunOptions, devices: int = 1) -> None:
     needs strategies that can recompute (always; auto runs the others without)."""
     from pipebench import models as zoo
 
-    if options.training.checkpoint == "always":  # auto recomputes where it can, and runs the others without
-        cannot = [name for name in options.strategies if not get_strategy(name).can_checkpoint]
-        if cannot:
-            raise UserError(f"--checkpoint {options.training.checkpoint}: {', '.join(cannot)} cannot recompute "
-                            "activations; leave them out or use --checkpoint never")
+    check_recompute(None, options.training.checkpoint, [get_strategy(name) for name in options.strategies])
     for name, batch in options.models.items():
         own = zoo.is_user_model(name)
         zoo.get_model(name, None if own else options.flavour, device="meta", **options.overrides)
         for chunks in options.chunks:
-            if chunks is not None and batch % chunks:
-                raise UserError(f"--chunks {chunks}: {name}'s batch of {batch} does not split into {chunks} "
-                                "equal micro-batches")
+            if (why := split_error(batch, chunks)) is not None:
+                raise UserError(f"--chunks {chunks}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
-        if splitting and batch % devices:
-            raise UserError(f"--batch {batch}: {splitting[0]} gives each of its {devices} replicas an equal share, "
-                            f"and {name}'s batch of {batch} does not split into {devices}; use a multiple of {devices}")
+        if splitting and (why := split_error(batch, devices, splitting[0])) is not None:
+            raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:

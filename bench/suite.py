@@ -30,6 +30,7 @@ from pipebench.models.source import ModelSource
 from pipebench.specs import is_user_model
 from pipebench.partition.plan import Plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
+from pipebench.request import Request
 from pipebench.training import DEFAULT_PRECISION, Training
 from pipebench.units import format_bytes
 
@@ -97,6 +98,13 @@ class Machine:
     def device_names(self) -> list[str]:
         """"cuda:0", "cuda:1", ... (after CUDA_VISIBLE_DEVICES), or "cpu" once per CPU stand-in."""
         return [f"{self.device_type}:{i}" for i in range(self.devices)]
+
+    def request(self, training: Training = Training(), caps: Sequence[int] | None | str = "machine") -> Request:
+        """What a case on this machine asks of its plans and predictions: every device, their memory caps
+        (the machine's unless `caps` says otherwise: None for none), their speeds, `training`."""
+        caps = self.caps if caps == "machine" else caps
+        return Request(devices=tuple(self.device_names), max_memory=tuple(caps) if caps else None,
+                       speeds=tuple(self.speeds) if self.speeds else None, training=training)
 
     @property
     def hardware(self) -> str:
@@ -186,8 +194,9 @@ def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict
                                      settings=settings, repeats=repeats, micro_batches=micro_batches,
                                      precision=precision, optimizer=optimizer, fresh=fresh, note=say,
                                      progress=progress, rank=advice_ranking(
-                                         list(ranked_on or devices), strategies=list(strategies) or None,
-                                         training=Training(precision=precision, optimizer=optimizer)))
+                                         Request(devices=tuple(ranked_on or devices),
+                                                 training=Training(precision=precision, optimizer=optimizer)),
+                                         strategies=list(strategies) or None))
     save_profiles(profiles, path)
 
 
@@ -233,8 +242,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
             from pipebench.bench.advise import predict
 
             def predicted(caps):
-                return predict(strategy, profiled.profiles, machine.device_names, caps=caps, speeds=machine.speeds,
-                               training=training, micro_batches=case.micro_batches if strategy.micro_batched else None)
+                return predict(strategy, profiled.profiles, machine.request(training, caps),
+                               micro_batches=case.micro_batches if strategy.micro_batched else None)
 
             prediction = predicted(machine.caps)
             over_cap = over_cap_reason(prediction, machine.caps, strategy.needs_plan)

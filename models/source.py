@@ -197,6 +197,12 @@ def _example(example_inputs: Any) -> tuple[tuple[torch.Tensor, ...], tuple[str, 
         raise UserError("an nn.Module needs example_inputs: a batch tensor such as torch.randn(2, 3, 224, 224), a "
                         "tuple of them, or a dict such as {'input_ids': ids, 'attention_mask': mask}, all with the "
                         "same batch size")
+    if len(inputs[0]) == 0 or any(t.numel() == 0 for t in inputs):
+        raise UserError(f"example_inputs is an empty batch (shape {list(inputs[0].shape)}); give at least one sample, "
+                        "e.g. torch.randn(2, 8)")
+    if any(t.device.type == "meta" for t in inputs):
+        raise UserError("example_inputs are on the meta device: they hold no values to run; give real tensors "
+                        "(on the CPU or the GPU you profile on)")
     return tuple(inputs), keywords
 
 

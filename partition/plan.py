@@ -20,6 +20,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes, step_spread
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
+from pipebench.request import BALANCES, Request, check_stage_count, split_error
 from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
 
 __all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
@@ -27,9 +28,6 @@ __all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StageP
 
 FORMAT = "pipebench-plan"
 VERSION = 1
-
-BALANCES = ("time", "params", "uniform")
-
 
 class PlanError(UserError):
     """A plan file that is missing, unreadable or malformed; the message names the field."""
@@ -249,8 +247,7 @@ def transfer_ms(nbytes: float, link_gbps: float, latency_ms: float = 0.0) -> flo
 
 def uniform_bounds(layers: int, stages: int) -> list[int]:
     """Equal layer counts per stage (the earlier stages take the remainder)."""
-    if stages > layers:
-        raise UserError(f"more stages than layers ({stages} > {layers})")
+    check_stage_count(stages, layers)
     base, extra = divmod(layers, stages)
     bounds = [0]
     for s in range(stages):
@@ -265,8 +262,8 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
     like any Plan but predicts nothing (its predicted figures are 0). The way to try a split of your own,
     and what the tests use to run many splits without profiling."""
     sched.get_schedule(schedule)
-    if micro_batches < 1 or batch % micro_batches:
-        raise UserError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
+    if (why := split_error(batch, micro_batches)) is not None:
+        raise UserError(why)
     p = len(devices) * virtual_stages
     by_hand = bounds is not None
     bounds = list(bounds) if by_hand else uniform_bounds(len(layers), p)
@@ -286,90 +283,51 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
                 checkpoint="always" if recompute else "never")
 
 
-def check_recompute(schedule: str, checkpoint: str) -> None:
-    """Refuse checkpoint always with a zero-bubble schedule (UserError): it splits the backward in two,
-    and recomputing needs it whole. `plan` calls it before profiling, make_plan again."""
-    if checkpoint == "always" and sched.get_schedule(schedule).split_backward:
-        raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
-                        "(choose another schedule or --checkpoint never)")
-
-
-def make_plan(
-    profiles: Sequence[Profile],
-    devices: Sequence[str],
-    *,
-    schedule: str = sched.DEFAULT_SCHEDULE,
-    balance: str = "time",
-    micro_batches: int | None = None,
-    max_memory: float | Sequence[float] | None = None,
-    speeds: Sequence[float] | None = None,
-    link_gbps: float = 0.0,
-    link_latency_ms: float = 0.0,
-    optimizer: str = "sgd",
-    virtual_stages: int = 1,
-    min_micro_batches: int = 1,
-    checkpoint: str = "never",
-    shared_cores: sched.SharedCores | None = None,
-) -> Plan:
-    """Plan `virtual_stages` stages per entry of `devices`, placed as `schedule` places them.
+def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sched.SharedCores | None = None) -> Plan:
+    """Plan `request.virtual_stages` stages per device of `request.devices`, placed as its schedule places
+    them (pipebench/request.py says what each field asks).
 
     profiles: the model profiled at one or more micro-batch sizes (same model and global batch).
-    micro_batches: use this count (its profile must be among `profiles`); None picks among those profiled
-        the count with the highest predicted throughput, ties within the profile's noise going to the
-        smaller bubble (choose_micro_batches).
-    max_memory: bytes per device (one figure or one per device); the plan never exceeds it. With v stages
-        per device each stage gets 1/v of its device's cap (a simplification that never overshoots).
-    speeds: per-device speed factors relative to the profiled device (2.0 = twice as fast).
-    link_gbps: GB/s between neighbouring stages; activation transfers are priced at bytes / bandwidth,
-        plus link_latency_ms each.
-    min_micro_batches: the fewest micro-batches the executor accepts (torch's Schedule1F1B wants one per
-        stage at least); fewer are neither picked nor accepted.
-    checkpoint: never, always (every stage recomputes its activations), or auto (the cuts without
-        recomputing when they fit the caps; else the cuts that fit with recomputing, where each stage
-        that fits without it keeps its activations). The recompute is priced in the simulated step.
-        Zero-bubble schedules split the backward, which recomputing needs whole: always is refused, and
-        auto plans them without.
+    request.micro_batches: use this count (its profile must be among `profiles`); None picks among those
+        profiled the count with the highest predicted throughput, ties within the profile's noise going to
+        the smaller bubble (choose_micro_batches); fewer than request.min_micro_batches are neither picked
+        nor accepted.
+    request.max_memory: bytes per device; the plan never exceeds it. With v stages per device each stage
+        gets 1/v of its device's cap (a simplification that never overshoots).
+    request.links(profile): the link that prices each activation transfer, bytes / bandwidth plus latency.
+    request.training.checkpoint: never, always (every stage recomputes its activations), or auto (the cuts
+        without recomputing when they fit the caps; else the cuts that fit with recomputing, where each
+        stage that fits without it keeps its activations). The recompute is priced in the simulated step.
+        Zero-bubble schedules split the backward, which recomputing needs whole: always is refused (by the
+        Request), and auto plans them without.
     shared_cores: the devices are CPU processes on one machine's cores (schedule.SharedCores); None: each
         device computes on its own (GPUs).
     """
-    Training(optimizer=optimizer, checkpoint=checkpoint)  # refused as the Training refuses them
-    check_recompute(schedule, checkpoint)
-    if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
-        checkpoint = "never"
-    if balance not in BALANCES:
-        raise UserError(f"unknown balance {balance!r}; choose one of: {', '.join(BALANCES)}")
-    if not profiles:
-        raise UserError("need at least one profile")
-    if virtual_stages < 1:
-        raise UserError(f"need at least one stage per device (got {virtual_stages})")
-    sched.placement(schedule, len(devices) * virtual_stages, len(devices))  # one clear error if it does not fit
-    batch = profiles[0].batch
+    request.check_profiles(profiles)
+    sched.placement(request.schedule, request.stages, len(request.devices))  # one clear error if it does not fit
+    batch, minimum = profiles[0].batch, request.min_micro_batches
     by_count = {p.micro_batches: p for p in profiles}
-    if micro_batches is not None:
-        if micro_batches < 1 or batch % micro_batches:
-            raise UserError(f"batch {batch} does not split into {micro_batches} equal micro-batches")
-        if micro_batches not in by_count:
+    if (chosen := request.chosen) is not None:
+        if chosen not in by_count:
             have = ", ".join(str(m) for m in sorted(by_count))
-            raise UserError(f"no profile at micro-batch size {batch // micro_batches} "
-                             f"({micro_batches} micro-batches); profiled counts: {have}")
-        if micro_batches < min_micro_batches:
-            raise UserError(f"{micro_batches} micro-batch(es) are too few: this schedule needs at least "
-                             f"{min_micro_batches}")
-        counts = [micro_batches]
+            raise UserError(f"no profile at micro-batch size {batch // chosen} "
+                             f"({chosen} micro-batches); profiled counts: {have}")
+        if chosen < minimum:
+            raise UserError(f"{chosen} micro-batch(es) are too few: this schedule needs at least {minimum}")
+        counts = [chosen]
     else:
-        counts = [m for m in sorted(by_count) if m >= min_micro_batches]
+        counts = [m for m in sorted(by_count) if m >= minimum]
         if not counts:
-            raise UserError(f"no profiled micro-batch count reaches the {min_micro_batches} this schedule needs "
+            raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
                              f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
+    links = request.links(profiles[0])
 
     candidates: list[dict[str, Any]] = []
     plans: list[Plan] = []
     first_error: InfeasibleError | None = None
     for m in counts:
         try:
-            plan = _plan_for(by_count[m], devices, schedule, balance, max_memory, speeds, link_gbps, optimizer,
-                             virtual_stages, latency=link_latency_ms, others=profiles, checkpoint=checkpoint,
-                             shared=shared_cores)
+            plan = _plan_for(by_count[m], request, links=links, others=profiles, shared=shared_cores)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
@@ -381,27 +339,22 @@ def make_plan(
         assert first_error is not None
         raise first_error
     best = choose_micro_batches(plans)
-    if balance == "time":
-        best = _plan_for(by_count[best.micro_batches], devices, schedule, balance, max_memory, speeds, link_gbps,
-                         optimizer, virtual_stages, polish=True, latency=link_latency_ms,
-                         others=profiles, checkpoint=checkpoint, shared=shared_cores)
+    if request.balance == "time":
+        best = _plan_for(by_count[best.micro_batches], request, links=links, others=profiles, shared=shared_cores,
+                         polish=True)
         candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
     best.candidates = candidates
     return best
 
 
-def plan_ranking(devices: Sequence[str], **options: Any) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
+def plan_ranking(request: Request) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
     """The ranking that partition/sizes.py's refine asks for, for one plan: rank(profiles) -> one group,
-    each micro-batch count make_plan(profiles, devices, **options) considered with its predicted step
-    (None where it does not fit); no group when nothing fits. Without link_gbps (shared_cores) in
-    `options`, the link (the cores' sharing) the profiles measured prices the plan, as pipebench.plan does."""
+    each micro-batch count make_plan(profiles, request) considered with its predicted step (None where it
+    does not fit); no group when nothing fits. The cores' sharing the profiles measured prices CPU
+    stand-ins, as pipebench.plan does."""
     def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
-        links = {} if "link_gbps" in options else {"link_gbps": profiles[0].link_gbps or 0.0,
-                                                   "link_latency_ms": profiles[0].link_latency_ms or 0.0}
-        if "shared_cores" not in options:  # as pipebench.plan prices CPU stand-ins
-            links["shared_cores"] = shared_cores(profiles[0], devices)
         try:
-            plan = make_plan(profiles, devices, **links, **options)
+            plan = make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
         except UserError:  # InfeasibleError too: nothing to choose between
             return []
         return [candidate_steps(plan)]
@@ -430,9 +383,11 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
     if not 1 <= stages <= len(devices) or bounds[0] != 0 or bounds[-1] != n or any(
             a >= b for a, b in zip(bounds, bounds[1:])):
         raise UserError(f"bounds {list(bounds)} are not 1 to {len(devices)} non-empty stages of {n} layers")
-    return _plan_for(by_count[micro_batches], list(devices[:stages]), schedule, balanced_by, None,
-                     list(speeds[:stages]) if speeds else None, link_gbps, optimizer, 1, latency=link_latency_ms,
-                     others=profiles, given_bounds=bounds, shared=shared_cores)
+    request = Request(devices=tuple(devices[:stages]), schedule=schedule, micro_batches=micro_batches,
+                      speeds=tuple(speeds[:stages]) if speeds else None, link_gbps=link_gbps,
+                      link_latency_ms=link_latency_ms, training=Training(optimizer=optimizer))
+    return _plan_for(by_count[micro_batches], request, links=(link_gbps, link_latency_ms), others=profiles,
+                     given_bounds=bounds, balanced_by=balanced_by, shared=shared_cores)
 
 
 PROFILE_NOISE = 0.03
@@ -461,32 +416,33 @@ def _candidate(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps, optimizer, virtual_stages,
-              polish=False, latency=0.0, others=(), checkpoint="never", given_bounds=None, shared=None) -> Plan:
-    """One micro-batch count's plan; `others`: the profiles of the other counts (one of them may hold the
-    whole step that calibrates this one); `given_bounds`: cuts decided elsewhere (plan_with_bounds)."""
-    layers = profile.layers
-    v = virtual_stages
-    p = len(devices) * v  # stages
+def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
+              polish: bool = False, given_bounds: Sequence[int] | None = None, balanced_by: str | None = None,
+              shared: sched.SharedCores | None = None) -> Plan:
+    """One micro-batch count's plan; `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
+    other counts (one of them may hold the whole step that calibrates this one); `given_bounds`: cuts
+    decided elsewhere (plan_with_bounds), named `balanced_by`."""
+    layers, devices, schedule, balance = profile.layers, request.devices, request.schedule, request.balance
+    link_gbps, latency = links
+    checkpoint = request.training.checkpoint
+    if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
+        checkpoint = "never"
+    v = request.virtual_stages
+    p = request.stages
     n = len(layers)
-    if p > n:
-        raise UserError(f"more stages than layers ({p} > {n})")
+    check_stage_count(p, n)
     m = profile.micro_batches
     where = sched.placement(schedule, p, len(devices))  # device index of each stage
-    device_speeds = [1.0] * len(devices) if speeds is None else list(speeds)
-    if len(device_speeds) != len(devices):
-        raise UserError(f"need one speed per device ({len(device_speeds)} != {len(devices)})")
+    device_speeds = [1.0] * len(devices) if request.speeds is None else list(request.speeds)
     speeds = [device_speeds[d] for d in where]
     scale = stage_scale([profile, *others], p)
     prices = cut_prices(layers, link_gbps, latency)
-    memory = StageMemory(layers, 2 + OPTIMIZER_STATES[optimizer], schedule, m, p,
+    memory = StageMemory(layers, 2 + request.training.states, schedule, m, p,
                          unmodelled=unmodelled_bytes([profile, *others], profile.micro_batch))
     caps = None
-    if max_memory is not None:
-        per_device = ([float(max_memory)] * len(devices) if isinstance(max_memory, (int, float))
-                      else [float(c) for c in max_memory])
-        if len(per_device) != len(devices):
-            raise UserError(f"need one memory cap per device ({len(per_device)} != {len(devices)})")
+    if request.max_memory is not None:
+        per_device = ([request.max_memory] * len(devices) if isinstance(request.max_memory, float)
+                      else list(request.max_memory))
         caps = [per_device[d] / v for d in where]
 
     keep_cost = StageCost(layers, speeds, prices, scale, shared)
@@ -574,7 +530,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         micro_batches=m,
         micro_batch_size=profile.micro_batch,
         schedule=schedule,
-        balanced_by=balance,
+        balanced_by=balanced_by or balance,
         device_name=profile.device_name,
         bounds=list(bounds),
         stages=stages,
@@ -582,7 +538,7 @@ def _plan_for(profile, devices, schedule, balance, max_memory, speeds, link_gbps
         predicted_samples_per_s=profile.batch / step_ms * 1e3 if step_ms > 0 else float("inf"),
         bubble_fraction=timeline.bubble_fraction,
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
-        optimizer=optimizer,
+        optimizer=request.training.optimizer,
         precision=profile.precision,
         checkpoint=checkpoint,
         link_gbps=link_gbps,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Sequence
 from pipebench.errors import UserError
+from pipebench.request import check_stage_count
 from pipebench.units import format_bytes
 
 __all__ = ["InfeasibleError", "solve", "solve_intervals", "stage_times", "stage_memory", "bottleneck"]
@@ -127,9 +128,7 @@ def solve_intervals(
     device time (what the CPU launches and what the device runs overlap), which is no sum of per-layer
     figures. Exact by dynamic programming over (stage, end): O(stages x n^2) calls of `cost`, fine for
     the at most a few hundred cut candidates a model has; `solve` is the fast path for additive costs."""
-    if stages < 1 or stages > n:
-        raise UserError(f"more stages than layers ({stages} > {n})" if stages > n else
-                        f"need at least one stage (got {stages})")
+    check_stage_count(stages, n)
     prices = [0.0] * max(n - 1, 0) if cut_prices is None else [float(c) for c in cut_prices]
     price_in = [0.0, *prices, 0.0]  # price_in[a]: the cut before layer a; price_in[b] also the cut after b - 1
     mem_prefix = None if memory is None else [0.0, *accumulate(float(m) for m in memory)]
@@ -183,10 +182,7 @@ def stage_memory(memory: Sequence[float], bounds: Sequence[int]) -> list[float]:
 
 def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
     n = len(costs)
-    if stages < 1:
-        raise UserError(f"need at least one stage (got {stages})")
-    if stages > n:
-        raise UserError(f"more stages than layers ({stages} > {n})")
+    check_stage_count(stages, n)
     if not all(0 <= c < float("inf") for c in costs):  # NaN too: it fails every comparison
         raise ValueError("layer costs must be finite and >= 0")
     speeds = [1.0] * stages if speeds is None else [float(v) for v in speeds]

@@ -15,9 +15,11 @@ from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, StagePlan, make_plan
 from pipebench.partition.profile import LayerProfile, Profile, load_profiles, save_profiles
 from pipebench.partition.solver import InfeasibleError, solve
+from pipebench.request import Request
+from pipebench.training import Training
 from pipebench.version import __version__
 
 __all__ = [
-    "plan", "profile", "plan_devices", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
+    "plan", "profile", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
     "load_profiles", "save_profiles", "solve", "InfeasibleError", "UserError",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
+from dataclasses import fields
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -20,43 +21,81 @@ from pipebench.partition.plan import Plan, make_plan, plan_ranking, shared_cores
 from pipebench.partition.sizes import Ranking
 from pipebench.partition.profile import Profile
 from pipebench.partition.schedule import DEFAULT_SCHEDULE
-from pipebench.training import DEFAULT_PRECISION, Training
+from pipebench.request import Request, count_of
+from pipebench.training import Training
 
-__all__ = ["profile", "plan", "plan_devices"]
+__all__ = ["profile", "plan", "plan_devices", "Request"]
 
 
-def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None,
-                 virtual_stages: int = 1) -> list[str]:
-    """The device of each pipeline position: one per GPU in `gpus`, else `stages` on `device` (cpu, cuda
-    for the current GPU, or cuda:N)."""
+def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
+    """The device of each pipeline position: one per GPU in `gpus`, else `stages` (default 2) on `device`
+    (cpu, cuda for the current GPU, or cuda:N)."""
     from pipebench.hardware.probes import resolve_device
 
+    if gpus is not None and stages is not None:
+        raise UserError("give gpus or stages, not both")
     if gpus is not None:
-        if stages is not None:
-            raise UserError("give gpus or stages, not both")
-        gpus = list(gpus)
+        if isinstance(gpus, (str, bytes)) or not isinstance(gpus, Sequence):
+            raise UserError(f"gpus takes a list of GPU ids such as [0, 1] (got {gpus!r:.40})")
         if not gpus:
             raise UserError("gpus names no GPU")
-        return [f"cuda:{i}" for i in gpus]
-    stages = 2 if stages is None else stages
-    if stages < 1:
-        raise UserError(f"stages must be at least 1 (got {stages})")
+        return [f"cuda:{count_of(i, 'a GPU id', low=0)}" for i in gpus]
+    stages = 2 if stages is None else count_of(stages, "stages")
     return [resolve_device(device, check=False)] * stages
 
 
-def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str = "cpu",
-            devices: Sequence[str] | None = None, micro_batches: int | str | Sequence[int] = "auto",
-            repeats: int | None = None,
-            flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
-            link_gbps: float | None = None, granularity: int | None = None,
-            note: Callable[[str], None] | None = None,
+def _request(request: Request | None, asked: dict[str, Any], *, stages: int | None = None) -> Request:
+    """`request`, or the Request that the keywords `asked` say: the devices as `devices`, `gpus` (one stage
+    per GPU id) or `stages` (default: the one given here, else 2) on `device` (default cpu); the Training
+    whole or as its parts (precision, optimizer, checkpoint: its defaults for those not given); every other
+    keyword a field of Request (TypeError for any other name). Both a request and keywords: refused."""
+    from pipebench.hardware.probes import resolve_device
+
+    if request is not None:
+        if asked:
+            raise UserError(f"give request or {', '.join(sorted(asked))}, not both")
+        if not isinstance(request, Request):
+            raise UserError(f"request takes a pipebench Request (got {type(request).__name__})")
+        return request
+    asked = dict(asked)
+    where = {name: asked.pop(name, None) for name in ("devices", "gpus", "stages", "device")}
+    parts = {name: asked.pop(name, None) for name in ("precision", "optimizer", "checkpoint")}
+    training = asked.pop("training", None)
+    unknown = sorted(set(asked) - {f.name for f in fields(Request)})
+    if unknown:
+        raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
+                        f"optimizer, checkpoint and {', '.join(f.name for f in fields(Request) if f.name != 'devices')}")
+    devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
+    if devices is not None:
+        if where["gpus"] is not None or where["stages"] is not None:
+            raise UserError("give devices, gpus or stages, not more than one")
+        if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence) or not devices:
+            raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.40})")
+        devices = [resolve_device(d, check=False) for d in devices]
+        if where["device"] is not None and resolve_device(device, check=False) != devices[0]:
+            raise UserError(f"device {device!r} is not the first of devices {devices!r}")
+    else:
+        count = where["stages"] if where["stages"] is not None or where["gpus"] is not None else stages
+        devices = plan_devices(stages=count, device=device, gpus=where["gpus"])
+    given = {name: value for name, value in parts.items() if value is not None}
+    if training is not None and given:
+        raise UserError(f"give training or {', '.join(given)}, not both")
+    return Request(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
+
+
+def profile(model: Any, example_inputs: Any = None, request: Request | None = None, *, flavour: str | None = None,
+            settings: dict[str, Any] | None = None, data_dir: str | None = None,
+            loss_fn: Callable[[Any, Any], Any] | None = None, note: Callable[[str], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None,
-            precision: str = DEFAULT_PRECISION, optimizer: str = "sgd", cache: bool = True,
-            fresh: bool = False, loss_fn: Callable[[Any, Any], Any] | None = None,
-            before_measuring: Callable[[], None] | None = None, rank: Ranking | None = None) -> list[Profile]:
-    """Profile every layer of `model` on `device` at the micro-batch sizes a plan for `batch` considers,
-    in `precision` (fp32, tf32 or bf16: pipebench/training.py); `optimizer` is the one whose update the
-    whole step includes.
+            before_measuring: Callable[[], None] | None = None, rank: Ranking | None = None,
+            **asked: Any) -> list[Profile]:
+    """Profile every layer of `model` on the request's first device at the micro-batch sizes a plan for its
+    batch considers, in its Training's precision (fp32, tf32 or bf16: pipebench/training.py), the whole
+    step including its optimizer's update.
+
+    request: what is asked (pipebench/request.py), or its fields as keywords: batch (required), device
+        (default cpu) or devices, micro_batches, repeats, granularity, link_gbps, precision and optimizer
+        (or training), cache, fresh. One clear UserError for a value of the wrong type or out of range.
 
     model: a registry name ("resnet101", see `pipebench models`), `path/to/file.py:NAME` or
         `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss, output;
@@ -94,30 +133,31 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
     from pipebench.hardware.probes import resolve_device
     from pipebench.specs import micro_batch_counts
 
-    if batch < 1:
-        raise UserError(f"batch must be at least 1 (got {batch})")
-    training = Training(precision=precision, optimizer=optimizer)  # one clear line for an unknown name
-    if isinstance(micro_batches, (list, tuple)):  # several counts, e.g. what a run's cases need
-        counts = sorted({m for c in micro_batches for m in micro_batch_counts(int(c), batch)})
+    request = _request(request, asked, stages=1)
+    if request.batch is None:
+        raise UserError("profile needs the global batch size, e.g. batch=64")
+    batch, training, micro_batches = request.batch, request.training, request.micro_batches
+    if isinstance(micro_batches, tuple):  # several counts, e.g. what a run's cases need
+        counts = sorted({m for c in micro_batches for m in micro_batch_counts(c, batch)})
     else:
-        counts = micro_batch_counts(None if micro_batches == "auto" else int(micro_batches), batch)
-    device = resolve_device(device)
-    devices = [resolve_device(d) for d in devices] if devices else None
-    if micro_batches == "auto" and devices and len(devices) > 1 and batch % len(devices) == 0:
+        counts = micro_batch_counts(micro_batches, batch)
+    devices = [resolve_device(d) for d in request.devices]
+    device = devices[0]
+    auto = micro_batches is None
+    if auto and len(devices) > 1 and batch % len(devices) == 0:
         counts = sorted({*counts, len(devices)})  # the replicas' share (DDP, DataParallel), 3 devices too
     on_gpu = device.startswith("cuda")
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
                         "file")
-    repeats = repeats if repeats is not None else (5 if on_gpu else 3)
-    if repeats < 1:
-        raise UserError(f"repeats must be at least 1 (got {repeats})")
+    repeats = request.repeats if request.repeats is not None else (5 if on_gpu else 3)
+    granularity, cache, fresh, link_gbps = request.granularity, request.cache, request.fresh, request.link_gbps
     # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what each
     # worker standing in for a device gets (hardware/cpu.py).
-    threads = None if on_gpu else threads_per_device(len(devices or [device]))
+    threads = None if on_gpu else threads_per_device(len(devices))
     warmup = 2 if on_gpu else 1
     asked = dict(cache=cache, settings=settings, data_dir=data_dir, batch=batch, device=device,
-                 devices=devices or [device], threads=threads, training=training, repeats=repeats, warmup=warmup,
+                 devices=devices, threads=threads, training=training, repeats=repeats, warmup=warmup,
                  granularity=granularity)
     store, keys, link_key = _cache_keys(model, counts, flavour=flavour, **asked)
     cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
@@ -176,8 +216,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
             measured.extend(got)
         return [cached[m] for m in wanted if m in cached] + got
 
-    auto = micro_batches == "auto"
-    first = sizes.anchors(counts, required=[len(devices)] if devices and len(devices) > 1 else []) if auto else counts
+    first = sizes.anchors(counts, required=[len(devices)] if len(devices) > 1 else []) if auto else counts
     if missing := [m for m in first if m not in cached]:
         measure(missing)
     if cached and note:
@@ -190,7 +229,7 @@ def profile(model: Any, example_inputs: Any = None, *, batch: int, device: str =
 
     links_kept = store if store is not None else (link_cache() if cache else None)
     reuse = links_kept if not fresh and (store is None or len(measured) == len(cached)) else None
-    links = _links(list(devices or [device]), on_gpu, link_gbps, note, store=reuse, keep=links_kept, key=link_key)
+    links = _links(devices, on_gpu, link_gbps, note, store=reuse, keep=links_kept, key=link_key)
 
     def with_links(profiles: list[Profile]) -> list[Profile]:
         for p in profiles:
@@ -214,7 +253,7 @@ def _default_ranking(devices: Sequence[str] | None) -> Ranking | None:
     default schedule's plan over them; on one, nothing (no pipeline to choose for)."""
     if not devices or len(devices) < 2:
         return None
-    return plan_ranking(list(devices), schedule=DEFAULT_SCHEDULE)
+    return plan_ranking(Request(devices=tuple(devices), schedule=DEFAULT_SCHEDULE))
 
 
 def _is_module(model: Any) -> bool:
@@ -295,63 +334,34 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     return links
 
 
-def plan(model: Any = None, example_inputs: Any = None, *, batch: int | None = None, stages: int | None = None,
-         device: str = "cpu", gpus: Sequence[int] | None = None, schedule: str = DEFAULT_SCHEDULE,
-         micro_batches: int | str = "auto", virtual_stages: int | None = None, balance: str = "time",
-         max_memory: float | Sequence[float] | None = None, speeds: Sequence[float] | None = None,
-         link_gbps: float | None = None, optimizer: str | None = None, precision: str | None = None,
-         checkpoint: str | None = None, training: Training | None = None, profiles: Sequence[Profile] | None = None,
-         flavour: str | None = None, settings: dict[str, Any] | None = None, repeats: int | None = None,
-         granularity: int | None = None, note: Callable[[str], None] | None = None,
-         loss_fn: Callable[[Any, Any], Any] | None = None) -> Plan:
+def plan(model: Any = None, example_inputs: Any = None, request: Request | None = None, *,
+         profiles: Sequence[Profile] | None = None, flavour: str | None = None, settings: dict[str, Any] | None = None,
+         data_dir: str | None = None, loss_fn: Callable[[Any, Any], Any] | None = None,
+         note: Callable[[str], None] | None = None, progress: Callable[[int, int, str], None] | None = None,
+         **asked: Any) -> Plan:
     """Profile `model` (unless `profiles` are given) and return the Plan with the fastest predicted step.
 
-    Stages: one per GPU in `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu").
-    schedule: gpipe, 1f1b, interleaved, zb-interleaved or zbv; the last three put `virtual_stages`
-    (default 2) stages on each device. micro_batches: "auto" picks the count with the highest predicted
-    throughput among those profiled. max_memory: bytes per device the plan must stay within. speeds:
-    per-device speed factors (a busy GPU is slower). link_gbps: GB/s that prices a cut (default: what
-    the profile measured; 0 when nothing was). model, example_inputs, settings, loss_fn: as for profile().
-    training: how the model trains (pipebench/training.py), or its parts: precision (that of the profile
-    made here), optimizer (whose states the memory counts) and checkpoint (never, auto or always: which
-    stages recompute their activations); the Training's defaults for those not given.
+    request: what is asked (pipebench/request.py), or its fields as keywords: the stages as one per GPU in
+    `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu"); schedule (gpipe, 1f1b,
+    interleaved, zb-interleaved or zbv; the last three put `virtual_stages`, default 2, stages on each
+    device); micro_batches ("auto" picks the count with the highest predicted throughput among those
+    profiled); max_memory (bytes per device the plan must stay within); speeds (per-device speed factors:
+    a busy GPU is slower); link_gbps (GB/s that prices a cut; default: what the profile measured, 0 when
+    nothing was); training, or its parts: precision (that of the profile made here), optimizer (whose
+    states the memory counts) and checkpoint (never, auto or always: which stages recompute their
+    activations); repeats and granularity as for profile(). Each is checked once, one clear UserError.
+    model, example_inputs, flavour, settings, data_dir, loss_fn, note, progress: as for profile().
     """
-    from pipebench.specs import virtual_stages as stages_per_device
-
-    training = _training_of(training, precision=precision, optimizer=optimizer, checkpoint=checkpoint)
-    virtual = stages_per_device(schedule, virtual_stages)
-    devices = plan_devices(stages=stages, device=device, gpus=gpus)
+    request = _request(request, asked)
     if profiles is None:
         if model is None:
             raise UserError("plan needs a model (or profiles)")
-        if batch is None:
+        if request.batch is None:
             raise UserError("plan needs the global batch size, e.g. batch=256")
-        options = dict(schedule=schedule, balance=balance, max_memory=max_memory, speeds=speeds,
-                       optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual,
-                       **({"link_gbps": link_gbps} if link_gbps is not None else {}))
-        profiles = profile(model, example_inputs, batch=batch, device=devices[0], devices=devices,
-                           micro_batches=micro_batches, repeats=repeats, flavour=flavour, settings=settings,
-                           link_gbps=link_gbps, granularity=granularity, note=note, loss_fn=loss_fn,
-                           precision=training.precision, optimizer=training.optimizer,
-                           rank=plan_ranking(devices, **options))
-    elif batch is not None and batch != profiles[0].batch:
-        raise UserError(f"batch {batch} does not match the profile's batch {profiles[0].batch}")
-    latency_ms = 0.0
-    if link_gbps is None:
-        link_gbps, latency_ms = profiles[0].link_gbps or 0.0, profiles[0].link_latency_ms or 0.0
-    chosen = None if micro_batches == "auto" else int(micro_batches)
-    return make_plan(profiles, devices, schedule=schedule, balance=balance, micro_batches=chosen,
-                     max_memory=max_memory, speeds=speeds, link_gbps=link_gbps, link_latency_ms=latency_ms,
-                     optimizer=training.optimizer, checkpoint=training.checkpoint, virtual_stages=virtual,
-                     shared_cores=shared_cores(profiles[0], devices))
-
-
-def _training_of(training: Training | None, **parts: str | None) -> Training:
-    """`training`, or the Training made of the parts given (its defaults for the others); both: refused."""
-    given = {name: value for name, value in parts.items() if value is not None}
-    if training is None:
-        return Training(**given)
-    if given:
-        raise UserError(f"give training or {', '.join(given)}, not both")
-    return training
-
+        request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
+        profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
+                           loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
+    elif isinstance(profiles, Profile):
+        profiles = [profiles]
+    request.check_profiles(profiles)
+    return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))

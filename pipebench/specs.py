@@ -22,8 +22,7 @@ from pipebench.errors import UserError
 from pipebench.errors import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
-           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "parse_link_gbps", "parse_override",
-           "virtual_stages"]
+           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "parse_link_gbps", "parse_override"]
 
 AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """The micro-batch counts `--chunks auto` considers (those that split the batch)."""
@@ -112,8 +111,10 @@ def micro_batch_counts(chunks: int | None, batch: int) -> list[int]:
     up to 64 that split the batch into equal micro-batches."""
     if chunks is None:
         return [m for m in AUTO_CHUNK_COUNTS if m <= batch and batch % m == 0]
-    if batch % chunks:
-        raise UserError(f"batch {batch} does not split into {chunks} equal micro-batches")
+    from pipebench.request import split_error
+
+    if (why := split_error(batch, chunks)) is not None:
+        raise UserError(why)
     return [chunks]
 
 
@@ -218,22 +219,3 @@ def parse_override(text: str) -> tuple[str, int | float | str]:
     if _NUMBER.fullmatch(value.strip()):
         return key, parse_number(value, f"--set {key}", -1e300, 1e300)  # a finite float
     return key, value
-
-
-def virtual_stages(schedule: str, asked: int | None) -> int:
-    """`--virtual-stages` for `schedule`: 1 for gpipe and 1f1b, 2 by default for the multi-stage schedules
-    (exactly 2 for zbv)."""
-    from pipebench.partition.schedule import get_schedule
-
-    kind = get_schedule(schedule)
-    if kind.stages_per_device == 1:
-        if asked not in (None, 1):
-            raise UserError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
-        return 1
-    if asked is None:
-        return kind.stages_per_device
-    if kind.fixed_stages_per_device and asked != kind.stages_per_device:
-        raise UserError(f"--virtual-stages {asked}: {schedule} runs exactly {kind.stages_per_device} stages per device")
-    if asked < 1:
-        raise UserError(f"--virtual-stages takes a positive integer (got {asked})")
-    return asked

@@ -52,6 +52,7 @@ from typing import Iterator, Sequence
 
 from pipebench.partition.cache import LINK_FIELDS
 from pipebench.tables import text_table
+from pipebench.request import Request
 
 BATCH = 8
 DEVICES = ["cpu:0", "cpu:1"]
@@ -121,7 +122,7 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
                                env={**os.environ, "PYTHONPATH": str(old_code)}, cwd=old_code, stdout=subprocess.DEVNULL)
                 keep(load_profiles(path), f"{model}-old-code{r}")
             auto = pipebench.profile(model, batch=BATCH, device="cpu", devices=["cpu"] * 2, flavour="tiny",
-                                     micro_batches="auto", cache=False, rank=advice_ranking(DEVICES))
+                                     micro_batches="auto", cache=False, rank=advice_ranking(Request(devices=DEVICES)))
             keep(auto, f"{model}-auto-run{r}")
 
 
@@ -191,7 +192,7 @@ def interpolated(dynamic: list) -> list:
     by_count = {p.micro_batches: p for p in dynamic}
     counts = sorted(by_count)
     first = [by_count[m] for m in sizes.anchors(counts, required=[len(DEVICES)])]
-    return sizes.refine(first, counts, advice_ranking(DEVICES), lambda wanted: [by_count[m] for m in wanted])
+    return sizes.refine(first, counts, advice_ranking(Request(devices=DEVICES)), lambda wanted: [by_count[m] for m in wanted])
 
 
 @contextmanager
@@ -228,7 +229,7 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
     micro = row.micro_batches if get_strategy(strategy).micro_batched else None
     try:
         with pricing(on):
-            return predict(strategy, profiles, DEVICES, training=training, micro_batches=micro).predicted_step_ms
+            return predict(strategy, profiles, Request(devices=DEVICES, training=training), micro_batches=micro).predicted_step_ms
     except UserError:
         return None
 

@@ -21,6 +21,7 @@ import argparse
 import os
 import statistics
 from pathlib import Path
+from pipebench.request import Request
 
 MODELS = {  # small enough for a 2-core CPU, large enough that a layer takes milliseconds
     "gpt": dict(flavour="tiny", settings={"width": 256, "depth": 4, "seq_len": 64, "vocab": 1024}),
@@ -59,8 +60,8 @@ def _choice(profiles, devices):
     from pipebench.bench.advise import advise
     from pipebench.partition.plan import make_plan
 
-    plan = make_plan(profiles, devices, schedule="1f1b")
-    advice = advise(profiles, devices)
+    plan = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=0.0))
+    advice = advise(profiles, Request(devices=devices))
     return plan, advice
 
 
@@ -92,7 +93,7 @@ def compare(name: str, batch: int) -> dict:
                      "bytes": _errors(guess, by_count[m], BYTES)})
     measured_plan, measured_advice = _choice(first, devices)
     choices = {}
-    for what, rank in (("plan", plan_ranking(devices, schedule="1f1b")), ("advise", advice_ranking(devices))):
+    for what, rank in (("plan", plan_ranking(Request(devices=devices, schedule="1f1b"))), ("advise", advice_ranking(Request(devices=devices)))):
         asked: list[int] = []
 
         def measure(wanted, asked=asked):

@@ -16,6 +16,7 @@ from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles, step_spread
 from pipebench.training import Training
+from pipebench.request import Request
 
 
 def layer(name, fwd, bwd, param_bytes, saved=1000):
@@ -63,7 +64,7 @@ def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
 
 
 def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
-    advice = advise(profiles(), ["cuda:0", "cuda:1"])
+    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"]))
     names = [p.strategy for p in advice.predictions]
     assert sorted(names) == sorted(n for n in STRATEGIES if n != "hybrid")  # hybrid: from 4 devices
     rates = [p.predicted_samples_per_s for p in advice.predictions]
@@ -82,9 +83,9 @@ def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
 
 
 def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
-    replica = next(p for p in advise(profiles(), ["cuda:0", "cuda:1"]).predictions if p.strategy == "ddp")
+    replica = next(p for p in advise(profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions if p.strategy == "ddp")
     cap = replica.peak_memory_bytes[0] - 1  # DDP's whole replica no longer fits; half a model does
-    advice = advise(profiles(), ["cuda:0", "cuda:1"], caps=[cap, cap])
+    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap]))
     ddp = next(p for p in advice.predictions if p.strategy == "ddp")
     assert not ddp.fits and advice.recommended != "ddp"
     recommended = next(p for p in advice.predictions if p.strategy == advice.recommended)
@@ -95,14 +96,14 @@ def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
 def test_checkpoint_auto_recomputes_a_replica_only_where_it_would_not_fit_otherwise(strategy):
     heavy = profiles(saved_per_sample=10**5)  # 3.2 MB saved per layer at 32 samples: recomputing saves most
     devices = ["cuda:0", "cuda:1"]
-    kept = predict(strategy, heavy, devices)
-    recomputed = predict(strategy, heavy, devices, training=Training(checkpoint="always"))
+    kept = predict(strategy, heavy, Request(devices=devices))
+    recomputed = predict(strategy, heavy, Request(devices=devices, training=Training(checkpoint="always")))
     assert recomputed.recompute and not kept.recompute
     assert recomputed.peak_memory_bytes[0] < kept.peak_memory_bytes[0]
     assert recomputed.predicted_step_ms > kept.predicted_step_ms  # each forward runs twice
 
     def auto(cap):
-        return predict(strategy, heavy, devices, caps=[cap] * 2, training=Training(checkpoint="auto"))
+        return predict(strategy, heavy, Request(devices=devices, max_memory=[cap] * 2, training=Training(checkpoint="auto")))
     roomy, tight, hopeless = (auto(kept.peak_memory_bytes[0]), auto(kept.peak_memory_bytes[0] - 1),
                               auto(recomputed.peak_memory_bytes[0] - 1))
     assert roomy.fits and not roomy.recompute and roomy.predicted_step_ms == kept.predicted_step_ms
@@ -112,23 +113,23 @@ def test_checkpoint_auto_recomputes_a_replica_only_where_it_would_not_fit_otherw
 
 
 def test_adamw_state_is_priced_in_every_replica():
-    sgd = predict("ddp", profiles(), ["cuda:0", "cuda:1"])
-    adam = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
+    sgd = predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"]))
+    adam = predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=Training(optimizer="adamw")))
     params = 8 * 2 * 10**6
     assert adam.peak_memory_bytes[0] - sgd.peak_memory_bytes[0] == 2 * params
 
 
 def test_one_cpu_process_runs_its_stages_in_turn():
     cpu = [profile(64 // m, device="cpu", link_gbps=0.0) for m in (1, 2, 4)]
-    pipeline = predict("pipeline", cpu, ["cpu", "cpu"])
-    single = predict("single", cpu, ["cpu", "cpu"])
+    pipeline = predict("pipeline", cpu, Request(devices=["cpu", "cpu"]))
+    single = predict("single", cpu, Request(devices=["cpu", "cpu"]))
     assert pipeline.predicted_step_ms >= single.predicted_step_ms * 0.999
-    assert predict("dataparallel", cpu, ["cpu", "cpu"]).predicted_step_ms == pytest.approx(single.predicted_step_ms)
+    assert predict("dataparallel", cpu, Request(devices=["cpu", "cpu"])).predicted_step_ms == pytest.approx(single.predicted_step_ms)
 
 
 def test_replicas_need_a_profile_at_their_micro_batch():
     only_whole = [profile(64)]
-    ddp = predict("ddp", only_whole, ["cuda:0", "cuda:1"])
+    ddp = predict("ddp", only_whole, Request(devices=["cuda:0", "cuda:1"]))
     assert ddp.predicted_step_ms is None and "32 samples" in ddp.reason
 
 
@@ -144,7 +145,7 @@ def test_parse_auto_refuses_nonsense(text):
 
 
 def test_top_strategies_are_single_and_the_fastest_that_fit():
-    advice = advise(profiles(), ["cuda:0", "cuda:1"])
+    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"]))
     top = top_strategies(advice, 2)
     assert top[0] == "single" and len(top) == 3
     assert top[1:] == [p.strategy for p in advice.predictions if p.strategy != "single"][:2]
@@ -220,14 +221,14 @@ def test_advise_on_one_device_profiles_the_whole_batch_alone(monkeypatch, capsys
     asked = []
     real = pipebench.profile
 
-    def profile(*args, micro_batches, **kwargs):
-        asked.append(micro_batches)
-        return real(*args, micro_batches=micro_batches, **kwargs)
+    def profile(model, example_inputs, request, **kwargs):
+        asked.append(request.micro_batches)
+        return real(model, example_inputs, request, **kwargs)
 
     monkeypatch.setattr(pipebench, "profile", profile)
     assert main(["advise", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "1", "--device", "cpu",
                  "--repeats", "1"]) == 0
-    assert asked == [[1]]
+    assert asked == [(1,)]
     assert "recommended: single" in capsys.readouterr().out
 
 
@@ -240,7 +241,7 @@ def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
 
     predictions = [pred("pp-zbv", 103.0), pred("ddp", 100.0), pred("fsdp", 90.0), pred("single", 55.0)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], ["cuda:0", "cuda:1"], strategies=["single", "ddp", "fsdp", "pp-zbv"])
+    advice = advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "fsdp", "pp-zbv"])
     assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "within 5%"}
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     line = format_advice(advice, profile, ["cuda:0", "cuda:1"]).splitlines()[-1]
@@ -258,7 +259,7 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
         predictions = [Prediction("pp-zbv", 64 / rate * 1e3, rate, [1], True, 1, None, step_spread=spread)
                        for rate in (120.0,)] + [Prediction("ddp", 640.0, 100.0, [1], True, 1, None, step_spread=spread)]
         monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-        return advise([], ["cuda:0", "cuda:1"], strategies=["ddp", "pp-zbv"])
+        return advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["ddp", "pp-zbv"])
 
     assert advice_with(0.0).recommended == "pp-zbv" and advice_with(0.05).recommended == "pp-zbv"
     noisy = advice_with(0.1)  # 533 ms x 1.1 = 587 > 640 x 0.9 = 576
@@ -287,19 +288,19 @@ def test_the_machines_drift_ties_a_gap_inside_it_and_no_wider_one(monkeypatch):
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.19, own_spread=own)
                    for name, step, own in [("pp-zbv", 151.0, 0.02), ("single", 203.0, 0.02)]]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], ["cpu", "cpu"], strategies=["single", "pp-zbv"])
+    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"])
     assert advice.recommended == "pp-zbv" and not advice.tied
     assert advice.predictions[0].step_interval_ms == pytest.approx((151.0 * 0.81, 151.0 * 1.19))
     predictions[0].own_spread = predictions[1].own_spread = None  # none kept apart: the whole interval
-    assert advise([], ["cpu", "cpu"], strategies=["single", "pp-zbv"]).recommended == "single"
+    assert advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"]).recommended == "single"
 
     predictions[:] = [Prediction(name, step, 16 / step * 1e3, [1], True, 1, None, step_spread=0.16, own_spread=0.02)
                       for name, step in [("pp-zb", 122.3), ("single", 133.9)]]
-    advice = advise([], ["cpu", "cpu"], strategies=["single", "pp-zb"])
+    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"])
     assert advice.recommended == "single" and advice.tied == {"pp-zb": "inside pp-zb's interval of ±16%"}
     predictions[1].predicted_step_ms = 122.3 * 1.17  # just outside it
     predictions[1].predicted_samples_per_s = 16 / predictions[1].predicted_step_ms * 1e3
-    assert advise([], ["cpu", "cpu"], strategies=["single", "pp-zb"]).recommended == "pp-zb"
+    assert advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"]).recommended == "pp-zb"
 
 
 def test_a_profiles_own_spread_leaves_the_machines_drift_out():
@@ -317,7 +318,7 @@ def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(mo
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=spread)
                    for name, step, spread in [("pp-zbv", 100.0, 0.5), ("ddp", 110.0, 0.01), ("single", 140.0, 0.01)]]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], ["cuda:0", "cuda:1"], strategies=["single", "ddp", "pp-zbv"])
+    advice = advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "pp-zbv"])
     assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "intervals overlap"}
 
 
@@ -326,8 +327,8 @@ def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(mo
 def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profile_noise(spread, more):
     devices = ["cuda:0", "cuda:1"]
     for strategy in ("single", "ddp", "pp-1f1b", "fsdp"):
-        quiet = predict(strategy, profiles(spread=spread), devices)
-        noisy = predict(strategy, profiles(spread=spread + more), devices)
+        quiet = predict(strategy, profiles(spread=spread), Request(devices=devices))
+        noisy = predict(strategy, profiles(spread=spread + more), Request(devices=devices))
         low, high = quiet.step_interval_ms
         assert low <= quiet.predicted_step_ms <= high
         assert quiet.step_spread == pytest.approx(spread)
@@ -341,10 +342,10 @@ def test_a_plan_carries_its_interval_and_prints_it():
     from pipebench.partition.plan import make_plan
     from pipebench.partition.plan_text import format_plan
 
-    plan = make_plan(profiles(spread=0.07), ["cuda:0", "cuda:1"], schedule="1f1b")
+    plan = make_plan(profiles(spread=0.07), Request(devices=["cuda:0", "cuda:1"], schedule="1f1b", link_gbps=0.0))
     assert plan.step_spread == pytest.approx(0.07)
     assert f"{plan.predicted_step_ms:.2f} ±7.0%" in format_plan(plan, plan)
-    assert predict("pp-1f1b", profiles(spread=0.07), ["cuda:0", "cuda:1"]).step_spread == plan.step_spread
+    assert predict("pp-1f1b", profiles(spread=0.07), Request(devices=["cuda:0", "cuda:1"])).step_spread == plan.step_spread
 
 
 def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypatch):
@@ -355,7 +356,7 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
 
     predictions = [Prediction("ddp", 50.0, 1280.0, [1], True, 1, None), Prediction("single", 100.0, 640.0, [1], True, 1, None)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], ["cuda:0", "cuda:0"], strategies=["single", "ddp"])
+    advice = advise([], Request(devices=["cuda:0", "cuda:0"]), strategies=["single", "ddp"])
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     assert "no link between the devices was measured (cuda:0 stands in for all 2)" in format_advice(
         advice, profile, ["cuda:0", "cuda:0"])

@@ -63,7 +63,7 @@ def test_plan_takes_the_training_whole_or_in_parts():
     (dict(model="mlp", flavour="tiny"), "plan needs the global batch size"),
     (dict(model="mlp", flavour="tiny", batch=8, micro_batches=3), "batch 8 does not split into 3"),
     (dict(model="mlp", flavour="tiny", batch=8, schedule="nope"), "unknown schedule 'nope'"),
-    (dict(model="mlp", flavour="tiny", batch=8, stages=0), "stages must be at least 1"),
+    (dict(model="mlp", flavour="tiny", batch=8, stages=0), "stages takes a positive integer"),
     (dict(model="mlp", flavour="tiny", batch=8, stages=2, gpus=[0, 1]), "give gpus or stages, not both"),
 ])
 def test_bad_input_is_a_user_error(kwargs, message):
@@ -101,3 +101,79 @@ def test_importing_pipebench_loads_neither_torch_nor_pandas():
 def test_the_public_api_is_listed_and_documented():
     for name in pipebench.__all__:
         assert getattr(pipebench, name).__doc__, name
+
+
+def _tiny_net():
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch=2.5, stages=2), r"batch takes a positive integer \(got float 2.5\)"),
+    (dict(batch="8", stages=2), r"batch takes a positive integer \(got str '8'\)"),
+    (dict(batch=True, stages=2), r"batch takes a positive integer \(got bool True\)"),
+    (dict(batch=8, stages=1.5), r"stages takes a positive integer \(got float 1.5\)"),
+    (dict(batch=8, stages=2, micro_batches="bogus"), r"micro_batches takes a positive integer, a list of them or 'auto'"),
+    (dict(batch=8, stages=2, micro_batches=2.0), r"micro_batches takes a positive integer"),
+    (dict(batch=8, stages=2, link_gbps=float("nan")), r"link_gbps takes a finite number of at least 0 \(got nan\)"),
+    (dict(batch=8, stages=2, link_gbps=-1.0), r"link_gbps takes a finite number of at least 0"),
+    (dict(batch=8, stages=2, max_memory=float("inf")), r"max_memory takes a finite number above 0"),
+    (dict(batch=8, stages=2, speeds=[1.0, float("nan")]), r"speeds takes a finite number above 0"),
+    (dict(batch=8, stages=2, speeds=[1.0]), r"need one speed per device \(1 != 2\)"),
+    (dict(batch=8, stages=2, repeats=0), r"repeats takes a positive integer \(got 0\)"),
+    (dict(batch=8, stages=2, virtual_stages="2", schedule="interleaved"), r"--virtual-stages takes a positive integer"),
+    (dict(batch=8, gpus="0,1"), r"gpus takes a list of GPU ids"),
+])
+def test_wrong_types_are_refused_before_anything_is_measured(kwargs, message, monkeypatch):
+    """The Python API checks its arguments as the command line does (issue 42): one UserError each, before
+    any model is built or timed (a measurement here would fail the test)."""
+    from pipebench.partition import profiler
+
+    monkeypatch.setattr(profiler, "profile_sizes", lambda *a, **k: pytest.fail("measured before refusing"))
+    with pytest.raises(UserError, match=message):
+        pipebench.plan(_tiny_net(), torch.randn(2, 8), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch=8, micro_batches="bogus"), r"micro_batches takes a positive integer, a list of them or 'auto'"),
+    (dict(batch=8, micro_batches=[2, "x"]), r"micro_batches takes a positive integer \(got str 'x'\)"),
+    (dict(batch=8.0), r"batch takes a positive integer"),
+    (dict(batch=8, fresh="yes"), r"fresh takes True or False"),
+])
+def test_profile_refuses_wrong_types(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        pipebench.profile("mlp", flavour="tiny", **kwargs)
+
+
+def test_an_unknown_keyword_is_a_type_error_naming_the_fields():
+    with pytest.raises(TypeError, match=r"unknown argument 'chunks'; a request takes devices, gpus, stages"):
+        pipebench.plan("mlp", flavour="tiny", batch=8, chunks=2)
+
+
+@pytest.mark.parametrize("profiles, message", [
+    ([], "need at least one profile"),
+    ("p.json", "need at least one profile"),
+])
+def test_plan_from_no_profiles_is_refused(profiles, message):
+    with pytest.raises(UserError, match=message):
+        pipebench.plan(profiles=profiles, stages=2)
+
+
+@pytest.mark.parametrize("example, message", [
+    (torch.randn(0, 8), "an empty batch"),
+    (torch.randn(2, 8, device="meta"), "on the meta device"),
+    ({}, "needs example_inputs"),
+])
+def test_an_empty_or_meta_example_is_refused(example, message):
+    """An empty example, and one on the meta device, returned a Plan of nothing measured (issue 42)."""
+    with pytest.raises(UserError, match=message):
+        pipebench.plan(_tiny_net(), example, batch=8, stages=2, repeats=1)
+
+
+def test_a_request_is_built_once_and_taken_whole():
+    from pipebench.request import Request
+
+    request = Request(devices=("cpu", "cpu"), batch=8, micro_batches=2, repeats=1)
+    plan = pipebench.plan("mlp", flavour="tiny", request=request)
+    assert (plan.batch, plan.micro_batches, len(plan.stages)) == (8, 2, 2)
+    with pytest.raises(UserError, match="give request or batch, not both"):
+        pipebench.plan("mlp", flavour="tiny", request=request, batch=8)

@@ -183,12 +183,12 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
     (["--set", "depth=0"], "mlp depth must be a positive integer (got 0)"),
     (["--flavour", "huge"], "unknown flavour 'huge'"),
-    (["--chunks", "16"], "--chunks 16: mlp's batch of 8 does not split into 16 equal micro-batches"),
-    (["--batch", "6", "--chunks", "4"], "--chunks 4: mlp's batch of 6 does not split"),
+    (["--chunks", "16"], "--chunks 16: mlp: batch 8 does not split into 16 equal micro-batches"),
+    (["--batch", "6", "--chunks", "4"], "--chunks 4: mlp: batch 6 does not split"),
     (["--precision", "bogus"], "unknown precision 'bogus'; choose one of: fp32, tf32, bf16"),
     (["--optimizer", "adam"], "unknown optimizer 'adam'; choose one of: sgd, adamw"),
     (["--checkpoint", "sometimes"], "unknown checkpoint 'sometimes'"),
-    (["--strategies", "single,pp-zbv", "--checkpoint", "always"], "--checkpoint always: pp-zbv cannot recompute"),
+    (["--strategies", "single,pp-zbv", "--checkpoint", "always"], "--checkpoint always: pp-zbv cannot recompute activations"),
     (["--gpu-memory", "10GiB"], "--gpu-memory caps GPU memory, and no CUDA GPU is visible here"),
     (["--gpu-memory", "0"], "--gpu-memory must be a positive size such as 10GiB (got '0')"),
     (["--gpu-memory", "0.5"], "--gpu-memory must be a positive size"),
@@ -423,7 +423,7 @@ def test_unusable_mnist_data_is_a_user_error(tmp_path):
 def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_path):
     """`run --batch 3 --strategies ddp` on 2 processes profiled, then wrote an unavailable row."""
     refused(capsys, ["run", "--models", "mlp", "--batch", "3", "--strategies", "single,ddp", "--out", str(tmp_path)],
-            "--batch 3: ddp gives each of its 2 replicas an equal share, and mlp's batch of 3 does not split into 2")
+            "--batch 3: mlp: batch 3 does not split evenly over 2 ddp replicas; use a multiple of 2")
 
 
 def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):

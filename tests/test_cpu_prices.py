@@ -11,6 +11,7 @@ from pipebench.bench.advise import predict
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.schedule import SCHEDULES, SharedCores, simulate
+from pipebench.request import Request
 
 
 def test_with_no_contention_and_no_transfers_the_timeline_is_the_plain_simulators():
@@ -93,10 +94,10 @@ def _profiles(device, contention=None, action_ms=None):
 @pytest.mark.parametrize("strategy", ["pp-1f1b", "pp-zb", "ddp", "fsdp"])
 def test_cpu_stand_ins_are_priced_with_what_the_profile_measured_of_the_cores(strategy):
     devices = ["cpu", "cpu"]
-    alone = predict(strategy, _profiles("cpu"), devices, micro_batches=2).predicted_step_ms
-    shared = predict(strategy, _profiles("cpu", 1.6, 0.2), devices, micro_batches=2).predicted_step_ms
+    alone = predict(strategy, _profiles("cpu"), Request(devices=devices), micro_batches=2).predicted_step_ms
+    shared = predict(strategy, _profiles("cpu", 1.6, 0.2), Request(devices=devices), micro_batches=2).predicted_step_ms
     assert shared > alone
-    single = [predict("single", _profiles("cpu", c, a), devices).predicted_step_ms for c, a in ((None, None), (1.6, 0.2))]
+    single = [predict("single", _profiles("cpu", c, a), Request(devices=devices)).predicted_step_ms for c, a in ((None, None), (1.6, 0.2))]
     assert single[0] == single[1]  # one process alone: nothing shared
 
 
@@ -104,14 +105,14 @@ def test_one_process_driving_cpu_stand_ins_shares_nothing():
     # The hand split and nn.DataParallel run in one process: its stages take turns, nothing computes at once.
     devices = ["cpu", "cpu"]
     for strategy in ("modelparallel", "dataparallel"):
-        assert (predict(strategy, _profiles("cpu"), devices).predicted_step_ms
-                == predict(strategy, _profiles("cpu", 1.6, 0.2), devices).predicted_step_ms)
+        assert (predict(strategy, _profiles("cpu"), Request(devices=devices)).predicted_step_ms
+                == predict(strategy, _profiles("cpu", 1.6, 0.2), Request(devices=devices)).predicted_step_ms)
 
 
 def test_the_plan_keeps_what_its_simulator_charged():
     from pipebench.partition.plan import Plan
 
-    plan = predict("pp-1f1b", _profiles("cpu", 1.6, 0.2), ["cpu", "cpu"], micro_batches=4).plan
+    plan = predict("pp-1f1b", _profiles("cpu", 1.6, 0.2), Request(devices=["cpu", "cpu"]), micro_batches=4).plan
     assert (plan.cores_shared, plan.contention, plan.action_ms) == (True, 1.6, 0.2)
     again = Plan.from_dict(plan.to_dict())
     assert again.simulate().step_time == pytest.approx(plan.predicted_step_ms)
@@ -140,7 +141,7 @@ def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
     # it is far from the layers' sum (beyond the calibration's bounds).
     profiles = _profiles("cpu")
     profiles[0].whole_step_ms = 7.0  # the layers sum to 24 ms at the whole batch
-    assert predict("dataparallel", profiles, ["cpu", "cpu"]).predicted_step_ms == pytest.approx(7.0)
+    assert predict("dataparallel", profiles, Request(devices=["cpu", "cpu"])).predicted_step_ms == pytest.approx(7.0)
 
 
 def test_plan_and_advise_price_a_cpu_pipeline_alike():
@@ -152,7 +153,7 @@ def test_plan_and_advise_price_a_cpu_pipeline_alike():
     assert shared_cores(profiles[0], ["cpu"]) is None
     assert shared_cores(profiles[0], ["cuda:0", "cuda:1"]) is None
     planned = pipebench.plan(profiles=profiles, stages=2, device="cpu", micro_batches=2, schedule="1f1b")
-    advised = predict("pp-1f1b", profiles, ["cpu", "cpu"], micro_batches=2)
+    advised = predict("pp-1f1b", profiles, Request(devices=["cpu", "cpu"]), micro_batches=2)
     assert planned.predicted_step_ms == pytest.approx(advised.predicted_step_ms)
     assert planned.cores_shared
 
@@ -200,11 +201,11 @@ def test_advise_prices_the_profiles_process_figures():
 
     devices = ["cpu", "cpu"]
     for strategy in ("ddp", "zero1", "fsdp", "pp-1f1b", "pp-zbv"):
-        bare = predict(strategy, _profiles("cpu", 1.6, 0.2), devices, micro_batches=2).predicted_step_ms
+        bare = predict(strategy, _profiles("cpu", 1.6, 0.2), Request(devices=devices), micro_batches=2).predicted_step_ms
         priced = predict(strategy, with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3, ddp_ms=0.5,
-                                                ddp_layer_ms=0.1), devices, micro_batches=2).predicted_step_ms
+                                                ddp_layer_ms=0.1), Request(devices=devices), micro_batches=2).predicted_step_ms
         assert priced > bare + 0.29, strategy
-    plan = predict("pp-1f1b", with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3), devices, micro_batches=2).plan
+    plan = predict("pp-1f1b", with_figures(_profiles("cpu", 1.6, 0.2), collective_ms=0.3), Request(devices=devices), micro_batches=2).plan
     assert plan.step_end_ms == 0.3
 
 
@@ -276,5 +277,5 @@ def test_fsdps_gathers_and_reduce_scatters_move_at_their_own_bandwidths():
     profiles = _profiles("cpu", 1.0, 0.0)
     for p in profiles:
         p.gather_gbps, p.scatter_gbps = 0.1, 0.1
-    assert (predict("fsdp", profiles, ["cpu", "cpu"]).predicted_step_ms
-            > predict("fsdp", _profiles("cpu", 1.0, 0.0), ["cpu", "cpu"]).predicted_step_ms)
+    assert (predict("fsdp", profiles, Request(devices=["cpu", "cpu"])).predicted_step_ms
+            > predict("fsdp", _profiles("cpu", 1.0, 0.0), Request(devices=["cpu", "cpu"])).predicted_step_ms)

@@ -15,6 +15,7 @@ from pipebench.errors import UserError
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.profiler import profile_model
 from pipebench.training import Training
+from pipebench.request import Request
 
 CPUS = ["cpu", "cpu"]
 FP32_SGD = Training("fp32", "sgd")
@@ -134,7 +135,7 @@ def test_a_launched_job_trains_like_one_device(tmp_path, one_thread):
 def test_the_prediction_cuts_where_accelerate_does(one_thread):
     model = models.get_model("gpt", "tiny")
     profile = profile_model(model, "cpu", micro_batch=8, batch=8, repeats=1, warmup=0)
-    prediction = predict("device-map", [profile], CPUS)
+    prediction = predict("device-map", [profile], Request(devices=CPUS))
     meta = models.get_model("gpt", "tiny", device="meta")
     assert prediction.plan.bounds == device_map_bounds(meta, 2) and prediction.plan.balanced_by == "accelerate"
     assert prediction.micro_batches == 1 and prediction.schedule == "gpipe" and prediction.reason == ""
@@ -154,12 +155,12 @@ def test_on_gpus_the_whole_batch_goes_one_device_at_a_time_and_the_output_comes_
     do the output (back to GPU 0) and its gradient."""
     layers = [layer(f"l{i}", 2 * 10**6) for i in range(6)]
     profile = Profile("m", "x", "cuda:0", "gpu", "x", 64, 64, 1, 0, [64, 8], "float32", layers, link_gbps=100.0)
-    prediction = predict("device-map", [profile], ["cuda:0", "cuda:1"])
+    prediction = predict("device-map", [profile], Request(devices=["cuda:0", "cuda:1"]))
     assert prediction.plan.bounds == [0, 3, 6]
     crossing = 4000 / 100e9 * 1e3  # ms per crossing
     assert prediction.predicted_step_ms == pytest.approx(6 * 3.0 + 4 * crossing)
     assert "estimated from the layers' parameter bytes" in prediction.reason
-    capped = predict("device-map", [profile], ["cuda:0", "cuda:1"], caps=[10**6, 10**6])
+    capped = predict("device-map", [profile], Request(devices=["cuda:0", "cuda:1"], max_memory=[10**6, 10**6]))
     assert not capped.fits and capped.predicted_step_ms is None and "out of memory" in capped.reason
 
 

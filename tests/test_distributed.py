@@ -16,6 +16,7 @@ from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition.plan import hand_plan, make_plan
 from pipebench.partition.profiler import profile_model
+from pipebench.request import Request
 
 SEED = 0
 
@@ -120,7 +121,7 @@ def test_pipeline_from_a_profiled_plan(tmp_path, groups):
     """The real path: profile, plan, and hand torch the stage input shapes from the profile."""
     model = models.get_model("gpt", "tiny", seed=SEED)
     profiles = [profile_model(model, "cpu", micro_batch=2, batch=8, repeats=1, warmup=0)]
-    plan = make_plan(profiles, ["cpu", "cpu"], schedule="1f1b")
+    plan = make_plan(profiles, Request(devices=["cpu", "cpu"], schedule="1f1b"))
     job = Job.from_plan(plan, "pp-1f1b", device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
     stages = job.the_plan.stages
     assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]

@@ -16,6 +16,7 @@ from pipebench.errors import UserError
 from pipebench.partition.engines import block, export
 from pipebench.partition.plan import make_plan, plan_with_bounds
 from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.request import Request
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import hf_models  # noqa: E402
@@ -111,8 +112,7 @@ def test_what_an_engine_cannot_express_is_one_line():
     hf = plan_with_bounds([profile_of(names, [1.0] * 5, model="llama")], ["cpu"] * 2, [0, 2, 5], micro_batches=2)
     with pytest.raises(UserError, match="torchtitan .* deeper .*model.layers.0"):
         hf.export("torchtitan")
-    interleaved = make_plan([profile_of(ZOO_GPT, [1.0] * 7)], ["cpu"] * 2, schedule="interleaved",
-                            virtual_stages=2, micro_batches=2)
+    interleaved = make_plan([profile_of(ZOO_GPT, [1.0] * 7)], Request(devices=["cpu"] * 2, schedule="interleaved", virtual_stages=2, micro_batches=2))
     with pytest.raises(UserError, match="one stage per rank"):
         interleaved.export("deepspeed")
     convnet = plan_with_bounds([profile_of(["conv", "pool", "fc"], [1.0] * 3, model="convnet")], ["cpu"] * 2,
@@ -220,7 +220,7 @@ def test_torchtitan_builds_its_stages_from_the_fqns():
     halves = [f"layers.{i}.{part}" for i in range(len(model.layers)) for part in ("attention", "feed_forward")]
     names = ["tok_embeddings", *halves, "norm", "lm_head"]
     profile = profile_of(names, [0.5, *[1.0, 2.0] * len(model.layers), 0.2, 3.0], model="llama3")
-    plan = make_plan([profile], ["cpu", "cpu"], micro_batches=2)
+    plan = make_plan([profile], Request(devices=["cpu", "cpu"], micro_batches=2))
     inside = plan_with_bounds([profile], ["cpu", "cpu"], [0, 6, len(names)], micro_batches=2, schedule="1f1b")
     for p in (plan, inside):
         out = p.export("torchtitan", [profile])

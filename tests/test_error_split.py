@@ -11,6 +11,7 @@ import pytest
 from pipebench.bench.advise import predict
 from pipebench.bench.results import Row
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles
+from pipebench.request import Request
 
 _SPEC = importlib.util.spec_from_file_location(
     "error_split", Path(__file__).resolve().parent.parent / "scripts" / "error_split.py")
@@ -38,16 +39,16 @@ def row(strategy, measured, micro_batches=1, **changes):
 def test_on_the_pricing_is_advises_and_off_drops_only_the_cpus_shared_cores():
     profiles = _profiles()
     for strategy, m in (("pp-1f1b", 2), ("ddp", 1), ("fsdp", 1), ("dataparallel", 1)):
-        today = predict(strategy, profiles, error_split.DEVICES, micro_batches=m if m > 1 else None)
+        today = predict(strategy, profiles, Request(devices=error_split.DEVICES), micro_batches=m if m > 1 else None)
         assert error_split.predict_row(row(strategy, 1.0, m), profiles, True) == pytest.approx(today.predicted_step_ms)
         if strategy != "dataparallel":  # contention, the runtime's costs, sends on the sender: all dropped
             assert error_split.predict_row(row(strategy, 1.0, m), profiles, False) < today.predicted_step_ms
     # Off, DataParallel on the CPU is single's plan, not the whole step the profile timed.
-    single = predict("single", profiles, error_split.DEVICES).predicted_step_ms
+    single = predict("single", profiles, Request(devices=error_split.DEVICES)).predicted_step_ms
     assert single != pytest.approx(10.0)
     assert error_split.predict_row(row("dataparallel", 1.0), profiles, False) == pytest.approx(single)
     # And the patch does not outlive the call.
-    assert predict("pp-1f1b", profiles, error_split.DEVICES, micro_batches=2).predicted_step_ms == pytest.approx(
+    assert predict("pp-1f1b", profiles, Request(devices=error_split.DEVICES), micro_batches=2).predicted_step_ms == pytest.approx(
         error_split.predict_row(row("pp-1f1b", 1.0, 2), profiles, True))
 
 

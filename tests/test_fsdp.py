@@ -13,6 +13,7 @@ from pipebench.bench.strategies.fsdp import blocks
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
 from pipebench.training import Training
+from pipebench.request import Request
 from test_advise import layer, profiles
 from test_distributed import SEED, check, job_for, trained_params
 
@@ -220,17 +221,17 @@ def test_fsdp_holds_a_share_of_the_states_two_layers_whole_and_its_activations()
 
 
 def test_advise_prices_fsdp_from_the_replicas_profile():
-    fsdp = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
-    ddp = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=Training(optimizer="adamw"))
+    fsdp = predict("fsdp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=Training(optimizer="adamw")))
+    ddp = predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=Training(optimizer="adamw")))
     # Half the batch each (8 layers x 1.5 ms), the exposed 2 MB collectives at 100 GB/s (0.01 ms each), and
     # the 21 overlapped ones that slow the compute beside them (7 prefetches per pass, 7 reduce-scatters).
     assert fsdp.predicted_step_ms == pytest.approx(12.0 + 3 * 0.01 + 21 * 0.01)
     assert fsdp.peak_memory_bytes == [16 * 10**6 * 4 // 2 + 2 * 2 * 10**6 + 8 * 100 * 32] * 2
     assert fsdp.fits and fsdp.peak_memory_bytes[0] < ddp.peak_memory_bytes[0]
-    capped = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], caps=[fsdp.peak_memory_bytes[0] - 1] * 2)
+    capped = predict("fsdp", profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[fsdp.peak_memory_bytes[0] - 1] * 2))
     assert capped.fits  # SGD keeps no state: less than AdamW's
-    always = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], training=Training(checkpoint="always"))
+    always = predict("fsdp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=Training(checkpoint="always")))
     assert always.predicted_step_ms == pytest.approx(12.0 + 4.0 + 24 * 0.01)  # the 8 x 0.5 ms forwards again
-    tight = predict("fsdp", profiles(), ["cuda:0", "cuda:1"], caps=[10**6] * 2)
+    tight = predict("fsdp", profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[10**6] * 2))
     assert not tight.fits and tight.reason
-    assert "does not split" in predict("fsdp", profiles(), ["cuda:0", "cuda:1", "cuda:2"]).reason
+    assert "does not split" in predict("fsdp", profiles(), Request(devices=["cuda:0", "cuda:1", "cuda:2"])).reason

@@ -7,6 +7,7 @@ import torch
 from pipebench import models
 from pipebench.bench.cli import main
 from pipebench.partition.profiler import profile_model
+from pipebench.request import Request
 
 
 @pytest.mark.gpu
@@ -69,7 +70,7 @@ def test_the_single_baseline_predicts_the_peak_it_measures():
     model = models.get_model("resnet18", "full")
     profile = profile_model(model, "cuda", micro_batch=32, batch=32, repeats=2, warmup=1)
     assert profile.whole_step_peak_bytes and profile.whole_step_peak_bytes > 0
-    predicted = make_plan([profile], ["cuda:0"], micro_batches=1).memory_per_device()[0]
+    predicted = make_plan([profile], Request(devices=["cuda:0"], micro_batches=1)).memory_per_device()[0]
     measured = launch(Job.by_hand("resnet18", "single", flavour="full", batch=32, devices=1, steps=2, warmup=1),
                       gpus=[0], timeout=300)["peak_memory_bytes"][0]
     assert abs(predicted - measured) / measured < 0.10, (predicted, measured)

@@ -17,6 +17,7 @@ from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
+from pipebench.request import Request
 
 SEED, BATCH, STAGES, REPLICAS = 0, 8, 2, 2
 
@@ -114,9 +115,8 @@ def _profiles(batch=64, param_bytes=2 * 10**6):
 
 def test_hybrid_is_priced_as_one_replicas_plan_plus_the_allreduce_of_its_stages():
     gpus = [f"cuda:{i}" for i in range(4)]
-    hybrid = predict("hybrid", _profiles(), gpus, micro_batches=4)
-    pp = predict("pp-1f1b", [replace(p, batch=32) for p in _profiles() if 32 % p.micro_batch == 0], gpus[:2],
-                 micro_batches=4)  # one replica: half the batch on 2 stages
+    hybrid = predict("hybrid", _profiles(), Request(devices=gpus), micro_batches=4)
+    pp = predict("pp-1f1b", [replace(p, batch=32) for p in _profiles() if 32 % p.micro_batch == 0], Request(devices=gpus[:2]), micro_batches=4)  # one replica: half the batch on 2 stages
     stage = 4 * 2 * 10**6  # 4 of the 8 layers' parameters per stage
     assert hybrid.plan.batch == 32 and hybrid.plan.micro_batches == 4 and hybrid.plan.device_count == 2
     allreduce = costs.allreduce_ms(stage, 2, costs.Links(100.0, 10.0))
@@ -127,11 +127,11 @@ def test_hybrid_is_priced_as_one_replicas_plan_plus_the_allreduce_of_its_stages(
 
 
 def test_hybrid_needs_two_copies_of_its_stages():
-    three = predict("hybrid", _profiles(), ["cuda:0", "cuda:1", "cuda:2"])
+    three = predict("hybrid", _profiles(), Request(devices=["cuda:0", "cuda:1", "cuda:2"]))
     assert three.plan is None and three.reason == ("needs 4 or more GPUs, a multiple of 2 (2 pipeline stages x 2 "
                                                    "or more replicas); this run has 3")
-    assert "hybrid" not in [p.strategy for p in advise(_profiles(), ["cuda:0", "cuda:1"]).predictions]
-    assert "hybrid" in [p.strategy for p in advise(_profiles(), [f"cuda:{i}" for i in range(4)]).predictions]
+    assert "hybrid" not in [p.strategy for p in advise(_profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions]
+    assert "hybrid" in [p.strategy for p in advise(_profiles(), Request(devices=[f"cuda:{i}" for i in range(4)])).predictions]
 
 
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():

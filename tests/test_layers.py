@@ -11,7 +11,8 @@ PACKAGES = {"pipebench": "pipebench", "pipebench.bench": "bench", "pipebench.har
             "pipebench.models": "models", "pipebench.partition": "partition"}
 """Import name -> folder, as pyproject.toml's package-dir installs them."""
 NOT_SHIPPED = ("bench/benchmarks",)
-LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.training", "pipebench.errors")
+LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.training", "pipebench.request",
+         "pipebench.errors")
 HIGHER = "pipebench.bench"
 
 

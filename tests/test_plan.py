@@ -12,6 +12,8 @@ from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.schedule import simulate
 from pipebench.partition.plan import PROFILE_NOISE, choose_micro_batches
 from pipebench.partition.solver import InfeasibleError, solve, stage_times
+from pipebench.request import Request
+from pipebench.training import Training
 
 
 def gpt_like(micro_batch=8, batch=64, per_sample_overhead=0.0):
@@ -33,7 +35,7 @@ def test_time_balance_uses_the_exact_solver():
     from pipebench.partition.plan import plan_with_bounds
 
     profile = gpt_like()
-    plan = make_plan([profile], ["cpu", "cpu"], micro_batches=8)
+    plan = make_plan([profile], Request(devices=["cpu", "cpu"], micro_batches=8))
     costs = [layer.step_ms for layer in profile.layers]
     assert solve(costs, 2) == [0, 5, 8]
     every = {cuts: plan_with_bounds([profile], ["cpu", "cpu"], [0, *cuts, 8], schedule="1f1b",
@@ -48,8 +50,8 @@ def test_time_balance_uses_the_exact_solver():
 
 def test_time_beats_parameters_when_params_mislead():
     profile = gpt_like()
-    by_time = make_plan([profile], ["cpu"] * 2, micro_batches=8)
-    by_params = make_plan([profile], ["cpu"] * 2, micro_batches=8, balance="params")
+    by_time = make_plan([profile], Request(devices=["cpu"] * 2, micro_batches=8))
+    by_params = make_plan([profile], Request(devices=["cpu"] * 2, micro_batches=8, balance="params"))
     assert by_params.bounds == [0, 4, 8]  # 700 parameters each side
     assert by_time.balance_ratio < by_params.balance_ratio
     assert by_time.predicted_samples_per_s > 1.1 * by_params.predicted_samples_per_s  # 6 vs 5.1 per micro-batch
@@ -57,13 +59,13 @@ def test_time_beats_parameters_when_params_mislead():
 
 def test_uniform_balance():
     assert uniform_bounds(10, 3) == [0, 4, 7, 10]
-    plan = make_plan([gpt_like()], ["cpu"] * 4, micro_batches=8, balance="uniform")
+    plan = make_plan([gpt_like()], Request(devices=["cpu"] * 4, micro_batches=8, balance="uniform"))
     assert plan.bounds == [0, 2, 4, 6, 8]
 
 
 def test_predictions_come_from_the_simulator():
     profile = gpt_like()
-    plan = make_plan([profile], ["cpu"] * 2, micro_batches=8, schedule="gpipe", link_gbps=1.0)
+    plan = make_plan([profile], Request(devices=["cpu"] * 2, micro_batches=8, schedule="gpipe", link_gbps=1.0))
     fwd = [s.forward_ms for s in plan.stages]
     bwd = [s.backward_ms for s in plan.stages]
     transfer = [plan.stages[0].activation_out_bytes / 1e9 * 1e3]
@@ -78,7 +80,7 @@ def test_auto_picks_the_fastest_micro_batch_count():
     # A fixed cost per micro-batch (kernel launches) punishes many small micro-batches; the bubble
     # punishes few: the best count lies in between and is found from the profiles.
     profiles = [gpt_like(micro_batch=64 // m, per_sample_overhead=0.05) for m in (1, 2, 4, 8, 16, 32, 64)]
-    plan = make_plan(profiles, ["cpu"] * 4)
+    plan = make_plan(profiles, Request(devices=["cpu"] * 4))
     rates = {c["micro_batches"]: c["samples_per_s"] for c in plan.candidates}
     assert set(rates) == {1, 2, 4, 8, 16, 32, 64}
     fastest = max(rates, key=rates.get)
@@ -87,7 +89,7 @@ def test_auto_picks_the_fastest_micro_batch_count():
     bubbles = {c["micro_batches"]: c["bubble_fraction"] for c in plan.candidates}
     close = [m for m, r in rates.items() if r >= rates[fastest] * (1 - PROFILE_NOISE)]
     assert plan.micro_batches == min(close, key=bubbles.get) == 16
-    strict = choose_micro_batches([make_plan(profiles, ["cpu"] * 4, micro_batches=m) for m in rates], noise=0.0)
+    strict = choose_micro_batches([make_plan(profiles, Request(devices=["cpu"] * 4, micro_batches=m)) for m in rates], noise=0.0)
     assert strict.micro_batches == fastest
 
 
@@ -109,22 +111,22 @@ def test_micro_batch_choice_is_stable_under_profile_noise():
     for seed in range(8):
         profiles = [noisy(gpt_like(micro_batch=64 // m, per_sample_overhead=0.04), seed * 100 + m)
                     for m in (1, 2, 4, 8, 16, 32, 64)]
-        picks.add(make_plan(profiles, ["cpu"] * 4).micro_batches)
+        picks.add(make_plan(profiles, Request(devices=["cpu"] * 4)).micro_batches)
     assert picks == {16}
 
 
 def test_memory_cap_is_never_exceeded():
     profile = gpt_like()
-    free = make_plan([profile], ["cpu"] * 3, micro_batches=8)
+    free = make_plan([profile], Request(devices=["cpu"] * 3, micro_batches=8))
     cap = 0.8 * max(s.predicted_memory_bytes for s in free.stages)
-    capped = make_plan([profile], ["cpu"] * 3, micro_batches=8, max_memory=cap)
+    capped = make_plan([profile], Request(devices=["cpu"] * 3, micro_batches=8, max_memory=cap))
     assert all(s.predicted_memory_bytes <= cap for s in capped.stages)
     assert capped.bounds != free.bounds
 
 
 def test_memory_cap_nothing_fits():
     with pytest.raises(InfeasibleError, match="leanest split needs") as err:
-        make_plan([gpt_like()], ["cpu"] * 2, micro_batches=8, max_memory=1000)
+        make_plan([gpt_like()], Request(devices=["cpu"] * 2, micro_batches=8, max_memory=1000))
     assert err.value.needed > 1000
 
 
@@ -139,16 +141,17 @@ def test_memory_cap_nothing_fits():
 ])
 def test_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        make_plan([gpt_like()], ["cpu"] * 2, **kwargs)
+        parts = {name: kwargs.pop(name) for name in ("optimizer", "checkpoint") if name in kwargs}
+        make_plan([gpt_like()], Request(devices=["cpu"] * 2, training=Training(**parts), **kwargs))
 
 
 def test_more_stages_than_layers():
     with pytest.raises(ValueError, match=r"more stages than layers \(9 > 8\)"):
-        make_plan([gpt_like()], ["cpu"] * 9)
+        make_plan([gpt_like()], Request(devices=["cpu"] * 9))
 
 
 def test_json_round_trip(tmp_path):
-    plan = make_plan([gpt_like(micro_batch=m) for m in (8, 16)], ["cuda:0", "cuda:1"], max_memory=1e9)
+    plan = make_plan([gpt_like(micro_batch=m) for m in (8, 16)], Request(devices=["cuda:0", "cuda:1"], max_memory=1e9))
     path = tmp_path / "plan.json"
     plan.save(path)
     data = json.loads(path.read_text())
@@ -165,7 +168,7 @@ def test_plan_imports_no_torch():
 def test_tie_break_keeps_the_optimum_and_never_slows_the_step():
     # Many optimal partitions (equal blocks); the polish may only pick a faster one among them.
     profile = gpt_like(micro_batch=32)  # 2 micro-batches: fill and drain weigh heavily
-    plan = make_plan([profile], ["cpu"] * 4, micro_batches=2)
+    plan = make_plan([profile], Request(devices=["cpu"] * 4, micro_batches=2))
     costs = [layer.step_ms for layer in profile.layers]
     raw = solve(costs, 4)
     assert max(stage_times(costs, plan.bounds)) == pytest.approx(max(stage_times(costs, raw)))
@@ -175,7 +178,7 @@ def test_tie_break_keeps_the_optimum_and_never_slows_the_step():
 
 
 def test_interleaved_plans_v_stages_per_device_in_loops():
-    plan = make_plan([gpt_like()], ["cuda:0", "cuda:1"], micro_batches=8, schedule="interleaved", virtual_stages=2)
+    plan = make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="interleaved", virtual_stages=2))
     assert len(plan.stages) == 4 and plan.device_count == 2 and plan.virtual_stages == 2
     assert plan.devices == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
     memory = plan.memory_per_device()
@@ -185,9 +188,9 @@ def test_interleaved_plans_v_stages_per_device_in_loops():
 
 
 def test_zbv_places_stages_in_a_v():
-    plan = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    plan = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
     assert plan.devices == ["a", "b", "b", "a"]
-    one_per_device = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="1f1b")
+    one_per_device = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="1f1b"))
     assert plan.bubble_fraction < one_per_device.bubble_fraction
 
 
@@ -197,12 +200,12 @@ def test_zbv_places_stages_in_a_v():
 ])
 def test_stage_counts_that_a_schedule_cannot_place(schedule, virtual, message):
     with pytest.raises(ValueError, match=message):
-        make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual)
+        make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual))
 
 
 def test_stage_inputs_come_from_the_profile():
     profile = gpt_like()
-    plan = make_plan([profile], ["a", "b"], micro_batches=8)
+    plan = make_plan([profile], Request(devices=["a", "b"], micro_batches=8))
     cut = plan.bounds[1]
     assert plan.stages[0].input_shape == profile.input_shape and plan.stages[0].input_dtype == "int64"
     assert plan.stages[1].input_shape == profile.layers[cut - 1].output_shape
@@ -210,18 +213,18 @@ def test_stage_inputs_come_from_the_profile():
 
 def test_min_micro_batches_is_honoured():
     profiles = [gpt_like(micro_batch=64 // m) for m in (1, 2, 4)]
-    plan = make_plan(profiles, ["a", "b"], min_micro_batches=2)
+    plan = make_plan(profiles, Request(devices=["a", "b"], min_micro_batches=2))
     assert plan.micro_batches >= 2 and all(c["micro_batches"] >= 2 for c in plan.candidates)
     with pytest.raises(ValueError, match="1 micro-batch\\(es\\) are too few: this schedule needs at least 2"):
-        make_plan(profiles, ["a", "b"], micro_batches=1, min_micro_batches=2)
+        make_plan(profiles, Request(devices=["a", "b"], micro_batches=1, min_micro_batches=2))
     with pytest.raises(ValueError, match="no profiled micro-batch count reaches the 8"):
-        make_plan(profiles, ["a", "b"], min_micro_batches=8)
+        make_plan(profiles, Request(devices=["a", "b"], min_micro_batches=8))
 
 
 def test_a_slower_device_gets_less_work():
     profile = gpt_like()
-    equal = make_plan([profile], ["a", "b"], micro_batches=8)
-    slow_second = make_plan([profile], ["a", "b"], micro_batches=8, speeds=[1.0, 0.5])
+    equal = make_plan([profile], Request(devices=["a", "b"], micro_batches=8))
+    slow_second = make_plan([profile], Request(devices=["a", "b"], micro_batches=8, speeds=[1.0, 0.5]))
     work = lambda plan: sum(l.step_ms for l in profile.layers[plan.bounds[1]:])  # noqa: E731 - stage 1, at 1x
     assert work(slow_second) < work(equal)
     # At half speed, stage 1 takes twice its work: the speed-aware cut balances that, the equal one not.
@@ -231,13 +234,12 @@ def test_a_slower_device_gets_less_work():
 
 def test_memory_error_names_the_stage():
     with pytest.raises(InfeasibleError, match=r"largest stage \(stage \d: layers \d+-\d+, cap "):
-        make_plan([gpt_like()], ["a", "b"], micro_batches=8, max_memory=100)
+        make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, max_memory=100))
 
 
 @pytest.mark.parametrize("schedule, virtual", [("1f1b", 1), ("zbv", 2)])
 def test_a_plan_simulates_to_its_own_prediction(schedule, virtual):
-    plan = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual,
-                     link_gbps=1.0)
+    plan = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual, link_gbps=1.0))
     timeline = plan.simulate()
     assert timeline.step_time == pytest.approx(plan.predicted_step_ms)
     assert timeline.bubble_fraction == pytest.approx(plan.bubble_fraction)
@@ -253,11 +255,10 @@ def test_measured_input_and_weight_gradients_reach_the_stages_and_the_prediction
             layer.backward_weight_ms = weight_share * layer.backward_ms * overhead
         return profile
 
-    plain = make_plan([gpt_like()], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    plain = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
     assert all(s.backward_input_ms is None for s in plain.stages)
-    even = make_plan([with_split(0.5, 1.0)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
-    costly = make_plan([with_split(0.6, 1.05)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2,
-                       speeds=[1.0, 0.5])
+    even = make_plan([with_split(0.5, 1.0)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
+    costly = make_plan([with_split(0.6, 1.05)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2, speeds=[1.0, 0.5]))
     layers = with_split(0.6, 1.05).layers
     first, *rest = costly.stages
     # torch runs no I on the first stage and its whole backward as W.
@@ -268,9 +269,9 @@ def test_measured_input_and_weight_gradients_reach_the_stages_and_the_prediction
         assert stage.backward_weight_ms == pytest.approx(sum(l.backward_weight_ms for l in part) / speed)
         assert stage.backward_input_ms == pytest.approx(sum(l.backward_input_ms for l in part) / speed)
     assert costly.simulate().step_time == pytest.approx(costly.predicted_step_ms)
-    slower = make_plan([with_split(0.6, 1.05)], ["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2)
+    slower = make_plan([with_split(0.6, 1.05)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
     assert slower.predicted_step_ms > even.predicted_step_ms
-    one_f_one_b = [make_plan([p], ["a", "b"], micro_batches=8).predicted_step_ms
+    one_f_one_b = [make_plan([p], Request(devices=["a", "b"], micro_batches=8)).predicted_step_ms
                    for p in (gpt_like(), with_split(0.6, 1.05))]
     assert one_f_one_b[0] == pytest.approx(one_f_one_b[1])
 
@@ -286,7 +287,7 @@ def test_a_stage_costs_the_larger_of_its_launch_and_device_sums():
                             forward_cpu_ms=cpu, backward_cpu_ms=2 * cpu)
     layers = [layer(i) for i in range(8)]
     profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers)
-    plan = make_plan([profile], ["cuda:0", "cuda:1"], micro_batches=1)
+    plan = make_plan([profile], Request(devices=["cuda:0", "cuda:1"], micro_batches=1))
     assert plan.bounds == [0, 4, 8]
     for stage in plan.stages:
         assert stage.forward_ms == pytest.approx(max(2 * 1.0 + 2 * 0.1, 2 * 0.1 + 2 * 1.0))  # 2.2, not 4.0
@@ -303,7 +304,7 @@ def test_the_single_baseline_is_predicted_at_its_profiles_whole_step_launch_boun
     layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100,
                            forward_cpu_ms=cpu, backward_cpu_ms=2 * cpu) for i in range(4)]
     profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=whole)
-    assert make_plan([profile], ["cuda:0"], micro_batches=1).predicted_step_ms == pytest.approx(whole)
+    assert make_plan([profile], Request(devices=["cuda:0"], micro_batches=1)).predicted_step_ms == pytest.approx(whole)
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
@@ -335,9 +336,8 @@ def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it
         profile = Profile("x", "tiny", device, device, "x", 8, 8 // m, 1, 0, [8 // m, 4], "float32", layers)
         stages = min(stages, len(layers))
         devices = [device] * stages
-        plan = make_plan([profile], devices, micro_batches=m, schedule=schedule, link_gbps=gbps)
-        baselines = [make_plan([profile], devices, micro_batches=m, schedule=schedule, link_gbps=gbps,
-                               balance=balance) for balance in ("params", "uniform")]
+        plan = make_plan([profile], Request(devices=devices, micro_batches=m, schedule=schedule, link_gbps=gbps))
+        baselines = [make_plan([profile], Request(devices=devices, micro_batches=m, schedule=schedule, link_gbps=gbps, balance=balance)) for balance in ("params", "uniform")]
         for baseline in baselines:
             assert plan.predicted_step_ms <= baseline.predicted_step_ms * (1 + 1e-9)
         # At most 28 ways to cut: every one is simulated, and none beats the plan (brute force)
@@ -357,15 +357,15 @@ def test_memory_beyond_the_layers_comes_from_the_measured_whole_step():
     """A whole step's measured peak (the backward's transients, workspaces) is what the single baseline
     predicts; a pipeline's stages take the share their largest activation is of the model's."""
     whole, quarter = gpt_like(micro_batch=64), gpt_like(micro_batch=16)
-    layered = make_plan([whole], ["cuda:0"], micro_batches=1).stages[0].predicted_memory_bytes
+    layered = make_plan([whole], Request(devices=["cuda:0"], micro_batches=1)).stages[0].predicted_memory_bytes
     whole.whole_step_peak_bytes = layered + 8_000_000
-    single = make_plan([whole], ["cuda:0"], micro_batches=1)
+    single = make_plan([whole], Request(devices=["cuda:0"], micro_batches=1))
     assert single.memory_per_device() == [layered + 8_000_000]
     # at a quarter of the batch, a quarter of the unmodelled bytes, on each stage (equal activations here)
-    before = make_plan([quarter], ["cuda:0", "cuda:1"], micro_batches=4).memory_per_device()
-    after = make_plan([quarter, whole], ["cuda:0", "cuda:1"], micro_batches=4).memory_per_device()
+    before = make_plan([quarter], Request(devices=["cuda:0", "cuda:1"], micro_batches=4)).memory_per_device()
+    after = make_plan([quarter, whole], Request(devices=["cuda:0", "cuda:1"], micro_batches=4)).memory_per_device()
     assert [a - b for a, b in zip(after, before)] == [2_000_000, 2_000_000]
     # a measured peak below the layers' figures lowers the prediction, never below the stage's weights
     whole.whole_step_peak_bytes = 1
-    low = make_plan([whole], ["cuda:0"], micro_batches=1).stages[0].predicted_memory_bytes
+    low = make_plan([whole], Request(devices=["cuda:0"], micro_batches=1)).stages[0].predicted_memory_bytes
     assert low == sum(l.param_bytes * 2 for l in whole.layers)

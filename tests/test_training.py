@@ -15,6 +15,7 @@ from pipebench.partition import costs
 from pipebench.partition.plan import hand_plan, make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
+from pipebench.request import Request
 
 BF16_ADAMW = Training(precision="bf16", optimizer="adamw")
 
@@ -67,8 +68,8 @@ def test_checkpointing_with_a_strategy_that_cannot_is_refused(strategy):
 def test_checkpointing_a_zero_bubble_plan_is_refused_always_and_planned_without_for_auto():
     profile = profile_of([1.0, 1.0, 1.0, 1.0])
     with pytest.raises(UserError, match="backward in one piece"):
-        make_plan([profile], ["cpu"] * 2, schedule="zbv", virtual_stages=2, checkpoint="always")
-    auto = make_plan([profile], ["cpu"] * 2, schedule="zbv", virtual_stages=2, checkpoint="auto")
+        make_plan([profile], Request(devices=["cpu"] * 2, schedule="zbv", virtual_stages=2, link_gbps=0.0, training=Training(checkpoint="always")))
+    auto = make_plan([profile], Request(devices=["cpu"] * 2, schedule="zbv", virtual_stages=2, link_gbps=0.0, training=Training(checkpoint="auto")))
     assert auto.checkpoint == "never" and not any(s.recompute for s in auto.stages)
 
 
@@ -128,7 +129,7 @@ def profile_of(forward_ms, micro_batch=2, batch=8, param_bytes=4000, saved=1000,
 def test_the_memory_prices_adamw_and_the_cast_copies_in_closed_form():
     profile = profile_of([1.0] * 4, cast=500)
     for optimizer, states in (("sgd", 0), ("adamw", 2)):
-        plan = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, optimizer=optimizer)
+        plan = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, link_gbps=0.0, training=Training(optimizer=optimizer)))
         for stage in plan.stages:
             layers = stage.end_layer - stage.first_layer
             # parameters + gradients + states, the cast copies once, activations of every micro-batch in flight
@@ -136,7 +137,7 @@ def test_the_memory_prices_adamw_and_the_cast_copies_in_closed_form():
 
 
 def test_a_tensor_two_layers_keep_counts_once_within_a_stage_and_on_both_sides_of_a_cut():
-    plan = make_plan([profile_of([1.0] * 4, shared=300)], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
+    plan = make_plan([profile_of([1.0] * 4, shared=300)], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4))
     for stage in plan.stages:
         layers = stage.end_layer - stage.first_layer
         # the tensor between two of its layers once: layers - 1 of them within it; a cut's is kept by both
@@ -148,8 +149,8 @@ def test_a_tensor_two_layers_keep_counts_once_within_a_stage_and_on_both_sides_o
 
 def test_checkpoint_always_prices_the_recompute_and_keeps_only_what_each_stage_received():
     profile = profile_of([1.0] * 4)
-    keep = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
-    again = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="always")
+    keep = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4))
+    again = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, link_gbps=0.0, training=Training(checkpoint="always")))
     assert all(s.recompute for s in again.stages) and not any(s.recompute for s in keep.stages)
     for k, r in zip(keep.stages, again.stages):
         assert r.forward_ms == pytest.approx(k.forward_ms)
@@ -161,23 +162,20 @@ def test_checkpoint_always_prices_the_recompute_and_keeps_only_what_each_stage_r
 
 
 def test_checkpoint_always_on_one_device_keeps_each_layers_input():
-    plan = make_plan([profile_of([1.0] * 4, micro_batch=8)], ["cpu"], schedule="gpipe", micro_batches=1,
-                     checkpoint="always")
+    plan = make_plan([profile_of([1.0] * 4, micro_batch=8)], Request(devices=["cpu"], schedule="gpipe", micro_batches=1, link_gbps=0.0, training=Training(checkpoint="always")))
     # parameters and gradients, every layer's input but the first's, one layer's activations
     assert plan.stages[0].predicted_memory_bytes == 4 * 2 * 4000 + 3 * 100 + 1000
 
 
 def test_checkpoint_auto_recomputes_only_the_stages_that_need_it():
     profile = profile_of([1.0] * 4)
-    keep = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4)
-    assert make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto",
-                     max_memory=max(keep.memory_per_device())).checkpoint == "auto"
-    roomy = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto",
-                      max_memory=max(keep.memory_per_device()))
+    keep = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4))
+    assert make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=max(keep.memory_per_device()), link_gbps=0.0, training=Training(checkpoint="auto"))).checkpoint == "auto"
+    roomy = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=max(keep.memory_per_device()), link_gbps=0.0, training=Training(checkpoint="auto")))
     assert not any(s.recompute for s in roomy.stages)
     # Room for one stage's activations but not the other's: only that one recomputes.
     caps = [keep.memory_per_device()[0], keep.memory_per_device()[1] - 1]
-    tight = make_plan([profile], ["cpu"] * 2, schedule="gpipe", micro_batches=4, checkpoint="auto", max_memory=caps)
+    tight = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=caps, link_gbps=0.0, training=Training(checkpoint="auto")))
     assert [s.recompute for s in tight.stages] == [False, True]
     assert all(m <= c for m, c in zip(tight.memory_per_device(), caps))
     assert keep.predicted_step_ms < tight.predicted_step_ms

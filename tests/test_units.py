@@ -7,7 +7,8 @@ import pytest
 
 from pipebench.errors import DeviceError, UserError
 from pipebench.specs import (AutoGpus, micro_batch_counts, parse_chunks, parse_gpus, parse_int, parse_number,
-                             parse_override, parse_speeds, virtual_stages)
+                             parse_override, parse_speeds)
+from pipebench.request import virtual_stages
 from pipebench.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
 
 

@@ -12,6 +12,7 @@ from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
 from pipebench.training import Training
+from pipebench.request import Request
 from test_advise import profiles
 from test_distributed import SEED, check, job_for, trained_params
 
@@ -53,22 +54,21 @@ def test_it_is_priced_as_ddp_with_the_optimizer_states_sharded():
     """Same profile, 2 devices, AdamW: ZeRO-1 holds DDP's replica less half of the two fp32 states per
     parameter, and takes DDP's step plus the all-gather of the updated parameters."""
     adamw = Training(optimizer="adamw")
-    ddp, zero1 = (predict(name, profiles(), ["cuda:0", "cuda:1"], training=adamw) for name in ("ddp", "zero1"))
+    ddp, zero1 = (predict(name, profiles(), Request(devices=["cuda:0", "cuda:1"], training=adamw)) for name in ("ddp", "zero1"))
     params = 8 * 2 * 10**6  # eight layers of 2 MB
     links = costs.Links(copy_gbps=100.0, allreduce_gbps=100.0)
     assert zero1.peak_memory_bytes == [m - params * 2 // 2 for m in ddp.peak_memory_bytes]
     assert zero1.predicted_step_ms == pytest.approx(ddp.predicted_step_ms + costs.gather_ms(params, 2, links))
     assert zero1.fits and zero1.schedule is None
-    with_sgd = predict("zero1", profiles(), ["cuda:0", "cuda:1"])  # no state: DDP's memory
-    assert with_sgd.peak_memory_bytes == predict("ddp", profiles(), ["cuda:0", "cuda:1"]).peak_memory_bytes
+    with_sgd = predict("zero1", profiles(), Request(devices=["cuda:0", "cuda:1"]))  # no state: DDP's memory
+    assert with_sgd.peak_memory_bytes == predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"])).peak_memory_bytes
 
 
 def test_it_fits_under_a_cap_that_ddp_does_not():
     adamw = Training(optimizer="adamw")
-    ddp = predict("ddp", profiles(), ["cuda:0", "cuda:1"], training=adamw)
+    ddp = predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=adamw))
     cap = ddp.peak_memory_bytes[0] - 1
-    ranked = {p.strategy: p for p in advise(profiles(), ["cuda:0", "cuda:1"], caps=[cap, cap],
-                                            training=adamw).predictions}
+    ranked = {p.strategy: p for p in advise(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap], training=adamw)).predictions}
     assert not ranked["ddp"].fits and ranked["zero1"].fits
     assert STRATEGIES["zero1"].processes(4) == 4 and STRATEGIES["zero1"].splits_batch
 

@@ -29,13 +29,11 @@ def add_parser(subparsers) -> None:
 def cmd_advise(args) -> int:
     from dataclasses import replace
 
-    from pipebench.bench.advise import advise
-    from pipebench.bench.cli.common import training_of
+    from pipebench.bench.advise import advice_ranking, advise
     from pipebench.bench.cli.plan import check_outputs, load_or_profile
     from pipebench.files import write_json
     from pipebench.specs import parse_chunks
 
-    training = training_of(args)  # an unknown value: one line now
     chunks = parse_chunks(args.chunks)
     check_outputs(args)
     # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled;
@@ -44,22 +42,13 @@ def cmd_advise(args) -> int:
         if devices == 1:
             return [1]
         return None if None in chunks else sorted({1, devices, *chunks})
-    def ranking(devices, speeds, caps):
-        from pipebench.bench.advise import advice_ranking
 
-        per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
-                                                else list(caps))
-        return advice_ranking(devices, caps=per_device, speeds=speeds, link_gbps=args.link_gbps, training=training)
-
-    source = load_or_profile(args, 1, counts, ranking)
-    profiles, devices = source.profiles, source.devices
-    caps = source.caps
-    per_device = None if caps is None else ([float(caps)] * len(devices) if isinstance(caps, (int, float))
-                                            else list(caps))
-    advice = advise(profiles, devices, caps=per_device, speeds=source.speeds, link_gbps=args.link_gbps,
-                    training=replace(training, precision=profiles[0].precision))  # the profile's own
+    source = load_or_profile(args, counts, advice_ranking)
+    profiles, request = source
+    devices = list(request.devices)
+    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].precision)))
     print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
-                        link_gbps=args.link_gbps))
+                        link_gbps=request.link_gbps))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
+from pipebench.request import Request, check_stage_count
 from pipebench.specs import is_user_model
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.training import DEFAULT_PRECISION
@@ -69,12 +70,11 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
 
 
 class Source(NamedTuple):
-    """What plan and advise work from: the profiles, the devices, their speed factors and memory caps."""
+    """What plan and advise work from: the profiles and the Request (devices, caps, speeds, links, the
+    Training) that the options say."""
 
     profiles: list
-    devices: list[str]
-    speeds: list[float] | None
-    caps: float | list[float] | None
+    request: Request
 
 
 def check_outputs(args) -> None:
@@ -86,88 +86,81 @@ def check_outputs(args) -> None:
             writable_file(path, option)
 
 
-def load_or_profile(args, stages_per_device: int = 1, counts=None, ranking=None) -> Source:
+def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     """The saved profile (--profile, checked against --model and --batch; no GPU touched), or a new one
-    measured on the devices asked for, at the micro-batch counts `counts(device count)` gives (None:
-    --chunks), and saved when --save-profile says so. Sets args.link_gbps to the parsed --link-gbps.
-    ranking(devices, speeds, caps): what ranks the counts under --chunks auto (pipebench.profile's rank)."""
+    measured through pipebench.profile on the devices asked for, at the micro-batch counts `counts(device
+    count)` gives (None: the request's), and saved when --save-profile says so; with the Request the
+    options say (`asked`: the command's own fields of it, e.g. plan's schedule). ranking(request): what
+    ranks the counts under auto (pipebench.profile's rank)."""
+    import pipebench
     from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.progress import ProgressBar
     from pipebench.specs import parse_link_gbps
     from pipebench.units import parse_size
 
     caps = parse_size(args.max_memory) if args.max_memory else None
-    args.link_gbps = parse_link_gbps(args.link_gbps)
+    common = dict(link_gbps=parse_link_gbps(args.link_gbps), training=training_of(args), repeats=args.repeats,
+                  fresh=args.fresh, **asked)
     if args.profile:
         profiles = load_profiles(args.profile)
         first = profiles[0]
         if args.model and args.model != first.model:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
-        if args.batch is not None and args.batch != first.batch:
-            raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
         if args.precision != DEFAULT_PRECISION and args.precision != first.precision:
             raise UserError(f"--precision {args.precision} does not match the profile's {first.precision}; "
                             "profile again in that precision")
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-        devices = _devices(args, check=False)
-        return Source(profiles, devices, speeds(args.speeds, devices), caps)
+        devices, _ = _devices(args, check=False)
+        if args.batch is not None and args.batch != first.batch:
+            raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
+        request = Request(devices=devices, batch=first.batch, max_memory=caps, speeds=speeds(args.speeds, devices),
+                          **common)
+        return Source(profiles, request)
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
-    devices = _devices(args, check=True)
+    devices, infos = _devices(args, check=True)
     overrides = _settings(args)
-    if caps is None and getattr(args, "gpu_infos", None):
+    if caps is None and infos:
         from pipebench.hardware.gpus import free_memory_caps
 
-        caps = free_memory_caps(args.gpu_infos)
-    factors = speeds(args.speeds, devices)
-    stages = len(devices) * stages_per_device
-    profiles, _ = _profile(args, devices, overrides, counts(len(devices)) if counts else None,
-                           check=lambda: _check_stages(args, overrides, stages),
-                           rank=ranking(devices, factors, caps) if ranking else None)
-    if not is_user_model(args.model) and stages > len(profiles[0].layers):  # as _check_stages, for a cached one
-        raise UserError(f"more stages than layers ({stages} > {len(profiles[0].layers)})")
+        caps = free_memory_caps(infos)
+    batch = args.batch if args.batch is not None else (256 if devices[0].startswith("cuda") else 8)
+    request = Request(devices=devices, batch=batch, max_memory=caps, speeds=speeds(args.speeds, devices), **common)
+    if counts:
+        request = request.with_(micro_batches=counts(len(devices)))
+    with ProgressBar() as progress:
+        profiles = pipebench.profile(args.model, None, request, flavour=args.flavour, settings=overrides,
+                                     data_dir=args.data_dir, note=note, progress=progress,
+                                     before_measuring=lambda: _check_stages(args, overrides, request.stages),
+                                     rank=ranking(request) if ranking else None)
+    if not is_user_model(args.model):  # as _check_stages, for a cached one
+        check_stage_count(request.stages, len(profiles[0].layers))
     if args.save_profile:
         save_profiles(profiles, args.save_profile)
         note(f"profile written to {args.save_profile}")
-    return Source(profiles, devices, factors, caps)
+    return Source(profiles, request)
 
 
 def cmd_plan(args) -> int:
+    import pipebench
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
-    from pipebench.partition.plan import check_recompute, make_plan, shared_cores
+    from pipebench.partition.plan import plan_ranking
     from pipebench.partition.plan_text import format_plan
-    from pipebench.specs import micro_batch_counts, parse_chunks, virtual_stages
+    from pipebench.specs import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]
     check_outputs(args)
-    training_of(args)  # an unknown precision, optimizer or checkpoint mode: one line now
     if args.export:
         check_engine(args.export[0])
-    virtual = virtual_stages(args.schedule, args.virtual_stages)
-    check_recompute(args.schedule, args.checkpoint)  # refused before profiling, not after
-    def ranking(devices, speeds, caps):
-        from pipebench.partition.plan import plan_ranking
-
-        return plan_ranking(devices, schedule=args.schedule, balance=args.balance, max_memory=caps, speeds=speeds,
-                            optimizer=args.optimizer, virtual_stages=virtual, checkpoint=args.checkpoint,
-                            **({"link_gbps": args.link_gbps} if args.link_gbps is not None else {}))
-
-    source = load_or_profile(args, virtual, ranking=ranking)
-    profiles, devices, max_memory = source.profiles, source.devices, source.caps
-    micro_batch_counts(chunks, profiles[0].batch)
-    if len(devices) * virtual > len(profiles[0].layers):
-        raise UserError(f"more stages than layers ({len(devices) * virtual} > {len(profiles[0].layers)})")
-    # The link the profile measured prices the cuts, unless --link-gbps says otherwise.
-    first = profiles[0]
-    link_gbps = args.link_gbps if args.link_gbps is not None else (first.link_gbps or 0.0)
-    latency = (first.link_latency_ms or 0.0) if args.link_gbps is None else 0.0
-    common = dict(schedule=args.schedule, link_gbps=link_gbps, link_latency_ms=latency, optimizer=args.optimizer,
-                  virtual_stages=virtual, checkpoint=args.checkpoint, shared_cores=shared_cores(first, devices))
-    plan = make_plan(profiles, devices, balance=args.balance, micro_batches=chunks,
-                     max_memory=max_memory, speeds=source.speeds, **common)
-    baseline = make_plan(profiles, devices, balance="params", micro_batches=plan.micro_batches, **common)
-    print(format_plan(plan, baseline, max_memory))
+    profiles, request = load_or_profile(args, ranking=plan_ranking, schedule=args.schedule,
+                                        virtual_stages=args.virtual_stages, balance=args.balance,
+                                        micro_batches=chunks)
+    plan = pipebench.plan(profiles=profiles, request=request)
+    baseline = pipebench.plan(profiles=profiles, request=request.with_(
+        balance="params", micro_batches=plan.micro_batches, max_memory=None, speeds=None))
+    print(format_plan(plan, baseline, request.max_memory))
     if args.json:
         plan.save(args.json)
         print(f"plan written to {args.json}")
@@ -178,9 +171,9 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _devices(args, check: bool) -> list[str]:
-    """The device of each stage: --gpus (checked to exist when `check`), else --stages on --device.
-    Sets args.gpu_infos to what NVML says of the GPUs taken, for the default memory caps."""
+def _devices(args, check: bool) -> tuple[list[str], list | None]:
+    """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
+    (checked to exist when `check`), else --stages on --device."""
     from pipebench.hardware.probes import check_gpus, resolve_device
     from pipebench.specs import parse_gpus
 
@@ -188,18 +181,17 @@ def _devices(args, check: bool) -> list[str]:
         if args.gpus.startswith("auto"):
             if not check:
                 raise UserError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
-            ids, args.gpu_infos = auto_gpus(args.gpus)
-            return check_gpus(ids)
+            ids, infos = auto_gpus(args.gpus)
+            return check_gpus(ids), infos
         ids = parse_gpus(args.gpus)
         if not check:
-            return [f"cuda:{i}" for i in ids]
+            return [f"cuda:{i}" for i in ids], None
         devices = check_gpus(ids)
         from pipebench.hardware.gpus import parse_gpu_choice
 
-        args.gpu_infos = parse_gpu_choice(args.gpus)[1] or None
-        return devices
+        return devices, parse_gpu_choice(args.gpus)[1] or None
     stages = 2 if args.stages is None else args.stages
-    return [resolve_device(args.device, check=check)] * stages
+    return [resolve_device(args.device, check=check)] * stages, None
 
 
 def _settings(args) -> dict:
@@ -220,28 +212,4 @@ def _check_stages(args, overrides: dict, stages: int) -> None:
     from pipebench.models import get_model
 
     if not is_user_model(args.model):
-        layers = len(get_model(args.model, args.flavour, device="meta", **overrides))
-        if stages > layers:
-            raise UserError(f"more stages than layers ({stages} > {layers})")
-
-
-def _profile(args, devices: list[str], overrides: dict, counts: list[int] | None = None, check=None,
-             rank=None):
-    """Profile through the library (pipebench.profile) at every micro-batch size considered (`counts`,
-    else --chunks), calling `check()` before anything is measured; (profiles, link GB/s between the first
-    two GPUs, measured unless --link-gbps gives it)."""
-    import pipebench
-    from pipebench.progress import ProgressBar
-    from pipebench.specs import micro_batch_counts, parse_chunks
-
-    on_gpu = devices[0].startswith("cuda")
-    batch = args.batch if args.batch is not None else (256 if on_gpu else 8)
-    for count in counts or parse_chunks(args.chunks, single=True):
-        micro_batch_counts(count, batch)
-    with ProgressBar() as progress:
-        profiles = pipebench.profile(args.model, batch=batch, device=devices[0], devices=devices,
-                                     micro_batches=counts or args.chunks, repeats=args.repeats, flavour=args.flavour,
-                                     settings=overrides, data_dir=args.data_dir, link_gbps=args.link_gbps, note=note,
-                                     precision=args.precision, optimizer=args.optimizer, fresh=args.fresh,
-                                     progress=progress, before_measuring=check, rank=rank)
-    return profiles, profiles[0].link_gbps or 0.0
+        check_stage_count(stages, len(get_model(args.model, args.flavour, device="meta", **overrides)))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 LOAD = """
 import torch
+from pipebench.request import Request
 a = torch.randn(8192, 8192, device='cuda'); b = torch.randn(8192, 8192, device='cuda')
 print('load running on', torch.cuda.get_device_name(), flush=True)
 while True:
@@ -93,9 +94,8 @@ def main(argv=None) -> int:
         speeds = [sorted(p[i] for p in probes)[1] for i in range(len(devices))]  # median of three probes
         print(f"speed factors with GPU 1 loaded: {speeds[0]:.2f} / {speeds[1]:.2f} (probes {probes})", flush=True)
         plans = {
-            "equal": make_plan(profiles, devices, schedule="1f1b", link_gbps=link, min_micro_batches=2),
-            "speed-aware": make_plan(profiles, devices, schedule="1f1b", link_gbps=link, min_micro_batches=2,
-                                     speeds=speeds),
+            "equal": make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=link, min_micro_batches=2)),
+            "speed-aware": make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=link, min_micro_batches=2, speeds=speeds)),
         }
         planned = {"equal": [1.0, 1.0], "speed-aware": speeds}
         predicted_loaded = {name: simulate_at(plan, planned[name], speeds) for name, plan in plans.items()}

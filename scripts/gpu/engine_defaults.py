@@ -17,6 +17,7 @@ from pipebench.bench.strategies.devicemap import layer_size_bounds
 from pipebench.partition.engines import block
 from pipebench.partition.plan import make_plan, plan_with_bounds
 from pipebench.partition.profile import load_profiles
+from pipebench.request import Request
 
 
 def defaults(layers, stages: int) -> dict[str, list[int]]:
@@ -43,7 +44,7 @@ def main(path: str, *stage_counts: str) -> None:
     profiles = load_profiles(path)
     for stages in map(int, stage_counts):
         devices = ["cpu"] * stages
-        plan = make_plan(profiles, devices, schedule="1f1b")
+        plan = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=0.0))
         m = plan.micro_batches
         layers = next(p for p in profiles if p.micro_batches == m).layers
 

@@ -17,13 +17,14 @@ from pipebench.bench.advise import predict
 from pipebench.bench.strategies import get_strategy
 from pipebench.partition.plan import Plan, StageCost, _simulate, cut_prices, stage_scale
 from pipebench.partition.profile import load_profiles
+from pipebench.request import Request
 
 
 def predicted_now(row: dict, profiles, plans: Path) -> float:
     strategy = get_strategy(row["strategy"])
     devices = [f"cuda:{i}" for i in range(len(row["gpus"].split(",")))]
     if not strategy.needs_plan:
-        return predict(strategy, profiles, devices).predicted_step_ms
+        return predict(strategy, profiles, Request(devices=devices)).predicted_step_ms
     plan = Plan.load(plans / f"{row['plan_id']}.plan.json")
     profile = {p.micro_batches: p for p in profiles}[plan.micro_batches]
     link = (profile.link_gbps or 0.0) if plan.device_count > 1 else 0.0  # one device: cuts cost nothing

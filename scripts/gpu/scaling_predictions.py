@@ -15,6 +15,7 @@ from pipebench.partition.plan import make_plan
 from pipebench.partition.profile import load_profiles
 from pipebench.partition.schedule import IN_TURN, SCHEDULES, ideal_efficiency
 from pipebench.units import GIB
+from pipebench.request import Request
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,13 +27,12 @@ def main(argv=None) -> int:
     rows = []
     for path in args.profiles:
         profiles = load_profiles(path)
-        single = make_plan(profiles, ["gpu0"], schedule=IN_TURN, micro_batches=1)
+        single = make_plan(profiles, Request(devices=["gpu0"], schedule=IN_TURN, micro_batches=1, link_gbps=0.0))
         for p in [int(g) for g in args.gpus.split(",")]:
             for schedule, kind in SCHEDULES.items():
                 devices = [f"gpu{i}" for i in range(p)]
                 try:
-                    plan = make_plan(profiles, devices, schedule=schedule, virtual_stages=kind.stages_per_device,
-                                     link_gbps=args.link_gbps, min_micro_batches=p if kind.micro_batch_per_stage else 1)
+                    plan = make_plan(profiles, Request(devices=devices, schedule=schedule, virtual_stages=kind.stages_per_device, link_gbps=args.link_gbps, min_micro_batches=p if kind.micro_batch_per_stage else 1))
                 except ValueError as exc:
                     rows.append({"model": profiles[0].model, "gpus": p, "schedule": schedule, "note": str(exc)})
                     continue

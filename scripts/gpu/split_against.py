@@ -18,6 +18,7 @@ from pipebench.bench.launch import Session, call_in_child
 from pipebench.partition.plan import make_plan
 from pipebench.partition.profile import load_profiles, save_profiles
 from pipebench.specs import parse_override
+from pipebench.request import Request
 
 
 def profile_to(path: str, model: str, batch: int, counts: list[int], settings: dict) -> None:
@@ -62,10 +63,9 @@ def main() -> None:
     print(f"profiled in {time.monotonic() - started:.0f} s", flush=True)
     devices = ["cuda:0", "cuda:1"]
     link = profiles[0].link_gbps or 0.0
-    timed = make_plan(profiles, devices, schedule="1f1b", link_gbps=link, min_micro_batches=2)
+    timed = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=link, min_micro_batches=2))
     plans = {"pipebench (time)": timed,
-             "parameter midpoint": make_plan(profiles, devices, schedule="1f1b", balance="params", link_gbps=link,
-                                             micro_batches=timed.micro_batches)}
+             "parameter midpoint": make_plan(profiles, Request(devices=devices, schedule="1f1b", balance="params", link_gbps=link, micro_batches=timed.micro_batches))}
     results = {name: [] for name in plans}
     for name, plan in plans.items():
         plan.save(out / f"plan-{name.split()[0].strip('(')}.json")

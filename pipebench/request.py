@@ -1,0 +1,260 @@
+"""What a plan, or one case of a run, is asked to do: one typed value, checked once.
+
+The command line (bench/cli) and the Python API (pipebench/api.py) both build a `Request`; `make_plan`,
+the rankings, advise and the Job take it whole, so no layer re-validates an option or re-spells a
+default. Building one checks every field's type and value (a float batch, a micro-batch count given as
+text, a NaN link speed: one clear line, UserError, exit status 2 on the command line), and the rules
+that need something only a profile knows have their one home here too:
+
+- `check_stage_count`: more stages than layers;
+- `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
+- `check_recompute`: a schedule or strategy that cannot recompute activations;
+- `Request.links`: the link that prices a cut, by default what the profile measured.
+
+Nothing here imports torch: a saved profile plans anywhere.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from numbers import Integral, Real
+from typing import Any, Sequence
+
+from pipebench.errors import UserError
+from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
+from pipebench.training import Training
+
+__all__ = ["Request", "BALANCES", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
+           "virtual_stages"]
+
+BALANCES = ("time", "params", "uniform")
+"""What the cuts balance: profiled time, parameter counts, or layer counts."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A plan's (or a run's case's) devices, schedule, micro-batches, caps, speeds, links and Training."""
+
+    devices: tuple[str, ...] = ("cpu", "cpu")
+    """The device of each pipeline position ("cuda:0", "cpu", ...); the profile is measured on the first."""
+    batch: int | None = None
+    """The global batch; None: the profile's (a plan from saved profiles)."""
+    schedule: str = DEFAULT_SCHEDULE
+    """The pipeline schedule (partition/schedule.py SCHEDULES) the plan is made for."""
+    virtual_stages: int | None = None
+    """Stages per device; None: the schedule's own (2 for interleaved, zb-interleaved and zbv, else 1)."""
+    micro_batches: int | tuple[int, ...] | None = None
+    """The micro-batch count; None ("auto"): the count predicted fastest among those profiled. A profile
+    may be asked for several counts at once (a run's cases)."""
+    min_micro_batches: int = 1
+    """The fewest micro-batches the executor accepts (torch's Schedule1F1B wants one per stage)."""
+    balance: str = "time"
+    """What the cuts balance (BALANCES)."""
+    max_memory: float | tuple[float, ...] | None = None
+    """Bytes per device the plan must stay within (one figure for all, or one per device); None: no cap."""
+    speeds: tuple[float, ...] | None = None
+    """Speed factor of each device relative to the profiled one (2.0: twice as fast); None: all equal."""
+    link_gbps: float | None = None
+    """GB/s that price a cut's transfer; None: what the profile measured between the first two devices
+    (its latency too), 0 (transfers free) where it measured nothing."""
+    link_latency_ms: float | None = None
+    """The fixed cost of one transfer; None: the profile's where the link is the profile's, else 0."""
+    training: Training = field(default_factory=Training)
+    """How the model trains (pipebench/training.py): precision, optimizer, checkpoint mode."""
+    repeats: int | None = None
+    """Timed repeats per layer when profiling; None: 5 on GPUs, 3 on the CPU."""
+    granularity: int | None = None
+    """Module depth of the cut candidates (1: top-level submodules); None: the zoo's layers, or the finest
+    depth with at most 64 candidates."""
+    cache: bool = True
+    """Reuse the sizes measured before (partition/cache.py) and keep new ones."""
+    fresh: bool = False
+    """Measure every size again (and replace the cached ones)."""
+
+    def __post_init__(self):
+        def set_(name: str, value: Any) -> None:  # frozen: each field normalised once, here
+            object.__setattr__(self, name, value)
+
+        devices = self.devices
+        if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
+            raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.60})")
+        if not all(isinstance(d, str) and d for d in devices):
+            raise UserError(f"devices takes device names such as 'cpu' or 'cuda:0' (got {list(devices)!r:.60})")
+        set_("devices", tuple(devices))
+        if self.batch is not None:
+            set_("batch", count_of(self.batch, "batch"))
+        set_("virtual_stages", virtual_stages(self.schedule, self.virtual_stages))
+        set_("micro_batches", _micro_batches(self.micro_batches))
+        set_("min_micro_batches", count_of(self.min_micro_batches, "min_micro_batches"))
+        if self.batch is not None:
+            self.check_split(self.batch)
+        if self.balance not in BALANCES:
+            raise UserError(f"unknown balance {self.balance!r}; choose one of: {', '.join(BALANCES)}")
+        set_("max_memory", self._per_device("max_memory", self.max_memory, one_figure=True))
+        set_("speeds", self._per_device("speeds", self.speeds, one_figure=False))
+        if self.link_gbps is not None:
+            gbps = number_of(self.link_gbps, "link_gbps", low=0.0)
+            if 0 < gbps < 1e-3:
+                raise UserError(f"link_gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got {gbps!r})")
+            set_("link_gbps", gbps)
+        if self.link_latency_ms is not None:
+            set_("link_latency_ms", number_of(self.link_latency_ms, "link_latency_ms", low=0.0))
+        if not isinstance(self.training, Training):
+            raise UserError(f"training takes a pipebench Training (got {type(self.training).__name__})")
+        check_recompute(self.schedule, self.training.checkpoint)
+        for name in ("repeats", "granularity"):
+            if getattr(self, name) is not None:
+                set_(name, count_of(getattr(self, name), name))
+        for name in ("cache", "fresh"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} takes True or False (got {getattr(self, name)!r:.40})")
+
+    def _per_device(self, name: str, value: Any, *, one_figure: bool) -> Any:
+        """`value` as positive finite numbers, one per device (or one figure for all where `one_figure`)."""
+        if value is None:
+            return None
+        if one_figure and not isinstance(value, (list, tuple)):
+            return number_of(value, name, low=0.0, above=True)
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise UserError(f"{name} takes {'a number or ' if one_figure else ''}one number per device "
+                            f"(got {value!r:.40})")
+        figures = tuple(number_of(v, name, low=0.0, above=True) for v in value)
+        if len(figures) != len(self.devices):
+            raise UserError(f"need one {'memory cap' if name == 'max_memory' else 'speed'} per device "
+                            f"({len(figures)} != {len(self.devices)})")
+        return figures
+
+    # --------------------------------------------------------------------------------------- derived
+
+    @property
+    def stages(self) -> int:
+        """Pipeline stages: the devices times the stages each holds."""
+        return len(self.devices) * self.virtual_stages
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.devices[0].startswith("cuda")
+
+    @property
+    def chosen(self) -> int | None:
+        """The one micro-batch count a plan must use (None: its choice); a list of counts is for profiling."""
+        if isinstance(self.micro_batches, tuple):
+            raise UserError(f"a plan takes one micro-batch count or auto (got {list(self.micro_batches)})")
+        return self.micro_batches
+
+    def with_(self, **changes: Any) -> "Request":
+        """A copy with some fields changed (checked again)."""
+        return replace(self, **changes)
+
+    def links(self, profile: Any) -> tuple[float, float]:
+        """(GB/s, latency ms) that price a cut: link_gbps where given (its latency link_latency_ms, else 0),
+        else what `profile` measured between the first two devices (0 where it measured nothing). The one
+        home of the link default."""
+        if self.link_gbps is not None:
+            return self.link_gbps, self.link_latency_ms or 0.0
+        latency = self.link_latency_ms if self.link_latency_ms is not None else profile.link_latency_ms
+        return profile.link_gbps or 0.0, latency or 0.0
+
+    def check_profiles(self, profiles: Sequence[Any]) -> None:
+        """What the profiles must agree with before a plan is made from them: there is one, the batch is
+        theirs, the stages do not outnumber their layers, the micro-batch count splits their batch."""
+        if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
+            raise UserError("need at least one profile (pipebench.profile makes them)")
+        first = profiles[0]
+        if self.batch is not None and self.batch != first.batch:
+            raise UserError(f"batch {self.batch} does not match the profile's batch {first.batch}")
+        check_stage_count(self.stages, len(first.layers))
+        self.check_split(first.batch)
+
+    def check_split(self, batch: int) -> None:
+        """Refuse a micro-batch count that does not split `batch` into equal micro-batches."""
+        counts = self.micro_batches if isinstance(self.micro_batches, tuple) else (self.micro_batches,)
+        for count in counts:
+            if (why := split_error(batch, count)) is not None:
+                raise UserError(why)
+
+
+# ----------------------------------------------------------------------------------------------- rules
+
+def check_stage_count(stages: int, layers: int) -> None:
+    """Refuse more pipeline stages than layers to cut (UserError): the one home of that rule."""
+    if stages < 1:
+        raise UserError(f"need at least one stage (got {stages})")
+    if stages > layers:
+        raise UserError(f"more stages than layers ({stages} > {layers})")
+
+
+def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
+    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
+    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
+    if parts is None or (parts >= 1 and batch % parts == 0):
+        return None
+    if replicas is not None:
+        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
+    return f"batch {batch} does not split into {parts} equal micro-batches"
+
+
+def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[Any] = ()) -> None:
+    """Refuse checkpoint always where nothing can recompute (UserError): a zero-bubble `schedule` splits the
+    backward in two, and recomputing needs it whole; `strategies` (bench/strategies' entries) that cannot
+    (their can_checkpoint). auto recomputes where it can and runs the others without."""
+    if checkpoint != "always":
+        return
+    if cannot := [s.name for s in strategies if not s.can_checkpoint]:
+        raise UserError(f"--checkpoint always: {', '.join(cannot)} cannot recompute activations; leave "
+                        f"{'it' if len(cannot) == 1 else 'them'} out or use --checkpoint never")
+    if schedule is not None and get_schedule(schedule).split_backward:
+        raise UserError(f"activation checkpointing needs a backward in one piece; {schedule} splits it "
+                        "(choose another schedule or --checkpoint never)")
+
+
+# ------------------------------------------------------------------------------------- typed values
+
+def count_of(value: Any, name: str, low: int = 1) -> int:
+    """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError."""
+    what = "a positive integer" if low == 1 else f"an integer from {low}"
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise UserError(f"{name} takes {what} (got {type(value).__name__} {value!r:.40})")
+    if value < low:
+        raise UserError(f"{name} takes {what} (got {value})")
+    return int(value)
+
+
+def number_of(value: Any, name: str, low: float = 0.0, above: bool = False) -> float:
+    """`value` as a finite real number of at least `low` (more than it where `above`), else UserError."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise UserError(f"{name} takes a number (got {type(value).__name__} {value!r:.40})")
+    value = float(value)
+    if not math.isfinite(value) or value < low or (above and value == low):
+        raise UserError(f"{name} takes a finite number {'above' if above else 'of at least'} {low:g} "
+                        f"(got {value!r})")
+    return value
+
+
+def _micro_batches(value: Any) -> int | tuple[int, ...] | None:
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise UserError("micro_batches names no count")
+        return tuple(sorted({count_of(v, "micro_batches") for v in value}))
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return count_of(value, "micro_batches")
+    raise UserError(f"micro_batches takes a positive integer, a list of them or 'auto' (got {value!r:.40})")
+
+
+def virtual_stages(schedule: str, asked: Any) -> int:
+    """Stages per device for `schedule`: 1 for gpipe and 1f1b, 2 by default for the multi-stage schedules
+    (exactly 2 for zbv); `asked` a count, or None for the schedule's own."""
+    kind = get_schedule(schedule)
+    if asked is not None:
+        asked = count_of(asked, "--virtual-stages")
+    if kind.stages_per_device == 1:
+        if asked not in (None, 1):
+            raise UserError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
+        return 1
+    if asked is None:
+        return kind.stages_per_device
+    if kind.fixed_stages_per_device and asked != kind.stages_per_device:
+        raise UserError(f"--virtual-stages {asked}: {schedule} runs exactly {kind.stages_per_device} stages per device")
+    return asked
