@@ -251,21 +251,57 @@ def test_the_seeds_convnet_as_written_trains_like_one_device(tmp_path, groups, s
 
 
 def hugging_face(name, strategy, stages):
+    settings = dict(input_shape=[3, 32, 32]) if name == "vit" else dict(input_shape=[16], token_range=128)
     return job_for(f"{FIXTURES / 'hf_models.py'}:{name}", strategy, 2, micro_batches=2, stages=stages, flavour=None,
-                   input_shape=[16], input_dtype="int64", token_range=128)
+                   **settings)
+
+
+CI = pytest.mark.ci
 
 
 @pytest.mark.parametrize("name, strategy, stages", [
     ("gpt2_tied", "pp-1f1b", None),  # GPT-2 with its embeddings tied across the cut
     ("llama", "pp-1f1b", None),  # RoPE tables, the mask and integer positions cross the cut
     ("qwen2", "pp-1f1b", None),  # RoPE, grouped-query attention, tied embeddings
+    ("t5", "pp-1f1b", None),  # an encoder-decoder: the encoder's states and the decoder's inputs cross the cut
+    # One of every other task head (tests/test_hf_tasks.py), swept by CI:
+    pytest.param("bert", "pp-1f1b", None, marks=CI), pytest.param("bert_classifier", "pp-1f1b", None, marks=CI),
+    pytest.param("bert_tagger", "pp-1f1b", None, marks=CI), pytest.param("vit", "pp-1f1b", None, marks=CI),
+    pytest.param("bart", "pp-1f1b", None, marks=CI),
     pytest.param("gpt2", "pp-1f1b", None, marks=SLOW), pytest.param("llama", "pp-zbv", 4, marks=SLOW),
     pytest.param("qwen2", "pp-zbv", 4, marks=SLOW), pytest.param("gpt2", "pp-zbv", 4, marks=pytest.mark.slow),
-    pytest.param("bert", "pp-1f1b", None, marks=pytest.mark.slow), pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow),
+    pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow), pytest.param("t5", "pp-zbv", 4, marks=SLOW),
 ])
 def test_hugging_face_models_train_like_one_device(tmp_path, groups, name, strategy, stages):
     pytest.importorskip("transformers")
     check(tmp_path, hugging_face(name, strategy, stages), groups)
+
+
+USER_FILE = '''
+import torch
+from hf_models import VOCAB, t5 as model  # a file beside this one
+
+
+def make_batch(batch_size):
+    ids, labels = torch.randint(0, VOCAB, (2, batch_size, 16))
+    mask = torch.ones_like(ids)
+    mask[:, :3] = 0  # padded on the left
+    decoder_ids = torch.cat([torch.zeros_like(labels[:, :1]), labels[:, :-1]], 1)
+    return {"input_ids": ids, "attention_mask": mask, "decoder_input_ids": decoder_ids}, labels
+'''
+
+
+def test_a_model_file_that_imports_a_file_beside_it_trains_in_every_worker(tmp_path, groups):
+    """As Python runs a script: the file's folder on the path of the parent and of each worker. Its batch
+    is a dict by forward's keywords: T5's mask and decoder inputs reach their arguments on either stage."""
+    import shutil
+
+    pytest.importorskip("transformers")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "hf_models.py", folder / "hf_models.py")
+    (folder / "seq2seq.py").write_text(USER_FILE)
+    check(tmp_path, job_for(f"{folder / 'seq2seq.py'}:model", "pp-1f1b", 2, micro_batches=2, flavour=None), groups)
 
 
 def torchvision_family(name):

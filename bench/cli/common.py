@@ -81,11 +81,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("a model of your own (FILE.py:NAME or package.module:NAME)")
     group.add_argument("--input-shape", metavar="C,H,W", help="one sample's input shape, without the batch "
                        "dimension (not needed when the file defines make_batch(batch_size))")
-    group.add_argument("--input-dtype", default=None, help="float32 (default), bfloat16, int64 (token ids)...")
+    group.add_argument("--input-dtype", default=None, help="float32, bfloat16, int64 (token ids)... (default: "
+                       "int64 for a Hugging Face model that takes input_ids, else float32)")
     group.add_argument("--num-classes", default=None,
                        help="classes of the synthetic targets (default: the output's last dimension)")
     group.add_argument("--token-range", default=None, help="token ids are drawn below this (default 1000)")
-    group.add_argument("--loss", default=None, help="cross_entropy (default), nll or mse; a loss_fn in the file wins")
+    group.add_argument("--loss", default=None, help="cross_entropy (default), nll, mse or bce (a Hugging Face "
+                       "classifier's default follows its problem_type); a loss_fn in the file wins")
     group.add_argument("--granularity", default=None, metavar="DEPTH",
                        help="module depth of the cut candidates, 1 = top-level submodules (default: the finest "
                        "depth with at most 64 candidates)")

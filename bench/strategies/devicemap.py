@@ -60,7 +60,7 @@ class DeviceMapTrainer(WholeModelTrainer):
 def no_split_classes(model) -> list[str]:
     """Class names of the modules accelerate must keep on one device: a Hugging Face model's own
     `_no_split_modules`, else the classes of the model's layers (its top-level submodules)."""
-    from pipebench.models.source import AsTrained
+    from pipebench.models.hugging_face import AsTrained
 
     module = model.module.wrapped if isinstance(model.module, AsTrained) else model.module
     if hasattr(module, "_no_split_modules"):
