@@ -403,13 +403,23 @@ def _is_marker(node) -> bool:
     return node.op == "call_function" and node.target is torch.ops.pippy._pipe_split.default
 
 
+_KNOWN_BRANCHES = {  # a data-dependent branch met in a library's model: what to do about it
+    "self.layerdrop": "transformers before 5.23 draws LayerDrop's random number in training even at layerdrop 0 "
+                      "(BART and the models built like it); use transformers 5.23 or newer",
+}
+
+
 def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
     cause = e.__cause__ if (e.__cause__ is not None and "cannot capture your model" in str(e)) else e
-    return CaptureError(
-        f"torch.export cannot capture {type(module).__name__}: {type(cause).__name__}: {_first_line(cause)}"
-        f"{_user_frame(cause)}; make the forward free of data-dependent Python control flow "
-        f"(use torch.where/torch.cond, no .item()/bool() of tensors) or split the model by hand"
-    )
+    where = _user_frame(cause)
+    name = type(getattr(module, "wrapped", module)).__name__  # a model in models/hugging_face.py's view: its own
+    known = next((fix for code, fix in _KNOWN_BRANCHES.items() if code in where), None)
+    if known:  # what to do first: the line is cut at 400 characters
+        return CaptureError(f"torch.export cannot capture {name}{where}: {known} ({type(cause).__name__}: "
+                            f"{_first_line(cause)})")
+    return CaptureError(f"torch.export cannot capture {name}: {type(cause).__name__}: {_first_line(cause)}{where}; "
+                        "make the forward free of data-dependent Python control flow (use torch.where/torch.cond, "
+                        "no .item()/bool() of tensors) or split the model by hand")
 
 
 def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str], dynamic_shapes=None):

@@ -273,7 +273,10 @@ CI = pytest.mark.ci
     pytest.param("bert", "pp-zbv", 4, marks=pytest.mark.slow), pytest.param("t5", "pp-zbv", 4, marks=SLOW),
 ])
 def test_hugging_face_models_train_like_one_device(tmp_path, groups, name, strategy, stages):
-    pytest.importorskip("transformers")
+    transformers = pytest.importorskip("transformers")
+    if name == "bart" and tuple(int(p) for p in transformers.__version__.split(".")[:2]) < (5, 23):
+        pytest.skip("transformers before 5.23: BART's LayerDrop branches on a random number in training, which "
+                    "torch.export cannot capture (tests/test_hf_tasks.py checks the line that says so)")
     check(tmp_path, hugging_face(name, strategy, stages), groups)
 
 

@@ -31,6 +31,10 @@ TASKS = {  # fixture: (task, what it is fed, settings)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+LAYERDROP_BRANCH = tuple(int(p) for p in transformers.__version__.split(".")[:2]) < (5, 23)
+"""transformers before 5.23: BART's LayerDrop branches on a random number in training, which torch.export
+cannot capture (partition/graph.py says so in the line)."""
+
 
 def loaded(name, **settings):
     return models.get_model(f"{HF_MODELS}:{name}", **{**TASKS[name][2], **settings})
@@ -92,6 +96,9 @@ def test_each_task_plans_two_stages_from_the_command_line(capsys, tmp_path, monk
     code = main(["plan", "--model", f"{HF_MODELS}:{name}", "--input-shape", shape, "--stages", "2", "--device",
                  "cpu", "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
     captured = capsys.readouterr()
+    if name == "bart" and LAYERDROP_BRANCH:  # one line that says why, and what to do
+        assert code == 2 and "transformers before 5.23 draws LayerDrop's random number" in captured.err
+        return
     assert code == 0, captured.err
     from pipebench import Plan
 
