@@ -120,11 +120,12 @@ def _listen_on_loopback(port: int) -> tuple[int, int]:
 
 def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
                    torchrun_args: Sequence[str] = (), log_dir: Path | None = None,
-                   group: int | None = None) -> list[str]:
+                   group: int | None = None, worker_module: str = "pipebench.bench.worker") -> list[str]:
     """The command line that starts the job's workers: the worker itself, or torchrun in our agent.
     group: the parent's store port of a worker group, whose workers run the cases sent there (the job
-    only says how many processes)."""
-    worker = ["-m", "pipebench.bench.worker",
+    only says how many processes). worker_module: the module each worker runs (`pipebench train`'s
+    is pipebench.bench.train.loop), with the same arguments."""
+    worker = ["-m", worker_module,
               *(["--group", str(group)] if group is not None else [str(job_path)]), str(out_dir)]
     if job.processes == 1:
         return [sys.executable, "-P", *worker]
@@ -499,7 +500,8 @@ def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
     return env
 
 
-def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int | None = None) -> subprocess.Popen:
+def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int | None = None,
+           worker_module: str = "pipebench.bench.worker") -> subprocess.Popen:
     """Start the job's workers (a worker group's, with `group`: worker_command); `temp` is this call's
     temporary folder, which the child removes should we die."""
     env = child_env(gpus)
@@ -513,7 +515,7 @@ def _start(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int 
     job_path = out_dir / "job.json"
     job.save(job_path)
     command = worker_command(job, job_path, out_dir, port=free_port(), torchrun_args=torchrun_args,
-                             log_dir=temp / "torchelastic", group=group)
+                             log_dir=temp / "torchelastic", group=group, worker_module=worker_module)
     with open(out_dir / "workers.log", "wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)

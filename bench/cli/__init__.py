@@ -68,7 +68,7 @@ def _interrupt(signum, frame):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipebench.bench.cli import advise, devices, models, plan, report, run
+    from pipebench.bench.cli import advise, devices, models, plan, report, run, train
 
     parser = argparse.ArgumentParser(
         prog="pipebench",
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (models, plan, advise, run, devices, report):
+    for command in (models, plan, advise, run, train, devices, report):
         command.add_parser(sub)
     return parser
 

@@ -117,9 +117,14 @@ class ReplicaTrainer(WholeModelTrainer):
 
     rank: int
     world: int
+    local_batch = False
+    """True: `step` is given this replica's own share of the batch (`pipebench train`'s DistributedSampler),
+    not the global batch to slice."""
 
     def forward_backward(self, inputs, targets):
-        loss = super().forward_backward(split(inputs, self.world)[self.rank], split(targets, self.world)[self.rank])
+        if not self.local_batch:
+            inputs, targets = split(inputs, self.world)[self.rank], split(targets, self.world)[self.rank]
+        loss = super().forward_backward(inputs, targets)
         total = loss.detach().float().clone()
         torch.distributed.all_reduce(total)
         return total / self.world

@@ -1,0 +1,100 @@
+"""`pipebench train`: train the model on your data with a strategy (or advise's pick), to a checkpoint that
+your model's own class loads (bench/train)."""
+from __future__ import annotations
+
+import argparse
+
+from pipebench.bench.cli.common import (EXIT_INTERRUPTED, add_model_options, add_training_options, model_settings, note,
+                                        training_of)
+from pipebench.bench.strategies import help_text
+from pipebench.errors import UserError
+
+
+def add_parser(subparsers) -> None:
+    train = subparsers.add_parser(
+        "train", help="train a model on your data with the planned split, and save it",
+        description="Train the model on a data set with one strategy (or auto: advise's recommendation), "
+        "through the same workers and Plan as `pipebench run`; save one state_dict with the model's own names.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train.add_argument("--model", required=True, help="a zoo name or your own, path/to/file.py:NAME")
+    train.add_argument("--strategy", default="auto",
+                       help="a strategy (see below), or auto: advise's recommendation from the profile (default)")
+    train.add_argument("--data", required=True, metavar="mnist:DIR|tokens:FILE|FILE.py:NAME",
+                       help="torchvision's MNIST folder, a flat uint16 token file (nanoGPT's train.bin), or a "
+                       "function returning a torch Dataset of (input, target)")
+    train.add_argument("--batch", required=True, help="global batch (split over replicas, micro-batched in pipelines)")
+    length = train.add_mutually_exclusive_group()
+    length.add_argument("--epochs", default=None, help="passes over the data (default: 1)")
+    length.add_argument("--steps", default=None, help="optimizer steps in all (instead of --epochs)")
+    train.add_argument("--lr", default=None, type=float, help="learning rate (default: the optimizer's, sgd 0.1)")
+    train.add_argument("--save", metavar="PATH", help="the checkpoint: the model's state_dict (torch.save)")
+    train.add_argument("--save-every", default=None, metavar="STEPS", help="also checkpoint every STEPS steps")
+    train.add_argument("--resume", action="store_true", help="continue the run whose checkpoint --save names")
+    train.add_argument("--log-every", default=None, metavar="STEPS", help="a log line every STEPS steps (default 10)")
+    train.add_argument("--csv", metavar="FILE", help="one row per step: step, epoch, loss, samples/s, time")
+    train.add_argument("--loader-workers", default=None, help="DataLoader worker processes (default: 0 on the CPU, 4 on GPUs)")
+    train.add_argument("--flavour", help="size flavour of a zoo model (default: full size)")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a model setting (repeatable)")
+    train.add_argument("--gpus", help="GPU ids, e.g. 0,1 (default: every visible GPU; the CPU when there is none)")
+    train.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo)")
+    train.add_argument("--stages", help="on the CPU, how many processes stand in for devices (default: 2)")
+    add_training_options(train)
+    add_model_options(train)
+    train.epilog = help_text()
+    train.set_defaults(handler=cmd_train)
+
+
+def _count(text, option: str, low: int = 1) -> int | None:
+    from pipebench.specs import parse_int
+
+    return None if text is None else parse_int(str(text), option, low, 2**40)
+
+
+def cmd_train(args) -> int:
+    from pathlib import Path
+
+    from pipebench.bench.cli.run import _on_cpu
+    from pipebench.bench.suite import detect_machine
+    from pipebench.bench.train import TrainOptions, run_training
+    from pipebench.bench.train.data import parse_data
+    from pipebench.files import writable_file
+    from pipebench.specs import parse_gpus, parse_override
+
+    training = training_of(args)
+    batch = _count(args.batch, "--batch")
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
+    seq_len = None
+    if "input_shape" in overrides and len(overrides["input_shape"]) == 1:
+        seq_len = overrides["input_shape"][0]
+    elif args.model == "gpt":
+        from pipebench import models
+
+        seq_len = models.get_model("gpt", args.flavour, device="meta", **overrides).config["seq_len"]
+    data = parse_data(args.data, seq_len)
+    if args.lr is not None and not (args.lr > 0 and args.lr < float("inf")):
+        raise UserError(f"--lr must be a positive number (got {args.lr})")
+    save = str(writable_file(args.save, "--save")) if args.save else None
+    csv = str(writable_file(args.csv, "--csv")) if args.csv else None
+    on_cpu = _on_cpu(args)
+    machine = detect_machine(parse_gpus(args.gpus) if args.gpus else None, _count(args.stages, "--stages"), cpu=on_cpu)
+    workers = _count(args.loader_workers, "--loader-workers", 0)
+    options = TrainOptions(
+        model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
+        epochs=_count(args.epochs, "--epochs"), steps=_count(args.steps, "--steps"), lr=args.lr, save=save,
+        save_every=_count(args.save_every, "--save-every"), resume=args.resume,
+        log_every=_count(args.log_every, "--log-every", 0) if args.log_every is not None else 10, csv=csv,
+        workers=workers if workers is not None else (0 if machine.gpus is None else 4))
+    if machine.gpus is None:
+        note(f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
+             "processes standing in for devices (gloo)")
+    try:
+        result = run_training(options, machine, training, note=note)
+    except KeyboardInterrupt:
+        note("pipebench: interrupted")
+        return EXIT_INTERRUPTED
+    ended = "stopped" if result.get("stopped") else "done"
+    print(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
+          + (f"; checkpoint {save}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))
+    return EXIT_INTERRUPTED if result.get("stopped") else 0

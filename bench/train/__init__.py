@@ -1,0 +1,216 @@
+"""`pipebench train`: the planned split trained on your data, to a checkpoint your model loads.
+
+The parent (`run_training`) checks everything it can before any worker starts (the data, the model it
+must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/suite.py's
+`prepare`, from the cached profile: the same Plan the benchmark measured), and starts the workers through
+bench/launch.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
+appends to, prints the recipe's log line every `log_every` steps, and on Ctrl-C asks the workers to
+checkpoint and leave.
+
+    data.py        the --data sources and their checks
+    loop.py        one worker: DataLoader + DistributedSampler, the Trainer's step, checkpoints
+    checkpoint.py  the user's state_dict, gathered; the per-process training state that --resume reads
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pipebench.errors import UserError
+
+__all__ = ["TrainOptions", "run_training", "choose_strategy"]
+
+
+@dataclass
+class TrainOptions:
+    model: str
+    strategy: str
+    """A registry name, or "auto" (advise's recommendation)."""
+    data: Any
+    """A bench.train.data.DataSpec."""
+    batch: int
+    flavour: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    epochs: int | None = None
+    steps: int | None = None
+    lr: float | None = None
+    save: str | None = None
+    save_every: int | None = None
+    resume: bool = False
+    log_every: int = 10
+    csv: str | None = None
+    workers: int = 0
+    seed: int = 0
+    timeout: float = 7 * 24 * 3600.0
+
+
+def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
+    """The strategy to train with and its profile (None where none is needed): the one named, or under
+    auto advise's recommendation from the (cached) profile, said in one line."""
+    from pipebench.bench.strategies import BASELINE, get_strategy
+    from pipebench.bench.suite import make_cases, profile_case_model
+    from pipebench.partition.cache import cache_folder
+
+    auto = options.strategy == "auto"
+    if not auto:
+        get_strategy(options.strategy)
+        if not get_strategy(options.strategy).needs_plan:
+            return options.strategy, None
+    probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
+                       overrides=options.overrides, training=training)[0]
+    profiled = profile_case_model(probe, machine, cache_folder() / "train-profiles", note=note)
+    if not auto:
+        return options.strategy, profiled
+    from pipebench.bench.advise import advise
+
+    advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds, training=training)
+    if advice.recommended is None:
+        raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
+    pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
+    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
+    ratio = f", {pick.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single" if single else ""
+    runner_up = next((p for p in advice.predictions if p.strategy != pick.strategy and p.fits
+                      and p.predicted_samples_per_s), None)
+    beside = f"; next {runner_up.strategy} {runner_up.predicted_samples_per_s:.1f}" if runner_up else ""
+    note(f"auto: {pick.strategy}, advise's recommendation: {pick.predicted_samples_per_s:.1f} samples/s predicted"
+         f"{ratio}{beside} (from the profile {profiled.path})")
+    return pick.strategy, profiled
+
+
+def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
+    """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
+    from pipebench import models
+    from pipebench.bench.strategies import get_strategy
+    from pipebench.bench.suite import CaseUnavailable, Case, prepare
+    from pipebench.bench.train import checkpoint as ckpt
+    from pipebench.bench.train.data import check_fits, open_dataset
+
+    if options.strategy != "auto":
+        strategy = get_strategy(options.strategy)
+        if strategy.replicated:
+            raise UserError(f"train runs one pipeline or replicas of the whole model; {strategy.name} is not "
+                            "supported yet")
+    # Before any worker: the data, the model it must fit, the checkpoint.
+    dataset = open_dataset(options.data)
+    model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
+    described = check_fits(dataset, model, options.batch, 1)
+    if options.resume:
+        if not options.save:
+            raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
+        record = ckpt.read_latest(options.save)
+        ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
+        saved = record.get("layout", {})
+    del model
+    name, profiled = choose_strategy(options, machine, training, note)
+    strategy = get_strategy(name)
+    if strategy.replicated:
+        raise UserError(f"auto chose {name}, which train does not run yet; name a strategy with --strategy")
+    if options.resume and saved.get("strategy") != name:
+        raise UserError(f"{options.save}: the training state is of strategy {saved.get('strategy')}, this run's "
+                        f"is {name}; resume with --strategy {saved.get('strategy')}")
+    per_epoch = len(dataset) // options.batch
+    total = options.steps or (options.epochs or 1) * per_epoch
+    case = Case(options.model, options.flavour, options.batch, name,
+                overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
+                training=training)
+    try:
+        prepared = prepare(case, machine, profiled, steps=1, warmup=0)
+    except CaseUnavailable as exc:
+        raise UserError(f"{name} cannot train {options.model} here: {exc}") from None
+    if prepared.job is None:
+        raise UserError(f"{name}: {prepared.over_cap}")
+    job = prepared.job
+    if strategy.splits_batch and options.batch % job.processes:
+        raise UserError(f"batch {options.batch} does not split over {job.processes} replicas")
+    plan = prepared.plan
+    where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
+    note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
+         + (f", checkpoint {options.save}" if options.save else ""))
+    settings = {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
+                "lr": options.lr, "save": str(Path(options.save).resolve()) if options.save else None,
+                "save_every": options.save_every, "resume": options.resume,
+                "csv": str(Path(options.csv).resolve()) if options.csv else None, "workers": options.workers}
+    return _launch(job, settings, prepared.gpus, options, note)
+
+
+def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
+    """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
+    from pipebench.bench.launch import _collect, _kill_group, _start
+    from pipebench.files import write_json
+
+    with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
+        out_dir = Path(tmp)
+        write_json(out_dir / "train.json", settings)
+        proc = _start(job, out_dir, out_dir, gpus, (), worker_module="pipebench.bench.train.loop")
+        watcher = _Progress(out_dir / "progress.jsonl", options.log_every, note)
+        deadline = time.monotonic() + options.timeout
+        stopping = None
+        try:
+            while proc.poll() is None:
+                try:
+                    watcher.poll()
+                    time.sleep(0.2)
+                    if time.monotonic() > deadline:
+                        raise UserError(f"train: no end within {options.timeout:.0f} s; stopped")
+                except KeyboardInterrupt:
+                    if stopping is not None:
+                        raise
+                    note("pipebench: interrupted; the workers write a checkpoint and stop (Ctrl-C again ends them now)")
+                    (out_dir / "stop").touch()
+                    stopping = time.monotonic()
+            watcher.poll()
+            watcher.close()
+            return _collect(job, out_dir, proc.returncode)
+        finally:
+            watcher.close()
+            _kill_group(proc)
+
+
+class _Progress:
+    """What rank 0 reports, step by step: the recipe's log line every `log_every` steps, and a tqdm bar
+    (epoch, step, loss, samples/s, time left) when stderr is a terminal."""
+
+    def __init__(self, path: Path, log_every: int, note):
+        self.path, self.log_every, self.note = path, log_every, note
+        self.offset = 0
+        self.bar = None
+        self.last: dict | None = None
+
+    def poll(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                text = f.read()
+        except FileNotFoundError:
+            return
+        end = text.rfind("\n")
+        if end < 0:
+            return
+        self.offset += len(text[:end + 1].encode())
+        for line in text[:end + 1].splitlines():
+            self.show(json.loads(line))
+
+    def show(self, row: dict) -> None:
+        self.last = row
+        if self.log_every and (row["step"] % self.log_every == 0 or row["step"] == row["total"]):
+            self.note(f"Train Epoch: {row['epoch']} [{row['seen']}/{row['samples']}] Loss: {row['loss']:.3f}  "
+                      f"({row['samples_per_s']:.1f} samples/s)")
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            if self.bar is None:
+                self.bar = tqdm(total=row["total"], unit="step", file=sys.stderr, dynamic_ncols=True)
+            self.bar.set_description(f"epoch {row['epoch']}")
+            self.bar.set_postfix(loss=f"{row['loss']:.3f}", samples_s=f"{row['samples_per_s']:.0f}")
+            self.bar.n = row["step"]
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

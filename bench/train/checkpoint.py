@@ -1,0 +1,169 @@
+"""The checkpoint `pipebench train` writes: the user's model, whole, and beside it what resuming needs.
+
+    PATH                      one state_dict with the model's own names (parameters and buffers), so that
+                              `Model().load_state_dict(torch.load(PATH))` works whatever strategy trained
+                              it: a pipeline's stages are gathered from their processes, FSDP's shards by
+                              torch.distributed.checkpoint's full state dict.
+    PATH.train/rank<r>.pt     each process's optimizer state, step and RNG, and the layout it belongs to
+                              (strategy, process count, this process's parameter names in order).
+    PATH.train/latest.json    written last: the step, and PATH's size and time as written, so that a
+                              checkpoint torn by a kill between its files is refused, not half-resumed.
+
+Every file is written atomically (a temporary file in the same folder, fsync, rename).
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from pipebench.errors import UserError
+from pipebench.files import read_json, write_json
+
+__all__ = ["model_state", "save_checkpoint", "load_weights", "check_weights", "rank_state_path", "check_layout",
+           "parameter_names", "state_folder"]
+
+WRAPPER = "_checkpoint_wrapped_module."
+
+
+def state_folder(path: str | Path) -> Path:
+    return Path(f"{path}.train")
+
+
+def rank_state_path(path: str | Path, rank: int) -> Path:
+    return state_folder(path) / f"rank{rank}.pt"
+
+
+def parameter_names(trainer) -> list[str]:
+    """This process's parameters (the optimizer's, in its order) by their names in the user's model."""
+    names = {id(p): n.replace(WRAPPER, "") for n, p in trainer.model.module.named_parameters()}
+    names.update({id(p): n for group in getattr(trainer, "shared", []) for _, n, p in group})
+    return [names.get(id(p), f"?{i}") for i, p in enumerate(trainer.parameters())]
+
+
+def model_state(trainer, distributed: bool) -> dict[str, torch.Tensor] | None:
+    """The whole model's state_dict, on the CPU, on rank 0 (None elsewhere). A collective: every process
+    calls it. FSDP: torch.distributed.checkpoint's full state dict; a torch pipeline: each process's own
+    stages' parameters and buffers, gathered; the others hold the whole model in rank 0."""
+    module = trainer.model.module
+    rank = dist.get_rank() if distributed else 0
+    if type(trainer).__name__ == "FSDPTrainer":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return _clean(state) if rank == 0 else None
+    whole = _clean(module.state_dict()) if rank == 0 else None
+    if hasattr(trainer, "pipeline_stages"):  # this process's stages only: gather each owner's entries
+        mine = trainer.state_dict()
+        buffers = {id(b): n for n, b in module.named_buffers()}
+        for stage in trainer.modules:
+            for b in stage.buffers():
+                if id(b) in buffers:
+                    mine[buffers[id(b)].replace(WRAPPER, "")] = b.detach().cpu()
+        parts = [None] * dist.get_world_size() if rank == 0 else None
+        dist.gather_object(mine, parts, dst=0)
+        if rank == 0:
+            for part in parts:
+                whole.update({k: v for k, v in part.items() if k in whole})
+        return whole
+    if whole is not None:
+        whole.update({k: v for k, v in trainer.state_dict().items() if k in whole})  # tied copies' trained values
+    return whole
+
+
+def _clean(state) -> dict[str, torch.Tensor]:
+    return {k.replace(WRAPPER, ""): v.detach().cpu().clone() for k, v in state.items()}
+
+
+def _atomic_save(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path: str | Path, trainer, *, distributed: bool, rank: int, step: int, layout: dict,
+                    optimizer) -> None:
+    """Write the checkpoint at `step` (every process calls it): its own state file, then rank 0 the model
+    and, once every process has written, latest.json."""
+    path = Path(path)
+    whole = model_state(trainer, distributed)
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer: this process's shard's optimizer
+    state = {"step": step, "layout": layout, "optimizer": inner.state_dict(), "rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}
+    _atomic_save(state, rank_state_path(path, rank))
+    if rank == 0:
+        _atomic_save(whole, path)
+    if distributed:
+        dist.barrier()
+    if rank == 0:
+        stat = path.stat()
+        write_json(state_folder(path) / "latest.json", {"step": step, "size": stat.st_size,
+                                                        "mtime_ns": stat.st_mtime_ns, "layout": layout})
+
+
+def read_latest(path: str | Path) -> dict:
+    """The resumable checkpoint's record; UserError when there is none or it was torn."""
+    path = Path(path)
+    latest = state_folder(path) / "latest.json"
+    if not path.is_file():
+        raise UserError(f"--resume: no checkpoint at {path}")
+    if not latest.is_file():
+        raise UserError(f"--resume: {path} has no training state beside it ({latest} is missing): only "
+                        "weights, which --resume cannot continue from")
+    record = read_json(latest, kind="checkpoint state")
+    stat = path.stat()
+    if (stat.st_size, stat.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
+        raise UserError(f"--resume: {path} was written after its training state at step {record.get('step')} "
+                        "(a checkpoint torn by a kill); train again from the start")
+    return record
+
+
+def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"cannot read the checkpoint {path}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{path} holds a {type(state).__name__}, not a state_dict")
+    return state
+
+
+def check_weights(state: dict, module: torch.nn.Module, path) -> None:
+    """The checkpoint holds this model's state: the first key it lacks, has in excess or holds in another
+    shape is named."""
+    own = {k.replace(WRAPPER, ""): v for k, v in module.state_dict().items()}
+    for key, value in own.items():
+        if key not in state:
+            raise UserError(f"{path} is a checkpoint of another model: it has no {key!r}")
+        if tuple(state[key].shape) != tuple(value.shape):
+            raise UserError(f"{path} is a checkpoint of another model: {key!r} is {tuple(state[key].shape)} "
+                            f"there, {tuple(value.shape)} here")
+    extra = [k for k in state if k not in own]
+    if extra:
+        raise UserError(f"{path} is a checkpoint of another model: it has {extra[0]!r}, which this one has not")
+
+
+def check_layout(saved: dict, now: dict, path) -> None:
+    """The training state is of this run's layout: the first difference named."""
+    for key in ("strategy", "processes", "batch"):
+        if saved.get(key) != now.get(key):
+            raise UserError(f"{path}: the training state is of {key} {saved.get(key)}, this run's is {now.get(key)}; "
+                            f"resume with the same {key}")
+    for a, b in zip(saved.get("params", []), now.get("params", [])):
+        if a != b:
+            raise UserError(f"{path}: another layout: this process's parameters begin to differ at {a!r} (saved) "
+                            f"and {b!r} (now)")
+    if len(saved.get("params", [])) != len(now.get("params", [])):
+        raise UserError(f"{path}: another layout: {len(saved['params'])} parameters saved in this process's "
+                        f"share, {len(now['params'])} now")

@@ -1,0 +1,220 @@
+"""One process of `pipebench train`: `python -P -m pipebench.bench.train.loop JOB.json OUT_DIR`.
+
+Started as bench.worker is (bench.launch: alone, or by torchrun one per device), it builds the same model
+and the same Trainer from the Job's Plan, then trains on the data of OUT_DIR/train.json instead of one
+repeated batch:
+
+- a DataLoader per replica with torch's DistributedSampler (each sample once per epoch across the
+  replicas, the remainder that makes no whole batch left out); a pipeline's first and last stages read
+  the same order, the first feeding the inputs, the last the targets; stages between read nothing;
+- each step: the Trainer's own `step` (the strategy's schedule), the loss, samples/s;
+- rank 0 appends each step to OUT_DIR/progress.jsonl (the parent draws the progress and the log lines
+  from it) and to the CSV;
+- a checkpoint every `save_every` steps, at the end, and when asked to stop (SIGINT or SIGTERM to any
+  process, or the file OUT_DIR/stop that the parent writes on Ctrl-C): every process agrees at the next
+  step's start, writes, and leaves.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from pipebench import models
+from pipebench.bench.job import Job
+from pipebench.bench.launch import exit_with_parent
+from pipebench.bench.strategies import get_strategy
+from pipebench.bench.strategies.common import hand_over
+from pipebench.bench.train import checkpoint as ckpt
+from pipebench.bench.train.data import DataSpec, open_dataset
+from pipebench.files import read_json, write_json
+
+__all__ = ["TrainRun", "train", "main", "replica_of", "reads_data"]
+
+_signalled = False
+
+
+def _on_signal(signum, frame):
+    global _signalled
+    _signalled = True
+
+
+class _Skip(torch.utils.data.Sampler):
+    """A sampler's order from its `skip`-th index on: a resumed epoch starts where the stopped one was."""
+
+    def __init__(self, sampler, skip: int):
+        self.sampler, self.skip = sampler, skip
+
+    def __iter__(self):
+        return itertools.islice(iter(self.sampler), self.skip, None)
+
+    def __len__(self):
+        return max(0, len(self.sampler) - self.skip)
+
+
+def replica_of(strategy, rank: int, world: int) -> tuple[int, int]:
+    """(replicas, this process's replica) for the sampler: one per process where the batch is split
+    (DDP, ZeRO-1, FSDP), else one for the whole job."""
+    return (world, rank) if strategy.splits_batch else (1, 0)
+
+
+def reads_data(trainer, rank: int) -> bool:
+    """Whether this process loads batches: a pipeline's first and last stage, every other process."""
+    if hasattr(trainer, "first_rank"):
+        return rank in (trainer.first_rank, trainer.last_rank)
+    return True
+
+
+def loader(dataset, batch: int, replicas: int, replica: int, *, seed: int, epoch: int, skip_batches: int,
+           workers: int, pin: bool):
+    """The epoch's DataLoader for this replica: a seeded DistributedSampler (shuffled anew each epoch),
+    whole batches only, from batch `skip_batches` on."""
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    sampler = DistributedSampler(dataset, num_replicas=replicas, rank=replica, shuffle=True, seed=seed, drop_last=True)
+    sampler.set_epoch(epoch)
+    extra = {"prefetch_factor": 4, "persistent_workers": False} if workers else {}
+    return DataLoader(dataset, batch_size=batch, sampler=_Skip(sampler, skip_batches * batch), drop_last=True,
+                      num_workers=workers, pin_memory=pin, generator=torch.Generator().manual_seed(seed + epoch),
+                      **extra)
+
+
+def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+    strategy = get_strategy(job.strategy)
+    distributed = strategy.process_per_device
+    if job.device_type == "cpu":
+        torch.set_num_threads(job.cpu_threads)
+    else:
+        torch.cuda.set_device(local_rank if distributed else 0)
+        from pipebench.training import set_precision
+
+        set_precision(job.training)
+    if distributed:
+        dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
+    from pipebench.bench.worker import build_trainer
+
+    model = models.get_model(job.model, job.flavour, seed=job.seed, **job.overrides)
+    save = settings.get("save")
+    resume = settings.get("resume") and save
+    if resume:
+        state = ckpt.load_weights(save)
+        ckpt.check_weights(state, model.module, save)
+        model.module.load_state_dict(state)
+    trainer = build_trainer(job, hand_over(model), local_rank)
+    trainer.local_batch = True  # a replica's loader gives it its own share (ReplicaTrainer)
+    optimizer = trainer._optimizer = trainer.make_optimizer()
+    if settings.get("lr") is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = settings["lr"]
+    layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "params": ckpt.parameter_names(trainer)}
+    step = 0
+    if resume:
+        saved = torch.load(ckpt.rank_state_path(save, rank), map_location="cpu", weights_only=False)
+        ckpt.check_layout(saved["layout"], layout, ckpt.rank_state_path(save, rank))
+        getattr(optimizer, "optim", optimizer).load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["rng"])
+        if saved.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+        step = saved["step"]
+    else:
+        torch.manual_seed(job.seed + 2 + rank)  # dropout's stream, its own per process
+
+    spec = DataSpec(**settings["data"])
+    dataset = open_dataset(spec)
+    replicas, replica = replica_of(strategy, rank, world)
+    local = job.batch // replicas
+    per_epoch = len(dataset) // job.batch
+    total = settings["steps"] if settings.get("steps") else settings["epochs"] * per_epoch
+    device = trainer.devices[0]
+    reads = reads_data(trainer, rank)
+    csv = Path(settings["csv"]) if settings.get("csv") else None
+    progress = out_dir / "progress.jsonl"
+    if rank == 0 and csv is not None and (step == 0 or not csv.exists()):
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        csv.write_text("step,epoch,loss,samples_per_s,time_s\n")
+    stop_file = out_dir / "stop"
+    every = settings.get("save_every") or 0
+    started = time.perf_counter()
+    stopped = False
+
+    def checkpoint(at: int) -> None:
+        if save:
+            ckpt.save_checkpoint(save, trainer, distributed=distributed, rank=rank, step=at, layout=layout,
+                                 optimizer=optimizer)
+
+    while step < total and not stopped:
+        epoch, within = divmod(step, per_epoch)
+        batches = iter(loader(dataset, local, replicas, replica, seed=job.seed, epoch=epoch, skip_batches=within,
+                              workers=settings.get("workers", 0), pin=job.device_type == "cuda")) if reads else None
+        while within < per_epoch and step < total:
+            flag = torch.tensor([1.0 if (_signalled or stop_file.exists()) else 0.0], device=device)
+            if distributed:
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if flag.item():
+                stopped = True
+                break
+            inputs = targets = None
+            if batches is not None:
+                inputs, targets = next(batches)
+                inputs = inputs.to(device, non_blocking=True) if isinstance(inputs, torch.Tensor) else inputs
+                targets = targets.to(device, non_blocking=True)
+            begin = time.perf_counter()
+            loss = trainer.step(inputs, targets)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            took = time.perf_counter() - begin
+            step += 1
+            within += 1
+            if rank == 0:
+                row = {"step": step, "epoch": epoch + 1, "loss": loss, "samples_per_s": job.batch / took,
+                       "time_s": time.perf_counter() - started, "seen": within * job.batch, "per_epoch": per_epoch,
+                       "total": total, "samples": len(dataset)}
+                with open(progress, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                if csv is not None:
+                    with open(csv, "a") as f:
+                        f.write(f"{step},{epoch + 1},{loss:.6g},{row['samples_per_s']:.4g},{row['time_s']:.4g}\n")
+            if every and step % every == 0 and step < total:
+                checkpoint(step)
+    checkpoint(step)
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    return {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipebench.bench.worker import _fail
+
+    argv = sys.argv[1:] if argv is None else argv
+    exit_with_parent()
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    job_path, out_dir = Path(argv[0]), Path(argv[1])
+    rank = int(os.environ.get("RANK", 0))
+    try:
+        job = Job.load(job_path)
+        settings = read_json(out_dir / "train.json", kind="train settings")
+        result = train(job, settings, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)),
+                       int(os.environ.get("LOCAL_RANK", 0)))
+        if result is not None:
+            write_json(out_dir / "result.json", result)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
+        _fail(exc, rank, out_dir)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
