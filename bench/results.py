@@ -44,7 +44,7 @@ from pipebench.files import check, loads, write_text
 from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
-           "settings_text", "results_paths", "start_run", "append", "load", "files", "done_keys",
+           "settings_text", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "timeline_from_ops"]
 
 FORMAT = "pipebench-results"
@@ -243,6 +243,8 @@ def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool, reru
             write_text(json_path, _json_text([]))  # claimed: a second run without --resume is refused
             return set()
         rows = _load_json(json_path)
+        if resume:
+            _check_rewritable(json_path, csv_path)
     if not resume:
         held = f"already holds {len(rows)} row(s) from an earlier run" if rows else "was started by another run"
         raise ResultsError(f"{json_path}: {held}; add --resume to skip the cases done there and run the rest, "
@@ -250,8 +252,29 @@ def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool, reru
     return {case_key(row) for row in rows if row.status in DONE_STATUSES and row.status not in set(rerun)}
 
 
+def _check_rewritable(*paths: Path) -> None:
+    """Each existing file rewritten with its own text, as `append` will rewrite it after every case: a
+    file that cannot be replaced (immutable, in a folder that takes no new file) is refused now, before a
+    case runs only to lose its row."""
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            write_text(path, path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResultsError(f"{path}: cannot be rewritten ({getattr(exc, 'strerror', None) or exc}), so no "
+                               "row could be added to it; fix its permissions or give another --out") from None
+
+
+def claims_folder(json_path: str | Path) -> Path:
+    """The folder of `claim`'s files beside the results file `json_path`."""
+    json_path = Path(json_path)
+    return json_path.with_name(f".{json_path.name}.claims")
+
+
 def append(row: Row, csv_path: str | Path, json_path: str | Path, *, warn: Callable[[str], None] | None = None) -> None:
-    """Add `row` to the JSON file and rewrite the CSV from it; see the module docstring for why a crash
+    """Add `row` to the JSON file (in place of a failed or timed-out row of the same case, which --resume
+    has run again) and rewrite the CSV from it; see the module docstring for why a crash
     at any point or a second writer loses no finished row. `warn` (default: a line on stderr) hears of
     CSV rows kept aside."""
     csv_path, json_path = Path(csv_path), Path(json_path)
@@ -261,6 +284,8 @@ def append(row: Row, csv_path: str | Path, json_path: str | Path, *, warn: Calla
         else:
             _refuse_csv_without_json(csv_path, json_path)
             rows = []
+        key = case_key(row)  # a failed or timed-out try of the case, which --resume ran again, is replaced
+        rows = [r for r in rows if case_key(r) != key or r.status in DONE_STATUSES]
         rows.append(row)
         write_text(json_path, _json_text(rows))
         _keep_csv_only_rows(csv_path, rows, warn or _warn)
@@ -312,8 +337,7 @@ def claim(key: tuple, json_path: str | Path):
     import hashlib
     import socket
 
-    json_path = Path(json_path)
-    folder = json_path.with_name(f".{json_path.name}.claims")
+    folder = claims_folder(json_path)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / hashlib.sha256(repr(key).encode()).hexdigest()[:24]
     mine = f"{socket.gethostname()} {os.getpid()}"

@@ -73,10 +73,10 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
                groups: Any) -> tuple[list[res.Row], Path, Path]:
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
     rerun = ["predicted-oom"] if options.try_anyway else []
-    done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
-    profile_dir.mkdir(parents=True, exist_ok=True)
     plan_dir = json_path.with_name(json_path.stem + "-plans")
+    check_folders([res.claims_folder(json_path), plan_dir, profile_dir])
+    done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
@@ -131,23 +131,39 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     return rows, csv_path, json_path
 
 
+def check_folders(folders: Sequence[Path]) -> None:
+    """The folders a run keeps beside its results (claims, plans, profiles), made now and written in once,
+    so that a file in the way, or one that cannot be written, is one line before any case runs."""
+    from pipebench.files import writable_folder
+
+    for folder in folders:
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder}: a file is in the way of the folder a run keeps there; move it away "
+                            "or give another --out")
+        writable_folder(folder, "run")
+
+
 def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
                    strategies: Sequence[str] = ()) -> list[int] | None:
-    """The micro-batch counts a run profiles: only what its strategies' predictions need. 1 (the whole
-    batch: single, and every step's calibration), the device count where a strategy spreads over the
-    devices (DDP's and DataParallel's replicas run batch / devices samples each), and for strategies
-    that micro-batch, every power of two (None) when the planner picks (a None in `chunks`), else those
-    asked for.
+    """The micro-batch counts a run profiles: only what its strategies' predictions need, and only counts
+    that split `batch` into equal micro-batches (a size no strategy of the run can use must not make the
+    profile, and with it every row, fail). 1 (the whole batch: single, and every step's calibration), the
+    device count where a strategy that does not micro-batch spreads over the devices (DDP's and
+    DataParallel's replicas run batch / devices samples each), and for strategies that micro-batch, every
+    power of two (None) when the planner picks (a None in `chunks`), else those asked for.
     A replicated strategy's copies of a pipeline (hybrid) each cut batch / replicas into m
-    micro-batches: count m x replicas of the whole batch, where it splits `batch`."""
+    micro-batches: count m x replicas of the whole batch, where it splits `batch`. Without `strategies`,
+    the device count is counted too."""
     chosen = [get_strategy(name) for name in strategies]
-    if chosen and not any(s.micro_batched for s in chosen):
-        return sorted({1, *(s.devices_used(devices) for s in chosen)})
-    if None in chunks:
+    micro_batched = any(s.micro_batched for s in chosen)
+    if (micro_batched or not chosen) and None in chunks:
         return None
+    spread = {s.devices_used(devices) for s in chosen if not s.micro_batched} if chosen else {devices}
     replicas = {s.replicas_here(devices) for s in chosen} - {1}
-    copies = {m * r for m in chunks for r in replicas if batch and batch % (m * r) == 0}
-    return sorted({1, devices, *chunks, *copies})
+    counts = {1, *spread}
+    if micro_batched or not chosen:
+        counts |= {m for m in chunks if m is not None} | {m * r for m in chunks if m is not None for r in replicas}
+    return sorted(m for m in counts if not batch or batch % m == 0)
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:

@@ -102,7 +102,11 @@ def test_a_run_profiles_only_what_its_strategies_need():
     assert profile_counts([None], 2, batch=64, strategies=["single"]) == [1]
     assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]
     assert profile_counts([None], 2, batch=64, strategies=["single", "pp-1f1b"]) is None  # the planner picks
-    assert profile_counts([4], 2, batch=64, strategies=["pp-1f1b"]) == [1, 2, 4]
+    assert profile_counts([4], 2, batch=64, strategies=["pp-1f1b"]) == [1, 4]
+    # only sizes that split the batch: 2 would not split 7, and single and pp-1f1b --chunks 1 need none of it
+    assert profile_counts([1], 2, batch=7, strategies=["single", "pp-1f1b"]) == [1]
+    assert profile_counts([1], 2, batch=1, strategies=["single", "pp-gpipe"]) == [1]
+    assert profile_counts([1], 2, batch=7, strategies=["single", "dataparallel"]) == [1]
 
 
 def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread):

@@ -2,6 +2,9 @@
 and what is checked before the first case runs. The cases are faked (no worker starts), so these are fast."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -147,3 +150,47 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
     assert row.step_ms == pytest.approx(2.0)
     Workers.own = []
     assert run_prepared(prepared, Machine(None, 1, "cpu"), steps=3, timeout=60).step_ms == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("folder", ["claims", "plans"])
+def test_resume_into_a_folder_whose_own_folder_is_a_file_is_refused_first(tmp_path, ran, folder):
+    """A claims or -plans folder that is a file was a FileExistsError traceback, the plans' one after the
+    case had run."""
+    from pipebench.errors import UserError
+
+    _, json_path, _ = run(tmp_path)
+    ran.clear()
+    run_other = json_path.with_name(json_path.stem + "-plans") if folder == "plans" else \
+        json_path.with_name(f".{json_path.name}.claims")
+    if run_other.is_dir():
+        run_other.rmdir()
+    run_other.write_text("in the way\n")
+    with pytest.raises(UserError, match="a file is in the way"):
+        run(tmp_path, resume=True, depth=4)
+    assert ran == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None, reason="chattr +i needs root")
+def test_resume_into_a_results_file_that_cannot_be_written_is_refused_first(tmp_path, ran):
+    """An immutable results JSON: the case ran, then its row was lost to a PermissionError."""
+    _, json_path, _ = run(tmp_path)
+    ran.clear()
+    subprocess.run(["chattr", "+i", str(json_path)], check=True)
+    try:
+        with pytest.raises(ResultsError, match="cannot be rewritten"):
+            run(tmp_path, resume=True, depth=4)
+    finally:
+        subprocess.run(["chattr", "-i", str(json_path)], check=True)
+    assert ran == [] and len(load(json_path)) == 1
+
+
+def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monkeypatch):
+    """After a run whose single case failed, --resume ran it again and the file held two rows for it."""
+    ok = suite_run.run_prepared
+    monkeypatch.setattr(suite_run, "run_prepared", lambda prepared, machine, **kwargs: make_row(
+        prepared, machine, status="failed", reason="rank 0: RuntimeError: injected", started_at="2026-11-30T09:00:00"))
+    _, json_path, _ = run(tmp_path)
+    assert [r.status for r in load(json_path)] == ["failed"]
+    monkeypatch.setattr(suite_run, "run_prepared", ok)
+    run(tmp_path, resume=True)
+    assert [r.status for r in load(json_path)] == ["ok"]
