@@ -49,14 +49,15 @@ __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "Res
 
 FORMAT = "pipebench-results"
 VERSION = 1
-STATUSES = ("ok", "oom", "failed", "timeout", "unavailable", "predicted-oom")
+STATUSES = ("ok", "oom", "failed", "timeout", "unavailable", "predicted-oom", "diverged")
 """ok; oom: ran out of memory; failed: any other error; timeout: stopped at `run --timeout`; unavailable:
-cannot run here; predicted-oom: not run,
+cannot run here; diverged: ran to the end and was timed, but its loss became NaN or infinite (the reason
+says at which step; first_loss is empty where the first was not a number); predicted-oom: not run,
 because its plan or cost model predicts it will not fit in the memory cap (the row carries that prediction
 in predicted_memory_bytes and max_memory; `run --try-anyway` runs such cases to test the prediction)."""
-DONE_STATUSES = ("ok", "oom", "unavailable", "predicted-oom")
-"""Statuses `--resume` does not run again: an out-of-memory, unavailable or predicted out-of-memory case
-would end the same way (`--try-anyway` runs the predicted ones again)."""
+DONE_STATUSES = ("ok", "oom", "unavailable", "predicted-oom", "diverged")
+"""Statuses `--resume` does not run again: an out-of-memory, unavailable, diverged or predicted
+out-of-memory case would end the same way (`--try-anyway` runs the predicted ones again)."""
 MAX_FIGURE = 1e12
 """The largest samples/s, milliseconds or seconds a row may hold: a step of 30 years, a trillion samples
 a second. Beyond it a figure is a corrupt file, and sums and axis limits overflow to infinity."""
@@ -93,7 +94,7 @@ class Row:
     """Stages per device (more than 1 for interleaved schedules)."""
     status: str
     """"ok", "oom" (out of memory), "failed" (any other error), "timeout" (stopped at its time limit),
-    "unavailable" (cannot run here) or
+    "unavailable" (cannot run here), "diverged" (timed, but the loss became NaN or infinite) or
     "predicted-oom" (predicted not to fit in the memory cap, so not run); see STATUSES."""
     reason: str = ""
     """Why the case is not ok, one line; "" when ok."""

@@ -379,8 +379,9 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
     own = result.get("step_ms") or []
     if len(own) == len(step_ms) + 1:  # the workers' clocks; the traced step last, left out like the parent's
         step_ms = own[:-1]
-    return make_row(prepared, machine, status="ok", result=result, step_ms=step_ms, started_at=started,
-                    duration_s=time.monotonic() - start)
+    diverged = result.get("diverged") or ""  # a NaN or infinite loss: timed all the same, and said so
+    return make_row(prepared, machine, status="diverged" if diverged else "ok", reason=diverged, result=result,
+                    step_ms=step_ms, started_at=started, duration_s=time.monotonic() - start)
 
 
 def probe_speeds(machine: Machine) -> list[float]:

@@ -4,7 +4,7 @@ after another (`serve`).
 
 Started by `bench.launch`, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
-OUT_DIR/result.json; a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
+OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
 torchrun ends the rest of the group. Every worker ends within a second of losing the process that
 started it (bench.launch.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
 set by the parent before this process started, so GPU i here is the i-th chosen GPU.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import statistics
 import sys
@@ -132,9 +133,11 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
 
     steps_done = 0
     timeline: list[dict] = []
+    diverged = ""
+    """How the loss left the finite numbers, the first time it did ("" while it has not)."""
 
     def one_step(trace: bool) -> float:
-        nonlocal steps_done, timeline
+        nonlocal steps_done, timeline, diverged
         if job.fail_on_rank == rank:
             raise RuntimeError(f"injected failure on rank {rank}")
         _synchronize(trainer.devices)
@@ -143,8 +146,10 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
         if trace and tracer is not None:
             tracer.begin()
         start = time.perf_counter()
-        trainer.step(inputs, targets)
+        loss = trainer.step(inputs, targets)
         _synchronize(trainer.devices)
+        if not diverged and not math.isfinite(loss):
+            diverged = f"the loss became {loss} at step {steps_done + 1} (warm-up included)"
         elapsed = (time.perf_counter() - start) * 1e3
         if trace and tracer is not None:
             timeline = tracer.end()
@@ -183,16 +188,18 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
     peak = trainer.peak_memory()
     if distributed:
         shares = [None] * world
-        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline})
+        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline, "diverged": diverged})
         # A step ends when the slowest process ends it.
         step_ms = [max(s["step_ms"][k] for s in shares) for k in range(len(step_ms))]
         peak = [b for s in shares for b in s["peak"]]
         timeline = [op for s in shares for op in s["timeline"]]
+        diverged = next((s["diverged"] for s in shares if s["diverged"]), "")
         dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
         return None
-    mean = statistics.fmean(step_ms) if step_ms else float("nan")
+    mean = statistics.fmean(step_ms) if step_ms else None
+    first_loss = trainer.first_loss if trainer.first_loss is not None and math.isfinite(trainer.first_loss) else None
     from pipebench.partition.profiler import device_name
 
     return {
@@ -201,7 +208,8 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
         "devices": [str(d) for d in trainer.devices] if not distributed else [f"{job.device_type}:{r}" for r in range(world)],
         "device_name": device_name(trainer.devices[0]),
         "torch_version": torch.__version__,
-        "first_loss": trainer.first_loss,
+        "first_loss": first_loss,  # JSON holds no NaN: a loss that is not a number is `diverged`
+        "diverged": diverged,
         "step_ms": step_ms,
         "step_ms_mean": mean,
         "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,

@@ -194,3 +194,26 @@ def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monk
     monkeypatch.setattr(suite_run, "run_prepared", ok)
     run(tmp_path, resume=True)
     assert [r.status for r in load(json_path)] == ["ok"]
+
+
+def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
+    """The worker's own result writer failed on the NaN loss (ValueError: Out of range float values are not
+    JSON compliant) and the measurement was lost: now the row is timed, says `diverged` and when, and the
+    report shows it as such."""
+    from pipebench.bench.job import Job
+    from pipebench.bench.report import frame, markdown_table, summarise
+    from pipebench.bench.results import append
+    from pipebench.bench.suite import run_prepared
+
+    model = f"{Path(__file__).parent / 'fixtures' / 'diverging_model.py'}:Diverges"
+    job = Job.by_hand(model, "single", batch=4, devices=1, device_type="cpu", steps=2, warmup=1)
+    case = suite_run.make_cases({model: 4}, ["single"], [1])[0]
+    row = run_prepared(Prepared(case, job, plan=None, gpus=None), Machine(None, 2, "cpu"), steps=2, timeout=120)
+    assert row.status == "diverged", row.reason
+    assert row.reason.startswith("the loss became nan at step 1") and row.first_loss is None
+    assert row.step_ms > 0 and row.samples_per_s > 0  # the measurement is kept
+    append(row, tmp_path / "r.csv", tmp_path / "r.json")
+    (again,) = load(tmp_path / "r.json")
+    assert again.status == "diverged"
+    table = markdown_table(summarise(frame([again])))
+    assert "diverged: the loss became nan" in table
