@@ -90,6 +90,23 @@ def vit():
                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
+def whisper():
+    """Speech to text: input_features (mel bins x frames, twice the encoder's positions) to the encoder."""
+    return _hf("WhisperForConditionalGeneration", "WhisperConfig", vocab_size=VOCAB, num_mel_bins=8, encoder_layers=2,
+               decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+               decoder_ffn_dim=64, d_model=32, max_source_positions=16, max_target_positions=32, dropout=0.0,
+               pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, use_cache=False)
+
+
+def wav2vec2():
+    """Audio classification: raw samples as input_values, a label per clip."""
+    return _hf("Wav2Vec2ForSequenceClassification", "Wav2Vec2Config", vocab_size=32, hidden_size=32,
+               num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 4),
+               conv_kernel=(10, 4), num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, num_labels=4,
+               hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
+               final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0)
+
+
 FAMILIES = {  # name: (label, the inputs a user gives on the command line)
     "gpt2": ("causal LM: Hugging Face GPT-2 (tied embeddings)", TOKENS),
     "llama": ("causal LM: Hugging Face Llama (RoPE)", TOKENS),
@@ -102,6 +119,9 @@ FAMILIES = {  # name: (label, the inputs a user gives on the command line)
     "vit": ("image classification: Hugging Face ViTForImageClassification (pixel_values)", IMAGES),
     "t5": ("seq2seq: Hugging Face T5ForConditionalGeneration (encoder-decoder)", TOKENS),
     "bart": ("seq2seq: Hugging Face BartForConditionalGeneration (encoder-decoder)", TOKENS),
+    "whisper": ("seq2seq: Hugging Face WhisperForConditionalGeneration (input_features)", dict(input_shape=[8, 32])),
+    "wav2vec2": ("audio classification: Hugging Face Wav2Vec2ForSequenceClassification (input_values)",
+                 dict(input_shape=[1600])),
 }
 
 
@@ -215,10 +235,10 @@ def table() -> str:
               "class (models/hugging_face.py): the next tokens (causal LM), masked tokens (masked LM), labels below "
               "`config.num_labels` (sequence, token and image classification), and for an encoder-decoder the "
               "labels with `decoder_input_ids` shifted right from them, captured as one graph and cut anywhere, "
-              "between the encoder and the decoder too. BART is not captured with transformers before 5.23, whose "
-              "LayerDrop draws a random number and branches on it in training even at layerdrop 0 (5.23 skips the "
-              "draw at 0): a data-dependent branch, which torch.export refuses. A family not measured on a version "
-              "says `not measured`."]
+              "between the encoder and the decoder too. BART, Whisper and wav2vec2 are not captured with transformers "
+              "before 5.23, whose LayerDrop draws a random number and branches on it in training even at layerdrop 0 "
+              "(5.23 skips the draw at 0): a data-dependent branch, which torch.export refuses. A family not "
+              "measured on a version says `not measured`."]
     return "\n".join(lines) + "\n"
 
 

@@ -111,6 +111,8 @@ class TaskBatches:
     mask_token: int | None = None
     """What a masked LM's masked tokens become: the config's mask_token_id, else random tokens."""
     decoder_start: int = 0
+    target_length: int | None = None
+    """An encoder-decoder's labels per sample: the input's length, at most the decoder's positions."""
 
     def __call__(self, batch_size: int, seed: int = 0, device: torch.device | str = "cpu"):
         dtype = getattr(torch, self.dtype)
@@ -130,7 +132,7 @@ class TaskBatches:
         elif self.task == "token-classification":
             targets = torch.randint(0, self.labels, tuple(inputs.shape), generator=generator)
         elif self.task == "seq2seq":
-            labels = torch.randint(0, high, (batch_size, self.shape[-1]), generator=generator)
+            labels = torch.randint(0, high, (batch_size, self.target_length or self.shape[-1]), generator=generator)
             return (inputs.to(device), shift_right(labels, self.decoder_start).to(device)), labels.to(device)
         elif self.problem_type == "regression":
             targets = torch.randn((batch_size, self.labels), generator=generator)

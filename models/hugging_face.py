@@ -32,7 +32,7 @@ from pipebench.errors import UserError
 from pipebench.models.imports import parameters
 
 __all__ = ["TASKS", "AsTrained", "as_trained", "is_hugging_face", "task_of", "task_inputs", "input_names",
-           "describe", "decoder_start", "problem_type", "num_labels", "output_kind", "pick_output"]
+           "describe", "decoder_start", "target_length", "problem_type", "num_labels", "output_kind", "pick_output"]
 
 TASKS = {  # task: transformers' auto mappings that list its classes, the class-name suffixes that say it
     "seq2seq": (("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
@@ -158,6 +158,14 @@ def decoder_start(module: nn.Module) -> int:
         raise UserError(f"{type(module).__name__}: its config has no decoder_start_token_id nor pad_token_id, so "
                         "decoder_input_ids cannot be made from the labels; set decoder_start_token_id in the config")
     return int(pad)
+
+
+def target_length(module: nn.Module, length: int) -> int:
+    """An encoder-decoder's labels per sample: `length` (the input's last dimension: its tokens, a speech
+    model's frames), at most the positions its decoder has (Whisper's max_target_positions)."""
+    config = _unwrapped(module).config
+    limit = getattr(config, "max_target_positions", None) or getattr(config, "max_position_embeddings", None)
+    return min(length, int(limit)) if limit else length
 
 
 # ------------------------------------------------------------------------------------ the trained view

@@ -286,7 +286,8 @@ def _synthetic(source: ModelSource, module: nn.Module, output_shape: list[int]):
     config = module.wrapped.config if isinstance(module, AsTrained) else module.config
     batches = TaskBatches(task, list(source.input_shape), source.input_dtype, source.token_range, labels,
                           hf.problem_type(module, task), getattr(config, "mask_token_id", None),
-                          hf.decoder_start(module) if task == "seq2seq" else 0)
+                          hf.decoder_start(module) if task == "seq2seq" else 0,
+                          hf.target_length(module, source.input_shape[-1]) if task == "seq2seq" else None)
     return batches, inputs
 
 

@@ -405,7 +405,9 @@ def _is_marker(node) -> bool:
 
 _KNOWN_BRANCHES = {  # a data-dependent branch met in a library's model: what to do about it
     "self.layerdrop": "transformers before 5.23 draws LayerDrop's random number in training even at layerdrop 0 "
-                      "(BART and the models built like it); use transformers 5.23 or newer",
+                      "(BART, Whisper and the models built like them); use transformers 5.23 or newer",
+    "skip_the_layer": "transformers before 5.23 draws LayerDrop's random number in training even at layerdrop 0 "
+                      "(wav2vec2 and the models built like it); use transformers 5.23 or newer",
 }
 
 

@@ -27,13 +27,17 @@ TASKS = {  # fixture: (task, what it is fed, settings)
     "vit": ("image-classification", ("pixel_values",), dict(input_shape=[3, 32, 32])),
     "t5": ("seq2seq", ("input_ids", "decoder_input_ids"), TOKENS),
     "bart": ("seq2seq", ("input_ids", "decoder_input_ids"), TOKENS),
+    "whisper": ("seq2seq", ("input_features", "decoder_input_ids"), dict(input_shape=[8, 32])),
+    "wav2vec2": ("sequence-classification", ("input_values",), dict(input_shape=[1600])),
 }
+FLOATS = ("vit", "whisper", "wav2vec2")  # fed floats: pixels, mel features, samples
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 LAYERDROP_BRANCH = tuple(int(p) for p in transformers.__version__.split(".")[:2]) < (5, 23)
-"""transformers before 5.23: BART's LayerDrop branches on a random number in training, which torch.export
-cannot capture (partition/graph.py says so in the line)."""
+"""transformers before 5.23: the LayerDrop of BART, Whisper and wav2vec2 branches on a random number in
+training, which torch.export cannot capture (partition/graph.py says so in the line)."""
+LAYERDROP = ("bart", "whisper", "wav2vec2")
 
 
 def loaded(name, **settings):
@@ -48,7 +52,7 @@ def test_each_task_trains_as_transformers_own_loss_does(name):
     task, inputs, _ = TASKS[name]
     model = loaded(name)
     assert model.config["task"] == task and model.module.keywords == inputs
-    assert model.config["input_dtype"] == ("float32" if name == "vit" else "int64")
+    assert model.config["input_dtype"] == ("float32" if name in FLOATS else "int64")
     batch, targets = model.make_batch(4, seed=0)
     batch = batch if isinstance(batch, tuple) else (batch,)
     model.module.eval()
@@ -87,16 +91,15 @@ def test_a_t5_config_without_a_decoder_start_starts_from_its_pad_token():
     assert getattr(model.config, "decoder_start_token_id", None) is None and hf.decoder_start(model) == 5
 
 
-@pytest.mark.parametrize("name", ["t5", "vit", pytest.param("bert_classifier", marks=pytest.mark.ci),
-                                  pytest.param("bert_tagger", marks=pytest.mark.ci),
-                                  pytest.param("bart", marks=pytest.mark.ci)])
+@pytest.mark.parametrize("name", ["t5", "vit", *[pytest.param(name, marks=pytest.mark.ci) for name in
+                                                 ("bert_classifier", "bert_tagger", "bart", "whisper", "wav2vec2")]])
 def test_each_task_plans_two_stages_from_the_command_line(capsys, tmp_path, monkeypatch, name):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     shape = ",".join(map(str, TASKS[name][2]["input_shape"]))
     code = main(["plan", "--model", f"{HF_MODELS}:{name}", "--input-shape", shape, "--stages", "2", "--device",
                  "cpu", "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
     captured = capsys.readouterr()
-    if name == "bart" and LAYERDROP_BRANCH:  # one line that says why, and what to do
+    if name in LAYERDROP and LAYERDROP_BRANCH:  # one line that says why, and what to do
         assert code == 2 and "transformers before 5.23 draws LayerDrop's random number" in captured.err
         return
     assert code == 0, captured.err
@@ -155,6 +158,30 @@ def test_a_t5_make_batch_gives_its_decoder_inputs_by_position_or_by_keyword(tmp_
     model.module.eval()
     given = dict(zip(keywords, batch))
     torch.testing.assert_close(model.module(*batch), model.module.wrapped(**given).logits)
+
+
+def test_a_plain_module_takes_a_dict_from_make_batch_by_forwards_keywords(tmp_path):
+    path = tmp_path / "scaled.py"
+    path.write_text("""
+import torch
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 3)
+
+    def forward(self, x, scale=None):
+        return self.linear(x) * scale
+
+
+def make_batch(batch_size):
+    return {"scale": torch.full((batch_size, 1), 2.0), "x": torch.randn(batch_size, 8)}, torch.zeros(batch_size).long()
+""")
+    model = models.get_model(f"{path}:Scaled")
+    assert model.module.keywords == ("scale", "x")  # the dict's own order, each to its keyword
+    (scale, x), _ = model.make_batch(4, seed=0)
+    torch.testing.assert_close(model.module(scale, x), model.module.wrapped(x, scale=scale))
 
 
 # ------------------------------------------------------------------------------------- what is refused

@@ -368,8 +368,9 @@ class _ChainStage(nn.Module):
 
     def forward(self, *received):
         # A received activation is a leaf that needs a gradient; the stage may change it in place (a
-        # ReLU(inplace=True) first), which autograd allows on a copy only.
-        received = [t.clone() if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else t for t in received]
+        # ReLU(inplace=True) first), which autograd allows on a copy only. Its gradient goes back contiguous.
+        received = [_CopyWithContiguousGrad.apply(t) if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad
+                    else t for t in received]
         coded = [t for t, dtype in zip(received, self._dtypes) if _is_coded(t, dtype)]
         received = [_from_floats(t, dtype) for t, dtype in zip(received, self._dtypes)]
         env = dict(zip(self._takes, received))
@@ -392,6 +393,21 @@ class _ChainStage(nn.Module):
             if i is not None:
                 out[i] = _ZeroGradients.apply(out[i], *coded)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+class _CopyWithContiguousGrad(torch.autograd.Function):
+    """A copy of a received activation whose gradient goes back contiguous. The stage before receives that
+    gradient into a buffer of its strides (torch 2.14 infers them from this stage's backward), and gloo
+    sends and receives contiguous tensors only: the gradient of an attention's key that a stage transposes
+    (Whisper's cross-attention) is not."""
+
+    @staticmethod
+    def forward(ctx, received):
+        return received.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
 
 
 class _ZeroGradients(torch.autograd.Function):
