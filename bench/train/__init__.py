@@ -63,7 +63,10 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
             return options.strategy, None
     probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
                        overrides=options.overrides, training=training)[0]
-    profiled = profile_case_model(probe, machine, cache_folder() / "train-profiles", note=note)
+    from pipebench.partition.cache import cache_enabled
+
+    folder = cache_folder() / "train-profiles" if cache_enabled() else Path(tempfile.mkdtemp(prefix="pipebench-profile-"))
+    profiled = profile_case_model(probe, machine, folder, note=note)
     if not auto:
         return options.strategy, profiled
     from pipebench.bench.advise import advise

@@ -162,6 +162,14 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
 
     pair = default_collate([dataset[i] for i in range(min(2, count))])
     module = model.module
+    top = dataset.max_target() if hasattr(dataset, "max_target") else int(pair[1].max())
+    if isinstance(pair[0], torch.Tensor) and not pair[0].is_floating_point():  # token ids: the embedding's rows
+        from pipebench.models.source import vocabulary
+
+        vocab = vocabulary(module)
+        highest = max(top, int(pair[0].max()))
+        if vocab is not None and highest >= vocab:
+            raise UserError(f"the data holds token id {highest}, beyond the model's {vocab} tokens (0-{vocab - 1})")
     try:
         with torch.no_grad():
             from pipebench.bench.strategies.common import as_args
@@ -173,7 +181,6 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
         shape = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else type(inputs).__name__
         raise UserError(f"the data's samples do not fit {model.name}: input {shape}: "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
-    top = dataset.max_target() if hasattr(dataset, "max_target") else int(pair[1].max())
     if not pair[1].is_floating_point() and top >= classes:
         what = "token id" if isinstance(dataset, TokenSequences) else "label"
         raise UserError(f"the data holds {what} {top}, beyond the model's {classes} "
