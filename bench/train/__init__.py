@@ -99,15 +99,15 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
             raise UserError(f"train runs one pipeline or replicas of the whole model; {strategy.name} is not "
                             "supported yet")
     # Before any worker: the data, the model it must fit, the checkpoint.
-    dataset = open_dataset(options.data)
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
-    described = check_fits(dataset, model, options.batch, 1)
     if options.resume:
         if not options.save:
             raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
         record = ckpt.read_latest(options.save)
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
         saved = record.get("layout", {})
+    dataset = open_dataset(options.data)
+    described = check_fits(dataset, model, options.batch, 1)
     del model
     name, profiled = choose_strategy(options, machine, training, note)
     strategy = get_strategy(name)
