@@ -169,3 +169,21 @@ def test_the_recipes_convnet_on_real_images_through_pp_1f1b(tmp_path):
         with torch.no_grad():
             scores.append((net(images).argmax(1) == test.labels[:1000]).float().mean().item())
     assert scores[0] > 0.3 and scores[1] == pytest.approx(scores[0], abs=0.005)
+
+
+@pytest.mark.slow
+def test_your_own_loop_under_torchrun(tmp_path, text):
+    """docs/train.md's loop (tests/fixtures/own_loop.py) under torchrun: 8 steps of a 1F1B pipeline whose
+    losses equal `pipebench train`'s own single run, and a gathered state_dict the model loads."""
+    script = Path(__file__).parent / "fixtures" / "own_loop.py"
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
+                          "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script), str(text), str(tmp_path / "own.pth")],
+                         capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    own = [float(x) for x in out.stdout.split()[-8:]]
+    assert train(*GPT, "--strategy", "single", "--data", f"tokens:{text}", "--steps", 8, "--lr", "0.01",
+                 "--csv", tmp_path / "single.csv") == 0
+    assert own == pytest.approx(losses(tmp_path / "single.csv"), rel=1e-4)
+    from pipebench import models
+
+    models.get_model("gpt", "tiny").module.load_state_dict(torch.load(tmp_path / "own.pth"))
