@@ -26,7 +26,7 @@ from pipebench.partition.plan import Plan, make_plan, recomputing, shared_cores,
 from pipebench.partition.profile import Profile, calibration, step_spread
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
-from pipebench.request import Request, split_error
+from pipebench.request import Request, link_of, split_error
 from pipebench.training import Training
 
 __all__ = ["Prediction", "Advice", "TIE", "tie", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
@@ -141,9 +141,9 @@ def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
     """The link figures saved with the profile (`link_gbps` overrides the copy bandwidth), and on CPU
     stand-ins what sharing the cores costs. Without a measured all-reduce, its bus bandwidth is taken to be
     the copy bandwidth (a ring of two devices moves the same bytes over the same link)."""
-    copy = (profile.link_gbps or 0.0) if link_gbps is None else link_gbps
+    copy, latency = link_of(profile, link_gbps, profile.link_latency_ms)
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
-    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=profile.link_latency_ms or 0.0,
+    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
                        collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
                        fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
                        ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
@@ -390,7 +390,7 @@ def price_fsdp(strategy, profiles, devices, caps, speeds, links, training, micro
     if isinstance(by_count, Prediction):
         return by_count
     layers = by_count[p].layers
-    bf16 = by_count[p].precision == "bf16"
+    bf16 = by_count[p].training.bf16
     unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def price(recompute: bool):

@@ -17,7 +17,7 @@ from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
 from pipebench.partition.plan import Plan
 from pipebench.request import check_recompute, split_error
-from pipebench.training import DEFAULT_PRECISION, Training
+from pipebench.training import Training, nest_training
 
 __all__ = ["Job"]
 
@@ -42,14 +42,10 @@ class Job:
     warmup: int = 2
     seed: int = 0
     """Weights; the batch uses seed + 1."""
-    precision: str = DEFAULT_PRECISION
-    """fp32, tf32 (TF32 and cuDNN autotuning, as the earlier GPU figures were measured) or bf16 (autocast);
-    see pipebench/training.py."""
-    optimizer: str = "sgd"
-    """sgd or adamw."""
-    checkpoint: str = "never"
-    """never, auto or always: which stages recompute comes from the Plan (StagePlan.recompute); replica
-    strategies recompute every layer with always."""
+    training: Training = field(default_factory=Training)
+    """How the case trains (pipebench/training.py): precision, optimizer, checkpoint mode. Which stages
+    recompute comes from the Plan (StagePlan.recompute); replica strategies recompute every layer with
+    checkpoint always."""
     gpu_memory: int | None = None
     """Bytes each worker may allocate on each of its GPUs (`--gpu-memory`), enforced with
     torch.cuda.set_per_process_memory_fraction: a smaller card reproduced on a bigger one. None: no cap."""
@@ -66,8 +62,7 @@ class Job:
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
-        self.training  # noqa: B018 (checks precision, optimizer and checkpoint)
-        check_recompute(None, self.checkpoint, [strategy])  # auto: it runs without
+        check_recompute(None, self.training.checkpoint, [strategy])  # auto: it runs without
         if self.gpu_memory is not None and self.gpu_memory <= 0:
             raise UserError(f"gpu_memory must be a positive byte count (got {self.gpu_memory})")
         if self.device_type not in ("cuda", "cpu"):
@@ -92,10 +87,6 @@ class Job:
                                 f"{self.devices}")
         if strategy.splits_batch and (why := split_error(self.batch, self.replicas, self.strategy)) is not None:
             raise UserError(why)
-
-    @property
-    def training(self) -> Training:
-        return Training(self.precision, self.optimizer, self.checkpoint)
 
     @cached_property
     def the_plan(self) -> Plan | None:
@@ -158,7 +149,7 @@ class Job:
                              flavour=flavour or "", schedule=kind.schedule.name,
                              micro_batches=micro_batches if kind.micro_batched else 1,
                              virtual_stages=stages_per_device or kind.stages_per_device, bounds=bounds,
-                             recompute=settings.get("checkpoint") == "always").to_dict()
+                             recompute=settings.get("training", Training()).checkpoint == "always").to_dict()
         return cls(model=model, flavour=flavour, overrides=overrides, strategy=strategy, batch=batch, devices=devices,
                    device_type=device_type, plan=plan, **settings)
 
@@ -167,7 +158,7 @@ class Job:
 
     @classmethod
     def load(cls, path: str | Path) -> "Job":
-        return record(cls, read_json(path, kind="job"), str(path))
+        return record(cls, nest_training(read_json(path, kind="job")), str(path))
 
 
 def cut_candidates(model: str, flavour: str | None, settings: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ import platform
 import re
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -139,10 +139,6 @@ class Profiled:
     profiles: list[Profile]
     path: Path
 
-    @property
-    def link_gbps(self) -> float:
-        return self.profiles[0].link_gbps or 0.0
-
 
 def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: int | None = None,
                        reuse: bool = True, note: Callable[[str], None] = print,
@@ -233,7 +229,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
                     cpu_threads=threads_per_device(machine.devices), gpu_memory=machine.gpu_memory,
-                    **asdict(training))  # precision, optimizer, checkpoint: the Job's fields of those names
+                    training=training)
     gpus = machine.gpus[:p] if machine.gpus is not None else None
     plan = prediction = None
     over_cap = ""
@@ -258,7 +254,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                 raise CaseUnavailable(prediction.reason)
             plan = prediction.plan
         if training.checkpoint == "auto" and not strategy.needs_plan:  # a replica recomputes all layers or none
-            settings["checkpoint"] = "always" if prediction is not None and prediction.recompute else "never"
+            recompute = prediction is not None and prediction.recompute
+            settings["training"] = replace(training, checkpoint="always" if recompute else "never")
         job = Job(plan=plan.to_dict() if plan else None, **settings)
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None

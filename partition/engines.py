@@ -263,5 +263,5 @@ def _pricer(plan, profiles, plan_with_bounds):
     def price(bounds):
         return plan_with_bounds(profiles, plan.devices, bounds, schedule=plan.schedule,
                                 micro_batches=plan.micro_batches, link_gbps=plan.link_gbps,
-                                link_latency_ms=plan.link_latency_ms, optimizer=plan.optimizer).predicted_step_ms
+                                link_latency_ms=plan.link_latency_ms, optimizer=plan.training.optimizer).predicted_step_ms
     return price

@@ -21,7 +21,7 @@ from pipebench.partition.profile import LayerProfile, Profile, calibration, kept
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count, split_error
-from pipebench.training import DEFAULT_PRECISION, OPTIMIZER_STATES, Training
+from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
 __all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds", "shared_cores"]
@@ -84,12 +84,11 @@ class Plan:
     bubble_fraction: float
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
-    optimizer: str = "sgd"
-    precision: str = DEFAULT_PRECISION
-    """The precision the profile was measured in, and the workers train in (pipebench/training.py)."""
-    checkpoint: str = "never"
-    """never, auto (stages recompute only where the memory caps require it) or always; which stages
-    recompute is each StagePlan's `recompute`."""
+    training: Training = field(default_factory=Training)
+    """How the plan trains (pipebench/training.py): the precision its profile was measured in and the
+    workers train in, the optimizer whose states the memory counts, and the checkpoint mode (never, auto:
+    stages recompute only where the memory caps require it, or always); which stages recompute is each
+    StagePlan's `recompute`."""
     link_gbps: float = 0.0
     """Bandwidth used to price activation transfers (0: transfers free)."""
     link_latency_ms: float = 0.0
@@ -143,8 +142,9 @@ class Plan:
 
     @property
     def plan_id(self) -> str:
-        """A short hash of the plan's content: results rows name the plan they ran by it."""
-        text = json.dumps(asdict(self), sort_keys=True, allow_nan=False)
+        """A short hash of the plan's content: results rows name the plan they ran by it. The Training is
+        hashed as its three fields, so a plan keeps the name it had when they were the plan's own."""
+        text = json.dumps(flat_training(asdict(self)), sort_keys=True, allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @classmethod
@@ -160,7 +160,7 @@ class Plan:
                                 f"(format {data.get('format')!r}, version {data.get('version')!r})")
         if isinstance(values.get("balance"), str):  # before balanced_by had its name
             values["balanced_by"] = values.pop("balance")
-        return record(cls, values, where, error=PlanError)
+        return record(cls, nest_training(values), where, error=PlanError)
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
@@ -280,7 +280,7 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
                 balanced_by="hand" if by_hand else "uniform", device_name="", bounds=bounds,
                 stages=stages, predicted_step_ms=0.0, predicted_samples_per_s=0.0, bubble_fraction=0.0,
                 balance_ratio=1.0, virtual_stages=virtual_stages, config=dict(config or {}), placement=list(where),
-                checkpoint="always" if recompute else "never")
+                training=Training(checkpoint="always" if recompute else "never"))
 
 
 def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sched.SharedCores | None = None) -> Plan:
@@ -538,9 +538,7 @@ def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float],
         predicted_samples_per_s=profile.batch / step_ms * 1e3 if step_ms > 0 else float("inf"),
         bubble_fraction=timeline.bubble_fraction,
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
-        optimizer=request.training.optimizer,
-        precision=profile.precision,
-        checkpoint=checkpoint,
+        training=replace(request.training, precision=profile.training.precision, checkpoint=checkpoint),
         link_gbps=link_gbps,
         link_latency_ms=latency if link_gbps > 0 else 0.0,
         calibration=scale,
@@ -616,7 +614,7 @@ def unmodelled_bytes(profiles: Sequence[Profile], micro_batch: int) -> int:
     if not measured:
         return 0
     whole = max(measured, key=lambda p: p.micro_batch)
-    states = 2 + OPTIMIZER_STATES.get(whole.optimizer, 0)
+    states = 2 + whole.training.states
     predicted = StageMemory(whole.layers, states, "gpipe", 1, 1).stage(0, len(whole.layers), 1, False)
     return int((whole.whole_step_peak_bytes - predicted) * micro_batch / whole.micro_batch)
 

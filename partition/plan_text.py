@@ -43,12 +43,13 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
             "sends": format_bytes(s.activation_out_bytes) if s.activation_out_bytes else "-",
             "in flight": s.peak_in_flight,
             "memory": format_bytes(s.predicted_memory_bytes),
-            **({"recompute": "yes" if s.recompute else "no"} if plan.checkpoint != "never" else {}),
+            **({"recompute": "yes" if s.recompute else "no"} if plan.training.checkpoint != "never" else {}),
         })
     lines = [
         f"{model_label(plan.model, plan.flavour)} on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
         f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balanced_by}, "
-        f"{plan.precision} + {plan.optimizer}" + (f", checkpoint {plan.checkpoint}" if plan.checkpoint != "never" else ""),
+        f"{plan.training.precision} + {plan.training.optimizer}"
+        + (f", checkpoint {plan.training.checkpoint}" if plan.training.checkpoint != "never" else ""),
         "",
         pd.DataFrame(rows).to_string(index=False),
         "",

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 from pipebench.errors import UserError
 from pipebench.files import read_json, record, write_json
-from pipebench.training import DEFAULT_PRECISION
+from pipebench.training import Training, nest_training
 
 __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes",
            "relative_spread", "step_spread"]
@@ -171,11 +171,11 @@ class Profile:
     """CPU stand-ins: how far the machine's speed moved from moment to moment while it was profiled, a
     fraction (hardware/probes.py measure_machine_drift); every prediction's interval is at least this wide
     (step_spread). None: not measured (GPUs, or a link speed given)."""
-    precision: str = DEFAULT_PRECISION
-    """The precision the times and bytes were measured in (pipebench/training.py): a plan for bf16 needs a
-    bf16 profile. Profiles made before precisions existed were TF32."""
-    optimizer: str = "sgd"
-    """The optimizer of the whole step (`whole_step_ms`), whose update it includes."""
+    training: Training = field(default_factory=Training)
+    """How it was measured (pipebench/training.py): the precision of its times and bytes (a plan for bf16
+    needs a bf16 profile; profiles made before precisions existed were TF32) and the optimizer of the
+    whole step (`whole_step_ms`), whose update it includes. Its checkpoint mode is always never: a
+    recomputing stage is priced from the layers' own times (partition/plan.py recomputing)."""
     profile_id: str | None = None
     """The profile cache's name for this measurement (partition/cache.py); plans and rows record it, so
     a reader can tell two answers made from the same measurement. None: not cached (a module object, or
@@ -196,7 +196,7 @@ class Profile:
         """A Profile from its JSON object, every field checked (ProfileError names the first wrong one)."""
         if isinstance(data, dict) and data.get("layers") == []:
             raise ProfileError(f"{where}.layers: expected a non-empty list")
-        profile = record(cls, data, where, error=ProfileError, nonnegative=True)  # finite, >= 0
+        profile = record(cls, nest_training(data), where, error=ProfileError, nonnegative=True)  # finite, >= 0
         if profile.micro_batch < 1 or profile.batch % profile.micro_batch:
             raise ProfileError(f"{where}.micro_batch: {profile.micro_batch} does not divide batch {profile.batch}")
         for i, layer in enumerate(profile.layers):

@@ -169,8 +169,7 @@ def profile_model(
         whole_step_ms=whole,
         whole_step_peak_bytes=whole_peak,
         whole_step_spread=whole_spread,
-        precision=training.precision,
-        optimizer=training.optimizer,
+        training=Training(training.precision, training.optimizer),
     )
 
 

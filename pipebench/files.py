@@ -244,6 +244,8 @@ def _checked(kind: Any, value: Any, nonnegative: bool, error, where: str) -> Any
     if kind is Any:
         return value
     if dataclasses.is_dataclass(kind):
+        if isinstance(value, kind):  # already made (and checked by its own __post_init__)
+            return value
         return record(kind, value, where, error=error, nonnegative=nonnegative)
     if kind is bool:
         if isinstance(value, bool):

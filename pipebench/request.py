@@ -24,7 +24,7 @@ from pipebench.errors import UserError
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
-__all__ = ["Request", "BALANCES", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "BALANCES", "link_of", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -147,13 +147,8 @@ class Request:
         return replace(self, **changes)
 
     def links(self, profile: Any) -> tuple[float, float]:
-        """(GB/s, latency ms) that price a cut: link_gbps where given (its latency link_latency_ms, else 0),
-        else what `profile` measured between the first two devices (0 where it measured nothing). The one
-        home of the link default."""
-        if self.link_gbps is not None:
-            return self.link_gbps, self.link_latency_ms or 0.0
-        latency = self.link_latency_ms if self.link_latency_ms is not None else profile.link_latency_ms
-        return profile.link_gbps or 0.0, latency or 0.0
+        """(GB/s, latency ms) that price a cut: link_of(profile, link_gbps, link_latency_ms)."""
+        return link_of(profile, self.link_gbps, self.link_latency_ms)
 
     def check_profiles(self, profiles: Sequence[Any]) -> None:
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
@@ -175,6 +170,17 @@ class Request:
 
 
 # ----------------------------------------------------------------------------------------------- rules
+
+def link_of(profile: Any, gbps: float | None = None, latency_ms: float | None = None) -> tuple[float, float]:
+    """(GB/s, latency ms) of the link between devices: `gbps` where given (its latency `latency_ms`, else
+    0), else what `profile` measured between the first two devices (0 where it measured nothing), its
+    latency the profile's unless `latency_ms` says otherwise. The one home of the link default."""
+    if gbps is not None:
+        return gbps, latency_ms or 0.0
+    latency = latency_ms if latency_ms is not None else profile.link_latency_ms
+    return profile.link_gbps or 0.0, latency or 0.0
+
+
 
 def check_stage_count(stages: int, layers: int) -> None:
     """Refuse more pipeline stages than layers to cut (UserError): the one home of that rule."""

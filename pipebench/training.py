@@ -23,12 +23,13 @@ Checkpoint (activation recomputation, as torchgpipe's modes):
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pipebench.errors import UserError
 
 __all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
-           "autocast", "set_precision", "make_optimizer", "optimizer_settings"]
+           "TRAINING_PARTS", "nest_training", "flat_training", "autocast", "set_precision", "make_optimizer", "optimizer_settings"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 OPTIMIZERS = ("sgd", "adamw")
@@ -70,6 +71,29 @@ class Training:
         """"bf16 adamw", with ", recompute always" unless never: for titles and progress lines."""
         text = f"{self.precision} {self.optimizer}"
         return text if self.checkpoint == "never" else f"{text}, recompute {self.checkpoint}"
+
+
+TRAINING_PARTS = ("precision", "optimizer", "checkpoint")
+"""The Training's fields, which records written before it was one field held flat."""
+
+
+def nest_training(data: dict) -> dict:
+    """A record's fields with its Training as one nested object, `{"training": {"precision": ...}}`: files
+    written before held the three as flat strings, which are gathered here (the Training's defaults for
+    those absent). A record that has both is returned as it is, for its check to refuse."""
+    if not isinstance(data, dict) or not any(name in data for name in TRAINING_PARTS) or "training" in data:
+        return data
+    values = dict(data)
+    values["training"] = {name: values.pop(name) for name in TRAINING_PARTS if name in values}
+    return values
+
+
+def flat_training(data: dict) -> dict:
+    """The other way: a record's fields with the Training's three in place of the nested one (a CSV's
+    columns; the hash that names a Plan, the same as it was before the Training was one field)."""
+    values = dict(data)
+    training = values.pop("training", None) or {}
+    return {**values, **(dataclasses.asdict(training) if dataclasses.is_dataclass(training) else training)}
 
 
 def autocast(training: Training, device_type: str):

@@ -71,8 +71,7 @@ def test_the_convnet_with_batchnorm_trains_like_one_device_taking_the_slices(tmp
 
 def fsdp_job(training: Training) -> Job:
     return Job.by_hand("gpt", "fsdp", flavour="tiny", batch=BATCH, devices=2, device_type="cpu", steps=1, warmup=0,
-                       seed=SEED, save_params=True, precision=training.precision, optimizer=training.optimizer,
-                       checkpoint=training.checkpoint)
+                       seed=SEED, save_params=True, training=training)
 
 
 RECOMPUTE, BF16_SGD, BF16_ADAMW = (Training("fp32", "sgd", checkpoint="always"), Training("bf16", "sgd"),

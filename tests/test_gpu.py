@@ -8,6 +8,7 @@ from pipebench import models
 from pipebench.bench.cli import main
 from pipebench.partition.profiler import profile_model
 from pipebench.request import Request
+from pipebench.training import Training
 
 
 @pytest.mark.gpu
@@ -52,7 +53,7 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
     from pipebench.bench.job import Job
     from pipebench.bench.launch import WorkerError, launch
 
-    common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, precision="bf16", optimizer="adamw")
+    common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, training=Training(precision="bf16", optimizer="adamw"))
     assert launch(Job.by_hand("gpt", "single", **common), gpus=[0], timeout=300)["first_loss"] > 0
     with pytest.raises(WorkerError) as caught:
         launch(Job.by_hand("gpt", "single", gpu_memory=2**16, **common), gpus=[0], timeout=300)

@@ -57,8 +57,7 @@ def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, precision, o
     model = models.get_model("gpt", "tiny", seed=SEED)
     training = Training(precision, optimizer)
     job = Job.by_hand("gpt", "hybrid", flavour="tiny", batch=BATCH, devices=STAGES * REPLICAS, device_type="cpu",
-                      micro_batches=2, steps=1, warmup=0, seed=SEED, save_params=True, precision=precision,
-                      optimizer=optimizer)
+                      micro_batches=2, steps=1, warmup=0, seed=SEED, save_params=True, training=training)
     assert (job.replicas, job.the_plan.device_count, job.the_plan.batch) == (REPLICAS, STAGES, BATCH // REPLICAS)
     result, params = hybrid_params(tmp_path, job)
     ref_loss, ref = reference(model, training)

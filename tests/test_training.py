@@ -2,6 +2,10 @@
 by every strategy as by one device."""
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,7 +16,7 @@ from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import hand_plan, make_plan
+from pipebench.partition.plan import Plan, hand_plan, make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request
@@ -62,7 +66,7 @@ def test_unknown_settings_are_one_line(settings, message):
 def test_checkpointing_with_a_strategy_that_cannot_is_refused(strategy):
     with pytest.raises(UserError, match="checkpoint"):
         Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
-                    checkpoint="always")
+                    training=Training(checkpoint="always"))
 
 
 def test_checkpointing_a_zero_bubble_plan_is_refused_always_and_planned_without_for_auto():
@@ -70,15 +74,15 @@ def test_checkpointing_a_zero_bubble_plan_is_refused_always_and_planned_without_
     with pytest.raises(UserError, match="backward in one piece"):
         make_plan([profile], Request(devices=["cpu"] * 2, schedule="zbv", virtual_stages=2, link_gbps=0.0, training=Training(checkpoint="always")))
     auto = make_plan([profile], Request(devices=["cpu"] * 2, schedule="zbv", virtual_stages=2, link_gbps=0.0, training=Training(checkpoint="auto")))
-    assert auto.checkpoint == "never" and not any(s.recompute for s in auto.stages)
+    assert auto.training.checkpoint == "never" and not any(s.recompute for s in auto.stages)
 
 
 @pytest.mark.parametrize("strategy", ["dataparallel", "device-map", "pp-zbv"])
 def test_checkpoint_auto_runs_a_strategy_that_cannot_recompute_without(strategy):
     """auto recomputes where memory needs it and the strategy can: the others run as with never."""
     job = Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
-                      checkpoint="auto")
-    assert job.checkpoint == "auto"
+                      training=Training(checkpoint="auto"))
+    assert job.training.checkpoint == "auto"
 
 
 # -------------------------------------------------------------------------------------------- profiles
@@ -92,7 +96,7 @@ def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
     with torch.random.fork_rng():
         fp32 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=Training("fp32"))
         bf16 = profile_model(model, "cpu", 4, repeats=1, warmup=0, training=BF16_ADAMW)
-    assert (fp32.precision, bf16.precision, bf16.optimizer) == ("fp32", "bf16", "adamw")
+    assert (fp32.training.precision, bf16.training) == ("fp32", BF16_ADAMW)
     assert sum(l.cast_bytes for l in fp32.layers) == 0
     cast = sum(l.cast_bytes for l in bf16.layers)
     params = sum(l.param_bytes for l in bf16.layers)
@@ -170,7 +174,7 @@ def test_checkpoint_always_on_one_device_keeps_each_layers_input():
 def test_checkpoint_auto_recomputes_only_the_stages_that_need_it():
     profile = profile_of([1.0] * 4)
     keep = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4))
-    assert make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=max(keep.memory_per_device()), link_gbps=0.0, training=Training(checkpoint="auto"))).checkpoint == "auto"
+    assert make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=max(keep.memory_per_device()), link_gbps=0.0, training=Training(checkpoint="auto"))).training.checkpoint == "auto"
     roomy = make_plan([profile], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=4, max_memory=max(keep.memory_per_device()), link_gbps=0.0, training=Training(checkpoint="auto")))
     assert not any(s.recompute for s in roomy.stages)
     # Room for one stage's activations but not the other's: only that one recomputes.
@@ -215,7 +219,7 @@ def test_single_recomputing_layer_by_layer_trains_like_one_device():
 def bf16_adamw_job(strategy, micro_batches, stages):
     return Job.by_hand("gpt", strategy, flavour="tiny", batch=8, devices=2, device_type="cpu",
                        micro_batches=micro_batches, stages_per_device=(stages or 2) // 2, steps=1, warmup=0, seed=0,
-                       save_params=True, precision="bf16", optimizer="adamw")
+                       save_params=True, training=Training(precision="bf16", optimizer="adamw"))
 
 
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
@@ -245,3 +249,47 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, groups, strategy, micro
     ref_loss, ref = one_device(model, BF16_ADAMW)
     assert first_loss == pytest.approx(ref_loss, rel=2e-2)
     assert_adamw_step_close(params, ref, BF16_ADAMW.lr)
+
+
+# ------------------------------------------------------------------- the Training as one field of records
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def test_plans_and_profiles_written_with_three_flat_strings_still_load():
+    """Every Plan and Profile under results/ was written before the Training was one field (precision,
+    optimizer and checkpoint as flat strings, or only the optimizer): each loads with its Training whole,
+    the values it wrote, and a saved plan keeps the plan_id its rows name it by."""
+    from pipebench.partition.profile import load_profiles
+
+    plans = sorted(RESULTS.rglob("*.plan.json"))
+    assert plans
+    kept = 0
+    for path in plans:
+        written = json.loads(path.read_text())
+        plan = Plan.load(path)
+        expected = Training(**{name: written[name] for name in ("precision", "optimizer", "checkpoint") if name in written})
+        assert plan.training == expected, path
+        every = {f.name for f in dataclasses.fields(Plan)} - {"training"} | {"precision", "optimizer", "checkpoint"}
+        if path.parent.name.endswith("-plans") and every <= set(written):  # no field added since it was written
+            assert plan.plan_id == path.name.removesuffix(".plan.json"), path  # the name its rows carry
+            kept += 1
+    assert kept > 10
+    profiles = sorted(RESULTS.rglob("*.profile.json"))
+    assert profiles
+    for path in profiles[:20]:
+        for profile in load_profiles(path):
+            assert profile.training.checkpoint == "never" and profile.training.precision in ("fp32", "tf32", "bf16")
+
+
+def test_a_plan_writes_its_training_as_one_object_and_refuses_both_forms(tmp_path):
+    profile = profile_of([1.0] * 4)
+    plan = make_plan([profile], Request(devices=["cpu"] * 2, training=Training(optimizer="adamw", checkpoint="auto")))
+    plan.save(tmp_path / "plan.json")
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert written["training"] == {"precision": "tf32", "optimizer": "adamw", "checkpoint": "auto"}
+    assert not {"precision", "optimizer", "checkpoint"} & set(written)
+    assert Plan.load(tmp_path / "plan.json") == plan
+    written["optimizer"] = "sgd"  # both forms at once: which one holds?
+    with pytest.raises(UserError, match="unknown field 'optimizer'"):
+        Plan.from_dict(written)

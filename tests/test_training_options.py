@@ -147,7 +147,7 @@ def test_a_case_over_the_cap_is_a_row_of_its_own_and_try_anyway_runs_it(strategy
     tried = prepare(case, machine, profiled(), steps=1, warmup=0, try_anyway=True)
     assert tried.job is not None and tried.over_cap == skipped.over_cap  # the prediction stays beside the run
     job = tried.job
-    assert (job.precision, job.optimizer, job.checkpoint, job.gpu_memory) == ("bf16", "adamw", "never", 4 * MB)
+    assert (job.training, job.gpu_memory) == (Training("bf16", "adamw", "never"), 4 * MB)
     assert (tried.plan is not None) == (strategy != "ddp")  # a pipeline runs the plan cut without the cap
 
 
@@ -165,15 +165,15 @@ def test_checkpoint_auto_makes_a_replica_recompute_only_when_it_would_not_fit_ot
     case = Case("mlp", "tiny", 64, strategy, training=Training("fp32", "sgd", "auto"))
     roomy_machine = Machine([0, 1], 2, "NVIDIA H200", caps=[GIB] * 2)
     roomy = prepare(case, roomy_machine, heavy, steps=1, warmup=0)
-    assert roomy.job.checkpoint == "never" and make_row(roomy, roomy_machine, status="ok", step_ms=[10.0]).reason == ""
+    assert roomy.job.training.checkpoint == "never" and make_row(roomy, roomy_machine, status="ok", step_ms=[10.0]).reason == ""
     tight_machine = Machine([0, 1], 2, "NVIDIA H200", caps=[roomy.prediction.peak_memory_bytes[0] - 1] * 2)
     tight = prepare(case, tight_machine, heavy, steps=1, warmup=0)
-    assert tight.over_cap == "" and tight.prediction.recompute and tight.job.checkpoint == "always"
+    assert tight.over_cap == "" and tight.prediction.recompute and tight.job.training.checkpoint == "always"
     row = make_row(tight, tight_machine, status="ok", step_ms=[10.0])
     assert row.checkpoint == "auto" and "recomputes every layer" in row.reason  # the case asked auto
     cannot = prepare(Case("mlp", "tiny", 64, "dataparallel", training=case.training), tight_machine, heavy,
                      steps=1, warmup=0, try_anyway=True)
-    assert cannot.job.checkpoint == "never"  # DataParallel cannot recompute: auto runs it without
+    assert cannot.job.training.checkpoint == "never"  # DataParallel cannot recompute: auto runs it without
 
 
 def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches(tmp_path, monkeypatch):

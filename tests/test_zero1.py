@@ -23,7 +23,7 @@ def sgd_job():
 
 def adamw_job():
     return Job.by_hand("gpt", "zero1", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=1, warmup=0,
-                       seed=SEED, save_params=True, precision="fp32", optimizer="adamw")
+                       seed=SEED, save_params=True, training=Training(precision="fp32", optimizer="adamw"))
 
 
 def test_two_processes_train_like_one_device(tmp_path, groups):

@@ -46,7 +46,7 @@ def cmd_advise(args) -> int:
     source = load_or_profile(args, counts, advice_ranking)
     profiles, request = source
     devices = list(request.devices)
-    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].precision)))
+    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].training.precision)))
     print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=request.link_gbps))
     if args.json:
@@ -143,7 +143,7 @@ def check_command(args, profile, compared, devices: int) -> str:
     import shlex
 
     from pipebench.bench.strategies import BASELINE
-    from pipebench.training import DEFAULT_PRECISION
+    from pipebench.training import Training
 
     words = ["pipebench", "run", "--models", args.model or profile.model]
     options = {"--flavour": args.flavour, "--batch": profile.batch, "--gpus": args.gpus,
@@ -160,10 +160,10 @@ def check_command(args, profile, compared, devices: int) -> str:
         words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
     if str(profile.device).startswith("cpu"):  # CPU processes, as many as advised for, GPUs visible or not
         words += ["--device", "cpu", "--stages", str(devices)]
-    if profile.precision != DEFAULT_PRECISION:
-        words += ["--precision", profile.precision]
-    if profile.optimizer != "sgd":
-        words += ["--optimizer", profile.optimizer]
+    if profile.training.precision != Training().precision:
+        words += ["--precision", profile.training.precision]
+    if profile.training.optimizer != Training().optimizer:
+        words += ["--optimizer", profile.training.optimizer]
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
     words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]

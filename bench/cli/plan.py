@@ -106,8 +106,8 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
         first = profiles[0]
         if args.model and args.model != first.model:
             raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
-        if args.precision != DEFAULT_PRECISION and args.precision != first.precision:
-            raise UserError(f"--precision {args.precision} does not match the profile's {first.precision}; "
+        if args.precision != DEFAULT_PRECISION and args.precision != first.training.precision:
+            raise UserError(f"--precision {args.precision} does not match the profile's {first.training.precision}; "
                             "profile again in that precision")
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
