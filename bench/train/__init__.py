@@ -71,7 +71,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
         return options.strategy, profiled
     from pipebench.bench.advise import advise
 
-    advice = advise(profiled.profiles, machine.device_names, caps=machine.caps, speeds=machine.speeds, training=training)
+    advice = advise(profiled.profiles, machine.request(training))
     if advice.recommended is None:
         raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
     pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
@@ -92,6 +92,7 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     from pipebench.bench.suite import CaseUnavailable, Case, prepare
     from pipebench.bench.train import checkpoint as ckpt
     from pipebench.bench.train.data import check_fits, open_dataset
+    from pipebench.request import split_error
 
     if options.strategy != "auto":
         strategy = get_strategy(options.strategy)
@@ -128,8 +129,8 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     if prepared.job is None:
         raise UserError(f"{name}: {prepared.over_cap}")
     job = prepared.job
-    if strategy.splits_batch and options.batch % job.processes:
-        raise UserError(f"batch {options.batch} does not split over {job.processes} replicas")
+    if strategy.splits_batch and (why := split_error(options.batch, job.processes, name)) is not None:
+        raise UserError(why)
     plan = prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
     note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
