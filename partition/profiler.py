@@ -22,8 +22,8 @@ every float output that requires a gradient. The backward is also split into I (
 (weight gradient) as zero-bubble schedules run it. A segment's output bytes are those of every tensor that
 crosses the cut after it (skip connections and extra model inputs included), so they price the cut.
 
-The model is left as it was found: same device, mode, parameter objects, buffers (BatchNorm's running
-statistics), gradients and ``forward`` methods.
+The model is left as it was found: same device, mode (of every submodule), parameter objects, buffers
+(BatchNorm's running statistics), gradients and ``forward`` methods (pipebench/snapshot.py module_state).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from pipebench.hardware.cpu import SpeedGauge
 from pipebench.partition.graph import CaptureError, Segment, SplitError, capture, segments
 from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile, relative_spread
+from pipebench.snapshot import module_state
 from pipebench.training import Training, autocast, make_optimizer
 
 __all__ = ["profile_model", "profile_sizes", "device_name", "Captures"]
@@ -90,7 +91,7 @@ def profile_model(
     module = model.module
     if granularity is None:
         granularity = model.granularity
-    restore = _snapshot(module)
+    restore = module_state(module, values=False)
     try:
         module.to(device)
         module.train()
@@ -460,28 +461,6 @@ def _sync(device: torch.device) -> None:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _snapshot(module: torch.nn.Module):
-    """Remember what profiling changes (device, mode, buffers, gradients); return a function restoring it.
-    (graph.capture restores the forward methods that pipeline() replaces.)"""
-    first = next(module.parameters(), None)
-    home = first.device if first is not None else torch.device("cpu")
-    training = module.training
-    buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
-    grads = {name: (None if p.grad is None else p.grad.detach().clone()) for name, p in module.named_parameters()}
-
-    def restore():
-        module.to(home)
-        module.train(training)
-        with torch.no_grad():
-            for name, b in module.named_buffers():
-                b.copy_(buffers[name].to(b.device))
-        for name, p in module.named_parameters():
-            g = grads[name]
-            p.grad = None if g is None else g.to(p.device)
-
-    return restore
 
 
 class Captures:

@@ -10,6 +10,7 @@ The command line (`pipebench plan`, `pipebench run`) is a thin layer over these 
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import sys
 from dataclasses import fields
@@ -83,6 +84,22 @@ def _request(request: Request | None, asked: dict[str, Any], *, stages: int | No
     return Request(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
 
 
+def _leaves_as_given(function):
+    """`function(model, ...)` leaving the caller's nn.Module object and torch's global state as they were
+    (pipebench/snapshot.py: restored on return, however it returns), and run in torch's default state
+    (_working_state): a caller inside torch.no_grad() still gets a profile of training."""
+
+    @functools.wraps(function)
+    def call(model: Any, *args: Any, **kwargs: Any):
+        from pipebench.snapshot import as_given
+
+        with as_given(model if _is_module(model) else None), _working_state():
+            return function(model, *args, **kwargs)
+
+    return call
+
+
+@_leaves_as_given
 def profile(model: Any, example_inputs: Any = None, request: Request | None = None, *, flavour: str | None = None,
             settings: dict[str, Any] | None = None, data_dir: str | None = None,
             loss_fn: Callable[[Any, Any], Any] | None = None, note: Callable[[str], None] | None = None,
@@ -127,6 +144,9 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
         model is built: when it holds every size, no model is built and no model file imported.
     before_measuring(): called before the model is built to be measured, not when the cache answers (the
         command line checks the stage count against the model's layers there).
+    An nn.Module object comes back as it was given (each submodule's mode, parameters, buffers,
+    requires_grad, device, forward methods), and torch's global state too (RNG, threads, default dtype,
+    grad mode, matmul precision): pipebench/snapshot.py.
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
     from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
@@ -254,6 +274,19 @@ def _default_ranking(devices: Sequence[str] | None) -> Ranking | None:
     if not devices or len(devices) < 2:
         return None
     return plan_ranking(Request(devices=tuple(devices), schedule=DEFAULT_SCHEDULE))
+
+
+@contextlib.contextmanager
+def _working_state():
+    """Inside the block, where torch is imported: gradients on, inference mode off and float32 the default
+    dtype, as profiling and the CPU probes' peers (fresh processes) assume; as_given restores the caller's."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with torch.inference_mode(False), torch.enable_grad():
+        torch.set_default_dtype(torch.float32)
+        yield
 
 
 def _is_module(model: Any) -> bool:

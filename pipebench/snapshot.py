@@ -1,0 +1,197 @@
+"""What pipebench.plan and pipebench.profile leave as they found it: the caller's model and torch's state.
+
+Profiling runs the model in training mode, forward and backward, moves it to the device measured, times an
+optimizer update (at lr 0), replaces forward methods and adds hooks while capturing (torch.export,
+pipeline()), seeds and draws random numbers, and sets threads and precision flags. A library call must not
+change what its caller holds: a model put in eval() comes back in eval(), each submodule in its own mode
+(a frozen BatchNorm in eval inside a model in train mode stays so), BatchNorm's running statistics as they
+were, the caller's random stream where it was.
+
+The model is worked on in place, then restored, rather than copied: copy.deepcopy doubles the memory of a
+model that may fill the device, and not every module can be copied (hooks holding closures, tensors
+another library owns). What makes a restore cheap: a parameter's tensor is kept by reference (the caller
+held it already, nothing is copied), so that one moved to a GPU and back gets its very own tensor again,
+on its own device and in its own dtype; its values are copied too only where the free memory allows four
+times their size, and written back only if something wrote to the tensor (its version counter moved: the
+timed update at lr 0 writes values equal to the old ones, unless a gradient was not finite). Buffers and
+gradients are small, and copied.
+
+`as_given(module)` restores, on leaving, each module's training flag, its parameters, buffers and
+submodules (the objects, not only their values), each parameter's requires_grad and gradient, the forward
+methods and hooks set on the instance; and torch's global state: the CPU RNG and, where CUDA is
+initialised, every GPU's RNG and the current GPU, the intra- and inter-op thread counts, the default
+dtype, grad mode, the float32 matmul precision and the TF32, cuDNN and deterministic-algorithm flags.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable, Iterator
+
+__all__ = ["as_given", "global_state", "module_state"]
+
+
+@contextlib.contextmanager
+def as_given(module: Any = None) -> Iterator[None]:
+    """Inside the block, anything may change `module` (an nn.Module, or None) and torch's global state;
+    on leaving, however it leaves, both are as they were on entering. Torch not imported yet: there is no
+    state of the caller's to keep, and none is imported here."""
+    if "torch" not in sys.modules:
+        yield
+        return
+    restore_globals = global_state()
+    restore_module = module_state(module) if module is not None else (lambda: None)
+    try:
+        yield
+    finally:
+        try:
+            restore_module()
+        finally:
+            restore_globals()
+
+
+def global_state() -> Callable[[], None]:
+    """Remember torch's process-wide settings now; return the function that sets them back."""
+    import torch
+
+    cuda = torch.cuda.is_initialized()
+    saved = dict(
+        rng=torch.get_rng_state(),
+        cuda_rng=torch.cuda.get_rng_state_all() if cuda else None,
+        cuda_device=torch.cuda.current_device() if cuda else None,
+        threads=torch.get_num_threads(),
+        interop=torch.get_num_interop_threads(),
+        dtype=torch.get_default_dtype(),
+        grad=torch.is_grad_enabled(),
+        matmul=_matmul_precision(torch),
+        flags=_flags(torch),
+        deterministic=(torch.are_deterministic_algorithms_enabled(),
+                       torch.is_deterministic_algorithms_warn_only_enabled()),
+    )
+
+    def restore() -> None:
+        torch.set_rng_state(saved["rng"])
+        if saved["cuda_rng"] is not None:
+            torch.cuda.set_rng_state_all(saved["cuda_rng"])
+            torch.cuda.set_device(saved["cuda_device"])
+        if torch.get_num_threads() != saved["threads"]:
+            torch.set_num_threads(saved["threads"])
+        if torch.get_num_interop_threads() != saved["interop"]:
+            with contextlib.suppress(RuntimeError):  # torch allows it only before any parallel work
+                torch.set_num_interop_threads(saved["interop"])
+        torch.set_default_dtype(saved["dtype"])
+        torch.set_grad_enabled(saved["grad"])
+        # Only what changed is set again: torch 2.9+ refuses to read the matmul precision once its legacy
+        # switches (allow_tf32) and its new ones (fp32_precision) were both set, so setting a switch to
+        # the value it has would break a caller's later get_float32_matmul_precision().
+        for (owner, name), value in saved["flags"].items():
+            if getattr(owner, name) != value:
+                setattr(owner, name, value)
+        if saved["matmul"] is not None and _matmul_precision(torch) != saved["matmul"]:
+            torch.set_float32_matmul_precision(saved["matmul"])
+        torch.use_deterministic_algorithms(saved["deterministic"][0], warn_only=saved["deterministic"][1])
+
+    return restore
+
+
+def _matmul_precision(torch) -> str | None:
+    """torch.get_float32_matmul_precision(), None where torch refuses to say (its legacy and new switches
+    both set: see restore)."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return None
+
+
+def _flags(torch) -> dict[tuple[Any, str], Any]:
+    """The backends' numeric switches that profiling or a precision sets (pipebench/training.py): the
+    legacy ones first, then torch 2.9's fp32_precision of each backend where torch has them."""
+    backends = torch.backends
+    names = [(backends.cuda.matmul, "allow_tf32"), (backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),
+             (backends.cuda.matmul, "allow_bf16_reduced_precision_reduction"), (backends.cudnn, "allow_tf32"),
+             (backends.cudnn, "benchmark"), (backends.cudnn, "deterministic"), (backends.cudnn, "enabled")]
+    for owner in (backends, backends.cuda.matmul, backends.cudnn, getattr(backends.cudnn, "conv", None),
+                  getattr(backends.cudnn, "rnn", None), backends.mkldnn, getattr(backends.mkldnn, "matmul", None),
+                  getattr(backends.mkldnn, "conv", None), getattr(backends.mkldnn, "rnn", None)):
+        names.append((owner, "fp32_precision"))
+    flags = {}
+    for owner, name in names:
+        with contextlib.suppress(AttributeError, RuntimeError):
+            if owner is not None:
+                flags[(owner, name)] = getattr(owner, name)
+    return flags
+
+
+COPY_SHARE = 4
+"""Parameter values are copied when the memory available is at least this many times their bytes."""
+
+
+def module_state(module: Any, values: bool = True) -> Callable[[], None]:
+    """Remember `module`'s state now (see the module docstring); return the function that restores it.
+    values False: parameter values are not copied (the profiler's own restore, of a model it may have
+    built itself; the caller's model is guarded by as_given)."""
+    import torch
+
+    modules = list(module.modules())
+    tables = [(m, {k: dict(getattr(m, k)) for k in _TABLES if isinstance(getattr(m, k, None), dict)}) for m in modules]
+    modes = [(m, m.training) for m in modules]
+    methods = [(m, {k: m.__dict__[k] for k in _METHODS if k in m.__dict__}) for m in modules]
+    params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
+    buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
+    kept = [(p, p.data, p.data._version, p.requires_grad,
+             None if p.grad is None else p.grad.detach().clone()) for p in params]
+    values = _copies([p for p, *_ in kept]) if values else [None] * len(kept)
+    buffer_values = [(b, b.data, b.detach().clone()) for b in buffers]
+
+    def restore() -> None:
+        for m, saved in tables:
+            for key, table in saved.items():
+                now = getattr(m, key)
+                if now != table or list(now) != list(table):
+                    now.clear()
+                    now.update(table)  # in place: a view such as AsTrained shares these dicts
+        for m, saved in methods:
+            for key in _METHODS:
+                if key in saved:
+                    m.__dict__[key] = saved[key]
+                else:
+                    m.__dict__.pop(key, None)
+        with torch.no_grad():
+            for (p, data, version, requires_grad, grad), value in zip(kept, values):
+                if p.data is not data:
+                    p.data = data  # its own tensor: device, dtype and values as given
+                if value is not None and data._version != version and not torch.equal(data, value.to(data.device)):
+                    data.copy_(value)
+                p.requires_grad_(requires_grad)
+                p.grad = grad
+            for b, data, value in buffer_values:
+                if b.data is not data:
+                    b.data = data
+                b.copy_(value.to(b.device))
+        for m, training in modes:
+            m.training = training
+
+    return restore
+
+
+_TABLES = ("_parameters", "_buffers", "_modules", "_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+           "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+           "_state_dict_hooks", "_load_state_dict_pre_hooks")
+"""The tables of a module that capturing adds to or replaces entries of (torch.nn.Module's own)."""
+
+_METHODS = ("forward", "__call__", "_call_impl")
+"""Methods set on an instance (pipeline() and hooks replace forward); restored, or removed if absent."""
+
+
+def _copies(params: list) -> list:
+    """A copy of each parameter's values on the CPU, if memory allows (COPY_SHARE), else Nones."""
+    size = sum(p.numel() * p.element_size() for p in params)
+    try:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        available = 0
+    if not size or size * COPY_SHARE > available or any(p.device.type == "meta" for p in params):
+        return [None] * len(params)
+    return [p.detach().to("cpu", copy=True) for p in params]

@@ -1,0 +1,114 @@
+"""pipebench.plan and pipebench.profile leave the caller's model and torch's global state as they found them
+(pipebench/snapshot.py): every submodule's mode, parameters (objects and values), buffers, requires_grad,
+gradients, device, forward methods; the RNG, threads, default dtype, grad mode and matmul precision."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pipebench
+
+
+def model_state(module: torch.nn.Module) -> dict:
+    """Everything of `module` a caller can see, by name."""
+    return {
+        "training": {n: m.training for n, m in module.named_modules()},
+        "forward": {n: m.__dict__.get("forward") for n, m in module.named_modules()},
+        "hooks": {n: (len(m._forward_pre_hooks), len(m._forward_hooks)) for n, m in module.named_modules()},
+        "parameter objects": {n: id(p) for n, p in module.named_parameters()},
+        "storages": {n: p.untyped_storage().data_ptr() for n, p in module.named_parameters()},
+        "parameters": {n: p.detach().clone() for n, p in module.named_parameters()},
+        "requires_grad": {n: p.requires_grad for n, p in module.named_parameters()},
+        "grads": {n: None if p.grad is None else p.grad.clone() for n, p in module.named_parameters()},
+        "devices": {n: (p.device, p.dtype) for n, p in module.named_parameters()},
+        "buffers": {n: b.detach().clone() for n, b in module.named_buffers()},
+    }
+
+
+def global_state() -> dict:
+    return {"rng": torch.get_rng_state(), "threads": torch.get_num_threads(),
+            "interop": torch.get_num_interop_threads(), "dtype": torch.get_default_dtype(),
+            "grad": torch.is_grad_enabled(), "matmul": torch.get_float32_matmul_precision(),
+            "cudnn.benchmark": torch.backends.cudnn.benchmark, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    """The fields (field.name for the tables) that differ."""
+    def same(a, b):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype \
+                and torch.equal(a, b)
+        return a == b
+    found = []
+    for key, value in before.items():
+        if isinstance(value, dict):
+            found += [f"{key}.{n}" for n in value.keys() | after[key].keys()
+                      if n not in value or n not in after[key] or not same(value[n], after[key][n])]
+        elif not same(value, after[key]):
+            found.append(key)
+    return sorted(found)
+
+
+@pytest.fixture
+def odd_global_state():
+    """A caller's torch set up unlike pipebench's work: one thread, float64 by default, gradients off,
+    medium matmul precision, cuDNN autotuning on, a seeded stream; put back after the test."""
+    saved = global_state()
+    torch.set_num_threads(1)
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(1234)
+    yield
+    torch.set_rng_state(saved["rng"])
+    torch.set_num_threads(saved["threads"])
+    torch.set_float32_matmul_precision(saved["matmul"])
+    torch.backends.cudnn.benchmark = saved["cudnn.benchmark"]
+
+
+def gpt2():
+    """GPT-2 from a small config, in eval() as a user holds it for inference, one block frozen."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                     bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.transformer.h[0].requires_grad_(False)
+    return model, torch.randint(0, 64, (2, 16))
+
+
+def resnet18():
+    """torchvision's ResNet-18 with BatchNorm: in eval() but for one stage left training, a BatchNorm
+    frozen, a gradient held, and a forward replaced on the instance (as a user's hook library does)."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=4).eval()
+    model.layer2.train()
+    model.bn1.requires_grad_(False)
+    model.fc.weight.grad = torch.ones_like(model.fc.weight)
+    model.avgpool.forward = model.avgpool.forward  # an instance attribute, which must stay
+    return model, torch.randn(2, 3, 32, 32)
+
+
+@pytest.mark.parametrize("make, call", [(gpt2, "plan"), (resnet18, "profile")])
+def test_the_model_and_the_global_state_come_back_as_given(odd_global_state, make, call):
+    model, example = make()
+    torch.set_default_dtype(torch.float64)  # after the model is built: its weights stay float32
+    try:
+        before, state, reference = model_state(model), global_state(), None
+        if call == "plan":
+            with torch.no_grad():
+                reference = model(example).logits
+                state = global_state()
+                plan = pipebench.plan(model, example, batch=4, stages=2, micro_batches=2, repeats=1)
+            assert plan.micro_batches == 2
+        else:
+            profiles = pipebench.profile(model, example, batch=4, micro_batches=1, repeats=1)
+            assert profiles[0].layers
+        with torch.no_grad() if call == "plan" else torch.enable_grad():
+            assert changed(state, global_state()) == []
+        assert changed(before, model_state(model)) == []
+        if reference is not None:  # and so it answers as before
+            with torch.no_grad():
+                assert torch.equal(model(example).logits, reference)
+    finally:
+        torch.set_default_dtype(torch.float32)
