@@ -187,3 +187,29 @@ def test_your_own_loop_under_torchrun(tmp_path, text):
     from pipebench import models
 
     models.get_model("gpt", "tiny").module.load_state_dict(torch.load(tmp_path / "own.pth"))
+
+
+@pytest.mark.slow
+def test_a_hugging_face_gpt2_through_pp_1f1b_loads_into_its_class(tmp_path, text, monkeypatch):
+    """GPT2LMHeadModel from its config (tests/fixtures/byte_gpt2.py) on the byte tokens: pp-1f1b's losses equal
+    single's, and the checkpoint loads into GPT2LMHeadModel itself, strict."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model = f"{Path(__file__).parent / 'fixtures' / 'byte_gpt2.py'}:gpt2"
+    common = ["--model", model, "--input-shape", 32, "--input-dtype", "int64", "--data", f"tokens:{text}", "--batch", 16,
+              "--steps", 8, "--lr", "0.01", "--device", "cpu", "--precision", "fp32", "--log-every", 0]
+    for name in ("single", "pp-1f1b"):
+        assert train(*common, "--strategy", name, "--csv", tmp_path / f"{name}.csv", "--save", tmp_path / f"{name}.pth") == 0
+    assert losses(tmp_path / "pp-1f1b.csv") == pytest.approx(losses(tmp_path / "single.csv"), rel=1e-4)
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    import byte_gpt2
+
+    byte_gpt2.gpt2().load_state_dict(torch.load(tmp_path / "pp-1f1b.pth"))
+
+
+@pytest.mark.slow
+def test_auto_names_advises_pick_in_one_line_before_training(tmp_path, text, capsys):
+    assert train(*GPT, "--strategy", "auto", "--data", f"tokens:{text}", "--steps", 2) == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("auto: "))
+    assert "advise's recommendation" in line and "samples/s predicted" in line
+    assert err.index(line) < err.index("train gpt with")

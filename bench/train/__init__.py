@@ -80,6 +80,10 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     runner_up = next((p for p in advice.predictions if p.strategy != pick.strategy and p.fits
                       and p.predicted_samples_per_s), None)
     beside = f"; next {runner_up.strategy} {runner_up.predicted_samples_per_s:.1f}" if runner_up else ""
+    if advice.tied:  # faster on paper, within the profile's noise: the simpler one wins
+        name, why = next(iter(advice.tied.items()))
+        faster = next(p for p in advice.predictions if p.strategy == name)
+        beside = f"; {name} ({faster.predicted_samples_per_s:.1f}) ties with it: {why}"
     note(f"auto: {pick.strategy}, advise's recommendation: {pick.predicted_samples_per_s:.1f} samples/s predicted"
          f"{ratio}{beside} (from the profile {profiled.path})")
     return pick.strategy, profiled
