@@ -40,6 +40,7 @@ def fashion_mnist(folder: Path) -> Path | None:
         debs = sorted(FASHION[1].glob("dataset-fashion-mnist_*.deb")) if FASHION[1].is_dir() else []
         if not debs or shutil.which("dpkg-deb") is None:
             return None
+        (folder / "deb").mkdir(parents=True)
         subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(folder / "deb")], check=True)
         source = folder / "deb" / "usr/share/datasets/fashion-mnist"
     raw.mkdir(parents=True)
