@@ -130,6 +130,10 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
         prepared = prepare(case, machine, profiled, steps=1, warmup=0)
     except CaseUnavailable as exc:
         raise UserError(f"{name} cannot train {options.model} here: {exc}") from None
+    if profiled is not None and profiled.path.parent.name.startswith("pipebench-profile-"):  # the cache is off
+        import shutil
+
+        shutil.rmtree(profiled.path.parent, ignore_errors=True)
     if prepared.job is None:
         raise UserError(f"{name}: {prepared.over_cap}")
     job = prepared.job
