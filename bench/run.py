@@ -55,6 +55,8 @@ class RunOptions:
     """--strategies auto:K: run single and the K strategies predicted fastest (strategies is then ignored)."""
     training: Training = Training()
     """--precision, --optimizer and --checkpoint, for every case."""
+    data_dir: str | None = None
+    """--data-dir: a local MNIST folder the convnet trains on (None: synthetic batches)."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
@@ -80,7 +82,7 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
-                       overrides=options.overrides, training=options.training)
+                       overrides=options.overrides, training=options.training, data_dir=options.data_dir)
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each case ends")
     profiled: dict[tuple, Any] = {}
@@ -174,7 +176,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
     chosen: set[str] = set()
     for model, batch in options.models.items():
         probe = make_cases({model: batch}, [BASELINE], [1], flavour=options.flavour, overrides=options.overrides,
-                           training=options.training)[0]
+                           training=options.training, data_dir=options.data_dir)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                                       counts=profile_counts(options.chunks, machine.devices, batch=batch,
                                                             strategies=list(STRATEGIES)))
@@ -270,24 +272,27 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
-def check_options(options: RunOptions, devices: int = 1) -> None:
+def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
     --chunks count must split each model's batch into equal micro-batches, a strategy that splits the
-    batch over one replica per device (DDP, FSDP) must find it divisible by the `devices`, and --checkpoint
-    needs strategies that can recompute (always; auto runs the others without)."""
+    batch over one replica per device (DDP, FSDP) must find a --batch the user gave divisible by the
+    `devices`, and --checkpoint needs strategies that can recompute (always; auto runs the others without).
+    A default batch that does not split over the devices (8 on 3) is no mistake of the user's: those
+    strategies become `unavailable` rows that say so, and the others run (`batch_given` False)."""
     from pipebench import models as zoo
 
     check_recompute(None, options.training.checkpoint, [get_strategy(name) for name in options.strategies])
     for name, batch in options.models.items():
         own = zoo.is_user_model(name)
-        zoo.get_model(name, None if own else options.flavour, device="meta", **options.overrides)
+        zoo.get_model(name, None if own else options.flavour, device="meta", data_dir=options.data_dir,
+                      **options.overrides)
         for chunks in options.chunks:
             if (why := split_error(batch, chunks)) is not None:
                 raise UserError(f"--chunks {chunks}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
-        if splitting and (why := split_error(batch, devices, splitting[0])) is not None:
+        if batch_given and splitting and (why := split_error(batch, devices, splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")
 
 

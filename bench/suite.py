@@ -54,6 +54,8 @@ class Case:
     overrides: tuple[tuple[str, Any], ...] = ()
     training: Training = Training()
     """Precision, optimizer and checkpoint mode: rows of another training are another case."""
+    data_dir: str | None = None
+    """A local MNIST folder the model trains on (`--data-dir`; the convnet), None: synthetic batches."""
 
     @property
     def schedule(self) -> str:
@@ -117,7 +119,7 @@ class Machine:
 
 def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequence[int | None], *,
                flavour: str | None = None, overrides: dict[str, Any] | None = None,
-               training: Training = Training()) -> list[Case]:
+               training: Training = Training(), data_dir: str | None = None) -> list[Case]:
     """Every model x strategy, and for micro-batched strategies every count in `chunks` (None = planner's)."""
     from pipebench import models as zoo
 
@@ -128,7 +130,7 @@ def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequen
         named = None if zoo.is_user_model(model) else flavour or defaults.get(model)  # e.g. "800m", not "full"
         for strategy in strategies:
             counts = chunks if get_strategy(strategy).micro_batched else [1]
-            cases += [Case(model, named, batch, strategy, m, extra, training) for m in counts]
+            cases += [Case(model, named, batch, strategy, m, extra, training, data_dir) for m in counts]
     return cases
 
 
@@ -156,7 +158,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
                   + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
                   + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
-                  + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}"))
+                  + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}")
+                  + ("-data" if case.data_dir else ""))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
@@ -166,7 +169,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
                           devices, repeats, list(counts) if counts else "auto", case.training.precision,
                           case.training.optimizer, not reuse, tuple(strategies), machine.device_names,
-                          gpus=machine.gpus)
+                          case.data_dir, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
@@ -176,7 +179,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
                      devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
                      optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = (),
-                     ranked_on: Sequence[str] = ()) -> None:
+                     ranked_on: Sequence[str] = (), data_dir: str | None = None) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
     file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `ranked_on`
     (every device the cases use; else `devices`) rank the micro-batch counts (bench.advise.advice_ranking)."""
@@ -187,7 +190,7 @@ def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict
 
     with ProgressBar() as progress:
         profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
-                                     settings=settings, repeats=repeats, micro_batches=micro_batches,
+                                     settings=settings, data_dir=data_dir, repeats=repeats, micro_batches=micro_batches,
                                      precision=precision, optimizer=optimizer, fresh=fresh, note=say,
                                      progress=progress, rank=advice_ranking(
                                          Request(devices=tuple(ranked_on or devices),
@@ -226,7 +229,8 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     strategy = get_strategy(case.strategy)
     p = strategy.devices_used(machine.devices)
     training = case.training
-    settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), strategy=case.strategy,
+    settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), data_dir=case.data_dir,
+                    strategy=case.strategy,
                     batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
                     cpu_threads=threads_per_device(machine.devices), gpu_memory=machine.gpu_memory,
                     training=training)
@@ -333,7 +337,7 @@ def unavailable_row(case: Case, machine: Machine, reason: str) -> Row:
 def case_settings(case: Case) -> str:
     """The row's `settings`: what changes the training itself, for every strategy alike (so rows of
     other settings are other cases for --resume and the report). A new setting is one entry here."""
-    return settings_text({**dict(case.overrides)})
+    return settings_text({**dict(case.overrides), **({"data_dir": case.data_dir} if case.data_dir else {})})
 
 
 def case_caps(case: Case, machine: Machine, *, over: bool = False) -> str:

@@ -106,7 +106,9 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
             torch.cuda.reset_peak_memory_stats(device)
     if distributed:
         backend = "nccl" if job.device_type == "cuda" else "gloo"
-        if group_store is None:
+        if group_store is None and "RANK" not in os.environ:  # a group of one, started without torchrun
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        elif group_store is None:
             dist.init_process_group(backend)
         else:
             dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)

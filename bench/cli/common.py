@@ -115,3 +115,12 @@ def model_settings(args, names: list[str]) -> dict:
             raise UserError(f"--input-shape takes positive integers such as 3,224,224 "
                             f"(got {args.input_shape[:40]!r})") from None
     return given
+
+
+def data_folder(text: str | None) -> str | None:
+    """--data-dir (plan, advise and run): the folder as given, or one line when it is not a folder."""
+    from pathlib import Path
+
+    if text is not None and not Path(text).is_dir():
+        raise UserError(f"--data-dir {text}: {'not a folder' if Path(text).exists() else 'no such folder'}")
+    return text

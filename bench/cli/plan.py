@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, data_folder, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.request import Request, check_stage_count
 from pipebench.specs import is_user_model
@@ -200,8 +200,7 @@ def _settings(args) -> dict:
     from pipebench.specs import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
-    if args.data_dir is not None and not Path(args.data_dir).is_dir():
-        raise UserError(f"--data-dir {args.data_dir}: {'not a folder' if Path(args.data_dir).exists() else 'no such folder'}")
+    data_folder(args.data_dir)
     return overrides
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
 from pipebench.files import writable_folder
@@ -35,6 +35,8 @@ def add_parser(subparsers) -> None:
     run.add_argument("--chunks", default="auto",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
+    run.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded; default: "
+                     "synthetic batches)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a model setting for every model (repeatable)")
     run.add_argument("--quick", action="store_true",
@@ -89,6 +91,7 @@ def cmd_run(args) -> int:
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
         min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
+        data_dir=data_folder(args.data_dir),
     )
     on_cpu = _on_cpu(args)
     ids = None
@@ -104,7 +107,7 @@ def cmd_run(args) -> int:
         machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
-    suite_run.check_options(options, machine.devices)  # every model and setting: one line now, not a row after profiling
+    suite_run.check_options(options, machine.devices, batch_given="batch" in given)  # every model and setting: one line now, not a row after profiling
     options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
         options.profiles = writable_folder(options.profiles, "--profiles")
