@@ -203,9 +203,9 @@ def recommend(fitting: Sequence[Prediction]) -> Prediction:
 
 def usable_strategies(devices: Sequence[str]) -> list[str]:
     """Every strategy that uses all of `devices`, and the single baseline; replicated pipelines from two
-    copies of their stages up."""
-    return [name for name, s in STRATEGIES.items() if s.one_device or len(devices) > 1
-            and len(devices) >= 2 * (s.stages_per_replica or 1)]
+    copies of their stages up. On one device that is every other one too (a multi-process strategy runs
+    as a group of one): what each costs there beside single is what a user of one GPU asks."""
+    return [name for name, s in STRATEGIES.items() if not s.replicated or len(devices) >= 2 * s.stages_per_replica]
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):

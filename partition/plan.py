@@ -316,7 +316,8 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sc
             raise UserError(f"{chosen} micro-batch(es) are too few: this schedule needs at least {minimum}")
         counts = [chosen]
     else:
-        counts = [m for m in sorted(by_count) if m >= minimum]
+        counts = [m for m in sorted(by_count) if m >= minimum  # and that torch's schedule can run
+                  and sched.takes_micro_batches(request.schedule, len(request.devices), m)]
         if not counts:
             raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
                              f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")

@@ -61,7 +61,7 @@ from typing import Hashable, Iterable, Sequence
 from pipebench.errors import UserError
 
 __all__ = [
-    "Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency", "SharedCores",
+    "Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "takes_micro_batches", "Op", "Timeline", "placement", "device_orders", "op_order", "simulate", "ideal_efficiency", "SharedCores",
 ]
 
 
@@ -111,6 +111,14 @@ def get_schedule(name: str) -> Schedule:
         return SCHEDULES[name]
     except (KeyError, TypeError):
         raise UserError(f"unknown schedule {name!r}; choose one of: {', '.join(SCHEDULES)}") from None
+
+
+def takes_micro_batches(schedule: str, devices: int, micro_batches: int) -> bool:
+    """Whether torch's class of `schedule` runs `micro_batches` on `devices`: the looped ones
+    (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble) take them in max(1, m // p) equal rounds."""
+    if get_schedule(schedule).layout != "loop":
+        return True
+    return micro_batches % max(1, micro_batches // devices) == 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +190,7 @@ def device_orders(
     if kind.layout == "v":
         return [_zbv_order(d, p, m) for d in range(p)]
     rounds = max(1, m // p)
-    if m % rounds:
+    if not takes_micro_batches(schedule, p, m):
         raise UserError(f"{schedule} runs micro-batches in max(1, micro_batches // devices) = {rounds} equal rounds, "
                          f"so micro_batches must be a multiple of {rounds} (got {m})")
     return [_interleaved_order(d, p, stages // p, m, kind.split_backward) for d in range(p)]
