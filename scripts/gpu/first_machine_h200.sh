@@ -14,7 +14,7 @@ a)
   timed report timeout 60 python3 -m pipebench report "$out/run-noargs"
   python3 - "$out/run-noargs" <<'PY' | tee "$out/statuses.txt"
 import collections, csv, pathlib, sys
-rows = [r for p in pathlib.Path(sys.argv[1]).rglob("summary.csv") for r in csv.DictReader(open(p))]
+rows = [r for p in pathlib.Path(sys.argv[1]).glob("*.csv") for r in csv.DictReader(open(p))]
 print("rows", len(rows), dict(collections.Counter(r.get("status", "?") for r in rows)))
 for r in rows:
     print(r.get("model"), r.get("strategy"), r.get("status"), (r.get("reason") or "")[:160])
@@ -35,7 +35,7 @@ b)
 import csv, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])
 for name in ("resnet50", "pythia"):
-    runs = [r for p in (out / f"{name}-run").rglob("summary.csv") for r in csv.DictReader(open(p))]
+    runs = [r for p in (out / f"{name}-run").glob("*.csv") for r in csv.DictReader(open(p))]
     run_sps = float(runs[0]["samples_per_s"]) if runs and runs[0].get("samples_per_s") else float("nan")
     steps = list(csv.DictReader(open(out / f"{name}-train.csv")))[10:]  # after the warm-up
     train_sps = statistics.median(float(s["samples_per_s"]) for s in steps) if steps else float("nan")
