@@ -456,3 +456,8 @@ def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypa
     assert "--device cpu: running on the CPU, 3 processes standing in for devices" in capsys.readouterr().err
     refused(capsys, ["run", "--models", "mlp", "--stages", "3", "--out", str(tmp_path)],
             "--stages counts CPU processes: add --device cpu")
+
+
+def test_a_schedule_typo_is_one_line(capsys):
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--schedule", "1f1c"],
+            "unknown schedule '1f1c'; choose one of: gpipe, 1f1b")

@@ -26,8 +26,8 @@ def add_parser(subparsers) -> None:
     plan.add_argument("--chunks", default="auto",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto; a few sizes "
                       "are measured, the others interpolated, and those predicted within 5%% of the best measured)")
-    plan.add_argument("--schedule", default=DEFAULT_SCHEDULE, choices=list(SIMULATED_SCHEDULES),
-                      help=f"pipeline schedule to plan for (default: {DEFAULT_SCHEDULE})")
+    plan.add_argument("--schedule", default=DEFAULT_SCHEDULE,
+                      help=f"pipeline schedule to plan for: {', '.join(SIMULATED_SCHEDULES)} (default: {DEFAULT_SCHEDULE})")
     plan.add_argument("--virtual-stages", default=None, metavar="V",
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
     plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
@@ -144,6 +144,9 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
 
 def cmd_plan(args) -> int:
     import pipebench
+    from pipebench.partition.schedule import get_schedule
+
+    get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
     from pipebench.partition.plan import plan_ranking
