@@ -24,13 +24,12 @@ Several machines: run the worker under torchrun yourself with its node flags (do
 """
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import json
 import math
 import os
+import pickle
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,12 +42,11 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench.job import Job
 from pipebench.errors import UserError
+from pipebench.processes import PARENT_ENV, TEMP_ENV, child_entry, descendants, exit_with_parent, kill_tree
 
 __all__ = ["WorkerError", "Session", "WorkerGroup", "WorkerGroups", "launch", "call_in_child", "visible_devices",
            "free_port", "child_env", "exit_with_parent", "loopback_store"]
 
-PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
-"""What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
 
 
 class WorkerError(RuntimeError):
@@ -452,10 +450,11 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     saved, env = dict(os.environ), child_env(gpus)
+    env[PARENT_ENV] = str(os.getpid())  # a child still importing when we die notices it (exit_with_parent)
     os.environ.clear()
     os.environ.update(env)  # what the child inherits when it starts; restored at once
-    try:
-        proc = context.Process(target=_child_main, args=(send, fn, args, kwargs), daemon=True)
+    try:  # the call pickled, so that the child watches us before it imports the call's modules
+        proc = context.Process(target=child_entry, args=(send, pickle.dumps((fn, args, kwargs))), daemon=True)
         proc.start()
     finally:
         os.environ.clear()
@@ -466,6 +465,10 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
     except EOFError:
         proc.join()
         raise WorkerError(f"{fn.__name__} ended without an answer (exit status {proc.exitcode})") from None
+    except BaseException:  # Ctrl-C, SIGTERM: the child and what it started (the CPU probe's peers) end now
+        kill_tree(proc.pid)
+        proc.join()
+        raise
     finally:
         receive.close()
     proc.join()
@@ -477,7 +480,7 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
 
 
 def _child_main(send, fn, args, kwargs) -> None:
-    exit_with_parent()
+    """In the child (after pipebench.processes.child_entry): the call's outcome to the parent."""
     try:
         outcome = ("ok", fn(*args, **kwargs))
     except UserError as exc:
@@ -537,43 +540,20 @@ def _collect(job: Job, out_dir: Path, rc: int, log: Path | None = None) -> dict:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """End the child and everything it started, at once.
+    """End the child and everything it started, at once (pipebench.processes.kill_tree).
 
-    torchrun puts its workers in sessions of their own, so a kill of its process group misses them: kill
-    each process of the tree. No polite SIGTERM first: torchrun would spend seconds stopping workers
-    that have nothing to save (a stopped case is a lost case either way), and Ctrl-C must end the run
-    within seconds. Where /proc is missing, the workers end themselves (`exit_with_parent`)."""
-    family = _descendants(proc.pid)
-    ended_already = proc.poll() is not None  # reaped: its pid may belong to someone else by now
-    for pid in family if ended_already else [proc.pid, *family]:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    No polite SIGTERM first: torchrun would spend seconds stopping workers that have nothing to save (a
+    stopped case is a lost case either way), and Ctrl-C must end the run within seconds. What the kill
+    misses (reparented already) ends itself (`exit_with_parent`), or with the run (`run_folder`)."""
+    if proc.poll() is None:
+        kill_tree(proc.pid)
+    else:  # reaped: its pid may belong to someone else by now; its children know it is gone
+        for pid in descendants(proc.pid):
+            kill_tree(pid)
     proc.wait()
 
 
-def _descendants(root: int) -> list[int]:
-    """Process ids below `root` (Linux /proc; elsewhere none, and the group kill has to do)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+_descendants = descendants
 
 
 def _first_error(out_dir: Path) -> dict | None:
@@ -617,42 +597,6 @@ def _loopback_interface() -> str | None:
     except OSError:
         return None
     return next((name for name in ("lo", "lo0") if name in names), None)
-
-
-def exit_with_parent() -> None:
-    """End this process within a second of the process that started it ending (kill -9 included).
-
-    A worker whose parent vanished would otherwise live on for minutes holding ports: spinning in a
-    store's connect-retry loop, or waiting in a collective. Call first thing in a child. The parent's pid
-    and the temporary folder to remove come from PIPEBENCH_PARENT and PIPEBENCH_TEMP (taken out of the
-    environment, so that grandchildren watch their own parent); without them, the parent now is watched.
-
-    Without a folder to remove, Linux kills us the moment the parent goes (PR_SET_PDEATHSIG); with one, a
-    thread notices within 0.2 s, kills what we started, removes the folder and leaves."""
-    parent = int(os.environ.pop(PARENT_ENV, None) or os.getppid())
-    temp = os.environ.pop(TEMP_ENV, None)
-    if temp is None and sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-    def orphaned() -> None:
-        for pid in _descendants(os.getpid()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        orphaned()
-
-    if os.getppid() != parent:  # gone before we looked
-        orphaned()
-    threading.Thread(target=watch, daemon=True, name="exit_with_parent").start()
 
 
 def agent(argv: Sequence[str]) -> int:

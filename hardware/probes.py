@@ -243,10 +243,14 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     devices = max(2, devices)
     threads = threads_per_device(devices)
     sizes = [megabytes, repeats, messages, rounds]
+    from pipebench.processes import PARENT_ENV, TEMP_ENV
+
     with tempfile.TemporaryDirectory(prefix="pipebench-cpu-") as folder:
+        # Each peer ends itself, and removes the folder, within a second of this process ending (exit_with_parent)
+        env = {**os.environ, PARENT_ENV: str(os.getpid()), TEMP_ENV: folder}
         peers = [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.probes", "--peer", folder,
                                    *map(str, [threads, rank, devices, *sizes])],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
                  for rank in range(1, devices)]
         try:
             with thread_budget(threads), held_memory():
@@ -404,6 +408,9 @@ def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[flo
 
 
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...
+    from pipebench.processes import exit_with_parent
+
+    exit_with_parent()  # before torch's import: a parent killed meanwhile is noticed too
     import torch
 
     from pipebench.hardware.cpu import hold_memory

@@ -46,14 +46,16 @@ def wait_until(condition, what: str, deadline: float = 60.0):
     return value
 
 
-def start_run(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, Path, Path, Path]:
-    """`pipebench run` on the CPU in a process of its own; its (process, TMPDIR, results folder, stderr file)."""
+def start_run(tmp_path: Path, *options: str, group: bool = False) -> tuple[subprocess.Popen, Path, Path, Path]:
+    """`pipebench run` on the CPU in a process of its own (`group`: in a process group of its own, as a
+    shell's foreground job); its (process, TMPDIR, results folder, stderr file)."""
     temp, out, err = tmp_path / "tmp", tmp_path / "out", tmp_path / "stderr.txt"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     with open(err, "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "pipebench", "run", "--quick", "--out", str(out), *options],
-                                env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+                                env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path,
+                                process_group=0 if group else None)
     return proc, temp, out, err
 
 
@@ -249,3 +251,92 @@ def test_a_child_inherits_the_users_environment(monkeypatch):
     assert call_in_child(os.getenv, "PIPEBENCH_SOMETHING") == "kept"
     assert call_in_child(os.getenv, "PATH") == os.environ["PATH"]
     assert call_in_child(os.getenv, "PYTHONSAFEPATH") == "1" and "PYTHONSAFEPATH" not in os.environ  # ours restored
+
+
+# ------------------------------------------------------------------ interrupts at any moment of a run
+
+RUN = ["--models", "mlp", "--strategies", "single,ddp,pp-1f1b", "--fresh"]
+"""The run of issue 42's interrupts: profiled afresh, so that the CPU processes' probe runs."""
+
+
+def of_the_run(temp: Path) -> list[int]:
+    """Our processes that belong to a run started with TMPDIR=`temp` (pipebench points TMPDIR of all of
+    them into its run folder there): by their environment, which orphans keep too."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("TMPDIR", "").startswith(str(temp)):
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def naming(temp: Path, text: str) -> bool:
+    """Whether a process of the run's has `text` in its command line."""
+    return any(text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+               for pid in of_the_run(temp) if Path(f"/proc/{pid}").exists())
+
+
+def assert_the_run_left_nothing(temp: Path) -> None:
+    wait_until(lambda: not of_the_run(temp), "every process of the run gone", deadline=20)
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
+@pytest.mark.ci  # process handling, run by CI after the default run
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGTERM twice", "Ctrl-C to the group"])
+def test_an_interrupt_during_the_cpu_probe_leaves_nothing(tmp_path, how):
+    """Each left a pipebench-cpu-* folder (the probe's peers and folder were outside the workers' clean-up),
+    one SIGINT a probe peer running, and a second SIGTERM exited -15 instead of 130."""
+    proc, temp, _, err = start_run(tmp_path, *RUN, group=how == "Ctrl-C to the group")
+    try:
+        wait_until(lambda: naming(temp, "pipebench.hardware.probes"), "the CPU probe's peers started", deadline=300)
+        if how == "Ctrl-C to the group":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(getattr(signal, how.split()[0]))
+            if how.endswith("twice"):
+                time.sleep(0.05)
+                proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130, err.read_text()
+    finally:
+        proc.kill()
+    assert_the_run_left_nothing(temp)
+
+
+@pytest.mark.ci  # process handling, run by CI after the default run
+@pytest.mark.parametrize("when", ["the profiling child starts", "the CPU probe runs"])
+def test_kill_9_of_the_parent_while_profiling_leaves_nothing(tmp_path, when):
+    """kill -9 1.7 s in left the profiling child and its resource tracker running (the child looked for its
+    parent only after its imports, when it had been reparented already); during the probe, its folder."""
+    proc, temp, _, _ = start_run(tmp_path, *RUN)
+    try:
+        mark = "multiprocessing" if when.startswith("the profiling") else "pipebench.hardware.probes"
+        wait_until(lambda: naming(temp, mark), when, deadline=300)
+        proc.kill()
+        proc.wait()
+    finally:
+        proc.kill()
+    assert_the_run_left_nothing(temp)
+
+
+@pytest.mark.ci  # process handling, run by CI after the default run
+def test_two_runs_resuming_one_folder_one_killed_leave_nothing(tmp_path):
+    """Two runs resuming into one folder, one of them killed with -9 while its workers run: a pipebench-*
+    folder was left."""
+    first, temp, out, err = start_run(tmp_path, "--models", "mlp", "--strategies", "single,ddp", "--resume")
+    env = {**os.environ, "TMPDIR": str(temp), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    second = subprocess.Popen([sys.executable, "-m", "pipebench", "run", "--quick", "--out", str(out), "--models",
+                               "mlp", "--strategies", "single,ddp", "--resume"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        wait_until(lambda: worker_running(temp) or first.poll() is not None, "a worker started", deadline=300)
+        second.kill()
+        second.wait()
+        first.wait(timeout=300)
+    finally:
+        first.kill()
+        second.kill()
+    assert_the_run_left_nothing(temp)

@@ -22,7 +22,26 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # timeout, Slurm, systemd, docker stop: as Ctrl-C
+    from pipebench.processes import run_folder
+
+    previous = _catch_signals()
+    interrupted = False
+    try:
+        with run_folder():  # every process and temporary folder of the command ends with it
+            code = _command(args)
+        interrupted = code == EXIT_INTERRUPTED
+        return code
+    except KeyboardInterrupt:  # while the command's processes were being ended
+        interrupted = True
+        print("pipebench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if not interrupted:  # after an interrupt a second signal stays ignored until we have left: still 130
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _command(args) -> int:
     try:
         _read_counts(args)
         from pipebench.hardware.probes import drift_seconds
@@ -34,8 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pipebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+
+def _catch_signals() -> dict:
+    """SIGTERM (timeout, Slurm, systemd, docker stop) and SIGINT (Ctrl-C) raise KeyboardInterrupt, once:
+    the first also ignores both from then on, so that a second one cannot cut the clean-up short (which
+    left processes and folders behind, and exited -15 or -2). A SIGINT ignored from the start (a shell's
+    background job) stays ignored. Returns the handlers to restore."""
+    previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.default_int_handler
+        signal.signal(signal.SIGINT, _interrupt)
+    return previous
 
 
 def _version() -> str:
@@ -64,6 +94,9 @@ def _read_counts(args) -> None:
 
 
 def _interrupt(signum, frame):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(sig) is _interrupt:
+            signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 

@@ -1,0 +1,165 @@
+"""Every process and temporary folder pipebench makes ends with the command that made it.
+
+Three layers, each for what the one above cannot do:
+
+- `run_folder()`: the command's own temporary folder (`pipebench-run-<pid>-*` in the temp dir). While it
+  is open, TMPDIR points into it, for this process (tempfile) and for every child, so each folder anything
+  of the run makes (the workers', the CPU probe's, torchrun's) lies beneath it. Each child carries the
+  run's mark in its environment (RUN_ENV, inherited down the tree), by which `end_run_processes` finds them
+  all, orphans reparented to init included, where a walk of the process tree would miss them. Leaving it,
+  on success, an error or Ctrl-C / SIGTERM, ends every such process, then removes the folder.
+- `exit_with_parent()`, first thing in every child: a parent killed outright (SIGKILL, which no handler
+  sees) is noticed within 0.2 s; the child then kills what it started, removes its own temporary folder,
+  and the run's folder too when the run's own process is gone. A child told its parent's pid (PARENT_ENV)
+  notices a parent that died before it looked (during its imports).
+- The next run removes what a run killed with all its processes at once left (`kill -9` of the whole
+  process group, the out-of-memory killer): `pipebench-run-<pid>-*` folders whose process is gone.
+
+Processes are walked and killed with psutil.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+
+__all__ = ["PARENT_ENV", "TEMP_ENV", "RUN_ENV", "run_folder", "end_run_processes", "exit_with_parent",
+           "descendants", "kill_tree", "child_entry"]
+
+PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
+"""What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
+RUN_ENV = "PIPEBENCH_RUN"
+"""'<pid> <folder>': the command every process below belongs to, and its run folder (inherited by all)."""
+RUN_PREFIX = "pipebench-run-"
+
+
+@contextmanager
+def run_folder() -> Iterator[Path]:
+    """The command's temporary folder, TMPDIR for it and its children while open; see the module docstring.
+    Nested use (a command run inside another, as the tests do) keeps the outer one."""
+    if os.environ.get(RUN_ENV, "").split(" ")[0] == str(os.getpid()):
+        yield Path(tempfile.gettempdir())
+        return
+    remove_stale_run_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", RUN_ENV)}
+    saved_tempdir = tempfile.tempdir
+    os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), f"{os.getpid()} {folder}"
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        end_run_processes(f"{os.getpid()} {folder}")
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def end_run_processes(mark: str) -> None:
+    """Kill every process whose environment carries RUN_ENV=`mark` (but this one), at once."""
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(RUN_ENV) == mark:
+                proc.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
+def remove_stale_run_folders() -> None:
+    """Remove the run folders in the temp dir whose run's process is gone (a run killed with all of its
+    processes at once, which none of them could clean up after)."""
+    try:
+        entries = list(Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(RUN_PREFIX):].split("-")[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def descendants(root: int) -> list[int]:
+    """Process ids below `root`, children first."""
+    try:
+        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def kill_tree(pid: int, *, include_root: bool = True) -> None:
+    """SIGKILL `pid` and everything below it, at once: torchrun puts its workers in sessions of their own,
+    so a process-group kill would miss them."""
+    try:
+        root = psutil.Process(pid)
+        family = root.children(recursive=True)
+    except psutil.Error:
+        return
+    for proc in ([root] if include_root else []) + family:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+def exit_with_parent() -> None:
+    """End this process within a second of the process that started it ending (kill -9 included).
+
+    A worker whose parent vanished would otherwise live on for minutes holding ports: spinning in a
+    store's connect-retry loop, or waiting in a collective. Call first thing in a child. The parent's pid
+    and the temporary folder to remove come from PIPEBENCH_PARENT and PIPEBENCH_TEMP (taken out of the
+    environment, so that grandchildren watch their own parent); without them, the parent now is watched.
+
+    Without a folder to remove, Linux kills us the moment the parent goes (PR_SET_PDEATHSIG); with one, a
+    thread notices within 0.2 s, kills what we started, removes the folder (and the run's, where the run's
+    own process is gone) and leaves."""
+    parent = int(os.environ.pop(PARENT_ENV, None) or os.getppid())
+    temp = os.environ.pop(TEMP_ENV, None)
+    if temp is None and sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def orphaned() -> None:
+        kill_tree(os.getpid(), include_root=False)
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+        owner, _, folder = os.environ.get(RUN_ENV, "").partition(" ")
+        if owner.isdigit() and folder and not psutil.pid_exists(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        orphaned()
+
+    if os.getppid() != parent:  # gone before we looked
+        orphaned()
+    threading.Thread(target=watch, daemon=True, name="exit_with_parent").start()
+
+
+def child_entry(send, call: bytes) -> None:
+    """A call_in_child child (bench.launch): watch the parent before anything is imported (the call's own
+    modules take seconds, torch among them), then run the pickled (fn, args, kwargs) and send the outcome."""
+    exit_with_parent()
+    from pipebench.bench.launch import _child_main
+
+    fn, args, kwargs = pickle.loads(call)
+    _child_main(send, fn, args, kwargs)
