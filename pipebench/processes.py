@@ -53,8 +53,10 @@ def run_folder() -> Iterator[Path]:
         return
     remove_stale_run_folders()
     folder = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
-    saved = {name: os.environ.get(name) for name in ("TMPDIR", RUN_ENV)}
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", RUN_ENV, INDUCTOR_CACHE)}
     saved_tempdir = tempfile.tempdir
+    # torch.compile's cache is meant to outlive a run: where it would go without the run folder
+    os.environ.setdefault(INDUCTOR_CACHE, str(Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"))
     os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), f"{os.getpid()} {folder}"
     tempfile.tempdir = str(folder)
     try:
@@ -68,6 +70,18 @@ def run_folder() -> Iterator[Path]:
             else:
                 os.environ[name] = value
         shutil.rmtree(folder, ignore_errors=True)
+
+
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def _user() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def end_run_processes(mark: str) -> None:
