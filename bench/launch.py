@@ -479,19 +479,6 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
     raise WorkerError(value)
 
 
-def _child_main(send, fn, args, kwargs) -> None:
-    """In the child (after pipebench.processes.child_entry): the call's outcome to the parent."""
-    try:
-        outcome = ("ok", fn(*args, **kwargs))
-    except UserError as exc:
-        outcome = ("user", str(exc))
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
-        message = (str(exc).strip().splitlines() or [""])[0]
-        outcome = ("error", f"{fn.__name__}: {type(exc).__name__}: {message}")
-    send.send(outcome)
-    send.close()
-
-
 def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
     """The environment of every child pipebench starts: the chosen GPUs, and no shadowing of our packages."""
     env = dict(os.environ)

@@ -12,6 +12,9 @@ Three layers, each for what the one above cannot do:
   sees) is noticed within 0.2 s; the child then kills what it started, removes its own temporary folder,
   and the run's folder too when the run's own process is gone. A child told its parent's pid (PARENT_ENV)
   notices a parent that died before it looked (during its imports).
+- A reaper, a small process started with the run folder, waits on a pipe from the command: when the
+  command is killed outright, even at a moment it has no other child, it ends the run's processes and
+  removes the folder. SIGINT and SIGTERM to the whole process group leave it to do so.
 - The next run removes what a run killed with all its processes at once left (`kill -9` of the whole
   process group, the out-of-memory killer): `pipebench-run-<pid>-*` folders whose process is gone.
 
@@ -24,6 +27,7 @@ import os
 import pickle
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -57,12 +61,22 @@ def run_folder() -> Iterator[Path]:
     saved_tempdir = tempfile.tempdir
     # torch.compile's cache is meant to outlive a run: where it would go without the run folder
     os.environ.setdefault(INDUCTOR_CACHE, str(Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"))
-    os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), f"{os.getpid()} {folder}"
+    mark = f"{os.getpid()} {folder}"
+    # The reaper: should this process be killed outright, it ends the run's processes and removes the folder
+    # (the pipe's end tells it; no child of ours inherits that end, PEP 446).
+    reaper = subprocess.Popen([sys.executable, "-P", "-m", "pipebench.processes", "--reap", mark],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), mark
     tempfile.tempdir = str(folder)
     try:
         yield folder
     finally:
-        end_run_processes(f"{os.getpid()} {folder}")
+        end_run_processes(mark)
+        reaper.stdin.close()
+        try:
+            reaper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
         tempfile.tempdir = saved_tempdir
         for name, value in saved.items():
             if value is None:
@@ -173,7 +187,33 @@ def child_entry(send, call: bytes) -> None:
     """A call_in_child child (bench.launch): watch the parent before anything is imported (the call's own
     modules take seconds, torch among them), then run the pickled (fn, args, kwargs) and send the outcome."""
     exit_with_parent()
-    from pipebench.bench.launch import _child_main
+    from pipebench.errors import UserError
 
-    fn, args, kwargs = pickle.loads(call)
-    _child_main(send, fn, args, kwargs)
+    fn = None
+    try:
+        fn, args, kwargs = pickle.loads(call)
+        outcome = ("ok", fn(*args, **kwargs))
+    except UserError as exc:
+        outcome = ("user", str(exc))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
+        message = (str(exc).strip().splitlines() or [""])[0]
+        outcome = ("error", f"{getattr(fn, '__name__', 'the call')}: {type(exc).__name__}: {message}")
+    send.send(outcome)
+    send.close()
+
+
+def _reap(mark: str) -> None:
+    """`python -m pipebench.processes --reap MARK`: wait for the run's process to close our stdin (it
+    ends, or is killed), then end the processes of the run and remove its folder. Interrupts that reach
+    the whole process group (Ctrl-C) are ignored: it is what cleans up after them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.stdin.buffer.read()
+    end_run_processes(mark)
+    folder = mark.partition(" ")[2]
+    if Path(folder).name.startswith(RUN_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--reap"]:
+    _reap(sys.argv[2])

@@ -282,7 +282,7 @@ def naming(temp: Path, text: str) -> bool:
 
 def assert_the_run_left_nothing(temp: Path) -> None:
     wait_until(lambda: not of_the_run(temp), "every process of the run gone", deadline=20)
-    assert sorted(p.name for p in temp.iterdir()) == []
+    assert sorted(p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")) == []  # torch's cache
 
 
 @pytest.mark.ci  # process handling, run by CI after the default run
