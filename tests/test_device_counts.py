@@ -100,3 +100,26 @@ def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
         assert advice.recommended is not None
         ranked = {p.strategy for p in advice.predictions}
         assert "ddp" in ranked and "fsdp" in ranked and "pp-1f1b" in ranked, devices  # on one device too
+
+
+def test_run_on_one_device_with_local_mnist(tmp_path):
+    """`run --device cpu --stages 1 --data-dir DIR`: DDP on one device trains as a group of one, on the
+    folder's images (the first loss is the one of the data, not of synthetic batches)."""
+    import json
+
+    from pipebench.bench.cli import main
+    from pipebench.bench.strategies.single import SingleTrainer
+
+    from test_models import write_idx_mnist
+
+    write_idx_mnist(tmp_path / "mnist", train_count=20, test_count=4)
+    out = tmp_path / "out"
+    assert main(["run", "--device", "cpu", "--stages", "1", "--models", "convnet", "--strategies", "single,ddp",
+                 "--data-dir", str(tmp_path / "mnist"), "--out", str(out), "--repeats", "1"]) == 0
+    rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
+    assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("single", "ok", 1), ("ddp", "ok", 1)]
+    assert all("data_dir=" in r["settings"] for r in rows)
+    model = models.get_model("convnet", "tiny", seed=0, data_dir=str(tmp_path / "mnist"))
+    inputs, targets = model.make_batch(8, seed=1)
+    loss = SingleTrainer(model, ["cpu"]).step(inputs, targets)
+    assert rows[0]["first_loss"] == pytest.approx(loss, rel=1e-4) and rows[1]["first_loss"] == pytest.approx(loss, rel=1e-4)
