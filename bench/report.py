@@ -13,8 +13,8 @@ How the figures are defined (per model, flavour, batch and GPU kind):
   schedules can pass 1.0.
 - step_error_pct, memory_error_pct: (predicted - measured) / measured x 100, memory as the largest
   device's peak. A CPU measures no peak (its rows say 0): "n/a", and no error.
-- Rows of other `--set` settings, or of another training (precision, optimizer, checkpoint mode), are
-  another model (another group, its label naming the training); rows of another memory cap or other
+- Rows of other `--set` settings, or of another training (precision, optimizer, checkpoint or compile
+  mode), are another model (another group, its label naming the training); rows of another memory cap or other
   speeds are another case, labelled so.
 - A "predicted-oom" row did not run: it is listed like an unavailable one, with what it was predicted
   to need against the cap, and takes no part in the figures or the ranking.
@@ -38,7 +38,7 @@ from pipebench.training import Training
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "misordered_pairs", "measured_ties", "order_notes", "ranking",
+           "misordered_pairs", "measured_ties", "order_notes", "ranking", "compile_notes",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
 SUMMARY_COLUMNS = [
@@ -46,7 +46,7 @@ SUMMARY_COLUMNS = [
     "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
     "ideal_samples_per_s", "efficiency", "step_ms", "step_ms_std", "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
-    "training", "precision", "optimizer", "checkpoint",
+    "training", "precision", "optimizer", "checkpoint", "compile", "compile_s", "graph_breaks",
 ]
 DISPLAY_COLUMNS = {
     "case": "case", "gpus": "GPUs", "status": "status", "samples_per_s": "samples/s", "x_single": "x single",
@@ -77,7 +77,8 @@ def frame(rows: Sequence[Row]) -> pd.DataFrame:
     for name in ("samples_per_s", "step_ms", "step_ms_std", "first_loss", "predicted_step_ms", "bubble_fraction"):
         df[name] = df[name].astype("float64")  # None -> NaN
     df = df.sort_values("started_at", kind="stable").drop_duplicates([*CASE_FIELDS, "device_name"], keep="last")
-    df["training"] = [Training(*t).label() for t in zip(df["precision"], df["optimizer"], df["checkpoint"])]
+    modes = [c if isinstance(c, str) else None for c in df["compile"]]  # eager: None (pandas may say NaN)
+    df["training"] = [Training(*t).label() for t in zip(df["precision"], df["optimizer"], df["checkpoint"], modes)]
     df["devices"] = [_device_count(g, w) for g, w in zip(df["gpus"], df["world_size"])]
     df["peak_gib_max"] = [max(b) / GIB if b and max(b) > 0 else math.nan  # a CPU measures none: 0
                           for b in df["peak_memory_bytes"]]
@@ -186,7 +187,7 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
 def text_report(summary: pd.DataFrame) -> str:
     """What `pipebench report` prints: the table (with its model column), the ranking of what ran, the
     notes on first losses, the pairs the predictions ranked wrongly, and the recommendations."""
-    notes = ranking(summary) + loss_notes(summary) + order_notes(summary)
+    notes = ranking(summary) + compile_notes(summary) + loss_notes(summary) + order_notes(summary)
     return "\n".join([markdown_table(summary), *(["", *notes] if notes else []), "", *recommend(summary)])
 
 
@@ -285,6 +286,36 @@ def _measured(row) -> str:
     """'26.5 ± 2.4': a case's mean step ms and its steps' standard deviation (where it has one)."""
     std = row.get("step_ms_std")
     return f"{row['step_ms']:.1f}" + ("" if std is None or math.isnan(std) else f" ± {std:.1f}")
+
+
+COMPILE_PAIR = ["model", "flavour", "settings", "batch", "device_name", "strategy", "gpus", "precision", "optimizer",
+                "checkpoint"]
+"""What a compiled case shares with the eager case it is set beside (the micro-batch count too, where
+both ran with several)."""
+
+
+def compile_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per compiled case that ran beside its eager twin: the compiled step against the eager one
+    (a ratio above 1: compiled is faster), its prediction, the compile seconds and the graph breaks."""
+    lines = []
+    ok = summary[summary["status"] == "ok"]
+    eager = ok[ok["compile"].isna()]
+    for _, row in ok[ok["compile"].notna()].iterrows():
+        twins = eager
+        for name in COMPILE_PAIR:
+            twins = twins[twins[name] == row[name]]
+        if len(twins) > 1:
+            twins = twins[twins["micro_batches"] == row["micro_batches"]]
+        if len(twins) != 1:
+            continue
+        twin = twins.iloc[0]
+        label = f"{row['model']} {row['flavour']}".strip() + f" b{row['batch']} {row['case']}"
+        predicted = (f", predicted {row['predicted_step_ms']:.1f} ms" if pd.notna(row["predicted_step_ms"]) else "")
+        compiled_in = f", compiled in {row['compile_s']:.1f} s" if pd.notna(row["compile_s"]) else ""
+        breaks = (f", {int(row['graph_breaks'])} graph break(s)" if pd.notna(row["graph_breaks"]) else "")
+        lines.append(f"Compiled: {label}: {row['compile']} {twin['step_ms'] / row['step_ms']:.2f}x eager (step "
+                     f"{row['step_ms']:.1f} ms against {twin['step_ms']:.1f}{predicted}){compiled_in}{breaks}.")
+    return lines
 
 
 def loss_notes(summary: pd.DataFrame) -> list[str]:

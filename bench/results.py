@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from pipebench.errors import UserError
 from pipebench.files import check, loads, write_text
-from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
+from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["FORMAT", "VERSION", "STATUSES", "DONE_STATUSES", "CSV_COLUMNS", "ResultsError", "Row", "case_key",
            "settings_text", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
@@ -144,6 +144,15 @@ class Row:
     """"sgd" or "adamw"; earlier files load as "sgd"."""
     checkpoint: str = "never"
     """Activation recomputation: "never", "auto" or "always"; earlier files load as "never"."""
+    compile: str | None = None
+    """The torch.compile mode the case ran in ("default", "max-autotune", "cudagraphs"); None: eager (and
+    every earlier file)."""
+    compile_s: float | None = None
+    """Seconds the warm-up steps took beyond as many timed steps: compiling (and cudagraphs' recording),
+    kept out of step_ms; None when eager or not run."""
+    graph_breaks: int | None = None
+    """Graph breaks torch.compile took in the process that took the most (torch._dynamo's counters): a
+    break is no failure, the code between runs eagerly; None when eager or not run."""
     device_name: str = ""
     """E.g. "NVIDIA H200", or "cpu"."""
     torch_version: str = ""
@@ -174,11 +183,15 @@ class Row:
         for name, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("checkpoint", CHECKPOINT_MODES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Row.{name}: {getattr(self, name)!r} is not one of: {', '.join(allowed)}")
+        if self.compile is not None and self.compile not in COMPILE_MODES:
+            raise ValueError(f"Row.compile: {self.compile!r} is not one of: {', '.join(COMPILE_MODES)}")
+        if self.graph_breaks is not None and self.graph_breaks < 0:
+            raise ResultsError(f"Row.graph_breaks: must not be negative (got {self.graph_breaks})")
         for name in ("world_size", "batch", "micro_batches", "virtual_stages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Row.{name}: must be at least 1 (got {getattr(self, name)})")
         for name in ("samples_per_s", "step_ms", "step_ms_std", "step_ms_best", "predicted_step_ms",
-                     "predicted_step_spread", "predicted_own_spread", "duration_s", "bubble_fraction"):
+                     "predicted_step_spread", "predicted_own_spread", "duration_s", "bubble_fraction", "compile_s"):
             value = getattr(self, name)
             if value is not None and value < 0:  # measurements: a negative one is a corrupt file
                 raise ResultsError(f"Row.{name}: must not be negative (got {value})")
@@ -197,18 +210,18 @@ FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
 LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint",
-                "predicted_step_spread", "step_ms_best", "predicted_own_spread")
+                "predicted_step_spread", "step_ms_best", "predicted_own_spread", "compile", "compile_s", "graph_breaks")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
-               "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint")
+               "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint", "compile")
 """Every field that changes what runs. A new setting goes into `settings` (one entry where the suite
 makes the row), or into a field of its own listed here."""
 
 
 def case_key(row: Row) -> tuple:
     """What identifies a benchmark case, for `--resume` and the report: the CASE_FIELDS values. The same
-    case with other `--set` values, another memory cap, other speeds, precision, optimizer or checkpoint
-    mode is another case."""
+    case with other `--set` values, another memory cap, other speeds, precision, optimizer, checkpoint
+    or compile mode is another case."""
     return tuple(getattr(row, name) for name in CASE_FIELDS)
 
 
@@ -497,7 +510,9 @@ def _parse_cell(kind: str, text: str) -> Any:
         return [int(v) for v in text.split(";")] if text else []
     if text == "" and kind.endswith("| None"):
         return None
-    return int(text) if kind == "int" else float(text)
+    if kind == "str | None":
+        return text
+    return int(text) if kind.startswith("int") else float(text)
 
 
 def _make_row(values: dict[str, Any], where: str) -> Row:

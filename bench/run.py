@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -57,6 +57,8 @@ class RunOptions:
     """--precision, --optimizer and --checkpoint, for every case."""
     data_dir: str | None = None
     """--data-dir: a local MNIST folder the convnet trains on (None: synthetic batches)."""
+    compiles: tuple[str | None, ...] = (None,)
+    """--compile's modes (None: eager): every case runs in each, one case per mode, side by side."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
@@ -81,8 +83,10 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
-    cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
-                       overrides=options.overrides, training=options.training, data_dir=options.data_dir)
+    cases = [case for mode in options.compiles
+             for case in make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
+                                    overrides=options.overrides, training=replace(options.training, compile=mode),
+                                    data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each case ends")
     profiled: dict[tuple, Any] = {}
@@ -92,7 +96,8 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     for i, case in enumerate(cases, 1):
         head = f"[{i}/{len(cases)}] {case.label()}"
         key_base = (case.model, case.flavour, case.batch, case.overrides, case.training)
-        profile_key = (*key_base[:4], case.training.precision, case.training.optimizer)  # recomputation: the same
+        profile_key = (*key_base[:4], case.training.precision, case.training.optimizer,  # recomputation: the same
+                       case.training.compile)
         prepared = None
         try:
             if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
@@ -203,6 +208,8 @@ def _outcome(row: res.Row, single: float | None) -> str:
         parts.append("peak " + " / ".join(format_gib(b) for b in row.peak_memory_bytes) + " GiB")
     if row.first_loss is not None:
         parts.append(f"first loss {row.first_loss:.5f}")
+    if row.compile_s is not None:
+        parts.append(f"compiled in {row.compile_s:.1f} s, {row.graph_breaks or 0} graph break(s)")
     return ", ".join(parts)
 
 
@@ -233,6 +240,8 @@ def describe_options(options: RunOptions) -> str:
 
     batches = sorted(set(options.models.values()))
     training = "" if options.training == Training() else f", {options.training.label()}"
+    if any(options.compiles):
+        training += ", " + " and ".join("eager" if mode is None else f"compiled {mode}" for mode in options.compiles)
     # A flavour is the zoo's: a model of the user's own runs as written.
     flavour = "" if all(zoo.is_user_model(m) for m in options.models) else f"flavour {options.flavour or 'full'}, "
     return (f"{flavour}batch {', '.join(map(str, batches))}{training}, "
@@ -283,6 +292,9 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
     strategies become `unavailable` rows that say so, and the others run (`batch_given` False)."""
     from pipebench import models as zoo
 
+    if any(options.compiles) and options.warmup < 1:
+        raise UserError("--compile needs a warm-up step (--warmup 1 or more): torch.compile compiles in the first "
+                        "step, which is kept out of the timed ones")
     check_recompute(None, options.training.checkpoint, [get_strategy(name) for name in options.strategies])
     for name, batch in options.models.items():
         own = zoo.is_user_model(name)
@@ -310,10 +322,11 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report import frame, markdown_table, recommend, summarise
+    from pipebench.bench.report import compile_notes, frame, markdown_table, recommend, summarise
 
     ok = [r for r in rows if r.status == "ok"]
     if not ok:
         return "no case ran to the end"
     summary = summarise(frame(rows))
-    return "\n".join([markdown_table(summary), "", *recommend(summary)])
+    compiled = compile_notes(summary)
+    return "\n".join([markdown_table(summary), *(["", *compiled] if compiled else []), "", *recommend(summary)])

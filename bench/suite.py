@@ -149,8 +149,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
     `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
     of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
-    whole step with the case's optimizer; each names the file unless it is tf32 or sgd (so files from
-    before they existed are reused). strategies: those the profile serves; under auto, the close choices
+    whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
+    sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
     of their predictions are measured (pipebench.profile's rank)."""
     from pipebench.bench.launch import WorkerError, call_in_child
 
@@ -159,7 +159,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
                   + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
                   + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
                   + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}")
-                  + ("-data" if case.data_dir else ""))
+                  + ("-data" if case.data_dir else "")
+                  + ("" if case.training.compile is None else f"-compiled-{case.training.compile}"))
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
@@ -169,7 +170,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
             call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
                           devices, repeats, list(counts) if counts else "auto", case.training.precision,
                           case.training.optimizer, not reuse, tuple(strategies), machine.device_names,
-                          case.data_dir, gpus=machine.gpus)
+                          case.data_dir, case.training.compile, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
@@ -179,7 +180,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
                      devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
                      optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = (),
-                     ranked_on: Sequence[str] = (), data_dir: str | None = None) -> None:
+                     ranked_on: Sequence[str] = (), data_dir: str | None = None,
+                     compile: str | None = None) -> None:
     """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
     file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `ranked_on`
     (every device the cases use; else `devices`) rank the micro-batch counts (bench.advise.advice_ranking)."""
@@ -192,9 +194,10 @@ def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict
         profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
                                      settings=settings, data_dir=data_dir, repeats=repeats, micro_batches=micro_batches,
                                      precision=precision, optimizer=optimizer, fresh=fresh, note=say,
-                                     progress=progress, rank=advice_ranking(
+                                     compile=compile, progress=progress, rank=advice_ranking(
                                          Request(devices=tuple(ranked_on or devices),
-                                                 training=Training(precision=precision, optimizer=optimizer)),
+                                                 training=Training(precision=precision, optimizer=optimizer,
+                                                                   compile=compile)),
                                          strategies=list(strategies) or None))
     save_profiles(profiles, path)
 
@@ -303,6 +306,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
         step_ms_best=min(step_ms) if step_ms else None,
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
+        compile_s=result.get("compile_s"), graph_breaks=result.get("graph_breaks"),
         predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
         predicted_step_spread=prepared.prediction.step_spread if prepared.prediction else None,
         predicted_own_spread=prepared.prediction.own_spread if prepared.prediction else None,
@@ -313,7 +317,7 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         speeds=(";".join(f"{v:.3g}" for v in machine.speeds[:plan.device_count])
                 if plan and machine.speeds and plan.device_count > 1 else ""),
         max_memory=case_caps(case, machine, over=bool(prepared.over_cap)), settings=case_settings(case),
-        **asdict(case.training),  # precision, optimizer, checkpoint: the row's fields of those names
+        **asdict(case.training),  # precision, optimizer, checkpoint, compile: the row's fields
         device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,

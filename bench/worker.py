@@ -44,6 +44,9 @@ COMMAND_TIMEOUT_S = 1800
 IDLE_TIMEOUT_S = 7 * 24 * 3600
 """A worker group waiting for its next case: as long as the parent lives (exit_with_parent ends it then)."""
 
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch")
+"""Where torch.compile's own errors come from: a failure raised there is the compiler's, said as such."""
+
 PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
                "remote process exited", "ncclremoteerror", "socket closed")
 """What a process sees when another one of the job died first: a consequence, not the cause."""
@@ -137,6 +140,11 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
     timeline: list[dict] = []
     diverged = ""
     """How the loss left the finite numbers, the first time it did ("" while it has not)."""
+    if job.training.compile is not None:  # this case's compilations and graph breaks only (a group's process runs many)
+        from torch import _dynamo
+
+        _dynamo.reset()
+        _dynamo.utils.counters.clear()
 
     def one_step(trace: bool) -> float:
         nonlocal steps_done, timeline, diverged
@@ -162,8 +170,7 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
         steps_done += 1
         return elapsed
 
-    for _ in range(job.warmup):
-        one_step(trace=False)
+    warmup_ms = [one_step(trace=False) for _ in range(job.warmup)]  # the compiling ones among them
     if job.warmup:
         trainer.reset_peak_memory()  # the timed steps' peak (Trainer.peak_memory)
     step_ms = []
@@ -188,11 +195,15 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
             k += 1
 
     peak = trainer.peak_memory()
+    breaks = graph_breaks() if job.training.compile is not None else None
     if distributed:
         shares = [None] * world
-        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline, "diverged": diverged})
+        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline, "diverged": diverged,
+                                        "warmup_ms": warmup_ms, "graph_breaks": breaks})
         # A step ends when the slowest process ends it.
         step_ms = [max(s["step_ms"][k] for s in shares) for k in range(len(step_ms))]
+        warmup_ms = [max(s["warmup_ms"][k] for s in shares) for k in range(len(warmup_ms))]
+        breaks = None if breaks is None else max(s["graph_breaks"] for s in shares)
         peak = [b for s in shares for b in s["peak"]]
         timeline = [op for s in shares for op in s["timeline"]]
         diverged = next((s["diverged"] for s in shares if s["diverged"]), "")
@@ -217,8 +228,28 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
         "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,
         "samples_per_s": job.batch / mean * 1e3 if step_ms else None,
         "peak_memory_bytes": peak,
+        "warmup_ms": warmup_ms,
+        "compile_s": compile_seconds(warmup_ms, step_ms) if job.training.compile is not None else None,
+        "graph_breaks": breaks,
         "timeline": sorted(timeline, key=lambda op: (op["start_ms"], op["device"])),
     }
+
+
+def compile_seconds(warmup_ms: list[float], step_ms: list[float]) -> float | None:
+    """What compiling cost: the time the warm-up steps took beyond as many of the fastest timed step
+    (torch.compile compiles at the first call, recompiles where a shape changes, and cudagraphs records in
+    the first steps). None without both."""
+    if not warmup_ms or not step_ms:
+        return None
+    best = min(step_ms)
+    return sum(max(0.0, w - best) for w in warmup_ms) / 1e3
+
+
+def graph_breaks() -> int:
+    """Graph breaks torch.compile took in this process since the case began (torch._dynamo's counters)."""
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["graph_break"].values()))
 
 
 def serve(port: int, out_dir: Path) -> None:
@@ -293,10 +324,13 @@ def error_record(exc: BaseException, rank: int) -> dict:
     chain = _causes(exc)
     root = chain[-1]
     outer, inner = _first_line(exc), _first_line(root)
+    message = inner if root is exc else f"{inner} (in: {outer.rstrip(':')})"
+    if any(type(e).__module__.startswith(COMPILER_MODULES) for e in chain):
+        message = f"torch.compile failed: {inner}"
     return {
         "rank": rank,
         "type": type(root).__name__,
-        "message": inner if root is exc else f"{inner} (in: {outer.rstrip(':')})",
+        "message": message,
         "oom": any(isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower() for e in chain),
         "unavailable": type(exc).__name__ == "UnavailableStrategy",
         "peer": any(text in str(exc).lower() for text in PEER_ERRORS),

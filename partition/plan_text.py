@@ -49,7 +49,8 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
         f"{model_label(plan.model, plan.flavour)} on {len(plan.stages)} stages{where} [{plan.device_name}], batch {plan.batch} = "
         f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size}, {plan.schedule}, balanced by {plan.balanced_by}, "
         f"{plan.training.precision} + {plan.training.optimizer}"
-        + (f", checkpoint {plan.training.checkpoint}" if plan.training.checkpoint != "never" else ""),
+        + (f", checkpoint {plan.training.checkpoint}" if plan.training.checkpoint != "never" else "")
+        + (f", compiled {plan.training.compile}" if plan.training.compile is not None else ""),
         "",
         pd.DataFrame(rows).to_string(index=False),
         "",

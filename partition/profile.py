@@ -175,7 +175,11 @@ class Profile:
     """How it was measured (pipebench/training.py): the precision of its times and bytes (a plan for bf16
     needs a bf16 profile; profiles made before precisions existed were TF32) and the optimizer of the
     whole step (`whole_step_ms`), whose update it includes. Its checkpoint mode is always never: a
-    recomputing stage is priced from the layers' own times (partition/plan.py recomputing)."""
+    recomputing stage is priced from the layers' own times (partition/plan.py recomputing). Its compile
+    mode: every segment and the whole step were compiled in it, as the strategies compile what they run."""
+    compile_s: float | None = None
+    """Seconds compiling took, kept out of every time above: each segment's first run beyond its next, and
+    the whole step's first beyond its median. None: eager."""
     profile_id: str | None = None
     """The profile cache's name for this measurement (partition/cache.py); plans and rows record it, so
     a reader can tell two answers made from the same measurement. None: not cached (a module object, or

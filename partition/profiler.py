@@ -22,8 +22,14 @@ every float output that requires a gradient. The backward is also split into I (
 (weight gradient) as zero-bubble schedules run it. A segment's output bytes are those of every tensor that
 crosses the cut after it (skip connections and extra model inputs included), so they price the cut.
 
+Compiled (`Training.compile`), each segment is compiled as the strategies compile a stage
+(`nn.Module.compile`), for this size alone (torch._dynamo is reset first: a stage runs one size, static),
+and so is the whole step's model; what the first run of each costs beyond the next is its compile time
+(`Profile.compile_s`), and the timed runs follow it.
+
 The model is left as it was found: same device, mode (of every submodule), parameter objects, buffers
-(BatchNorm's running statistics), gradients and ``forward`` methods (pipebench/snapshot.py module_state).
+(BatchNorm's running statistics), gradients and ``forward`` methods (pipebench/snapshot.py module_state;
+compiled for the whole step, then eager again).
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ from pipebench.partition.graph import CaptureError, Segment, SplitError, capture
 from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile, relative_spread
 from pipebench.snapshot import module_state
-from pipebench.training import Training, autocast, make_optimizer
+from pipebench.training import Training, autocast, compile_module, make_optimizer
 
 __all__ = ["profile_model", "profile_sizes", "device_name", "Captures"]
 
@@ -91,6 +97,11 @@ def profile_model(
     module = model.module
     if granularity is None:
         granularity = model.granularity
+    if training.compile is not None:  # this size's compilations only, each static as a stage's
+        from torch import _dynamo
+
+        _dynamo.reset()
+    compile_s = 0.0
     restore = module_state(module, values=False)
     try:
         module.to(device)
@@ -115,8 +126,11 @@ def profile_model(
             # An autocast context per segment, as a trainer's step holds one: the weights' bf16 copies are
             # made once per context and kept (see _profile_segment), and freed before the next segment.
             before = gauge.read() if gauge is not None else None
+            compile_module(segment.module, training)
             with autocast(training, device.type):
-                measured = _profile_segment(segment, clock, repeats, warmup, param_storages)
+                measured = _profile_segment(segment, clock, repeats, warmup, param_storages,
+                                            compiled=training.compile is not None)
+            compile_s += measured.pop("compile_s")
             if gauge is not None:
                 measured = _at_speed(measured, gauge.rescale(before, gauge.read()))
             measured_all.append(measured)
@@ -148,8 +162,10 @@ def profile_model(
         if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn"):
             from pipebench.hardware.probes import drift_seconds
 
-            whole, whole_spread, whole_peak = _whole_step(model, module, device, micro_batch, repeats, warmup,
-                                                          training, seconds=drift_seconds() if gauge else 0.0)
+            whole, whole_spread, whole_peak, whole_compile_s = _whole_step(
+                model, module, device, micro_batch, repeats, warmup, training,
+                seconds=drift_seconds() if gauge else 0.0)
+            compile_s += whole_compile_s
     finally:
         restore()
     return Profile(
@@ -170,12 +186,15 @@ def profile_model(
         whole_step_ms=whole,
         whole_step_peak_bytes=whole_peak,
         whole_step_spread=whole_spread,
-        training=Training(training.precision, training.optimizer),
+        training=Training(training.precision, training.optimizer, compile=training.compile),
+        compile_s=compile_s if training.compile is not None else None,
     )
 
 
-def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_storages) -> dict:
-    """Time one segment's forward and backward (and its backward's I and W); return its figures."""
+def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_storages, compiled: bool = False) -> dict:
+    """Time one segment's forward and backward (and its backward's I and W); return its figures.
+    compiled: its module compiles at its first call; that call's forward and backward, beyond the next
+    one's, is its compile_s (0.0 eager)."""
     module = segment.module
     # As torch's runtime does: a float activation received from another segment needs a gradient; a model
     # input (and an integer tensor) is passed as given.
@@ -217,6 +236,16 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             return seen, forward(xs)
 
+    compile_s = 0.0
+    if compiled:  # compiled here, before anything else runs it
+        def once() -> None:
+            outs = forward(fresh_inputs())
+            if outs:
+                torch.autograd.backward(outs, [torch.ones_like(t) for t in outs])
+
+        compile_s = max(0.0, _wall(once, clock.device) - _wall(once, clock.device))
+        for p in module.parameters():
+            p.grad = None
     # Two forwards, the first kept alive: what both save is kept once per step (autocast's bf16 copies of
     # the weights), the rest is each micro-batch's own.
     first = fresh_inputs()
@@ -256,14 +285,16 @@ def _profile_segment(segment: Segment, clock: "_Clock", repeats, warmup, param_s
     if grads:
         # A segment whose inputs need no gradient (token ids, the images) has no input gradient: its
         # backward is all W.
-        split = (_split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats, warmup)
+        # Compiled, the backward is one graph that gives both gradients (AOTAutograd's): not split here.
+        split = (None if compiled else
+                 _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats, warmup)
                  if any(needs) else (Span(0.0, 0.0), Span.mean(backward_t)))
     for p in module.parameters():
         p.grad = None
     figures = dict(saved_bytes=sum(saved.values()), cast_bytes=sum(cast.values()), saved_input_bytes=saved_input,
                    saved_output_bytes=saved_output, **Span.mean(forward_t).figures("forward"),
                    **Span.mean(backward_t).figures("backward"), forward_spread=Span.spread(forward_t),
-                   backward_spread=Span.spread(backward_t))
+                   backward_spread=Span.spread(backward_t), compile_s=compile_s)
     if split:
         figures.update(**split[0].figures("backward_input"), **split[1].figures("backward_weight"))
     return figures
@@ -274,9 +305,18 @@ def _at_speed(figures: dict, factor: float) -> dict:
     return {k: v * factor if k.endswith("_ms") and v is not None else v for k, v in figures.items()}
 
 
+def _wall(fn: Callable[[], Any], device: torch.device) -> float:
+    """Seconds `fn` takes, the device synchronised before and after."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
 def _whole_step(model, module, device, micro_batch, repeats, warmup, training: Training,
-                seconds: float = 0.0) -> tuple[float | None, float, int | None]:
-    """(ms, spread, peak bytes) of one whole training step of the model as the single-device trainer runs
+                seconds: float = 0.0) -> tuple[float | None, float, int | None, float]:
+    """(ms, spread, peak bytes, compile seconds) of one whole training step of the model as the single-device trainer runs
     it: forward, loss, backward under the precision's autocast, and the training's optimizer update (lr 0,
     so no weight changes; AdamW's states are zero-initialised and dropped after), synchronised, the median
     of `repeats` after `warmup` and their relative_spread; (None, 0, None) when it does not fit.
@@ -288,7 +328,8 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
     runs. The peak (GPUs only, else None) is the step's allocated bytes at their highest, the model's own
     included and whatever the profiling left allocated excluded: what the trainer's peak reads, which
     holds the backward's transient buffers and the convolutions' workspaces that the per-layer figures do
-    not."""
+    not. Compiled (training.compile), the model is compiled as the single trainer compiles it, for the
+    step alone; the first step's time beyond the median is the compile seconds (0.0 eager)."""
     inputs, targets = model.make_batch(micro_batch, seed=0, device=device)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     params = [p for p in module.parameters() if p.requires_grad]
@@ -309,8 +350,13 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
+    compiled = training.compile is not None
+    first_s = 0.0
     try:
         times = []
+        if compiled:
+            compile_module(module, training)
+            first_s = _wall(step, device)  # compiles
         for _ in range(warmup):
             step()
         if on_gpu:  # the steady state's peak, as the worker measures it
@@ -324,15 +370,17 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
             times.append(time.perf_counter() - start)
         peak = max(torch.cuda.max_memory_allocated(device) - elsewhere, 0) if on_gpu else None
     except RuntimeError:  # out of memory: the whole batch does not fit on one device
-        return None, 0.0, None
+        return None, 0.0, None, 0.0
     finally:
+        if compiled:
+            module._compiled_call_impl = None  # eager again, as nn.Module.__init__ leaves it
         for p in params:
             p.grad = None
         del optimizer  # AdamW's states
         if on_gpu:
             torch.cuda.empty_cache()
     figure = min(times) if seconds > 0 else sorted(times)[len(times) // 2]
-    return figure * 1e3, relative_spread(times), peak
+    return figure * 1e3, relative_spread(times), peak, max(0.0, first_s - figure) if compiled else 0.0
 
 
 def _split_backward(segment, forward, fresh_inputs, grad_inputs, grads, clock, repeats,
@@ -542,7 +590,8 @@ def profile_sizes(
     last_error = ""
     started = time.perf_counter()
     say(f"profiling {model_label(model.name, model.flavour)} on {device} at "
-        f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}")
+        f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}"
+        + (f", compiled {training.compile}" if training.compile is not None else ""))
     # Smallest micro-batches first: if a large one runs out of memory, the small ones are already measured.
     for k, m in enumerate(sorted(counts, reverse=True), 1):
         size = batch // m

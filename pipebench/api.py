@@ -60,12 +60,12 @@ def _request(request: Request | None, asked: dict[str, Any], *, stages: int | No
         return request
     asked = dict(asked)
     where = {name: asked.pop(name, None) for name in ("devices", "gpus", "stages", "device")}
-    parts = {name: asked.pop(name, None) for name in ("precision", "optimizer", "checkpoint")}
+    parts = {name: asked.pop(name, None) for name in ("precision", "optimizer", "checkpoint", "compile")}
     training = asked.pop("training", None)
     unknown = sorted(set(asked) - {f.name for f in fields(Request)})
     if unknown:
         raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
-                        f"optimizer, checkpoint and {', '.join(f.name for f in fields(Request) if f.name != 'devices')}")
+                        f"optimizer, checkpoint, compile and {', '.join(f.name for f in fields(Request) if f.name != 'devices')}")
     devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
     if devices is not None:
         if where["gpus"] is not None or where["stages"] is not None:
@@ -108,11 +108,13 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
             **asked: Any) -> list[Profile]:
     """Profile every layer of `model` on the request's first device at the micro-batch sizes a plan for its
     batch considers, in its Training's precision (fp32, tf32 or bf16: pipebench/training.py), the whole
-    step including its optimizer's update.
+    step including its optimizer's update; compiled in the Training's compile mode (default, max-autotune,
+    cudagraphs; None: eager) as the strategies compile their stages, the compile time kept apart
+    (Profile.compile_s).
 
     request: what is asked (pipebench/request.py), or its fields as keywords: batch (required), device
-        (default cpu) or devices, micro_batches, repeats, granularity, link_gbps, precision and optimizer
-        (or training), cache, fresh. One clear UserError for a value of the wrong type or out of range.
+        (default cpu) or devices, micro_batches, repeats, granularity, link_gbps, precision, optimizer and
+        compile (or training), cache, fresh. One clear UserError for a value of the wrong type or out of range.
 
     model: a registry name ("resnet101", see `pipebench models`), `path/to/file.py:NAME` or
         `package.module:NAME` (settings: input_shape, input_dtype, num_classes, token_range, loss, output;
@@ -162,6 +164,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     else:
         counts = micro_batch_counts(micro_batches, batch)
     devices = [resolve_device(d) for d in request.devices]
+    training.check_device(devices[0].partition(":")[0])  # cudagraphs on the CPU: one line now
     device = devices[0]
     auto = micro_batches is None
     if auto and len(devices) > 1 and batch % len(devices) == 0:
@@ -316,6 +319,7 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
         return None, {}, link_key
     keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
                                 precision=training.precision, optimizer=training.optimizer, repeats=repeats,
+                                **({"compile": training.compile} if training.compile is not None else {}),
                                 warmup=warmup, granularity=granularity, **common) for m in counts}
     return ProfileCache(), keys, link_key
 

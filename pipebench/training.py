@@ -1,4 +1,5 @@
-"""How a model is trained, besides where it runs: numeric precision, optimizer, activation checkpointing.
+"""How a model is trained, besides where it runs: numeric precision, optimizer, activation checkpointing,
+torch.compile.
 
 One small record, `Training`, travels in every Job, Plan and results row, so that every strategy trains
 the same way and the case key tells a bf16 + AdamW run from a TF32 + SGD one. Nothing here imports torch
@@ -20,6 +21,11 @@ Checkpoint (activation recomputation, as torchgpipe's modes):
     never   keep every activation;
     auto    the planner recomputes a stage's activations only where memory requires it;
     always  every stage recomputes (replica strategies: every layer of the model).
+Compile (torch.compile of what each strategy runs: the model, each replica, each shard unit, each stage):
+    None          eager, the default;
+    default       torch.compile's default mode (inductor);
+    max-autotune  inductor's autotuned kernels (mode "max-autotune");
+    cudagraphs    inductor with CUDA graphs (mode "reduce-overhead"): GPUs only.
 """
 from __future__ import annotations
 
@@ -28,12 +34,14 @@ from dataclasses import dataclass
 
 from pipebench.errors import UserError
 
-__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
+__all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "COMPILE_MODES", "compile_module", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
            "TRAINING_PARTS", "nest_training", "flat_training", "autocast", "set_precision", "make_optimizer", "optimizer_settings"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 OPTIMIZERS = ("sgd", "adamw")
 CHECKPOINT_MODES = ("never", "auto", "always")
+COMPILE_MODES = {"default": "default", "max-autotune": "max-autotune", "cudagraphs": "reduce-overhead"}
+"""--compile's names and the torch.compile mode each one is."""
 LEARNING_RATES = {"sgd": 0.1, "adamw": 1e-3}
 """SGD's is large enough that a wrong gradient shows; AdamW's is the usual one."""
 DEFAULT_PRECISION = "tf32"
@@ -48,12 +56,22 @@ class Training:
     precision: str = DEFAULT_PRECISION
     optimizer: str = "sgd"
     checkpoint: str = "never"
+    compile: str | None = None
+    """A COMPILE_MODES name, or None: eager."""
 
     def __post_init__(self):
         for name, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("checkpoint", CHECKPOINT_MODES)):
             value = getattr(self, name)
             if value not in allowed:
                 raise UserError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+        if self.compile is not None and self.compile not in COMPILE_MODES:
+            raise UserError(f"unknown compile mode {self.compile!r}; choose one of: {', '.join(COMPILE_MODES)}")
+
+    def check_device(self, device_type: str) -> None:
+        """Refuse, in one line, a compile mode that cannot run on `device_type` ("cuda" or "cpu")."""
+        if self.compile == "cudagraphs" and device_type != "cuda":
+            raise UserError("--compile cudagraphs records CUDA graphs and needs a GPU; on the CPU use --compile "
+                            "default or max-autotune")
 
     @property
     def lr(self) -> float:
@@ -68,12 +86,15 @@ class Training:
         return OPTIMIZER_STATES[self.optimizer]
 
     def label(self) -> str:
-        """"bf16 adamw", with ", recompute always" unless never: for titles and progress lines."""
+        """"bf16 adamw", with ", recompute always" unless never and ", compiled default" unless eager: for
+        titles and progress lines."""
         text = f"{self.precision} {self.optimizer}"
-        return text if self.checkpoint == "never" else f"{text}, recompute {self.checkpoint}"
+        if self.checkpoint != "never":
+            text += f", recompute {self.checkpoint}"
+        return text if self.compile is None else f"{text}, compiled {self.compile}"
 
 
-TRAINING_PARTS = ("precision", "optimizer", "checkpoint")
+TRAINING_PARTS = ("precision", "optimizer", "checkpoint", "compile")
 """The Training's fields, which records written before it was one field held flat."""
 
 
@@ -93,7 +114,10 @@ def flat_training(data: dict) -> dict:
     columns; the hash that names a Plan, the same as it was before the Training was one field)."""
     values = dict(data)
     training = values.pop("training", None) or {}
-    return {**values, **(dataclasses.asdict(training) if dataclasses.is_dataclass(training) else training)}
+    parts = dict(dataclasses.asdict(training) if dataclasses.is_dataclass(training) else training)
+    if parts.get("compile", "eager") is None:  # eager: as it was before compile was a part (a Plan's hash)
+        del parts["compile"]
+    return {**values, **parts}
 
 
 def autocast(training: Training, device_type: str):
@@ -105,6 +129,15 @@ def autocast(training: Training, device_type: str):
     if not training.bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type, dtype=torch.bfloat16)
+
+
+def compile_module(module, training: Training):
+    """Compile `module` in place as the training says (`nn.Module.compile`, which torch recommends over
+    `torch.compile(module)`: the module keeps its class, its parameters' names and its hooks; it compiles
+    at its first call). Returns the module; nothing happens when the training is eager."""
+    if training.compile is not None:
+        module.compile(mode=COMPILE_MODES[training.compile])
+    return module
 
 
 def make_optimizer(params, training: Training, lr: float | None = None):

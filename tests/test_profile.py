@@ -450,9 +450,9 @@ def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_m
     from pipebench.training import Training
 
     model = _BurstyModel()
-    median, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 0, Training())
+    median, _, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 0, Training())
     assert model.module.calls == 3 and median == pytest.approx(30, abs=15)
     model = _BurstyModel()
-    fastest, spread, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 1, Training(), seconds=0.4)
+    fastest, spread, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 1, Training(), seconds=0.4)
     assert model.module.calls >= 1 + 10  # the warm-up, then steps until 0.4 s had passed
     assert fastest == pytest.approx(5, abs=4) and spread >= 0

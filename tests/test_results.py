@@ -113,7 +113,7 @@ def test_bad_rows_are_refused_with_the_value(changes, message):
 
 def test_case_key_names_the_case():
     assert case_key(make_row()) == ("gpt", "tiny", "pp-1f1b", "0,1", 8, 4, "1f1b", 1, "", "", "", "tf32", "sgd",
-                                    "never")
+                                    "never", None)
     assert case_key(make_row(speeds="1;0.5")) != case_key(make_row())  # planned for a busy GPU: another case
     assert case_key(make_row(status="failed", reason="x", samples_per_s=None)) == case_key(make_row())
     assert case_key(make_row(virtual_stages=2)) != case_key(make_row())

@@ -46,7 +46,8 @@ def cmd_advise(args) -> int:
     source = load_or_profile(args, counts, advice_ranking)
     profiles, request = source
     devices = list(request.devices)
-    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].training.precision)))
+    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].training.precision,
+                                                             compile=profiles[0].training.compile)))
     print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=request.link_gbps))
     if args.json:
@@ -166,6 +167,8 @@ def check_command(args, profile, compared, devices: int) -> str:
         words += ["--optimizer", profile.training.optimizer]
     if args.checkpoint and args.checkpoint != "never":
         words += ["--checkpoint", args.checkpoint]
+    if profile.training.compile is not None:
+        words += ["--compile", profile.training.compile]
     words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]
     counts = sorted({p.micro_batches for p in compared if p.micro_batches and is_pipeline(p.strategy)})
     if counts:

@@ -27,10 +27,11 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                         "(a busy GPU gets fewer layers); default: all equal")
 
 
-def add_training_options(parser: argparse.ArgumentParser) -> None:
-    """--precision, --optimizer and --checkpoint (pipebench/training.py), which run, plan and advise share;
-    `training_of(args)` reads them, an unknown value in one line."""
-    from pipebench.training import CHECKPOINT_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
+def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: bool = False) -> None:
+    """--precision, --optimizer, --checkpoint and --compile (pipebench/training.py), which run, plan and
+    advise share; `training_of(args)` reads them, an unknown value in one line. several_compiles: --compile
+    takes a list, each mode a case of its own, eager among them (run: compiled beside eager)."""
+    from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
     parser.add_argument("--precision", default=DEFAULT_PRECISION, metavar="|".join(PRECISIONS),
                         help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
@@ -40,13 +41,40 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", default="never", metavar="|".join(CHECKPOINT_MODES),
                         help="activation recomputation: never (default), auto (stages recompute only where the "
                         "memory cap requires it) or always")
+    modes = "|".join(COMPILE_MODES)
+    if several_compiles:
+        parser.add_argument("--compile", metavar=f"MODE[,MODE...]",
+                            help=f"torch.compile what each strategy runs, in each mode given ({modes}, or eager), "
+                            "each a case of its own: --compile eager,default measures both in one run (default: "
+                            "eager); compile seconds are kept apart from the step")
+    else:
+        parser.add_argument("--compile", metavar=modes,
+                            help="torch.compile what each strategy runs in this mode (cudagraphs: GPUs only); the "
+                            "profile is measured compiled (default: eager)")
+
+
+def compile_modes(text: str | None) -> list[str | None]:
+    """--compile's modes in the order given, None for eager (the default); an unknown one in one line."""
+    from pipebench.training import COMPILE_MODES
+
+    if text is None:
+        return [None]
+    modes = [part.strip() for part in text.split(",")]
+    for mode in modes:
+        if mode != "eager" and mode not in COMPILE_MODES:
+            raise UserError(f"--compile {mode!r}: choose one of: {', '.join(COMPILE_MODES)} (or eager)")
+    return list(dict.fromkeys(None if mode == "eager" else mode for mode in modes))
 
 
 def training_of(args):
-    """The Training the options of add_training_options say (UserError for an unknown value)."""
+    """The Training the options of add_training_options say (UserError for an unknown value); --compile
+    with one mode (run reads its list with compile_modes)."""
     from pipebench.training import Training
 
-    return Training(args.precision, args.optimizer, args.checkpoint)
+    modes = compile_modes(getattr(args, "compile", None))
+    if len(modes) > 1:
+        raise UserError(f"--compile takes one mode here (got {args.compile!r}); run measures several side by side")
+    return Training(args.precision, args.optimizer, args.checkpoint, modes[0])
 
 
 def speeds(text: str | None, devices: list[str]) -> list[float] | None:

@@ -109,6 +109,10 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
         if args.precision != DEFAULT_PRECISION and args.precision != first.training.precision:
             raise UserError(f"--precision {args.precision} does not match the profile's {first.training.precision}; "
                             "profile again in that precision")
+        if args.compile is not None and training_of(args).compile != first.training.compile:
+            raise UserError(f"--compile {args.compile} does not match the profile, measured "
+                            f"{'eager' if first.training.compile is None else 'compiled ' + first.training.compile}; profile again "
+                            "with that --compile")
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
         devices, _ = _devices(args, check=False)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
@@ -54,7 +55,7 @@ def add_parser(subparsers) -> None:
     run.add_argument("--repeats", default=None, help="timed repeats per layer when profiling")
     run.add_argument("--fresh", action="store_true",
                      help="profile again instead of reusing the profile cache (~/.cache/pipebench) and --profiles")
-    add_training_options(run)
+    add_training_options(run, several_compiles=True)
     run.add_argument("--gpu-memory", metavar="SIZE",
                      help="cap every worker's GPU memory for real, e.g. 10GiB (a smaller card on a bigger one); "
                      "plans and predictions use it as the memory cap too")
@@ -74,6 +75,10 @@ def cmd_run(args) -> int:
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
 
+    from pipebench.bench.cli.common import compile_modes
+
+    compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
+    args.compile = None
     training = training_of(args)  # an unknown value: one line now
     gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
@@ -91,7 +96,7 @@ def cmd_run(args) -> int:
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
         min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
-        data_dir=data_folder(args.data_dir),
+        data_dir=data_folder(args.data_dir), compiles=compiles,
     )
     on_cpu = _on_cpu(args)
     ids = None
@@ -102,6 +107,8 @@ def cmd_run(args) -> int:
     cap = parse_size(args.max_memory) if args.max_memory else None
     machine = detect_machine(ids, args.stages, cpu=on_cpu)
     machine = suite_run.cap_machine(machine, cap, gpu_memory)
+    for mode in compiles:  # cudagraphs on the CPU: one line now
+        replace(training, compile=mode).check_device(machine.device_type)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
         machine.speeds = speeds(args.speeds, machine.device_names)

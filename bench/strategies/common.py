@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError
-from pipebench.training import Training, autocast, make_optimizer
+from pipebench.training import Training, autocast, compile_module, make_optimizer
 
 
 class UnavailableStrategy(NotImplementedError):
@@ -34,6 +34,11 @@ class Trainer:
         self.training = training
         self.first_loss: float | None = None
         self._optimizer: torch.optim.Optimizer | None = None
+
+    def compile(self, module: nn.Module) -> nn.Module:
+        """Compile `module` in place as the Training says (eager: nothing); each strategy compiles what it
+        runs: the model, its replica, each shard unit or each stage."""
+        return compile_module(module, self.training)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer over this process's parameters, as the Training says."""

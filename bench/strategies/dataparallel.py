@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipebench.bench.strategies.common import WholeModelTrainer, own_copy
+from pipebench.bench.strategies.common import UnavailableStrategy, WholeModelTrainer, own_copy
 
 
 class DataParallelTrainer(WholeModelTrainer):
@@ -14,6 +14,10 @@ class DataParallelTrainer(WholeModelTrainer):
         super().__init__(own_copy(model), devices, **kw)
         self.model.module.to(self.devices[0])
         cuda = [d.index for d in self.devices if d.type == "cuda"]
+        if self.training.compile is not None and len(cuda) > 1:
+            raise UnavailableStrategy("dataparallel copies the module to every GPU at each step, and a compiled "
+                                      "module's copies run the original's code: compile ddp instead")
+        self.compile(self.model.module)
         # Without CUDA devices the module runs unchanged, as DataParallel runs it on a machine without GPUs:
         # on one with a GPU, DataParallel given no device ids would take the GPUs and move the module there.
         self.parallel = (nn.DataParallel(self.model.module, device_ids=cuda, output_device=cuda[0]) if cuda

@@ -20,7 +20,7 @@ class DDPTrainer(ReplicaTrainer):
         if self.training.checkpoint == "always":
             checkpoint_layers(self.model)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.model.module.to(self.devices[0])
+        self.compile(self.model.module.to(self.devices[0]))  # the module inside DDP, as torch's docs compile it
         ids = [self.devices[0].index] if self.devices[0].type == "cuda" else None
         self.replica = DistributedDataParallel(self.model.module, device_ids=ids)
 

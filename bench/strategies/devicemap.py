@@ -55,6 +55,8 @@ class DeviceMapTrainer(WholeModelTrainer):
             with _quiet_accelerate("accelerate.big_modeling"):  # "offloaded to the cpu": it means its device
                 dispatch_model(self.model.module, {name: "cpu" for name in self.device_map}, main_device="cpu",
                                force_hooks=True)
+        for name in self.device_map:  # each module accelerate keeps whole on one device, its hooks included
+            self.compile(self.model.module.get_submodule(name))
 
 
 def no_split_classes(model) -> list[str]:

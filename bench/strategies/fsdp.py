@@ -85,6 +85,7 @@ class FSDPTrainer(ReplicaTrainer):
             if self.training.checkpoint == "always":
                 checkpoint(block)  # non-reentrant: recomputes the block's forward in its backward
             fully_shard(block, mesh=mesh, mp_policy=policy)
+            self.compile(block)  # each shard unit, as torchtitan compiles each block
         fully_shard(self.model.module, mesh=mesh, mp_policy=policy)
 
     def parameters(self):

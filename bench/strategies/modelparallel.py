@@ -26,7 +26,7 @@ class ModelParallelTrainer(Trainer):
         for module, where, planned in zip(self.stages, plan.placement, plan.stages):
             module.recompute = planned.recompute
             device = self.devices[where]
-            place(module, device)
+            self.compile(place(module, device).submod)  # the stage's own graph, as the pp-* strategies compile it
             module.register_forward_pre_hook(_move_inputs_to(device), with_kwargs=True)
 
     def parameters(self):

@@ -73,8 +73,9 @@ class PipelineParallelTrainer(Trainer):
         for stage, planned in zip(chain, plan.stages):
             stage.copy_outputs = strategy.schedule.split_backward
             stage.recompute = planned.recompute
-        stages = [PipelineStage(place(chain[s], device), s, self.num_stages, device, group=group)
-                  for s in self.stage_ids]
+        for s in self.stage_ids:
+            self.compile(place(chain[s], device).submod)  # the stage's own graph; the chain's plumbing stays eager
+        stages = [PipelineStage(chain[s], s, self.num_stages, device, group=group) for s in self.stage_ids]
         if dist.get_backend(group) == "gloo":
             for stage in stages:
                 _no_sends_to_itself(stage)

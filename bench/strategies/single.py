@@ -10,4 +10,4 @@ class SingleTrainer(WholeModelTrainer):
         super().__init__(own_copy(model), devices[:1], **kw)
         if (self.plan is not None and self.plan.stages[0].recompute) or self.training.checkpoint == "always":
             checkpoint_layers(self.model)
-        self.model.module.to(self.devices[0])
+        self.compile(self.model.module.to(self.devices[0]))
