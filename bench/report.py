@@ -38,13 +38,15 @@ from pipebench.training import Training
 from pipebench.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "misordered_pairs", "measured_ties", "order_notes", "ranking", "compile_notes",
+           "misordered_pairs", "measured_ties", "order_notes", "ranking", "compile_notes", "resolution_notes",
+           "noise_ms",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
 SUMMARY_COLUMNS = [
     "model", "flavour", "settings", "batch", "device_name", "case", "strategy", "gpus", "devices", "micro_batches",
     "schedule", "virtual_stages", "speeds", "max_memory", "status", "reason", "samples_per_s", "x_single", "x_dataparallel",
-    "ideal_samples_per_s", "efficiency", "step_ms", "step_ms_std", "predicted_step_ms", "step_error_pct", "peak_gib",
+    "ideal_samples_per_s", "efficiency", "step_ms", "step_ms_std", "rounds", "noise_ms", "same_work_as",
+    "predicted_step_ms", "step_error_pct", "peak_gib",
     "peak_gib_max", "predicted_gib_max", "memory_error_pct", "bubble_fraction", "first_loss",
     "training", "precision", "optimizer", "checkpoint", "compile", "compile_s", "graph_breaks",
 ]
@@ -103,6 +105,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
              zip(out["strategy"], out["devices"], out["micro_batches"], out["virtual_stages"])]
     out["ideal_samples_per_s"] = out["devices"] * out["_single"] * keeps
     out["efficiency"] = measured / out["ideal_samples_per_s"]
+    out["rounds"] = [len(r) for r in out["round_ms"]]
+    out["noise_ms"] = [noise_ms(r, std) for r, std in zip(out["round_ms"], out["step_ms_std"])]
     out["step_error_pct"] = (out["predicted_step_ms"] - out["step_ms"]) / out["step_ms"] * 100
     out["memory_error_pct"] = (out["predicted_gib_max"] - out["peak_gib_max"]) / out["peak_gib_max"] * 100
     out["peak_gib"] = [_peak_text(bs) for bs in out["peak_memory_bytes"]]
@@ -122,7 +126,10 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 def recommend(df: pd.DataFrame) -> list[str]:
     """One line per model (and batch, and GPU kind, where the results hold several): the fastest ok
     case, its speed-up over one GPU, its peak memory per GPU against one GPU's, and the cases that
-    measured a tie with it (`measured_tie`): the fastest by less than the noise is no winner."""
+    measured a tie with it (`measured_tie`): the fastest by less than the noise is no winner. A case that
+    does the same work as single (`same_work_as`: a one-process strategy on one device) is not a
+    candidate where single ran: it can only tie with single or trail it, and the line says how it
+    measured against single instead."""
     lines = []
     labels = group_labels(df)
     for key, group in df.groupby(GROUP, sort=False):
@@ -133,15 +140,26 @@ def recommend(df: pd.DataFrame) -> list[str]:
             counts = group["status"].value_counts()
             lines.append(f"{name}: no case ran ({', '.join(f'{n} {s}' for s, n in counts.items())})")
             continue
-        best = ok.loc[ok["samples_per_s"].idxmax()]
         single = ok[ok["strategy"] == BASELINE]
+        same = ok[ok["same_work_as"].fillna("") == BASELINE] if not single.empty and "same_work_as" in ok else ok[:0]
+        candidates = ok.drop(same.index)
+        best = candidates.loc[candidates["samples_per_s"].idxmax()]
         where = f" on {best['devices']} devices" if spread.nunique() > 1 and best["devices"] > 1 else ""
         text = f"{name}: {best['case']}{where} is fastest at {best['samples_per_s']:.1f} samples/s"
         # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
         peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
-        tied = [row for i, row in ok.iterrows() if i != best.name and measured_tie(best, row)]
+        tied = [row for i, row in candidates.iterrows() if i != best.name and measured_tie(best, row)]
         ties = ("; " + ", ".join(f"{row['case']} ({_measured(row)} ms)" for row in tied) + " measured a tie with "
                 f"it ({_measured(best)} ms): apart by less than their noise") if tied else ""
+        if any(row["strategy"] == BASELINE for row in tied):
+            ties += f", so nothing measured faster than {one_device(group)}"
+        if not same.empty:
+            base = single.loc[single["samples_per_s"].idxmax()]
+            ratios = same["samples_per_s"] / base["samples_per_s"]
+            ties += (f"; {', '.join(same['case'])} do the same work as single on one device here: "
+                     f"{ratios.min():.2f}-{ratios.max():.2f}x it, no speed-up to measure" if len(same) > 1 else
+                     f"; {same['case'].iloc[0]} does the same work as single on one device here: "
+                     f"{ratios.iloc[0]:.2f}x it, no speed-up to measure")
         if best["strategy"] == BASELINE:
             lines.append(f"{text}{peak}{ties}")
         elif single.empty:
@@ -150,6 +168,22 @@ def recommend(df: pd.DataFrame) -> list[str]:
             base = single.loc[single["samples_per_s"].idxmax()]
             against = f" (single: {_gib(base['peak_gib_max'])})" if peak else ""
             lines.append(f"{text}, {best['x_single']:.2f}x {one_device(group)}{peak}{against}{ties}")
+    return lines
+
+
+def resolution_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per model measured in rounds: how many, and how far apart its cases' rounds came (the
+    median noise as a share of the step): differences below about twice that are ties, not speed-ups."""
+    lines = []
+    labels = group_labels(summary)
+    for key, group in summary.groupby(GROUP, sort=False):
+        ok = group[(group["status"] == "ok") & (group["rounds"] > 1)]
+        if ok.empty:
+            continue
+        share = (ok["noise_ms"] / ok["step_ms"]).median()
+        lines.append(f"Resolution: {labels[key]}: {ok['rounds'].min()} interleaved round(s) per case; their means "
+                     f"moved {share:.1%} of a step (median over {len(ok)} case(s)), so cases closer than about "
+                     f"{max(2 * share, SAME_SPEED):.0%} measured a tie.")
     return lines
 
 
@@ -187,7 +221,7 @@ def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | N
 def text_report(summary: pd.DataFrame) -> str:
     """What `pipebench report` prints: the table (with its model column), the ranking of what ran, the
     notes on first losses, the pairs the predictions ranked wrongly, and the recommendations."""
-    notes = ranking(summary) + compile_notes(summary) + loss_notes(summary) + order_notes(summary)
+    notes = ranking(summary) + resolution_notes(summary) + compile_notes(summary) + loss_notes(summary) + order_notes(summary)
     return "\n".join([markdown_table(summary), *(["", *notes] if notes else []), "", *recommend(summary)])
 
 
@@ -230,10 +264,29 @@ def _reversed_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any, bool]]:
 
 
 def measured_tie(fast, slow) -> bool:
-    """Whether two ok cases measured a tie: their means apart by no more than the sum of their steps'
-    standard deviations, or by no more than SAME_SPEED; `fast` measured the faster."""
+    """Whether two ok cases measured a tie: their means apart by no more than the sum of their noises
+    (`noise_ms`: the spread of their round means, where they were measured in rounds, else of their
+    steps), or by no more than SAME_SPEED; `fast` measured the faster."""
     gap = slow["step_ms"] - fast["step_ms"]
-    return gap <= _std(fast) + _std(slow) or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)
+    return gap <= _noise(fast) + _noise(slow) or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)
+
+
+def noise_ms(round_ms: Sequence[float] | None, step_ms_std: float | None) -> float:
+    """A case's noise, in ms: the standard deviation of its round means where it ran two rounds or more
+    (bench/suite.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
+    else of its timed steps; NaN where neither was measured."""
+    import statistics
+
+    if round_ms is not None and len(round_ms) > 1:
+        return statistics.stdev(round_ms)
+    return math.nan if step_ms_std is None else float(step_ms_std)
+
+
+def _noise(row) -> float:
+    noise = row.get("noise_ms")
+    if noise is None or (isinstance(noise, float) and math.isnan(noise)):
+        noise = row.get("step_ms_std")
+    return 0.0 if noise is None or math.isnan(noise) else float(noise)
 
 
 def _std(row) -> float:
@@ -283,9 +336,12 @@ def order_notes(summary: pd.DataFrame) -> list[str]:
 
 
 def _measured(row) -> str:
-    """'26.5 ± 2.4': a case's mean step ms and its steps' standard deviation (where it has one)."""
-    std = row.get("step_ms_std")
-    return f"{row['step_ms']:.1f}" + ("" if std is None or math.isnan(std) else f" ± {std:.1f}")
+    """'26.5 ± 2.4': a case's mean step ms and its noise (`noise_ms`; the spread of its steps in a
+    summary without it), where it has one."""
+    noise = row.get("noise_ms")
+    if noise is None or (isinstance(noise, float) and math.isnan(noise)):
+        noise = row.get("step_ms_std")
+    return f"{row['step_ms']:.1f}" + ("" if noise is None or math.isnan(noise) else f" ± {noise:.1f}")
 
 
 COMPILE_PAIR = ["model", "flavour", "settings", "batch", "device_name", "strategy", "gpus", "precision", "optimizer",
@@ -473,7 +529,7 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
     for key, group in summary.groupby(GROUP, sort=False):
         lines += [f"## {labels[key]}", "", markdown_table(group), ""]
         if (group["status"] == "ok").sum() > 1:  # every note compares two or more cases that ran
-            lines += [line for note in ranking(group) + loss_notes(group) + order_notes(group)
+            lines += [line for note in ranking(group) + resolution_notes(group) + loss_notes(group) + order_notes(group)
                       for line in (note, "")]  # under its table
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]

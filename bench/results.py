@@ -109,6 +109,14 @@ class Row:
     judged against (bench/fidelity.py). On a CPU stand-in the host's load slows every process at once, in
     bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
     GPU it is within a few percent of the mean. None in files written before the field."""
+    round_ms: list[float] = field(default_factory=list)
+    """The mean step of each round the case was measured in, in the order they ran (bench/suite.py
+    run_rounds: cases interleaved A B C, C B A, ...): their spread is the case's noise, which the report
+    judges "faster" by; empty for a case measured in one round, or in files written before the field."""
+    same_work_as: str = ""
+    """The strategy this case does the same computation as on its machine ("single" for a one-process
+    strategy on one device: every one on the CPU), so that it can only measure a tie with it, or slower;
+    "" otherwise (bench/suite.py same_work_as)."""
     peak_memory_bytes: list[int] = field(default_factory=list)
     """Peak bytes allocated per device during the timed steps (0 for a CPU)."""
     first_loss: float | None = None
@@ -199,6 +207,8 @@ class Row:
                 raise ResultsError(f"Row.{name}: {value:g} is not a measurement (at most {MAX_FIGURE:g})")
         if any(b < 0 for b in [*self.peak_memory_bytes, *self.predicted_memory_bytes]):
             raise ResultsError("Row: memory figures must not be negative")
+        if any(not 0 <= ms <= MAX_FIGURE for ms in self.round_ms):
+            raise ResultsError(f"Row.round_ms: every round's mean step must be a measurement (got {self.round_ms})")
         if self.status == "ok" and (self.samples_per_s is None or self.step_ms is None):
             raise ValueError(f"Row: status 'ok' needs samples_per_s and step_ms "
                              f"(got {self.samples_per_s!r}, {self.step_ms!r})")
@@ -210,7 +220,8 @@ FIELDS = tuple(f.name for f in fields(Row))
 CSV_COLUMNS = tuple(name for name in FIELDS if name not in ("timeline", "predicted_timeline"))
 """The CSV header, in this order."""
 LATER_FIELDS = ("speeds", "plan_id", "max_memory", "settings", "precision", "optimizer", "checkpoint",
-                "predicted_step_spread", "step_ms_best", "predicted_own_spread", "compile", "compile_s", "graph_breaks")
+                "predicted_step_spread", "step_ms_best", "predicted_own_spread", "compile", "compile_s", "graph_breaks",
+                "round_ms", "same_work_as")
 """Fields added after the first files were written: a file without them still loads, with the default."""
 CASE_FIELDS = ("model", "flavour", "strategy", "gpus", "batch", "micro_batches", "schedule", "virtual_stages",
                "speeds", "max_memory", "settings", "precision", "optimizer", "checkpoint", "compile")
@@ -508,6 +519,8 @@ def _parse_cell(kind: str, text: str) -> Any:
         return text
     if kind == "list[int]":
         return [int(v) for v in text.split(";")] if text else []
+    if kind == "list[float]":
+        return [float(v) for v in text.split(";")] if text else []
     if text == "" and kind.endswith("| None"):
         return None
     if kind == "str | None":

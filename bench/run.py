@@ -10,6 +10,8 @@ memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan 
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import socket
 import time
 from dataclasses import dataclass, replace
@@ -19,16 +21,16 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench import results as res
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
-from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, CaseUnavailable, Machine, make_cases, make_row, now,
-                                   prepare, profile_case_model, run_prepared, unavailable_row)
+from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, Machine, make_cases, make_row,
+                                   now, prepare, profile_case_model, run_rounds, unavailable_row)
 from pipebench.errors import UserError
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training
 from pipebench.units import format_gib
 
-QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1}
+QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1, "rounds": 3}
 """What --quick, and every run on the CPU, uses for each of these options the user did not give."""
-FULL = {"steps": 5, "warmup": 2}
+FULL = {"steps": 5, "warmup": 2, "rounds": 2}
 """The defaults otherwise (batch: each model's own, DEFAULT_MODELS; flavour: its full size)."""
 
 
@@ -59,6 +61,9 @@ class RunOptions:
     """--data-dir: a local MNIST folder the convnet trains on (None: synthetic batches)."""
     compiles: tuple[str | None, ...] = (None,)
     """--compile's modes (None: eager): every case runs in each, one case per mode, side by side."""
+    rounds: int = 1
+    """--rounds: each model's cases are measured in this many interleaved rounds (A B C, C B A, ...), each
+    `steps` timed steps after `warmup` (bench/suite.py run_rounds)."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
@@ -88,53 +93,69 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
                                     overrides=options.overrides, training=replace(options.training, compile=mode),
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
-         f" ({machine.gpus_label}); rows go to {csv_path} as each case ends")
+         f" ({machine.gpus_label}); rows go to {csv_path} as each model's cases end")
     profiled: dict[tuple, Any] = {}
     rows: list[res.Row] = []
     singles: dict[tuple, float] = {}
     start = time.monotonic()
-    for i, case in enumerate(cases, 1):
-        head = f"[{i}/{len(cases)}] {case.label()}"
-        key_base = (case.model, case.flavour, case.batch, case.overrides, case.training)
-        profile_key = (*key_base[:4], case.training.precision, case.training.optimizer,  # recomputation: the same
-                       case.training.compile)
-        prepared = None
-        try:
-            if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
-                profiled[profile_key] = profile_case_model(case, machine, profile_dir, repeats=options.repeats,
-                                                           reuse=not options.fresh, note=note,
-                                                           counts=profile_counts(options.chunks, machine.devices,
-                                                                                 batch=case.batch,
-                                                                                 strategies=options.strategies),
-                                                           strategies=options.strategies)
-            prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps, warmup=options.warmup,
-                               try_anyway=options.try_anyway)
-            # The key of the row this case will write (the planner may have chosen its micro-batch count).
-            row = make_row(prepared, machine, status="unavailable", reason="not run yet")
-        except CaseUnavailable as exc:
-            row = unavailable_row(case, machine, str(exc))
-        if res.case_key(row) in done:
-            note(f"{head}: done already (--resume)")
-            continue
-        with res.claim(res.case_key(row), json_path) as mine:
-            # Another run resuming into this file runs it now, or has written it since this run began.
-            if not mine or (options.resume and res.case_key(row) in res.done_keys(json_path, rerun)):
-                note(f"{head}: run by another run into {json_path.name}; skipped")
+    numbered = list(enumerate(cases, 1))
+    for key_base, model_cases in itertools.groupby(numbered, key=lambda ic: _model_key(ic[1])):
+        with contextlib.ExitStack() as claims:  # each case held from its preparation until its row is written
+            to_measure: list[tuple[int, Case, Any]] = []
+            for i, case in model_cases:
+                head = f"[{i}/{len(cases)}] {case.label()}"
+                profile_key = (*key_base[:4], case.training.precision, case.training.optimizer,  # recomputation: the same
+                               case.training.compile)
+                prepared = None
+                try:
+                    if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
+                        profiled[profile_key] = profile_case_model(
+                            case, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
+                            counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
+                                                  strategies=options.strategies),
+                            strategies=options.strategies)
+                    prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps,
+                                       warmup=options.warmup, try_anyway=options.try_anyway)
+                    # The key of the row this case will write (the planner may have chosen its micro-batch count).
+                    row = make_row(prepared, machine, status="unavailable", reason="not run yet")
+                except CaseUnavailable as exc:
+                    row = unavailable_row(case, machine, str(exc))
+                if res.case_key(row) in done:
+                    note(f"{head}: done already (--resume)")
+                    continue
+                mine = claims.enter_context(res.claim(res.case_key(row), json_path))
+                # Another run resuming into this file runs it now, or has written it since this run began.
+                if not mine or (options.resume and res.case_key(row) in res.done_keys(json_path, rerun)):
+                    note(f"{head}: run by another run into {json_path.name}; skipped")
+                    continue
+                if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
+                    row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap,
+                                   started_at=now())
+                elif prepared is not None:
+                    if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
+                        prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
+                    to_measure.append((i, case, prepared))
+                    continue
+                res.append(row, csv_path, json_path)
+                rows.append(row)
+                note(f"{head}: {_outcome(row, None)} | {_elapsed(time.monotonic() - start)} so far, "
+                     f"{len(cases) - i} left")
+            if not to_measure:
                 continue
-            if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
-                row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap, started_at=now())
-            elif prepared is not None:
-                note(f"{head} ..." + (f" (--try-anyway: {prepared.over_cap})" if prepared.over_cap else ""))
-                if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
-                    prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
-                row = run_prepared(prepared, machine, steps=options.steps, min_seconds=options.min_seconds,
-                                   timeout=options.timeout, groups=groups)
-            res.append(row, csv_path, json_path)
-        rows.append(row)
-        if row.status == "ok" and row.strategy == BASELINE:
-            singles[key_base] = row.samples_per_s
-        note(f"{head}: {_outcome(row, singles.get(key_base))} | {_elapsed(time.monotonic() - start)} so far, "
-             f"{len(cases) - i} left")
+            note(f"measuring {len(to_measure)} case(s) of {to_measure[0][1].model} in {options.rounds} interleaved "
+                 f"round(s) of {options.steps} timed step(s) each: "
+                 + ", ".join(c.strategy for _, c, _ in to_measure)
+                 + "".join(f"; {c.strategy}: --try-anyway: {p.over_cap}" for _, c, p in to_measure if p.over_cap))
+            measured = run_rounds([p for _, _, p in to_measure], machine, rounds=options.rounds, steps=options.steps,
+                                  min_seconds=options.min_seconds, timeout=options.timeout, groups=groups, note=note)
+            for (i, case, _), row in zip(to_measure, measured):
+                res.append(row, csv_path, json_path)
+                rows.append(row)
+                if row.status == "ok" and row.strategy == BASELINE:
+                    singles[key_base] = row.samples_per_s
+            for (i, case, _), row in zip(to_measure, measured):
+                note(f"[{i}/{len(cases)}] {case.label()}: {_outcome(row, singles.get(key_base))} | "
+                     f"{_elapsed(time.monotonic() - start)} so far")
     return rows, csv_path, json_path
 
 
@@ -148,6 +169,11 @@ def check_folders(folders: Sequence[Path]) -> None:
             raise UserError(f"{folder}: a file is in the way of the folder a run keeps there; move it away "
                             "or give another --out")
         writable_folder(folder, "run")
+
+
+def _model_key(case: Case) -> tuple:
+    """The cases compared with one another (one model, batch, settings and training): measured together."""
+    return (case.model, case.flavour, case.batch, case.overrides, case.training)
 
 
 def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
@@ -219,8 +245,8 @@ def _elapsed(seconds: float) -> str:
 
 
 def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
-    """--quick: tiny flavours, batch 8, 2 timed steps after 1 warm-up (QUICK), except for the options
-    named in `given` ("batch", "flavour", "steps", "warmup"), which keep what the user asked for: a run
+    """--quick: tiny flavours, batch 8, 3 interleaved rounds of 2 timed steps after 1 warm-up (QUICK), except for the options
+    named in `given` ("batch", "flavour", "steps", "warmup", "rounds"), which keep what the user asked for: a run
     on the CPU must not silently run batch 8 when --batch 1000000000 was asked."""
     if "batch" not in given:
         options.models = {name: QUICK["batch"] for name in options.models}
@@ -230,6 +256,8 @@ def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
         options.steps = min(options.steps, QUICK["steps"])
     if "warmup" not in given:
         options.warmup = min(options.warmup, QUICK["warmup"])
+    if "rounds" not in given:
+        options.rounds = QUICK["rounds"]
     return options
 
 
@@ -246,7 +274,8 @@ def describe_options(options: RunOptions) -> str:
     flavour = "" if all(zoo.is_user_model(m) for m in options.models) else f"flavour {options.flavour or 'full'}, "
     return (f"{flavour}batch {', '.join(map(str, batches))}{training}, "
             f"{options.steps} timed step(s){f' or more, for {options.min_seconds:g} s' if options.min_seconds else ''}"
-            f" after {options.warmup} warm-up")
+            f" after {options.warmup} warm-up"
+            + (f", in {options.rounds} interleaved rounds" if options.rounds > 1 else ""))
 
 
 def parse_gpu_memory(text: str | None) -> int | None:
@@ -322,11 +351,12 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report import compile_notes, frame, markdown_table, recommend, summarise
+    from pipebench.bench.report import compile_notes, frame, markdown_table, recommend, resolution_notes, summarise
 
     ok = [r for r in rows if r.status == "ok"]
     if not ok:
         return "no case ran to the end"
     summary = summarise(frame(rows))
     compiled = compile_notes(summary)
-    return "\n".join([markdown_table(summary), *(["", *compiled] if compiled else []), "", *recommend(summary)])
+    return "\n".join([markdown_table(summary), *(["", *compiled] if compiled else []), "", *resolution_notes(summary),
+                      *recommend(summary)])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import platform
 import re
 import socket
+import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -24,7 +25,7 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.job import Job
 from pipebench.hardware.cpu import threads_per_device
 from pipebench.bench.results import Row, settings_text, timeline_from_ops
-from pipebench.bench.strategies import STRATEGIES, get_strategy
+from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource
 from pipebench.specs import is_user_model
@@ -285,11 +286,10 @@ def over_cap_reason(prediction: Any, caps: Sequence[int] | None, planned: bool) 
 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
-             step_ms: Sequence[float] = (), started_at: str = "", duration_s: float = 0.0) -> Row:
-    """The results row of a case: what it measured (step times: run_prepared says whose clock) beside
-    what its Plan said."""
-    import statistics
-
+             step_ms: Sequence[float] = (), round_ms: Sequence[float] = (), started_at: str = "",
+             duration_s: float = 0.0) -> Row:
+    """The results row of a case: what it measured (step times: measure_round says whose clock; the mean
+    step of each round, run_rounds) beside what its Plan said."""
     case, plan, result = prepared.case, prepared.plan, result or {}
     mean = statistics.fmean(step_ms) if step_ms else None
     job, strategy = prepared.job, get_strategy(case.strategy)
@@ -304,7 +304,8 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
                                          else ""),
         samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
         step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
-        step_ms_best=min(step_ms) if step_ms else None,
+        step_ms_best=min(step_ms) if step_ms else None, round_ms=list(round_ms),
+        same_work_as=same_work_as(case.strategy, machine),
         peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
         compile_s=result.get("compile_s"), graph_breaks=result.get("graph_breaks"),
         predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
@@ -322,6 +323,16 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
         timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
     )
+
+
+def same_work_as(strategy: str, machine: Machine) -> str:
+    """BASELINE when `strategy` does the same computation as it on `machine`: it computes on one device
+    (Strategy.compute_devices; on the CPU, each one-process strategy), so whatever it measures apart
+    from single is its own overhead or the machine's noise, never a gain; "" otherwise."""
+    known = STRATEGIES.get(strategy)
+    if known is None or strategy == BASELINE or known.compute_devices(machine.devices, machine.device_type) > 1:
+        return ""
+    return BASELINE
 
 
 REPLICA_RECOMPUTES = "recomputes every layer: it does not fit otherwise (--checkpoint auto)"
@@ -362,31 +373,91 @@ MAX_TIMED_STEPS = 10_000
 def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None,
                  min_seconds: float = 0.0) -> Row:
     """Launch, run `steps` steps (more, until `min_seconds` have passed), trace one more, and make the row;
-    failures and out-of-memory become rows too. A step's time is the workers' own (synchronised, from a
-    common start to the last rank's end): the parent's clock also holds its command's round trip through the store and the threads that
-    wait on it, 2-3 ms a step on a 2-core CPU, which is not training and was most of a tiny model's
-    step there. The parent's clock stands in where the workers' is missing. groups: a
-    bench.launch.WorkerGroups to run the case in a warm worker group of (None: workers of its own)."""
+    failures and out-of-memory become rows too: one round of `run_rounds`."""
+    return run_rounds([prepared], machine, rounds=1, steps=steps, timeout=timeout, groups=groups,
+                      min_seconds=min_seconds)[0]
+
+
+def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, steps: int, timeout: float,
+               groups: Any = None, min_seconds: float = 0.0, note: Callable[[str], None] | None = None) -> list[Row]:
+    """Measure `prepared` (cases of one model) in interleaved rounds, A B C, then C B A, then A B C ...:
+    each round launches each case in its warm worker group, warms it up (the Job's warm-up steps), times
+    `steps` steps (more, until min_seconds / rounds have passed) and ends it; the last round traces one
+    more step. Every case thus runs early and late, beside the same neighbours, so what drifts on the
+    machine (another process's load, the clock, a group still warming up) falls on all alike, and the
+    spread of a case's round means (Row.round_ms) is its noise, which bench/report.py judges "faster" by.
+    A case that fails drops out of the later rounds, its row the failure; the rows come back in the
+    order given. note: hears each round's end."""
+    order = list(range(len(prepared)))
+    rounds_ms: list[list[list[float]]] = [[] for _ in prepared]
+    results: list[dict] = [{} for _ in prepared]
+    failed: dict[int, Row] = {}
+    started = [""] * len(prepared)
+    took = [0.0] * len(prepared)
+    for r in range(rounds):
+        for i in (order if r % 2 == 0 else order[::-1]):
+            if i in failed:
+                continue
+            started[i] = started[i] or now()
+            start = time.monotonic()
+            try:
+                step_ms, results[i] = measure_round(prepared[i], steps=steps, timeout=timeout, groups=groups,
+                                                    min_seconds=min_seconds / rounds, trace=r == rounds - 1)
+            except _RoundFailed as exc:
+                failed[i] = make_row(prepared[i], machine, status=exc.status, reason=exc.reason,
+                                     started_at=started[i], duration_s=took[i] + time.monotonic() - start)
+                continue
+            finally:
+                took[i] += time.monotonic() - start
+            rounds_ms[i].append(step_ms)
+        if note is not None and rounds > 1:
+            note(f"round {r + 1} of {rounds} measured ({'forward' if r % 2 == 0 else 'backward'} order)")
+    rows = []
+    for i, case in enumerate(prepared):
+        if i in failed:
+            rows.append(failed[i])
+            continue
+        steps_ms = [ms for one in rounds_ms[i] for ms in one]
+        diverged = results[i].get("diverged") or ""  # a NaN or infinite loss: timed all the same, and said so
+        rows.append(make_row(case, machine, status="diverged" if diverged else "ok", reason=diverged,
+                             result=results[i], step_ms=steps_ms,
+                             round_ms=[statistics.fmean(one) for one in rounds_ms[i]] if rounds > 1 else [],
+                             started_at=started[i], duration_s=took[i]))
+    return rows
+
+
+class _RoundFailed(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any = None, min_seconds: float = 0.0,
+                  trace: bool = True) -> tuple[list[float], dict]:
+    """One round of one case: launch, warm up, time `steps` steps (more, until `min_seconds` have passed),
+    trace one more if `trace`, end; (step ms, rank 0's result). A step's time is the workers' own
+    (synchronised, from a common start to the last rank's end): the parent's clock also holds its
+    command's round trip through the store and the threads that wait on it, 2-3 ms a step on a 2-core
+    CPU, which is not training and was most of a tiny model's step there. The parent's clock stands in
+    where the workers' is missing. groups: a bench.launch.WorkerGroups to run the case in a warm worker
+    group of (None: workers of its own). _RoundFailed says how a failure or an out-of-memory ended it."""
     from pipebench.bench.launch import Session, WorkerError
 
-    started, start = now(), time.monotonic()
     try:
         with Session(prepared.job, gpus=prepared.gpus, timeout=timeout, groups=groups) as workers:
             step_ms, began = [], time.monotonic()
             while len(step_ms) < steps or (time.monotonic() - began < min_seconds and len(step_ms) < MAX_TIMED_STEPS):
                 step_ms.append(workers.step())
-            workers.step(trace=True)
+            if trace:
+                workers.step(trace=True)
             result = workers.finish()
     except WorkerError as exc:
         status = "oom" if exc.oom else "unavailable" if exc.unavailable else "timeout" if exc.timeout else "failed"
-        return make_row(prepared, machine, status=status, reason=str(exc), started_at=started,
-                        duration_s=time.monotonic() - start)
+        raise _RoundFailed(status, str(exc)) from None
     own = result.get("step_ms") or []
-    if len(own) == len(step_ms) + 1:  # the workers' clocks; the traced step last, left out like the parent's
-        step_ms = own[:-1]
-    diverged = result.get("diverged") or ""  # a NaN or infinite loss: timed all the same, and said so
-    return make_row(prepared, machine, status="diverged" if diverged else "ok", reason=diverged, result=result,
-                    step_ms=step_ms, started_at=started, duration_s=time.monotonic() - start)
+    if len(own) == len(step_ms) + trace:  # the workers' clocks; the traced step last, left out like the parent's
+        step_ms = own[:len(step_ms)]
+    return step_ms, result
 
 
 def probe_speeds(machine: Machine) -> list[float]:

@@ -32,6 +32,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "stages": (1, 1024),
     "steps": (1, 10**6),
     "warmup": (0, 10**6),
+    "rounds": (1, 1000),
     "repeats": (1, 1000),
     "virtual_stages": (1, 64),
     "granularity": (1, 64),

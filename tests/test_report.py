@@ -402,5 +402,44 @@ def test_the_fastest_names_what_measured_a_tie_with_it():
 
     noisy, steady = recommend(summarise(frame(rows(24.4)))), recommend(summarise(frame(rows(2.0))))
     assert noisy == ["gpt 800m: pp-interleaved (m=2, v=2) is fastest at 111.8 samples/s, 1.11x one CPU process; "
-                     "single (158.8 ± 24.4 ms) measured a tie with it (143.1 ± 10.0 ms): apart by less than their noise"]
+                     "single (158.8 ± 24.4 ms) measured a tie with it (143.1 ± 10.0 ms): apart by less than their noise, "
+                     "so nothing measured faster than one CPU process"]
     assert steady == ["gpt 800m: pp-interleaved (m=2, v=2) is fastest at 111.8 samples/s, 1.11x one CPU process"]
+
+
+def cpu_case(strategy, step_ms, round_ms=(), world_size=1, same_work_as="", **changes):
+    """A quick-suite row on the CPU: batch 8, measured in rounds (their means in round_ms)."""
+    return make_row(strategy, gpus="cpu", world_size=world_size, batch=8, samples_per_s=8 / step_ms * 1e3,
+                    step_ms=step_ms, step_ms_std=0.2, round_ms=list(round_ms), same_work_as=same_work_as,
+                    peak_memory_bytes=[0] * world_size, device_name="cpu", **changes)
+
+
+def test_a_one_process_strategy_is_never_named_faster_than_single_on_one_device():
+    """resnet101 tiny on the CPU: dataparallel ran after single and measured 1.53x it; both compute the
+    same on one device, so the report names single and says how the same-work cases measured against it."""
+    rows = [cpu_case("single", 60.0, [59.0, 61.0]),
+            cpu_case("dataparallel", 39.2, [39.0, 39.4], same_work_as="single"),
+            cpu_case("modelparallel", 45.0, [44.0, 46.0], same_work_as="single"),
+            cpu_case("ddp", 80.0, [79.0, 81.0], world_size=2)]
+    line = recommend(summarise(frame(rows)))[0]
+    assert line.startswith("gpt 800m: single is fastest at 133.3 samples/s; ")
+    assert "dataparallel, modelparallel do the same work as single on one device here: 1.33-1.53x it" in line
+    assert "dataparallel is fastest" not in line
+
+
+def test_a_speed_up_within_the_noise_across_rounds_is_a_tie():
+    """Steady steps within each round, but the rounds moved 10%: a 6% gap is a tie, not a speed-up."""
+    from pipebench.bench.report import resolution_notes
+
+    def rows(rounds):
+        return [cpu_case("single", 50.0, [50.0 - rounds, 50.0 + rounds]),
+                cpu_case("ddp", 47.0, [47.0 - rounds, 47.0 + rounds], world_size=2)]
+
+    noisy, steady = summarise(frame(rows(2.5))), summarise(frame(rows(0.1)))
+    assert recommend(noisy)[0].endswith("apart by less than their noise, so nothing measured faster than one "
+                                        "CPU process")
+    assert recommend(steady)[0] == "gpt 800m: ddp is fastest at 170.2 samples/s, 1.06x one CPU process"
+    assert list(noisy["rounds"]) == [2, 2] and noisy["noise_ms"].round(2).tolist() == [3.54, 3.54]
+    assert resolution_notes(noisy) == ["Resolution: gpt 800m: 2 interleaved round(s) per case; their means moved "
+                                       "7.3% of a step (median over 2 case(s)), so cases closer than about 15% "
+                                       "measured a tie."]

@@ -30,7 +30,8 @@ def ran(monkeypatch):
                         started_at="2026-11-30T10:00:00")
     monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: None)
     monkeypatch.setattr(suite_run, "prepare", fake_prepare)
-    monkeypatch.setattr(suite_run, "run_prepared", fake_run)
+    monkeypatch.setattr(suite_run, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
+        fake_run(p, machine, **kw) for p in prepared])
     return cases
 
 

@@ -86,7 +86,7 @@ def resumed(tmp_path_factory, profiles):
     folder = tmp_path_factory.mktemp("resumed")
 
     def argv(strategies, *more):
-        return ["run", *DEEP_MLP, "--strategies", strategies, "--steps", "1", "--warmup", "0", "--profiles",
+        return ["run", *DEEP_MLP, "--strategies", strategies, "--steps", "1", "--warmup", "0", "--rounds", "1", "--profiles",
                 str(profiles), "--out", str(folder / "results"), *more]
 
     steps, started = {}, {}

@@ -184,7 +184,8 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
         return make_row(prepared, machine, status="oom", reason="CUDA out of memory", started_at="2026-12-01T11:00:00")
 
     monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: profiled())
-    monkeypatch.setattr(suite_run, "run_prepared", fake_run)
+    monkeypatch.setattr(suite_run, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
+        fake_run(p, machine, **kw) for p in prepared])
     machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
 
     def run(**changes):

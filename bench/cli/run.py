@@ -47,6 +47,10 @@ def add_parser(subparsers) -> None:
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
     run.add_argument("--steps", default=None, help="timed steps per case (default: 5; 2 with --quick)")
+    run.add_argument("--rounds", default=None,
+                     help="interleaved rounds per case: each model's cases are measured A B C, then C B A, ... "
+                     "(--steps timed steps each), so that drift falls on all alike and the spread of the rounds "
+                     "is the noise a speed-up must exceed (default: 2; 3 with --quick)")
     run.add_argument("--warmup", default=None, help="untimed steps first (default: 2; 1 with --quick)")
     run.add_argument("--min-seconds", default=None,
                      help="keep timing steps until this many seconds have passed, --steps at the least "
@@ -83,7 +87,7 @@ def cmd_run(args) -> int:
     gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
-    given = [key for key in ("batch", "flavour", "steps", "warmup") if getattr(args, key) is not None]
+    given = [key for key in ("batch", "flavour", "steps", "warmup", "rounds") if getattr(args, key) is not None]
     options = suite_run.RunOptions(
         models=models,
         strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
@@ -94,6 +98,7 @@ def cmd_run(args) -> int:
         resume=args.resume, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
+        rounds=suite_run.FULL["rounds"] if args.rounds is None else args.rounds,
         min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
         data_dir=data_folder(args.data_dir), compiles=compiles,

@@ -77,6 +77,12 @@ class Strategy:
         """Of `devices` chosen, how many it runs on."""
         return 1 if self.one_device else devices
 
+    def compute_devices(self, devices: int, device_type: str) -> int:
+        """The devices it computes on for real, of `devices` chosen: on the CPU every stand-in device of
+        one process is the same cores, so a one-process strategy (dataparallel, device-map, the hand
+        split, pipeline) computes on one, as single does; on GPUs, the devices it uses."""
+        return self.processes(devices) if device_type == "cpu" else self.devices_used(devices)
+
     def processes(self, devices: int) -> int:
         """Worker processes on `devices` chosen: one per device used, or one."""
         return self.devices_used(devices) if self.process_per_device else 1

@@ -1,0 +1,49 @@
+"""Cases measured in interleaved rounds (bench/suite.py run_rounds), and the strategies that do the same
+work as single on a machine (the registry's compute_devices): no processes start here."""
+import pytest
+
+from pipebench.bench import suite
+from pipebench.bench.suite import Machine, same_work_as
+
+
+def test_every_one_process_strategy_on_the_cpu_does_the_same_work_as_single():
+    cpu = Machine(None, 2, "x86_64")
+    same = {name for name in ("single", "dataparallel", "ddp", "zero1", "fsdp", "device-map", "modelparallel",
+                              "pipeline", "pp-1f1b", "pp-zbv") if same_work_as(name, cpu)}
+    assert same == {"dataparallel", "device-map", "modelparallel", "pipeline"}
+    two_gpus, one_gpu = Machine([0, 1], 2, "NVIDIA H200"), Machine([0], 1, "NVIDIA H200")
+    assert not any(same_work_as(name, two_gpus) for name in ("dataparallel", "modelparallel", "pipeline"))
+    assert same_work_as("dataparallel", one_gpu) == "single" and same_work_as("single", one_gpu) == ""
+
+
+def test_rounds_interleave_the_cases_and_the_row_keeps_each_rounds_mean(monkeypatch):
+    """A B C, then C B A, then A B C: every case runs early and late; the last round traces a step."""
+    ran = []
+
+    def measure_round(prepared, *, steps, timeout, groups, min_seconds, trace):
+        ran.append((prepared, trace))
+        return [10.0 * (len(ran)), 10.0 * (len(ran)) + 2], {"r": len(ran)}
+
+    monkeypatch.setattr(suite, "measure_round", measure_round)
+    monkeypatch.setattr(suite, "make_row", lambda prepared, machine, **kw: (prepared, kw))
+    rows = suite.run_rounds(["A", "B", "C"], Machine(None, 2, "cpu"), rounds=3, steps=2, timeout=60)
+    assert [p for p, _ in ran] == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]
+    assert [t for _, t in ran] == [False] * 6 + [True] * 3
+    (a, kw), = [row for row in rows if row[0] == "A"]
+    assert kw["round_ms"] == [11.0, 61.0, 71.0] and kw["step_ms"] == [10.0, 12.0, 60.0, 62.0, 70.0, 72.0]
+    assert kw["result"] == {"r": 7} and kw["status"] == "ok"
+
+
+def test_a_case_that_fails_leaves_the_later_rounds(monkeypatch):
+    ran = []
+
+    def measure_round(prepared, **_):
+        ran.append(prepared)
+        if prepared == "B":
+            raise suite._RoundFailed("oom", "out of memory")
+        return [5.0], {}
+
+    monkeypatch.setattr(suite, "measure_round", measure_round)
+    monkeypatch.setattr(suite, "make_row", lambda prepared, machine, **kw: (prepared, kw["status"]))
+    rows = suite.run_rounds(["A", "B"], Machine(None, 2, "cpu"), rounds=2, steps=1, timeout=60)
+    assert ran == ["A", "B", "A"] and rows == [("A", "ok"), ("B", "oom")]
