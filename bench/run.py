@@ -61,6 +61,9 @@ class RunOptions:
     """--data-dir: a local MNIST folder the convnet trains on (None: synthetic batches)."""
     compiles: tuple[str | None, ...] = (None,)
     """--compile's modes (None: eager): every case runs in each, one case per mode, side by side."""
+    again: bool = False
+    """--again: run every case again into results files that hold earlier rows of them (the report keeps
+    the later row of a case); the check command `pipebench advise` prints runs so, into a folder of its own."""
     rounds: int = 1
     """--rounds: each model's cases are measured in this many interleaved rounds (A B C, C B A, ...), each
     `steps` timed steps after `warmup` (bench/suite.py run_rounds)."""
@@ -85,7 +88,10 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     plan_dir = json_path.with_name(json_path.stem + "-plans")
     check_folders([res.claims_folder(json_path), plan_dir, profile_dir])
-    done = res.start_run(csv_path, json_path, resume=options.resume, rerun=rerun)  # a bad or taken file: refused now
+    done = res.start_run(csv_path, json_path, resume=options.resume or options.again,  # a bad or taken file: refused now
+                         rerun=rerun)
+    if options.again:  # every case measured anew, beside the earlier rows (the report keeps the later)
+        done = set()
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = [case for mode in options.compiles

@@ -207,10 +207,16 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     assert command[:2] == ["pipebench", "run"] and "--optimizer" in command and "--input-shape" in command
     assert command[command.index("--min-seconds") + 1] == "3"  # CPU stand-ins: seconds of steps, past the bursts
     assert command[command.index("--device") + 1] == "cpu" and command[command.index("--stages") + 1] == "2"
-    out = tmp_path / "results"
-    assert main([*command[1:], "--steps", "1", "--min-seconds", "0", "--warmup", "0", "--out", str(out)]) == 0
+    # Run as printed, twice (into a folder of its own, named for what it measures): the second run
+    # measures anew beside the first, and nothing else mixes in.
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / command[command.index("--out") + 1]
+    assert out.parent.name == "pipebench-checks" and out.name.startswith("mine.py-net-b8-cpu-2dev")
+    for _ in range(2):
+        assert main([*command[1:], "--steps", "1", "--min-seconds", "0", "--warmup", "0", "--rounds", "1"]) == 0
     rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
-    assert {r["strategy"] for r in rows} == set(command[command.index("--strategies") + 1].split(","))
+    strategies = command[command.index("--strategies") + 1].split(",")
+    assert sorted(r["strategy"] for r in rows) == sorted(strategies * 2)
     assert {r["gpus"] for r in rows} == {"cpu"}  # where it was advised for, GPUs visible or not
     assert all(r["status"] == "ok" and r["optimizer"] == "adamw" for r in rows)
 

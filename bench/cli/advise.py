@@ -1,6 +1,9 @@
 """`pipebench advise`: predict every strategy for a model on these devices, ranked, and recommend one."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from pipebench.bench.cli.common import note
 from pipebench.bench.labels import is_pipeline
 
@@ -137,6 +140,12 @@ def _peaks(peaks: list[int]) -> str:
     return " / ".join(format_bytes(b) for b in peaks) or "-"
 
 
+def model_slug(name: str) -> str:
+    """A model's name as a folder's: 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'."""
+    return re.sub(r"[^A-Za-z0-9._+]+", "-", Path(name.split(":")[0]).name + (
+        "-" + name.rsplit(":", 1)[1] if ":" in name else "")).strip("-")
+
+
 def check_command(args, profile, compared, devices: int) -> str:
     """The `pipebench run` that measures the recommendation beside single: the same model, inputs, batch,
     devices (`devices` of them) and training, the pipelines at the predicted micro-batch count. Copied as
@@ -177,6 +186,11 @@ def check_command(args, profile, compared, devices: int) -> str:
         # CPU stand-ins: a few seconds of steps per case, past the bursts of the host's other load; the
         # quick suite's 2 steps judge the machine's moment as much as the strategy
         words += ["--steps", str(CPU_CHECK["steps"]), "--min-seconds", str(CPU_CHECK["min_seconds"])]
+    # A folder of its own, named for what it measures, so that no other model's rows mix in; --again
+    # measures anew when it is run again (the report keeps each case's later row).
+    where = "-".join([model_slug(args.model or profile.model), args.flavour or "", f"b{profile.batch}",
+                      "cpu" if str(profile.device).startswith("cpu") else "gpu", f"{devices}dev"])
+    words += ["--out", f"pipebench-checks/{re.sub(r'-+', '-', where)}", "--again"]
     return " ".join(shlex.quote(w) for w in words)
 
 

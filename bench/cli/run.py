@@ -44,6 +44,9 @@ def add_parser(subparsers) -> None:
                      help="tiny flavours of every strategy, batch 8, 2 steps after 1 warm-up, for whichever of "
                      "--flavour, --batch, --steps and --warmup you do not give (always so on the CPU)")
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
+    run.add_argument("--again", action="store_true",
+                     help="run every case again, even into a results file that holds them (the report keeps the "
+                     "later row of each case); advise's check command runs so, into a folder of its own")
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
     run.add_argument("--steps", default=None, help="timed steps per case (default: 5; 2 with --quick)")
@@ -95,7 +98,7 @@ def cmd_run(args) -> int:
         auto=parse_auto(args.strategies),
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
-        resume=args.resume, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
+        resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
         warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
         rounds=suite_run.FULL["rounds"] if args.rounds is None else args.rounds,
