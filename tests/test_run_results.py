@@ -30,8 +30,10 @@ def ran(monkeypatch):
                         started_at="2026-11-30T10:00:00")
     monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: None)
     monkeypatch.setattr(suite_run, "prepare", fake_prepare)
+    # Each case's rounds as one fake run, through suite_run.run_prepared (a test may replace it).
+    monkeypatch.setattr(suite_run, "run_prepared", fake_run, raising=False)
     monkeypatch.setattr(suite_run, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
-        fake_run(p, machine, **kw) for p in prepared])
+        suite_run.run_prepared(p, machine, **kw) for p in prepared])
     return cases
 
 
