@@ -81,7 +81,8 @@ def check_against_eager(tmp_path, job: Job, groups) -> dict:
 ])
 def test_every_strategy_compiled_trains_as_one_eager_device(tmp_path, groups, strategy, micro_batches):
     result = check_against_eager(tmp_path, compiled_job(strategy, micro_batches=micro_batches), groups)
-    assert result["graph_breaks"] == 0  # the zoo's MLP compiles whole
+    # The zoo's MLP compiles whole; FSDP2's gathers run eagerly around each compiled block, a break each.
+    assert result["graph_breaks"] == 0 if strategy != "fsdp" else result["graph_breaks"] >= 1
 
 
 def test_compile_seconds_are_the_warm_up_beyond_the_timed_steps():

@@ -73,6 +73,12 @@ class PipelineParallelTrainer(Trainer):
         for stage, planned in zip(chain, plan.stages):
             stage.copy_outputs = strategy.schedule.split_backward
             stage.recompute = planned.recompute
+        if strategy.schedule.split_backward and self.training.compile is not None:
+            import torch._functorch.config as functorch_config
+
+            # A split backward runs the compiled backward graph twice (I, then W), retaining it: AOTAutograd's
+            # donated buffers forbid that.
+            functorch_config.donated_buffer = False
         for s in self.stage_ids:
             self.compile(place(chain[s], device).submod)  # the stage's own graph; the chain's plumbing stays eager
         stages = [PipelineStage(chain[s], s, self.num_stages, device, group=group) for s in self.stage_ids]
