@@ -43,8 +43,11 @@ def format_bytes(value: float) -> str:
 
 
 def format_gib(value: float) -> str:
-    """Bytes as GiB with one decimal and no unit, for columns headed "GiB": 42949672960 -> '40.0'."""
-    return f"{value / GIB:.1f}"
+    """Bytes as GiB with no unit, for columns headed "GiB": one decimal where that shows the size
+    (42949672960 -> '40.0'), three significant digits below 0.1 GiB, so that a tiny model's memory reads
+    '0.0568', not '0.0'."""
+    gib = value / GIB
+    return f"{gib:.3g}" if 0 < abs(gib) < 0.1 else f"{gib:.1f}"
 
 
 def format_count(n: int) -> str:

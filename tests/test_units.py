@@ -58,6 +58,7 @@ def test_format_bytes_gib_and_count():
     assert format_bytes(512) == "512 B"
     assert format_bytes(parse_size("20GiB")) == "20.00 GiB"
     assert format_gib(40 * GIB) == "40.0" and format_gib(0) == "0.0"
+    assert format_gib(0.0568 * GIB) == "0.0568" and format_gib(0.1 * GIB) == "0.1"  # tiny models are not "0.0"
     assert [format_count(n) for n in (999, 1000, 45_600_000, 1_230_000_000)] == ["999", "1.00K", "45.60M", "1.23B"]
 
 

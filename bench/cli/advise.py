@@ -76,7 +76,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     from pipebench.bench.strategies import BASELINE
 
     single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
-    rows = []
+    rows, notes = [], {}  # a note's text -> its number: the table stays narrow, each note is written once below
     for rank, p in enumerate(advice.predictions, 1):
         known = p.predicted_samples_per_s is not None
         rows.append({
@@ -89,9 +89,11 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
             "x single": f"{p.predicted_samples_per_s / single.predicted_samples_per_s:.2f}" if known and single else "-",
             "peak memory per device": _peaks(p.peak_memory_bytes),
             "fits": "yes" if p.fits else "no",
-            "note": p.reason,
+            "note": f"[{notes.setdefault(p.reason, len(notes) + 1)}]" if p.reason else "",
         })
-    table = pd.DataFrame(rows).to_string(index=False)
+    table = "\n".join(line.rstrip() for line in pd.DataFrame(rows).to_string(index=False).splitlines())
+    if notes:
+        table += "\n\n" + "\n".join(f"[{number}] {text}" for text, number in notes.items())
     head = (f"{model_label(profile.model, profile.flavour)}, batch {profile.batch}, on {len(devices)} x "
             f"{profile.device_name or devices[0]} ({', '.join(dict.fromkeys(devices)) if len(set(devices)) > 1 else devices[0]}); "
             f"predicted from the profile, nothing run")

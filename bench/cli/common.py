@@ -113,7 +113,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        "int64 for a Hugging Face model that takes input_ids, else float32)")
     group.add_argument("--num-classes", default=None,
                        help="classes of the synthetic targets (default: the output's last dimension)")
-    group.add_argument("--token-range", default=None, help="token ids are drawn below this (default 1000)")
+    group.add_argument("--token-range", default=None, help="token ids are drawn below this (default: the model's vocabulary, the rows "
+                       "of its input embedding; 1000 where it has none)")
     group.add_argument("--loss", default=None, help="cross_entropy (default), nll, mse or bce (a Hugging Face "
                        "classifier's default follows its problem_type); a loss_fn in the file wins")
     group.add_argument("--granularity", default=None, metavar="DEPTH",
