@@ -287,8 +287,8 @@ def test_a_plan_writes_its_training_as_one_object_and_refuses_both_forms(tmp_pat
     plan = make_plan([profile], Request(devices=["cpu"] * 2, training=Training(optimizer="adamw", checkpoint="auto")))
     plan.save(tmp_path / "plan.json")
     written = json.loads((tmp_path / "plan.json").read_text())
-    assert written["training"] == {"precision": "tf32", "optimizer": "adamw", "checkpoint": "auto"}
-    assert not {"precision", "optimizer", "checkpoint"} & set(written)
+    assert written["training"] == {"precision": "tf32", "optimizer": "adamw", "checkpoint": "auto", "compile": None}
+    assert not {"precision", "optimizer", "checkpoint", "compile"} & set(written)
     assert Plan.load(tmp_path / "plan.json") == plan
     written["optimizer"] = "sgd"  # both forms at once: which one holds?
     with pytest.raises(UserError, match="unknown field 'optimizer'"):
