@@ -286,8 +286,9 @@ def _check_rewritable(*paths: Path) -> None:
             continue
         try:
             write_text(path, path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ResultsError(f"{path}: cannot be rewritten ({getattr(exc, 'strerror', None) or exc}), so no "
+        except (OSError, UnicodeDecodeError, UserError) as exc:  # write_text: UserError for an OSError
+            reason = getattr(exc, "strerror", None) or str(exc).rpartition(" (")[2].rstrip(")") or exc
+            raise ResultsError(f"{path}: cannot be rewritten ({reason}), so no "
                                "row could be added to it; fix its permissions or give another --out") from None
 
 
@@ -447,17 +448,17 @@ def _csv_cell(value: Any) -> str:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: cannot read: {exc}") from None
+    """A results file's text: a regular file only, bounded (files.read_text), a byte-order mark dropped."""
+    from pipebench.files import read_text
+
+    return read_text(path, kind="results", error=ResultsError)
 
 
 def _load_json(path: Path) -> list[Row]:
     try:
         data = loads(_read_text(path))
+    except UserError:  # _read_text's own line
+        raise
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not JSON: {exc}") from None
     except RecursionError:

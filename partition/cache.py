@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+from pipebench.errors import UserError
 from pipebench.files import write_json
 from pipebench.partition.profile import Profile
 
@@ -80,10 +81,12 @@ def code_fingerprint() -> str:
 
 
 def file_digest(path: str | os.PathLike | None) -> str | None:
-    """A hash of the file's content; None when there is none to read."""
+    """A hash of the file's content; None when there is none to read (a FIFO is not waited on: files.read_bytes)."""
+    from pipebench.files import read_bytes
+
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else None
-    except OSError:
+        return hashlib.sha256(read_bytes(path, kind="model")).hexdigest()[:16] if path else None
+    except (OSError, UserError):
         return None
 
 

@@ -9,14 +9,23 @@ One home for three things every file format here needs (profiles, plans, jobs, r
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
 - `read_json` and `record`: a versioned JSON object read back into a dataclass, every field checked
   against its annotation, with an error that names the file and the field in one line.
+- Files that are not regular files: a write never replaces them. A character device (/dev/null, a
+  terminal), a FIFO with a reader, or a link into /dev or /proc (/dev/stdout, /proc/self/fd/1) is
+  written through, as a shell's `>` would: what the user meant. A link to a regular file has its target
+  replaced, and the link stays. Sockets and block devices are refused. A read (`read_text`) opens
+  nothing but a regular file (a FIFO would wait for a writer, /dev/zero never ends) and reads at most
+  MAX_READ bytes.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import numbers
 import os
+import stat
+import sys
 import types
 import typing
 import uuid
@@ -25,7 +34,8 @@ from typing import Any, TypeVar
 
 from pipebench.errors import UserError
 
-__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "loads", "read_json", "record", "check"]
+__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
+           "check", "same_outputs"]
 
 T = TypeVar("T")
 
@@ -57,8 +67,15 @@ def writable_folder(path: str | Path, option: str) -> Path:
 
 def writable_file(path: str | Path, option: str) -> Path:
     """`path` as a file this command can write (atomically, `write_text`): not a folder, a name the file
-    system takes, in a folder that can be created and written in; checked now, before any work."""
-    path = Path(path)
+    system takes, in a folder that can be created and written in; checked now, before any work. Returned
+    absolute, so that a model file that changes the working folder when imported moves nothing. A special
+    file is written through (see the module docstring): a socket or a block device is refused."""
+    path = Path(os.path.abspath(path))
+    kind = _special(path)
+    if kind is not None:
+        if kind in ("a socket", "a block device"):
+            raise UserError(f"{option} {_shown(path)}: is {kind}; name a file")
+        return path
     if len(os.fsencode(path.name)) + 18 > NAME_MAX:  # with the ".", ".<12 hex>.tmp" of write_text's temporary
         raise UserError(f"{option}: the file name is {len(path.name):,} characters; at most "
                         f"{NAME_MAX - 18} fit")
@@ -82,9 +99,107 @@ def _shown(path: Path) -> str:
     return text if len(text) <= 120 else text[:60] + "..." + text[-40:]
 
 
+def _special(path: Path) -> str | None:
+    """What `path` is when a write must go through it rather than replace it: "a character device", "a
+    FIFO", "a socket", "a block device", or "a stream" (a link into /dev or /proc to a regular file, such as
+    /proc/self/fd/1 with stdout redirected to a file); None for a regular file, a link to one elsewhere
+    (its target is replaced) or nothing yet."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or a dangling link, whose target is created)
+        return None
+    if stat.S_ISREG(mode):
+        return "a stream" if _through_streams(path) else None
+    if stat.S_ISDIR(mode):
+        return None  # writable_file says it is a folder
+    return {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+            stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+
+
+def _through_streams(path: Path) -> bool:
+    """Whether `path`, or a link on the way to its file, lies in /proc or /dev: a process's file descriptor
+    (/dev/stdout, /proc/self/fd/1), whose file may be a deleted one or a shell's redirection, never a
+    file to replace."""
+    return any(hop.startswith(("/proc/", "/dev/")) for hop in _hops(path))
+
+
+def _hops(path: Path) -> list[str]:
+    """`path` made absolute, then each link's target on the way to its file."""
+    hops = [os.path.abspath(path)]
+    while os.path.islink(hops[-1]) and len(hops) < 40:  # the kernel's own limit of links followed
+        hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), os.readlink(hops[-1]))))
+    return hops
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """N where `path` leads through /proc/self/fd/N, /proc/<this pid>/fd/N or /dev/fd/N (/dev/stdout is
+    the first): this process's own open file, written at its own offset, after what was printed."""
+    for hop in _hops(path):
+        parts = hop.split("/")
+        if len(parts) == 5 and parts[1] == "proc" and parts[2] in ("self", str(os.getpid())) and parts[3] == "fd" \
+                or len(parts) == 4 and parts[1:3] == ["dev", "fd"]:
+            if parts[-1].isdigit():
+                return int(parts[-1])
+    return None
+
+
+def same_outputs(paths: dict[str, str | Path | None]) -> None:
+    """Refuse two options that name one file (after links), which the later write would silently replace:
+    `paths` maps each option to its path (None: not given). Standard streams and /dev/null may be named
+    twice: what is written through them is not replaced."""
+    seen: dict[str, str] = {}
+    for option, path in paths.items():
+        if path is None:
+            continue
+        if _special(Path(path)) is not None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UserError(f"{seen[real]} and {option} name the same file {_shown(Path(path))}; the second would "
+                            "replace the first: give two names")
+        seen[real] = option
+
+
 def write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` atomically and durably (fsync of the file and of its folder)."""
+    """Write `text` to `path` atomically and durably (fsync of the file and of its folder); through it
+    where it is a special file (the module docstring). An error of the file system (a full disk) is an
+    OSError, which the command line says in one line (bench/cli main)."""
     path = Path(path)
+    kind = _special(path)
+    if kind is not None:
+        return _write_through(path, text, kind)
+    _write_atomically(Path(os.path.realpath(path)), text)  # a link stays a link: its target is replaced
+
+
+def _write_through(path: Path, text: str, kind: str) -> None:
+    """Write `text` into the special file `path` as a shell's `>` would, never replacing it: a FIFO only
+    if someone reads it (opened without waiting), a stream at its end (what was printed stays)."""
+    if kind in ("a socket", "a block device", "a special file"):
+        raise UserError(f"{_shown(path)}: is {kind}; name a file")
+    sys.stdout.flush()  # what was printed before comes first where the path is stdout
+    sys.stderr.flush()
+    data = text.encode("utf-8")
+    own = _own_descriptor(path)
+    if own is not None:  # stdout itself: at its offset, as print() writes, not over what it printed
+        while data:
+            data = data[os.write(own, data):]
+        return
+    flags = os.O_WRONLY | (os.O_NONBLOCK if kind == "a FIFO" else 0) | (os.O_APPEND if kind == "a stream" else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UserError(f"{_shown(path)}: a FIFO that nothing reads; start its reader first") from None
+        raise
+    try:
+        os.set_blocking(fd, True)
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     f = open(tmp, "x", encoding="utf-8", newline="")  # "x": never another writer's file
@@ -120,13 +235,9 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
     path = Path(path)
     try:
-        data = loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder, not a {kind} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: cannot read: {exc}") from None
+        data = loads(read_text(path, kind=kind, error=error))
+    except UserError:  # read_text's own line
+        raise
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not JSON: {exc}") from None
     except RecursionError:
@@ -142,6 +253,52 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
         if data.get("version") not in versions:
             raise error(f"{path}: {kind} version {data.get('version')!r} is not supported "
                         f"(expected {', '.join(map(str, versions))})")
+    return data
+
+
+MAX_READ = 1 << 30
+"""The most bytes read from one file: the largest results file of a long sweep is a few MB."""
+
+
+def read_text(path: str | Path, *, kind: str, error: type[UserError] = UserError, limit: int = MAX_READ) -> str:
+    """The text of the regular file `path` (read_bytes), UTF-8, a byte-order mark dropped (a spreadsheet
+    writes one)."""
+    data = read_bytes(path, kind=kind, error=error, limit=limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,}); not a pipebench {kind} "
+                    "file") from None
+
+
+def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserError, limit: int = MAX_READ) -> bytes:
+    """The bytes of the regular file `path`. Nothing but a regular file is read: it is opened without
+    waiting (a FIFO would wait for a writer) and checked by type before a byte is read; at most `limit`
+    bytes (/dev/zero never ends). Every problem is one `error` line naming the file and the `kind` of file
+    expected."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a {kind} file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise error(f"{path}: is a folder, not a {kind} file")
+        if not stat.S_ISREG(mode):
+            what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+                    stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+            raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit >> 20:,} MiB; not a pipebench {kind} file")
     return data
 
 

@@ -127,3 +127,148 @@ def test_summary_csv_escapes_what_a_spreadsheet_would_evaluate(capsys, tmp_path)
     with open(tmp_path / "report" / "summary.csv", newline="") as f:
         models = [line["model"] for line in csv.DictReader(f)]
     assert sorted(models) == sorted(["'=HYPERLINK(\"http://x\")", "'+A1", "'-cmd", "'@SUM(A1)", "plain"])
+
+
+# ------------------------------------------------------------------------ files that are not regular files
+
+def character_device(path: Path) -> Path:
+    """A null device at `path`, as `--json /dev/null` names one (mknod c 1 3 needs root)."""
+    import os
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod needs root")
+    return path
+
+
+@pytest.fixture
+def within_seconds():
+    """A read that waits (a FIFO's open) fails the test instead of hanging it."""
+    import signal
+
+    def late(signum, frame):
+        raise AssertionError("waited on a file")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_device_named_for_output_is_written_through_not_replaced(capsys, tmp_path):
+    """`--json null`, null a character device: it became a regular file holding the plan."""
+    import stat
+
+    null = character_device(tmp_path / "null")
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(null)]) == 0, capsys.readouterr().err
+    assert stat.S_ISCHR(null.stat().st_mode)
+
+
+def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
+    """`--save-profile null` replaced the device as --json did (the write both go through: files.write_text)."""
+    import stat
+
+    from pipebench.partition.profile import load_profiles, save_profiles
+
+    null = character_device(tmp_path / "null")
+    save_profiles(load_profiles(profile_file(tmp_path / "p.json")), null)
+    assert stat.S_ISCHR(null.stat().st_mode)
+
+
+@pytest.mark.parametrize("out", ["a file", "a pipe"])
+def test_a_link_to_stdout_writes_the_plan_to_stdout(tmp_path, out):
+    """`--json stdout`, stdout a link to /proc/self/fd/1: the link became a regular file and stdout got
+    nothing. Now the plan's table, its JSON and the line naming where it went, in that order, whether
+    stdout is a file (`> out.txt`) or a pipe."""
+    import subprocess
+    import sys
+
+    (tmp_path / "stdout").symlink_to("/proc/self/fd/1")
+    command = [sys.executable, "-m", "pipebench", "plan", "--profile", str(profile_file(tmp_path / "p.json")),
+               "--stages", "2", "--json", "stdout"]
+    if out == "a file":
+        with open(tmp_path / "out.txt", "w") as f:
+            done = subprocess.run(command, cwd=tmp_path, stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)
+        text = (tmp_path / "out.txt").read_text()
+    else:
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        text = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "stdout").is_symlink()
+    table, _, rest = text.partition("{")
+    assert "stage" in table and '"format": "pipebench-plan"' in rest and rest.rstrip().endswith("stdout"), text
+
+
+def test_a_link_to_a_file_stays_a_link(capsys, tmp_path):
+    """The file it names gets the plan; the link is not replaced by a file of its own."""
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    (tmp_path / "link.json").symlink_to(target)
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(tmp_path / "link.json")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "link.json").is_symlink() and "pipebench-plan" in target.read_text()
+
+
+@pytest.mark.parametrize("argv", [["plan", "--stages", "2", "--profile"], ["advise", "--stages", "2", "--profile"],
+                                  ["report"]])
+def test_a_fifo_is_refused_not_waited_on(capsys, tmp_path, within_seconds, argv):
+    """`--profile fifo` and `report x.json` on a FIFO waited for a writer forever."""
+    import os
+
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)
+    refused(capsys, [*argv, str(fifo)], "x.json: is a FIFO, not a")
+
+
+@pytest.mark.parametrize("argv", [["plan", "--stages", "2", "--profile"], ["report"]])
+def test_a_link_to_dev_zero_is_refused_before_a_byte_is_read(capsys, tmp_path, within_seconds, argv):
+    """A `*.json` link to /dev/zero: a MemoryError traceback, or the machine's memory without a limit."""
+    (tmp_path / "z.json").symlink_to("/dev/zero")
+    refused(capsys, [*argv, str(tmp_path / "z.json")], "z.json: is a character device, not a")
+
+
+def test_reads_are_bounded(tmp_path):
+    from pipebench.errors import UserError
+    from pipebench.files import read_text
+
+    (tmp_path / "big.json").write_text("x" * 2000)
+    with pytest.raises(UserError, match="big.json: larger than"):
+        read_text(tmp_path / "big.json", kind="profile", limit=1000)
+
+
+@pytest.mark.parametrize("outputs, message", [
+    (["--json", "same.json", "--save-profile", "same.json"], "--json and --save-profile name the same file"),
+    (["--json", "same.json", "--export", "deepspeed", "same.json"], "--json and --export name the same file"),
+    (["--json", "link.json", "--save-profile", "same.json"], "--json and --save-profile name the same file"),
+    (["--json", "p.json"], "--profile and --json name the same file"),
+])
+def test_two_outputs_of_one_path_are_refused(capsys, tmp_path, monkeypatch, outputs, message):
+    """`--json same.json --save-profile same.json` exited 0, the plan replacing the profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.json").symlink_to(tmp_path / "same.json")
+    profile_file(tmp_path / "p.json")
+    refused(capsys, ["plan", "--profile", "p.json", "--stages", "2", *outputs], message)
+
+
+def test_an_export_into_a_folder_is_refused_before_profiling(capsys, tmp_path):
+    """`--export deepspeed d`, d a folder: an IsADirectoryError traceback after profiling."""
+    (tmp_path / "d").mkdir()
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--device", "cpu",
+                     "--export", "deepspeed", str(tmp_path / "d")], "--export")
+
+
+def test_a_full_stdout_is_one_line(tmp_path):
+    """`plan > /dev/full`: an OSError Errno 28 traceback."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "pipebench", "plan", "--profile",
+                               str(profile_file(tmp_path / "p.json")), "--stages", "2"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == ["pipebench: error: cannot write the output (No space left on device)"]

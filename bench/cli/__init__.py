@@ -47,9 +47,15 @@ def _command(args) -> int:
         from pipebench.hardware.probes import drift_seconds
 
         drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # the answer is written now, where a full disk or a closed pipe can be said
+        return code
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
         return _fail(str(exc))
+    except OSError as exc:
+        if not _output_lost(exc):
+            raise
+        return _fail(f"cannot write the output ({exc.strerror or exc})")
     except KeyboardInterrupt:
         print("pipebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -91,6 +97,22 @@ def _read_counts(args) -> None:
         text = getattr(args, name, None)
         if isinstance(text, str):
             setattr(args, name, parse_option(name, text))
+
+
+def _output_lost(exc: OSError) -> bool:
+    """Whether `exc` is stdout or a file refusing what is written: a closed pipe (`| head`), a full disk
+    (`> /dev/full`), a quota. Then stdout is pointed at /dev/null, so that Python's own flush at exit does
+    not fail again with a traceback."""
+    import errno
+    import os
+
+    if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return False
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no stdout of a file descriptor (a test's capture)
+        pass
+    return True
 
 
 def _interrupt(signum, frame):

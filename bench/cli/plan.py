@@ -78,12 +78,21 @@ class Source(NamedTuple):
 
 
 def check_outputs(args) -> None:
-    """--json and --save-profile, checked before anything is profiled (files.writable_file)."""
-    from pipebench.files import writable_file
+    """--json, --save-profile and --export's file, checked together before any model file is imported and
+    anything profiled (files.writable_file), and made absolute: a model file that changes the working
+    folder when imported moves none of them. Two that name one file (or the --profile read) are refused:
+    the second write would replace the first."""
+    from pipebench.files import same_outputs, writable_file
 
-    for option, path in (("--json", args.json), ("--save-profile", args.save_profile)):
+    export = getattr(args, "export", None)
+    outputs = {"--json": args.json, "--save-profile": args.save_profile, "--export": export[1] if export else None}
+    for option, path in outputs.items():
         if path is not None:
-            writable_file(path, option)
+            outputs[option] = str(writable_file(path, option))
+    same_outputs({"--profile": args.profile, **outputs})
+    args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
+    if export:
+        args.export = [export[0], outputs["--export"]]
 
 
 def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
