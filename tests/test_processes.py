@@ -75,10 +75,11 @@ def assert_nothing_left(temp: Path) -> None:
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     """SIGTERM (timeout, Slurm, systemd, docker stop) while the second case's workers run: the first row
     is kept, and no worker, torchrun or temporary folder is left."""
-    proc, temp, out, err = start_run(tmp_path, "--models", "mlp,gpt", "--strategies", "ddp")
-    try:
-        wait_until(lambda: "[2/2]" in err.read_text(), "the second case started")
+    proc, temp, out, err = start_run(tmp_path, "--models", "mlp,gpt", "--strategies", "ddp", "--min-seconds", "3")
+    try:  # each round of a case lasts 3 s or more: the signal falls inside the second case's timed steps
+        wait_until(lambda: "measuring 1 case(s) of gpt" in err.read_text(), "the second case started")
         wait_until(lambda: worker_running(temp), "the second case's workers started")
+        time.sleep(1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130, err.read_text()
     finally:
