@@ -508,7 +508,7 @@ def price_hybrid(strategy, profiles, devices, caps, speeds, links, training, mic
     unavailable = lambda why: Prediction(strategy.name, None, None, [], False, micro_batches or 1,  # noqa: E731
                                          strategy.torch_schedule, why)
     if p < 2 * k or p % k:
-        return unavailable(f"needs {2 * k} or more GPUs, a multiple of {k} ({k} pipeline stages x 2 or more "
+        return unavailable(f"needs {2 * k} or more devices, a multiple of {k} ({k} pipeline stages x 2 or more "
                            f"replicas); this run has {p}")
     replicas = p // k
     if (why := split_error(batch, replicas, strategy.name)) is not None:

@@ -177,7 +177,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
                        "--out", str(tmp_path))
     assert code == 0, err
     (row,) = load(sorted(tmp_path.glob("*.json")))
-    assert row.status == "unavailable" and "needs 4 or more GPUs" in row.reason
+    assert row.status == "unavailable" and "needs 4 or more devices" in row.reason
 
 
 @pytest.mark.parametrize("argv, message", [
