@@ -201,12 +201,30 @@ class UserBatches:
                 raise UserError(f"{self.target}: make_batch({batch_size}) gives inputs {sorted(inputs)}, another time "
                                 f"{sorted(self.keywords)}; give the same keywords every time")
             inputs = tuple(inputs[k] for k in self.keywords)
+        _check_samples(self.target, batch_size, inputs, targets)
         move = (lambda t: t.to(device)) if device is not None else (lambda t: t)
         if isinstance(inputs, dict):
             inputs = {k: move(v) for k, v in inputs.items()}
         else:
             inputs = tuple(move(i) for i in inputs) if isinstance(inputs, (tuple, list)) else move(inputs)
         return inputs, move(targets)
+
+
+def _check_samples(target: str, batch_size: int, inputs: Any, targets: Any) -> None:
+    """Every tensor make_batch returns holds `batch_size` samples along its first dimension: one that
+    returns another number would be profiled, planned and timed as the batch asked for, with every
+    figure per sample wrong."""
+    tensors = list(inputs.values()) if isinstance(inputs, dict) else \
+        list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+    tensors += [targets] if targets is not None else []
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        samples = tensor.shape[0] if tensor.dim() else None
+        if samples != batch_size:
+            got = "a tensor without a batch dimension" if samples is None else f"{samples} samples"
+            raise UserError(f"{target}: make_batch({batch_size}) returned {got} (shape {list(tensor.shape)}); it "
+                            f"must return batch_size ({batch_size}) samples in every tensor")
 
 
 # ---------------------------------------------------------------------------------------------- losses

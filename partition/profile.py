@@ -201,6 +201,9 @@ class Profile:
         if isinstance(data, dict) and data.get("layers") == []:
             raise ProfileError(f"{where}.layers: expected a non-empty list")
         profile = record(cls, nest_training(data), where, error=ProfileError, nonnegative=True)  # finite, >= 0
+        for name in ("batch", "repeats"):  # a mean of no runs, or of no samples, measured nothing
+            if getattr(profile, name) < 1:
+                raise ProfileError(f"{where}.{name}: must be at least 1, got {getattr(profile, name)}")
         if profile.micro_batch < 1 or profile.batch % profile.micro_batch:
             raise ProfileError(f"{where}.micro_batch: {profile.micro_batch} does not divide batch {profile.batch}")
         for i, layer in enumerate(profile.layers):
