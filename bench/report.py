@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
@@ -33,6 +32,8 @@ import pandas as pd
 from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline, one_device
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
 from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
+from pipebench.csvtext import frame_csv
+from pipebench.files import write_text
 from pipebench.partition.schedule import ideal_efficiency
 from pipebench.training import Training
 from pipebench.units import GIB, format_gib
@@ -412,36 +413,13 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
         paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files],
                             progress=progress)
     csv_path = out / "summary.csv"
-    _spreadsheet_safe(summary).to_csv(csv_path, index=False)
+    write_text(csv_path, frame_csv(summary))
     md_path = out / "report.md"
     md_path.write_text(_report_markdown(rows, summary, [p.name for p in paths], notes, command), encoding="utf-8")
     return WrittenReport([md_path, csv_path, *paths], notes)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-_FORMULA = re.compile(r"[=+\-@\t\r]")
-
-
-def _spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` with every text cell that a spreadsheet would evaluate as a formula (one starting with = + -
-    @, a tab or a carriage return: a model named =HYPERLINK(...)) prefixed with ', which shows it as
-    text (OWASP's advice on CSV injection); numbers stay numbers."""
-    def safe(value):
-        if isinstance(value, str) and _FORMULA.match(value) and not _is_number(value):
-            return "'" + value
-        return value
-    return df.apply(lambda column: column.map(safe) if column.dtype == object or pd.api.types.is_string_dtype(column)
-                    else column)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
 
 def _device_count(gpus: str, world_size: int) -> int:
     """Devices a case used: the GPU ids listed ("cpu" counts one), or its processes if more."""

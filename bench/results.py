@@ -23,9 +23,7 @@ aside in `<stem>.csv-only-<time>.csv` and warns.
 """
 from __future__ import annotations
 
-import csv
 import fcntl
-import io
 import json
 import math
 import numbers
@@ -39,6 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import date as Date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from pipebench.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
 from pipebench.files import check, loads, write_text
 from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
@@ -428,11 +427,7 @@ def _csv_text(rows: list[Row]) -> str:
 
 
 def _csv_table(lines: list[tuple[str, ...]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(lines)
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, lines)  # each cell spreadsheet-safe (pipebench/csvtext.py)
 
 
 def _csv_cells(row: Row) -> tuple[str, ...]:
@@ -489,7 +484,7 @@ def _load_json(path: Path) -> list[Row]:
 
 
 def _load_csv(path: Path) -> list[Row]:
-    reader = csv.reader(io.StringIO(_read_text(path)))
+    reader = csv_rows(_read_text(path))
     header = next(reader, None)
     if header is None:
         raise ResultsError(f"{path}: empty file, expected the header {','.join(CSV_COLUMNS)}")

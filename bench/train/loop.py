@@ -34,6 +34,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.common import hand_over
 from pipebench.bench.train import checkpoint as ckpt
 from pipebench.bench.train.data import DataSpec, open_dataset
+from pipebench.csvtext import csv_line
 from pipebench.files import read_json, write_json
 
 __all__ = ["TrainRun", "train", "main", "replica_of", "reads_data"]
@@ -138,7 +139,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     progress = out_dir / "progress.jsonl"
     if rank == 0 and csv is not None and (step == 0 or not csv.exists()):
         csv.parent.mkdir(parents=True, exist_ok=True)
-        csv.write_text("step,epoch,loss,samples_per_s,time_s\n")
+        csv.write_text(csv_line(["step", "epoch", "loss", "samples_per_s", "time_s"]), newline="")
     stop_file = out_dir / "stop"
     every = settings.get("save_every") or 0
     started = time.perf_counter()
@@ -179,8 +180,9 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
                 with open(progress, "a") as f:
                     f.write(json.dumps(row) + "\n")
                 if csv is not None:
-                    with open(csv, "a") as f:
-                        f.write(f"{step},{epoch + 1},{loss:.6g},{row['samples_per_s']:.4g},{row['time_s']:.4g}\n")
+                    with open(csv, "a", newline="") as f:
+                        f.write(csv_line([step, epoch + 1, f"{loss:.6g}", f"{row['samples_per_s']:.4g}",
+                                          f"{row['time_s']:.4g}"]))
             if every and step % every == 0 and step < total:
                 checkpoint(step)
     checkpoint(step)
