@@ -4,6 +4,21 @@ A file is imported as Python runs a script: its folder goes first on sys.path, s
 beside it (`from my_layers import Block`). Every process that builds the model (the parent, and each worker,
 which imports it again from the same name) does the same. Whatever the user's code raises, on import or
 on build, comes back as one UserError line.
+
+A model file runs arbitrary code when imported, and three things it may do would otherwise end or hang
+pipebench with no word; the import is guarded in this process (`_guarded`):
+- it never returns (an infinite loop, a download that hangs): a time limit, IMPORT_SECONDS or
+  $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
+  importing (main) thread, again each second until the file lets it out;
+- it calls os._exit(N), which no `except` sees: os._exit is replaced for the import's thread while the
+  file runs, so the call becomes one line with its code;
+- it starts a thread that never ends: Python waits for every non-daemon thread before it exits, so the
+  command line leaves without them once its work is done (bench/cli main).
+Importing the file in a child process first would catch the first two as well, but it costs a second
+interpreter and torch's import (1.5 s here, 3 s with transformers) on every command and in every worker,
+imports every file twice, and still leaves the thread to the process that builds the model. Off the main
+thread (pipebench.plan called from a thread of the caller's) no timer can be set: the import has no limit
+there.
 """
 from __future__ import annotations
 
@@ -11,7 +26,11 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import math
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +39,11 @@ from torch import nn
 
 from pipebench.errors import UserError, first_line
 
-__all__ = ["import_target", "build", "raised", "where"]
+__all__ = ["import_target", "build", "raised", "where", "import_seconds", "IMPORT_SECONDS"]
+
+IMPORT_SECONDS = 120.0
+"""How long a model file's (or module's) import may take, $PIPEBENCH_IMPORT_SECONDS unless set: importing
+torch and transformers takes seconds here, a file that takes minutes is waiting for something."""
 
 
 def import_target(target: str) -> tuple[dict[str, Any], str]:
@@ -34,7 +57,10 @@ def import_target(target: str) -> tuple[dict[str, Any], str]:
             raise UserError(f"{target}: no such file {where_}")
         return vars(_import_file(path.resolve(), target)), name
     try:
-        loaded = importlib.import_module(where_)
+        with _guarded(target, where_):
+            loaded = importlib.import_module(where_)
+    except UserError:  # _guarded's own line
+        raise
     except (Exception, SystemExit) as exc:  # noqa: BLE001
         raise UserError(f"{target}: cannot import {where_}: {raised(exc)}") from None
     return vars(loaded), name
@@ -52,11 +78,76 @@ def _import_file(path: Path, target: str):
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = loaded
     try:
-        spec.loader.exec_module(loaded)
+        with _guarded(target, str(path)):
+            spec.loader.exec_module(loaded)
+    except UserError:  # _guarded's own line
+        del sys.modules[module_name]
+        raise
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's file: what it raised, in one line
         del sys.modules[module_name]
         raise UserError(f"{target}: importing {path} failed: {raised(exc)}") from None
     return loaded
+
+
+def import_seconds() -> float:
+    """The import's time limit: $PIPEBENCH_IMPORT_SECONDS, else IMPORT_SECONDS."""
+    text = os.environ.get("PIPEBENCH_IMPORT_SECONDS")
+    if text is None:
+        return IMPORT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < 1e6):
+        raise UserError(f"PIPEBENCH_IMPORT_SECONDS={text!r} should be a number of seconds above 0")
+    return seconds
+
+
+class _Stopped(BaseException):
+    """Raised into a model file's import (a BaseException: its own `except Exception` lets it through)."""
+
+
+@contextlib.contextmanager
+def _guarded(target: str, what: str):
+    """Run a model file's import under a time limit, with os._exit turned into an exception; see the
+    module docstring. Everything is put back as it was on leaving."""
+    seconds = import_seconds()
+    me = threading.current_thread()
+    real_exit = os._exit
+    exits: list[int] = []
+    finished: list[bool] = []
+
+    def exit_at_import(code=0):
+        if threading.current_thread() is not me:  # another thread's exit (a watcher of its parent) is real
+            real_exit(code)
+        exits.append(code)
+        raise _Stopped
+
+    timed = me is threading.main_thread()
+    if timed:
+        def on_alarm(signum, frame):
+            if not finished:
+                raise _Stopped
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    os._exit = exit_at_import
+    try:
+        yield
+    except _Stopped:
+        if exits:
+            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) when imported; a model file must only define "
+                            "things") from None
+        raise UserError(f"{target}: importing {what} did not finish within {seconds:g} s (an endless loop, or "
+                        "something it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer") from None
+    finally:
+        finished.append(True)
+        os._exit = real_exit
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            if earlier[0]:  # someone's timer was running: it goes on
+                signal.setitimer(signal.ITIMER_REAL, *earlier)
 
 
 def raised(exc: BaseException) -> str:

@@ -150,3 +150,70 @@ def test_a_csv_with_a_byte_order_mark_is_read(capsys, tmp_path, command):
         assert "ddp" in (tmp_path / "report" / "summary.csv").read_text()
     else:
         assert fidelity.main([str(marked)]) == 0, capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ model files that misbehave at import
+
+NET = '''
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+'''
+
+
+def pipebench(tmp_path, *argv, env=None, timeout=240):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "pipebench", *map(str, argv)], capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", **(env or {})})
+
+
+def one_line(result, message: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    err = result.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("pipebench: error: ") and message in err, err
+
+
+@pytest.mark.parametrize("body, message", [
+    ("while True:\n    pass\n", "loop.py did not finish within 1 s (an endless loop, or something it waits for); "
+                                 "set PIPEBENCH_IMPORT_SECONDS to wait longer"),
+    ("try:\n    while True:\n        pass\nexcept BaseException:\n    while True:\n        pass\n",
+     "did not finish within 1 s"),
+    ("import os\nos._exit(3)\n", "it calls os._exit(3) when imported; a model file must only define things"),
+    ("from os import _exit\ntry:\n    _exit(4)\nexcept Exception:\n    pass\n", "it calls os._exit(4) when imported"),
+])
+def test_an_import_that_hangs_or_exits_is_one_line(tmp_path, body, message):
+    """An endless loop at import hung pipebench with no bound; os._exit(3) ended it with exit 3 and no word."""
+    (tmp_path / "loop.py").write_text(NET + body)
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "loop.py:Net", "--input-shape", "4", "--stages", "2",
+                       env={"PIPEBENCH_IMPORT_SECONDS": "1"}, timeout=120)
+    one_line(result, message)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon", "inf"])
+def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
+    from test_bad_input import refused as refused_here
+
+    (tmp_path / "net.py").write_text(NET)
+    monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", value)
+    refused_here(capsys, ["plan", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2"],
+                 f"PIPEBENCH_IMPORT_SECONDS={value!r} should be a number of seconds above 0")
+
+
+def test_a_thread_started_at_import_does_not_keep_pipebench_running(tmp_path):
+    """The plan printed, and the process never exited: Python waits for every thread that is not a daemon."""
+    (tmp_path / "threads.py").write_text(NET + "import threading, time\n"
+                                         "threading.Thread(target=time.sleep, args=(10 ** 6,)).start()\n")
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "threads.py:Net", "--input-shape", "4", "--stages", "2",
+                       "--batch", "8", "--repeats", "1", "--device", "cpu", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "stage" in result.stdout.lower()

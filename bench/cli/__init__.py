@@ -20,6 +20,35 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; run as the program (`argv` None) it also leaves past threads that a model file
+    started and never ends (_leave)."""
+    code = _main(argv)
+    if argv is None:
+        _leave(code)
+    return code
+
+
+def _leave(code: int) -> None:
+    """Exit with `code` now if threads that are not daemons still run once the command's work is done:
+    Python would wait for them before exiting, and a model file's thread that never ends (started when it
+    was imported) would keep pipebench running forever after it printed its answer. What is registered
+    to run at exit still runs first."""
+    import atexit
+    import os
+    import threading
+
+    if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from pipebench.processes import run_folder
