@@ -316,16 +316,19 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
-def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True) -> None:
+def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
     --chunks count must split each model's batch into equal micro-batches, a strategy that splits the
     batch over one replica per device (DDP, FSDP) must find a --batch the user gave divisible by the
     `devices`, and --checkpoint needs strategies that can recompute (always; auto runs the others without).
+    On the CPU (`on_cpu`) a model larger than the memory free now is refused (models/imports.py
+    check_module_fits): every process of the run would build it there.
     A default batch that does not split over the devices (8 on 3) is no mistake of the user's: those
     strategies become `unavailable` rows that say so, and the others run (`batch_given` False)."""
     from pipebench import models as zoo
+    from pipebench.models.imports import check_module_fits
 
     if any(options.compiles) and options.warmup < 1:
         raise UserError("--compile needs a warm-up step (--warmup 1 or more): torch.compile compiles in the first "
@@ -333,8 +336,10 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
     check_recompute(None, options.training.checkpoint, [get_strategy(name) for name in options.strategies])
     for name, batch in options.models.items():
         own = zoo.is_user_model(name)
-        zoo.get_model(name, None if own else options.flavour, device="meta", data_dir=options.data_dir,
-                      **options.overrides)
+        model = zoo.get_model(name, None if own else options.flavour, device="meta", data_dir=options.data_dir,
+                              **options.overrides)
+        if on_cpu:
+            check_module_fits(model.module if own else model.layers, name)
         for chunks in options.chunks:
             if (why := split_error(batch, chunks)) is not None:
                 raise UserError(f"--chunks {chunks}: {name}: {why}")

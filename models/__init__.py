@@ -20,6 +20,7 @@ import torch
 
 from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
 from pipebench.models.base import Built, LayeredModel
+from pipebench.models.imports import check_fits
 from pipebench.models.source import ModelSource, UserModel, load_user_model
 from pipebench.errors import UserError
 from pipebench.specs import is_user_model
@@ -142,6 +143,7 @@ def get_model(
 
     device = torch.device(device) if device is not None else None
     on_device = device if device is not None else contextlib.nullcontext()
+    check_fits(lambda: entry.build(config), f"model {name!r} ({flavour})", device)
     with _seeded_rng(seed, device), on_device:
         built = entry.build(config)
     make_batch = real_batches if real_batches is not None else built.make_batch

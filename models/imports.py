@@ -32,14 +32,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
+from pipebench.units import format_bytes
 
-__all__ = ["import_target", "build", "raised", "where", "import_seconds", "IMPORT_SECONDS"]
+__all__ = ["import_target", "build", "raised", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
+           "check_module_fits"]
 
 IMPORT_SECONDS = 120.0
 """How long a model file's (or module's) import may take, $PIPEBENCH_IMPORT_SECONDS unless set: importing
@@ -174,6 +176,7 @@ def build(factory: Any, target: str, device) -> nn.Module:
     if required:
         raise UserError(f"{target}: needs argument(s) {', '.join(required)}; pipebench builds it with none (write a "
                         "function without arguments that returns the module)")
+    check_fits(factory, target, device)
     context = torch.device(device) if device is not None else contextlib.nullcontext()
     try:
         with context:
@@ -195,3 +198,33 @@ def parameters(function) -> list[inspect.Parameter]:
         return []
     params = list(signature.parameters.values())
     return params[1:] if params and params[0].name == "self" else params
+
+
+def check_fits(make: Callable[[], Any], what: str, device) -> None:
+    """Refuse, before it is built, a model whose parameters and buffers alone take more than the memory
+    free now (psutil's available), where it is built in that memory (`device` the CPU, or None): built
+    there, it would be killed by the kernel, or swap the machine to a halt, long before any answer. Its
+    size is read from a build on the meta device, which allocates nothing (a factory that cannot be built
+    there is not judged). `make()` returns the module (or a registry model's Built, whose layers count)."""
+    if device is not None and torch.device(device).type != "cpu":
+        return
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            made = make()
+    except Exception:  # noqa: BLE001 - not buildable on meta: the real build says what is wrong
+        return
+    module = getattr(made, "layers", made)
+    if isinstance(module, nn.Module):
+        check_module_fits(module, what)
+
+
+def check_module_fits(module: nn.Module, what: str) -> None:
+    """check_fits for a module built already, on the meta device: what it would take built in memory."""
+    size = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+    import psutil
+
+    free = psutil.virtual_memory().available
+    if size > free:
+        raise UserError(f"{what}: its parameters and buffers take {format_bytes(size)}, more than the "
+                        f"{format_bytes(free)} of memory free here; it is not built (a smaller flavour or "
+                        "settings, or a GPU with room for it)")

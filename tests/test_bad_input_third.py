@@ -217,3 +217,49 @@ def test_a_thread_started_at_import_does_not_keep_pipebench_running(tmp_path):
                        "--batch", "8", "--repeats", "1", "--device", "cpu", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "stage" in result.stdout.lower()
+
+
+# ------------------------------------------------------------------------------------ larger than memory
+
+HUGE = '''
+import psutil
+import torch
+from torch import nn
+
+TWICE = 2 * psutil.virtual_memory().total // 4  # float32 parameters of twice this machine's memory
+
+
+class Huge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Parameter(torch.zeros(TWICE))
+
+    def forward(self, x):
+        return x * self.a[:4]
+'''
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_model_larger_than_the_free_memory_is_refused_before_it_is_built(capsys, tmp_path, command):
+    """It was built on the CPU with no size check first (the battery's memory limit stopped it)."""
+    import psutil
+
+    (tmp_path / "huge.py").write_text(HUGE)
+    model = f"{tmp_path / 'huge.py'}:Huge"
+    free = psutil.virtual_memory().available
+    argv = ["plan", "--model", model, "--stages", "2", "--input-shape", "4", "--device", "cpu"] if command == "plan" \
+        else ["run", "--models", model, "--out", str(tmp_path / "out"), "--input-shape", "4"]
+    refused(capsys, argv, "its parameters and buffers take")
+    refused(capsys, argv, "GiB of memory free here; it is not built")
+    assert free > 0  # both figures are in the line: the model's size, and what was free
+
+
+def test_a_zoo_model_larger_than_the_free_memory_is_refused_before_it_is_built(capsys):
+    import math
+
+    import psutil
+
+    depth = max(40, math.ceil(2 * psutil.virtual_memory().total / (12 * 4096 ** 2 * 4)))  # twice the memory
+    refused(capsys, ["plan", "--model", "gpt", "--flavour", "8b", "--set", f"depth={depth}", "--stages", "2",
+                     "--device", "cpu", "--batch", "8"],
+            "model 'gpt' (8b): its parameters and buffers take")

@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
         machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
-    suite_run.check_options(options, machine.devices, batch_given="batch" in given)  # every model and setting: one line now, not a row after profiling
+    suite_run.check_options(options, machine.devices, batch_given="batch" in given, on_cpu=machine.gpus is None)  # every model and setting: one line now, not a row after profiling
     options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
         options.profiles = writable_folder(options.profiles, "--profiles")
