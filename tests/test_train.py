@@ -108,6 +108,24 @@ def test_pp_1f1b_trains_as_one_device_and_saves_the_models_own_state_dict(tmp_pa
     assert train("--model", "convnet", "--strategy", "single", "--data", f"tokens:{text}", "--batch", 8, "--device",
                  "cpu", "--resume", "--save", tmp_path / "single.pth") == 2
     assert "has no 'conv1.weight'" in capsys.readouterr().err
+    # `pipebench report` given the folder draws both logs' loss curves beside their throughput
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "pp-1f1b.csv: 8 steps (1 epoch), loss " in out and "single.csv: 8 steps" in out
+    png = tmp_path / "report" / "train.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+
+    height, width = imread(png).shape[:2]
+    assert width > 1000 and height > 400
+
+
+def test_report_refuses_a_broken_train_log_in_one_line(tmp_path, capsys):
+    log = tmp_path / "train.csv"
+    log.write_text("step,epoch,loss,samples_per_s,time_s\r\n1,1,2.3,100,0.1\r\n2,1,oops,100,0.2\r\n")
+    assert main(["report", str(log)]) == 2
+    assert "train.csv: line 3: loss 'oops' is not a number" in capsys.readouterr().err
 
 
 @pytest.mark.slow

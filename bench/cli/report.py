@@ -12,8 +12,9 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "report", help="tables and plots from results files",
         description="Summarise results files (speed-ups, efficiency, predicted against measured) into "
-        "report.md, summary.csv and PNG plots.")
-    parser.add_argument("files", nargs="*", help=f"results .json/.csv files or folders (default: {DEFAULT_OUT}, where run writes)")
+        "report.md, summary.csv and PNG plots; train's --csv logs (given, or in a folder given) are drawn as "
+        "loss curves beside their throughput (train.png).")
+    parser.add_argument("files", nargs="*", help=f"results .json/.csv files, train --csv logs, or folders of them (default: {DEFAULT_OUT}, where run writes)")
     parser.add_argument("--out", help="folder for the report (default: <first file>-report)")
     parser.set_defaults(handler=cmd_report)
 
@@ -21,25 +22,38 @@ def add_parser(subparsers) -> None:
 def cmd_report(args) -> int:
     from pipebench.bench.report import frame, summarise, text_report, write_report
     from pipebench.bench.results import files as results_files, load
+    from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
     from pipebench.files import writable_folder
     from pipebench.progress import ProgressBar
 
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:
         writable_folder(args.out, "--out")
-    rows = load(files)  # a path that is not there: "no such file or folder"
-    if not rows:
-        raise UserError(f"no results rows in {', '.join(files)}")
-    note(f"{len(rows)} row(s) read; summarising and drawing")
+    found = results_files(files)  # folders expanded; a path that is not there: "no such file or folder"
+    logs = [f for f in found if is_train_log(f)]
+    rows = load([f for f in found if f not in logs]) if len(logs) < len(found) else []
+    if not rows and not logs:
+        raise UserError(f"no results rows or train logs in {', '.join(files)}")
     out = writable_folder(args.out or default_report_dir(Path(files[0])), "--out")
-    print(text_report(summarise(frame(rows))))
-    csv_files = [f for f in results_files(files) if f.suffix == ".csv"]  # they hold no timelines
-    with ProgressBar(unit="plot") as progress:
-        written = write_report(rows, out, command=" ".join(["pipebench", "report", *args.files]), csv_files=csv_files,
-                               progress=progress)
-    for line in written.notes:
+    command = " ".join(["pipebench", "report", *args.files])
+    paths, notes = [], []
+    if rows:
+        note(f"{len(rows)} row(s) read; summarising and drawing")
+        print(text_report(summarise(frame(rows))))
+        csv_files = [f for f in found if f.suffix == ".csv" and f not in logs]  # they hold no timelines
+        with ProgressBar(unit="plot") as progress:
+            written = write_report(rows, out, command=command, csv_files=csv_files, progress=progress)
+        paths, notes = list(written.paths), list(written.notes)
+    if logs:
+        train_logs = [read_log(f) for f in logs]
+        if rows:
+            print()
+        for log in train_logs:
+            print(summary_line(log))
+        paths.append(draw_logs(train_logs, out / "train.png", f"made by: {command}", notes))
+    for line in notes:
         note(line)
-    print("\nwrote " + ", ".join(str(p) for p in written.paths))
+    print("\nwrote " + ", ".join(str(p) for p in paths))
     return 0
 
 

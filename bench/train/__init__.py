@@ -10,6 +10,7 @@ checkpoint and leave.
     data.py        the --data sources and their checks
     loop.py        one worker: DataLoader + DistributedSampler, the Trainer's step, checkpoints
     checkpoint.py  the user's state_dict, gathered; the per-process training state that --resume reads
+    curves.py      the --csv log's columns, and its loss curve and throughput as `pipebench report` draws them
 """
 from __future__ import annotations
 

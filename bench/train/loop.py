@@ -33,6 +33,7 @@ from pipebench.bench.launch import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.common import hand_over
 from pipebench.bench.train import checkpoint as ckpt
+from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.csvtext import csv_line
 from pipebench.files import read_json, write_json
@@ -139,7 +140,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     progress = out_dir / "progress.jsonl"
     if rank == 0 and csv is not None and (step == 0 or not csv.exists()):
         csv.parent.mkdir(parents=True, exist_ok=True)
-        csv.write_text(csv_line(["step", "epoch", "loss", "samples_per_s", "time_s"]), newline="")
+        csv.write_text(csv_line(COLUMNS), newline="")
     stop_file = out_dir / "stop"
     every = settings.get("save_every") or 0
     started = time.perf_counter()
