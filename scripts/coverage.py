@@ -1,10 +1,10 @@
 """Which model families pipebench can split and train: one row per family, measured on the CPU.
 
-    python bench/coverage.py [NAME...]  # measures with the installed torch, writes results/coverage/<torch>.json
-    python bench/coverage.py --table    # docs/coverage.md from every results/coverage/*.json
+    python scripts/coverage.py [NAME...]  # measures with the installed torch, writes results/coverage/<torch>.json
+    python scripts/coverage.py --table    # docs/coverage.md from every results/coverage/*.json
 
 Each family is a small model built from its config (random weights, nothing downloaded), named as a user
-names it (`bench/coverage.py:llama`). A row says whether torch.export captures it, whether `pipebench plan`
+names it (`scripts/coverage.py:llama`). A row says whether torch.export captures it, whether `pipebench plan`
 makes 2 stages of it, and whether pp-1f1b on 2 gloo processes trains it like one device (first loss and
 every updated weight). A failure keeps its one-line reason, the line the tool itself prints.
 """
@@ -219,8 +219,8 @@ def table() -> str:
     lines = ["# Coverage", "",
              "One row per model family, small configs on the CPU: **captures** (torch.export), **plans** (`pipebench "
              "plan ... --stages 2`), **trains** (pp-1f1b on 2 gloo processes equal to one device after a step). "
-             "A failure gives the line the tool prints. Measured by `python bench/coverage.py` with each torch, "
-             "then `python bench/coverage.py --table`. torchvision's families are trained the same way by "
+             "A failure gives the line the tool prints. Measured by `python scripts/coverage.py` with each torch, "
+             "then `python scripts/coverage.py --table`. torchvision's families are trained the same way by "
              "tests/test_distributed.py, and its whole catalogue is captured and split by the slow tests of "
              "tests/test_graph.py (docs/own-model.md); timm is not installed on the machines that measured this.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
