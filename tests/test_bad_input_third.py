@@ -263,3 +263,15 @@ def test_a_zoo_model_larger_than_the_free_memory_is_refused_before_it_is_built(c
     refused(capsys, ["plan", "--model", "gpt", "--flavour", "8b", "--set", f"depth={depth}", "--stages", "2",
                      "--device", "cpu", "--batch", "8"],
             "model 'gpt' (8b): its parameters and buffers take")
+
+
+def test_repeated_chunks_count_once():
+    """`P --chunks auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
+    from pipebench.errors import UserError
+    from pipebench.specs import parse_chunks
+
+    assert parse_chunks("auto,auto", single=True) == [None]
+    assert parse_chunks("4, 4", single=True) == [4]
+    assert parse_chunks("2,auto,2,auto") == [2, None]
+    with pytest.raises(UserError, match="one count or auto here"):
+        parse_chunks("auto,4", single=True)
