@@ -250,3 +250,67 @@ def test_auto_names_advises_pick_in_one_line_before_training(tmp_path, text, cap
     line = next(line for line in err.splitlines() if line.startswith("auto: "))
     assert "advise's recommendation" in line and "samples/s predicted" in line
     assert err.index(line) < err.index("train gpt with")
+
+
+# ------------------------------------------------------------------------------------ a diverging loss
+
+DATA = '''
+import torch
+from torch.utils.data import TensorDataset
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 4, (64,), generator=g))
+'''
+
+
+def test_a_diverging_loss_stops_in_one_line_and_saves_no_nan_weights(tmp_path, capsys):
+    """A NaN loss trained on to the end, and its NaN weights were saved over the checkpoint, exit 0."""
+    model, message = "diverging_model.py:Diverges", "the loss became nan at step 1; stopped after 1/3 steps"
+    (tmp_path / "data.py").write_text(DATA)
+    save = tmp_path / "model.pth"
+    save.write_bytes(b"an earlier run's weights")
+    code = train("--model", ROOT / "tests" / "fixtures" / model, "--data", f"{tmp_path / 'data.py'}:data",
+                 "--strategy", "single", "--batch", 8, "--steps", 3, "--device", "cpu", "--log-every", 0,
+                 "--csv", tmp_path / "loss.csv", "--save", save, "--save-every", 1)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 1 and out[-1] == f"diverged: {message}; {save} not written", out
+    assert save.read_bytes() == b"an earlier run's weights"
+    assert (tmp_path / "loss.csv").read_text().splitlines()[1].split(",")[2] == "nan"  # the step is recorded
+
+
+LATE = '''
+import torch
+from torch import nn
+
+
+class Late(nn.Module):
+    """Finite at first; a learning rate of 1e30 makes its weights overflow a step later."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 64)
+        self.b = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def make_batch(batch_size):
+    return torch.randn(batch_size, 8), torch.randint(0, 4, (batch_size,))
+'''
+
+
+def test_a_loss_that_diverges_later_keeps_the_checkpoint_before_it(tmp_path, capsys):
+    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "late.py").write_text(LATE)
+    save = tmp_path / "model.pth"
+    code = train("--model", f"{tmp_path / 'late.py'}:Late", "--data", f"{tmp_path / 'data.py'}:data",
+                 "--strategy", "single", "--batch", 8, "--steps", 6, "--device", "cpu", "--log-every", 0,
+                 "--save", save, "--save-every", 1, "--lr", "1e30")
+    printed = capsys.readouterr()
+    out = printed.out.strip().splitlines()
+    assert code == 1 and out[-1] == f"diverged: the loss became nan at step 2; stopped after 2/6 steps; checkpoint {save} of step 1", printed
+    state = torch.load(save)
+    assert all(torch.isfinite(t).all() for t in state.values())  # the last finite weights, never NaN ones

@@ -9,6 +9,10 @@ from pipebench.bench.cli.common import (EXIT_INTERRUPTED, add_model_options, add
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError
 
+EXIT_DIVERGED = 1
+"""`pipebench train` whose loss became NaN or infinite: it stopped there, and its last finite checkpoint
+stays (not 0: a script that trains and then uses the checkpoint must notice)."""
+
 
 def add_parser(subparsers) -> None:
     train = subparsers.add_parser(
@@ -94,6 +98,11 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         note("pipebench: interrupted")
         return EXIT_INTERRUPTED
+    if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
+        kept = ("" if not save else f"; checkpoint {save} of step {result['saved_at']}" if result.get("saved_at")
+                else f"; {save} not written")
+        print(f"diverged: {result['diverged']}; stopped after {result['steps']}/{result['total']} steps{kept}")
+        return EXIT_DIVERGED
     ended = "stopped" if result.get("stopped") else "done"
     print(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
           + (f"; checkpoint {save}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))

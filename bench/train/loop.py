@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import sys
@@ -145,11 +146,20 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     every = settings.get("save_every") or 0
     started = time.perf_counter()
     stopped = False
+    diverged = ""
+    saved_at = None
 
     def checkpoint(at: int) -> None:
-        if save:
-            ckpt.save_checkpoint(save, trainer, distributed=distributed, rank=rank, step=at, layout=layout,
-                                 optimizer=optimizer)
+        nonlocal diverged
+        if not save:
+            return
+        nonlocal saved_at
+        if not _weights_finite(trainer, device, distributed):  # never saved over the last good weights
+            diverged = diverged or f"the weights became NaN or infinite by step {at}"
+            return
+        ckpt.save_checkpoint(save, trainer, distributed=distributed, rank=rank, step=at, layout=layout,
+                             optimizer=optimizer)
+        saved_at = at
 
     while step < total and not stopped:
         epoch, within = divmod(step, per_epoch)
@@ -184,15 +194,47 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
                     with open(csv, "a", newline="") as f:
                         f.write(csv_line([step, epoch + 1, f"{loss:.6g}", f"{row['samples_per_s']:.4g}",
                                           f"{row['time_s']:.4g}"]))
+            if _diverged(loss, device, distributed):
+                diverged = f"the loss became {loss} at step {step}"
+                break
             if every and step % every == 0 and step < total:
                 checkpoint(step)
-    checkpoint(step)
+                if diverged:
+                    break
+        if diverged:
+            break
+    if not diverged:
+        checkpoint(step)
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
         return None
-    return {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started}
+    return {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started,
+            "diverged": diverged, "saved_at": saved_at}
+
+
+def _diverged(loss, device, distributed: bool) -> bool:
+    """Whether the step's loss is NaN or infinite on any process (a collective: every process decides
+    alike, so none waits in a collective the others left)."""
+    bad = loss is not None and not math.isfinite(float(loss))
+    if distributed:
+        flag = torch.tensor([1.0 if bad else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        bad = bool(flag.item())
+    return bad
+
+
+def _weights_finite(trainer, device, distributed: bool) -> bool:
+    """Whether every process's parameters are finite (a collective), checked before a checkpoint; an
+    FSDP shard by its own part."""
+    finite = all(bool(torch.isfinite(p.to_local() if hasattr(p, "to_local") else p).all())
+                 for p in trainer.parameters())
+    if distributed:
+        flag = torch.tensor([0.0 if finite else 1.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        finite = not flag.item()
+    return finite
 
 
 def main(argv: list[str] | None = None) -> int:
