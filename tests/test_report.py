@@ -247,6 +247,17 @@ def test_rows_of_other_settings_are_not_one_case():
     assert recommend(summary)[1].startswith("gpt 800m (depth=8): pp-1f1b (m=8), memory cap 20/20 GiB is fastest")
 
 
+def test_one_cap_and_strategies_that_record_none_are_not_several_caps():
+    """On one GPU the planned cases record the free memory as their cap and DDP records none: that is one
+    cap, and no label names it (the report once read "single, memory cap 133 GiB is fastest")."""
+    rows = [make_row("single", gpus="0", samples_per_s=100.0, max_memory="133"),
+            make_row("ddp", gpus="0", samples_per_s=99.0),
+            make_row("pp-1f1b", gpus="0", micro_batches=4, schedule="1f1b", samples_per_s=98.0, max_memory="133")]
+    summary = summarise(frame(rows))
+    assert list(summary["case"]) == ["single", "ddp", "pp-1f1b (m=4)"]
+    assert recommend(summary)[0].startswith("gpt 800m: single is fastest")
+
+
 def test_the_table_of_several_models_has_a_model_column(rows):
     """Printed to stdout, two models' rows could not be told apart."""
     table = markdown_table(summarise(frame(rows))).splitlines()
