@@ -28,8 +28,9 @@ from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
 from pipebench.request import Request, link_of, split_error
 from pipebench.training import Training
+from pipebench.units import format_bytes
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "within_caps", "over_cap", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
            "links_of", "top_strategies", "price_plan",
            "price_ddp", "price_dataparallel", "price_zero1", "price_fsdp", "price_device_map", "price_hybrid",
            "replica_profiles", "replica_prediction"]
@@ -170,7 +171,38 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
     spread = prediction.plan.step_spread if prediction.plan else step_spread(profiles, profiles[0].batch // p)
     size = prediction.plan.micro_batch_size if prediction.plan else profiles[0].batch // p
-    return replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
+    prediction = replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
+    return _judged(prediction, caps)
+
+
+def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
+    """The one rule of "fits": every device a strategy uses holds its predicted memory within that device's
+    cap (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the
+    figure of the device that holds them). No cap: it fits."""
+    return caps is None or all(m <= c for m, c in zip(memory, caps))
+
+
+def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
+    """The device furthest over its cap, one phrase ("" when every device is within its cap)."""
+    if within_caps(memory, caps):
+        return ""
+    worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
+    where = f" on device {worst}" if len(memory) > 1 else ""
+    return (f"predicted memory exceeds the cap{where}: {format_bytes(memory[worst])} > cap "
+            f"{format_bytes(caps[worst])}")
+
+
+def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:
+    """`prediction` with `fits` decided here, for every strategy alike (within_caps): a figure whose every
+    device is within its cap. A price function's own view of the cap only chooses how it runs (a replica's
+    recompute under --checkpoint auto)."""
+    if prediction.predicted_step_ms is None:
+        return replace(prediction, fits=False)
+    why = over_cap(prediction.peak_memory_bytes, caps)
+    if not why:
+        return replace(prediction, fits=True)
+    reasons = [r for r in prediction.reason.split("; ") if r and not r.startswith("predicted memory exceeds")]
+    return replace(prediction, fits=False, reason="; ".join([why, *reasons]))
 
 
 def _per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
@@ -292,7 +324,7 @@ def replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]
     replica sets the pace; it fits when every device's memory is within its cap. checkpoint always
     recomputes every layer; auto only when the replica would not fit otherwise and fits with it."""
     def fitting(memory):
-        return caps is None or all(m <= c for m, c in zip(memory, caps))
+        return within_caps(memory, caps)
 
     recompute = training.checkpoint == "always"
     step, memory = price(recompute)
@@ -302,9 +334,8 @@ def replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]
             (step, memory), recompute = recomputed, True
     if speeds:
         step /= min(speeds)
-    fits = fitting(memory)
-    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fits, 1, None,
-                      "" if fits else "predicted memory exceeds the cap", recompute=recompute)
+    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fitting(memory), 1,
+                      None, recompute=recompute)
 
 
 def price_ddp(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
@@ -431,8 +462,8 @@ def price_device_map(strategy, profiles, devices, caps, speeds, links, training,
     if _one_cpu_process(strategy, devices):  # the stages take turns on one process's threads
         step = sum(s.forward_ms + s.backward_ms for s in plan.stages)
     memory = plan.memory_per_device() + [0] * (len(devices) - plan.device_count)  # devices left empty
-    fits = caps is None or all(m <= c for m, c in zip(memory, caps))
-    reasons = [] if fits else ["predicted memory exceeds the cap"]
+    fits = within_caps(memory, caps)
+    reasons = []
     if cuts["estimated"]:
         reasons.append(f"cuts estimated from the layers' parameter bytes ({cuts['estimated']})")
     return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, IN_TURN,

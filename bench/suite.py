@@ -250,7 +250,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                                micro_batches=case.micro_batches if strategy.micro_batched else None)
 
             prediction = predicted(machine.caps)
-            over_cap = over_cap_reason(prediction, machine.caps, strategy.needs_plan)
+            over_cap = over_cap_reason(prediction, machine.caps)
             if over_cap and not try_anyway:
                 return Prepared(case, None, None, gpus, prediction=prediction, over_cap=over_cap)
             if over_cap and prediction.plan is None and strategy.needs_plan:
@@ -271,14 +271,15 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                     over_cap)
 
 
-def over_cap_reason(prediction: Any, caps: Sequence[int] | None, planned: bool) -> str:
+def over_cap_reason(prediction: Any, caps: Sequence[int] | None) -> str:
     """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
     no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
-    planned: the strategy follows a Plan, whose solver's own message names the stage that does not fit."""
+    The prediction's reason says it where it can (bench/advise.py over_cap, or the solver's line naming the
+    stage that does not fit)."""
     needed = prediction.peak_memory_bytes
     if prediction.fits or not caps or not any(needed):
         return ""
-    if planned and prediction.reason:
+    if prediction.reason:  # bench/advise.py over_cap's line, or the solver's naming the stage
         return prediction.reason
     worst = max(range(len(needed)), key=needed.__getitem__)
     return (f"predicted to need {format_bytes(needed[worst])} per GPU, cap "

@@ -92,6 +92,28 @@ def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
     assert recommended.fits and all(m <= cap for m in recommended.peak_memory_bytes)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_every_fits_respects_the_cap_on_every_device_a_strategy_uses(device):
+    """The one rule (within_caps): DataParallel's gather device on one CPU process, device-map's first
+    device, a pipeline's stages, the replicas: each "fits" holds every device's memory within its cap, and
+    the recommendation is one that fits."""
+    cpu = device == "cpu"
+    measured = [profile(64 // m, device=device, link_gbps=0.0 if cpu else 100.0) for m in (1, 2, 4, 8)]
+    devices = ["cpu", "cpu"] if cpu else ["cuda:0", "cuda:1"]
+    uncapped = advise(measured, Request(devices=devices)).predictions
+    sizes = sorted({m for p in uncapped for m in p.peak_memory_bytes})
+    for cap in sizes[len(sizes) // 2:len(sizes) // 2 + 2]:  # a cap some strategies fit and some do not
+        advice = advise(measured, Request(devices=devices, max_memory=[cap, cap]))
+        for p in advice.predictions:
+            used = p.peak_memory_bytes
+            assert p.fits == (p.predicted_step_ms is not None and all(m <= cap for m in used)), p
+            if p.predicted_step_ms is not None and not p.fits:
+                assert "exceeds the cap" in p.reason or "fits the memory cap" in p.reason
+        assert {p.fits for p in advice.predictions} == {True, False}
+        pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
+        assert pick.fits and max(pick.peak_memory_bytes) <= cap
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_checkpoint_auto_recomputes_a_replica_only_where_it_would_not_fit_otherwise(strategy):
     heavy = profiles(saved_per_sample=10**5)  # 3.2 MB saved per layer at 32 samples: recomputing saves most
