@@ -1,6 +1,6 @@
 """`pipebench run`: the suite from the command line, one results row per case as soon as it ends.
 
-Cases run one after another, in a warm worker group per process count (bench.launch.WorkerGroups: torchrun,
+Cases run one after another, in a warm worker group per process count (bench.sessions.WorkerGroups: torchrun,
 the imports and the rendezvous paid once per group, not per case; a case that ends its group ends only
 that group, and the next case starts a fresh one); each finished case is appended to
 <out>/<date>-<host>-<hardware>.json and .csv at once (bench.results), so Ctrl-C or a crash loses at most
@@ -75,7 +75,7 @@ class RunOptions:
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths. The cases run in warm worker
     groups, stopped when the run ends."""
-    from pipebench.bench.launch import WorkerGroups
+    from pipebench.bench.sessions import WorkerGroups
 
     with WorkerGroups() as groups:
         return _run_cases(options, machine, note, groups)

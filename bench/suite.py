@@ -2,7 +2,7 @@
 
 `pipebench run` and the pytest-benchmark suite (bench/benchmarks/bench_suite.py) share everything here;
 they differ only in who times the steps (this module's loop, or pytest-benchmark's `pedantic`), and both
-time them in the parent process through `bench.launch.Session`.
+time them in the parent process through `bench.sessions.Session`.
 
 A case is (model, flavour, batch, strategy, micro-batch count, training: precision, optimizer, checkpoint
 mode). What a strategy needs comes from the registry (bench/strategies): each one that runs a Plan is
@@ -153,7 +153,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
     sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
     of their predictions are measured (pipebench.profile's rank)."""
-    from pipebench.bench.launch import WorkerError, call_in_child
+    from pipebench.bench.spawn import WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
@@ -440,9 +440,10 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
     (synchronised, from a common start to the last rank's end): the parent's clock also holds its
     command's round trip through the store and the threads that wait on it, 2-3 ms a step on a 2-core
     CPU, which is not training and was most of a tiny model's step there. The parent's clock stands in
-    where the workers' is missing. groups: a bench.launch.WorkerGroups to run the case in a warm worker
+    where the workers' is missing. groups: a bench.sessions.WorkerGroups to run the case in a warm worker
     group of (None: workers of its own). _RoundFailed says how a failure or an out-of-memory ended it."""
-    from pipebench.bench.launch import Session, WorkerError
+    from pipebench.bench.sessions import Session
+    from pipebench.bench.spawn import WorkerError
 
     try:
         with Session(prepared.job, gpus=prepared.gpus, timeout=timeout, groups=groups) as workers:
@@ -464,7 +465,7 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
 def probe_speeds(machine: Machine) -> list[float]:
     """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
-    from pipebench.bench.launch import WorkerError, call_in_child
+    from pipebench.bench.spawn import WorkerError, call_in_child
     from pipebench.errors import DeviceError
 
     try:

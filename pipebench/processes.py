@@ -39,7 +39,7 @@ from typing import Iterator
 import psutil
 
 __all__ = ["PARENT_ENV", "TEMP_ENV", "RUN_ENV", "run_folder", "end_run_processes", "exit_with_parent",
-           "descendants", "kill_tree", "child_entry"]
+           "descendants", "kill_tree", "kill_child", "child_entry"]
 
 PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
 """What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
@@ -147,6 +147,21 @@ def kill_tree(pid: int, *, include_root: bool = True) -> None:
             pass
 
 
+def kill_child(proc: subprocess.Popen) -> None:
+    """End the child `proc` and everything it started, at once, and reap it.
+
+    No polite SIGTERM first: torchrun would spend seconds stopping workers that have nothing to save (a
+    stopped case is a lost case either way), and Ctrl-C must end the run within seconds. A child reaped
+    already may have handed its pid on: then only the processes below it are killed. What the kill misses
+    (reparented already) ends itself (`exit_with_parent`), or with the run (`run_folder`)."""
+    if proc.poll() is None:
+        kill_tree(proc.pid)
+    else:
+        for pid in descendants(proc.pid):
+            kill_tree(pid)
+    proc.wait()
+
+
 def exit_with_parent() -> None:
     """End this process within a second of the process that started it ending (kill -9 included).
 
@@ -184,7 +199,7 @@ def exit_with_parent() -> None:
 
 
 def child_entry(send, call: bytes) -> None:
-    """A call_in_child child (bench.launch): watch the parent before anything is imported (the call's own
+    """A call_in_child child (bench/spawn.py): watch the parent before anything is imported (the call's own
     modules take seconds, torch among them), then run the pickled (fn, args, kwargs) and send the outcome."""
     exit_with_parent()
     from pipebench.errors import UserError

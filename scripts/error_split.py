@@ -131,7 +131,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     (a warm worker group, planned from OUT's `dynamic1` profile), every step timed by the parent (its
     command's round trip through the store included: the clock of rows before the workers' own) and by
     the workers (what rows hold now). Saved as OUT/clocks.json."""
-    from pipebench.bench.launch import Session, WorkerGroups
+    from pipebench.bench.sessions import Session, WorkerGroups
     from pipebench.bench.suite import Profiled, detect_machine, make_cases, prepare
     from pipebench.partition.profile import load_profiles
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipebench import models
 from pipebench.bench.advise import advise, predict
-from pipebench.bench.launch import WorkerError
+from pipebench.bench.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.suite import Case, CaseUnavailable, Machine, Profiled, prepare
 from pipebench.partition.profiler import profile_model

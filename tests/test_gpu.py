@@ -51,7 +51,8 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
     """--gpu-memory: the worker's allocator refuses past the cap, as a smaller card would; the same job runs
     without it."""
     from pipebench.bench.job import Job
-    from pipebench.bench.launch import WorkerError, launch
+    from pipebench.bench.launch import launch
+    from pipebench.bench.spawn import WorkerError
 
     common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, training=Training(precision="bf16", optimizer="adamw"))
     assert launch(Job.by_hand("gpt", "single", **common), gpus=[0], timeout=300)["first_loss"] > 0

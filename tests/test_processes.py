@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pipebench.bench.job import Job
-from pipebench.bench.launch import Session, WorkerError, _descendants
+from pipebench.bench.sessions import Session
+from pipebench.bench.spawn import WorkerError
+from pipebench.processes import descendants
 from pipebench.bench.results import load
 from pipebench.bench.worker import error_record
 
@@ -106,13 +108,13 @@ def test_kill_9_of_the_parent_while_workers_start_leaves_nothing(tmp_path):
 
 PARENT = """
 import sys, time
-from pipebench.bench import launch
+from pipebench.bench import sessions, spawn
 from pipebench.bench.job import Job
 
-launch.worker_command = lambda *args, **kwargs: ["sleep", "600"]  # workers that never answer
+spawn.worker_command = lambda *args, **kwargs: ["sleep", "600"]  # workers that never answer
 job = Job.by_hand("mlp", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu")
 try:
-    with launch.Session(job, timeout=600):
+    with sessions.Session(job, timeout=600):
         pass
 except KeyboardInterrupt:
     sys.exit(130)
@@ -130,7 +132,7 @@ def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
     code = PARENT.replace("try:", f"import signal\nsignal.signal({int(sig)}, signal.default_int_handler)\ntry:")
     proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(temp)}, cwd=tmp_path)
     try:
-        wait_until(lambda: _descendants(proc.pid), "the workers started")
+        wait_until(lambda: descendants(proc.pid), "the workers started")
         time.sleep(0.5)  # into the wait
         proc.send_signal(sig)
         assert proc.wait(timeout=20) == 130
@@ -187,7 +189,7 @@ def test_every_listening_socket_is_on_loopback(one_thread):
                       warmup=0)
     address = network_address()
     with Session(job, timeout=120) as workers:
-        listening = listening_sockets([os.getpid(), *_descendants(os.getpid())])
+        listening = listening_sockets([os.getpid(), *descendants(os.getpid())])
         answered = []
         for _, port in listening if address is not None else []:
             with socket.socket() as s:
@@ -208,7 +210,7 @@ def test_every_listening_socket_is_on_loopback(one_thread):
 
 def rank_pid(workers: Session, rank: int) -> int:
     """The worker of `rank` below the session's own process (not a warm group's the test session holds)."""
-    for pid in _descendants(workers._proc.pid):
+    for pid in descendants(workers._proc.pid):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -245,7 +247,7 @@ def test_a_child_inherits_the_users_environment(monkeypatch):
     only the GPU choice and our own settings."""
     import os
 
-    from pipebench.bench.launch import call_in_child
+    from pipebench.bench.spawn import call_in_child
 
     monkeypatch.setenv("PIPEBENCH_SOMETHING", "kept")
     monkeypatch.delenv("PYTHONSAFEPATH", raising=False)

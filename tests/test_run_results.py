@@ -125,7 +125,7 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
 def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
     """The parent's clock holds its command's round trip through the store; the row takes the workers' own
     times of the timed steps (the traced step after them left out), the parent's only where those lack."""
-    from pipebench.bench import launch
+    from pipebench.bench import sessions
     from pipebench.bench.suite import Case, run_prepared
 
     class Workers:
@@ -146,7 +146,7 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
         def finish(self):
             return {"first_loss": 1.0, "step_ms": self.own}
 
-    monkeypatch.setattr(launch, "Session", Workers)
+    monkeypatch.setattr(sessions, "Session", Workers)
     prepared = Prepared(Case("mlp", "tiny", 8, "single"), SimpleNamespace(processes=1, micro_batches=1), plan=None,
                         gpus=None)
     row = run_prepared(prepared, Machine(None, 1, "cpu"), steps=3, timeout=60)

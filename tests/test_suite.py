@@ -12,7 +12,8 @@ import pytest
 
 from pipebench.bench.cli import main
 from pipebench.bench.job import Job
-from pipebench.bench.launch import Session, WorkerError
+from pipebench.bench.sessions import Session
+from pipebench.bench.spawn import WorkerError
 from pipebench.bench.results import load
 
 
@@ -81,7 +82,7 @@ def resumed(tmp_path_factory, profiles):
     import contextlib
     import io
 
-    from pipebench.bench import launch, run as suite_run
+    from pipebench.bench import run as suite_run, sessions
 
     folder = tmp_path_factory.mktemp("resumed")
 
@@ -91,7 +92,7 @@ def resumed(tmp_path_factory, profiles):
 
     steps, started = {}, {}
 
-    class Counted(launch.WorkerGroup):
+    class Counted(sessions.WorkerGroup):
         def __init__(self, job, *args, **kwargs):
             started[name].append(job.processes)
             super().__init__(job, *args, **kwargs)
@@ -105,7 +106,7 @@ def resumed(tmp_path_factory, profiles):
     prepare = suite_run.prepare
     with pytest.MonkeyPatch.context() as monkeypatch:
         hide_gpus(monkeypatch)
-        monkeypatch.setattr(launch, "WorkerGroup", Counted)
+        monkeypatch.setattr(sessions, "WorkerGroup", Counted)
         monkeypatch.setattr(suite_run, "prepare", failing)
         for name, args in [("first", argv("single,ddp,pp-1f1b", "--speeds", "1,1")),
                            ("again", argv("single,ddp,pp-1f1b", "--speeds", "1,1", "--resume")),
@@ -260,7 +261,7 @@ def test_out_of_memory_is_told_apart():
 
 
 def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys, profiles):
-    from pipebench.bench import launch
+    from pipebench.bench import sessions
 
     class OutOfMemory:
         def __init__(self, job, **kw):
@@ -276,7 +277,7 @@ def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_pat
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(launch, "Session", OutOfMemory)
+    monkeypatch.setattr(sessions, "Session", OutOfMemory)
     code, _, err = run(capsys, "run", *DEEP_MLP, "--strategies", "ddp,fsdp,pp-1f1b", "--profiles", str(profiles),
                        "--out", str(tmp_path))
     assert code == 0, err

@@ -3,7 +3,7 @@
     pytest bench/benchmarks/bench_suite.py --benchmark-json=out.json                    # every visible GPU
     pytest bench/benchmarks/bench_suite.py --suite-quick --suite-strategies single,ddp,pp-1f1b
 
-Each case starts its workers (bench.launch.Session; multi-process strategies through torchrun), lets
+Each case starts its workers (bench.sessions.Session; multi-process strategies through torchrun), lets
 them warm up, then `benchmark.pedantic` times one synchronised training step per round in this process.
 extra_info holds the results row (samples/s, peak memory per device, first loss, the Plan's cuts and
 predicted step time, memory and bubble). Cases that cannot run here are skipped with the reason; a case
@@ -77,7 +77,7 @@ def suite(request, tmp_path_factory):
 
 
 def test_case(benchmark, case, suite):
-    from pipebench.bench.launch import Session
+    from pipebench.bench.sessions import Session
 
     options, machine = suite["options"], suite["machine"]
     benchmark.group = f"{case.model} {case.flavour or 'full'} batch {case.batch} on {machine.hardware}"

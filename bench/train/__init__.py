@@ -3,7 +3,7 @@
 The parent (`run_training`) checks everything it can before any worker starts (the data, the model it
 must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/suite.py's
 `prepare`, from the cached profile: the same Plan the benchmark measured), and starts the workers through
-bench/launch.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
+bench/spawn.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
 appends to, prints the recipe's log line every `log_every` steps, and on Ctrl-C asks the workers to
 checkpoint and leave.
 
@@ -153,13 +153,14 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
 
 def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
     """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
-    from pipebench.bench.launch import _collect, _kill_group, _start
+    from pipebench.bench.spawn import collect_result, start_workers
+    from pipebench.processes import kill_child
     from pipebench.files import write_json
 
     with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
         out_dir = Path(tmp)
         write_json(out_dir / "train.json", settings)
-        proc = _start(job, out_dir, out_dir, gpus, (), worker_module="pipebench.bench.train.loop")
+        proc = start_workers(job, out_dir, out_dir, gpus, (), worker_module="pipebench.bench.train.loop")
         watcher = _Progress(out_dir / "progress.jsonl", options.log_every, note)
         deadline = time.monotonic() + options.timeout
         stopping = None
@@ -178,10 +179,10 @@ def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
                     stopping = time.monotonic()
             watcher.poll()
             watcher.close()
-            return _collect(job, out_dir, proc.returncode)
+            return collect_result(job, out_dir, proc.returncode)
         finally:
             watcher.close()
-            _kill_group(proc)
+            kill_child(proc)
 
 
 class _Progress:

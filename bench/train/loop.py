@@ -1,6 +1,6 @@
 """One process of `pipebench train`: `python -P -m pipebench.bench.train.loop JOB.json OUT_DIR`.
 
-Started as bench.worker is (bench.launch: alone, or by torchrun one per device), it builds the same model
+Started as bench.worker is (bench/spawn.py: alone, or by torchrun one per device), it builds the same model
 and the same Trainer from the Job's Plan, then trains on the data of OUT_DIR/train.json instead of one
 repeated batch:
 
@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.job import Job
-from pipebench.bench.launch import exit_with_parent
+from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.common import hand_over
 from pipebench.bench.train import checkpoint as ckpt
