@@ -169,7 +169,7 @@ def cut_candidates(model: str, flavour: str | None, settings: dict[str, Any]) ->
 
     if not models.is_user_model(model):
         return models.get_model(model, flavour, device="meta", **settings).layer_names
-    from pipebench.bench.strategies.common import as_args
+    from pipebench.bench.strategies.micro_batches import as_args
     from pipebench.partition.graph import capture
 
     built = models.get_model(model, flavour, **settings)

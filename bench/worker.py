@@ -28,7 +28,7 @@ from pipebench import models
 from pipebench.bench.job import Job
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
-from pipebench.bench.strategies.common import hand_over
+from pipebench.bench.strategies.trainers import hand_over
 from pipebench.files import write_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision

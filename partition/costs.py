@@ -45,7 +45,7 @@ class Links:
         S bytes over p devices takes 2 (p - 1) / p x S / allreduce_gbps).
     latency_ms: the fixed cost of one message.
     collective_ms: the fixed cost of one collective call (None: latency_ms); on CPU stand-ins every
-        replica strategy's step ends with one, the loss's all-reduce (bench/strategies/common.py
+        replica strategy's step ends with one, the loss's all-reduce (bench/strategies/trainers.py
         ReplicaTrainer), which every process waits for.
     contention: CPU processes standing in for the devices share the cores: how much slower a step is
         while all of them compute (1.0: devices of their own, GPUs).

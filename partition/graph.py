@@ -38,7 +38,7 @@ Values that cross a cut (``Captured.cuts``)
 a value made in stage 0 and used in stage 3 becomes an extra output of ``submod_0`` and a direct
 argument of ``submod_3`` in the root graph; a root input (mask, position ids) used by stage 3 is a
 direct argument of ``submod_3`` too.  The trainers pass such values on from stage to stage
-(bench/strategies/common.py: chain_stages).  Either way the tensor is alive across cuts 1, 2 and 3
+(bench/strategies/stages.py: chain_stages).  Either way the tensor is alive across cuts 1, 2 and 3
 of a linear pipeline and its bytes move past each of them, so a cut is priced at the bytes of EVERY
 tensor live across it (skip connections and extra inputs included), for one micro-batch of the
 example size.  A value that stage k < S-1 sends to the model's output (an aux logit) counts as live
@@ -64,7 +64,7 @@ Findings on other models (checked in tests/test_graph.py and tests/test_hf_model
   itself restores every buffer it touched).
 * Parameters used by two stages (GPT-2's tied ``wte``/``lm_head``) are the one parameter in both
   (``Split.shared()``, ``Captured.shared_params``), counted in each segment's parameter bytes; the
-  trainers give each stage a copy and sum their gradients (bench/strategies/common.py:
+  trainers give each stage a copy and sum their gradients (bench/strategies/stages.py:
   shared_parameters).
 
 Why eager hooks and not ``nn_module_stack``: the call tree (depth, call count, leaf-ness) comes

@@ -94,7 +94,7 @@ def test_uneven_micro_batches_are_an_error():
 def test_the_registry_declares_every_strategy_once():
     """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
     schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
-    from pipebench.bench.strategies.common import Trainer
+    from pipebench.bench.strategies.trainers import Trainer
     from pipebench.partition.schedule import SCHEDULES
 
     assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "zero1", "fsdp", "device-map", "modelparallel", "pipeline",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipebench.bench.strategies.common import UnavailableStrategy, WholeModelTrainer, own_copy
+from pipebench.bench.strategies.trainers import UnavailableStrategy, WholeModelTrainer, own_copy
 
 
 class DataParallelTrainer(WholeModelTrainer):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from pipebench.bench.strategies.common import ReplicaTrainer, checkpoint_layers, own_copy
+from pipebench.bench.strategies.checkpointing import checkpoint_layers
+from pipebench.bench.strategies.trainers import ReplicaTrainer, own_copy
 
 
 class DDPTrainer(ReplicaTrainer):

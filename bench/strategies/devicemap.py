@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from pipebench.bench.strategies.common import WholeModelTrainer, own_copy
+from pipebench.bench.strategies.trainers import WholeModelTrainer, own_copy
 from pipebench.errors import UserError
 from pipebench.training import Training
 

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from pipebench.bench.strategies.common import ReplicaTrainer, own_copy
+from pipebench.bench.strategies.trainers import ReplicaTrainer, own_copy
 
 
 def blocks(model) -> list[nn.Module]:

@@ -14,7 +14,7 @@ of the whole batch's mean loss, as one device does.
 
 The all-reduce is by hand, in buckets, after the schedule: torch's schedules run one backward per
 micro-batch, so a DDP-wrapped stage would need no_sync on all but the last, and DDP refuses a stage
-whose tied original sits unused beside its trained copy (bench/strategies/common.py: shared_parameters)
+whose tied original sits unused beside its trained copy (bench/strategies/stages.py: shared_parameters)
 unless it searches the graph for unused parameters on every step.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from pipebench.bench.strategies.common import split
+from pipebench.bench.strategies.micro_batches import split
 from pipebench.bench.strategies.pp import PipelineParallelTrainer
 from pipebench.errors import UserError
 from pipebench.partition.costs import DDP_BUCKET_BYTES

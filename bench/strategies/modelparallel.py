@@ -2,15 +2,16 @@
 batch moving from stage to stage, no micro-batches. Only one device works at a time.
 
 The stages are pipebench's split of the model at the Plan's cuts (partition/graph.py), as the chain
-the pp-* strategies run (common.chain_stages), placed by `Plan.placement`; each stage first moves what
+the pp-* strategies run (stages.chain_stages), placed by `Plan.placement`; each stage first moves what
 it receives to its device.
 """
 from __future__ import annotations
 
 import torch
 
-from pipebench.bench.strategies.common import (Trainer, as_args, chain_stages, only_output, own_copy, place,
-                                                shared_parameters, stage_split, sum_shared_grads)
+from pipebench.bench.strategies.micro_batches import as_args, only_output
+from pipebench.bench.strategies.stages import chain_stages, place, shared_parameters, stage_split, sum_shared_grads
+from pipebench.bench.strategies.trainers import Trainer, own_copy
 
 
 class ModelParallelTrainer(Trainer):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from pipebench.bench.strategies.common import split
+from pipebench.bench.strategies.micro_batches import split
 from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 
 

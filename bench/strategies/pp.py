@@ -24,9 +24,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from pipebench.bench.strategies.common import (Trainer, UnavailableStrategy, as_args, chain_stages, own_copy, place,
-                                                shared_parameters, sum_shared_grads,
-                                                stage_split, to_device)
+from pipebench.bench.strategies.micro_batches import as_args, to_device
+from pipebench.bench.strategies.stages import chain_stages, place, shared_parameters, stage_split, sum_shared_grads
+from pipebench.bench.strategies.trainers import Trainer, UnavailableStrategy, own_copy
 from pipebench.errors import UserError
 
 
@@ -47,7 +47,7 @@ def schedule_class(strategy):
 class PipelineParallelTrainer(Trainer):
     """This process's share of a torch.distributed.pipelining pipeline: the Plan's stages that the Plan
     places on this process's device: pipebench's split of the model at the Plan's cuts, as a chain of plain
-    PipelineStages (bench/strategies/common.py: chain_stages), run by torch's schedule for the strategy."""
+    PipelineStages (bench/strategies/stages.py: chain_stages), run by torch's schedule for the strategy."""
 
     def __init__(self, model, devices, *, strategy, plan, group=None, **kw):
         """group: the process group that runs the pipeline (None: every process; the hybrid strategy

@@ -1,7 +1,8 @@
 """The whole model on one device: the baseline every speed-up is measured against."""
 from __future__ import annotations
 
-from pipebench.bench.strategies.common import WholeModelTrainer, checkpoint_layers, own_copy
+from pipebench.bench.strategies.checkpointing import checkpoint_layers
+from pipebench.bench.strategies.trainers import WholeModelTrainer, own_copy
 
 
 class SingleTrainer(WholeModelTrainer):

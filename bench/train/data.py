@@ -172,7 +172,7 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
             raise UserError(f"the data holds token id {highest}, beyond the model's {vocab} tokens (0-{vocab - 1})")
     try:
         with torch.no_grad():
-            from pipebench.bench.strategies.common import as_args
+            from pipebench.bench.strategies.micro_batches import as_args
 
             outputs = module(*as_args(pair[0]))
             classes = outputs.shape[-1]

@@ -32,7 +32,7 @@ from pipebench import models
 from pipebench.bench.job import Job
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
-from pipebench.bench.strategies.common import hand_over
+from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.train import checkpoint as ckpt
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset

@@ -70,7 +70,7 @@ def this_rank(model, plan, strategy: str, *, training=None, lr: float | None = N
     """This process's Part of `strategy` running `plan` (a pipebench.Plan; None for strategies without one)."""
     from pipebench.bench.job import Job
     from pipebench.bench.strategies import get_strategy
-    from pipebench.bench.strategies.common import hand_over
+    from pipebench.bench.strategies.trainers import hand_over
     from pipebench.bench.worker import build_trainer
     from pipebench.training import Training
 
