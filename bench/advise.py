@@ -26,11 +26,11 @@ from pipebench.partition.plan import Plan, make_plan, recomputing, shared_cores,
 from pipebench.partition.profile import Profile, calibration, step_spread
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError
-from pipebench.request import Request, link_of, split_error
+from pipebench.request import Request, caps_per_device, link_of, split_error, within_caps
 from pipebench.training import Training
 from pipebench.units import format_bytes
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "within_caps", "over_cap", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommend", "predict", "advise", "advice_ranking", "usable_strategies",
            "links_of", "top_strategies", "price_plan",
            "price_ddp", "price_dataparallel", "price_zero1", "price_fsdp", "price_device_map", "price_hybrid",
            "replica_profiles", "replica_prediction"]
@@ -162,7 +162,7 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     devices = request.devices
     used = list(devices[:strategy.devices_used(len(devices))])
     p = len(used)
-    caps = _per_device(request.max_memory, len(devices))
+    caps = caps_per_device(request.max_memory, len(devices))
     caps = caps[:p] if caps else None
     speeds = list(request.speeds[:p]) if request.speeds else None
     links = links_of(profiles[0], request.link_gbps)
@@ -175,15 +175,9 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     return _judged(prediction, caps)
 
 
-def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
-    """The one rule of "fits": every device a strategy uses holds its predicted memory within that device's
-    cap (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the
-    figure of the device that holds them). No cap: it fits."""
-    return caps is None or all(m <= c for m, c in zip(memory, caps))
-
-
 def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
-    """The device furthest over its cap, one phrase ("" when every device is within its cap)."""
+    """The device furthest over its cap (pipebench/request.py within_caps), one phrase; "" when every
+    device is within its cap."""
     if within_caps(memory, caps):
         return ""
     worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
@@ -193,8 +187,8 @@ def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
 
 
 def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:
-    """`prediction` with `fits` decided here, for every strategy alike (within_caps): a figure whose every
-    device is within its cap. A price function's own view of the cap only chooses how it runs (a replica's
+    """`prediction` with `fits` decided here, for every strategy alike (pipebench/request.py within_caps):
+    a figure whose every device is within its cap. A price function's own view of the cap only chooses how it runs (a replica's
     recompute under --checkpoint auto)."""
     if prediction.predicted_step_ms is None:
         return replace(prediction, fits=False)
@@ -203,13 +197,6 @@ def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:
         return replace(prediction, fits=True)
     reasons = [r for r in prediction.reason.split("; ") if r and not r.startswith("predicted memory exceeds")]
     return replace(prediction, fits=False, reason="; ".join([why, *reasons]))
-
-
-def _per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
-    """The request's memory cap(s) as one figure per device."""
-    if caps is None:
-        return None
-    return [float(caps)] * devices if isinstance(caps, (int, float)) else list(caps)
 
 
 def advise(profiles: Sequence[Profile], request: Request, strategies: Sequence[str] | None = None) -> Advice:

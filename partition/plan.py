@@ -20,7 +20,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes, step_spread
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
-from pipebench.request import BALANCES, Request, check_stage_count, split_error
+from pipebench.request import BALANCES, Request, check_stage_count, split_error, within_caps
 from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
 __all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
@@ -739,7 +739,7 @@ def _cut_step(bounds, m, schedule, cost: StageCost, devices) -> float:
 
 def _within_caps(bounds, mem_prefix, caps) -> bool:
     """Every stage's memory (from the layers' prefix sums) within its cap; True without caps."""
-    return caps is None or all(mem_prefix[b] - mem_prefix[a] <= c for a, b, c in zip(bounds, bounds[1:], caps))
+    return within_caps([mem_prefix[b] - mem_prefix[a] for a, b in zip(bounds, bounds[1:])], caps)
 
 
 def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps, devices, baselines: dict,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipebench.partition.schedule import get_schedule
+from pipebench.request import caps_per_device, within_caps
 from pipebench.units import format_bytes, format_count
 
 __all__ = ["format_plan"]
@@ -19,8 +20,9 @@ def model_label(name: str, flavour: str | None) -> str:
 
 def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = None) -> str:
     """The stages of `plan` as a table, then its predicted step time, throughput, bubble, balance and
-    memory beside `baseline`'s (the parameter-balanced split), the speed-up over it, the memory cap(s)
-    and the micro-batch counts the planner tried."""
+    memory beside `baseline`'s (the parameter-balanced split), the speed-up over it (none where the
+    baseline breaks a cap: it is no baseline then), the memory cap(s) and the micro-batch counts the
+    planner tried."""
     import pandas as pd
 
     where = f" ({plan.virtual_stages} per device on {plan.device_count} devices)" if plan.virtual_stages > 1 else ""
@@ -55,21 +57,28 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
         pd.DataFrame(rows).to_string(index=False),
         "",
     ]
+    caps = caps_per_device(max_memory, plan.device_count)
+    breaks = _over_cap(baseline, caps)
     summary = pd.DataFrame(
         {
             f"this plan ({plan.balanced_by})": _summary(plan),
-            "by parameters": _summary(baseline),
+            "by parameters" + (" (breaks the cap)" if breaks else ""): _summary(baseline),
         }
     )
     lines.append(summary.to_string())
-    ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
-    lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
-                 f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
+    if breaks:  # a split that does not fit is no baseline: the plan is compared only with one that fits
+        lines.append(f"\nthe parameter-balanced split (cuts {baseline.bounds[1:-1]}) breaks the memory cap: {breaks}; "
+                     f"no speed-up is claimed over it")
+    else:
+        ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
+        lines.append(f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
+                     f"(cuts {plan.bounds[1:-1]} vs {baseline.bounds[1:-1]})")
     if plan.cut_note:
         lines.append(plan.cut_note)
-    if max_memory:
-        caps = [max_memory] if isinstance(max_memory, (int, float)) else list(max_memory)
-        lines.append("memory cap per GPU: " + " / ".join(format_bytes(c) for c in caps))
+    if caps:
+        unit = "GPU" if str(plan.stages[0].device).startswith("cuda") else "device"
+        shown = caps[:1] if len(set(caps)) == 1 else caps
+        lines.append(f"memory cap per {unit}: " + " / ".join(format_bytes(c) for c in shown))
     if len(plan.candidates) > 1:
         tried = ", ".join(
             (f"{c['micro_batches']}: {c['samples_per_s']:.1f}/s" if "samples_per_s" in c else f"{c['micro_batches']}: no fit")
@@ -82,6 +91,16 @@ def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = Non
         lines.append(f"this plan's micro-batch size ({plan.micro_batch_size}) was not measured: its figures are interpolated "
                      f"between sizes {plan.interpolated_from[0]} and {plan.interpolated_from[1]}")
     return "\n".join(lines)
+
+
+def _over_cap(plan, caps) -> str:
+    """Which device of `plan` is over its cap and by how much ("" when it fits: pipebench/request.py
+    within_caps)."""
+    memory = plan.memory_per_device()
+    if within_caps(memory, caps):
+        return ""
+    worst = max(range(len(memory)), key=lambda d: memory[d] - caps[d])
+    return f"{format_bytes(memory[worst])} on device {worst} > cap {format_bytes(caps[worst])}"
 
 
 def _summary(plan) -> dict[str, str]:

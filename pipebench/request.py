@@ -9,7 +9,8 @@ that need something only a profile knows have their one home here too:
 - `check_stage_count`: more stages than layers;
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
-- `Request.links`: the link that prices a cut, by default what the profile measured.
+- `Request.links`: the link that prices a cut, by default what the profile measured;
+- `within_caps`: what "fits" means, for every strategy, plan and baseline alike.
 
 Nothing here imports torch: a saved profile plans anywhere.
 """
@@ -24,7 +25,7 @@ from pipebench.errors import UserError
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
-__all__ = ["Request", "BALANCES", "link_of", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "BALANCES", "caps_per_device", "within_caps", "link_of", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -170,6 +171,20 @@ class Request:
 
 
 # ----------------------------------------------------------------------------------------------- rules
+
+def caps_per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
+    """A request's memory cap(s) (`max_memory`) as one figure per device; None without a cap."""
+    if caps is None:
+        return None
+    return [float(caps)] * devices if isinstance(caps, (int, float)) else list(caps)
+
+
+def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
+    """The one rule of "fits": every device holds its predicted memory within that device's cap
+    (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the figure
+    of the device that holds them). No cap: it fits."""
+    return caps is None or all(m <= c for m, c in zip(memory, caps))
+
 
 def link_of(profile: Any, gbps: float | None = None, latency_ms: float | None = None) -> tuple[float, float]:
     """(GB/s, latency ms) of the link between devices: `gbps` where given (its latency `latency_ms`, else

@@ -369,3 +369,34 @@ def test_memory_beyond_the_layers_comes_from_the_measured_whole_step():
     whole.whole_step_peak_bytes = 1
     low = make_plan([whole], Request(devices=["cuda:0"], micro_batches=1)).stages[0].predicted_memory_bytes
     assert low == sum(l.param_bytes * 2 for l in whole.layers)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_the_plan_is_compared_only_with_a_baseline_that_fits(stages, tmp_path, capsys):
+    """`pipebench plan` prints the parameter-balanced split beside its own, priced on the same devices and
+    caps: where that split breaks a cap the line says so and claims no speed-up over it; where it fits the
+    plan is never predicted slower than it."""
+    from pipebench.bench.cli import main
+    from pipebench.partition.profile import save_profiles
+
+    def layer(name, params):  # equal times and activations; the head holds most of the parameters
+        return LayerProfile(name, params, 4 * params, 1.0, 2.0, 1000 * 8, [8, 1000], "float32", 5000 * 8)
+
+    profile = Profile("heads", "x", "cpu", "cpu", "x", 64, 8, 1, 0, [8, 8], "float32",
+                      [layer(f"block_{i}", 100) for i in range(7)] + [layer("head", 10000)])
+    path = tmp_path / "heads.profile.json"
+    save_profiles([profile], path)
+    devices = ["cpu"] * stages
+    plan = make_plan([profile], Request(devices=devices))
+    by_params = make_plan([profile], Request(devices=devices, balance="params", micro_batches=plan.micro_batches))
+    assert main(["plan", "--profile", str(path), "--stages", str(stages), "--device", "cpu"]) == 0
+    ratio = float(capsys.readouterr().out.split("parameter-balanced split: ")[1].split("x")[0])
+    assert ratio >= 1.0
+    needed, baseline_needs = max(plan.memory_per_device()), max(by_params.memory_per_device())
+    assert baseline_needs > needed  # the parameter split crowds the activations onto the first stage
+    cap = (needed + baseline_needs) // 2
+    assert main(["plan", "--profile", str(path), "--stages", str(stages), "--device", "cpu",
+                 "--max-memory", str(cap)]) == 0
+    out = capsys.readouterr().out
+    assert "by parameters (breaks the cap)" in out and "breaks the memory cap" in out
+    assert "speed-up over" not in out

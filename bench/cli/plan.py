@@ -174,8 +174,9 @@ def cmd_plan(args) -> int:
                                         virtual_stages=args.virtual_stages, balance=args.balance,
                                         micro_batches=chunks)
     plan = pipebench.plan(profiles=profiles, request=request)
-    baseline = pipebench.plan(profiles=profiles, request=request.with_(
-        balance="params", micro_batches=plan.micro_batches, max_memory=None, speeds=None))
+    # The parameter-balanced split at the plan's micro-batch count, priced on the same devices, speeds and
+    # caps, so that the comparison is like for like; format_plan says when it breaks the caps.
+    baseline = pipebench.plan(profiles=profiles, request=request.with_(balance="params", micro_batches=plan.micro_batches))
     print(format_plan(plan, baseline, request.max_memory))
     if args.json:
         plan.save(args.json)
