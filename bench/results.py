@@ -16,14 +16,13 @@ Row fields in order, lists joined with ";", None written as an empty cell, and t
 `append` rewrites both files whole through a temporary file, fsync and `os.replace`, JSON first: a crash
 or Ctrl-C leaves each file either as it was or with the new row, never half-written, and the next
 `append` brings a CSV that lags behind its JSON up to date. Two runs may share a results file (its name
-is date-host-hardware: two jobs on one server): `append` holds an fcntl lock on `.<name>.json.lock`
+is date-host-hardware: two jobs on one server): `append` holds a lock (filelock) on `.<name>.json.lock`
 beside it and re-reads the JSON under the lock, so neither loses the other's rows. Rows found only in
 the CSV (edited by hand, or written by something else) are never dropped silently: `append` keeps them
 aside in `<stem>.csv-only-<time>.csv` and warns.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import numbers
@@ -37,6 +36,9 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import date as Date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from filelock import FileLock
+
 from pipebench.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
 from pipebench.files import check, loads, write_text
@@ -565,23 +567,23 @@ def _slug(text: str, what: str) -> str:
 
 @contextmanager
 def _locked(json_path: Path):
-    """Hold an exclusive fcntl lock on `.<stem>.json.lock` beside the results file (left in place:
-    removing a lock file races with the next writer opening it). A link planted in its place is not
-    followed (O_NOFOLLOW): opening it to append would create or touch whatever it points at."""
+    """Hold an exclusive lock (filelock, an flock on Unix) on `.<stem>.json.lock` beside the results file,
+    across processes and threads. The lock file is left in place: removing it races with the next writer
+    opening it. A link planted in its place is not followed (filelock opens it O_NOFOLLOW): opening it
+    would create or touch whatever it points at."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
     path = json_path.with_name(f".{json_path.name}.lock")
+    lock = FileLock(path, mode=0o644)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        lock.acquire()
     except OSError as exc:
         if path.is_symlink():
             raise ResultsError(f"{path}: the lock file is a link; remove it (pipebench never follows one)") from None
         raise ResultsError(f"{path}: cannot open the lock file ({exc.strerror or exc})") from None
-    with open(fd, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _refuse_csv_without_json(csv_path: Path, json_path: Path) -> None:
