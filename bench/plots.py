@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import pandas as pd
 
 from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline, one_device
-from pipebench.bench.results import CASE_FIELDS
+from pipebench.bench.row import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
 
 __all__ = ["write_plots"]

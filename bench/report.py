@@ -31,7 +31,7 @@ import pandas as pd
 
 from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline, one_device
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
-from pipebench.bench.results import CASE_FIELDS, FIELDS, Row
+from pipebench.bench.row import CASE_FIELDS, FIELDS, Row
 from pipebench.csvtext import frame_csv
 from pipebench.files import write_text
 from pipebench.partition.schedule import ideal_efficiency

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench.job import Job
 from pipebench.hardware.cpu import threads_per_device
-from pipebench.bench.results import Row, settings_text, timeline_from_ops
+from pipebench.bench.row import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource

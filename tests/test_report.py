@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
-from pipebench.bench.results import Row, timeline_from_ops
+from pipebench.bench.row import Row, timeline_from_ops
 from pipebench.partition.schedule import simulate
 
 REPO = Path(__file__).resolve().parents[1]

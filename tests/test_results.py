@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipebench.bench import results
+from pipebench.bench.row import settings_text, timeline_from_ops
 from pipebench.bench.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,9 +127,9 @@ def test_case_key_holds_every_setting_that_changes_what_runs():
     assert case_key(make_row(settings="depth=4")) != case_key(make_row(settings="depth=8"))
     assert case_key(make_row(max_memory="20;20")) != case_key(plain)
     assert case_key(make_row(max_memory="20;20")) != case_key(make_row(max_memory="10;10"))
-    assert results.settings_text({"width": 64, "depth": 4, "input_shape": (3, 8, 8)}) == \
+    assert settings_text({"width": 64, "depth": 4, "input_shape": (3, 8, 8)}) == \
         "depth=4;input_shape=3,8,8;width=64"  # sorted: the same settings always key alike
-    assert results.settings_text({}) == ""
+    assert settings_text({}) == ""
 
 
 def test_the_suite_records_overrides_and_caps_in_the_row():
@@ -303,11 +304,11 @@ def test_a_path_that_is_not_there_is_named(tmp_path):
 def test_timeline_from_schedule_ops():
     from pipebench.partition.schedule import simulate
 
-    timeline = results.timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
+    timeline = timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
     assert timeline[0] == {"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.0}
     assert len(timeline) == 8 and make_row(predicted_timeline=timeline).predicted_timeline == timeline
     hand_made = type("Op", (), dict(stage=2, kind="W", micro=1, start=3, end=4, device=None))
-    assert results.timeline_from_ops([hand_made])[0]["device"] == 2
+    assert timeline_from_ops([hand_made])[0]["device"] == 2
 
 
 def test_results_module_imports_no_torch():
