@@ -128,6 +128,86 @@ def test_report_refuses_a_broken_train_log_in_one_line(tmp_path, capsys):
     assert "train.csv: line 3: loss 'oops' is not a number" in capsys.readouterr().err
 
 
+EVERY = ["single", "ddp", "fsdp", "zero1", "modelparallel", "pp-1f1b", "pp-zbv"]
+LLAMA = ["--model", f"{Path(__file__).parent / 'fixtures' / 'byte_llama.py'}:llama", "--input-shape", "32",
+         "--input-dtype", "int64", "--batch", "16", "--device", "cpu", "--log-every", "0"]
+
+
+@pytest.fixture(scope="module")
+def curves(tmp_path_factory, text):
+    """30 steps of SGD (lr 0.01) by (model, precision, strategy): the CSV's losses and the checkpoint. gpt (tiny)
+    and llama (tests/fixtures/byte_llama.py) read the byte tokens, convnet the real digits; single's run once
+    per model and precision, shared by the strategies compared with it."""
+    folder, done = tmp_path_factory.mktemp("curves"), {}
+    options = {"gpt": [a for a in GPT if a not in ("--precision", "fp32")] + ["--data", f"tokens:{text}"],
+               "llama": LLAMA + ["--data", f"tokens:{text}"],
+               "convnet": [a for a in DIGITS if a not in ("--precision", "fp32")]}
+
+    def curve(model: str, precision: str, strategy: str) -> tuple[list[float], Path]:
+        key = (model, precision, strategy)
+        if key not in done:
+            if model == "convnet" and not (folder / "digits").is_dir():
+                digits(folder / "digits")
+            data = ["--data", f"mnist:{folder / 'digits'}"] if model == "convnet" else []
+            name = "-".join(key)
+            assert train(*options[model], *data, "--precision", precision, "--strategy", strategy, "--steps", 30,
+                         "--lr", "0.01", "--csv", folder / f"{name}.csv", "--save", folder / f"{name}.pth") == 0
+            done[key] = (losses(folder / f"{name}.csv"), folder / f"{name}.pth")
+        return done[key]
+
+    return curve
+
+
+def largest_difference(curve: list[float], reference: list[float]) -> float:
+    assert len(curve) == len(reference) == 30
+    return max(abs(a - b) / abs(b) for a, b in zip(curve, reference))
+
+
+def own_class(model: str) -> torch.nn.Module:
+    """The model's own class, as its user builds it: the recipe's ConvNet, LlamaForCausalLM, the zoo's GPT."""
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    if model == "convnet":
+        from seed_convnet import ConvNet
+
+        return ConvNet()
+    if model == "llama":
+        import byte_llama
+
+        return byte_llama.llama()
+    from pipebench import models
+
+    return models.get_model("gpt", "tiny").module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["convnet", "llama"])
+@pytest.mark.parametrize("strategy", EVERY[1:])
+def test_fp32_follows_one_devices_loss_curve(curves, model, strategy, monkeypatch):
+    """The recipe's ConvNet on the real digits and LlamaForCausalLM from its config on real text, fp32, 30 SGD
+    steps: each strategy's losses equal single's within 1e-4 relative, step by step, and its checkpoint loads
+    into the model's own class, strict. (gpt: test_every_strategy_follows_one_devices_loss_curve.)"""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    one, _ = curves(model, "fp32", "single")
+    assert one[-1] < one[0]
+    other, saved = curves(model, "fp32", strategy)
+    assert largest_difference(other, one) <= 1e-4
+    own_class(model).load_state_dict(torch.load(saved))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["convnet", "gpt", "llama"])
+@pytest.mark.parametrize("strategy", EVERY[1:])
+def test_bf16_follows_one_devices_loss_curve_within_one_percent(curves, model, strategy, monkeypatch):
+    """bf16 (autocast over fp32 master weights; FSDP's bf16 parameters), 30 SGD steps: each strategy's losses
+    within 1% of single's in bf16, step by step; the checkpoint (fp32 weights) loads into the model's own class."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    one, _ = curves(model, "bf16", "single")
+    assert one[-1] < one[0]
+    other, saved = curves(model, "bf16", strategy)
+    assert largest_difference(other, one) <= 1e-2
+    own_class(model).load_state_dict(torch.load(saved))
+
+
 @pytest.mark.slow
 def test_a_resumed_run_follows_the_unstopped_one(tmp_path, text):
     """AdamW (optimizer state), 2-process 1F1B: 10 steps, then --resume to 20, equals 20 steps at once."""
