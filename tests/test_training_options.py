@@ -133,7 +133,7 @@ def profiled(saved_per_sample: int = 100) -> Profiled:
 @pytest.mark.parametrize("strategy, message", [
     ("single", "fits the memory cap"),  # the solver's own line, naming the stage
     ("pp-1f1b", "fits the memory cap"),
-    ("ddp", "predicted to need "),
+    ("ddp", "predicted memory exceeds the cap on device 0"),
 ])
 def test_a_case_over_the_cap_is_a_row_of_its_own_and_try_anyway_runs_it(strategy, message):
     machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
@@ -203,7 +203,7 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
     rows, _, notes = run(try_anyway=True)
     assert len(launched) == 2 and [r.status for r in rows] == ["oom", "oom"]
     assert all(r.predicted_memory_bytes and r.max_memory for r in rows)  # the prediction beside the measurement
-    assert any("--try-anyway: predicted to need" in n for n in notes)
+    assert any("--try-anyway: predicted memory exceeds the cap" in n for n in notes)
 
 
 @pytest.fixture
