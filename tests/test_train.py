@@ -394,3 +394,20 @@ def test_a_loss_that_diverges_later_keeps_the_checkpoint_before_it(tmp_path, cap
     assert code == 1 and out[-1] == f"diverged: the loss became nan at step 2; stopped after 2/6 steps; checkpoint {save} of step 1", printed
     state = torch.load(save)
     assert all(torch.isfinite(t).all() for t in state.values())  # the last finite weights, never NaN ones
+
+
+def test_a_workers_failure_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    """A rank that raises inside training (a bug of ours or of the model's) ends train in one line naming the
+    rank and the error, exit status 1, not the parent's traceback through the launcher."""
+    from pipebench.bench import train as training
+    from pipebench.bench.spawn import WorkerError
+
+    def fails(*args, **kwargs):
+        raise WorkerError("rank 1: IndexError: index out of range in self")
+
+    monkeypatch.setattr(training, "run_training", fails)
+    tokens = tmp_path / "tokens.bin"
+    np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
+    assert train("--model", "gpt", "--flavour", "tiny", "--data", f"tokens:{tokens}", "--batch", 8, "--steps", 1, "--device", "cpu", "--strategy", "single") == 1
+    err = capsys.readouterr().err
+    assert "failed: rank 1: IndexError: index out of range in self" in err and "Traceback" not in err

@@ -3,9 +3,11 @@ your model's own class loads (bench/train)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pipebench.bench.cli.common import (EXIT_INTERRUPTED, add_model_options, add_training_options, model_settings, note,
                                         training_of)
+from pipebench.bench.spawn import WorkerError
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError
 
@@ -98,6 +100,9 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         note("pipebench: interrupted")
         return EXIT_INTERRUPTED
+    except WorkerError as exc:  # a worker's own failure: its rank and reason in one line, not the parent's stack
+        print(f"pipebench train: failed: {exc}", file=sys.stderr)
+        return 1
     if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
         kept = ("" if not save else f"; checkpoint {save} of step {result['saved_at']}" if result.get("saved_at")
                 else f"; {save} not written")
