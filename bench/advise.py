@@ -169,7 +169,8 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     prediction = strategy.price_function()(strategy, profiles, used, caps, speeds, links, request.training,
                                            micro_batches if strategy.micro_batched else None)
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
-    spread = prediction.plan.step_spread if prediction.plan else step_spread(profiles, profiles[0].batch // p)
+    spread = (prediction.plan.step_spread if prediction.plan
+              else step_spread(profiles, profiles[0].batch // p, between_runs=True))
     size = prediction.plan.micro_batch_size if prediction.plan else profiles[0].batch // p
     prediction = replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
     return _judged(prediction, caps)

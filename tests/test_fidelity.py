@@ -116,3 +116,19 @@ def test_the_noise_floor_takes_each_round_as_the_prediction_of_the_others():
     # picks single (110 < 120): 95 against 87.5; round 3 picks ddp: 107.5 against 105
     assert floor.regret == pytest.approx(((1 - 87.5 / 95) + (1 - 105 / 107.5)) / 3)
     assert floor.rounds == 3 and noise_floor(rows[:1] + rows[3:4]) is None
+
+
+def test_interval_coverage_counts_every_rounds_step_and_is_a_target(tmp_path, capsys):
+    """Coverage is over the measured steps, every round's row of a case against the interval it printed
+    (a case whose median falls inside can still have rounds outside); under 80% it is a missed target."""
+    rounds = [row("single", ms, 10.0, predicted_step_spread=0.05, started_at=f"2026-12-01T10:0{k}:00")
+              for k, ms in enumerate([10.2, 9.8, 12.0])]  # the median (10.2) inside; one round of three out
+    rounds += [row("ddp", 6.0, 5.0, predicted_step_spread=0.25)]
+    group = fidelity(rounds)[0]
+    assert group.in_interval == pytest.approx(1.0) and group.coverage == pytest.approx(3 / 4)
+    assert "coverage" in group.misses()
+    path = tmp_path / "r.json"
+    for r in rounds:
+        append(r, tmp_path / "r.csv", path)
+    assert main([str(path)]) == 0
+    assert "interval coverage: 75% of 4 measured steps inside their printed interval (target >= 80%)" in capsys.readouterr().out
