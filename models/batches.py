@@ -193,21 +193,49 @@ class UserBatches:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             try:
-                inputs, targets = self.make(batch_size)
+                made = self.make(batch_size)
             except (Exception, SystemExit) as exc:  # noqa: BLE001
                 raise UserError(f"{self.target}: make_batch({batch_size}) failed: {raised(exc)}") from None
+        inputs, targets = _checked_batch(self.target, batch_size, made)
         if isinstance(inputs, dict) and self.keywords is not None:
             if set(inputs) != set(self.keywords):
                 raise UserError(f"{self.target}: make_batch({batch_size}) gives inputs {sorted(inputs)}, another time "
                                 f"{sorted(self.keywords)}; give the same keywords every time")
             inputs = tuple(inputs[k] for k in self.keywords)
-        _check_samples(self.target, batch_size, inputs, targets)
-        move = (lambda t: t.to(device)) if device is not None else (lambda t: t)
+        move = (lambda t: t.to(device) if t is not None else t) if device is not None else (lambda t: t)
         if isinstance(inputs, dict):
             inputs = {k: move(v) for k, v in inputs.items()}
         else:
             inputs = tuple(move(i) for i in inputs) if isinstance(inputs, (tuple, list)) else move(inputs)
         return inputs, move(targets)
+
+
+def _checked_batch(target: str, batch_size: int, made: Any) -> tuple[Any, Any]:
+    """(inputs, targets) of what make_batch returned, refused in one line unless it is a pair of a tensor,
+    a tuple or list of tensors, or a dict of them by name, and a tensor of targets (or None)."""
+    said = f"{target}: make_batch({batch_size}) must return (inputs, targets)"
+    if not isinstance(made, (tuple, list)) or len(made) != 2:
+        raise UserError(f"{said}, got {_kind(made)}")
+    inputs, targets = made
+    parts = list(inputs.values()) if isinstance(inputs, dict) else \
+        list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+    if not parts or not all(isinstance(t, torch.Tensor) for t in parts) or \
+            isinstance(inputs, dict) and not all(isinstance(k, str) for k in inputs):
+        raise UserError(f"{said}: inputs a tensor, a tuple of tensors or a dict of them by forward's keywords; "
+                        f"got {_kind(inputs)}")
+    if targets is not None and not isinstance(targets, torch.Tensor):
+        raise UserError(f"{said}: targets a tensor; got {_kind(targets)}")
+    _check_samples(target, batch_size, inputs, targets)
+    return inputs, targets
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {', '.join(type(v).__name__ for v in value[:4])}" + \
+            (", ..." if len(value) > 4 else "") if value else f"an empty {type(value).__name__}"
+    if isinstance(value, torch.Tensor):
+        return f"one tensor of shape {list(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _check_samples(target: str, batch_size: int, inputs: Any, targets: Any) -> None:

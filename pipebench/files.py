@@ -24,6 +24,7 @@ import json
 import math
 import numbers
 import os
+import re
 import stat
 import sys
 import types
@@ -70,11 +71,16 @@ def writable_file(path: str | Path, option: str) -> Path:
     system takes, in a folder that can be created and written in; checked now, before any work. Returned
     absolute, so that a model file that changes the working folder when imported moves nothing. A special
     file is written through (see the module docstring): a socket or a block device is refused."""
+    if str(path).endswith(("/", os.sep)):  # 'out/': a folder, which abspath would make a file's name
+        raise UserError(f"{option} {str(path)[:120]}: names a folder (it ends with /); name a file")
     path = Path(os.path.abspath(path))
     kind = _special(path)
     if kind is not None:
         if kind in ("a socket", "a block device"):
             raise UserError(f"{option} {_shown(path)}: is {kind}; name a file")
+        if kind == "a stream" and _kernel_file(path):
+            raise UserError(f"{option} {_shown(path)}: is a file of the kernel's (in /proc or /sys), not an output; "
+                            "name a file")
         return path
     if len(os.fsencode(path.name)) + 18 > NAME_MAX:  # with the ".", ".<12 hex>.tmp" of write_text's temporary
         raise UserError(f"{option}: the file name is {len(path.name):,} characters; at most "
@@ -129,6 +135,15 @@ def _hops(path: Path) -> list[str]:
     while os.path.islink(hops[-1]) and len(hops) < 40:  # the kernel's own limit of links followed
         hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), os.readlink(hops[-1]))))
     return hops
+
+
+def _kernel_file(path: Path) -> bool:
+    """Whether the regular file `path` leads to lies in /proc or /sys other than through a process's file
+    descriptor (/proc/self/status, /proc/sys/...): what a write there does is the kernel's, never an output."""
+    real = os.path.realpath(path)
+    if not real.startswith(("/proc/", "/sys/")):
+        return False
+    return not any(re.fullmatch(r"/proc/(self|\d+)/fd/\d+|/dev/fd/\d+|/dev/std(out|err)", hop) for hop in _hops(path))
 
 
 def _own_descriptor(path: Path) -> int | None:
@@ -190,11 +205,15 @@ def _write_through(path: Path, text: str, kind: str) -> None:
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise UserError(f"{_shown(path)}: a FIFO that nothing reads; start its reader first") from None
-        raise
+        raise UserError(f"{_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
     try:
         os.set_blocking(fd, True)
         while data:
             data = data[os.write(fd, data):]
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EPIPE):  # a full disk or a closed pipe: the command line's own line
+            raise
+        raise UserError(f"{_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
     finally:
         os.close(fd)
 
@@ -285,14 +304,15 @@ def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserErro
         raise error(f"{path}: is a folder, not a {kind} file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
+    mode = os.fstat(fd).st_mode  # before fdopen, which refuses a folder with a traceback of its own
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise error(f"{path}: is a folder, not a {kind} file")
-        if not stat.S_ISREG(mode):
-            what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-                    stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
-            raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
+        what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+                stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+        raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
+    with os.fdopen(fd, "rb") as f:
         try:
             data = f.read(limit + 1)
         except OSError as exc:

@@ -275,3 +275,36 @@ def test_repeated_chunks_count_once():
     assert parse_chunks("2,auto,2,auto") == [2, None]
     with pytest.raises(UserError, match="one count or auto here"):
         parse_chunks("auto,4", single=True)
+
+
+# ------------------------------------------------------------------------- found by the second pass
+
+def test_a_profile_that_is_a_folder_is_one_line(capsys, tmp_path):
+    """os.fdopen refused the folder first: an IsADirectoryError traceback."""
+    refused(capsys, ["plan", "--profile", str(tmp_path), "--stages", "2"], "is a folder, not a profile file")
+
+
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_outputs_that_name_a_folder_or_a_kernel_file_are_refused_first(capsys, tmp_path, option):
+    """`--json out/` wrote a file named out; `--save-profile /proc/self/status` was an OSError traceback
+    after profiling."""
+    plan = ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8"]
+    refused(capsys, [*plan, option, f"{tmp_path}/out/"], "names a folder (it ends with /); name a file")
+    assert not (tmp_path / "out").exists()
+    refused(capsys, [*plan, option, "/proc/self/status"], "is a file of the kernel's (in /proc or /sys)")
+
+
+@pytest.mark.parametrize("returns, message", [
+    ('"abc", "def"', "make_batch(2) must return (inputs, targets): inputs a tensor, a tuple of tensors or a dict"),
+    ("torch.randn(n, 4)", "make_batch(2) must return (inputs, targets), got one tensor of shape [2, 4]"),
+    ("torch.randn(n, 4), [0] * n", "make_batch(2) must return (inputs, targets): targets a tensor; got a list"),
+    ("{1: torch.randn(n, 4)}, torch.zeros(n)", "inputs a tensor, a tuple of tensors or a dict"),
+    ("(), torch.zeros(n)", "inputs a tensor, a tuple of tensors or a dict"),
+    ("None", "make_batch(2) must return (inputs, targets), got a NoneType"),
+])
+def test_a_make_batch_of_other_things_than_tensors_is_one_line(capsys, tmp_path, returns, message):
+    """Strings were an AttributeError traceback; one tensor was unpacked along its batch as (inputs, targets)."""
+    path = tmp_path / "odd.py"
+    path.write_text(SHORT.format(inputs="n", targets="n").replace("def make_batch(batch_size):", "def make_batch(n):")
+                    .replace("return torch.randn(n, 4), torch.randint(0, 4, (n,))", f"return {returns}"))
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8"], message)
