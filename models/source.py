@@ -191,6 +191,12 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     vocabulary, else below the example's largest + 1, and a Hugging Face model's targets (and T5's decoder
     inputs) those of its task; the others are the example's own samples, repeated to the batch size (an
     attention mask stays one the model accepts). `loss_fn(outputs, targets)` replaces settings' loss."""
+    if settings is not None and not isinstance(settings, dict):
+        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
+    if loss_fn is not None and not callable(loss_fn):
+        raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(loss_fn).__name__}")
+    if not any(p.requires_grad for p in module.parameters()):
+        raise UserError(f"{type(module).__name__}: has no parameters that require grad; there is nothing to train")
     inputs, keywords = _example(module, example_inputs)
     first = inputs[0]
     source = ModelSource(f"python:{type(module).__name__}", list(first.shape[1:]),
@@ -210,9 +216,11 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     source = dataclasses.replace(source, output=output)
     made, _ = _synthetic(source, module, output_shape)
     settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
-    return UserModel(type(module).__name__, as_trained(module, output, keywords),
-                     ExampleInputs(made, others) if others else made,
-                     loss_fn or named_loss(source.loss), source, config=settings, granularity=source.granularity)
+    trained, batches = as_trained(module, output, keywords), ExampleInputs(made, others) if others else made
+    loss_fn = loss_fn or named_loss(source.loss)
+    _check_loss(trained, batches, loss_fn, type(module).__name__)  # one number, as for a model file
+    return UserModel(type(module).__name__, trained, batches, loss_fn, source, config=settings,
+                     granularity=source.granularity)
 
 
 def _example(module: nn.Module, example_inputs: Any) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:

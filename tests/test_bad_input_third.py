@@ -308,3 +308,36 @@ def test_a_make_batch_of_other_things_than_tensors_is_one_line(capsys, tmp_path,
     path.write_text(SHORT.format(inputs="n", targets="n").replace("def make_batch(batch_size):", "def make_batch(n):")
                     .replace("return torch.randn(n, 4), torch.randint(0, 4, (n,))", f"return {returns}"))
     refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8"], message)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"loss_fn": 3}, "loss_fn takes a function loss_fn(outputs, targets), got a int"),
+    ({"loss_fn": lambda outputs, targets: outputs.sum(1)}, "the loss must be one number (a scalar tensor), got [2]"),
+    ({"settings": [1]}, "settings takes a dict such as {'loss': 'mse'}, got a list"),
+])
+def test_the_api_checks_a_modules_loss_and_settings(kwargs, message):
+    """A loss_fn of 3 was a TypeError deep in the profiler; a loss of one number per sample was planned;
+    settings=[1] was a TypeError from dict()."""
+    import torch
+    from torch import nn
+
+    import pipebench
+    from pipebench.errors import UserError
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+    with pytest.raises(UserError, match=None) as caught:
+        pipebench.plan(net, torch.randn(2, 4), batch=8, stages=2, **kwargs)
+    assert message in str(caught.value)
+
+
+def test_the_api_refuses_a_module_without_parameters_and_profiles_that_are_not_profiles():
+    import torch
+    from torch import nn
+
+    import pipebench
+    from pipebench.errors import UserError
+
+    with pytest.raises(UserError, match="ReLU: has no parameters that require grad"):
+        pipebench.plan(nn.ReLU(), torch.randn(2, 4), batch=8, stages=2)
+    with pytest.raises(UserError, match="profiles takes Profile objects .*, got a NoneType"):
+        pipebench.plan(profiles=[None], stages=2)  # an AttributeError before

@@ -182,7 +182,7 @@ def test_token_ids_without_an_embedding_stay_below_the_examples_largest():
     class Lookup(torch.nn.Module):  # indexes a table of its own: no nn.Embedding to read a vocabulary from
         def __init__(self):
             super().__init__()
-            self.table = torch.nn.Parameter(torch.randn(50, 4))
+            self.table = torch.nn.Parameter(torch.randn(50, 50))
 
         def forward(self, ids):
             return self.table[ids]
