@@ -143,18 +143,9 @@ each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_
 
 def drift_seconds() -> float:
     """DRIFT_SECONDS, or $PIPEBENCH_DRIFT_SECONDS where set (UserError unless a number of seconds > 0)."""
-    from pipebench.errors import UserError
+    from pipebench.units import env_seconds
 
-    text = os.environ.get("PIPEBENCH_DRIFT_SECONDS")
-    if text is None:
-        return DRIFT_SECONDS
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not 0 < seconds < 3600:
-        raise UserError(f"PIPEBENCH_DRIFT_SECONDS={text!r} should be a number of seconds above 0")
-    return seconds
+    return env_seconds("PIPEBENCH_DRIFT_SECONDS", DRIFT_SECONDS, 3600)
 
 
 def measure_machine_drift(threads: int, seconds: float | None = None, window_ms: float = 25.0) -> float:

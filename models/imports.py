@@ -26,7 +26,6 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
-import math
 import os
 import signal
 import sys
@@ -38,7 +37,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
-from pipebench.units import format_bytes
+from pipebench.units import env_seconds, format_bytes
 
 __all__ = ["import_target", "build", "raised", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]
@@ -93,16 +92,7 @@ def _import_file(path: Path, target: str):
 
 def import_seconds() -> float:
     """The import's time limit: $PIPEBENCH_IMPORT_SECONDS, else IMPORT_SECONDS."""
-    text = os.environ.get("PIPEBENCH_IMPORT_SECONDS")
-    if text is None:
-        return IMPORT_SECONDS
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (0 < seconds < 1e6):
-        raise UserError(f"PIPEBENCH_IMPORT_SECONDS={text!r} should be a number of seconds above 0")
-    return seconds
+    return env_seconds("PIPEBENCH_IMPORT_SECONDS", IMPORT_SECONDS, 1e6)
 
 
 class _Stopped(BaseException):

@@ -1,15 +1,18 @@
-"""Byte sizes and counts, read and written in one place.
+"""Byte sizes, counts and seconds, read and written in one place.
 
-`parse_size` reads what a user types (--max-memory 20GiB); `format_bytes`, `format_gib` and
-`format_count` write sizes for tables and messages. Nothing here imports torch or pandas.
+`parse_size` reads what a user types (--max-memory 20GiB), `env_seconds` a time limit set in the
+environment ($PIPEBENCH_IMPORT_SECONDS); `format_bytes`, `format_gib` and `format_count` write sizes for
+tables and messages. Nothing here imports torch or pandas.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
 
 from pipebench.errors import UserError
 
-__all__ = ["KIB", "MIB", "GIB", "parse_size", "format_bytes", "format_gib", "format_count"]
+__all__ = ["KIB", "MIB", "GIB", "parse_size", "env_seconds", "format_bytes", "format_gib", "format_count"]
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 
@@ -32,6 +35,20 @@ def parse_size(text: str) -> int:
     if not size <= MAX_SIZE:  # also infinity
         raise UserError(f"memory size {text[:40]!r} is too large (at most {MAX_SIZE // 2**60} EiB)")
     return int(size)
+
+
+def env_seconds(name: str, default: float, most: float) -> float:
+    """$`name` as seconds, or `default` where it is not set (UserError unless a number above 0, below `most`)."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < most:
+        raise UserError(f"{name}={text!r} should be a number of seconds above 0")
+    return seconds
 
 
 def format_bytes(value: float) -> str:
