@@ -11,8 +11,7 @@ import pytest
 
 from test_bad_input import nothing_runs, profile_file, refused  # noqa: F401 - nothing_runs: no profiling, no runs
 
-SHORT = '''
-import torch
+NET = '''
 from torch import nn
 
 
@@ -23,7 +22,9 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.b(self.a(x))
+'''
 
+SHORT = "\nimport torch" + NET + '''
 
 def make_batch(batch_size):
     return torch.randn({inputs}, 4), torch.randint(0, 4, ({targets},))
@@ -153,20 +154,6 @@ def test_a_csv_with_a_byte_order_mark_is_read(capsys, tmp_path, command):
 
 
 # ------------------------------------------------------------------------ model files that misbehave at import
-
-NET = '''
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.b(self.a(x))
-'''
-
 
 def pipebench(tmp_path, *argv, env=None, timeout=240):
     import os
