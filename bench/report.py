@@ -113,7 +113,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["peak_gib"] = [_peak_text(bs) for bs in out["peak_memory_bytes"]]
     # A cap is named only where the group's cases ran under several (on GPUs every plan has one; the
     # strategies that plan nothing record none, which is no other cap).
-    several_caps = out.groupby(GROUP)["max_memory"].transform(lambda caps: len(set(filter(_given, caps))) > 1)
+    several_caps = out.groupby(GROUP)["max_memory"].transform(lambda caps: caps[caps != ""].nunique() > 1)
     out["case"] = [case_label(s, sch, m, v) + (f", planned for speeds {sp.replace(';', '/')}" if sp else "")
                    + (f", memory cap {cap.replace(';', '/')} GiB" if cap and several else "")
                    for s, sch, m, v, sp, cap, several in
@@ -123,11 +123,6 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values([*GROUP, "_rank", "strategy", "devices", "gpus", "micro_batches", "schedule",
                            "virtual_stages"], kind="stable")
     return out[SUMMARY_COLUMNS].reset_index(drop=True)
-
-
-def _given(value) -> bool:
-    """A cell that holds a value: not empty, None or NaN."""
-    return value is not None and value == value and value != ""
 
 
 def recommend(df: pd.DataFrame) -> list[str]:
