@@ -43,16 +43,13 @@ def read_cell(text: str) -> str:
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A whole CSV file: `header`, then `rows`, every cell `safe_cell`'d; None is an empty cell."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator=LINE_END)
-    writer.writerow([safe_cell(c) for c in header])
-    writer.writerows([safe_cell("" if c is None else c) for c in row] for row in rows)
-    return out.getvalue()
+    """A whole CSV file: `header`, then `rows`, each a `csv_line`."""
+    return csv_line(header) + "".join(csv_line(row) for row in rows)
 
 
 def csv_line(cells: Sequence[Any]) -> str:
-    """One CSV line (a row appended to a file that grows, as train's --csv does)."""
+    """One CSV line, every cell `safe_cell`'d, None an empty cell (also a row appended to a file that
+    grows, as train's --csv does)."""
     out = io.StringIO()
     csv.writer(out, lineterminator=LINE_END).writerow([safe_cell("" if c is None else c) for c in cells])
     return out.getvalue()
