@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.job import Job
+from pipebench.bench.job import Job, cut_candidates
 from pipebench.errors import UserError
 from pipebench.bench.launch import launch
 from pipebench.bench.loopback import free_port
@@ -283,6 +283,21 @@ def test_hugging_face_models_train_like_one_device(tmp_path, groups, name, strat
         pytest.skip("transformers before 5.23: the LayerDrop of BART, Whisper and wav2vec2 branches on a random "
                     "number in training, which torch.export cannot capture (tests/test_hf_tasks.py checks the line)")
     check(tmp_path, hugging_face(name, strategy, stages), groups)
+
+
+def test_integer_positions_crossing_the_first_cut_train_like_one_device(tmp_path, groups):
+    """GPT-2 cut after its token embedding (stages [1, n - 1]): the first stage makes the position ids, which
+    cross the cut as floats (bench/strategies/float_coding.py) to the position embedding on the second.
+    torch 2.14's schedule first runs each stage on tensors made from the shapes alone (torch.empty): such
+    positions would index the embedding out of range unless the stage gets zeros, as torch 2.11 gives it."""
+    model = f"{FIXTURES / 'hf_models.py'}:gpt2"
+    layers = len(cut_candidates(model, None, {"input_shape": [16], "token_range": 128}))
+    job = Job.by_hand(model, "pp-1f1b", overrides={"input_shape": [16], "token_range": 128}, batch=8, devices=2,
+                      device_type="cpu", micro_batches=2, bounds=[0, 1, layers], steps=1, warmup=0, seed=SEED,
+                      save_params=True)
+    assert job.the_plan.stages[0].layers == ["transformer.wte"]
+    assert job.the_plan.stages[1].layers[0] == "transformer.wpe"
+    check(tmp_path, job, groups)
 
 
 USER_FILE = '''

@@ -82,6 +82,8 @@ class PipelineParallelTrainer(Trainer):
         for s in self.stage_ids:
             self.compile(place(chain[s], device).submod)  # the stage's own graph; the chain's plumbing stays eager
         stages = [PipelineStage(chain[s], s, self.num_stages, device, group=group) for s in self.stage_ids]
+        for stage in stages:
+            _zeros_for_metadata_inference(stage)
         if dist.get_backend(group) == "gloo":
             for stage in stages:
                 _no_sends_to_itself(stage)
@@ -123,3 +125,24 @@ def _no_sends_to_itself(stage) -> None:
     ops = stage._get_init_p2p_neighbors_ops
     own = stage.group_rank
     stage._get_init_p2p_neighbors_ops = lambda: [op for op in ops() if op.group_peer != own]
+
+
+def _zeros_for_metadata_inference(stage) -> None:
+    """Run torch's metadata inference on zeros, not on uninitialised memory. Before the first step, torch
+    2.14's schedules run each stage once on tensors made from the received shapes alone (`_to_tensor`:
+    torch.empty). An integer tensor that crosses a cut (position ids made by the first stage, as floats:
+    float_coding.py) then holds whatever the memory held, and the next stage's embedding indexes out of
+    range. Zeros index every embedding; torch 2.11's shape inference ran the stages on zeros as well (and
+    has no `_to_tensor`: nothing changes there)."""
+    to_tensor = getattr(stage, "_to_tensor", None)
+    if to_tensor is None:
+        return
+
+    def zeros(arg):
+        made = to_tensor(arg)
+        if not isinstance(arg, torch.Tensor):  # made from metadata: torch.empty's contents
+            with torch.no_grad():
+                made.zero_()
+        return made
+
+    stage._to_tensor = zeros
