@@ -435,4 +435,6 @@ def _free_name(path: Path) -> Path:
 
 
 def _warn(message: str) -> None:
-    print(f"pipebench: warning: {message}", file=sys.stderr, flush=True)
+    from pipebench.errors import printable
+
+    print(f"pipebench: warning: {printable(message)}", file=sys.stderr, flush=True)

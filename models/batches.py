@@ -25,7 +25,7 @@ from pipebench.models.imports import raised
 from pipebench.units import format_bytes
 
 __all__ = ["DEFAULT_TOKEN_RANGE", "LOSSES", "vocabulary", "SyntheticInputs", "TaskBatches", "ExampleInputs",
-           "UserBatches", "loss", "cross_entropy", "nll", "mse", "bce", "MASKED_SHARE"]
+           "UserBatches", "not_finite", "loss", "cross_entropy", "nll", "mse", "bce", "MASKED_SHARE"]
 
 DEFAULT_TOKEN_RANGE = 1000
 """Token ids are drawn below this for a model with integer inputs and no embedding to read a vocabulary from."""
@@ -241,7 +241,8 @@ def _kind(value: Any) -> str:
 def _check_samples(target: str, batch_size: int, inputs: Any, targets: Any) -> None:
     """Every tensor make_batch returns holds `batch_size` samples along its first dimension: one that
     returns another number would be profiled, planned and timed as the batch asked for, with every
-    figure per sample wrong."""
+    figure per sample wrong. Its floats are finite: NaN inputs make a NaN loss, and what is timed is no
+    longer the model's arithmetic (NaN and denormal paths differ)."""
     tensors = list(inputs.values()) if isinstance(inputs, dict) else \
         list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
     tensors += [targets] if targets is not None else []
@@ -253,6 +254,16 @@ def _check_samples(target: str, batch_size: int, inputs: Any, targets: Any) -> N
             got = "a tensor without a batch dimension" if samples is None else f"{samples} samples"
             raise UserError(f"{target}: make_batch({batch_size}) returned {got} (shape {list(tensor.shape)}); it "
                             f"must return batch_size ({batch_size}) samples in every tensor")
+    for tensor in tensors:
+        if not_finite(tensor):
+            raise UserError(f"{target}: make_batch({batch_size}) returned NaN or infinite values (in the tensor of "
+                            f"shape {list(tensor.shape)}); a step of them measures nothing, give finite numbers")
+
+
+def not_finite(tensor: torch.Tensor) -> bool:
+    """Whether the float tensor `tensor` holds a NaN or an infinity (one on the meta device holds nothing)."""
+    return (tensor.is_floating_point() or tensor.is_complex()) and tensor.device.type != "meta" and \
+        not bool(torch.isfinite(tensor).all())
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -9,9 +9,12 @@ A model file runs arbitrary code when imported, and three things it may do would
 pipebench with no word; the import is guarded in this process (`_guarded`):
 - it never returns (an infinite loop, a download that hangs): a time limit, IMPORT_SECONDS or
   $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
-  importing (main) thread, again each second until the file lets it out;
-- it calls os._exit(N), which no `except` sees: os._exit is replaced for the import's thread while the
-  file runs, so the call becomes one line with its code;
+  importing (main) thread, again each second until the file lets it out; a file that stops the timer
+  (signal.alarm(0)), replaces its handler or swallows what it raises is ended by a watchdog thread
+  WATCHDOG_GRACE_SECONDS later: the same line, and the process exits 2 at once;
+- it calls os._exit(N), which no `except` sees: from the first import on, os._exit is pipebench's
+  (`_exit`), so the call becomes one line with its code, in the importing thread and in any thread the
+  file started (at import, or minutes later into a run: the line, and exit 2 at once);
 - it starts a thread that never ends: Python waits for every non-daemon thread before it exits, so the
   command line leaves without them once its work is done (bench/cli main).
 Importing the file in a child process first would catch the first two as well, but it costs a second
@@ -30,6 +33,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,42 +103,87 @@ class _Stopped(BaseException):
     """Raised into a model file's import (a BaseException: its own `except Exception` lets it through)."""
 
 
+WATCHDOG_GRACE_SECONDS = 2.0
+"""How long past the time limit the watchdog waits for the timer's exception to end the import."""
+_REAL_EXIT = os._exit
+_going: list[tuple[str, threading.Thread, set, list]] = []
+"""The model file imports going on: (its name, the importing thread, the threads alive before, the codes it
+passed to os._exit)."""
+_model_threads: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
+"""The threads a model file started when imported, by the model's name."""
+
+
+def _exit(code=0):
+    """os._exit once a model file is imported: in the importing thread, an exception (_guarded's line); in a
+    thread the file started, at import or after it (a daemon that ends the process minutes into a run),
+    the one line and exit status 2; everywhere else, os._exit itself."""
+    me = threading.current_thread()
+    for target, importer, before, exits in _going:
+        if me is importer:
+            exits.append(code)
+            raise _Stopped
+        if me not in before:
+            _die(f"{target}: a thread it starts when imported calls os._exit({code!r}); a model file must only "
+                 "define things")
+    if me in _model_threads:
+        _die(f"{_model_threads[me]}: a thread it starts when imported calls os._exit({code!r}); a model file must "
+             "only define things")
+    _REAL_EXIT(code)
+
+
+def _die(message: str) -> None:
+    """End the process now with the one line and exit status 2: what a model file did leaves nothing to unwind
+    to (the run's processes and folder end with it: pipebench/processes.py). Written to the descriptor
+    itself: the stuck thread may hold sys.stderr's lock."""
+    from pipebench.errors import printable
+
+    try:
+        os.write(2, f"pipebench: error: {printable(message)}\n".encode(errors="replace"))
+    except OSError:
+        pass
+    _REAL_EXIT(2)
+
+
 @contextlib.contextmanager
 def _guarded(target: str, what: str):
-    """Run a model file's import under a time limit, with os._exit turned into an exception; see the
-    module docstring. Everything is put back as it was on leaving."""
+    """Run a model file's import under a time limit, with os._exit turned into one line; see the module
+    docstring. The timer and its handler are put back as they were on leaving; os._exit stays pipebench's
+    (`_exit`), for the threads the file started."""
     seconds = import_seconds()
     me = threading.current_thread()
-    real_exit = os._exit
     exits: list[int] = []
-    finished: list[bool] = []
-
-    def exit_at_import(code=0):
-        if threading.current_thread() is not me:  # another thread's exit (a watcher of its parent) is real
-            real_exit(code)
-        exits.append(code)
-        raise _Stopped
+    finished = threading.Event()
+    late = (f"{target}: importing {what} did not finish within {seconds:g} s (an endless loop, or something it "
+            "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
 
     timed = me is threading.main_thread()
     if timed:
         def on_alarm(signum, frame):
-            if not finished:
+            if not finished.is_set():
                 raise _Stopped
+
+        def watchdog():  # the file stopped the timer, replaced its handler, or swallows what it raises
+            if not finished.wait(seconds + WATCHDOG_GRACE_SECONDS):
+                _die(late)
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
         earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    os._exit = exit_at_import
+        threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
+    going = (target, me, set(threading.enumerate()), exits)
+    os._exit = _exit
+    _going.append(going)
     try:
         yield
     except _Stopped:
         if exits:
             raise UserError(f"{target}: it calls os._exit({exits[0]!r}) when imported; a model file must only define "
                             "things") from None
-        raise UserError(f"{target}: importing {what} did not finish within {seconds:g} s (an endless loop, or "
-                        "something it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer") from None
+        raise UserError(late) from None
     finally:
-        finished.append(True)
-        os._exit = real_exit
+        finished.set()
+        _going.remove(going)
+        for thread in set(threading.enumerate()) - going[2]:
+            _model_threads[thread] = target
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)

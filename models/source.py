@@ -39,7 +39,7 @@ from torch import nn
 from pipebench.errors import UserError, first_line
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
-                                      UserBatches, loss as named_loss, vocabulary)
+                                      UserBatches, loss as named_loss, not_finite, vocabulary)
 from pipebench.models.hugging_face import AsTrained, as_trained, is_hugging_face
 from pipebench.models.imports import build, import_target, raised, where
 
@@ -245,6 +245,9 @@ def _example(module: nn.Module, example_inputs: Any) -> tuple[tuple[torch.Tensor
     if any(t.device.type == "meta" for t in inputs):
         raise UserError("example_inputs are on the meta device: they hold no values to run; give real tensors "
                         "(on the CPU or the GPU you profile on)")
+    if any(not_finite(t) for t in inputs):
+        raise UserError("example_inputs hold NaN or infinite values; give finite numbers (what a step of them "
+                        "measures is not the model's arithmetic)")
     if is_hugging_face(module):
         if not keywords:
             keywords = hf.input_names(module, len(inputs))

@@ -37,7 +37,7 @@ from pipebench.errors import UserError
 from pipebench.files import write_json
 from pipebench.partition.profile import Profile
 
-__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "link_cache", "code_fingerprint", "request_identity", "device_label",
+__all__ = ["ProfileCache", "cache_folder", "cache_enabled", "check_cache_folders", "link_cache", "code_fingerprint", "request_identity", "device_label",
            "torch_version", "file_digest", "library_versions"]
 
 FORMAT = "pipebench-profile-cache"
@@ -56,6 +56,21 @@ def cache_folder() -> Path:
 
 def cache_enabled() -> bool:
     return os.environ.get("PIPEBENCH_CACHE", "").lower() not in ("off", "0", "no", "false")
+
+
+def check_cache_folders() -> None:
+    """Refuse, before any work, a cache folder (the profile cache's, PIPEBENCH_LINK_CACHE) that is a file, or
+    lies below one: every entry written there would fail, and the cache would be silently unused."""
+    named = [("PIPEBENCH_CACHE", cache_folder())] if cache_enabled() else []
+    if os.environ.get("PIPEBENCH_LINK_CACHE"):
+        named.append(("PIPEBENCH_LINK_CACHE", Path(os.environ["PIPEBENCH_LINK_CACHE"]).expanduser()))
+    for name, folder in named:
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            where = "is" if existing == folder else f"lies below {existing}, which is"
+            source = name if name != "PIPEBENCH_CACHE" or os.environ.get(name) else "the cache folder"
+            raise UserError(f"{source} {folder} {where} a file, not a folder; point {name} at a folder"
+                            + (" (or set PIPEBENCH_CACHE=off)" if name == "PIPEBENCH_CACHE" else ""))
 
 
 def link_cache() -> "ProfileCache | None":

@@ -305,9 +305,11 @@ def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings
     what was asked alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
     is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
     or the model is an object (partition/cache.py)."""
-    from pipebench.partition.cache import (ProfileCache, cache_enabled, device_label, link_cache, request_identity,
-                                           torch_version)
+    from pipebench.partition.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
+                                           request_identity, torch_version)
 
+    if cache:
+        check_cache_folders()  # a cache folder that is a file would be silently unused
     identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
         if cache and cache_enabled() else None
     if identity is None and not (cache and link_cache()):

@@ -3,11 +3,13 @@
 Every check of user input in pipebench raises `UserError` or a subclass (an unknown model, a batch that
 does not split, a malformed file, a GPU that does not exist, a memory cap nothing fits). The command line
 prints it as `pipebench: error: <message>` and exits with status 2; any other exception is a bug and
-keeps its traceback.
+keeps its traceback. What is printed goes through `printable`: a message quotes what the user gave (a file
+name, a model name, a CSV cell), and a control character in it would clear the terminal, rewrite the line
+or split it in two.
 """
 from __future__ import annotations
 
-__all__ = ["UserError", "DeviceError", "first_line"]
+__all__ = ["UserError", "DeviceError", "first_line", "printable"]
 
 
 class UserError(ValueError):
@@ -25,3 +27,9 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     if exc.__cause__ is not None and exc.__cause__ is not exc:
         line += f" ({first_line(exc.__cause__, limit)})"
     return line
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (escape sequences, CR, LF, NUL, other control and
+    format characters) written as Python writes it in a string: `\\x1b`, `\\r`, `\\x00`, `\\u202e`."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

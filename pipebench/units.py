@@ -25,15 +25,16 @@ MAX_SIZE = 2**60
 bytes is."""
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, option: str | None = None) -> int:
     """'20GiB' -> 21474836480; '512MB' -> 512000000; a bare number is bytes; case and spaces do not matter.
-    ASCII digits only, and at most MAX_SIZE."""
+    ASCII digits only, and at most MAX_SIZE. `option` (--max-memory) begins the message of a refusal."""
+    said = f"{option}: " if option else ""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text, re.ASCII)
     if not match or match.group(2).lower() not in _UNITS:
-        raise UserError(f"cannot read memory size {text[:40]!r}; write it like 20GiB, 512MB or 1e9")
+        raise UserError(f"{said}cannot read memory size {text[:40]!r}; write it like 20GiB, 512MB or 1e9")
     size = float(match.group(1)) * _UNITS[match.group(2).lower()]
     if not size <= MAX_SIZE:  # also infinity
-        raise UserError(f"memory size {text[:40]!r} is too large (at most {MAX_SIZE // 2**60} EiB)")
+        raise UserError(f"{said}memory size {text[:40]!r} is too large (at most {MAX_SIZE // 2**60} EiB)")
     return int(size)
 
 

@@ -328,3 +328,100 @@ def test_the_api_refuses_a_module_without_parameters_and_profiles_that_are_not_p
         pipebench.plan(nn.ReLU(), torch.randn(2, 4), batch=8, stages=2)
     with pytest.raises(UserError, match="profiles takes Profile objects .*, got a NoneType"):
         pipebench.plan(profiles=[None], stages=2)  # an AttributeError before
+
+
+# -------------------------------------------------------------------------------------- found by the third pass
+
+THREAD_EXIT = '''
+import os
+import threading
+import time
+
+
+def later():
+    time.sleep(0.3)
+    os._exit(0)
+
+
+threading.Thread(target=later, daemon=True).start()
+'''
+
+
+def test_a_thread_that_calls_os_exit_after_the_import_is_one_line(tmp_path):
+    """A daemon thread started at import, calling os._exit(0) once the import was over, ended the run with exit 0
+    and no word."""
+    (tmp_path / "later.py").write_text(NET + THREAD_EXIT)
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "later.py:Net", "--input-shape", "4", "--stages", "2",
+                       "--batch", "8", "--repeats", "1", "--device", "cpu", timeout=120)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]  # after the progress lines of the profiling it cut short
+    assert last.startswith("pipebench: error: ") and \
+        "later.py:Net: a thread it starts when imported calls os._exit(0); a model file must only define" in last, last
+
+
+def test_an_import_that_stops_the_timer_is_stopped_all_the_same(tmp_path):
+    """signal.alarm(0), or a handler of its own for SIGALRM, let a model file's endless import run forever."""
+    (tmp_path / "loop.py").write_text(NET + "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                                            "signal.alarm(0)\nwhile True:\n    time.sleep(1)\n")
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "loop.py:Net", "--input-shape", "4", "--stages", "2",
+                       env={"PIPEBENCH_IMPORT_SECONDS": "1"}, timeout=120)
+    one_line(result, "loop.py did not finish within 1 s")
+
+
+@pytest.mark.parametrize("cache", ["file", "file/below"])
+def test_a_cache_folder_that_is_a_file_is_refused_first(capsys, tmp_path, monkeypatch, cache):
+    """PIPEBENCH_CACHE naming a regular file: every entry failed to be written, and the cache went unused."""
+    (tmp_path / "file").write_text("mine\n")
+    monkeypatch.setenv("PIPEBENCH_CACHE", str(tmp_path / cache))
+    tiny = ["plan", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "2"]
+    refused(capsys, tiny, f"PIPEBENCH_CACHE {tmp_path / cache} ")
+    refused(capsys, tiny, "a file, not a folder; point PIPEBENCH_CACHE")
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-memory", "-1GB"], "--max-memory: cannot read memory size '-1GB'"),
+    (["--max-memory", "-nan"], "--max-memory: cannot read memory size '-nan'"),
+    (["--link-gbps", "-inf"], "--link-gbps takes 0"),
+    (["--repeats", "-1e3"], "--repeats takes a positive integer"),
+    (["--batch", "-8x"], "--batch takes a positive integer"),
+])
+def test_a_value_that_starts_with_a_minus_is_one_line(capsys, argv, message):
+    """argparse took `-1GB` for an option: its usage message and "expected one argument", not one line."""
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", *argv], message)
+
+
+def test_control_characters_in_an_error_line_are_escaped(capsys, tmp_path):
+    """A model name of `\\x1b[2J` cleared the terminal of whoever read the error; `\\r` rewrote the line."""
+    refused(capsys, ["plan", "--model", "m\x1b[2J\r\x00x", "--stages", "2"], "unknown model 'm\\x1b[2J\\r\\x00x'")
+    path = tmp_path / "n\x1b]0;owned\x07\r.py"
+    path.write_text("raise ValueError('bad\\x1b[31m cell')\n")
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2"], "n\\x1b]0;owned\\x07\\r.py")
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2"], "ValueError: bad\\x1b[31m cell")
+
+
+@pytest.mark.parametrize("value", ["float('nan')", "float('inf')", "-float('inf')"])
+def test_a_make_batch_of_nan_or_infinite_inputs_is_refused(capsys, tmp_path, value):
+    """NaN inputs were profiled and planned: every loss NaN, and what was timed was not the model's arithmetic."""
+    path = tmp_path / "nan.py"
+    path.write_text("import torch" + NET + f"""
+def make_batch(batch_size):
+    x = torch.randn(batch_size, 4)
+    x[-1, 0] = {value}
+    return x, torch.randint(0, 4, (batch_size,))
+""")
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8"],
+            "make_batch(2) returned NaN or infinite values (in the tensor of shape [2, 4])")
+
+
+def test_the_api_refuses_nan_example_inputs():
+    import torch
+    from torch import nn
+
+    import pipebench
+    from pipebench.errors import UserError
+
+    x = torch.randn(2, 4)
+    x[1, 2] = float("nan")
+    with pytest.raises(UserError, match="example_inputs hold NaN or infinite values"):
+        pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), x, batch=8, stages=2)

@@ -50,7 +50,7 @@ def _leave(code: int) -> None:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_values_joined(parser, sys.argv[1:] if argv is None else argv))
     from pipebench.processes import run_folder
 
     previous = _catch_signals()
@@ -76,6 +76,9 @@ def _command(args) -> int:
         from pipebench.hardware.probes import drift_seconds
 
         drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
+        from pipebench.partition.cache import check_cache_folders
+
+        check_cache_folders()  # and a cache folder that is a file
         code = args.handler(args)
         sys.stdout.flush()  # the answer is written now, where a full disk or a closed pipe can be said
         return code
@@ -88,6 +91,39 @@ def _command(args) -> int:
     except KeyboardInterrupt:
         print("pipebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`argv` with each option that takes one value joined to a value that starts with '-' (`--max-memory
+    -1GB` -> `--max-memory=-1GB`): argparse takes such a value for an option, and answers with its usage and
+    "expected one argument"; joined, the option's own check refuses it in one line. A next word that is
+    an option itself (`--out --fresh`) is left for argparse to refuse."""
+    taking, options = set(), set()
+    for command in [parser, *_subparsers(parser)]:
+        for action in command._actions:
+            options.update(action.option_strings)
+            if action.option_strings and action.nargs is None:
+                taking.update(action.option_strings)
+    joined: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            joined += [word, *words]
+            break
+        if word in taking:
+            value = next(words, None)
+            if value is not None and value.startswith("-") and value.split("=")[0] not in options:
+                word = f"{word}={value}"
+            elif value is not None:
+                joined.append(word)
+                word = value
+        joined.append(word)
+    return joined
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [command for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for command in action.choices.values()]
 
 
 def _catch_signals() -> dict:
@@ -166,5 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"pipebench: error: {message}", file=sys.stderr)
+    from pipebench.errors import printable
+
+    print(f"pipebench: error: {printable(message)}", file=sys.stderr)
     return EXIT_USAGE

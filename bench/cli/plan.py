@@ -107,7 +107,7 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     from pipebench.specs import parse_link_gbps
     from pipebench.units import parse_size
 
-    caps = parse_size(args.max_memory) if args.max_memory else None
+    caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     common = dict(link_gbps=parse_link_gbps(args.link_gbps), training=training_of(args), repeats=args.repeats,
                   fresh=args.fresh, **asked)
     if args.profile:

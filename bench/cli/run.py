@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
         ids, _ = auto_gpus(args.gpus)
     elif args.gpus:
         ids = parse_gpus(args.gpus)
-    cap = parse_size(args.max_memory) if args.max_memory else None
+    cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     machine = detect_machine(ids, args.stages, cpu=on_cpu)
     machine = suite_run.cap_machine(machine, cap, gpu_memory)
     for mode in compiles:  # cudagraphs on the CPU: one line now
