@@ -112,7 +112,8 @@ def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
     (bench/advise.py `recommend`; a row written before rows kept their interval ties by the TIE margin
     alone)."""
-    from pipebench.bench.advise import Prediction, recommend
+    from pipebench.bench.advise import recommend
+    from pipebench.bench.prediction import Prediction
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])
     fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None,

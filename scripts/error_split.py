@@ -201,14 +201,14 @@ def pricing(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    from pipebench.bench import advise
+    from pipebench.bench.strategies import prices
 
-    shared = advise.shared_cores
-    advise.shared_cores = lambda profile, devices: None
+    shared = prices.shared_cores
+    prices.shared_cores = lambda profile, devices: None
     try:
         yield
     finally:
-        advise.shared_cores = shared
+        prices.shared_cores = shared
 
 
 def predict_row(row, profiles: list, on: bool) -> float | None:

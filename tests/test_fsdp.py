@@ -1,5 +1,5 @@
 """FSDP2: two gloo processes train like one device (fp32 exactly, bf16 within its rounding), the blocks it
-shards, and its price (partition/costs.py fsdp_step and fsdp_memory, bench/advise.py) in closed form."""
+shards, and its price (partition/costs.py fsdp_step and fsdp_memory, bench/strategies/prices.py) in closed form."""
 from __future__ import annotations
 
 import pytest

@@ -104,7 +104,7 @@ def test_the_registry_declares_every_strategy_once():
         assert strategy.schedule is None or SCHEDULES[strategy.schedule.name] is strategy.schedule
         assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan
-        assert callable(strategy.price_function())
+        assert callable(strategy.price)
 
 
 @pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])

@@ -2,9 +2,14 @@
 
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
-Trainer and its price (the function bench/advise.py calls to predict it). Adding a strategy is one
-entry here plus its module in this package and its tests. Nothing here imports torch: the trainer and
-the price are named as "module:name" and imported only where they are used.
+Trainer and its price (bench/strategies/prices.py: the function bench/advise.py calls to predict it).
+Adding a strategy is one entry here plus its Trainer's module in this package, its price, and its tests.
+
+The price is held as the function itself. The Trainer is named as "module:Class" and imported by
+`Strategy.trainer_class` alone, the one lazy import: every Trainer's module imports torch, and this
+registry is imported where torch must not load (the report, the results store, a cached `pipebench
+advise`: tests/test_report.py, test_results.py and test_cache.py check it). The worker, the one place
+that builds a Trainer, pays for torch there.
 
 Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
 copied), uses the same loss and the same optimizer step (pipebench/training.py), and records the loss
@@ -14,7 +19,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Callable
 
+from pipebench.bench.strategies.prices import (price_dataparallel, price_ddp, price_device_map, price_fsdp,
+                                               price_hybrid, price_plan, price_zero1)
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES, Schedule
 
@@ -32,9 +40,9 @@ class Strategy:
     built as Trainer(model, devices, plan=, strategy=, training=)."""
     process_per_device: bool
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
-    price: str = "advise:price_plan"
-    """"module:function" under pipebench.bench that predicts it: function(strategy, profiles, devices, caps,
-    speeds, links, training, micro_batches) -> advise.Prediction."""
+    price: Callable = price_plan
+    """The function that predicts it (bench/strategies/prices.py): price(strategy, profiles, devices, caps,
+    speeds, links, training, micro_batches) -> bench.prediction.Prediction."""
     schedule: Schedule | None = None
     """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False
@@ -100,31 +108,25 @@ class Strategy:
         return devices * self.stages_per_device if needs else 1
 
     def trainer_class(self):
-        return _load(self.trainer, "pipebench.bench.strategies")
-
-    def price_function(self):
-        return _load(self.price, "pipebench.bench")
-
-
-def _load(name: str, package: str):
-    module, _, attribute = name.partition(":")
-    return getattr(importlib.import_module(f"{package}.{module}"), attribute)
+        """Its Trainer class, imported now (with torch): see the module's docstring for why only here."""
+        module, _, name = self.trainer.partition(":")
+        return getattr(importlib.import_module(f"pipebench.bench.strategies.{module}"), name)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
              schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             "dataparallel:DataParallelTrainer", False, price="advise:price_dataparallel", can_checkpoint=False),
+             "dataparallel:DataParallelTrainer", False, price=price_dataparallel, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             "ddp:DDPTrainer", True, price="advise:price_ddp", splits_batch=True),
+             "ddp:DDPTrainer", True, price=price_ddp, splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             "zero1:Zero1Trainer", True, price="advise:price_zero1", splits_batch=True),
+             "zero1:Zero1Trainer", True, price=price_zero1, splits_batch=True),
     Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp:FSDPTrainer", True,
-             price="advise:price_fsdp", splits_batch=True),
+             price=price_fsdp, splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             "devicemap:DeviceMapTrainer", False, price="advise:price_device_map", can_checkpoint=False),
+             "devicemap:DeviceMapTrainer", False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
              "modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
     Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
@@ -144,7 +146,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
              named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             "hybrid:HybridTrainer", True, price="advise:price_hybrid", schedule=SCHEDULES["1f1b"],
+             "hybrid:HybridTrainer", True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
              micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
 

@@ -10,7 +10,7 @@ parameter tensor on its own, and on gloo those calls' fixed costs doubled a step
 against DDP's 84; 89 in buckets).
 
 The update is the same as one device's: the gradients are the whole batch's mean (DDP's all-reduce) and
-every parameter is stepped once, by its owner. Its price is bench/advise.py's price_zero1, beside DDP's:
+every parameter is stepped once, by its owner. Its price is bench/strategies/prices.py's price_zero1, beside DDP's:
 this module imports torch, which advise does not wait for.
 """
 from __future__ import annotations
