@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from pipebench.partition.plan import transfer_ms
+from pipebench.partition.cuts import transfer_ms
 from pipebench.partition.profile import LayerProfile, kept_bytes
 
 __all__ = ["Links", "allreduce_ms", "step_end", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",

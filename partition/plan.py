@@ -3,7 +3,8 @@
 A Plan is the contract between the partitioner and the executors: strategies never re-decide where to
 cut, and reports compare its predictions with what a run measured. `make_plan` builds one from profiles
 (one per candidate micro-batch size) with the exact solver and the schedule simulator; it imports no
-torch, so a saved profile plans anywhere.
+torch, so a saved profile plans anywhere. What a cut costs and the walk among cuts on the simulated step
+are partition/cuts.py; what a stage holds, partition/memory.py.
 """
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
-from itertools import accumulate, combinations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import LayerProfile, Profile, calibration, kept_bytes, step_spread
+from pipebench.partition.cuts import (EVERY_CUT_LIMIT, StageCost, cut_prices, no_worse_than_baselines, polish_cuts,
+                                      shortest_of_all_cuts, simulate_stages, stage_scale, transfer_ms)
+from pipebench.partition.memory import StageMemory, recomputing, unmodelled_bytes
+from pipebench.partition.profile import Profile, step_spread
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.errors import UserError
-from pipebench.request import BALANCES, Request, check_stage_count, split_error, within_caps
+from pipebench.request import BALANCES, Request, check_stage_count, split_error
 from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
-__all__ = ["recomputing", "StageMemory", "unmodelled_bytes", "BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
+__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds", "shared_cores"]
 
 FORMAT = "pipebench-plan"
@@ -237,12 +240,6 @@ def shared_cores(profile: Profile, devices: Sequence[str]) -> sched.SharedCores 
         return None
     return sched.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0,
                              profile.collective_ms or 0.0)
-
-
-def transfer_ms(nbytes: float, link_gbps: float, latency_ms: float = 0.0) -> float:
-    """Time to move `nbytes` across a link of `link_gbps` GB/s, plus its fixed cost (0 when transfers are
-    not priced)."""
-    return nbytes / (link_gbps * 1e9) * 1e3 + latency_ms if link_gbps > 0 else 0.0
 
 
 def uniform_bounds(layers: int, stages: int) -> list[int]:
@@ -467,12 +464,12 @@ def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float],
             bounds = solve_intervals(n, p, cost.stage, memory=per_layer if caps else None, caps=caps,
                                      cut_prices=prices)
         if polish:
-            bounds = _polish(bounds, m, schedule, cost, per_layer, caps, len(devices))
+            bounds = polish_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices))
             if math.comb(n - 1, p - 1) <= EVERY_CUT_LIMIT:  # the baselines are among every cut
-                return _shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices), notes)
-            bounds = _no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, len(devices),
-                                              {"parameter-balanced": solve([l.params for l in layers], p),
-                                               "layer-count": uniform_bounds(n, p)}, notes)
+                return shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices), notes)
+            bounds = no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, len(devices),
+                                             {"parameter-balanced": solve([l.params for l in layers], p),
+                                              "layer-count": uniform_bounds(n, p)}, notes)
         return bounds
 
     if checkpoint == "always":
@@ -484,7 +481,7 @@ def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float],
             bounds, recompute = cut(keep_cost, memory.per_layer(False)), [False] * p
         except InfeasibleError:
             bounds = cut(recompute_cost, memory.per_layer(True))
-            held = _simulate(recompute_cost.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
+            held = simulate_stages(recompute_cost.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
             recompute = [memory.stage(a, b, held[s], False) > caps[s]
                          for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
@@ -497,7 +494,8 @@ def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float],
     times = mixed(keep_cost.times(bounds), recompute_cost.times(bounds))
     launches = mixed(keep_cost.launches(bounds), recompute_cost.launches(bounds))
     fwd, bwd = times["forward"], times["backward"]
-    timeline = _simulate(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches, shared)
+    timeline = simulate_stages(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches,
+                               shared)
     stage_compute = [(recompute_cost if again else keep_cost).stage(s, a, b)
                      for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
     stages = []
@@ -555,286 +553,3 @@ def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float],
         interpolated_from=profile.interpolated_from,
         cut_note=" ".join(notes),
     )
-
-
-class StageMemory:
-    """A stage's predicted peak bytes: its parameters, gradients and optimizer states (`states` tensors of
-    parameter size in all), autocast's bf16 weight copies (once per step), and activations.
-
-    Keeping them, a stage holds each layer's saved activations for every micro-batch in flight. Recomputing
-    (activation checkpointing), it holds only what it received for each micro-batch in flight, plus one
-    micro-batch's activations while the backward makes them again. A one-stage plan (the single baseline)
-    recomputes layer by layer: every layer's input for the micro-batch, plus the largest layer's
-    activations.
-
-    `unmodelled`: what the whole step measured beyond these figures at this micro-batch (unmodelled_bytes:
-    the backward's transient buffers, convolution workspaces). Those buffers are the size of the
-    activation being differentiated, so a stage takes the share its largest activation is of the model's
-    largest: all of it on one device, less on a stage of small layers."""
-
-    def __init__(self, layers, states: int, schedule: str, micro_batches: int, stages: int, unmodelled: int = 0):
-        self.layers, self.states, self.stages = layers, states, stages
-        self.unmodelled = unmodelled
-        self.largest = max((l.saved_bytes for l in layers), default=0)
-        # For the solver, the most micro-batches any stage may hold under the schedule (1F1B holds at most
-        # p; interleaved and zero-bubble schedules are counted as holding all m).
-        kind = sched.get_schedule(schedule)
-        one_f_one_b = kind.layout == "one" and not kind.forwards_first
-        self.worst_in_flight = min(micro_batches, stages) if one_f_one_b else micro_batches
-
-    def fixed(self, layer) -> float:
-        return layer.param_bytes * self.states + layer.cast_bytes
-
-    def per_layer(self, recompute: bool) -> list[float]:
-        """What each layer adds to its stage, for the solver's caps (a recomputing stage's received
-        activations are left to the final figure: one tensor per micro-batch, small beside the rest). Each
-        layer's whole saved bytes: what it shares with the layer before is one tensor only within a stage,
-        so the solver's additive figure stays on the safe side of `stage`'s."""
-        held = 1 if recompute else self.worst_in_flight
-        return [self.fixed(l) + l.saved_bytes * held for l in self.layers]
-
-    def stage(self, a: int, b: int, held: int, recompute: bool) -> int:
-        layers = self.layers[a:b]
-        fixed = sum(self.fixed(l) for l in layers)
-        if not recompute:
-            modelled = fixed + kept_bytes(layers) * held
-        elif self.stages == 1:
-            inputs = sum(self.layers[i - 1].output_bytes for i in range(max(a, 1), b))
-            modelled = fixed + inputs * held + max(l.saved_bytes for l in layers)
-        else:
-            received = self.layers[a - 1].output_bytes if a > 0 else 0
-            modelled = fixed + received * held + kept_bytes(layers)
-        share = max(l.saved_bytes for l in layers) / self.largest if self.largest else 1.0
-        return int(max(modelled + self.unmodelled * share, fixed))
-
-
-def unmodelled_bytes(profiles: Sequence[Profile], micro_batch: int) -> int:
-    """The bytes a whole step measured on one device beyond what StageMemory predicts for it (negative
-    where it predicts more), from the profile that measured the whole step's peak, scaled to `micro_batch`
-    (the transients grow with the activations); 0 when none did (the CPU, older profiles)."""
-    measured = [p for p in profiles if p.whole_step_peak_bytes]
-    if not measured:
-        return 0
-    whole = max(measured, key=lambda p: p.micro_batch)
-    states = 2 + whole.training.states
-    predicted = StageMemory(whole.layers, states, "gpipe", 1, 1).stage(0, len(whole.layers), 1, False)
-    return int((whole.whole_step_peak_bytes - predicted) * micro_batch / whole.micro_batch)
-
-
-def recomputing(layer: LayerProfile) -> LayerProfile:
-    """The layer as a recomputing stage runs it: its backward starts with its forward again."""
-    def plus(back, fwd):
-        return None if back is None or fwd is None else back + fwd
-    return replace(layer, backward_ms=layer.backward_ms + layer.forward_ms,
-                   backward_cpu_ms=plus(layer.backward_cpu_ms, layer.forward_cpu_ms),
-                   backward_input_ms=None, backward_weight_ms=None,
-                   backward_input_cpu_ms=None, backward_weight_cpu_ms=None)
-
-
-def stage_scale(profiles: Sequence[Profile], stages: int) -> float:
-    """The factor on every device time of a plan of `stages` stages (profile.calibration). The whole step
-    prices what the segments leave out (loss, update, a long step's clocks). Where it came out faster than
-    its segments, that is the eager module's own speed, which only a one-stage plan (the single baseline)
-    runs; a pipeline's stages run the split segments as profiled."""
-    scale = calibration(list(profiles))
-    return scale if stages == 1 else max(scale, 1.0)
-
-
-def cut_prices(layers, link_gbps: float, latency_ms: float = 0.0) -> list[float]:
-    """The price of a cut after each layer but the last: the time its activation takes to cross the link
-    (the gradient crosses back alike)."""
-    return [transfer_ms(layer.output_bytes, link_gbps, latency_ms) for layer in layers[:-1]]
-
-
-class StageCost:
-    """What a stage costs per micro-batch, from the layers' figures, for any cuts.
-
-    On a GPU the profile has each layer's device time and its CPU launch time. The CPU launches a stage's
-    operations one after another while the GPU runs earlier ones, so over a step a stage costs the larger
-    of its CPU sum and its device sum (the device sum at the device's speed): short kernels cost their
-    launches, long ones hide them. The simulator plays both clocks (schedule.simulate's `launch`). Without
-    launch times (the CPU, older profiles) a stage costs its device sum."""
-
-    FIGURES = {"forward": "forward_ms", "backward": "backward_ms", "input": "backward_input_ms",
-               "weight": "backward_weight_ms"}
-    LETTERS = {"forward": "F", "backward": "B", "input": "I", "weight": "W"}
-
-    def __init__(self, layers, speeds: Sequence[float], prices: Sequence[float], scale: float = 1.0,
-                 shared: sched.SharedCores | None = None):
-        """scale: the profile's calibration (profile.calibration), on every device and launch time; shared:
-        CPU processes sharing the cores (what the simulator then charges)."""
-        self.shared = shared
-        figures = dict(self.FIGURES)
-        if not all(l.backward_input_ms is not None and l.backward_weight_ms is not None for l in layers):
-            del figures["input"], figures["weight"]
-        self.speeds, self.prices, self.layers = list(speeds), list(prices), list(layers)
-        self.device = {key: [0.0, *accumulate(scale * getattr(l, name) for l in layers)]
-                       for key, name in figures.items()}
-        self.launch_bound = any(getattr(l, name.replace("_ms", "_cpu_ms")) is not None
-                                for l in layers for name in figures.values())
-        # The calibration on both clocks: the whole step it comes from is bound by whichever of the two
-        # binds. On the device clock alone, a launch-bound single step stayed at its segments' launches
-        # (ConvNeXt-S on an H200: predicted 84.4 ms where the profile's own whole step took 77.1).
-        self.cpu = {key: [0.0, *accumulate(scale * _cpu_ms(l, name) for l in layers)] for key, name in figures.items()
-                    } if self.launch_bound else {}
-
-    def kind(self, key: str, s: int, a: int, b: int) -> float:
-        """Stage s's device time of one kind ("forward", "backward", "input", "weight") over layers [a, b)."""
-        return (self.device[key][b] - self.device[key][a]) / self.speeds[s]
-
-    def stage(self, s: int, a: int, b: int) -> float:
-        """Forward plus backward of one micro-batch, on the busier of the two clocks: what the solver balances."""
-        took = self.kind("forward", s, a, b) + self.kind("backward", s, a, b)
-        if not self.cpu:
-            return took
-        return max(took, sum(self.cpu[key][b] - self.cpu[key][a] for key in ("forward", "backward")))
-
-    def bottleneck(self, bounds) -> float:
-        """The slowest stage with the prices of the cuts it receives from and sends to."""
-        cuts = [0.0, *(self.prices[b - 1] for b in bounds[1:-1]), 0.0]
-        return max(self.stage(s, a, b) + cuts[s] + cuts[s + 1] for s, (a, b) in enumerate(zip(bounds, bounds[1:])))
-
-    def times(self, bounds) -> dict[str, list[float]]:
-        """Each stage's device times of every kind, for the simulator.
-
-        torch's zero-bubble schedules skip I on the first stage (its input needs no gradient) and run its
-        whole backward as W, so stage 0 gets I = 0 and W = its backward."""
-        times = {key: [self.kind(key, s, a, b) for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
-                 for key in self.device}
-        return _first_stage_all_weight(times, "input", "weight", "backward")
-
-    def launches(self, bounds) -> dict[str, list[float]] | None:
-        """Each stage's CPU launch times by kind letter ("F", "B", "I", "W"); None without launch times."""
-        if not self.cpu:
-            return None
-        cpu = {self.LETTERS[key]: [sums[b] - sums[a] for a, b in zip(bounds, bounds[1:])]
-               for key, sums in self.cpu.items()}
-        return _first_stage_all_weight(cpu, "I", "W", "B")
-
-
-def _first_stage_all_weight(times: dict, i: str, w: str, b: str) -> dict:
-    if i in times:
-        times[i][0], times[w][0] = 0.0, times[b][0]
-    return times
-
-
-def _cpu_ms(layer, name: str) -> float:
-    """A layer's CPU launch time of one figure; where it was not timed apart, its one time."""
-    cpu = getattr(layer, name.replace("_ms", "_cpu_ms"))
-    return getattr(layer, name) if cpu is None else cpu
-
-
-def _simulate(times: dict[str, list[float]], m, schedule, transfer, devices,
-              launches: dict[str, list[float]] | None = None, shared: sched.SharedCores | None = None) -> sched.Timeline:
-    return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
-                          backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches,
-                          shared_cores=shared)
-
-
-def _cut_step(bounds, m, schedule, cost: StageCost, devices) -> float:
-    """The simulated step of the stages that `bounds` cut, as the plan prices it."""
-    return _simulate(cost.times(bounds), m, schedule, [cost.prices[b - 1] for b in bounds[1:-1]], devices,
-                     cost.launches(bounds), cost.shared).step_time
-
-
-def _within_caps(bounds, mem_prefix, caps) -> bool:
-    """Every stage's memory (from the layers' prefix sums) within its cap; True without caps."""
-    return within_caps([mem_prefix[b] - mem_prefix[a] for a, b in zip(bounds, bounds[1:])], caps)
-
-
-def _no_worse_than_baselines(bounds, m, schedule, cost: StageCost, memory, caps, devices, baselines: dict,
-                             notes: list[str]) -> list[int]:
-    """The solver's cuts, unless a baseline's cuts that fit the caps make a shorter simulated step.
-
-    The solver minimises the slowest stage, and `_polish` walks from there on the simulated step; the
-    step also holds the fill and drain and each cut's transfer, so with few micro-batches a baseline
-    can come out ahead. The plan shown beside a baseline is never predicted slower than it: the faster
-    cut is taken, and `notes` says why."""
-    mem_prefix = [0.0, *accumulate(memory)]
-
-    def step(cand):
-        return _cut_step(cand, m, schedule, cost, devices)
-
-    def fits(cand):
-        return _within_caps(cand, mem_prefix, caps)
-
-    own = step(bounds)
-    best, best_step, best_name = list(bounds), own, None
-    for name, cand in baselines.items():
-        if list(cand) != best and fits(cand) and (cand_step := step(cand)) < best_step * (1 - 1e-9):
-            best, best_step, best_name = list(cand), cand_step, name
-    if best_name is not None:
-        notes.append(f"the {best_name} cuts {best[1:-1]} are taken: the simulated step prices them at "
-                     f"{best_step:.2f} ms, the solver's {list(bounds[1:-1])} at {own:.2f} ms (the solver "
-                     f"balances the slowest stage; the step also holds the fill, the drain and each transfer)")
-    return best
-
-
-EVERY_CUT_LIMIT = 512
-"""Up to this many ways to cut, the planner simulates every one (`_shortest_of_all_cuts`)."""
-
-
-def _shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, devices, notes: list[str]) -> list[int]:
-    """The cuts of the shortest simulated step among every way to cut the layers into the stages (the
-    caller enumerates only where there are at most EVERY_CUT_LIMIT ways: every 2-device plan of up to 513
-    layers; beyond, the baselines are compared instead, `_no_worse_than_baselines`).
-
-    The solver is exact for the slowest stage; the step shown is the simulator's, which also holds the
-    fill, the drain, each transfer and, on CPU stand-ins, each operation's runtime cost and the sends that
-    the cores run. Where these outweigh the balance (a small model cut into CPU processes), the balanced
-    cut is not the fastest step: with equal speeds a tiny MLP's balanced cut was priced 4.19 ms and a
-    lopsided one 3.96, so slowing one device had made the plan's step shorter. Enumerating makes the plan
-    exact for the step it shows, within the caps; `notes` says when it moves the cuts."""
-    layers, stages = len(memory), len(bounds) - 1
-    mem_prefix = [0.0, *accumulate(memory)]
-
-    def step(cand):
-        return _cut_step(cand, m, schedule, cost, devices)
-
-    own = best_step = step(bounds)
-    best = list(bounds)
-    for cuts in combinations(range(1, layers), stages - 1):
-        cand = [0, *cuts, layers]
-        if not _within_caps(cand, mem_prefix, caps):
-            continue
-        if (cand_step := step(cand)) < best_step * (1 - 1e-9):
-            best, best_step = cand, cand_step
-    if best != list(bounds):
-        notes.append(f"the cuts {best[1:-1]} are taken: of every way to cut, the simulated step is shortest there "
-                     f"({best_step:.2f} ms, against {own:.2f} ms at {list(bounds[1:-1])}: the step "
-                     "also holds the fill, the drain, each transfer and each operation's runtime cost)")
-    return best
-
-
-def _polish(bounds, m, schedule, cost: StageCost, memory, caps, devices) -> list[int]:
-    """Among cuts that keep the optimal slowest stage (and the caps), move cuts one layer at a time while
-    the simulated step gets shorter (with several stages per device, any cuts within the caps).
-
-    The solver's objective, the slowest stage, sets the steady-state pace; with few micro-batches the
-    fill and drain also count, and several optimal partitions can differ there. This is a tie-break on
-    top of the exact optimum, never a trade against it."""
-    # One stage per device: keep the solver's optimal slowest stage. Several stages per device (loops or a
-    # V): what counts is each device's sum of stages, which the slowest stage does not capture, so the walk
-    # may trade stage balance for a shorter simulated step.
-    limit = cost.bottleneck(bounds) * (1 + 1e-9) if devices == len(bounds) - 1 else float("inf")
-    mem_prefix = [0.0, *accumulate(memory)]
-    layers = len(mem_prefix) - 1
-
-    def step(cand):
-        return _cut_step(cand, m, schedule, cost, devices)
-
-    def allowed(cand):
-        if any(a >= b for a, b in zip(cand, cand[1:])):
-            return False
-        if cost.bottleneck(cand) > limit:
-            return False
-        return _within_caps(cand, mem_prefix, caps)
-
-    best, best_step = list(bounds), step(bounds)
-    for _ in range(4 * len(bounds) + (layers if limit == float("inf") else 0)):  # one cut moves per round
-        moves = [best[:k] + [best[k] + d] + best[k + 1:] for k in range(1, len(best) - 1) for d in (-1, 1)]
-        scored = [(step(c), c) for c in moves if allowed(c)]
-        if not scored or min(scored)[0] >= best_step * (1 - 1e-9):
-            break
-        best_step, best = min(scored)
-    return best

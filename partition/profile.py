@@ -177,7 +177,7 @@ class Profile:
     """How it was measured (pipebench/training.py): the precision of its times and bytes (a plan for bf16
     needs a bf16 profile; profiles made before precisions existed were TF32) and the optimizer of the
     whole step (`whole_step_ms`), whose update it includes. Its checkpoint mode is always never: a
-    recomputing stage is priced from the layers' own times (partition/plan.py recomputing). Its compile
+    recomputing stage is priced from the layers' own times (partition/memory.py recomputing). Its compile
     mode: every segment and the whole step were compiled in it, as the strategies compile what they run."""
     compile_s: float | None = None
     """Seconds compiling took, kept out of every time above: each segment's first run beyond its next, and

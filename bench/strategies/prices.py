@@ -26,7 +26,9 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.prediction import Prediction
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import make_plan, plan_with_bounds, recomputing, shared_cores, transfer_ms, unmodelled_bytes
+from pipebench.partition.cuts import transfer_ms
+from pipebench.partition.memory import recomputing, unmodelled_bytes
+from pipebench.partition.plan import make_plan, plan_with_bounds, shared_cores
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError

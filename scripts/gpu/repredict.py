@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pipebench.bench.advise import predict
 from pipebench.bench.strategies import get_strategy
-from pipebench.partition.plan import Plan, StageCost, _simulate, cut_prices, stage_scale
+from pipebench.partition.cuts import StageCost, cut_prices, simulate_stages, stage_scale
+from pipebench.partition.plan import Plan
 from pipebench.partition.profile import load_profiles
 from pipebench.request import Request
 
@@ -30,8 +31,8 @@ def predicted_now(row: dict, profiles, plans: Path) -> float:
     link = (profile.link_gbps or 0.0) if plan.device_count > 1 else 0.0  # one device: cuts cost nothing
     prices = cut_prices(profile.layers, link, profile.link_latency_ms or 0.0)
     cost = StageCost(profile.layers, [1.0] * len(plan.stages), prices, stage_scale(profiles, len(plan.stages)))
-    timeline = _simulate(cost.times(plan.bounds), plan.micro_batches, plan.schedule,
-                         [prices[b - 1] for b in plan.bounds[1:-1]], plan.device_count, cost.launches(plan.bounds))
+    timeline = simulate_stages(cost.times(plan.bounds), plan.micro_batches, plan.schedule,
+                               [prices[b - 1] for b in plan.bounds[1:-1]], plan.device_count, cost.launches(plan.bounds))
     return timeline.step_time
 
 
