@@ -14,9 +14,10 @@ Three layers, each for what the one above cannot do:
   notices a parent that died before it looked (during its imports).
 - A reaper, a small process started with the run folder, waits on a pipe from the command: when the
   command is killed outright, even at a moment it has no other child, it ends the run's processes and
-  removes the folder. SIGINT and SIGTERM to the whole process group leave it to do so.
-- The next run removes what a run killed with all its processes at once left (`kill -9` of the whole
-  process group, the out-of-memory killer): `pipebench-run-<pid>-*` folders whose process is gone.
+  removes the folder. It runs in a session of its own, so that what is sent to the command's whole
+  process group (Ctrl-C, `kill -9 -PGID`, timeout's KILL) leaves it to do so.
+- The next run removes what a run killed with all its processes at once left (the out-of-memory killer,
+  a kill of every process of the user): `pipebench-run-<pid>-*` folders whose process is gone.
 
 Processes are walked and killed with psutil.
 """
@@ -65,7 +66,8 @@ def run_folder() -> Iterator[Path]:
     # The reaper: should this process be killed outright, it ends the run's processes and removes the folder
     # (the pipe's end tells it; no child of ours inherits that end, PEP 446).
     reaper = subprocess.Popen([sys.executable, "-P", "-m", "pipebench.processes", "--reap", mark],
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), mark
     tempfile.tempdir = str(folder)
     try:

@@ -343,3 +343,17 @@ def test_two_runs_resuming_one_folder_one_killed_leave_nothing(tmp_path):
         first.kill()
         second.kill()
     assert_the_run_left_nothing(temp)
+
+
+@pytest.mark.ci  # process handling, run by CI after the default run
+def test_kill_9_of_the_whole_process_group_leaves_nothing(tmp_path):
+    """kill -9 of the command's process group (`kill -9 -PGID`, timeout's KILL) killed the reaper with it,
+    while profiling: the run's pipebench-run-* folder stayed in the temp dir."""
+    proc, temp, _, _ = start_run(tmp_path, *RUN, group=True)
+    try:
+        wait_until(lambda: naming(temp, "multiprocessing"), "the profiling child started", deadline=300)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        proc.kill()
+    assert_the_run_left_nothing(temp)
