@@ -147,8 +147,9 @@ def _die(message: str) -> None:
 @contextlib.contextmanager
 def _guarded(target: str, what: str):
     """Run a model file's import under a time limit, with os._exit turned into one line; see the module
-    docstring. The timer and its handler are put back as they were on leaving; os._exit stays pipebench's
-    (`_exit`), for the threads the file started."""
+    docstring. The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
+    make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
+    pipebench's (`_exit`, also where the file replaced it), for the threads the file started."""
     seconds = import_seconds()
     me = threading.current_thread()
     exits: list[int] = []
@@ -166,7 +167,8 @@ def _guarded(target: str, what: str):
             if not finished.wait(seconds + WATCHDOG_GRACE_SECONDS):
                 _die(late)
 
-        previous = signal.signal(signal.SIGALRM, on_alarm)
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+        signal.signal(signal.SIGALRM, on_alarm)
         earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
         threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
     going = (target, me, set(threading.enumerate()), exits)
@@ -181,12 +183,15 @@ def _guarded(target: str, what: str):
         raise UserError(late) from None
     finally:
         finished.set()
+        os._exit = _exit
         _going.remove(going)
         for thread in set(threading.enumerate()) - going[2]:
             _model_threads[thread] = target
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, left alone
+                    signal.signal(sig, handler)
             if earlier[0]:  # someone's timer was running: it goes on
                 signal.setitimer(signal.ITIMER_REAL, *earlier)
 

@@ -425,3 +425,21 @@ def test_the_api_refuses_nan_example_inputs():
     x[1, 2] = float("nan")
     with pytest.raises(UserError, match="example_inputs hold NaN or infinite values"):
         pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), x, batch=8, stages=2)
+
+
+def test_a_model_file_cannot_keep_its_signal_handlers_or_os_exit(tmp_path):
+    """A file that ignored SIGINT and SIGTERM at import made the command one that neither Ctrl-C nor SIGTERM
+    ends; one that replaced os._exit made pipebench's own exits (a worker's, the command's) do nothing."""
+    import os
+    import signal
+
+    from pipebench.models.imports import import_target
+
+    (tmp_path / "deaf.py").write_text(NET + "import os, signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nos._exit = print\n")
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert before[0] is not signal.SIG_IGN and before[1] is not signal.SIG_IGN
+    namespace, name = import_target(f"{tmp_path / 'deaf.py'}:Net")
+    assert name == "Net" and "Net" in namespace
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    assert os._exit is not print
