@@ -87,6 +87,21 @@ def _synchronize(devices) -> None:
 
 def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
         group_store=None) -> dict | None:
+    """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None (see _run).
+    A compiled case compiles cold: its compile seconds are what a first run costs, not a hit in the cache
+    that its own profile (which compiles the same graphs) has just filled."""
+    if job.training.compile is None:
+        return _run(job, out_dir, rank, world, local_rank, control=control, group_store=group_store)
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        return _run(job, out_dir, rank, world, local_rank, control=control, group_store=group_store)
+
+
+def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
+         group_store=None) -> dict | None:
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None.
 
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when

@@ -3,6 +3,8 @@ device and on two gloo processes; the mode travels from the command line to the 
 failure and its graph breaks are said as such; the report sets compiled beside eager."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import nn
@@ -91,6 +93,24 @@ def test_compile_seconds_are_the_warm_up_beyond_the_timed_steps():
     assert compile_seconds([2500.0, 12.0], [10.0, 11.0]) == pytest.approx((2490 + 2) / 1e3)
     assert compile_seconds([], [10.0]) is None
 
+
+
+@pytest.mark.parametrize("compile_mode, cold", [("default", True), (None, False)])
+def test_a_measured_compiled_case_compiles_cold(monkeypatch, tmp_path, compile_mode, cold):
+    """Its profile has just compiled the same graphs into inductor's caches: a case that read them would
+    report a cache hit's seconds as its compile time. The caches are off for the case alone."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    from pipebench.bench import worker
+
+    seen = {}
+    monkeypatch.setattr(worker, "_run", lambda *a, **k: seen.update(
+        graphs=inductor_config.fx_graph_cache, autograd=functorch_config.enable_autograd_cache))
+    before = (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache)
+    worker.run(SimpleNamespace(training=Training(compile=compile_mode)), tmp_path, 0, 1, 0)  # only _run reads more
+    assert (seen["graphs"] is False and seen["autograd"] is False) == cold
+    assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == before
 
 class _Breaks(nn.Module):
     """A graph break: .item() leaves the graph, the rest of forward runs in a graph of its own."""
