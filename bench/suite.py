@@ -168,38 +168,35 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
                    else ["cpu"] * machine.devices)  # as many CPU processes as run the cases (--stages)
         start = time.monotonic()
         try:
-            call_in_child(_profile_to_file, path, case.model, case.flavour, dict(case.overrides), case.batch,
-                          devices, repeats, list(counts) if counts else "auto", case.training.precision,
-                          case.training.optimizer, not reuse, tuple(strategies), machine.device_names,
-                          case.data_dir, case.training.compile, gpus=machine.gpus)
+            call_in_child(_profile_to_file, path, case, devices, repeats=repeats,
+                          micro_batches=list(counts) if counts else "auto", fresh=not reuse,
+                          strategies=tuple(strategies), ranked_on=machine.device_names, gpus=machine.gpus)
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
     return Profiled(load_profiles(path), path)
 
 
-def _profile_to_file(path: Path, model: str, flavour: str | None, settings: dict, batch: int,
-                     devices: list[str], repeats: int | None, micro_batches="auto", precision: str = DEFAULT_PRECISION,
-                     optimizer: str = "sgd", fresh: bool = False, strategies: tuple[str, ...] = (),
-                     ranked_on: Sequence[str] = (), data_dir: str | None = None,
-                     compile: str | None = None) -> None:
-    """In the child: profile (through the profile cache unless `fresh`) and save (the parent reads the
-    file; it stays for --resume and reuse). Under auto, the predictions of `strategies` on `ranked_on`
-    (every device the cases use; else `devices`) rank the micro-batch counts (bench.advise.advice_ranking)."""
+def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int | None, micro_batches="auto",
+                     fresh: bool = False, strategies: tuple[str, ...] = (), ranked_on: Sequence[str] = ()) -> None:
+    """In the child: profile the case's model (through the profile cache unless `fresh`) in its precision,
+    optimizer and compile mode, and save (the parent reads the file; it stays for --resume and reuse).
+    Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
+    rank the micro-batch counts (bench.advise.advice_ranking)."""
     import pipebench
     from pipebench.bench.advise import advice_ranking
     from pipebench.progress import ProgressBar, say
-    from pipebench.training import Training
 
+    training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
+                        compile=case.training.compile)
+    rank = advice_ranking(Request(devices=tuple(ranked_on or devices), training=training),
+                          strategies=list(strategies) or None)
     with ProgressBar() as progress:
-        profiles = pipebench.profile(model, batch=batch, device=devices[0], devices=devices, flavour=flavour,
-                                     settings=settings, data_dir=data_dir, repeats=repeats, micro_batches=micro_batches,
-                                     precision=precision, optimizer=optimizer, fresh=fresh, note=say,
-                                     compile=compile, progress=progress, rank=advice_ranking(
-                                         Request(devices=tuple(ranked_on or devices),
-                                                 training=Training(precision=precision, optimizer=optimizer,
-                                                                   compile=compile)),
-                                         strategies=list(strategies) or None))
+        profiles = pipebench.profile(case.model, batch=case.batch, device=devices[0], devices=devices,
+                                     flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir,
+                                     repeats=repeats, micro_batches=micro_batches, precision=training.precision,
+                                     optimizer=training.optimizer, fresh=fresh, note=say,
+                                     compile=training.compile, progress=progress, rank=rank)
     save_profiles(profiles, path)
 
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import socket
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -179,10 +179,10 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     # worker standing in for a device gets (hardware/cpu.py).
     threads = None if on_gpu else threads_per_device(len(devices))
     warmup = 2 if on_gpu else 1
-    asked = dict(cache=cache, settings=settings, data_dir=data_dir, batch=batch, device=device,
-                 devices=devices, threads=threads, training=training, repeats=repeats, warmup=warmup,
-                 granularity=granularity)
-    store, keys, link_key = _cache_keys(model, counts, flavour=flavour, **asked)
+    asked = _Measurement(cache=cache, flavour=flavour, settings=settings, data_dir=data_dir, batch=batch,
+                         device=device, devices=devices, threads=threads, training=training, repeats=repeats,
+                         warmup=warmup, granularity=granularity)
+    store, keys, link_key = _cache_keys(model, counts, asked)
     cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
     measured: list[Profile] = list(cached.values())
     built: dict[str, Any] = {}  # the model's device, its one capture and the threads that time it, once built
@@ -206,7 +206,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
             named, model = model, get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
             if store is not None and flavour is None and isinstance(model, LayeredModel):  # the zoo's default
                 store.learn_flavour(named, model.flavour)
-                keys = _cache_keys(named, counts, flavour=model.flavour, **asked)[1]
+                keys = _cache_keys(named, counts, replace(asked, flavour=model.flavour))[1]
                 found = {} if fresh else {m: p for m in counts if m not in cached and (p := store.get(keys[m]))}
                 cached.update(found)
                 measured.extend(found.values())
@@ -298,31 +298,49 @@ def _is_module(model: Any) -> bool:
     return torch is not None and isinstance(model, torch.nn.Module)
 
 
-def _cache_keys(model: Any, counts: list[int], *, cache: bool, flavour, settings, data_dir, batch: int, device: str,
-                devices: list[str], threads: int | None, training: Training, repeats: int, warmup: int,
-                granularity) -> tuple[Any, dict[int, dict], dict | None]:
+@dataclass(frozen=True)
+class _Measurement:
+    """What `profile` is asked to measure, as its cache keys name it (partition/cache.py)."""
+
+    cache: bool
+    flavour: str | None
+    settings: dict | None
+    data_dir: str | None
+    batch: int
+    device: str
+    devices: list[str]
+    threads: int | None
+    """The CPU threads of one device's share (None on GPUs)."""
+    training: Training
+    repeats: int
+    warmup: int
+    granularity: Any
+
+
+def _cache_keys(model: Any, counts: list[int], asked: _Measurement) -> tuple[Any, dict[int, dict], dict | None]:
     """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
-    what was asked alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
+    what was `asked` alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
     is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
     or the model is an object (partition/cache.py)."""
     from pipebench.partition.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
                                            request_identity, torch_version)
 
-    if cache:
+    a, training = asked, asked.training
+    if a.cache:
         check_cache_folders()  # a cache folder that is a file would be silently unused
-    identity = request_identity(model, flavour=flavour, settings=settings, data_dir=data_dir) \
-        if cache and cache_enabled() else None
-    if identity is None and not (cache and link_cache()):
+    identity = request_identity(model, flavour=a.flavour, settings=a.settings, data_dir=a.data_dir) \
+        if a.cache and cache_enabled() else None
+    if identity is None and not (a.cache and link_cache()):
         return None, {}, None
-    common = dict(device_name=device_label(device), threads=threads, torch=torch_version(),
-                  **({"memory": "held"} if threads is not None else {}))  # on the CPU: hardware/cpu.py
-    link_key = ProfileCache.key({"links": devices, "host": socket.gethostname(), **common}, micro_batch=0)
+    common = dict(device_name=device_label(a.device), threads=a.threads, torch=torch_version(),
+                  **({"memory": "held"} if a.threads is not None else {}))  # on the CPU: hardware/cpu.py
+    link_key = ProfileCache.key({"links": a.devices, "host": socket.gethostname(), **common}, micro_batch=0)
     if identity is None:
         return None, {}, link_key
-    keys = {m: ProfileCache.key(identity, micro_batch=batch // m, batch=batch, device=device.partition(":")[0],
-                                precision=training.precision, optimizer=training.optimizer, repeats=repeats,
+    keys = {m: ProfileCache.key(identity, micro_batch=a.batch // m, batch=a.batch, device=a.device.partition(":")[0],
+                                precision=training.precision, optimizer=training.optimizer, repeats=a.repeats,
                                 **({"compile": training.compile} if training.compile is not None else {}),
-                                warmup=warmup, granularity=granularity, **common) for m in counts}
+                                warmup=a.warmup, granularity=a.granularity, **common) for m in counts}
     return ProfileCache(), keys, link_key
 
 
