@@ -66,11 +66,18 @@ NOISY = 0.15
 
 def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     """The ranking as a table, each step with its interval (± its spread), a line where the profile was
-    noisy (NOISY), a line where no link between the devices was measured or given (`link_gbps`), then one
-    line: the recommendation, and `check(compared)`: the command that measures it."""
+    noisy (NOISY) and one where what moves between runs (BETWEEN_RUNS) is wider than that, a line where no
+    link between the devices was measured or given (`link_gbps`), a line where no pipeline pays (bench/
+    pays.py), then one line: the recommendation, a tie said as one, and `check(compared)`: the command that
+    measures it."""
+    import math
+
     import pandas as pd
 
+    from pipebench.bench.advise import tie
+    from pipebench.bench.pays import no_pipeline_pays
     from pipebench.partition.plan_text import model_label
+    from pipebench.partition.profile import BETWEEN_RUNS
     from pipebench.units import format_bytes
 
     from pipebench.bench.strategies import BASELINE
@@ -106,7 +113,10 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
         # the runner-up that fits.
         compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
             p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
+        # A gain over single only where it is beyond a tie with it (bench/advise.py recommend).
+        with_single = tie(best, single) if single and best.strategy != BASELINE else ""
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
+                + (f", a tie with it ({with_single})" if with_single else "")
                 if single and best.strategy != BASELINE else "")
         tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
         if tied:
@@ -117,20 +127,28 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
                                            ",".join(p.strategy for p in compared))
     widest = max((p.step_spread for p in advice.predictions if p.predicted_step_ms is not None), default=0.0)
     drift = profile.machine_drift or 0.0
-    if widest > NOISY and drift >= widest:  # the machine's own speed moved, not the profile's repeats
+    between = BETWEEN_RUNS["cpu" if str(profile.device).startswith("cpu") else "gpu"]
+    own = math.sqrt(max(widest ** 2 - between ** 2, 0.0))  # the profile's part: the widening taken out
+    noisy = []
+    if widest > NOISY and drift > NOISY and drift >= own * (1 - 1e-9):  # the machine's speed, not the repeats
         noisy = [f"this machine's speed moved ±{drift:.0%} while it was watched (another VM on its host, another "
                  "process?): a step measured later may land anywhere in that, so every prediction is at least "
-                 "that wide, and a strategy predicted faster than another by less than that ties with it", ""]
-    elif widest > NOISY:
-        noisy = [f"the profile is noisy: predicted steps vary by up to ±{widest:.0%} with its repeats (another "
-                 "process on the device?), so their intervals overlap more; on an idle device they narrow", ""]
-    else:
-        noisy = []
+                 "that wide, and a strategy predicted faster than another by less than that ties with it"]
+    elif own > NOISY:
+        noisy = [f"the profile is noisy: predicted steps vary by up to ±{own:.0%} with its repeats (another "
+                 "process on the device?), so their intervals overlap more; on an idle device they narrow"]
+    if between > NOISY:
+        noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured: "
+                     "partition/profile.py BETWEEN_RUNS), so every interval is at least that wide and most "
+                     "strategies tie; a tie goes to the simplest")
+    noisy += [""] if noisy else []
+    pipelines = [p for p in advice.predictions if is_pipeline(p.strategy) and p.fits and p.predicted_samples_per_s]
+    verdict = no_pipeline_pays(pipelines[0], single) if pipelines else ""
     unpriced = ([f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
                  "crosses between them (activations, gradients, replicas) is priced as free, which favours the "
                  "strategies that move most; give --link-gbps (e.g. 400 for NVLink, 25 for PCIe 4) to price it", ""]
                 if len(devices) > 1 and not (link_gbps or profile.link_gbps) else [])
-    return "\n".join([head, "", table, "", *noisy, *unpriced, tail])
+    return "\n".join([head, "", table, "", *noisy, *unpriced, *([verdict, ""] if verdict else []), tail])
 
 
 def _peaks(peaks: list[int]) -> str:

@@ -160,6 +160,7 @@ def cmd_plan(args) -> int:
     from pipebench.partition.schedule import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
+    from pipebench.bench.pays import plan_verdict
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
     from pipebench.partition.plan import plan_ranking
@@ -178,6 +179,8 @@ def cmd_plan(args) -> int:
     # caps, so that the comparison is like for like; format_plan says when it breaks the caps.
     baseline = pipebench.plan(profiles=profiles, request=request.with_(balance="params", micro_batches=plan.micro_batches))
     print(format_plan(plan, baseline, request.max_memory))
+    if verdict := plan_verdict(plan, profiles, request):  # no pipeline pays here, and why
+        print(verdict)
     if args.json:
         plan.save(args.json)
         print(f"plan written to {args.json}")
