@@ -11,6 +11,7 @@ set by the parent before this process started, so GPU i here is the i-th chosen 
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -90,14 +91,19 @@ def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, cont
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None (see _run).
     A compiled case compiles cold: its compile seconds are what a first run costs, not a hit in the cache
     that its own profile (which compiles the same graphs) has just filled."""
-    if job.training.compile is None:
+    with _compiling_cold() if job.training.compile is not None else contextlib.nullcontext():
         return _run(job, out_dir, rank, world, local_rank, control=control, group_store=group_store)
+
+
+@contextlib.contextmanager
+def _compiling_cold():
+    """inductor's FX-graph and autotune caches and AOTAutograd's cache off, and back as they were after."""
     from torch._functorch import config as functorch_config
     from torch._inductor import config as inductor_config
 
     with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
             functorch_config.patch(enable_autograd_cache=False):
-        return _run(job, out_dir, rank, world, local_rank, control=control, group_store=group_store)
+        yield
 
 
 def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
