@@ -31,9 +31,7 @@ def costs_of(plan: Plan, single_ms: float) -> dict[str, float]:
     transfers, imbalance and bubble. They add up to p x step - single's step, up to the simulator's overlap
     of transfers with compute (a GPU's sends run beside it)."""
     m, p = plan.micro_batches, plan.device_count
-    per_device = [0.0] * p
-    for stage, device in zip(plan.stages, plan.placement):
-        per_device[device] += stage.forward_ms + stage.backward_ms
+    per_device = [sum(s.forward_ms + s.backward_ms for s in stages) for stages in _stages_by_device(plan)]
     work = m * sum(per_device)
     hops = [transfer_ms(s.activation_out_bytes, plan.link_gbps, plan.link_latency_ms)
             for s, a, b in zip(plan.stages, plan.placement, plan.placement[1:]) if a != b]
@@ -82,6 +80,11 @@ def plan_verdict(plan: Plan, profiles, request) -> str:
     return no_pipeline_pays(mine, predict(BASELINE, profiles, request), subject="this plan")
 
 
+
+def _stages_by_device(plan: Plan) -> list[list]:
+    """Each device's stages, in the plan's placement (an interleaved schedule puts several on one)."""
+    return [[s for s, d in zip(plan.stages, plan.placement) if d == device] for device in range(plan.device_count)]
+
 def _reason(plan: Plan, costs: dict[str, float], in_turn: bool = False) -> str:
     """The largest of the costs, said with its numbers; in_turn: the strategy runs the stages in turn in one
     process (CPU stand-ins: nothing overlaps), which is the reason then."""
@@ -89,7 +92,7 @@ def _reason(plan: Plan, costs: dict[str, float], in_turn: bool = False) -> str:
     if in_turn:
         return "one process runs its stages in turn on the CPU, so nothing overlaps"
     if costs["smallest share"] < DEGENERATE:
-        per_device = [[s for s, d in zip(plan.stages, plan.placement) if d == device] for device in range(plan.device_count)]
+        per_device = _stages_by_device(plan)
         device = min(range(plan.device_count), key=lambda d: sum(s.forward_ms + s.backward_ms for s in per_device[d]))
         names = ", ".join(s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]}" for s in per_device[device])
         return (f"a stage that cannot be balanced: device {device} ({names}) does {costs['smallest share']:.1%} of the "
