@@ -221,3 +221,68 @@ def test_token_ids_given_as_floats_hint_at_the_input_dtype(tmp_path, capsys):
                  "--batch", "4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--input-dtype int64" in err[0]
+
+
+# ------------------------------------------------------------------- what argparse refuses: one line each
+
+COMMANDS = ["models", "plan", "advise", "run", "train", "devices", "report"]
+
+
+def usage_line(capsys, argv) -> str:
+    """argparse's refusal as one line on stderr, exit 2: no usage block, nothing on stdout."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and out == "" and "usage:" not in err and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unknown_option_is_one_line_for_every_command(capsys, command):
+    required = ["--model", "mlp", "--data", "x.py:f", "--batch", "4"] if command == "train" else []
+    assert usage_line(capsys, [command, *required, "--zzz"]) == (
+        f"pipebench {command}: error: unrecognized arguments: --zzz; `pipebench {command} --help` lists the options")
+
+
+@pytest.mark.parametrize("argv", [["plan", "--model"], ["advise", "--batch"], ["run", "--strategies"],
+                                  ["train", "--data"], ["devices", "--gpus"], ["report", "--out"]])
+def test_a_missing_value_is_one_line_for_every_command(capsys, argv):
+    command, option = argv
+    assert usage_line(capsys, argv).startswith(f"pipebench {command}: error: argument {option}: expected one argument;")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--mod", "-x", "--stages", "2"], "pipebench: error: unknown model '-x'"),
+    (["run", "--mod", "-x"], "pipebench: error: unknown model '-x'"),
+    (["plan", "--max-mem", "-1GB", "--model", "mlp", "--stages", "2"], "cannot read memory size '-1GB'"),
+    (["train", "--model", "mlp", "--data", "x.py:f", "--bat", "-4"], "--batch takes a positive integer"),
+])
+def test_an_abbreviated_option_with_a_value_that_starts_with_a_minus(capsys, argv, message):
+    """argparse took `-x` after `--mod` for an option ("expected one argument" and its usage block): the
+    abbreviation is the option, and its own check refuses the value in one line."""
+    assert message in usage_line(capsys, argv)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bogus"], "pipebench: error: argument COMMAND: invalid choice: 'bogus' (choose from 'models', "),
+    ([], "pipebench: error: the following arguments are required: COMMAND; `pipebench --help`"),
+    (["--zzz", "plan"], "pipebench: error: unrecognized arguments: --zzz;"),
+    (["plan", "--balance", "x"], "pipebench plan: error: argument --balance: invalid choice: 'x' (choose from"),
+    (["plan", "--gpus", "0", "--stages", "2"], "argument --stages: not allowed with argument --gpus"),
+    (["plan", "--stagse", "2"], "unrecognized arguments: --stagse 2 (did you mean --stages?)"),
+    (["run", "--s", "2"], "pipebench run: error: ambiguous option: --s could match --strategies, --stages"),
+    (["plan", "--export", "deepspeed"], "argument --export: expected 2 arguments"),
+    (["train", "--steps", "3"], "pipebench train: error: the following arguments are required: --model, --data"),
+    (["plan", "--\x1b[2J\r"], "unrecognized arguments: --\\x1b[2J\\r;"),
+])
+def test_every_kind_of_argparse_error_is_one_line(capsys, argv, message):
+    assert message in usage_line(capsys, argv)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_still_prints_in_full(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: pipebench {command}") and "options:" in out and "--help" in out

@@ -50,7 +50,13 @@ def _leave(code: int) -> None:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(_values_joined(parser, sys.argv[1:] if argv is None else argv))
+    try:
+        args = _parse(parser, sys.argv[1:] if argv is None else argv)
+    except _UsageError as exc:
+        from pipebench.errors import printable
+
+        print(printable(str(exc)), file=sys.stderr)
+        return EXIT_USAGE
     from pipebench.processes import run_folder
 
     previous = _catch_signals()
@@ -93,14 +99,49 @@ def _command(args) -> int:
         return EXIT_INTERRUPTED
 
 
+class _UsageError(Exception):
+    """What argparse refuses (an unknown option or command, a missing value, a value not among the choices),
+    as the one line `_Parser.error` makes of it."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line and exit status 2 instead of its usage block and
+    message: `pipebench plan: error: argument --model: expected one argument; pipebench plan --help lists
+    the options`. Subcommands' parsers are of this class too (add_subparsers makes its parser's class);
+    --help and --version still print in full."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{self.prog}: error: {message}; `{self.prog} --help` lists the options")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed; an option no command knows is refused by that command's parser, which names it (the
+    top one only knows that some of its words were left over) and the closest option it does know."""
+    import difflib
+
+    argv = _values_joined(parser, argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        before = argv.index(extra[0]) < argv.index(args.command) if extra[0] in argv else False
+        command = parser if before else _subparsers(parser)[args.command]
+        known = {o.lstrip("-"): o for action in command._actions for o in action.option_strings}
+        close = difflib.get_close_matches(extra[0].split("=")[0].lstrip("-"), known, n=1)
+        hint = f" (did you mean {known[close[0]]}?)" if close and extra[0].startswith("-") else ""
+        command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    return args
+
+
 def _values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`argv` with each option that takes one value joined to a value that starts with '-' (`--max-memory
-    -1GB` -> `--max-memory=-1GB`): argparse takes such a value for an option, and answers with its usage and
-    "expected one argument"; joined, the option's own check refuses it in one line. A next word that is
-    an option itself (`--out --fresh`) is left for argparse to refuse."""
+    -1GB` -> `--max-memory=-1GB`, also as an abbreviation that argparse would take: `--max-mem -1GB`):
+    argparse takes such a value for an option, and answers "expected one argument"; joined, the option's
+    own check refuses it in one line. Only the options of the command given count (`--mod` is --model for
+    plan, though run has --models). A next word that is an option itself (`--out --fresh`) is left for
+    argparse to refuse."""
+    command = next((word for word in argv if not word.startswith("-")), None)
     taking, options = set(), set()
-    for command in [parser, *_subparsers(parser)]:
-        for action in command._actions:
+    for each in (parser, _subparsers(parser).get(command)):
+        for action in each._actions if each is not None else ():
             options.update(action.option_strings)
             if action.option_strings and action.nargs is None:
                 taking.update(action.option_strings)
@@ -110,6 +151,9 @@ def _values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str
         if word == "--":
             joined += [word, *words]
             break
+        if word.startswith("--") and word not in options:  # an abbreviation of exactly one option is that option
+            meant = [option for option in options if option.startswith(word)]
+            word = meant[0] if len(meant) == 1 else word
         if word in taking:
             value = next(words, None)
             if value is not None and value.startswith("-") and value.split("=")[0] not in options:
@@ -121,9 +165,10 @@ def _values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str
     return joined
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    return [command for action in parser._actions if isinstance(action, argparse._SubParsersAction)
-            for command in action.choices.values()]
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's name and parser."""
+    return {name: command for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, command in action.choices.items()}
 
 
 def _catch_signals() -> dict:
@@ -190,7 +235,7 @@ def _interrupt(signum, frame):
 def build_parser() -> argparse.ArgumentParser:
     from pipebench.bench.cli import advise, devices, models, plan, report, run, train
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pipebench",
         description="Plan, run and measure pipeline-parallel training across the GPUs of one server.",
     )
