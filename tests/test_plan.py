@@ -307,6 +307,20 @@ def test_the_single_baseline_is_predicted_at_its_profiles_whole_step_launch_boun
     assert make_plan([profile], Request(devices=["cuda:0"], micro_batches=1)).predicted_step_ms == pytest.approx(whole)
 
 
+@pytest.mark.parametrize("compile, expected", [(None, 0.8 * 12.0), ("default", 5.0)])
+def test_a_compiled_whole_step_far_below_its_segments_is_the_single_prediction(compile, expected):
+    """Eager, a whole step far below its segments' sum measured something else, and the calibration stops at
+    0.8. Compiled, the whole model fuses across the cuts that the segments compiled apart cannot, so the
+    whole step is single's figure however far below (ResNet-50 on an H200: 40 ms against 76)."""
+    from pipebench.training import Training
+
+    layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100) for i in range(4)]
+    profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=5.0,
+                      training=Training(compile=compile))
+    request = Request(devices=["cuda:0"], micro_batches=1, training=Training(compile=compile))
+    assert make_plan([profile], request).predicted_step_ms == pytest.approx(expected)
+
+
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it(schedule):
     """Whatever the layers (launch-bound or not), the link and the micro-batch count, the plan's simulated
