@@ -1,36 +1,17 @@
-"""Capture any ``nn.Module`` with torch.export, find where it can be cut, and cut it into stages.
-
-Front end
----------
-pipebench builds its stages itself, from the exported graph, so that whatever torch.export captures can
-be split (it does not depend on the IR of torch.distributed.pipelining's ``pipeline()``, which, with
-transformers 5.17, cannot split a Llama).  ``_export_marked`` registers a forward pre-hook on every
-module where a stage may begin that calls ``pipe_split()`` (torch.distributed.pipelining's marker op,
-which export keeps), runs ``torch.export.export(module, args, kwargs)`` (non-strict) and takes
-``ep.module()``: a GraphModule over the user's own parameters and buffers.  ``_split_graph`` gives every
-op the stage of the last cut marker before it and cuts the graph with torch.fx's ``split_by_tags``:
-stage k is ``Split.stage(k)`` (``submod_<k>``), and the root graph calls the stages in order.  These are
-the stages that ``pipeline()`` with ``SplitPoint.BEGINNING`` at the same modules makes where it can
-split the model (``Plan.split_spec()``).  A module that produces no graph op (``nn.Identity``, a
-``Dropout`` in eval mode) cannot begin a stage: its stage would be empty.
+"""Capture any ``nn.Module`` with torch.export, find where it can be cut, and what crosses each cut.
 
 Candidates (what :func:`capture` returns)
 -----------------------------------------
-One eager run with forward pre/post hooks records the *call tree*: which module is called, in
-what order, at what depth of the call stack.  Depth counts modules that are actually called
-(root excluded): a ``ModuleList``/``ModuleDict`` is never called, so it is skipped automatically
-(``model.layers.2`` of a Llama is depth 2, ``transformer.h.1`` of GPT-2 is depth 2); a called
-``nn.Sequential`` is a real call and counts as a level (ResNet's ``layer1`` is depth 1,
-``layer1.0`` depth 2).  The candidates at ``granularity=d`` are the modules called at depth ``d``
-plus the leaf modules called at a smaller depth, in execution order, minus those that cannot
-begin a stage: modules called more than once (a shared ``relu``; ``pipe_split`` would fire at
-every call), and modules that emit no graph node (see above).  Ops of dropped modules, and ops
-the parents run between their children (a residual add), belong to the segment of the preceding
-candidate.  ``candidates[0]`` is the start of the first stage and is never a cut (ops that run
-before it, if any, are in segment 0); a split into S stages picks S-1 names of
-``candidates[1:]``.  Default granularity: the deepest depth whose candidate count stays
-<= ``MAX_CANDIDATES`` (64), so a profiler times at most 64 small segments; depth 1 if even that
-has more.  The finest split (every candidate a stage) is actually built.
+One eager run records the call tree (partition/call_tree.py); the candidates at ``granularity=d`` are
+its frontier at depth ``d`` minus the modules that cannot begin a stage: modules called more than once,
+and modules that emit no graph node (read from the export with a ``pipe_split`` before each candidate,
+partition/split.py).  Ops of dropped modules, and ops the parents run between their children (a residual
+add), belong to the segment of the preceding candidate.  ``candidates[0]`` is the start of the first
+stage and is never a cut (ops that run before it, if any, are in segment 0); a split into S stages picks
+S-1 names of ``candidates[1:]``.  Default granularity: the deepest depth whose candidate count stays
+<= ``MAX_CANDIDATES`` (64); depth 1 if even that has more.  The finest split (every candidate a stage)
+is actually built, and run once to record each segment's inputs (``segments``, ``run_segment``: the
+profiler times them one by one).
 
 Values that cross a cut (``Captured.cuts``)
 -------------------------------------------
@@ -66,31 +47,24 @@ Findings on other models (checked in tests/test_graph.py and tests/test_hf_model
   (``Split.shared()``, ``Captured.shared_params``), counted in each segment's parameter bytes; the
   trainers give each stage a copy and sum their gradients (bench/strategies/stages.py:
   shared_parameters).
-
-Why eager hooks and not ``nn_module_stack``: the call tree (depth, call count, leaf-ness) comes
-from one eager run; a module's ``nn_module_stack`` entry is not emitted for modules without ops,
-and call counts are what decides validity.  Whether a module emits graph ops is read from the
-export with a ``pipe_split`` before each candidate.
 """
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
-import os
-import traceback
+import operator
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager
 
 import torch
 import torch.nn as nn
-from torch.distributed.pipelining import pipe_split
+
+from pipebench.partition.call_tree import choose_depth, eager_calls, frontier_of
+from pipebench.partition.graph_errors import CaptureError, GraphError, SplitError, TooFewCandidates
+from pipebench.partition.split import Split, export_marked, ops_after, preserved_buffers, split_graph
 
 __all__ = [
-    "MAX_CANDIDATES",
     "GraphError",
     "CaptureError",
-    "InputError",
     "TooFewCandidates",
     "SplitError",
     "TensorInfo",
@@ -100,74 +74,9 @@ __all__ = [
     "Captured",
     "Segment",
     "capture",
-    "Split",
-    "split_model",
     "segments",
     "run_segment",
 ]
-
-MAX_CANDIDATES = 64
-
-
-# --------------------------------------------------------------------------------------- errors
-class GraphError(ValueError):
-    """A model cannot be captured / split as asked. The message is one line."""
-
-    def __init__(self, message: str):
-        super().__init__(_one_line(message))
-
-
-class CaptureError(GraphError):
-    """torch.export cannot capture the forward (data-dependent control flow, unsupported op)."""
-
-
-class InputError(GraphError):
-    """The model's own forward rejects the example input."""
-
-
-class TooFewCandidates(GraphError):
-    """Fewer places to cut than the stages requested."""
-
-
-class SplitError(GraphError):
-    """The model cannot be split where asked."""
-
-
-def _one_line(text: str, limit: int = 400) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _first_line(exc: BaseException) -> str:
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_THIS_FILE = os.path.abspath(__file__)
-
-
-def _user_frame(exc: BaseException) -> str:
-    """`file:line `code`` of the deepest traceback frame outside torch (the user's failing line)."""
-    best = None
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        for fs in traceback.extract_tb(e.__traceback__):
-            path = os.path.abspath(fs.filename)
-            if path.startswith(_TORCH_DIR + os.sep) or path == _THIS_FILE:
-                continue
-            if "/contextlib.py" in path or "/functools.py" in path:
-                continue
-            best = fs
-        e = e.__cause__ or e.__context__
-    if best is None:
-        return ""
-    code = f" `{best.line.strip()}`" if best.line else ""
-    return f" (at {os.path.basename(best.filename)}:{best.lineno} in {best.name}{code})"
 
 
 # ----------------------------------------------------------------------------------- data types
@@ -287,275 +196,6 @@ class Captured:
             )
 
 
-# ------------------------------------------------------------------------------------ call tree
-@dataclass
-class _Call:
-    name: str
-    depth: int
-    leaf: bool = True
-
-
-@contextlib.contextmanager
-def _quiet_export():
-    """torch.export logs whole graphs at WARNING on failure; keep them out of the user's terminal."""
-    names = ["torch._export", "torch.export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
-             "torch.distributed.pipelining"]
-    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
-    for lg, _ in saved:
-        lg.setLevel(logging.CRITICAL)
-    try:
-        # torch/export/_trace.py print()s the partial graph to stderr when export fails
-        with contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        for lg, lvl in saved:
-            lg.setLevel(lvl)
-
-
-@contextlib.contextmanager
-def _preserved_buffers(module: nn.Module):
-    """Undo BatchNorm running-stat updates (and any other buffer writes) done while capturing."""
-    saved = {n: b.detach().clone() for n, b in module.named_buffers()}
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for n, b in module.named_buffers():
-                if n in saved and saved[n].shape == b.shape:
-                    b.copy_(saved[n])
-
-
-def _eager_calls(module: nn.Module, args: tuple, kwargs: dict):
-    names = {}
-    for n, m in module.named_modules():
-        names.setdefault(id(m), n)
-    calls: list[_Call] = []
-    stack: list[_Call] = []
-    handles = []
-
-    def pre(m, _inp):
-        c = _Call(names[id(m)], len(stack) + 1)
-        if stack:
-            stack[-1].leaf = False
-        stack.append(c)
-        calls.append(c)
-
-    def post(m, _inp, _out):
-        if stack:
-            stack.pop()
-
-    for n, m in module.named_modules():
-        if n and names[id(m)] == n:
-            handles.append(m.register_forward_pre_hook(pre))
-            handles.append(m.register_forward_hook(post))
-    try:
-        with torch.no_grad():
-            out = module(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001 - the model's own error, reported as such
-        raise InputError(
-            f"{type(module).__name__}.forward rejects the example input: {type(e).__name__}: {_first_line(e)}"
-            f"{_user_frame(e)}; pass inputs the model accepts (shape, dtype, keyword names)"
-        ) from e
-    finally:
-        for h in handles:
-            h.remove()
-    return calls, out
-
-
-def _frontier(calls: list[_Call], depth: int) -> tuple[list[str], set[str]]:
-    """Distinct module names at ``depth`` (plus shallower leaves) in call order, and those called twice+."""
-    count: dict[str, int] = {}
-    for c in calls:
-        count[c.name] = count.get(c.name, 0) + 1
-    order: list[str] = []
-    seen = set()
-    for c in calls:
-        if c.depth == depth or (c.depth < depth and c.leaf):
-            if c.name not in seen:
-                seen.add(c.name)
-                order.append(c.name)
-    multi = {n for n in order if count[n] > 1}
-    return order, multi
-
-
-def _choose_depth(calls, granularity, min_stages):
-    max_depth = max((c.depth for c in calls), default=1)
-    counts = {d: len([n for n in o if n not in m]) for d in range(1, max_depth + 1) for o, m in [_frontier(calls, d)]}
-    if granularity is not None:
-        if granularity < 1:
-            raise GraphError(f"granularity must be >= 1, got {granularity}")
-        return min(granularity, max_depth), counts
-    depth = 1
-    for d in range(1, max_depth + 1):
-        if counts[d] <= MAX_CANDIDATES:
-            depth = d
-    if min_stages:
-        while counts[depth] < min_stages and depth < max_depth:
-            depth += 1
-    return depth, counts
-
-
-# ------------------------------------------------------------------------------------ splitting
-_CALLS = ("call_function", "call_method", "call_module")
-
-
-def _is_marker(node) -> bool:
-    return node.op == "call_function" and node.target is torch.ops.pippy._pipe_split.default
-
-
-_KNOWN_BRANCHES = {  # a data-dependent branch met in a library's model: what to do about it
-    "self.layerdrop": "transformers before 5.23 draws LayerDrop's random number in training even at layerdrop 0 "
-                      "(BART, Whisper and the models built like them); use transformers 5.23 or newer",
-    "skip_the_layer": "transformers before 5.23 draws LayerDrop's random number in training even at layerdrop 0 "
-                      "(wav2vec2 and the models built like it); use transformers 5.23 or newer",
-}
-
-
-def _export_error(module: nn.Module, e: BaseException) -> CaptureError:
-    cause = e.__cause__ if (e.__cause__ is not None and "cannot capture your model" in str(e)) else e
-    where = _user_frame(cause)
-    name = type(getattr(module, "wrapped", module)).__name__  # a model in models/hugging_face.py's view: its own
-    known = next((fix for code, fix in _KNOWN_BRANCHES.items() if code in where), None)
-    if known:  # what to do first: the line is cut at 400 characters
-        return CaptureError(f"torch.export cannot capture {name}{where}: {known} ({type(cause).__name__}: "
-                            f"{_first_line(cause)})")
-    return CaptureError(f"torch.export cannot capture {name}: {type(cause).__name__}: {_first_line(cause)}{where}; "
-                        "make the forward free of data-dependent Python control flow (use torch.where/torch.cond, "
-                        "no .item()/bool() of tensors) or split the model by hand")
-
-
-def _export_marked(module: nn.Module, args: tuple, kwargs: dict, names: list[str], dynamic_shapes=None):
-    """torch.export of ``module`` with a ``pipe_split`` marker (torch.distributed.pipelining's) before each
-    call of the modules ``names``, put there by forward pre-hooks, as pipeline()'s ``SplitPoint.BEGINNING``
-    does; returns ``ep.module()`` (the user's own parameter and buffer objects, by their names) and the
-    name of each marker in graph order."""
-    fired: list[str] = []
-    handles = []
-    try:
-        for n in names:
-            handles.append(module.get_submodule(n).register_forward_pre_hook(
-                lambda _m, _a, n=n: (fired.append(n), pipe_split())[0]))
-        with _quiet_export(), _preserved_buffers(module):
-            try:
-                ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
-            except Exception as e:  # noqa: BLE001
-                raise _export_error(module, e) from e
-    finally:
-        for h in handles:
-            h.remove()
-    gm = ep.module(check_guards=False)
-    markers = [node for node in gm.graph.nodes if _is_marker(node)]
-    if len(markers) != len(fired):
-        raise SplitError(f"torch.export kept {len(markers)} of the {len(fired)} stage boundaries of "
-                         f"{type(module).__name__}")
-    return gm, fired
-
-
-def _ops_after(gm: torch.fx.GraphModule, fired: list[str]) -> dict[str, int]:
-    """Per marked module, how many graph ops follow its marker before the next one."""
-    counts: dict[str, int] = {}
-    current = None
-    k = 0
-    for node in gm.graph.nodes:
-        if _is_marker(node):
-            current = fired[k]
-            k += 1
-            counts.setdefault(current, 0)
-        elif node.op in _CALLS and current is not None:
-            counts[current] += 1
-    return counts
-
-
-@dataclass
-class Split:
-    """A model cut into stages by pipebench, from its exported graph: ``gm``'s graph calls ``submod_0``
-    ... ``submod_<S-1>`` in order, and stage k, ``gm.submod_<k>``, is an fx.GraphModule that holds the
-    user's own parameters and buffers it uses (a tied weight used by two stages is the one object in
-    both: ``shared()``). Calling the Split calls the model (same inputs, same outputs)."""
-
-    gm: torch.fx.GraphModule
-    num_stages: int
-
-    def stage(self, k: int) -> torch.fx.GraphModule:
-        return getattr(self.gm, f"submod_{k}")
-
-    def __call__(self, *args, **kwargs):
-        return self.gm(*args, **kwargs)
-
-    def shared(self) -> list[dict[int, str]]:
-        """Parameters that several stages use, each as {stage index: its name in that stage}."""
-        uses: dict[int, dict[int, str]] = {}
-        for k in range(self.num_stages):
-            for name, p in self.stage(k).named_parameters(remove_duplicate=False):
-                uses.setdefault(id(p), {}).setdefault(k, name)
-        return [u for u in uses.values() if len(u) > 1]
-
-
-def _split_graph(module: nn.Module, gm: torch.fx.GraphModule, fired: list[str], begin_at: list[str]) -> Split:
-    """Cut ``gm`` (from ``_export_marked``) at the markers of ``begin_at`` with torch.fx's
-    ``split_by_tags``: every op belongs to the stage of the last cut marker before it (ops before the
-    first go to stage 0), except unlifting's write of a new value into a buffer (``copy_`` into a
-    get_attr, at the graph's end), which goes with the stage that computes the value. A value used by a
-    later stage becomes an output of its stage and an input of each stage that uses it; a parameter,
-    buffer or constant is an attribute of every stage that uses it."""
-    from torch.fx.passes.split_utils import split_by_tags
-
-    begin = set(begin_at)
-    stage, k, ops = 0, 0, [0]
-    tag: dict = {}
-    for node in list(gm.graph.nodes):
-        if _is_marker(node):
-            if fired[k] in begin:
-                stage += 1
-                ops.append(0)
-            k += 1
-            gm.graph.erase_node(node)
-        elif node.op in _CALLS:
-            tag[node] = stage
-            ops[stage] += 1
-    for node, k in tag.items():
-        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "get_attr":
-            ops[k] -= 1
-            tag[node] = max((tag.get(a, 0) for a in node.all_input_nodes), default=0)
-            ops[tag[node]] += 1
-    empty = [name for name, n in zip(["(the start)", *begin_at], ops) if n == 0]
-    if stage != len(begin_at) or empty:
-        raise SplitError(f"cannot begin a stage of {type(module).__name__} at {empty or begin_at}: "
-                         "a module called more than once, or that produces no graph op")
-    for node, k in tag.items():
-        node.tag = f"submod_{k}"
-    try:
-        gm.recompile()
-        return Split(split_by_tags(gm, [f"submod_{k}" for k in range(stage + 1)]), stage + 1)
-    except Exception as e:  # noqa: BLE001 - torch.fx's own failure, told in one line
-        raise SplitError(f"torch.fx cannot split {type(module).__name__} into {stage + 1} stages: "
-                         f"{type(e).__name__}: {_first_line(e)}") from e
-
-
-def split_model(module: nn.Module, args: tuple, kwargs: dict | None, begin_at: list[str], *,
-                run_in: Callable[[], ContextManager] | None = None) -> Split:
-    """``module`` cut into ``len(begin_at) + 1`` stages, stage k + 1 beginning at module ``begin_at[k]``
-    (the stages ``pipeline(module, args, kwargs, {name: SplitPoint.BEGINNING ...})`` makes), built by
-    pipebench from the exported graph: whatever torch.export captures splits, whatever crosses a cut
-    (integer tensors, masks, RoPE tables) is passed on as it is, and the stages share the user's parameters
-    and buffers. The model itself is left unchanged. ``run_in``: the context the stages will run in (a
-    trainer's bf16 autocast), which the graph is captured in too: torch 2.11 replays a region a model
-    runs with autocast off (Hugging Face's RoPE) with the dtypes it was captured with."""
-    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-    kwargs = dict(kwargs or {})
-    begin_at = list(begin_at)
-    if len(set(begin_at)) != len(begin_at):
-        raise SplitError(f"begin_at names a module twice: {begin_at}")
-    for n in begin_at:
-        try:
-            module.get_submodule(n)
-        except AttributeError as e:
-            raise SplitError(f"begin_at names {n!r}, which is no submodule of {type(module).__name__}") from e
-    with (run_in or contextlib.nullcontext)():
-        gm, fired = _export_marked(module, args, kwargs, begin_at)
-    return _split_graph(module, gm, fired, begin_at)
-
-
 def _sizes(mod: nn.Module):
     pc = sum(p.numel() for p in mod.parameters())
     pb = sum(p.numel() * p.element_size() for p in mod.parameters())
@@ -581,12 +221,12 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
     """
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
     kwargs = dict(kwargs or {})
-    with _preserved_buffers(module):
-        calls, _ = _eager_calls(module, args, kwargs)
+    with preserved_buffers(module):
+        calls, _ = eager_calls(module, args, kwargs)
     if not calls:
         raise TooFewCandidates(f"{type(module).__name__} calls no submodule: nothing to cut at")
-    depth, counts = _choose_depth(calls, granularity, min_stages)
-    frontier, multi = _frontier(calls, depth)
+    depth, counts = choose_depth(calls, granularity, min_stages)
+    frontier, multi = frontier_of(calls, depth)
     dropped = {n: "called more than once" for n in multi}
     names = [n for n in frontier if n not in multi]
 
@@ -599,8 +239,8 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
 
     enough()
     with (run_in or contextlib.nullcontext)():
-        gm, fired = _export_marked(module, args, kwargs, names, _batch_dims(module, args, kwargs) if dynamic_batch else None)
-    ops = _ops_after(gm, fired)
+        gm, fired = export_marked(module, args, kwargs, names, _batch_dims(module, args, kwargs) if dynamic_batch else None)
+    ops = ops_after(gm, fired)
     for n in names:
         if n not in ops:
             dropped[n] = "not called when torch.export runs the model"
@@ -608,7 +248,7 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
             dropped[n] = "produces no graph op (a stage cannot begin there)"
     names = [n for n in names if n not in dropped]
     enough()
-    split = _split_graph(module, gm, fired, names[1:])
+    split = split_graph(module, gm, fired, names[1:])
     captured = _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
     if dynamic_batch:
         captured._finish_at = lambda a, kw: _finish(module, a, kw, depth, counts, frontier, names, dropped, split,
@@ -647,16 +287,38 @@ def _batch_dims(module: nn.Module, args: tuple, kwargs: dict) -> dict:
 
 def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None,
             again: Captured | None = None) -> Captured:
-    gm = split.gm
-    # modules per segment: frontier in call order, attached to the preceding kept candidate
+    """The Captured of ``split`` at ``args``: the split run once, then every value's producer and last
+    user read from the root graph, and from those the tensors that cross each cut."""
+    inputs, outputs = _record_stage_io(module, split, args, kwargs, run_in)
+    call_nodes, producer = _stage_calls(module, split)
+    values = _last_uses(split, call_nodes, inputs, producer)
+    S = split.num_stages
+    cuts = [Cut(ci, names[ci], _crossing(ci, values, names, split, outputs)) for ci in range(1, S)]
+    seg_infos = [SegmentInfo(i, names[i], modules, *_sizes(split.stage(i)))
+                 for i, modules in enumerate(_modules_per_segment(frontier, names))]
+    return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
+                    segments=seg_infos, cuts=cuts, split=split, depth_counts=counts, dropped=dropped,
+                    shared_params=split.shared(),
+                    _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
+                    _stage_names=[n.target for n in call_nodes],
+                    _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes],
+                    _finish_at=again._finish_at if again is not None else None)
+
+
+def _modules_per_segment(frontier: list[str], names: list[str]) -> list[list[str]]:
+    """The frontier in call order, each module attached to the kept candidate at or before it."""
     seg_modules: list[list[str]] = [[] for _ in names]
     k = 0
     for n in frontier:
         if n in names:
             k = names.index(n)
         seg_modules[k].append(n)
+    return seg_modules
 
-    # run the split graph once, recording every stage's inputs
+
+def _record_stage_io(module, split: Split, args, kwargs, run_in):
+    """Run the split graph once (no grad, buffers restored after), recording every stage's inputs (detached
+    copies) and the shapes of its outputs."""
     inputs: list[tuple[tuple, dict] | None] = [None] * split.num_stages
     outputs: list[list[TensorInfo]] = [[] for _ in range(split.num_stages)]
     handles = []
@@ -674,14 +336,18 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split
         handles.append(sm.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(sm.register_forward_hook(post, with_kwargs=True))
     try:
-        with torch.no_grad(), _preserved_buffers(module), (run_in or contextlib.nullcontext)():
+        with torch.no_grad(), preserved_buffers(module), (run_in or contextlib.nullcontext)():
             split(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
+    return inputs, outputs
 
-    # which stage each root node belongs to
-    S = split.num_stages
+
+def _stage_calls(module, split: Split):
+    """The root graph's call of each stage, in stage order, and ``producer(node)``: the stage that makes a
+    root value (-1 for a root input)."""
+    gm, S = split.gm, split.num_stages
     index_of = {id(split.stage(i)): i for i in range(S)}
     stage_of: dict[str, int] = {}
     call_nodes: list = [None] * S
@@ -694,14 +360,19 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split
         raise SplitError(f"the split of {type(module).__name__} calls a stage more than once or never")
 
     def producer(node) -> int:
-        import operator
         while node.op == "call_function" and node.target is operator.getitem:
             node = node.args[0]
         if node.op == "placeholder":
             return -1
         return stage_of.get(node.name, -1)
 
-    # last use of every value (stage index; output -> S-1 with to_output)
+    return call_nodes, producer
+
+
+def _last_uses(split: Split, call_nodes: list, inputs: list, producer) -> dict[str, dict]:
+    """Every root value a stage or the output uses: its producer, the last stage that uses it (the model's
+    output counts as the last stage, with ``to_output``) and the tensor recorded for it."""
+    S = split.num_stages
     values: dict[str, dict] = {}
     for si, node in enumerate(call_nodes):
         rec = inputs[si]
@@ -714,7 +385,7 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split
             v["last"] = max(v["last"], si)
             if v["t"] is None:
                 v["t"] = t
-    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    out_node = next(n for n in split.gm.graph.nodes if n.op == "output")
     flat_out = []
 
     def collect(x):
@@ -738,40 +409,28 @@ def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split
             v["last"] = S - 1
         else:
             values[a.name] = {"prod": p, "last": S - 1, "t": None, "to_output": True, "node": a}
+    return values
 
-    cuts = []
-    for ci in range(1, S):
-        tensors = []
-        for name, v in values.items():
-            prod = max(v["prod"], 0)
-            if prod < ci <= v["last"]:
-                t = v["t"]
-                if t is None and v.get("to_output"):
-                    t = _output_value(v["node"], split, outputs)
-                if not isinstance(t, torch.Tensor):
-                    continue
-                src = "input" if v["prod"] < 0 else f"segment {v['prod']} ({names[v['prod']]})"
-                tensors.append(CrossingTensor(name, src, tuple(t.shape), t.dtype, t.numel() * t.element_size(),
-                                              v.get("to_output", False)))
-        cuts.append(Cut(ci, names[ci], tensors))
 
-    seg_infos = []
-    for i in range(S):
-        pc, pb, bb = _sizes(split.stage(i))
-        seg_infos.append(SegmentInfo(i, names[i], seg_modules[i], pc, pb, bb))
-
-    return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
-                    segments=seg_infos, cuts=cuts, split=split, depth_counts=counts, dropped=dropped,
-                    shared_params=split.shared(),
-                    _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
-                    _stage_names=[n.target for n in call_nodes],
-                    _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes],
-                    _finish_at=again._finish_at if again is not None else None)
+def _crossing(ci: int, values: dict[str, dict], names: list[str], split: Split, outputs) -> list[CrossingTensor]:
+    """The tensors live across cut ``ci``: made before it (or a root input), used at or after it."""
+    tensors = []
+    for name, v in values.items():
+        prod = max(v["prod"], 0)
+        if prod < ci <= v["last"]:
+            t = v["t"]
+            if t is None and v.get("to_output"):
+                t = _output_value(v["node"], split, outputs)
+            if not isinstance(t, torch.Tensor):
+                continue
+            src = "input" if v["prod"] < 0 else f"segment {v['prod']} ({names[v['prod']]})"
+            tensors.append(CrossingTensor(name, src, tuple(t.shape), t.dtype, t.numel() * t.element_size(),
+                                          v.get("to_output", False)))
+    return tensors
 
 
 def _output_value(node, split, outputs):
     """Meta of a root-output value made by a non-last stage (shape only, zero-filled stand-in)."""
-    import operator
     idx = 0
     if node.op == "call_function" and node.target is operator.getitem:
         idx = node.args[1]

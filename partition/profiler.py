@@ -44,7 +44,8 @@ import torch
 
 from pipebench.errors import UserError, first_line
 from pipebench.hardware.cpu import SpeedGauge
-from pipebench.partition.graph import CaptureError, Segment, SplitError, capture, segments
+from pipebench.partition.graph import Segment, capture, segments
+from pipebench.partition.graph_errors import CaptureError, SplitError
 from pipebench.partition.plan_text import model_label
 from pipebench.partition.profile import LayerProfile, Profile, relative_spread
 from pipebench.snapshot import module_state

@@ -84,7 +84,8 @@ def test_a_model_that_fixes_its_batch_is_captured_once_per_size_with_a_note(coun
 
 def test_one_dynamic_capture_records_each_size_as_its_own_capture_would():
     from pipebench import models
-    from pipebench.partition.graph import GraphError, capture
+    from pipebench.partition.graph import capture
+    from pipebench.partition.graph_errors import GraphError
 
     model = models.get_model("gpt", "tiny")
     module = model.module.train()

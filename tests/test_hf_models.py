@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from pipebench.bench.cli import main
-from pipebench.partition.graph import capture, split_model
+from pipebench.partition.graph import capture
+from pipebench.partition.split import split_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,5 +1,5 @@
 """A model cut into the Plan's stages, as the pipeline and model-parallel trainers run it: the split
-(partition/graph.py) checked against the model, each stage placed on its device, parameters that several
+(partition/split.py) checked against the model, each stage placed on its device, parameters that several
 stages share copied and their gradients summed, and the stages chained so that each takes exactly what
 the one before returns."""
 from __future__ import annotations
@@ -33,7 +33,7 @@ def stage_split(model, plan, training=None):
     torch.export of one micro-batch of the Plan's size): stage k is `split.stage(k)`, sharing its
     parameters with `model.module`. training: under bf16 the graph is captured in autocast, on the
     device the model is on, as the stages will run in it (partition/graph.py: split_model's run_in)."""
-    from pipebench.partition.graph import split_model
+    from pipebench.partition.split import split_model
 
     check_plan_fits(plan, model)
     inputs, _ = model.make_batch(plan.micro_batch_size, seed=0)
@@ -112,7 +112,7 @@ def chain_stages(split) -> list[nn.Module]:
     """The split as a chain: stage k takes exactly what stage k - 1 returns and returns what stage k + 1
     takes, so that plain PipelineStages (which every schedule supports) and one-process trainers can run
     it. The split hands a value straight to every stage that uses it (a residual, a mask, Llama's cos/sin:
-    partition/graph.py); here each stage passes on the values later stages need."""
+    partition/split.py); here each stage passes on the values later stages need."""
     import operator
 
     graph = split.gm.graph

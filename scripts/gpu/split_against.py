@@ -30,8 +30,8 @@ def profile_to(path: str, model: str, batch: int, counts: list[int], settings: d
         # at index 1" in torch/export/unflatten.py; 2.14 can): leave that module out of the cut candidates.
         from pipebench.partition import graph
 
-        frontier = graph._frontier
-        graph._frontier = lambda calls, depth: (lambda names, dropped: (
+        frontier = graph.frontier_of
+        graph.frontier_of = lambda calls, depth: (lambda names, dropped: (
             [n for n in names if not n.endswith("rotary_emb")], dropped))(*frontier(calls, depth))
     profiles = []
     for m in counts:
