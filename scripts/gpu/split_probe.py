@@ -14,7 +14,7 @@ import torch
 
 from pipebench.models import get_model
 from pipebench.partition.graph import Segment
-from pipebench.partition.profiler import _profile_segment
+from pipebench.partition.segment_timing import profile_segment
 from pipebench.training import Training, set_precision
 
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         """F, B, I and W of `module` on `inp`, timed the way the profiler times a segment."""
         segment = Segment(index=1, name="probe", begins_at="", module=module, args=(inp,), kwargs={}, outputs=[],
                           param_count=0, param_bytes=0, arg_sources=[0])
-        measured = _profile_segment(segment, device, args.repeats, 2, set())
+        measured = profile_segment(segment, device, args.repeats, 2, set())
         return {"F": measured["forward_ms"], "B": measured["backward_ms"],
                 "I": measured["backward_input_ms"], "W": measured["backward_weight_ms"]}
 
