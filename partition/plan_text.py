@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from pipebench.errors import printable
 from pipebench.partition.schedule import get_schedule
 from pipebench.request import caps_per_device, within_caps
 from pipebench.units import format_bytes, format_count
@@ -15,8 +16,9 @@ __all__ = ["format_plan"]
 
 
 def model_label(name: str, flavour: str | None) -> str:
-    """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone."""
-    return f"{name} ({flavour})" if flavour else name
+    """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone
+    (`printable`: a line feed in a file's name does not break the line it heads)."""
+    return printable(f"{name} ({flavour})" if flavour else name)
 
 def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = None) -> str:
     """The stages of `plan` as a table, then its predicted step time, throughput, bubble, balance and

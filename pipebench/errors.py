@@ -5,7 +5,7 @@ does not split, a malformed file, a GPU that does not exist, a memory cap nothin
 prints it as `pipebench: error: <message>` and exits with status 2; any other exception is a bug and
 keeps its traceback. What is printed goes through `printable`: a message quotes what the user gave (a file
 name, a model name, a CSV cell), and a control character in it would clear the terminal, rewrite the line
-or split it in two.
+or split it in two. Progress lines (pipebench.progress) and the commands' answers go through it too.
 """
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     return line
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """`text` with every character that is not printable (escape sequences, CR, LF, NUL, other control and
-    format characters) written as Python writes it in a string: `\\x1b`, `\\r`, `\\x00`, `\\u202e`."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    format characters) written as Python writes it in a string: `\\x1b`, `\\r`, `\\x00`, `\\u202e`. The one
+    escape of whatever pipebench prints of the user's (error lines, progress lines, answers); `keep`: the
+    characters a text's own layout needs (a table's line feeds)."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)

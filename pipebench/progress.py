@@ -9,10 +9,13 @@ __all__ = ["ProgressBar", "say"]
 
 
 def say(message: str, end: str = "\n") -> None:
-    """A line on stderr that does not tear a bar being drawn (tqdm clears and redraws it)."""
+    """A line on stderr that does not tear a bar being drawn (tqdm clears and redraws it), `printable`: a
+    model's or file's name in it cannot clear the terminal, rewrite the line or start another."""
     from tqdm import tqdm
 
-    tqdm.write(message, file=sys.stderr, end=end)
+    from pipebench.errors import printable
+
+    tqdm.write(printable(message), file=sys.stderr, end=end)
     sys.stderr.flush()
 
 
@@ -34,7 +37,9 @@ class ProgressBar:
                              bar_format="{desc} {bar} {n_fmt}/{total_fmt} {unit}s [{elapsed}<{remaining}]")
         if self._bar.total != total:
             self._bar.total = total
-        self._bar.set_description_str(what, refresh=False)
+        from pipebench.errors import printable
+
+        self._bar.set_description_str(printable(what), refresh=False)
         self._bar.update(done - self._bar.n)
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipebench.bench.cli.common import note
+from pipebench.bench.cli.common import answer, note
 from pipebench.bench.labels import is_pipeline
 
 
@@ -51,7 +51,7 @@ def cmd_advise(args) -> int:
     devices = list(request.devices)
     advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].training.precision,
                                                              compile=profiles[0].training.compile)))
-    print(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
+    answer(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=request.link_gbps))
     if args.json:
         write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,

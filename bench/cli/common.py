@@ -17,6 +17,14 @@ def note(message: str, end: str = "\n") -> None:
     say(message, end=end)
 
 
+def answer(text: str = "") -> None:
+    """The command's answer on stdout, `printable` but for its own line feeds: a model's, layer's or file's
+    name in it cannot clear the terminal or rewrite a line."""
+    from pipebench.errors import printable
+
+    print(printable(text, keep="\n"))
+
+
 def add_server_options(parser: argparse.ArgumentParser) -> None:
     """--max-memory and --speeds, which plan and run share (run applies them to each plan it makes)."""
     parser.add_argument("--max-memory", metavar="SIZE",

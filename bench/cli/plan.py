@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, data_folder, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.request import Request, check_stage_count
 from pipebench.specs import is_user_model
@@ -178,16 +178,16 @@ def cmd_plan(args) -> int:
     # The parameter-balanced split at the plan's micro-batch count, priced on the same devices, speeds and
     # caps, so that the comparison is like for like; format_plan says when it breaks the caps.
     baseline = pipebench.plan(profiles=profiles, request=request.with_(balance="params", micro_batches=plan.micro_batches))
-    print(format_plan(plan, baseline, request.max_memory))
+    answer(format_plan(plan, baseline, request.max_memory))
     if verdict := plan_verdict(plan, profiles, request):  # no pipeline pays here, and why
-        print(verdict)
+        answer(verdict)
     if args.json:
         plan.save(args.json)
-        print(f"plan written to {args.json}")
+        answer(f"plan written to {args.json}")
     if args.export:
         (engine, path), exported = args.export, plan.export(args.export[0], profiles)
         write_json(path, exported)
-        print(f"{summary(exported)}; {engine} export written to {path}")
+        answer(f"{summary(exported)}; {engine} export written to {path}")
     return 0
 
 

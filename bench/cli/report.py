@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipebench.bench.cli.common import note
+from pipebench.bench.cli.common import answer, note
 from pipebench.bench.cli.run import DEFAULT_OUT
 from pipebench.errors import UserError
 
@@ -39,7 +39,7 @@ def cmd_report(args) -> int:
     paths, notes = [], []
     if rows:
         note(f"{len(rows)} row(s) read; summarising and drawing")
-        print(text_report(summarise(frame(rows))))
+        answer(text_report(summarise(frame(rows))))
         csv_files = [f for f in found if f.suffix == ".csv" and f not in logs]  # they hold no timelines
         with ProgressBar(unit="plot") as progress:
             written = write_report(rows, out, command=command, csv_files=csv_files, progress=progress)
@@ -47,13 +47,13 @@ def cmd_report(args) -> int:
     if logs:
         train_logs = [read_log(f) for f in logs]
         if rows:
-            print()
+            answer()
         for log in train_logs:
-            print(summary_line(log))
+            answer(summary_line(log))
         paths.append(draw_logs(train_logs, out / "train.png", f"made by: {command}", notes))
     for line in notes:
         note(line)
-    print("\nwrote " + ", ".join(str(p) for p in paths))
+    answer("\nwrote " + ", ".join(str(p) for p in paths))
     return 0
 
 

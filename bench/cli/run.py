@@ -5,7 +5,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
 from pipebench.files import writable_folder
@@ -142,9 +142,9 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
         return EXIT_INTERRUPTED
-    print(suite_run.summary_table(rows))
-    print(f"\nresults: {csv_path}\n         {json_path}")
-    print(f"report:  pipebench report {json_path}")
+    answer(suite_run.summary_table(rows))
+    answer(f"\nresults: {csv_path}\n         {json_path}")
+    answer(f"report:  pipebench report {json_path}")
     return 0
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipebench.bench.cli.common import (EXIT_INTERRUPTED, add_model_options, add_training_options, model_settings, note,
+from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_settings, note,
                                         training_of)
 from pipebench.bench.spawn import WorkerError
 from pipebench.bench.strategies import help_text
-from pipebench.errors import UserError
+from pipebench.errors import UserError, printable
 
 EXIT_DIVERGED = 1
 """`pipebench train` whose loss became NaN or infinite: it stopped there, and its last finite checkpoint
@@ -101,14 +101,14 @@ def cmd_train(args) -> int:
         note("pipebench: interrupted")
         return EXIT_INTERRUPTED
     except WorkerError as exc:  # a worker's own failure: its rank and reason in one line, not the parent's stack
-        print(f"pipebench train: failed: {exc}", file=sys.stderr)
+        print(f"pipebench train: failed: {printable(str(exc))}", file=sys.stderr)
         return 1
     if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
         kept = ("" if not save else f"; checkpoint {save} of step {result['saved_at']}" if result.get("saved_at")
                 else f"; {save} not written")
-        print(f"diverged: {result['diverged']}; stopped after {result['steps']}/{result['total']} steps{kept}")
+        answer(f"diverged: {result['diverged']}; stopped after {result['steps']}/{result['total']} steps{kept}")
         return EXIT_DIVERGED
     ended = "stopped" if result.get("stopped") else "done"
-    print(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
+    answer(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
           + (f"; checkpoint {save}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))
     return EXIT_INTERRUPTED if result.get("stopped") else 0
