@@ -174,7 +174,7 @@ def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
     pipeline, the micro-batch counts its planner considered, and one group of every strategy's prediction,
     each pipeline's at its chosen count, a replica strategy's at its replicas' share. strategies: those of
     them to rank (None: every usable one)."""
-    from pipebench.partition.plan import candidate_steps
+    from pipebench.partition.plan_choice import candidate_steps
 
     devices = request.devices
     usable = usable_strategies(devices)

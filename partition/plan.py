@@ -1,9 +1,9 @@
 """The Plan: where to cut, on which devices, with how many micro-batches, and what that should give.
 
 A Plan is the contract between the partitioner and the executors: strategies never re-decide where to
-cut, and reports compare its predictions with what a run measured. `make_plan` builds one from profiles
-(one per candidate micro-batch size) with the exact solver and the schedule simulator; it imports no
-torch, so a saved profile plans anywhere. What a cut costs and the walk among cuts on the simulated step
+cut, and reports compare its predictions with what a run measured. `plan_for` builds the plan of one
+profiled micro-batch count with the exact solver and the schedule simulator (partition/plan_choice.py's
+`make_plan` chooses among the counts); it imports no torch, so a saved profile plans anywhere. What a cut costs and the walk among cuts on the simulated step
 are partition/cuts.py; what a stage holds, partition/memory.py.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
@@ -26,8 +26,8 @@ from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count, split_error
 from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
-__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "make_plan", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
-           "choose_micro_batches", "PROFILE_NOISE", "plan_with_bounds", "shared_cores"]
+__all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
+           "plan_for", "plan_with_bounds", "shared_cores"]
 
 FORMAT = "pipebench-plan"
 VERSION = 1
@@ -280,97 +280,13 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
                 training=Training(checkpoint="always" if recompute else "never"))
 
 
-def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sched.SharedCores | None = None) -> Plan:
-    """Plan `request.virtual_stages` stages per device of `request.devices`, placed as its schedule places
-    them (pipebench/request.py says what each field asks).
-
-    profiles: the model profiled at one or more micro-batch sizes (same model and global batch).
-    request.micro_batches: use this count (its profile must be among `profiles`); None picks among those
-        profiled the count with the highest predicted throughput, ties within the profile's noise going to
-        the smaller bubble (choose_micro_batches); fewer than request.min_micro_batches are neither picked
-        nor accepted.
-    request.max_memory: bytes per device; the plan never exceeds it. With v stages per device each stage
-        gets 1/v of its device's cap (a simplification that never overshoots).
-    request.links(profile): the link that prices each activation transfer, bytes / bandwidth plus latency.
-    request.training.checkpoint: never, always (every stage recomputes its activations), or auto (the cuts
-        without recomputing when they fit the caps; else the cuts that fit with recomputing, where each
-        stage that fits without it keeps its activations). The recompute is priced in the simulated step.
-        Zero-bubble schedules split the backward, which recomputing needs whole: always is refused (by the
-        Request), and auto plans them without.
-    shared_cores: the devices are CPU processes on one machine's cores (schedule.SharedCores); None: each
-        device computes on its own (GPUs).
-    """
-    request.check_profiles(profiles)
-    sched.placement(request.schedule, request.stages, len(request.devices))  # one clear error if it does not fit
-    batch, minimum = profiles[0].batch, request.min_micro_batches
-    by_count = {p.micro_batches: p for p in profiles}
-    if (chosen := request.chosen) is not None:
-        if chosen not in by_count:
-            have = ", ".join(str(m) for m in sorted(by_count))
-            raise UserError(f"no profile at micro-batch size {batch // chosen} "
-                             f"({chosen} micro-batches); profiled counts: {have}")
-        if chosen < minimum:
-            raise UserError(f"{chosen} micro-batch(es) are too few: this schedule needs at least {minimum}")
-        counts = [chosen]
-    else:
-        counts = [m for m in sorted(by_count) if m >= minimum  # and that torch's schedule can run
-                  and sched.takes_micro_batches(request.schedule, len(request.devices), m)]
-        if not counts:
-            raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
-                             f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
-    links = request.links(profiles[0])
-
-    candidates: list[dict[str, Any]] = []
-    plans: list[Plan] = []
-    first_error: InfeasibleError | None = None
-    for m in counts:
-        try:
-            plan = _plan_for(by_count[m], request, links=links, others=profiles, shared=shared_cores)
-        except InfeasibleError as exc:
-            candidates.append({"micro_batches": m, "infeasible": str(exc)})
-            if first_error is None or exc.needed < first_error.needed:
-                first_error = exc
-            continue
-        candidates.append(_candidate(plan))
-        plans.append(plan)
-    if not plans:
-        assert first_error is not None
-        raise first_error
-    best = choose_micro_batches(plans)
-    if request.balance == "time":
-        best = _plan_for(by_count[best.micro_batches], request, links=links, others=profiles, shared=shared_cores,
-                         polish=True)
-        candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
-    best.candidates = candidates
-    return best
-
-
-def plan_ranking(request: Request) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
-    """The ranking that partition/sizes.py's refine asks for, for one plan: rank(profiles) -> one group,
-    each micro-batch count make_plan(profiles, request) considered with its predicted step (None where it
-    does not fit); no group when nothing fits. The cores' sharing the profiles measured prices CPU
-    stand-ins, as pipebench.plan does."""
-    def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
-        try:
-            plan = make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
-        except UserError:  # InfeasibleError too: nothing to choose between
-            return []
-        return [candidate_steps(plan)]
-
-    return rank
-
-
-def candidate_steps(plan: Plan) -> list[tuple[int, float | None]]:
-    """(micro-batch count, predicted step ms or None) of each count the plan's choice considered."""
-    return [(c["micro_batches"], c.get("predicted_step_ms")) for c in plan.candidates]
-
 
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
                      schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
                      balanced_by: str = "hand", shared_cores: sched.SharedCores | None = None) -> Plan:
     """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
-    stages than devices leave the last ones idle), priced as make_plan prices its own: stage times, the
+    stages than devices leave the last ones idle), priced as plan_for prices its own: stage times, the
     simulated step, memory. For a strategy that cuts by its own rule (accelerate's device_map="auto", by
     parameter bytes); `balanced_by` names the rule in the Plan."""
     by_count = {p.micro_batches: p for p in profiles}
@@ -384,40 +300,14 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
     request = Request(devices=tuple(devices[:stages]), schedule=schedule, micro_batches=micro_batches,
                       speeds=tuple(speeds[:stages]) if speeds else None, link_gbps=link_gbps,
                       link_latency_ms=link_latency_ms, training=Training(optimizer=optimizer))
-    return _plan_for(by_count[micro_batches], request, links=(link_gbps, link_latency_ms), others=profiles,
+    return plan_for(by_count[micro_batches], request, links=(link_gbps, link_latency_ms), others=profiles,
                      given_bounds=bounds, balanced_by=balanced_by, shared=shared_cores)
 
 
-PROFILE_NOISE = 0.03
-"""Predicted throughputs closer than this share are a tie: repeated profiles of one model on one GPU
-differ by about this much, so ranking within it would pick a micro-batch count at random."""
-
-
-def choose_micro_batches(plans: Sequence[Plan], noise: float = PROFILE_NOISE) -> Plan:
-    """The plan to run among one per micro-batch count: of those predicted within `noise` of the fastest,
-    the one that idles least (smallest bubble), then the fastest. A smaller bubble is the robust choice: a
-    bubble only grows when stages come out slower than profiled, whereas the fastest by a hair is noise.
-    (On 2x H200, ResNet-101 pp-1f1b predicted m=2 at 149.9 ms and m=4 at 151.2 ms; m=4 ran 10% faster.)"""
-    fastest = max(p.predicted_samples_per_s for p in plans)
-    close = [p for p in plans if p.predicted_samples_per_s >= fastest * (1 - noise)]
-    return min(close, key=lambda p: (round(p.bubble_fraction, 9), -p.predicted_samples_per_s, p.micro_batches))
-
-
-def _candidate(plan: Plan) -> dict[str, Any]:
-    """What `Plan.candidates` records of one micro-batch count that fits."""
-    return {
-        "micro_batches": plan.micro_batches,
-        "predicted_step_ms": plan.predicted_step_ms,
-        "samples_per_s": plan.predicted_samples_per_s,
-        "bubble_fraction": plan.bubble_fraction,
-        **({"interpolated_from": plan.interpolated_from} if plan.interpolated_from else {}),
-    }
-
-
-def _plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
+def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
               polish: bool = False, given_bounds: Sequence[int] | None = None, balanced_by: str | None = None,
               shared: sched.SharedCores | None = None) -> Plan:
-    """One micro-batch count's plan; `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
+    """One micro-batch count's plan (make_plan tries each count); `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
     other counts (one of them may hold the whole step that calibrates this one); `given_bounds`: cuts
     decided elsewhere (plan_with_bounds), named `balanced_by`."""
     layers, devices, schedule, balance = profile.layers, request.devices, request.schedule, request.balance

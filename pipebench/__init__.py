@@ -12,7 +12,8 @@ line (`pipebench models | devices | plan | run | report`) is a thin layer over t
 """
 from pipebench.api import plan, plan_devices, profile
 from pipebench.errors import UserError
-from pipebench.partition.plan import Plan, StagePlan, make_plan
+from pipebench.partition.plan import Plan, StagePlan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile, load_profiles, save_profiles
 from pipebench.partition.solver import InfeasibleError, solve
 from pipebench.request import Request

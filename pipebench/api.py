@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
 from pipebench.partition import sizes
-from pipebench.partition.plan import Plan, make_plan, plan_ranking, shared_cores
+from pipebench.partition.plan import Plan, shared_cores
+from pipebench.partition.plan_choice import make_plan, plan_ranking
 from pipebench.partition.sizes import Ranking
 from pipebench.partition.profile import Profile
 from pipebench.partition.schedule import DEFAULT_SCHEDULE

@@ -369,7 +369,7 @@ def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profi
 
 
 def test_a_plan_carries_its_interval_and_prints_it():
-    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan_choice import make_plan
     from pipebench.partition.plan_text import format_plan
 
     plan = make_plan(profiles(spread=0.07), Request(devices=["cuda:0", "cuda:1"], schedule="1f1b", link_gbps=0.0))

@@ -16,7 +16,8 @@ from pipebench.bench.loopback import free_port
 from pipebench.bench.spawn import WorkerError, visible_devices
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition.plan import hand_plan, make_plan
+from pipebench.partition.plan import hand_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profiler import profile_model
 from pipebench.request import Request
 

@@ -14,7 +14,8 @@ import torch
 import pipebench
 from pipebench.errors import UserError
 from pipebench.partition.engines import block, export
-from pipebench.partition.plan import make_plan, plan_with_bounds
+from pipebench.partition.plan import plan_with_bounds
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.request import Request
 

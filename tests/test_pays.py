@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from pipebench.bench.advise import Prediction, advise, predict
 from pipebench.bench.pays import no_pipeline_pays, plan_verdict
-from pipebench.partition.plan import make_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.request import Request
 

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from pipebench.partition.plan import Plan, make_plan, uniform_bounds
+from pipebench.partition.plan import Plan, uniform_bounds
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.schedule import simulate
-from pipebench.partition.plan import PROFILE_NOISE, choose_micro_batches
+from pipebench.partition.plan_choice import PROFILE_NOISE, choose_micro_batches
 from pipebench.partition.solver import InfeasibleError, solve, stage_times
 from pipebench.request import Request
 from pipebench.training import Training
@@ -161,7 +162,7 @@ def test_json_round_trip(tmp_path):
 
 
 def test_plan_imports_no_torch():
-    code = "import sys, partition.plan, partition.profile; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.plan, partition.plan_choice, partition.profile; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

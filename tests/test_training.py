@@ -16,7 +16,8 @@ from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.plan import Plan, hand_plan, make_plan
+from pipebench.partition.plan import Plan, hand_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request

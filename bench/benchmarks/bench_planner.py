@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from pipebench.partition.plan import make_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.solver import solve
 

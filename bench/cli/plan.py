@@ -163,7 +163,7 @@ def cmd_plan(args) -> int:
     from pipebench.bench.pays import plan_verdict
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
-    from pipebench.partition.plan import plan_ranking
+    from pipebench.partition.plan_choice import plan_ranking
     from pipebench.partition.plan_text import format_plan
     from pipebench.specs import parse_chunks
 

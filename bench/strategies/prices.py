@@ -28,7 +28,8 @@ from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.cuts import transfer_ms
 from pipebench.partition.memory import recomputing, unmodelled_bytes
-from pipebench.partition.plan import make_plan, plan_with_bounds, shared_cores
+from pipebench.partition.plan import plan_with_bounds, shared_cores
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.schedule import IN_TURN
 from pipebench.partition.solver import InfeasibleError

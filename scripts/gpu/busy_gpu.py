@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     from pipebench.bench.job import Job
     from pipebench.bench.sessions import Session
     from pipebench.hardware.probes import measure_speeds
-    from pipebench.partition.plan import make_plan
+    from pipebench.partition.plan_choice import make_plan
     from pipebench.partition.profile import load_profiles
 
     cli = [sys.executable, "-P", "-m", "pipebench.bench.cli"]

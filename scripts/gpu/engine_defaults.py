@@ -15,7 +15,8 @@ import sys
 
 from pipebench.bench.strategies.devicemap import layer_size_bounds
 from pipebench.partition.engines import block
-from pipebench.partition.plan import make_plan, plan_with_bounds
+from pipebench.partition.plan import plan_with_bounds
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import load_profiles
 from pipebench.request import Request
 

@@ -11,7 +11,7 @@ import argparse
 import csv
 import sys
 
-from pipebench.partition.plan import make_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import load_profiles
 from pipebench.partition.schedule import IN_TURN, SCHEDULES, ideal_efficiency
 from pipebench.units import GIB

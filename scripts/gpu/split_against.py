@@ -16,7 +16,7 @@ import pipebench
 from pipebench.bench.job import Job
 from pipebench.bench.sessions import Session
 from pipebench.bench.spawn import call_in_child
-from pipebench.partition.plan import make_plan
+from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import load_profiles, save_profiles
 from pipebench.specs import parse_override
 from pipebench.request import Request
