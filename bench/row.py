@@ -212,7 +212,7 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 
 def timeline_from_ops(ops: Iterable[Any]) -> list[dict]:
-    """Timeline dicts from `partition.schedule.Op`s (times in ms); an Op without a device (None, or an
+    """Timeline dicts from `partition.simulator.Op`s (times in ms); an Op without a device (None, or an
     older Op without the field) runs on the device numbered like its stage."""
     return [{"stage": op.stage, "device": op.stage if getattr(op, "device", None) is None else op.device,
              "kind": op.kind, "micro": op.micro, "start_ms": float(op.start), "end_ms": float(op.end)} for op in ops]

@@ -210,7 +210,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     - action_ms: torch.distributed.pipelining's own cost per operation (forward or backward of one
       micro-batch), sends and receives included: a Schedule1F1B over the processes of stages too small
       to compute, its step as `action_ms` prices it (pipeline_costs). The CPU pipelines' simulator charges
-      it on every operation (schedule.SharedCores). A one-process schedule, which sends nothing, had
+      it on every operation (simulator.SharedCores). A one-process schedule, which sends nothing, had
       measured 0.1 ms where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms an operation beyond its
       compute;
     - fsdp_layer_ms: FSDP2's own cost per sharded layer and step (its hooks, its gathers' and
@@ -372,14 +372,14 @@ PIPELINE_MICRO_BATCHES = 8
 
 
 def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[float, float]:
-    """(ms a hop, ms an operation) that make the simulator (schedule.SharedCores) price a 1F1B step of
+    """(ms a hop, ms an operation) that make the simulator (simulator.SharedCores) price a 1F1B step of
     stages that compute nothing, over `devices` processes and PIPELINE_MICRO_BATCHES micro-batches, at the
     `step_ms` measured: the figures come out in the terms they are charged in, whatever of the posting,
     the waiting for the receiver to be scheduled and the Python schedule they hold. A hop costs the
     message latency measured alone (`latency_ms`) and an operation what is left; where the hops alone
     price the step longer than measured (messages in flight overlap their receivers' wake-ups), a hop
     costs what makes them price it, and an operation 0.001 ms."""
-    from pipebench.partition.schedule import SharedCores, simulate
+    from pipebench.partition.simulator import SharedCores, simulate
 
     def step(hop: float, action: float) -> float:
         zeros = [0.0] * devices

@@ -2,7 +2,7 @@
 
 `StageCost` prices a stage of layers [a, b) per micro-batch on both clocks (the device's and the CPU's
 launches); `cut_prices` prices each cut's transfer. The solver (partition/solver.py) is exact for the
-slowest stage; the step a Plan shows is the simulator's (partition/schedule.py), which also holds the fill,
+slowest stage; the step a Plan shows is the simulator's (partition/simulator.py), which also holds the fill,
 the drain and each transfer, so the planner (partition/plan.py) then walks the solver's cut on the
 simulated step (`polish_cuts`), tries every cut where there are few (`shortest_of_all_cuts`), or else keeps
 the baselines' cuts where they come out shorter (`no_worse_than_baselines`). Pure: no torch."""
@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import accumulate, combinations
 from typing import Sequence
 
-from pipebench.partition import schedule as sched
+from pipebench.partition import simulator as sim
 from pipebench.partition.profile import Profile, calibration
 from pipebench.request import within_caps
 
@@ -47,7 +47,7 @@ class StageCost:
     On a GPU the profile has each layer's device time and its CPU launch time. The CPU launches a stage's
     operations one after another while the GPU runs earlier ones, so over a step a stage costs the larger
     of its CPU sum and its device sum (the device sum at the device's speed): short kernels cost their
-    launches, long ones hide them. The simulator plays both clocks (schedule.simulate's `launch`). Without
+    launches, long ones hide them. The simulator plays both clocks (simulator.simulate's `launch`). Without
     launch times (the CPU, older profiles) a stage costs its device sum."""
 
     FIGURES = {"forward": "forward_ms", "backward": "backward_ms", "input": "backward_input_ms",
@@ -55,7 +55,7 @@ class StageCost:
     LETTERS = {"forward": "F", "backward": "B", "input": "I", "weight": "W"}
 
     def __init__(self, layers, speeds: Sequence[float], prices: Sequence[float], scale: float = 1.0,
-                 shared: sched.SharedCores | None = None):
+                 shared: sim.SharedCores | None = None):
         """scale: the profile's calibration (profile.calibration), on every device and launch time; shared:
         CPU processes sharing the cores (what the simulator then charges)."""
         self.shared = shared
@@ -121,9 +121,9 @@ def _cpu_ms(layer, name: str) -> float:
 
 def simulate_stages(times: dict[str, list[float]], m, schedule, transfer, devices,
                     launches: dict[str, list[float]] | None = None,
-                    shared: sched.SharedCores | None = None) -> sched.Timeline:
+                    shared: sim.SharedCores | None = None) -> sim.Timeline:
     """The schedule simulated on the stages' times by kind (`StageCost.times`)."""
-    return sched.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
+    return sim.simulate(times["forward"], times["backward"], m, schedule, transfer, devices=devices,
                           backward_input=times.get("input"), backward_weight=times.get("weight"), launch=launches,
                           shared_cores=shared)
 

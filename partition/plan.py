@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
+from pipebench.partition import simulator as sim
 from pipebench.partition.cuts import (EVERY_CUT_LIMIT, StageCost, cut_prices, no_worse_than_baselines, polish_cuts,
                                       shortest_of_all_cuts, simulate_stages, stage_scale, transfer_ms)
 from pipebench.partition.memory import StageMemory, recomputing, unmodelled_bytes
@@ -120,7 +121,7 @@ class Plan:
     every executor reads it from (partition.schedule.placement computes it when the plan is made)."""
     cores_shared: bool = False
     """The devices are CPU processes sharing one machine's cores: the step is simulated with
-    schedule.SharedCores(contention, action_ms)."""
+    simulator.SharedCores(contention, action_ms)."""
     contention: float = 1.0
     """With cores_shared: how much slower each device computes while all of them do (measured per machine)."""
     action_ms: float = 0.0
@@ -208,16 +209,16 @@ class Plan:
         return len(self.stages) // self.virtual_stages
 
     @property
-    def shared_cores(self) -> sched.SharedCores | None:
-        return sched.SharedCores(self.contention, self.action_ms, self.step_end_ms) if self.cores_shared else None
+    def shared_cores(self) -> sim.SharedCores | None:
+        return sim.SharedCores(self.contention, self.action_ms, self.step_end_ms) if self.cores_shared else None
 
-    def simulate(self) -> sched.Timeline:
+    def simulate(self) -> sim.Timeline:
         """The step this Plan predicts, as the simulator's timeline (what the report draws)."""
         transfer = [transfer_ms(s.activation_out_bytes, self.link_gbps, self.link_latency_ms) for s in self.stages[:-1]]
         split = all(s.backward_input_ms is not None and s.backward_weight_ms is not None for s in self.stages)
         launch = ({kind: [s.launch_ms[kind] for s in self.stages] for kind in self.stages[0].launch_ms}
                   if all(s.launch_ms for s in self.stages) else None)
-        return sched.simulate([s.forward_ms for s in self.stages], [s.backward_ms for s in self.stages],
+        return sim.simulate([s.forward_ms for s in self.stages], [s.backward_ms for s in self.stages],
                               self.micro_batches, self.schedule, transfer, devices=self.device_count,
                               backward_input=[s.backward_input_ms for s in self.stages] if split else None,
                               backward_weight=[s.backward_weight_ms for s in self.stages] if split else None,
@@ -231,14 +232,14 @@ class Plan:
         return totals
 
 
-def shared_cores(profile: Profile, devices: Sequence[str]) -> sched.SharedCores | None:
+def shared_cores(profile: Profile, devices: Sequence[str]) -> sim.SharedCores | None:
     """What a pipeline of a process per device pays on CPU stand-ins sharing one machine's cores, from
     the figures the profile timed (contention, the runtime's cost per operation, the collective that ends
     a step); None on GPUs and on one device. `pipebench plan`, pipebench.plan() and advise's pipelines
     all price it so."""
     if len(devices) < 2 or not str(devices[0]).startswith("cpu"):
         return None
-    return sched.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0,
+    return sim.SharedCores(max(1.0, profile.core_contention or 1.0), profile.action_ms or 0.0,
                              profile.collective_ms or 0.0)
 
 
@@ -284,7 +285,7 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
                      schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
-                     balanced_by: str = "hand", shared_cores: sched.SharedCores | None = None) -> Plan:
+                     balanced_by: str = "hand", shared_cores: sim.SharedCores | None = None) -> Plan:
     """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
     stages than devices leave the last ones idle), priced as plan_for prices its own: stage times, the
     simulated step, memory. For a strategy that cuts by its own rule (accelerate's device_map="auto", by
@@ -306,7 +307,7 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
 
 def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
               polish: bool = False, given_bounds: Sequence[int] | None = None, balanced_by: str | None = None,
-              shared: sched.SharedCores | None = None) -> Plan:
+              shared: sim.SharedCores | None = None) -> Plan:
     """One micro-batch count's plan (make_plan tries each count); `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
     other counts (one of them may hold the whole step that calibrates this one); `given_bounds`: cuts
     decided elsewhere (plan_with_bounds), named `balanced_by`."""

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
 from pipebench.partition import schedule as sched
+from pipebench.partition import simulator as sim
 from pipebench.partition.plan import Plan, plan_for, shared_cores
 from pipebench.partition.profile import Profile
 from pipebench.partition.solver import InfeasibleError
@@ -19,7 +20,7 @@ from pipebench.request import Request
 __all__ = ["make_plan", "plan_ranking", "candidate_steps", "choose_micro_batches", "PROFILE_NOISE"]
 
 
-def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sched.SharedCores | None = None) -> Plan:
+def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sim.SharedCores | None = None) -> Plan:
     """Plan `request.virtual_stages` stages per device of `request.devices`, placed as its schedule places
     them (pipebench/request.py says what each field asks).
 
@@ -36,7 +37,7 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: sc
         stage that fits without it keeps its activations). The recompute is priced in the simulated step.
         Zero-bubble schedules split the backward, which recomputing needs whole: always is refused (by the
         Request), and auto plans them without.
-    shared_cores: the devices are CPU processes on one machine's cores (schedule.SharedCores); None: each
+    shared_cores: the devices are CPU processes on one machine's cores (simulator.SharedCores); None: each
         device computes on its own (GPUs).
     """
     request.check_profiles(profiles)

@@ -2,7 +2,7 @@
 
 Between two runs of the CPU quick suite three things changed at once, and the step error grew: the
 profile (`--chunks auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
-partition/sizes.py), the CPU pricing (processes sharing the cores: schedule.SharedCores, the probes'
+partition/sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
 contention, the pipeline runtime's and FSDP2's own costs, nn.DataParallel priced as the whole step), and
 the measured step (the workers' own clocks). Figures compared across runs on a shared 2-core machine
 measure its load as much as the change, so this separates them offline: every committed row is

@@ -1,5 +1,5 @@
 """What the CPU stand-ins for devices cost: processes sharing one machine's cores (the simulator's
-schedule.SharedCores, the replicas' costs.Links.contention, the probes that measure them), and one process
+simulator.SharedCores, the replicas' costs.Links.contention, the probes that measure them), and one process
 running the whole module (nn.DataParallel on the CPU)."""
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from pipebench.bench.advise import predict
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile
-from pipebench.partition.schedule import SCHEDULES, SharedCores, simulate
+from pipebench.partition.schedule import SCHEDULES
+from pipebench.partition.simulator import SharedCores, simulate
 from pipebench.request import Request
 
 

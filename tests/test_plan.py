@@ -10,7 +10,7 @@ import pytest
 from pipebench.partition.plan import Plan, uniform_bounds
 from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
-from pipebench.partition.schedule import simulate
+from pipebench.partition.simulator import simulate
 from pipebench.partition.plan_choice import PROFILE_NOISE, choose_micro_batches
 from pipebench.partition.solver import InfeasibleError, solve, stage_times
 from pipebench.request import Request

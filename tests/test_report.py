@@ -10,7 +10,7 @@ import pytest
 
 from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
 from pipebench.bench.row import Row, timeline_from_ops
-from pipebench.partition.schedule import simulate
+from pipebench.partition.simulator import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 GIB = 2**30

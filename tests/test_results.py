@@ -302,7 +302,7 @@ def test_a_path_that_is_not_there_is_named(tmp_path):
 
 
 def test_timeline_from_schedule_ops():
-    from pipebench.partition.schedule import simulate
+    from pipebench.partition.simulator import simulate
 
     timeline = timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
     assert timeline[0] == {"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.0}

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from pipebench.partition.schedule import device_orders, ideal_efficiency, op_order, placement, simulate
+from pipebench.partition.schedule import device_orders, ideal_efficiency, op_order, placement
+from pipebench.partition.simulator import simulate
 
 
 def test_gpipe_order():
