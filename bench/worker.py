@@ -30,6 +30,7 @@ from pipebench.bench.job import Job
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
+from pipebench.bench.strategies.micro_batches import to_device
 from pipebench.files import write_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
@@ -150,7 +151,7 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
     inputs, targets = model.make_batch(job.batch, seed=job.seed + 1)
     trainer = build_trainer(job, hand_over(model), local_rank)  # built for it alone: no copy
     if job.device_type == "cuda":
-        inputs, targets = inputs.to(trainer.devices[0]), targets.to(trainer.devices[0])
+        inputs, targets = to_device(inputs, trainer.devices[0]), targets.to(trainer.devices[0])  # a tuple for T5
     tracer = None
     if hasattr(trainer, "pipeline_stages"):
         from pipebench.bench.trace import OpTrace

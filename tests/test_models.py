@@ -62,6 +62,13 @@ def test_layer_counts_and_json_config_on_meta(name, flavour):
     assert json.loads(json.dumps(model.config)) == model.config
 
 
+def test_a_model_whose_constructor_reads_tensor_values_is_built_on_the_cpu_where_meta_is_asked():
+    # torchvision's RegNet rounds its widths with torch ops, which the meta device cannot: a run's checks
+    # build every model on meta, and refused it ("Cannot copy out of meta tensor") before this.
+    model = get_model("torchvision.models:regnet_y_400mf", device="meta", input_shape=[3, 32, 32], num_classes=10)
+    assert next(model.module.parameters()).device.type == "cpu"
+
+
 def test_default_flavour_is_the_full_size_one():
     assert get_model("resnet101", device="meta").flavour == "full"
     assert get_model("gpt", device="meta").flavour == "800m"
