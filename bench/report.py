@@ -1,7 +1,8 @@
 """`pipebench report`: results rows ─▶ one table per model, recommendations, summary.csv and plots.
 
 No torch, no matplotlib and no printing: functions return frames, text and the paths they wrote; the CLI
-prints. The plots are bench/plots.py, imported (with matplotlib) only when write_report draws them.
+prints. The plots are bench/plots.py, imported (with matplotlib) only when write_report draws them; the
+notes under the tables (ties, the predicted order, compiled against eager, first losses) bench/report_notes.py.
 
 How the figures are defined (per model, flavour, batch and GPU kind):
 - x_single: samples/s over the fastest ok `single` row; x_dataparallel: over the fastest ok
@@ -21,7 +22,6 @@ How the figures are defined (per model, flavour, batch and GPU kind):
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +29,9 @@ from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_label, group_labels, is_pipeline, one_device
+from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline, one_device
+from pipebench.bench.report_notes import (compile_notes, loss_notes, measured_text, measured_tie, noise_ms, order_notes,
+                                         resolution_notes)
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
 from pipebench.bench.row import CASE_FIELDS, FIELDS, Row
 from pipebench.csvtext import frame_csv
@@ -151,8 +153,8 @@ def recommend(df: pd.DataFrame) -> list[str]:
         # Peak memory where it was measured (GPUs); the CPU's processes have none to report.
         peak = "" if math.isnan(best["peak_gib_max"]) else f", {_gib(best['peak_gib_max'])} peak per GPU"
         tied = [row for i, row in candidates.iterrows() if i != best.name and measured_tie(best, row)]
-        ties = ("; " + ", ".join(f"{row['case']} ({_measured(row)} ms)" for row in tied) + " measured a tie with "
-                f"it ({_measured(best)} ms): apart by less than their noise") if tied else ""
+        ties = ("; " + ", ".join(f"{row['case']} ({measured_text(row)} ms)" for row in tied) + " measured a tie with "
+                f"it ({measured_text(best)} ms): apart by less than their noise") if tied else ""
         if any(row["strategy"] == BASELINE for row in tied):
             ties += f", so nothing measured faster than {one_device(group)}"
         if not same.empty:
@@ -172,21 +174,6 @@ def recommend(df: pd.DataFrame) -> list[str]:
             lines.append(f"{text}, {best['x_single']:.2f}x {one_device(group)}{peak}{against}{ties}")
     return lines
 
-
-def resolution_notes(summary: pd.DataFrame) -> list[str]:
-    """One line per model measured in rounds: how many, and how far apart its cases' rounds came (the
-    median noise as a share of the step): differences below about twice that are ties, not speed-ups."""
-    lines = []
-    labels = group_labels(summary)
-    for key, group in summary.groupby(GROUP, sort=False):
-        ok = group[(group["status"] == "ok") & (group["rounds"] > 1)]
-        if ok.empty:
-            continue
-        share = (ok["noise_ms"] / ok["step_ms"]).median()
-        lines.append(f"Resolution: {labels[key]}: {ok['rounds'].min()} interleaved round(s) per case; their means "
-                     f"moved {share:.1%} of a step (median over {len(ok)} case(s)), so cases closer than about "
-                     f"{max(2 * share, SAME_SPEED):.0%} measured a tie.")
-    return lines
 
 
 def markdown_table(df: pd.DataFrame, columns: dict[str, str] | Sequence[str] | None = None) -> str:
@@ -239,158 +226,6 @@ def ranking(summary: pd.DataFrame) -> list[str]:
             lines.append(f"Ranked: {labels[key]}: {ranked}.")
     return lines
 
-
-SAME_SPEED = 0.03
-"""Cases measured closer than this share are a tie whatever their spread (a spread from two or three
-timed steps can be small by chance)."""
-
-
-def _reversed_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any, bool]]:
-    """Within each model, the pairs of ok cases that the prediction ranks in the other order from their
-    measured means, each once as (measured faster, measured slower, whether they measured a tie).
-
-    A tie: the means are apart by no more than their combined spread, the sum of the two standard
-    deviations of their timed steps (their mean ± std intervals overlap; a row without one counts 0), or
-    by no more than SAME_SPEED. Either could then have measured faster, and no order is there to judge."""
-    pairs = []
-    for _, group in summary.groupby(GROUP, sort=False):
-        known = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
-        rows = [row for _, row in known.iterrows()]
-        for i, a in enumerate(rows):
-            for b in rows[i + 1:]:
-                fast, slow = (a, b) if a["step_ms"] <= b["step_ms"] else (b, a)
-                if fast["predicted_step_ms"] <= slow["predicted_step_ms"]:
-                    continue
-                pairs.append((fast, slow, measured_tie(fast, slow)))
-    return pairs
-
-
-def measured_tie(fast, slow) -> bool:
-    """Whether two ok cases measured a tie: their means apart by no more than the sum of their noises
-    (`noise_ms`: the spread of their round means, where they were measured in rounds, else of their
-    steps), or by no more than SAME_SPEED; `fast` measured the faster."""
-    gap = slow["step_ms"] - fast["step_ms"]
-    return gap <= _noise(fast) + _noise(slow) or slow["step_ms"] <= fast["step_ms"] * (1 + SAME_SPEED)
-
-
-def noise_ms(round_ms: Sequence[float] | None, step_ms_std: float | None) -> float:
-    """A case's noise, in ms: the standard deviation of its round means where it ran two rounds or more
-    (bench/suite.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
-    else of its timed steps; NaN where neither was measured."""
-    import statistics
-
-    if round_ms is not None and len(round_ms) > 1:
-        return statistics.stdev(round_ms)
-    return math.nan if step_ms_std is None else float(step_ms_std)
-
-
-def _noise(row) -> float:
-    noise = row.get("noise_ms")
-    if noise is None or (isinstance(noise, float) and math.isnan(noise)):
-        noise = row.get("step_ms_std")
-    return 0.0 if noise is None or math.isnan(noise) else float(noise)
-
-
-def _std(row) -> float:
-    std = row.get("step_ms_std")
-    return 0.0 if std is None or math.isnan(std) else float(std)
-
-
-def misordered_pairs(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
-    """Within each model, the pairs of ok cases whose predicted order was wrong: the prediction ranks one
-    faster, the measurement the other, by more than their noise (_reversed_pairs). Each pair once, the
-    one measured faster first."""
-    return [(fast, slow) for fast, slow, tied in _reversed_pairs(summary) if not tied]
-
-
-def measured_ties(summary: pd.DataFrame) -> list[tuple[Any, Any]]:
-    """The pairs predicted in the other order from their measured means that measured a tie: apart by less
-    than their noise, so the prediction is not judged wrong (_reversed_pairs)."""
-    return [(fast, slow) for fast, slow, tied in _reversed_pairs(summary) if tied]
-
-
-def order_notes(summary: pd.DataFrame) -> list[str]:
-    """For each model with at least two predicted cases: one line per pair whose predicted order was wrong
-    (misordered_pairs), or one line saying the order held; then one line naming the pairs predicted in
-    the other order that measured a tie (measured_ties), if any."""
-    lines = []
-    labels = group_labels(summary)
-    for key, group in summary.groupby(GROUP, sort=False):
-        predicted = group[(group["status"] == "ok") & group["predicted_step_ms"].notna() & (group["predicted_step_ms"] > 0)]
-        if len(predicted) < 2:
-            continue
-        wrong, ties = misordered_pairs(group), measured_ties(group)
-        name = labels[key]
-        if not wrong:
-            lines.append(f"Predicted order: {name}: every pair of cases measured apart by more than their noise "
-                         f"(the sum of their steps' standard deviations, and {SAME_SPEED:.0%}) was ranked right by "
-                         f"its prediction.")
-        for fast, slow in wrong:
-            lines.append(f"Predicted order wrong: {name}: {fast['case']} measured {_measured(fast)} ms, faster than "
-                         f"{slow['case']} at {_measured(slow)} ms by more than their noise, but was predicted slower "
-                         f"({fast['predicted_step_ms']:.1f} against {slow['predicted_step_ms']:.1f} ms).")
-        if ties:
-            pairs = "; ".join(f"{fast['case']} {_measured(fast)} and {slow['case']} {_measured(slow)} ms"
-                              for fast, slow in ties)
-            lines.append(f"Measured a tie: {name}: {pairs}: apart by less than their noise, so the predicted order "
-                         f"of these {len(ties)} pair(s) is not judged.")
-    return lines
-
-
-def _measured(row) -> str:
-    """'26.5 ± 2.4': a case's mean step ms and its noise (`noise_ms`; the spread of its steps in a
-    summary without it), where it has one."""
-    noise = row.get("noise_ms")
-    if noise is None or (isinstance(noise, float) and math.isnan(noise)):
-        noise = row.get("step_ms_std")
-    return f"{row['step_ms']:.1f}" + ("" if noise is None or math.isnan(noise) else f" ± {noise:.1f}")
-
-
-COMPILE_PAIR = ["model", "flavour", "settings", "batch", "device_name", "strategy", "gpus", "precision", "optimizer",
-                "checkpoint"]
-"""What a compiled case shares with the eager case it is set beside (the micro-batch count too, where
-both ran with several)."""
-
-
-def compile_notes(summary: pd.DataFrame) -> list[str]:
-    """One line per compiled case that ran beside its eager twin: the compiled step against the eager one
-    (a ratio above 1: compiled is faster), its prediction, the compile seconds and the graph breaks."""
-    lines = []
-    ok = summary[summary["status"] == "ok"]
-    eager = ok[ok["compile"].isna()]
-    for _, row in ok[ok["compile"].notna()].iterrows():
-        twins = eager
-        for name in COMPILE_PAIR:
-            twins = twins[twins[name] == row[name]]
-        if len(twins) > 1:
-            twins = twins[twins["micro_batches"] == row["micro_batches"]]
-        if len(twins) != 1:
-            continue
-        twin = twins.iloc[0]
-        label = f"{row['model']} {row['flavour']}".strip() + f" b{row['batch']} {row['case']}"
-        predicted = (f", predicted {row['predicted_step_ms']:.1f} ms" if pd.notna(row["predicted_step_ms"]) else "")
-        compiled_in = f", compiled in {row['compile_s']:.1f} s" if pd.notna(row["compile_s"]) else ""
-        breaks = (f", {int(row['graph_breaks'])} graph break(s)" if pd.notna(row["graph_breaks"]) else "")
-        lines.append(f"Compiled: {label}: {row['compile']} {twin['step_ms'] / row['step_ms']:.2f}x eager (step "
-                     f"{row['step_ms']:.1f} ms against {twin['step_ms']:.1f}{predicted}){compiled_in}{breaks}.")
-    return lines
-
-
-def loss_notes(summary: pd.DataFrame) -> list[str]:
-    """One line per group whose ok cases started from different losses and whose model has BatchNorm:
-    this is expected there, and the README's "first losses agree" does not hold for such a model."""
-    lines = []
-    labels = group_labels(summary)
-    for key, group in summary.groupby(GROUP, sort=False):
-        losses = group.loc[group["status"] == "ok", "first_loss"].dropna()
-        if len(losses) < 2 or math.isclose(losses.min(), losses.max(), rel_tol=1e-4, abs_tol=1e-6):
-            continue
-        if _has_batch_norm(key[0], key[1]):
-            lines.append(f"Note: {labels[key]}: first losses differ between strategies "
-                         f"({losses.min():.5f} to {losses.max():.5f}), as expected: the model has BatchNorm layers, "
-                         f"which normalise each micro-batch (or each process's share of the batch) with its own "
-                         f"statistics. Models without BatchNorm start from equal losses.")
-    return lines
 
 
 def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
@@ -455,23 +290,6 @@ def _predicted_oom_text(predicted_gib: float, caps: str) -> str:
 def _gib(value: float) -> str:
     return "n/a GiB" if math.isnan(value) else f"{value:.1f} GiB"
 
-
-@functools.lru_cache(maxsize=None)
-def _has_batch_norm(model: str, flavour: str) -> bool:
-    """Whether the zoo's `model` has BatchNorm layers, built on the meta device (no memory, no weights);
-    False for a model of your own (a report does not run your file) or one that cannot be built here.
-    Loads torch, so it is asked only when first losses differ."""
-    if ":" in model:  # path/to/file.py:NAME or package.module:NAME
-        return False
-    try:
-        from torch.nn.modules.batchnorm import _BatchNorm
-
-        from pipebench import models
-
-        built = models.get_model(model, None if flavour in ("", "full") else flavour, device="meta")
-    except Exception:  # noqa: BLE001 - any failure to build means "cannot tell", never a failed report
-        return False
-    return any(isinstance(m, _BatchNorm) for m in built.module.modules())
 
 
 def _cell(column: str, value: Any) -> str:

@@ -362,7 +362,8 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report import compile_notes, frame, markdown_table, recommend, resolution_notes, summarise
+    from pipebench.bench.report import frame, markdown_table, recommend, summarise
+    from pipebench.bench.report_notes import compile_notes, resolution_notes
 
     ok = [r for r in rows if r.status == "ok"]
     if not ok:

@@ -11,7 +11,8 @@ from torch import nn
 
 from pipebench import models
 from pipebench.bench.job import Job
-from pipebench.bench.report import compile_notes, frame, summarise
+from pipebench.bench.report import frame, summarise
+from pipebench.bench.report_notes import compile_notes
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.bench.worker import error_record, graph_breaks
 from pipebench.errors import UserError
