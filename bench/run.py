@@ -21,8 +21,9 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench import results as res
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
-from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, Machine, make_cases, make_row,
-                                   now, prepare, profile_case_model, run_rounds, unavailable_row)
+from pipebench.bench.machine import Machine
+from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, make_cases, make_row, now,
+                                   prepare, profile_case_model, run_rounds, unavailable_row)
 from pipebench.errors import UserError
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training

@@ -1,4 +1,5 @@
-"""The benchmark suite: which cases run, how one case goes from a Plan to a measured Row.
+"""The benchmark suite: which cases run, how one case goes from a Plan to a measured Row (the machine they
+run on is bench/machine.py).
 
 `pipebench run` and the pytest-benchmark suite (bench/benchmarks/bench_suite.py) share everything here;
 they differ only in who times the steps (this module's loop, or pytest-benchmark's `pedantic`), and both
@@ -12,7 +13,6 @@ row says "predicted-oom" (unless the run asks to try anyway, to test the predict
 """
 from __future__ import annotations
 
-import platform
 import re
 import socket
 import statistics
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.job import Job
+from pipebench.bench.machine import Machine
 from pipebench.hardware.cpu import threads_per_device
 from pipebench.bench.row import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
@@ -75,47 +76,6 @@ class Case:
         flavour = "" if is_user_model(self.model) else f" {self.flavour or 'full'}"
         training = "" if self.training == Training() else f" ({self.training.label()})"
         return f"{self.model}{flavour} b{self.batch} {self.strategy}{m}{training}"
-
-
-@dataclass
-class Machine:
-    """Where cases run: chosen GPU ids (None: CPU processes standing in for `devices` GPUs)."""
-
-    gpus: list[int] | None
-    devices: int
-    name: str
-    """Device name, e.g. "NVIDIA H200" or the CPU's."""
-    caps: list[int] | None = None
-    """Memory a case may use per GPU, which plans are cut under and predictions judged by (what was free
-    when the run started less a margin, or --max-memory; at most gpu_memory); None: no cap."""
-    gpu_memory: int | None = None
-    """Bytes every worker may allocate per GPU (`--gpu-memory`), enforced in the workers; None: no cap."""
-    speeds: list[float] | None = None
-    """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
-
-    @property
-    def device_type(self) -> str:
-        return "cpu" if self.gpus is None else "cuda"
-
-    @property
-    def device_names(self) -> list[str]:
-        """"cuda:0", "cuda:1", ... (after CUDA_VISIBLE_DEVICES), or "cpu" once per CPU stand-in."""
-        return [f"{self.device_type}:{i}" for i in range(self.devices)]
-
-    def request(self, training: Training = Training(), caps: Sequence[int] | None | str = "machine") -> Request:
-        """What a case on this machine asks of its plans and predictions: every device, their memory caps
-        (the machine's unless `caps` says otherwise: None for none), their speeds, `training`."""
-        caps = self.caps if caps == "machine" else caps
-        return Request(devices=tuple(self.device_names), max_memory=tuple(caps) if caps else None,
-                       speeds=tuple(self.speeds) if self.speeds else None, training=training)
-
-    @property
-    def hardware(self) -> str:
-        return f"{self.devices}x{self.name}" if self.gpus is not None else f"cpu{self.devices}proc"
-
-    @property
-    def gpus_label(self) -> str:
-        return "cpu" if self.gpus is None else ",".join(map(str, self.gpus))
 
 
 def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequence[int | None], *,
@@ -459,54 +419,5 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
     return step_ms, result
 
 
-def probe_speeds(machine: Machine) -> list[float]:
-    """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
-    this one never initialises CUDA."""
-    from pipebench.bench.spawn import WorkerError, call_in_child
-    from pipebench.errors import DeviceError
-
-    try:
-        return call_in_child(_probe_speeds, gpus=machine.gpus)
-    except WorkerError as exc:
-        raise DeviceError(f"the GPU speed probe failed: {exc}") from None
-
-
-def _probe_speeds() -> list[float]:
-    import torch
-
-    from pipebench.hardware.probes import measure_speeds
-
-    return measure_speeds([f"cuda:{i}" for i in range(torch.cuda.device_count())])
-
-
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
-    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: 2)
-    when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
-    does not ask for them is refused (`run --stages N` without --device cpu).
-
-    Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
-    the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
-    import torch
-
-    from pipebench.errors import DeviceError
-    from pipebench.hardware.probes import check_gpus
-
-    count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if count == 0:
-        if gpus is not None:
-            raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
-        return Machine(None, cpu_processes or 2, platform.processor() or platform.machine() or "cpu")
-    if cpu_processes is not None:
-        raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
-                        "with --gpus")
-    chosen = list(range(count)) if gpus is None else gpus
-    check_gpus(chosen)  # names a GPU that does not exist
-    from pipebench.hardware.gpus import free_memory_caps, query_gpus
-
-    infos = {g.index: g for g in query_gpus()}
-    caps = free_memory_caps([infos[i] for i in chosen]) if all(i in infos for i in chosen) else None
-    return Machine(chosen, len(chosen), torch.cuda.get_device_name(chosen[0]), caps)

@@ -132,7 +132,8 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     command's round trip through the store included: the clock of rows before the workers' own) and by
     the workers (what rows hold now). Saved as OUT/clocks.json."""
     from pipebench.bench.sessions import Session, WorkerGroups
-    from pipebench.bench.suite import Profiled, detect_machine, make_cases, prepare
+    from pipebench.bench.suite import Profiled, make_cases, prepare
+    from pipebench.bench.machine import detect_machine
     from pipebench.partition.profile import load_profiles
 
     machine = detect_machine(None, cpu_processes=len(DEVICES), cpu=True)  # CPU stand-ins, GPUs visible or not

@@ -15,7 +15,8 @@ from pipebench import models
 from pipebench.bench.advise import advise, predict
 from pipebench.bench.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.suite import Case, CaseUnavailable, Machine, Profiled, prepare
+from pipebench.bench.suite import Case, CaseUnavailable, Profiled, prepare
+from pipebench.bench.machine import Machine
 from pipebench.partition.profiler import profile_model
 
 from test_distributed import SEED, check

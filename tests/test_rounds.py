@@ -3,7 +3,8 @@ work as single on a machine (the registry's compute_devices): no processes start
 import pytest
 
 from pipebench.bench import suite
-from pipebench.bench.suite import Machine, same_work_as
+from pipebench.bench.suite import same_work_as
+from pipebench.bench.machine import Machine
 
 
 def test_every_one_process_strategy_on_the_cpu_does_the_same_work_as_single():

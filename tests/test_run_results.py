@@ -12,7 +12,8 @@ import pytest
 
 from pipebench.bench import run as suite_run
 from pipebench.bench.results import ResultsError, load
-from pipebench.bench.suite import Machine, Prepared, make_row
+from pipebench.bench.suite import Prepared, make_row
+from pipebench.bench.machine import Machine
 
 
 @pytest.fixture

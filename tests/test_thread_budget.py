@@ -47,7 +47,8 @@ def test_the_profile_is_timed_with_one_devices_share_of_the_cores(monkeypatch):
 
 
 def test_every_cpu_worker_gets_the_same_budget_whatever_its_strategy():
-    from pipebench.bench.suite import Case, Machine, prepare
+    from pipebench.bench.suite import Case, prepare
+    from pipebench.bench.machine import Machine
 
     machine = Machine(None, 2, "cpu")
     budgets = {prepare(Case("mlp", "tiny", 8, strategy, 1, ()), machine, None, steps=1, warmup=0).job.cpu_threads

@@ -12,7 +12,8 @@ from pipebench.bench import run as suite_run
 from pipebench.bench.cli import main
 from pipebench.bench.report import frame, markdown_table, ranking, summarise
 from pipebench.bench.results import Row, append, case_key, load
-from pipebench.bench.suite import Case, Machine, Profiled, case_caps, make_row, prepare
+from pipebench.bench.suite import Case, Profiled, case_caps, make_row, prepare
+from pipebench.bench.machine import Machine
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
 

@@ -26,7 +26,8 @@ from pipebench.bench.run import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
 from pipebench.specs import parse_chunks
 from pipebench.training import Training
-from pipebench.bench.suite import CaseUnavailable, detect_machine, make_cases, make_row, now, prepare, profile_case_model
+from pipebench.bench.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
+from pipebench.bench.machine import detect_machine
 
 
 def suite_options(config) -> tuple[RunOptions, object]:

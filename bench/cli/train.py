@@ -62,7 +62,7 @@ def cmd_train(args) -> int:
     from pathlib import Path
 
     from pipebench.bench.cli.run import _on_cpu
-    from pipebench.bench.suite import detect_machine
+    from pipebench.bench.machine import detect_machine
     from pipebench.bench.train import TrainOptions, run_training
     from pipebench.bench.train.data import parse_data
     from pipebench.files import writable_file

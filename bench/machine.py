@@ -1,0 +1,105 @@
+"""Where the cases of a run go: the machine's chosen GPUs, or CPU processes standing in for them, with
+the memory caps and speed factors that plans are cut under. `pipebench run`, `pipebench train` and the
+pytest-benchmark suite each detect it once (`detect_machine`) and hand it to every case, whose Request
+it makes (`Machine.request`)."""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Sequence
+
+from pipebench.errors import UserError
+from pipebench.request import Request
+from pipebench.training import Training
+
+__all__ = ["Machine", "detect_machine", "probe_speeds"]
+
+
+@dataclass
+class Machine:
+    """Where cases run: chosen GPU ids (None: CPU processes standing in for `devices` GPUs)."""
+
+    gpus: list[int] | None
+    devices: int
+    name: str
+    """Device name, e.g. "NVIDIA H200" or the CPU's."""
+    caps: list[int] | None = None
+    """Memory a case may use per GPU, which plans are cut under and predictions judged by (what was free
+    when the run started less a margin, or --max-memory; at most gpu_memory); None: no cap."""
+    gpu_memory: int | None = None
+    """Bytes every worker may allocate per GPU (`--gpu-memory`), enforced in the workers; None: no cap."""
+    speeds: list[float] | None = None
+    """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
+
+    @property
+    def device_type(self) -> str:
+        return "cpu" if self.gpus is None else "cuda"
+
+    @property
+    def device_names(self) -> list[str]:
+        """"cuda:0", "cuda:1", ... (after CUDA_VISIBLE_DEVICES), or "cpu" once per CPU stand-in."""
+        return [f"{self.device_type}:{i}" for i in range(self.devices)]
+
+    def request(self, training: Training = Training(), caps: Sequence[int] | None | str = "machine") -> Request:
+        """What a case on this machine asks of its plans and predictions: every device, their memory caps
+        (the machine's unless `caps` says otherwise: None for none), their speeds, `training`."""
+        caps = self.caps if caps == "machine" else caps
+        return Request(devices=tuple(self.device_names), max_memory=tuple(caps) if caps else None,
+                       speeds=tuple(self.speeds) if self.speeds else None, training=training)
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.devices}x{self.name}" if self.gpus is not None else f"cpu{self.devices}proc"
+
+    @property
+    def gpus_label(self) -> str:
+        return "cpu" if self.gpus is None else ",".join(map(str, self.gpus))
+
+
+def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
+    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: 2)
+    when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
+    does not ask for them is refused (`run --stages N` without --device cpu).
+
+    Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
+    the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
+    import torch
+
+    from pipebench.errors import DeviceError
+    from pipebench.hardware.probes import check_gpus
+
+    count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        if gpus is not None:
+            raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
+        return Machine(None, cpu_processes or 2, platform.processor() or platform.machine() or "cpu")
+    if cpu_processes is not None:
+        raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
+                        "with --gpus")
+    chosen = list(range(count)) if gpus is None else gpus
+    check_gpus(chosen)  # names a GPU that does not exist
+    from pipebench.hardware.gpus import free_memory_caps, query_gpus
+
+    infos = {g.index: g for g in query_gpus()}
+    caps = free_memory_caps([infos[i] for i in chosen]) if all(i in infos for i in chosen) else None
+    return Machine(chosen, len(chosen), torch.cuda.get_device_name(chosen[0]), caps)
+
+
+def probe_speeds(machine: Machine) -> list[float]:
+    """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
+    this one never initialises CUDA."""
+    from pipebench.bench.spawn import WorkerError, call_in_child
+    from pipebench.errors import DeviceError
+
+    try:
+        return call_in_child(_probe_speeds, gpus=machine.gpus)
+    except WorkerError as exc:
+        raise DeviceError(f"the GPU speed probe failed: {exc}") from None
+
+
+def _probe_speeds() -> list[float]:
+    import torch
+
+    from pipebench.hardware.probes import measure_speeds
+
+    return measure_speeds([f"cuda:{i}" for i in range(torch.cuda.device_count())])
