@@ -7,7 +7,8 @@
     FILE.py:NAME  a function in FILE.py that returns a torch.utils.data.Dataset of (input, target).
 
 Every problem a data set has (missing, empty, the wrong dtype, ids beyond the vocabulary, a sequence longer
-than the data) is a UserError line, found in the parent before any worker starts (`check_fits`).
+than the data, NaN or infinite values, labels out of range in the SAMPLES_CHECKED samples read) is a UserError
+line, found in the parent before any worker starts (`check_fits`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ from pipebench.errors import UserError
 __all__ = ["DataSpec", "parse_data", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
 
 KINDS = ("mnist", "tokens")
+SAMPLES_CHECKED = 64
+"""How many samples, spread evenly from the first to the last, `check_fits` reads for NaN, infinite values and
+labels out of range: a bound on the time a check takes, whatever the data set's size."""
+IGNORED_TARGET = -100
+"""The target that cross_entropy ignores (its ignore_index): padding, not a label out of range."""
 
 
 @dataclass(frozen=True)
@@ -144,25 +150,76 @@ def _user_dataset(spec: DataSpec):
     return dataset
 
 
+def _checked_samples(dataset, count: int) -> tuple[int | None, int | None]:
+    """That SAMPLES_CHECKED samples of `dataset` (spread evenly, the first and the last among them) hold no NaN
+    or infinite value, in their inputs or targets (a NaN input makes every loss NaN from the first step, and
+    what the workers would train on is no number). Returns the lowest and highest integer target seen (None
+    for targets of floats)."""
+    import math
+
+    picks = count if count <= SAMPLES_CHECKED else SAMPLES_CHECKED
+    indices = sorted({round(k * (count - 1) / max(picks - 1, 1)) for k in range(picks)})
+    labels: list[torch.Tensor] = []
+    for i in indices:
+        try:
+            inputs, targets = dataset[i]
+        except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line
+            raise UserError(f"the data set's sample {i} is no (input, target) pair ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
+        for part, value in (("input", inputs), ("target", targets)):
+            for tensor in _tensors(value):
+                if tensor.is_floating_point() or tensor.is_complex():
+                    if not bool(torch.isfinite(tensor).all()):
+                        raise UserError(f"the data set's sample {i} has NaN or infinite values in its {part} "
+                                        f"(shape {list(tensor.shape)}); train checks {picks} samples spread over "
+                                        "the data set before it starts")
+                elif part == "target" and tensor.dtype != torch.bool:
+                    labels.append(tensor.flatten())
+            if part == "target" and isinstance(value, float) and not math.isfinite(value):
+                raise UserError(f"the data set's sample {i} has a target of {value}; train checks {picks} "
+                                "samples spread over the data set before it starts")
+            if part == "target" and isinstance(value, int) and not isinstance(value, bool):
+                labels.append(torch.tensor([value]))
+    labels = torch.cat(labels) if labels else torch.zeros(0, dtype=torch.long)
+    labels = labels[labels != IGNORED_TARGET]
+    return (int(labels.min()), int(labels.max())) if labels.numel() else (None, None)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors (and numpy arrays) in a sample's input or target, nested in tuples, lists or dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if type(value).__module__ == "numpy" and getattr(value, "dtype", None) is not None and value.dtype.kind in "biufc":
+        return [torch.as_tensor(value)]  # a numpy array or scalar, which the DataLoader turns into a tensor
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
 def check_fits(dataset, model, batch: int, replicas: int) -> str:
     """That `dataset` can train `model` at `batch`: not empty, at least one batch, samples that are
-    (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary.
+    (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary, no
+    NaN or infinite value (in the samples `_checked_samples` reads).
     Returns one line that says what the data is."""
     count = len(dataset)
     if count == 0:
         raise UserError("the data set is empty")
     if count < batch:
         raise UserError(f"the data set has {count:,} samples, fewer than one batch of {batch}")
-    try:
-        sample = dataset[0]
-        inputs, targets = sample
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"a sample of the data set is no (input, target) pair ({type(exc).__name__}: {exc})") from None
+    lowest, highest_label = _checked_samples(dataset, count)
+    inputs, targets = dataset[0]
     from torch.utils.data import default_collate
 
-    pair = default_collate([dataset[i] for i in range(min(2, count))])
+    try:
+        pair = default_collate([dataset[i] for i in range(min(2, count))])
+    except Exception as exc:  # noqa: BLE001 - samples of two shapes, or of no type a batch is made of
+        raise UserError(f"the data set's first two samples make no batch ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:200]})") from None
     module = model.module
-    top = dataset.max_target() if hasattr(dataset, "max_target") else int(pair[1].max())
+    top = (dataset.max_target() if hasattr(dataset, "max_target")
+           else highest_label if highest_label is not None else int(pair[1].max()))
     if isinstance(pair[0], torch.Tensor) and not pair[0].is_floating_point():  # token ids: the embedding's rows
         from pipebench.models.source import vocabulary
 
@@ -181,8 +238,11 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
         shape = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else type(inputs).__name__
         raise UserError(f"the data's samples do not fit {model.name}: input {shape}: "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+    what = "token id" if isinstance(dataset, TokenSequences) else "label"
+    if lowest is not None and lowest < 0:
+        raise UserError(f"the data holds {what} {lowest}, below 0 (the model's {classes} classes are 0-{classes - 1}; "
+                        f"{IGNORED_TARGET} marks a target the loss ignores)")
     if not pair[1].is_floating_point() and top >= classes:
-        what = "token id" if isinstance(dataset, TokenSequences) else "label"
         raise UserError(f"the data holds {what} {top}, beyond the model's {classes} "
                         f"{'tokens' if what == 'token id' else 'classes'} (0-{classes - 1})")
     shape = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else "?"
