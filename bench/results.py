@@ -39,7 +39,7 @@ from filelock import FileLock
 from pipebench.bench.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
 from pipebench.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
-from pipebench.files import loads, write_text
+from pipebench.files import read_json, write_text
 
 __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "claim"]
@@ -248,16 +248,7 @@ def _read_text(path: Path) -> str:
 
 
 def _load_json(path: Path) -> list[Row]:
-    try:
-        data = loads(_read_text(path))
-    except UserError:  # _read_text's own line
-        raise
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not JSON: {exc}") from None
-    except RecursionError:
-        raise ResultsError(f"{path}: JSON nested too deeply to be a pipebench results file") from None
-    except ValueError as exc:  # loads' bounds on numbers
-        raise ResultsError(f"{path}: {exc}; not a pipebench results file") from None
+    data = read_json(path, kind="results", error=ResultsError)  # one line for a file that is not JSON
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ResultsError(f"{path}: not a pipebench results file (field 'format' should be {FORMAT!r}, "
