@@ -1,7 +1,7 @@
 """Predict every strategy from one profile, rank them, and recommend the fastest that fits.
 
 From a saved profile this runs without a GPU (`pipebench advise --profile FILE`). `predict` asks a
-strategy's registry entry for its price (bench/strategies/prices.py) on the request's devices, caps,
+strategy's registry entry for its price (bench/strategies/pricing.py and each strategy's package) on the request's devices, caps,
 speeds and links, and judges whether it fits; `advise` ranks the predictions, and a tie (`tie`) goes to
 the simpler strategy.
 

@@ -201,7 +201,7 @@ class ProfileCache:
 
     def keep(self, kind: str, key: dict[str, Any], value: Any) -> None:
         """Keep `value`, JSON data derived from a profile that takes long to work out again (accelerate's
-        cuts, which build the model: bench/strategies/prices.py), under `kind` and `key`."""
+        cuts, which build the model: bench/strategies/devicemap/), under `kind` and `key`."""
         self._write(key, kind, value=value)
 
 

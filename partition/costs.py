@@ -176,7 +176,7 @@ def gather_ms(nbytes: float, devices: int, links: Links, *, scatter: bool = Fals
 
 def fsdp_blocks(layers: Sequence[LayerProfile], granularity: int | None) -> list[bool]:
     """Per layer, whether FSDP2's runtime pays a block's cost there: the first layer with parameters of
-    each block bench/strategies/fsdp.py shards (`blocks`), and of the root, which holds the rest. A zoo
+    each block bench/strategies/fsdp/trainer.py shards (`blocks`), and of the root, which holds the rest. A zoo
     model's layers (granularity 1) are its blocks; finer layers are named by their module path, and a
     block is a child of a container (`transformer.h.0` of `transformer.h.0.attn.c_attn`, `layer1.0` of
     `layer1.0.conv1`): the path up to its first number; a layer outside every block is the root's."""

@@ -1,6 +1,6 @@
 """The memory model: what a stage holds at its peak (`StageMemory`), what a whole step measured beyond
 that (`unmodelled_bytes`), and a layer as a recomputing stage runs it (`recomputing`). Pure: the planner
-(partition/plan.py) caps stages with it and the replica strategies' prices (bench/strategies/prices.py)
+(partition/plan.py) caps stages with it and the replica strategies' prices (bench/strategies/ddp/ and its siblings)
 price their memory with it."""
 from __future__ import annotations
 

@@ -202,7 +202,7 @@ def pricing(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    from pipebench.bench.strategies import prices
+    from pipebench.bench.strategies import pricing as prices
 
     shared = prices.shared_cores
     prices.shared_cores = lambda profile, devices: None

@@ -1,5 +1,5 @@
-"""accelerate's device_map="auto" (bench/strategies/devicemap.py): the map accelerate computes, training
-equal to one device, a launched job, and its prediction (bench/strategies/prices.py)."""
+"""accelerate's device_map="auto" (bench/strategies/devicemap/): the map accelerate computes, training
+equal to one device, a launched job, and its prediction (bench/strategies/devicemap/__init__.py)."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,7 @@ from pipebench import models
 from pipebench.bench.advise import predict
 from pipebench.bench.job import Job
 from pipebench.bench.launch import launch
-from pipebench.bench.strategies.devicemap import DeviceMapTrainer, device_map_bounds, layer_bounds
+from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition.profile import LayerProfile, Profile
@@ -170,7 +170,7 @@ def test_the_prediction_of_a_hugging_face_model_cuts_where_accelerate_does_from_
     pytest.importorskip("transformers")
     from pathlib import Path
 
-    from pipebench.bench.strategies.prices import _model_for_sizes
+    from pipebench.bench.strategies.devicemap import _model_for_sizes
     from pipebench.models import source
 
     target = f"{Path(__file__).parent / 'fixtures' / 'hf_models.py'}:llama"

@@ -1,5 +1,5 @@
 """FSDP2: two gloo processes train like one device (fp32 exactly, bf16 within its rounding), the blocks it
-shards, and its price (partition/costs.py fsdp_step and fsdp_memory, bench/strategies/prices.py) in closed form."""
+shards, and its price (partition/costs.py fsdp_step and fsdp_memory, bench/strategies/fsdp/) in closed form."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,7 @@ from torch import nn
 from pipebench import models
 from pipebench.bench.advise import predict
 from pipebench.bench.job import Job
-from pipebench.bench.strategies.fsdp import blocks
+from pipebench.bench.strategies.fsdp.trainer import blocks
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
 from pipebench.training import Training
@@ -106,7 +106,7 @@ def test_always_recomputes_each_block_in_its_backward(tmp_path, mode, forwards):
     block recomputes; the optimizer steps on shards, and the state keeps the original names."""
     from torch.distributed.tensor import DTensor
 
-    from pipebench.bench.strategies.fsdp import FSDPTrainer
+    from pipebench.bench.strategies.fsdp.trainer import FSDPTrainer
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:
@@ -128,7 +128,7 @@ def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_pa
     """CUDA's batch norm refuses bf16 weights beside fp32 running statistics (ResNet-101 in bf16 failed so
     on an H200; the CPU's accepts them): a model with BatchNorm is gathered in fp32, and autocast runs its
     convolutions in bf16; one without is gathered in bf16."""
-    from pipebench.bench.strategies.fsdp import FSDPTrainer
+    from pipebench.bench.strategies.fsdp.trainer import FSDPTrainer
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     try:

@@ -11,7 +11,7 @@ from pipebench.bench.advise import advise, predict
 from pipebench.bench.job import Job
 from pipebench.bench.launch import launch
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.strategies.hybrid import _buckets
+from pipebench.bench.strategies.hybrid.trainer import _buckets
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition import costs

@@ -6,8 +6,8 @@ import torch
 
 from pipebench import models
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.strategies.dataparallel import DataParallelTrainer
-from pipebench.bench.strategies.devicemap import DeviceMapTrainer
+from pipebench.bench.strategies.dataparallel.trainer import DataParallelTrainer
+from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer
 from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer

@@ -78,7 +78,7 @@ def test_the_updated_shards_go_out_as_one_bucket_per_owner_not_one_broadcast_per
     resnet101 tiny against DDP's 84 (the price counts one gather); bucket views send one per owner."""
     import torch.distributed as dist
 
-    from pipebench.bench.strategies.zero1 import Zero1Trainer
+    from pipebench.bench.strategies.zero1.trainer import Zero1Trainer
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(29500 + torch.randint(0, 9000, ()).item()))

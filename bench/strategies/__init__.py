@@ -2,8 +2,11 @@
 
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
-Trainer and its price (bench/strategies/prices.py: the function bench/advise.py calls to predict it).
-Adding a strategy is one entry here plus its Trainer's module in this package, its price, and its tests.
+Trainer and its price (the function bench/advise.py calls to predict it). A strategy that follows a Plan
+is priced by the planner (pricing.py price_plan); any other is a package of its own here, its price in
+the package's __init__.py (no torch) and its Trainer in its trainer.py (ddp/, zero1/, dataparallel/,
+fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
+schedule, its Trainer's module) and its tests.
 
 The price is held as the function itself. The Trainer is named as "module:Class" and imported by
 `Strategy.trainer_class` alone, the one lazy import: every Trainer's module imports torch, and this
@@ -21,8 +24,13 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from pipebench.bench.strategies.prices import (price_dataparallel, price_ddp, price_device_map, price_fsdp,
-                                               price_hybrid, price_plan, price_zero1)
+from pipebench.bench.strategies.dataparallel import price_dataparallel
+from pipebench.bench.strategies.ddp import price_ddp
+from pipebench.bench.strategies.devicemap import price_device_map
+from pipebench.bench.strategies.fsdp import price_fsdp
+from pipebench.bench.strategies.hybrid import price_hybrid
+from pipebench.bench.strategies.pricing import price_plan
+from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES, Schedule
 
@@ -41,7 +49,7 @@ class Strategy:
     process_per_device: bool
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
     price: Callable = price_plan
-    """The function that predicts it (bench/strategies/prices.py): price(strategy, profiles, devices, caps,
+    """The function that predicts it (pricing.py, or the strategy's package): price(strategy, profiles, devices, caps,
     speeds, links, training, micro_batches) -> bench.prediction.Prediction."""
     schedule: Schedule | None = None
     """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
@@ -117,16 +125,16 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
              schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             "dataparallel:DataParallelTrainer", False, price=price_dataparallel, can_checkpoint=False),
+             "dataparallel.trainer:DataParallelTrainer", False, price=price_dataparallel, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             "ddp:DDPTrainer", True, price=price_ddp, splits_batch=True),
+             "ddp.trainer:DDPTrainer", True, price=price_ddp, splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             "zero1:Zero1Trainer", True, price=price_zero1, splits_batch=True),
-    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp:FSDPTrainer", True,
+             "zero1.trainer:Zero1Trainer", True, price=price_zero1, splits_batch=True),
+    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp.trainer:FSDPTrainer", True,
              price=price_fsdp, splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             "devicemap:DeviceMapTrainer", False, price=price_device_map, can_checkpoint=False),
+             "devicemap.trainer:DeviceMapTrainer", False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
              "modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
     Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
@@ -146,7 +154,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
              named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             "hybrid:HybridTrainer", True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
+             "hybrid.trainer:HybridTrainer", True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
              micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
 

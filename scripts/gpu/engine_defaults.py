@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from pipebench.bench.strategies.devicemap import layer_size_bounds
+from pipebench.bench.strategies.devicemap.trainer import layer_size_bounds
 from pipebench.partition.engines import block
 from pipebench.partition.plan import plan_with_bounds
 from pipebench.partition.plan_choice import make_plan

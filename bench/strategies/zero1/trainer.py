@@ -1,7 +1,7 @@
 """ZeRO-1: DistributedDataParallel whose optimizer states are sharded over the replicas.
 
 Each process keeps a whole replica and trains on its equal slice of the global batch, as DDP does
-(bench/strategies/ddp.py); torch's `ZeroRedundancyOptimizer` gives each process the optimizer (the
+(bench/strategies/ddp/trainer.py); torch's `ZeroRedundancyOptimizer` gives each process the optimizer (the
 Training's own: SGD or AdamW, with its settings) for about 1/p of the parameters only. After each
 process has stepped its share, every shard is broadcast to the other replicas, so that all of them hold
 the whole updated model again (Rajbhandari et al., ZeRO, 2020, stage 1: "optimizer state partitioning").
@@ -10,12 +10,12 @@ parameter tensor on its own, and on gloo those calls' fixed costs doubled a step
 against DDP's 84; 89 in buckets).
 
 The update is the same as one device's: the gradients are the whole batch's mean (DDP's all-reduce) and
-every parameter is stepped once, by its owner. Its price is bench/strategies/prices.py's price_zero1, beside DDP's:
-this module imports torch, which advise does not wait for.
+every parameter is stepped once, by its owner. Its price is this package's price_zero1 (its __init__.py): this module imports torch, which advise does not
+wait for.
 """
 from __future__ import annotations
 
-from pipebench.bench.strategies.ddp import DDPTrainer
+from pipebench.bench.strategies.ddp.trainer import DDPTrainer
 from pipebench.training import optimizer_settings
 
 __all__ = ["Zero1Trainer"]
