@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from pipebench.bench.cli import main
+from pipebench.bench.strategies import STRATEGIES
 
 STDLIB = ("argparse.py", "textwrap.py", "json/decoder.py", "csv.py")
 GPT = ["--model", "gpt", "--flavour", "tiny", "--batch", "16", "--device", "cpu", "--precision", "fp32", "--log-every", "0"]
@@ -84,6 +85,11 @@ def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path,
     blocker.write_text("")
     assert "--save" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{text}",
                                "--save", f"{blocker}/model.pth")
+    # Several machines: a job written for torchrun on each, of a strategy that can span them
+    assert "--write-job" in refused(capsys, *GPT, "--strategy", "ddp", "--data", f"tokens:{text}", "--nodes", 2)
+    assert "one process" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{text}", "--nodes", 2,
+                                    "--write-job", tmp_path / "job")
+    assert not (tmp_path / "job").exists()
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -209,17 +215,51 @@ def test_a_resumed_run_follows_the_unstopped_one(tmp_path, text):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "zero1", "modelparallel", "pp-zbv"])
+def test_ctrl_c_saves_where_every_process_stopped_and_resume_goes_on(tmp_path, text):
+    """Ctrl-C (SIGINT to `pipebench train`) mid-run over a 2-process 1F1B pipeline: the processes agree to
+    stop after one step, write the checkpoint of that step and the command exits 130; --resume then ends
+    the run with the losses of one never stopped."""
+    import signal
+    import time
+
+    common = [sys.executable, "-m", "pipebench", "train", *map(str, GPT), "--strategy", "pp-1f1b", "--data",
+              f"tokens:{text}", "--optimizer", "adamw", "--lr", "0.003"]
+    part = ["--save", str(tmp_path / "part.pth"), "--csv", str(tmp_path / "part.csv")]
+    proc = subprocess.Popen([*common, "--steps", "5000", *part], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and (
+            not (tmp_path / "part.csv").exists() or len(losses(tmp_path / "part.csv")) < 20):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 130, out[-2000:]
+    done = len(losses(tmp_path / "part.csv"))
+    assert 20 <= done < 5000 and f"stopped: {done}/5000 steps" in out
+    assert subprocess.run([*common, "--steps", str(done + 10), "--resume", *part], timeout=300).returncode == 0
+    assert subprocess.run([*common, "--steps", str(done + 10), "--csv", str(tmp_path / "whole.csv")],
+                          timeout=300).returncode == 0
+    assert losses(tmp_path / "part.csv") == losses(tmp_path / "whole.csv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ("single", "pp-1f1b")])
 def test_every_strategy_follows_one_devices_loss_curve(tmp_path, text, strategy):
-    """30 steps of SGD in fp32 on real text: each strategy's losses equal single's within 1e-4 relative."""
+    """Every strategy `pipebench run` knows (pp-1f1b: the default run's test above), 30 steps of SGD in fp32
+    on real text: its losses equal single's within 1e-4 relative, and its checkpoint, the model's own
+    state_dict, holds single's weights. hybrid: 2 replicas of a 2-stage pipeline, 4 processes."""
+    stages = ["--stages", 4] if STRATEGIES[strategy].replicated else []
     for name in ("single", strategy):
-        assert train(*GPT, "--strategy", name, "--data", f"tokens:{text}", "--steps", 30, "--lr", "0.01",
-                     "--csv", tmp_path / f"{name}.csv", "--save", tmp_path / f"{name}.pth") == 0
+        assert train(*GPT, *(stages if name == strategy else []), "--strategy", name, "--data", f"tokens:{text}",
+                     "--steps", 30, "--lr", "0.01", "--csv", tmp_path / f"{name}.csv",
+                     "--save", tmp_path / f"{name}.pth") == 0
     assert losses(tmp_path / f"{strategy}.csv") == pytest.approx(
         losses(tmp_path / "single.csv"), rel=1e-4)
     from pipebench import models
 
-    models.get_model("gpt", "tiny").module.load_state_dict(torch.load(tmp_path / f"{strategy}.pth"))
+    mine, one = torch.load(tmp_path / f"{strategy}.pth"), torch.load(tmp_path / "single.pth")
+    models.get_model("gpt", "tiny").module.load_state_dict(mine)
+    assert max((mine[k] - one[k]).abs().max().item() for k in one) < 1e-4
 
 
 def accuracy(net: torch.nn.Module, test) -> tuple[int, torch.Tensor]:

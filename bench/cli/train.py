@@ -40,6 +40,11 @@ def add_parser(subparsers) -> None:
     train.add_argument("--log-every", default=None, metavar="STEPS", help="a log line every STEPS steps (default 10)")
     train.add_argument("--csv", metavar="FILE", help="one row per step: step, epoch, loss, samples/s, time")
     train.add_argument("--loader-workers", default=None, help="DataLoader worker processes (default: 0 on the CPU, 4 on GPUs)")
+    train.add_argument("--write-job", metavar="DIR", help="check and plan, then write DIR/job.json and "
+                       "DIR/train.json for torchrun to start on each machine, instead of training here "
+                       "(docs/several-machines.md)")
+    train.add_argument("--nodes", default=None, help="with --write-job: machines the job spans, each with the "
+                       "devices named here (--gpus, or --stages on the CPU; default 1)")
     train.add_argument("--flavour", help="size flavour of a zoo model (default: full size)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a model setting (repeatable)")
@@ -86,15 +91,21 @@ def cmd_train(args) -> int:
     on_cpu = _on_cpu(args)
     machine = detect_machine(parse_gpus(args.gpus) if args.gpus else None, _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)
+    nodes = _count(args.nodes, "--nodes") or 1
+    if nodes > 1:  # the plan spans every node's devices, each node like this one
+        from dataclasses import replace
+
+        machine = replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
     options = TrainOptions(
         model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
         epochs=_count(args.epochs, "--epochs"), steps=_count(args.steps, "--steps"), lr=args.lr, save=save,
         save_every=_count(args.save_every, "--save-every"), resume=args.resume,
         log_every=_count(args.log_every, "--log-every", 0) if args.log_every is not None else 10, csv=csv,
-        workers=workers if workers is not None else (0 if machine.gpus is None else 4))
+        workers=workers if workers is not None else (0 if machine.gpus is None else 4),
+        write_job=args.write_job, nodes=nodes)
     if machine.gpus is None:
         note(f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
-             "processes standing in for devices (gloo)")
+             "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
     try:
         result = run_training(options, machine, training, note=note)
     except KeyboardInterrupt:
@@ -103,6 +114,8 @@ def cmd_train(args) -> int:
     except WorkerError as exc:  # a worker's own failure: its rank and reason in one line, not the parent's stack
         print(f"pipebench train: failed: {printable(str(exc))}", file=sys.stderr)
         return 1
+    if "written" in result:
+        return 0
     if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
         kept = ("" if not save else f"; checkpoint {save} of step {result['saved_at']}" if result.get("saved_at")
                 else f"; {save} not written")

@@ -48,6 +48,11 @@ class TrainOptions:
     workers: int = 0
     seed: int = 0
     timeout: float = 7 * 24 * 3600.0
+    write_job: str | None = None
+    """A folder: write the checked, planned job there (job.json, train.json) for torchrun to start on
+    each node, instead of starting the workers here (docs/several-machines.md)."""
+    nodes: int = 1
+    """Machines the job spans, each with this one's devices (with write_job)."""
 
 
 def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
@@ -99,11 +104,14 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     from pipebench.bench.train.data import check_fits, open_dataset
     from pipebench.request import split_error
 
+    if options.nodes > 1 and not options.write_job:
+        raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "
+                        "give --write-job DIR to write it (docs/several-machines.md)")
     if options.strategy != "auto":
-        strategy = get_strategy(options.strategy)
-        if strategy.replicated:
-            raise UserError(f"train runs one pipeline or replicas of the whole model; {strategy.name} is not "
-                            "supported yet")
+        named = get_strategy(options.strategy)
+        if options.nodes > 1 and not named.process_per_device:
+            raise UserError(f"--nodes {options.nodes}: {named.name} runs in one process, on one machine; choose a "
+                            "strategy of one process per device (ddp, fsdp, zero1, pp-*, hybrid)")
     # Before any worker: the data, the model it must fit, the checkpoint.
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
     if options.resume:
@@ -117,8 +125,6 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     del model
     name, profiled = choose_strategy(options, machine, training, note)
     strategy = get_strategy(name)
-    if strategy.replicated:
-        raise UserError(f"auto chose {name}, which train does not run yet; name a strategy with --strategy")
     if options.resume and saved.get("strategy") != name:
         raise UserError(f"{options.save}: the training state is of strategy {saved.get('strategy')}, this run's "
                         f"is {name}; resume with --strategy {saved.get('strategy')}")
@@ -138,7 +144,8 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     if prepared.job is None:
         raise UserError(f"{name}: {prepared.over_cap}")
     job = prepared.job
-    if strategy.splits_batch and (why := split_error(options.batch, job.processes, name)) is not None:
+    replicas = strategy.replicas_here(job.processes) if strategy.replicated else job.processes
+    if strategy.splits_batch and (why := split_error(options.batch, replicas, name)) is not None:
         raise UserError(why)
     plan = prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
@@ -148,7 +155,41 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
                 "lr": options.lr, "save": str(Path(options.save).resolve()) if options.save else None,
                 "save_every": options.save_every, "resume": options.resume,
                 "csv": str(Path(options.csv).resolve()) if options.csv else None, "workers": options.workers}
+    if options.write_job:
+        return write_job(job, settings, options, machine.devices // options.nodes, note)
     return _launch(job, settings, prepared.gpus, options, note)
+
+
+def write_job(job, settings: dict, options: TrainOptions, node_devices: int, note) -> dict:
+    """The planned job and its training settings as files in `options.write_job`, and the command that
+    starts them on each node: `pipebench.bench.train.loop` is an ordinary torchrun program, as the
+    benchmark's worker is. Nobody watches its progress file there, so rank 0 prints the log lines."""
+    from dataclasses import replace
+
+    from pipebench.files import write_json
+    from pipebench.hardware.cpu import threads_per_device
+
+    nodes = options.nodes
+    if job.processes % nodes:  # auto's pick, say, of one process
+        raise UserError(f"--nodes {nodes}: {job.strategy} runs {job.processes} process(es), which do not "
+                        f"spread evenly over {nodes} nodes; name a strategy with --strategy")
+    per_node = job.processes // nodes
+    if job.device_type == "cpu":  # each node's stand-in devices share its own cores
+        job = replace(job, cpu_threads=threads_per_device(node_devices))
+    folder = Path(options.write_job).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    job.save(folder / "job.json")
+    write_json(folder / "train.json", {**settings, "print_every": options.log_every})
+    module = f"-m pipebench.bench.train.loop {folder / 'job.json'} {folder}"
+    threads = f"OMP_NUM_THREADS={job.cpu_threads} " if job.device_type == "cpu" else ""
+    if job.processes == 1:
+        command = f"PYTHONSAFEPATH=1 {threads}python {module}"
+    else:
+        command = (f"PYTHONSAFEPATH=1 {threads}torchrun --nnodes {nodes} --nproc-per-node {per_node} "
+                   f"--rdzv-backend c10d --rdzv-endpoint HOST:29500 {module}")
+    note(f"wrote {folder / 'job.json'} and {folder / 'train.json'}; on each of the {nodes} node(s), with this "
+         f"folder at the same path (HOST: a node all reach):\n  {command}")
+    return {"written": str(folder), "command": command}
 
 
 def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
@@ -185,6 +226,12 @@ def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
             kill_child(proc)
 
 
+def log_line(row: dict) -> str:
+    """The recipe's log line for one step's progress row."""
+    return (f"Train Epoch: {row['epoch']} [{row['seen']}/{row['samples']}] Loss: {row['loss']:.3f}  "
+            f"({row['samples_per_s']:.1f} samples/s)")
+
+
 class _Progress:
     """What rank 0 reports, step by step: the recipe's log line every `log_every` steps, and a tqdm bar
     (epoch, step, loss, samples/s, time left) when stderr is a terminal."""
@@ -212,8 +259,7 @@ class _Progress:
     def show(self, row: dict) -> None:
         self.last = row
         if self.log_every and (row["step"] % self.log_every == 0 or row["step"] == row["total"]):
-            self.note(f"Train Epoch: {row['epoch']} [{row['seen']}/{row['samples']}] Loss: {row['loss']:.3f}  "
-                      f"({row['samples_per_s']:.1f} samples/s)")
+            self.note(log_line(row))
         if sys.stderr.isatty():
             from tqdm import tqdm
 

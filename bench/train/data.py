@@ -60,6 +60,9 @@ def parse_data(text: str, seq_len: int | None = None) -> DataSpec:
 class MnistImages(torch.utils.data.Dataset):
     """MNIST's training split as the recipe feeds it: (1, 28, 28) float images, normalised, and class ids."""
 
+    batched_items = True
+    """`__getitems__` gives the batch itself, stacked (bench/train/loop.py's loader collates nothing)."""
+
     def __init__(self, folder: str, train: bool = True):
         from pipebench.models.mnist import load_mnist
 
@@ -69,9 +72,16 @@ class MnistImages(torch.utils.data.Dataset):
         return len(self.images)
 
     def __getitem__(self, i):
+        images, labels = self.__getitems__([i])
+        return images[0], labels[0]
+
+    def __getitems__(self, indices):
+        """A whole batch at once, normalised in one operation (the DataLoader's batched fetch: no
+        per-sample Python, no collating)."""
         from pipebench.models.mnist import MEAN, STD
 
-        return ((self.images[i].float() / 255 - MEAN) / STD).unsqueeze(0), self.labels[i]
+        picked = torch.as_tensor(indices)
+        return ((self.images[picked].float() / 255 - MEAN) / STD).unsqueeze(1), self.labels[picked]
 
     def max_target(self) -> int:
         return int(self.labels.max())
@@ -80,6 +90,8 @@ class MnistImages(torch.utils.data.Dataset):
 class TokenSequences(torch.utils.data.Dataset):
     """Consecutive sequences of `seq_len` tokens of a flat uint16 file, each with its next tokens as targets.
     The file is memory-mapped: a 10 GB train.bin costs no memory until read."""
+
+    batched_items = True
 
     def __init__(self, path: str, seq_len: int):
         import numpy as np
@@ -103,11 +115,16 @@ class TokenSequences(torch.utils.data.Dataset):
         return (len(self.ids) - 1) // self.seq_len
 
     def __getitem__(self, i):
+        inputs, targets = self.__getitems__([i])
+        return inputs[0], targets[0]
+
+    def __getitems__(self, indices):
+        """A whole batch at once: one gather from the memory-mapped file (the DataLoader's batched fetch)."""
         import numpy as np
 
-        start = i * self.seq_len
-        chunk = torch.from_numpy(np.asarray(self.ids[start:start + self.seq_len + 1], dtype=np.int64))
-        return chunk[:-1], chunk[1:]
+        starts = np.asarray(indices, dtype=np.int64)[:, None] * self.seq_len
+        chunks = torch.from_numpy(self.ids[starts + np.arange(self.seq_len + 1)].astype(np.int64))
+        return chunks[:, :-1], chunks[:, 1:]
 
     def max_target(self) -> int:
         return int(self.ids.max())

@@ -11,8 +11,11 @@ repeated batch:
 - rank 0 appends each step to OUT_DIR/progress.jsonl (the parent draws the progress and the log lines
   from it) and to the CSV;
 - a checkpoint every `save_every` steps, at the end, and when asked to stop (SIGINT or SIGTERM to any
-  process, or the file OUT_DIR/stop that the parent writes on Ctrl-C): every process agrees at the next
-  step's start, writes, and leaves.
+  process, or the file OUT_DIR/stop that the parent writes on Ctrl-C): every process agrees during the
+  step (_StopVote), writes, and leaves.
+
+Started by torchrun on several machines (`pipebench train --write-job`, docs/several-machines.md), no
+parent reads the progress file: train.json's `print_every` has rank 0 print the log lines itself.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.train import checkpoint as ckpt
+from pipebench.bench.train import log_line
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.csvtext import csv_line
@@ -62,16 +66,20 @@ class _Skip(torch.utils.data.Sampler):
         return max(0, len(self.sampler) - self.skip)
 
 
-def replica_of(strategy, rank: int, world: int) -> tuple[int, int]:
+def replica_of(trainer, strategy, rank: int, world: int) -> tuple[int, int]:
     """(replicas, this process's replica) for the sampler: one per process where the batch is split
-    (DDP, ZeRO-1, FSDP), else one for the whole job."""
+    (DDP, ZeRO-1, FSDP), one per pipeline where pipelines are replicated (hybrid: its stages read
+    their replica's share alike), else one for the whole job."""
+    if strategy.replicated:
+        return trainer.replicas, trainer.replica
     return (world, rank) if strategy.splits_batch else (1, 0)
 
 
 def reads_data(trainer, rank: int) -> bool:
-    """Whether this process loads batches: a pipeline's first and last stage, every other process."""
+    """Whether this process loads batches: a pipeline's first and last stage (by its rank in the
+    pipeline's group: hybrid's replicas each have theirs), every other process."""
     if hasattr(trainer, "first_rank"):
-        return rank in (trainer.first_rank, trainer.last_rank)
+        return trainer.rank in (trainer.first_rank, trainer.last_rank)
     return True
 
 
@@ -84,16 +92,25 @@ def loader(dataset, batch: int, replicas: int, replica: int, *, seed: int, epoch
     sampler = DistributedSampler(dataset, num_replicas=replicas, rank=replica, shuffle=True, seed=seed, drop_last=True)
     sampler.set_epoch(epoch)
     extra = {"prefetch_factor": 4, "persistent_workers": False} if workers else {}
+    collate = _as_batch if getattr(dataset, "batched_items", False) else None  # ours fetch whole batches
     return DataLoader(dataset, batch_size=batch, sampler=_Skip(sampler, skip_batches * batch), drop_last=True,
                       num_workers=workers, pin_memory=pin, generator=torch.Generator().manual_seed(seed + epoch),
-                      **extra)
+                      collate_fn=collate, **extra)
+
+
+def _as_batch(batch):
+    """The collate of a Dataset whose `__getitems__` returns the batch itself (bench/train/data.py's)."""
+    return batch
 
 
 def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
     strategy = get_strategy(job.strategy)
     distributed = strategy.process_per_device
-    if job.device_type == "cpu":
+    if job.device_type == "cpu":  # one device's share of the cores, keeping the memory it frees, as run's worker
+        from pipebench.hardware.cpu import hold_memory
+
         torch.set_num_threads(job.cpu_threads)
+        hold_memory()  # glibc would hand a step's large buffers back and fault them in again the next step
     else:
         torch.cuda.set_device(local_rank if distributed else 0)
         from pipebench.training import set_precision
@@ -111,7 +128,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
         ckpt.check_weights(state, model.module, save)
         model.module.load_state_dict(state)
     trainer = build_trainer(job, hand_over(model), local_rank)
-    trainer.local_batch = True  # a replica's loader gives it its own share (ReplicaTrainer)
+    trainer.local_batch = True  # a replica's loader gives it its own share (ReplicaTrainer, hybrid)
     optimizer = trainer._optimizer = trainer.make_optimizer()
     if settings.get("lr") is not None:
         for group in optimizer.param_groups:
@@ -131,7 +148,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
 
     spec = DataSpec(**settings["data"])
     dataset = open_dataset(spec)
-    replicas, replica = replica_of(strategy, rank, world)
+    replicas, replica = replica_of(trainer, strategy, rank, world)
     local = job.batch // replicas
     per_epoch = len(dataset) // job.batch
     total = settings["steps"] if settings.get("steps") else settings["epochs"] * per_epoch
@@ -144,6 +161,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
         csv.write_text(csv_line(COLUMNS), newline="")
     stop_file = out_dir / "stop"
     every = settings.get("save_every") or 0
+    shown = settings.get("print_every") or 0
     started = time.perf_counter()
     stopped = False
     diverged = ""
@@ -161,17 +179,13 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
                              optimizer=optimizer)
         saved_at = at
 
+    vote = _StopVote(distributed)
     while step < total and not stopped:
         epoch, within = divmod(step, per_epoch)
         batches = iter(loader(dataset, local, replicas, replica, seed=job.seed, epoch=epoch, skip_batches=within,
                               workers=settings.get("workers", 0), pin=job.device_type == "cuda")) if reads else None
         while within < per_epoch and step < total:
-            flag = torch.tensor([1.0 if (_signalled or stop_file.exists()) else 0.0], device=device)
-            if distributed:
-                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            if flag.item():
-                stopped = True
-                break
+            vote.start(_signalled or stop_file.exists())
             inputs = targets = None
             if batches is not None:
                 inputs, targets = next(batches)
@@ -190,12 +204,18 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
                        "total": total, "samples": len(dataset)}
                 with open(progress, "a") as f:
                     f.write(json.dumps(row) + "\n")
+                if shown and (step % shown == 0 or step == total):  # started by torchrun: nobody reads progress
+                    print(log_line(row), flush=True)
                 if csv is not None:
                     with open(csv, "a", newline="") as f:
                         f.write(csv_line([step, epoch + 1, f"{loss:.6g}", f"{row['samples_per_s']:.4g}",
                                           f"{row['time_s']:.4g}"]))
-            if _diverged(loss, device, distributed):
+            asked = vote.agreed()
+            if _diverged(loss):
                 diverged = f"the loss became {loss} at step {step}"
+                break
+            if asked:
+                stopped = True
                 break
             if every and step % every == 0 and step < total:
                 checkpoint(step)
@@ -210,19 +230,43 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
         dist.destroy_process_group()
     if rank != 0:
         return None
-    return {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started,
-            "diverged": diverged, "saved_at": saved_at}
+    result = {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started,
+              "diverged": diverged, "saved_at": saved_at}
+    if shown:
+        ended = "diverged: " + diverged if diverged else "stopped" if stopped else "done"
+        print(f"{ended}: {step}/{total} steps in {result['seconds']:.1f} s"
+              + (f"; checkpoint {save} of step {saved_at}" if saved_at else ""), flush=True)
+    return result
 
 
-def _diverged(loss, device, distributed: bool) -> bool:
-    """Whether the step's loss is NaN or infinite on any process (a collective: every process decides
-    alike, so none waits in a collective the others left)."""
-    bad = loss is not None and not math.isfinite(float(loss))
-    if distributed:
-        flag = torch.tensor([1.0 if bad else 0.0], device=device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        bad = bool(flag.item())
-    return bad
+class _StopVote:
+    """Whether any process was asked to stop (a signal, the parent's stop file), agreed by every process:
+    each step's vote is an all-reduce on a gloo group of its own, started before the step and read after
+    it, so that it overlaps the step rather than holding every process at a barrier (and, on GPUs, costs
+    no device sync). A stop asked during step k takes effect after it."""
+
+    def __init__(self, distributed: bool):
+        self.group = dist.new_group(backend="gloo") if distributed else None
+        self.flag = torch.zeros(1)
+        self.work = None
+
+    def start(self, asked: bool) -> None:
+        self.flag = torch.tensor([1.0 if asked else 0.0])
+        if self.group is not None:
+            self.work = dist.all_reduce(self.flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+
+    def agreed(self) -> bool:
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        return bool(self.flag.item())
+
+
+def _diverged(loss) -> bool:
+    """Whether the step's loss is NaN or infinite. Every Trainer returns the whole batch's loss on every
+    process (a pipeline broadcasts it from its last stage, replicas all-reduce it), so every process
+    decides alike without a collective of its own, and none waits in one the others left."""
+    return loss is not None and not math.isfinite(float(loss))
 
 
 def _weights_finite(trainer, device, distributed: bool) -> bool:

@@ -47,7 +47,7 @@ class Part:
         from pipebench.bench.train.loop import loader, reads_data, replica_of
 
         world = dist.get_world_size() if self.strategy.process_per_device else 1
-        replicas, replica = replica_of(self.strategy, self.rank, world)
+        replicas, replica = replica_of(self.trainer, self.strategy, self.rank, world)
         steps = len(dataset) // self.batch - skip
         if not reads_data(self.trainer, self.rank):
             for _ in range(steps):
@@ -77,8 +77,7 @@ def this_rank(model, plan, strategy: str, *, training=None, lr: float | None = N
     training = training or Training("fp32")
     kind = get_strategy(strategy)
     world = dist.get_world_size() if kind.process_per_device else 1
-    settings = dict(device_type=device, precision=training.precision, optimizer=training.optimizer,
-                    checkpoint=training.checkpoint)
+    settings = dict(device_type=device, training=training)
     job = (Job.from_plan(plan, strategy, **settings) if plan is not None and kind.needs_plan
            else Job(model=model.name, strategy=strategy, batch=plan.batch if plan is not None else 0, devices=world,
                     **settings))

@@ -32,6 +32,9 @@ from pipebench.partition.costs import DDP_BUCKET_BYTES
 class HybridTrainer(PipelineParallelTrainer):
     """This process's stage of its replica's pipeline; the replicas of a stage average their gradients."""
 
+    local_batch = False
+    """True: `step` is given this replica's own share of the batch (`pipebench train`), not the global one."""
+
     def __init__(self, model, devices, *, strategy, plan, **kw):
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -46,9 +49,12 @@ class HybridTrainer(PipelineParallelTrainer):
         super().__init__(model, devices, strategy=strategy, plan=plan, group=mesh.get_group("pp"), **kw)
 
     def forward_backward(self, inputs, targets):
-        # The replica's slice of the global batch; the schedule cuts it into the Plan's micro-batches.
-        mine = lambda batch: split(batch, self.replicas)[self.replica]  # noqa: E731
-        loss = super().forward_backward(mine(inputs), mine(targets))
+        # The replica's slice of the global batch (or, local_batch, its own share already: `pipebench
+        # train`'s sampler); the schedule cuts it into the Plan's micro-batches.
+        if not self.local_batch:
+            mine = lambda batch: split(batch, self.replicas)[self.replica] if batch is not None else None  # noqa: E731
+            inputs, targets = mine(inputs), mine(targets)
+        loss = super().forward_backward(inputs, targets)
         self.average_gradients()
         dist.all_reduce(loss, group=self.dp_group)  # each replica's loss is the mean over its equal share
         return loss / self.replicas
