@@ -322,6 +322,18 @@ def test_a_compiled_whole_step_far_below_its_segments_is_the_single_prediction(c
     assert make_plan([profile], request).predicted_step_ms == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("cpu, expected", [(0.5, 0.8 * 12.0), (2.0, 5.0)])
+def test_a_whole_step_far_below_its_launch_bound_segments_is_the_single_prediction(cpu, expected):
+    """Where the segments' launches set their step (CPU time above device time), each segment timed apart
+    paid a call of its own on the host, and the whole step is single's figure however far below them
+    (DenseNet-121 on an H200: 225 ms of segment launches, a 75.6 ms whole step, 59.0 measured). Where the
+    device sets it, the 0.8 bound holds."""
+    layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100,
+                           forward_cpu_ms=cpu, backward_cpu_ms=2 * cpu) for i in range(4)]
+    profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=5.0)
+    assert make_plan([profile], Request(devices=["cuda:0"], micro_batches=1)).predicted_step_ms == pytest.approx(expected)
+
+
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it(schedule):
     """Whatever the layers (launch-bound or not), the link and the micro-batch count, the plan's simulated
