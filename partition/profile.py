@@ -238,6 +238,39 @@ printed; the steps themselves moved 0.5% between rounds, the profiles between ma
 2-vCPU VM (729 rows over five runs hours apart, 42% inside; a case's steps moved ±34% between runs)."""
 
 
+HOST_BETWEEN_RUNS = 0.86
+"""On a GPU, how far the part of a step that waits on the host's launches (`launch_share`) moves between runs:
+as the host's CPU does, which the device's clock does not see. Fitted by scripts/launch_widening.py on seven
+models measured on one H200 (bf16, AdamW; results/2026-12-04-H200-broad-fidelity/run3): the least value that
+puts 80% of their measured steps inside the interval (6 of 7); of six other models held out of the fit
+(run4), 5 fell inside. The rounds of one such case, minutes apart in one process, differ
+by up to 27% (bert-base at batch 16: 32.1 and 24.5 ms); a step the device's work sets (ResNet-50 at batch
+256) moved 0.5%."""
+
+
+def launch_share(profiles: "Sequence[Profile]") -> float:
+    """The part of the whole step that its segments' device time does not explain, on a GPU: 1 - (their
+    forward and backward on the device) / (the whole step timed); the time the device waits on the host
+    (launches, Python, the optimizer's loop). 0 on the CPU (one clock), without a whole step, or where
+    the whole step is below its segments (compiled, fused)."""
+    whole = _whole_step_profile(profiles)
+    if whole is None or str(whole.device).startswith("cpu"):
+        return 0.0
+    device = sum(l.forward_ms + l.backward_ms for l in whole.layers)
+    return max(0.0, 1.0 - device / whole.whole_step_ms)
+
+
+def between_runs_spread(profiles: "Sequence[Profile]") -> float:
+    """What moves between runs and machines for a step predicted from `profiles`, which their repeats
+    cannot see: BETWEEN_RUNS of their kind of device and, on a GPU, the host's part of the step
+    (HOST_BETWEEN_RUNS x launch_share), in quadrature."""
+    if not profiles:
+        return 0.0
+    kind = "cpu" if str(profiles[0].device).startswith("cpu") else "gpu"
+    host = HOST_BETWEEN_RUNS * launch_share(profiles) if kind == "gpu" else 0.0
+    return math.hypot(BETWEEN_RUNS[kind], host)
+
+
 def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None, *, drift: bool = True,
                 between_runs: bool = False) -> float:
     """The relative half-width of the interval around a step predicted from `profiles` with micro-batches
@@ -252,8 +285,8 @@ def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None, *
       where a shared host's bursts of load, seconds apart, do not.
     The largest rather than the sum: they measure the same noise over shorter or longer times, and the
     interval should claim no more certainty than any. 0 when nothing recorded a spread (an older profile).
-    between_runs: widen it by what moves between runs and machines of the profile's kind (BETWEEN_RUNS, in
-    quadrature): the interval a prediction shows (a Plan's, advise's).
+    between_runs: widen it by what moves between runs and machines (`between_runs_spread`, in quadrature):
+    the interval a prediction shows (a Plan's, advise's).
     drift=False leaves the machine's drift out: what is left is a prediction's own noise,
     by which two predictions of one profile are told apart (a burst slows the strategies compared together
     alike)."""
@@ -267,8 +300,7 @@ def step_spread(profiles: "Sequence[Profile]", micro_batch: int | None = None, *
     own = max(segments, whole.whole_step_spread if whole else 0.0, machine)
     if not between_runs or not profiles:
         return own
-    kind = "cpu" if str(profiles[0].device).startswith("cpu") else "gpu"
-    return math.hypot(own, BETWEEN_RUNS[kind])
+    return math.hypot(own, between_runs_spread(profiles))
 
 
 def _whole_step_profile(profiles: "Sequence[Profile]") -> "Profile | None":

@@ -456,3 +456,23 @@ def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_m
     fastest, spread, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 1, Training(), seconds=0.4)
     assert model.module.calls >= 1 + 10  # the warm-up, then steps until 0.4 s had passed
     assert fastest == pytest.approx(5, abs=4) and spread >= 0
+
+
+@pytest.mark.parametrize("device, whole, share", [("cuda:0", 12.0, 0.25), ("cuda:0", 8.0, 0.0), ("cpu", 12.0, 0.0)])
+def test_a_gpu_step_that_waits_on_its_host_gets_the_hosts_spread_between_runs(device, whole, share):
+    """A whole step of 12 ms over 9 ms of the segments' device work waits on the host for a quarter of it,
+    and that part moves as the host's CPU does between runs (HOST_BETWEEN_RUNS): the interval shown widens
+    by it; one the device's work explains (8 ms: fused below the segments), or a CPU profile (one clock),
+    keeps BETWEEN_RUNS alone. The profile's own spread, by which predictions are told apart, never moves."""
+    import math
+
+    from pipebench.partition.profile import BETWEEN_RUNS, HOST_BETWEEN_RUNS, launch_share, step_spread
+
+    layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100, forward_spread=0.01,
+                           backward_spread=0.01) for i in range(3)]
+    profile = Profile("m", "x", device, "x", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=whole)
+    assert launch_share([profile]) == pytest.approx(share)
+    kind = "cpu" if device == "cpu" else "gpu"
+    own = step_spread([profile])
+    assert step_spread([profile], between_runs=True) == pytest.approx(
+        math.hypot(own, BETWEEN_RUNS[kind], HOST_BETWEEN_RUNS * share))

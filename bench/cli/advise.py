@@ -66,7 +66,7 @@ NOISY = 0.15
 
 def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     """The ranking as a table, each step with its interval (± its spread), a line where the profile was
-    noisy (NOISY) and one where what moves between runs (BETWEEN_RUNS) is wider than that, a line where no
+    noisy (NOISY) and one where what moves between runs (between_runs_spread) is wider than that, a line where no
     link between the devices was measured or given (`link_gbps`), a line where no pipeline pays (bench/
     pays.py), then one line: the recommendation, a tie said as one, and `check(compared)`: the command that
     measures it."""
@@ -77,7 +77,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     from pipebench.bench.advise import tie
     from pipebench.bench.pays import no_pipeline_pays
     from pipebench.partition.plan_text import model_label
-    from pipebench.partition.profile import BETWEEN_RUNS
+    from pipebench.partition.profile import between_runs_spread, launch_share
     from pipebench.units import format_bytes
 
     from pipebench.bench.strategies import BASELINE
@@ -127,7 +127,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
                                            ",".join(p.strategy for p in compared))
     widest = max((p.step_spread for p in advice.predictions if p.predicted_step_ms is not None), default=0.0)
     drift = profile.machine_drift or 0.0
-    between = BETWEEN_RUNS["cpu" if str(profile.device).startswith("cpu") else "gpu"]
+    between = between_runs_spread([profile])
     own = math.sqrt(max(widest ** 2 - between ** 2, 0.0))  # the profile's part: the widening taken out
     noisy = []
     if widest > NOISY and drift > NOISY and drift >= own * (1 - 1e-9):  # the machine's speed, not the repeats
@@ -137,7 +137,12 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     elif own > NOISY:
         noisy = [f"the profile is noisy: predicted steps vary by up to ±{own:.0%} with its repeats (another "
                  "process on the device?), so their intervals overlap more; on an idle device they narrow"]
-    if between > NOISY:
+    share = launch_share([profile])
+    if between > NOISY and share:
+        noisy.append(f"{share:.0%} of the step waits on the host's launches, not the device's work, and that part "
+                     f"moves with the host's CPU between runs: every interval is at least ±{between:.0%} "
+                     "(partition/profile.py HOST_BETWEEN_RUNS); a larger batch makes the device set the step")
+    elif between > NOISY:
         noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured: "
                      "partition/profile.py BETWEEN_RUNS), so every interval is at least that wide and most "
                      "strategies tie; a tie goes to the simplest")
