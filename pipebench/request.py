@@ -22,6 +22,7 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
+from pipebench.specs import LIMITS, MAX_CHUNKS
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
@@ -81,6 +82,8 @@ class Request:
             raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.60})")
         if not all(isinstance(d, str) and d for d in devices):
             raise UserError(f"devices takes device names such as 'cpu' or 'cuda:0' (got {list(devices)!r:.60})")
+        if len(devices) > LIMITS["stages"][1]:
+            raise UserError(f"devices takes up to {int(LIMITS['stages'][1]):,} devices (got {len(devices):,})")
         set_("devices", tuple(devices))
         if self.batch is not None:
             set_("batch", count_of(self.batch, "batch"))
@@ -236,13 +239,19 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 
 # ------------------------------------------------------------------------------------- typed values
 
-def count_of(value: Any, name: str, low: int = 1) -> int:
-    """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError."""
+def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
+    """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
+    most `high`, or the CLI's bound for the option of that name (pipebench/specs.py LIMITS) where there is one:
+    the API refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
+    if high is None and name in LIMITS:
+        high = int(LIMITS[name][1])
     what = "a positive integer" if low == 1 else f"an integer from {low}"
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise UserError(f"{name} takes {what} (got {type(value).__name__} {value!r:.40})")
     if value < low:
         raise UserError(f"{name} takes {what} (got {value})")
+    if high is not None and value > high:
+        raise UserError(f"{name} takes {what} up to {high:,} (got {str(value)[:40]})")
     return int(value)
 
 
@@ -263,9 +272,9 @@ def _micro_batches(value: Any) -> int | tuple[int, ...] | None:
     if isinstance(value, (list, tuple)):
         if not value:
             raise UserError("micro_batches names no count")
-        return tuple(sorted({count_of(v, "micro_batches") for v in value}))
+        return tuple(sorted({count_of(v, "micro_batches", high=MAX_CHUNKS) for v in value}))
     if isinstance(value, Integral) and not isinstance(value, bool):
-        return count_of(value, "micro_batches")
+        return count_of(value, "micro_batches", high=MAX_CHUNKS)
     raise UserError(f"micro_batches takes a positive integer, a list of them or 'auto' (got {value!r:.40})")
 
 

@@ -443,3 +443,24 @@ def test_a_model_file_cannot_keep_its_signal_handlers_or_os_exit(tmp_path):
     assert name == "Net" and "Net" in namespace
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     assert os._exit is not print
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(stages=10**6, batch=8), "stages takes a positive integer up to 1,024 (got 1000000)"),
+    (dict(batch=2**63), "batch takes a positive integer up to 16,777,216 (got 9223372036854775808)"),
+    (dict(micro_batches=10**9, batch=8), "micro_batches takes a positive integer up to 65,536 (got 1000000000)"),
+    (dict(micro_batches=[2, 10**9], batch=8), "micro_batches takes a positive integer up to 65,536"),
+    (dict(repeats=10**9, batch=8), "repeats takes a positive integer up to 1,000 (got 1000000000)"),
+    (dict(devices=["cpu"] * 2000, batch=8), "devices takes up to 1,024 devices (got 2,000)"),
+])
+def test_the_api_bounds_counts_as_the_cli_does(kwargs, message):
+    """The second pass: plan(stages=10**6) hung building a million-device plan (the CLI refuses --stages
+    1000000 at once), and plan(batch=2**63) profiled before it said a micro-batch of 2**63 did not run."""
+    import torch
+    from torch import nn
+
+    import pipebench
+
+    with pytest.raises(pipebench.UserError, match=None) as caught:
+        pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), torch.randn(2, 4), device="cpu", **kwargs)
+    assert message in str(caught.value), caught.value
