@@ -395,3 +395,19 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
     profile.link_gbps = 380.0
     assert "no link" not in format_advice(advice, profile, ["cuda:0", "cuda:1"])
     assert "no link" not in format_advice(advice, profile, ["cuda:0"])
+
+
+def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
+    """A GPU whole step of 12 ms over 3 ms of device work waits on the host for 75% of it: every interval is
+    at least 0.86 x 75% wide, and the advice says why in a line; a step the device sets needs none."""
+    from pipebench.bench import advise as advise_module
+    from pipebench.bench.cli.advise import format_advice
+
+    layers = [LayerProfile("l0", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100)]
+    predictions = [Prediction("single", 12.0, 640.0, [1], True, 1, None, step_spread=0.65)]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: predictions[0])
+    advice = advise([], Request(devices=["cuda:0"]), strategies=["single"])
+    waits = Profile("m", "x", "cuda:0", "NVIDIA H200", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=12.0)
+    assert "75% of the step waits on the host's launches" in format_advice(advice, waits, ["cuda:0"])
+    waits.whole_step_ms = 3.0
+    assert "waits on the host" not in format_advice(advice, waits, ["cuda:0"])
