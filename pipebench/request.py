@@ -22,7 +22,7 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
-from pipebench.specs import LIMITS, MAX_CHUNKS
+from pipebench.specs import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
@@ -211,16 +211,6 @@ def check_stage_count(stages: int, layers: int) -> None:
         raise UserError(f"need at least one stage (got {stages})")
     if stages > layers:
         raise UserError(f"more stages than layers ({stages} > {layers})")
-
-
-def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
-    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
-    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
-    if parts is None or (parts >= 1 and batch % parts == 0):
-        return None
-    if replicas is not None:
-        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
-    return f"batch {batch} does not split into {parts} equal micro-batches"
 
 
 def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[Any] = ()) -> None:

@@ -107,13 +107,21 @@ def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
     return counts
 
 
+def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
+    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
+    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
+    if parts is None or (parts >= 1 and batch % parts == 0):
+        return None
+    if replicas is not None:
+        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
+    return f"batch {batch} does not split into {parts} equal micro-batches"
+
+
 def micro_batch_counts(chunks: int | None, batch: int) -> list[int]:
     """The micro-batch counts to profile for `batch`: the one asked for, or (None, auto) the powers of two
     up to 64 that split the batch into equal micro-batches."""
     if chunks is None:
         return [m for m in AUTO_CHUNK_COUNTS if m <= batch and batch % m == 0]
-    from pipebench.request import split_error
-
     if (why := split_error(batch, chunks)) is not None:
         raise UserError(why)
     return [chunks]
