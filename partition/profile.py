@@ -329,12 +329,12 @@ def calibration(profiles: "list[Profile]") -> float:
         return sum((getattr(l, name + "_cpu_ms") if cpu and getattr(l, name + "_cpu_ms") is not None
                     else getattr(l, name + "_ms")) for l in whole.layers)
 
-    forward_end = max(total("forward", False), total("forward", True))
-    predicted = max(forward_end + total("backward", False), total("forward", True) + total("backward", True))
+    forward, backward = total("forward", False), total("backward", False)
+    launches = total("forward", True) + total("backward", True)
+    predicted = max(max(forward, total("forward", True)) + backward, launches)
     if predicted <= 0:
         return 1.0
-    launch_bound = total("forward", True) + total("backward", True) > total("forward", False) + total("backward", False)
-    lowest = 0.0 if whole.training.compile is not None or launch_bound else 0.8
+    lowest = 0.0 if whole.training.compile is not None or launches > forward + backward else 0.8
     return min(max(whole.whole_step_ms / predicted, lowest), 1.5)
 
 
