@@ -407,5 +407,5 @@ if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DI
     from pipebench.hardware.cpu import hold_memory
 
     torch.set_num_threads(int(sys.argv[3]))
-    hold_memory()  # as the workers it prices do (bench/worker.py)
+    hold_memory()  # as the workers it prices do (bench/launch/worker.py)
     _peer(sys.argv[2], *map(int, sys.argv[4:]))

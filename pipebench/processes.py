@@ -201,7 +201,7 @@ def exit_with_parent() -> None:
 
 
 def child_entry(send, call: bytes) -> None:
-    """A call_in_child child (bench/spawn.py): watch the parent before anything is imported (the call's own
+    """A call_in_child child (bench/launch/spawn.py): watch the parent before anything is imported (the call's own
     modules take seconds, torch among them), then run the pickled (fn, args, kwargs) and send the outcome."""
     exit_with_parent()
     from pipebench.errors import UserError

@@ -173,8 +173,8 @@ def _trains(spec: str, settings: dict):
     import torch
 
     from pipebench import models
-    from pipebench.bench.job import Job
-    from pipebench.bench.launch import launch
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.launch.launch import launch
     from pipebench.bench.strategies.single import SingleTrainer
 
     try:

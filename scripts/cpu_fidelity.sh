@@ -2,7 +2,7 @@
 # How good the CPU predictions are, in one command: every strategy of the quick suite's models (gpt and
 # resnet101, tiny, batch 8), of a torchvision ResNet-18 and of a Hugging Face GPT-2, each profiled afresh
 # (the gloo link, the cores' contention and the pipeline runtime's cost per operation timed again), then
-# bench/fidelity.py's figures. Run it from the repository root on an idle machine: every timing,
+# bench/predict/fidelity.py's figures. Run it from the repository root on an idle machine: every timing,
 # the probes' too, measures the load of whatever else runs. All of it runs ROUNDS times (default 3), each
 # round in OUT/round<k>, minutes apart: a CPU stand-in's speed drifts with the host's other load (up to
 # 1.9x within minutes on our VM), and fidelity.py judges each case by the medians of its rounds.
@@ -31,4 +31,4 @@ for k in $(seq 1 "$rounds"); do
         --models tests/fixtures/hf_models.py:gpt2 --input-shape 16 --input-dtype int64 --token-range 128 --batch 16 \
         --strategies "$strategies"
 done
-"$python" -m pipebench.bench.fidelity --markdown "${folders[@]}"
+"$python" -m pipebench.bench.predict.fidelity --markdown "${folders[@]}"

@@ -72,7 +72,7 @@ save_profiles(pipebench.profile(sys.argv[1], batch={batch}, device="cpu", device
 def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None) -> None:
     """Profile each model in `rounds` rounds of the variants (module docstring), saving each."""
     import pipebench
-    from pipebench.bench.advise import advice_ranking
+    from pipebench.bench.predict.advise import advice_ranking
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.models import get_model
     from pipebench.partition.profile import load_profiles, save_profiles
@@ -131,9 +131,9 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     (a warm worker group, planned from OUT's `dynamic1` profile), every step timed by the parent (its
     command's round trip through the store included: the clock of rows before the workers' own) and by
     the workers (what rows hold now). Saved as OUT/clocks.json."""
-    from pipebench.bench.sessions import Session, WorkerGroups
-    from pipebench.bench.suite import Profiled, make_cases, prepare
-    from pipebench.bench.machine import detect_machine
+    from pipebench.bench.launch.sessions import Session, WorkerGroups
+    from pipebench.bench.cases.suite import Profiled, make_cases, prepare
+    from pipebench.bench.cases.machine import detect_machine
     from pipebench.partition.profile import load_profiles
 
     machine = detect_machine(None, cpu_processes=len(DEVICES), cpu=True)  # CPU stand-ins, GPUs visible or not
@@ -187,7 +187,7 @@ class Line:
 def interpolated(dynamic: list) -> list:
     """What `--chunks auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
     other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
-    from pipebench.bench.advise import advice_ranking
+    from pipebench.bench.predict.advise import advice_ranking
     from pipebench.partition import sizes
 
     by_count = {p.micro_batches: p for p in dynamic}
@@ -216,7 +216,7 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
     """The row's step predicted from `profiles` at the micro-batch count it ran, with the pricing `on`
     (off: no shared cores, no contention for DDP and FSDP, no cost per runtime operation or FSDP2 layer,
     nn.DataParallel priced as single)."""
-    from pipebench.bench.advise import predict
+    from pipebench.bench.predict.advise import predict
     from pipebench.bench.strategies import get_strategy
     from pipebench.errors import UserError
     from pipebench.training import Training
@@ -237,7 +237,7 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
 
 def _errors(pairs: list[tuple[float, float]]) -> tuple[float, float, float] | None:
     """(median |error|, p90 |error|, median signed error) of (predicted, measured) pairs."""
-    from pipebench.bench.fidelity import _p90
+    from pipebench.bench.predict.fidelity import _p90
 
     if not pairs:
         return None
@@ -331,7 +331,7 @@ def table(found: list[Line], markdown: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipebench.bench import results
+    from pipebench.bench.store import results
     from pipebench.errors import UserError
 
     parser = argparse.ArgumentParser(prog="python scripts/error_split.py", description=__doc__.split("\n\n")[0])

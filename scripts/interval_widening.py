@@ -19,8 +19,8 @@ import math
 import sys
 from pathlib import Path
 
-from pipebench.bench import results
-from pipebench.bench.fidelity import measured_step
+from pipebench.bench.store import results
+from pipebench.bench.predict.fidelity import measured_step
 
 COVER = 0.8
 ROOT = Path(__file__).resolve().parents[1] / "results"
@@ -49,7 +49,7 @@ def between_runs(rows) -> list[float]:
     import statistics
     from collections import defaultdict
 
-    from pipebench.bench.fidelity import _case, _group
+    from pipebench.bench.predict.fidelity import _case, _group
 
     cases = defaultdict(list)
     for row in rows:

@@ -45,13 +45,13 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def groups():
-    """Warm worker groups for the whole session (bench.sessions.WorkerGroups): the gloo equality tests run
+    """Warm worker groups for the whole session (bench.launch.sessions.WorkerGroups): the gloo equality tests run
     their jobs in them, `launch(job, groups=groups)`, as `pipebench run` runs its cases. The session pays
     for torchrun, a Python and a torch import per process and the rendezvous once per process count, not
     once per test (seconds each on two cores, where a tiny model's step takes a fraction of one); each job
     still meets in a process group of its own, with its own result or error. The Hugging Face fixtures
     are built from configs: the workers have nothing to download."""
-    from pipebench.bench.sessions import WorkerGroups
+    from pipebench.bench.launch.sessions import WorkerGroups
 
     with pytest.MonkeyPatch.context() as monkeypatch, WorkerGroups() as warm:
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -64,7 +64,7 @@ def test_a_dataset_of_nan_or_labels_out_of_range_is_refused_before_any_worker(ca
                                                                               spoil, message):
     """NaN or infinite inputs in a data set of the user's went unchecked: every worker started and trained
     on no numbers (only the first two samples' labels were looked at)."""
-    from pipebench.bench import spawn
+    from pipebench.bench.launch import spawn
 
     def no_workers(*args, **kwargs):
         raise AssertionError("a worker was started")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipebench.bench.cli import main
-from pipebench.bench.results import _json_text
+from pipebench.bench.store.results import _json_text
 from test_bad_input import profile_file, refused  # noqa: F401 - nothing_runs: profiling and runs fail the test
 from test_bad_input import nothing_runs  # noqa: F401
 from test_report import gantt, make_row
@@ -99,7 +99,7 @@ def test_a_long_unicode_model_name_makes_file_names_that_fit(capsys, tmp_path):
 
 def test_plots_stay_a_readable_size_however_many_cases_and_lanes(capsys, tmp_path):
     """2,000 cases drew a PNG 84,288 pixels tall; 1,500 lanes one of 214 megapixels."""
-    from pipebench.bench.plots import MAX_BARS, MAX_LANES
+    from pipebench.bench.report.plots import MAX_BARS, MAX_LANES
 
     lanes = [{"stage": i, "device": i, "kind": "F", "micro": 0, "start_ms": float(i), "end_ms": i + 1.0}
              for i in range(MAX_LANES * 4)]

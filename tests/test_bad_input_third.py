@@ -88,7 +88,7 @@ def is_number(text: str) -> bool:
 
 def test_results_csv_cells_start_no_formula_and_read_back(tmp_path):
     """The results CSV wrote model names as they were: `\\r=1+1` unquoted, a new row starting with =1+1."""
-    from pipebench.bench import results
+    from pipebench.bench.store import results
     from test_report import make_row
 
     rows = [make_row("single", model=name, gpus="0", samples_per_s=100.0, first_loss=-1.5) for name in HOSTILE]
@@ -120,7 +120,7 @@ def test_summary_csv_cells_start_no_formula(capsys, tmp_path):
 
 def test_a_spreadsheet_edited_csv_still_reads(tmp_path):
     """What a spreadsheet saves: a byte-order mark, CRLF, the ' of a formula taken off, numbers as typed."""
-    from pipebench.bench import results
+    from pipebench.bench.store import results
     from test_report import make_row
 
     csv_path, json_path = tmp_path / "r.csv", tmp_path / "r.json"
@@ -136,7 +136,8 @@ def test_a_spreadsheet_edited_csv_still_reads(tmp_path):
 @pytest.mark.parametrize("command", ["report", "fidelity"])
 def test_a_csv_with_a_byte_order_mark_is_read(capsys, tmp_path, command):
     """A CSV saved by a spreadsheet, with a UTF-8 byte-order mark, was refused as "missing column 'model'"."""
-    from pipebench.bench import fidelity, results
+    from pipebench.bench.predict import fidelity
+    from pipebench.bench.store import results
     from pipebench.bench.cli import main
     from test_report import make_row
 

@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from pipebench import models
-from pipebench.bench.job import Job
-from pipebench.bench.report import frame, summarise
-from pipebench.bench.report_notes import compile_notes
+from pipebench.bench.launch.job import Job
+from pipebench.bench.report.report import frame, summarise
+from pipebench.bench.report.report_notes import compile_notes
 from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.bench.worker import error_record, graph_breaks
+from pipebench.bench.launch.worker import error_record, graph_breaks
 from pipebench.errors import UserError
 from pipebench.training import Training
 from test_distributed import SEED, trained_params
@@ -89,7 +89,7 @@ def test_every_strategy_compiled_trains_as_one_eager_device(tmp_path, groups, st
 
 
 def test_compile_seconds_are_the_warm_up_beyond_the_timed_steps():
-    from pipebench.bench.worker import compile_seconds
+    from pipebench.bench.launch.worker import compile_seconds
 
     assert compile_seconds([2500.0, 12.0], [10.0, 11.0]) == pytest.approx((2490 + 2) / 1e3)
     assert compile_seconds([], [10.0]) is None
@@ -103,7 +103,7 @@ def test_a_measured_compiled_case_compiles_cold(monkeypatch, tmp_path, compile_m
     from torch._functorch import config as functorch_config
     from torch._inductor import config as inductor_config
 
-    from pipebench.bench import worker
+    from pipebench.bench.launch import worker
 
     seen = {}
     monkeypatch.setattr(worker, "_run", lambda *a, **k: seen.update(
@@ -174,7 +174,7 @@ def test_training_refuses_unknown_and_impossible_modes():
 ])
 def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     """Before anything is profiled or run (both would fail the test)."""
-    from pipebench.bench import run as suite_run
+    from pipebench.bench.cases import run as suite_run
     from pipebench.partition import profiler
     from test_bad_input import refused
 

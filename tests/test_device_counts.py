@@ -1,7 +1,7 @@
 """Every strategy of the registry on every device count: it trains equal to one device, or it is
 `unavailable` with a reason, never failed.
 
-Each case goes the way `pipebench run` takes it (bench/suite.py prepare: predicted from a profile,
+Each case goes the way `pipebench run` takes it (bench/cases/suite.py prepare: predicted from a profile,
 planned, a Job or CaseUnavailable), then runs in the session's warm worker groups (CPU processes
 through gloo, as GPUs through NCCL) and is checked against one device after a step. Planning and
 prediction alone (no processes) sweep 1 to 8 devices."""
@@ -12,11 +12,11 @@ import dataclasses
 import pytest
 
 from pipebench import models
-from pipebench.bench.advise import advise, predict
-from pipebench.bench.spawn import WorkerError
+from pipebench.bench.predict.advise import advise, predict
+from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.suite import Case, CaseUnavailable, Profiled, prepare
-from pipebench.bench.machine import Machine
+from pipebench.bench.cases.suite import Case, CaseUnavailable, Profiled, prepare
+from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiler import profile_model
 
 from test_distributed import SEED, check

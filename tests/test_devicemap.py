@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.advise import predict
-from pipebench.bench.job import Job
-from pipebench.bench.launch import launch
+from pipebench.bench.predict.advise import predict
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.launch import launch
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.job import Job, cut_candidates
+from pipebench.bench.launch.job import Job, cut_candidates
 from pipebench.errors import UserError
-from pipebench.bench.launch import launch
-from pipebench.bench.loopback import free_port
-from pipebench.bench.spawn import WorkerError, visible_devices
+from pipebench.bench.launch.launch import launch
+from pipebench.bench.launch.loopback import free_port
+from pipebench.bench.launch.spawn import WorkerError, visible_devices
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition.plan import hand_plan
@@ -151,7 +151,7 @@ def _processes_mentioning(text: str) -> list[int]:
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
     port = free_port()
-    monkeypatch.setattr("pipebench.bench.spawn.free_port", lambda: port)
+    monkeypatch.setattr("pipebench.bench.launch.spawn.free_port", lambda: port)
     job = Job.by_hand("gpt", "pp-1f1b", flavour="tiny", batch=8, devices=2, device_type="cpu",
               micro_batches=2, steps=50, warmup=0, fail_on_rank=1)
     # Had the survivors hung on, launch would have waited out the timeout and raised "no result within"

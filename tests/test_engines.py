@@ -260,7 +260,7 @@ def test_deepspeed_builds_its_stages_from_the_parts(tmp_path):
     pytest.importorskip("deepspeed", reason="deepspeed is not installed (pip install pipebench[engines])")
     import torch.multiprocessing as mp
 
-    from pipebench.bench.loopback import free_port
+    from pipebench.bench.launch.loopback import free_port
 
     plan, profile = zoo_gpt_plan()
     out = plan.export("deepspeed", [profile])

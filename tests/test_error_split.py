@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.advise import predict
-from pipebench.bench.results import Row
+from pipebench.bench.predict.advise import predict
+from pipebench.bench.store.results import Row
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles
 from pipebench.request import Request
 
@@ -73,7 +73,7 @@ def test_the_table_scores_every_step_each_round(tmp_path, capsys):
     for kind in ("old-code1", "static1", "dynamic1", "dynamic2", "auto-run1"):
         save_profiles(_profiles(), tmp_path / f"toy-{kind}.profile.json")
     rows = tmp_path / "rows.csv"
-    from pipebench.bench.results import append
+    from pipebench.bench.store.results import append
 
     for r in (row("single", 10.0), row("pp-1f1b", 20.0, 2, predicted_step_ms=10.0)):
         append(r, rows, tmp_path / "rows.json")

@@ -1,10 +1,10 @@
-"""The fidelity benchmark's figures (bench/fidelity.py): step and memory errors, Kendall's tau, regret."""
+"""The fidelity benchmark's figures (bench/predict/fidelity.py): step and memory errors, Kendall's tau, regret."""
 from __future__ import annotations
 
 import pytest
 
-from pipebench.bench.fidelity import fidelity, kendall_tau, main, noise_floor, table
-from pipebench.bench.results import Row, append
+from pipebench.bench.predict.fidelity import fidelity, kendall_tau, main, noise_floor, table
+from pipebench.bench.store.results import Row, append
 
 
 def row(strategy, measured_ms, predicted_ms, **changes) -> Row:
@@ -66,7 +66,7 @@ def test_the_command_reads_results_files(tmp_path, capsys):
 def test_the_regret_is_of_what_advise_recommends_a_tie_going_to_the_simpler():
     """Predicted 3% faster is a tie that single wins, as advise says; the regret is single's. So is 20% faster
     where the rows' intervals (±10%) overlap."""
-    from pipebench.bench.fidelity import recommendation
+    from pipebench.bench.predict.fidelity import recommendation
 
     rows = [row("pp-1f1b", 10.0, 10.0), row("single", 10.0, 10.0), row("ddp", 10.0, 10.0)]
     assert rows[recommendation(rows, [103.0, 100.0, 80.0])].strategy == "single"

@@ -93,9 +93,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert {"pipebench.api", "pipebench.bench.run", "pipebench.bench.strategies", "pipebench.partition.plan"} <= graph.keys()
+    assert {"pipebench.api", "pipebench.bench.cases.run", "pipebench.bench.strategies", "pipebench.partition.plan"} <= graph.keys()
     assert "pipebench.partition.schedule" in graph["pipebench.partition.plan"]
-    assert "pipebench.bench.results" in graph["pipebench.bench.run"]  # from pipebench.bench import results as res
+    assert "pipebench.bench.store.results" in graph["pipebench.bench.cases.run"]  # from pipebench.bench import results as res
 
 
 def test_cycles_are_found():
@@ -112,3 +112,36 @@ def test_lower_layers_never_import_bench():
     upward = {name: sorted(dep for dep in deps if dep.startswith(HIGHER))
               for name, deps in graph.items() if name.startswith(LOWER)}
     assert {name: deps for name, deps in upward.items() if deps} == {}
+
+
+STEPS = ("strategies", "store", "predict", "launch", "report", "cases", "train", "cli")
+"""bench/'s folders in the order of the flow: each imports only the folders before it (docs/architecture.md)."""
+
+
+def bench_step(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["pipebench", "bench"] and parts[2] in STEPS else None
+
+
+def backward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a bench/ folder into one at or after it in STEPS (its own folder excepted)."""
+    found = []
+    for name, deps in graph.items():
+        step = bench_step(name)
+        for dep in deps:
+            other = bench_step(dep)
+            if step and other and other != step and STEPS.index(other) > STEPS.index(step):
+                found.append(f"{name} -> {dep}")
+    return sorted(found)
+
+
+def test_a_backward_import_is_found():
+    graph = {"pipebench.bench.store.row": {"pipebench.bench.report.labels"},
+             "pipebench.bench.report.labels": {"pipebench.bench.store.row"}}
+    assert backward_imports(graph) == ["pipebench.bench.store.row -> pipebench.bench.report.labels"]
+
+
+def test_bench_folders_follow_the_flow():
+    graph = import_graph()
+    assert {bench_step(name) for name in graph} >= set(STEPS)
+    assert backward_imports(graph) == []

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.job import Job
-from pipebench.bench.loopback import free_port
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.loopback import free_port
 
 pytestmark = pytest.mark.ci  # a recipe of two torchrun agents per strategy, run by CI after the default run
 

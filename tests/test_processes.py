@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.job import Job
-from pipebench.bench.sessions import Session
-from pipebench.bench.spawn import WorkerError
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.sessions import Session
+from pipebench.bench.launch.spawn import WorkerError
 from pipebench.processes import descendants
-from pipebench.bench.results import load
-from pipebench.bench.worker import error_record
+from pipebench.bench.store.results import load
+from pipebench.bench.launch.worker import error_record
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads processes from Linux /proc")
 
@@ -62,7 +62,7 @@ def start_run(tmp_path: Path, *options: str, group: bool = False) -> tuple[subpr
 
 
 def worker_running(temp: Path) -> bool:
-    return any(b"pipebench.bench.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return any(b"pipebench.bench.launch.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
                for pid in processes_naming(str(temp)) if Path(f"/proc/{pid}").exists())
 
 
@@ -108,8 +108,9 @@ def test_kill_9_of_the_parent_while_workers_start_leaves_nothing(tmp_path):
 
 PARENT = """
 import sys, time
-from pipebench.bench import sessions, spawn
-from pipebench.bench.job import Job
+from pipebench.bench.launch import sessions
+from pipebench.bench.launch import spawn
+from pipebench.bench.launch.job import Job
 
 spawn.worker_command = lambda *args, **kwargs: ["sleep", "600"]  # workers that never answer
 job = Job.by_hand("mlp", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu")
@@ -216,7 +217,7 @@ def rank_pid(workers: Session, rank: int) -> int:
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"pipebench.bench.worker" in command and f"RANK={rank}".encode() in environ:
+        if b"pipebench.bench.launch.worker" in command and f"RANK={rank}".encode() in environ:
             return pid
     raise AssertionError(f"no worker of rank {rank}")
 
@@ -247,7 +248,7 @@ def test_a_child_inherits_the_users_environment(monkeypatch):
     only the GPU choice and our own settings."""
     import os
 
-    from pipebench.bench.spawn import call_in_child
+    from pipebench.bench.launch.spawn import call_in_child
 
     monkeypatch.setenv("PIPEBENCH_SOMETHING", "kept")
     monkeypatch.delenv("PYTHONSAFEPATH", raising=False)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.report import frame, markdown_table, recommend, summarise, write_report
-from pipebench.bench.row import Row, timeline_from_ops
+from pipebench.bench.report.report import frame, markdown_table, recommend, summarise, write_report
+from pipebench.bench.store.row import Row, timeline_from_ops
 from pipebench.partition.simulator import simulate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def test_timeline_of_several_stages_per_device(tmp_path):
 def test_report_module_imports_no_torch_and_no_matplotlib():
     """`pipebench run` prints its table through report's frame, summarise, markdown_table and recommend:
     neither torch nor matplotlib may load for it (matplotlib loads only when write_report draws)."""
-    code = ("import sys, pipebench.bench.report; "
+    code = ("import sys, pipebench.bench.report.report; "
             "loaded = [m for m in ('torch', 'matplotlib') if m in sys.modules]; "
             "assert not loaded, f'imported: {loaded}'")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -220,7 +220,7 @@ def test_report_module_imports_no_torch_and_no_matplotlib():
 
 
 def test_ideal_share_is_the_schedule_bound():
-    from pipebench.bench.report import _ideal_share
+    from pipebench.bench.report.report import _ideal_share
     from pipebench.partition.schedule import ideal_efficiency
 
     assert _ideal_share("pp-1f1b", 2, 8, 1) == pytest.approx(8 / 9) == ideal_efficiency(2, 8)
@@ -287,7 +287,7 @@ def test_a_report_from_a_csv_blames_the_csv_for_missing_timelines(tmp_path):
 
 def test_each_timeline_panel_has_its_own_time_axis_and_a_whole_title(tmp_path, monkeypatch):
     """A prediction 20x off squeezed the measured step into 5% of the width, and a long title was clipped."""
-    from pipebench.bench import plots
+    from pipebench.bench.report import plots
 
     figures = {}
     real_save = plots._save
@@ -312,8 +312,8 @@ def test_each_timeline_panel_has_its_own_time_axis_and_a_whole_title(tmp_path, m
 def test_first_losses_that_differ_are_explained_for_batch_norm_models(tmp_path):
     """ResNet's BatchNorm normalises each micro-batch with its own statistics, so its first losses differ
     between strategies (2.512 against 2.659); the README promises equal losses, so the report says why."""
-    from pipebench.bench.report import text_report
-    from pipebench.bench.report_notes import loss_notes
+    from pipebench.bench.report.report import text_report
+    from pipebench.bench.report.report_notes import loss_notes
 
     rows = [make_row("single", model="resnet18", flavour="tiny", gpus="0", samples_per_s=10.0, first_loss=2.512),
             make_row("pp-1f1b", model="resnet18", flavour="tiny", world_size=2, micro_batches=4, schedule="1f1b",
@@ -352,7 +352,7 @@ def test_report_reads_where_run_writes_by_default(capsys, tmp_path, monkeypatch)
 def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
     """Every strategy carries a prediction now; the report names the pairs it ranked wrongly (ties within
     3% measured are not judged) and says so under the model's table."""
-    from pipebench.bench.report_notes import misordered_pairs, order_notes
+    from pipebench.bench.report.report_notes import misordered_pairs, order_notes
 
     def case(strategy, step, predicted, **kw):
         return make_row(strategy, gpus="0,1", world_size=2, samples_per_s=256 / step * 1e3, step_ms=step,
@@ -374,7 +374,7 @@ def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
 def test_an_order_is_wrong_only_where_the_measurements_differ_by_more_than_their_noise():
     """ddp measured 10% faster than pp-1f1b but predicted slower: wrong while their steps varied little,
     a measured tie once the difference is within the sum of their standard deviations."""
-    from pipebench.bench.report_notes import measured_ties, misordered_pairs, order_notes
+    from pipebench.bench.report.report_notes import measured_ties, misordered_pairs, order_notes
 
     def rows(std):
         return [make_row("ddp", samples_per_s=64 / 100.0 * 1e3, step_ms=100.0, step_ms_std=std, predicted_step_ms=120.0),
@@ -441,7 +441,7 @@ def test_a_one_process_strategy_is_never_named_faster_than_single_on_one_device(
 
 def test_a_speed_up_within_the_noise_across_rounds_is_a_tie():
     """Steady steps within each round, but the rounds moved 10%: a 6% gap is a tie, not a speed-up."""
-    from pipebench.bench.report_notes import resolution_notes
+    from pipebench.bench.report.report_notes import resolution_notes
 
     def rows(rounds):
         return [cpu_case("single", 50.0, [50.0 - rounds, 50.0 + rounds]),

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench import results
-from pipebench.bench.row import settings_text, timeline_from_ops
-from pipebench.bench.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
+from pipebench.bench.store import results
+from pipebench.bench.store.row import settings_text, timeline_from_ops
+from pipebench.bench.store.results import CSV_COLUMNS, ResultsError, Row, append, case_key, done_keys, load, results_paths
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -133,8 +133,8 @@ def test_case_key_holds_every_setting_that_changes_what_runs():
 
 
 def test_the_suite_records_overrides_and_caps_in_the_row():
-    from pipebench.bench.suite import Case, case_caps, unavailable_row
-    from pipebench.bench.machine import Machine
+    from pipebench.bench.cases.suite import Case, case_caps, unavailable_row
+    from pipebench.bench.cases.machine import Machine
 
     machine = Machine(None, 2, "cpu", caps=[2**30, 2**30])
     case = Case("mlp", "tiny", 8, "pp-1f1b", 2, (("depth", 3), ("width", 16)))
@@ -313,7 +313,7 @@ def test_timeline_from_schedule_ops():
 
 
 def test_results_module_imports_no_torch():
-    code = "import sys, bench.results; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, bench.store.results; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 

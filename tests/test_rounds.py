@@ -1,10 +1,10 @@
-"""Cases measured in interleaved rounds (bench/suite.py run_rounds), and the strategies that do the same
+"""Cases measured in interleaved rounds (bench/cases/suite.py run_rounds), and the strategies that do the same
 work as single on a machine (the registry's compute_devices): no processes start here."""
 import pytest
 
-from pipebench.bench import suite
-from pipebench.bench.suite import same_work_as
-from pipebench.bench.machine import Machine
+from pipebench.bench.cases import suite
+from pipebench.bench.cases.suite import same_work_as
+from pipebench.bench.cases.machine import Machine
 
 
 def test_every_one_process_strategy_on_the_cpu_does_the_same_work_as_single():

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipebench.bench import run as suite_run
-from pipebench.bench.results import ResultsError, load
-from pipebench.bench.suite import Prepared, make_row
-from pipebench.bench.machine import Machine
+from pipebench.bench.cases import run as suite_run
+from pipebench.bench.store.results import ResultsError, load
+from pipebench.bench.cases.suite import Prepared, make_row
+from pipebench.bench.cases.machine import Machine
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_two_resuming_runs_never_both_run_a_case(tmp_path, ran, monkeypatch):
     import os
     import socket
 
-    from pipebench.bench import results as res
+    from pipebench.bench.store import results as res
 
     run(tmp_path, depth=1)  # the results file exists: the next runs resume into it
     (json_path,) = tmp_path.glob("*.json")
@@ -105,7 +105,7 @@ def test_two_resuming_runs_never_both_run_a_case(tmp_path, ran, monkeypatch):
 
 
 def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran, monkeypatch):
-    from pipebench.bench import results as res
+    from pipebench.bench.store import results as res
 
     run(tmp_path, depth=1)
     (json_path,) = tmp_path.glob("*.json")
@@ -126,8 +126,8 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
 def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
     """The parent's clock holds its command's round trip through the store; the row takes the workers' own
     times of the timed steps (the traced step after them left out), the parent's only where those lack."""
-    from pipebench.bench import sessions
-    from pipebench.bench.suite import Case, run_prepared
+    from pipebench.bench.launch import sessions
+    from pipebench.bench.cases.suite import Case, run_prepared
 
     class Workers:
         own = [1.0, 2.0, 3.0, 50.0]
@@ -204,10 +204,10 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     """The worker's own result writer failed on the NaN loss (ValueError: Out of range float values are not
     JSON compliant) and the measurement was lost: now the row is timed, says `diverged` and when, and the
     report shows it as such."""
-    from pipebench.bench.job import Job
-    from pipebench.bench.report import frame, markdown_table, summarise
-    from pipebench.bench.results import append
-    from pipebench.bench.suite import run_prepared
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.report.report import frame, markdown_table, summarise
+    from pipebench.bench.store.results import append
+    from pipebench.bench.cases.suite import run_prepared
 
     model = f"{Path(__file__).parent / 'fixtures' / 'diverging_model.py'}:Diverges"
     job = Job.by_hand(model, "single", batch=4, devices=1, device_type="cpu", steps=2, warmup=1)

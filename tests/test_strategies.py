@@ -110,8 +110,8 @@ def test_the_registry_declares_every_strategy_once():
 @pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])
 def test_one_process_strategies_run_a_plan_as_given(name):
     """The worker's path: registry entry + Plan -> Trainer; the Plan's cuts and micro-batches are used."""
-    from pipebench.bench.job import Job
-    from pipebench.bench.worker import build_trainer
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.launch.worker import build_trainer
 
     model = models.get_model("mlp", "tiny")
     job = Job.by_hand("mlp", name, flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=4,
@@ -131,8 +131,8 @@ def test_a_weight_tied_across_stages_trains_as_one_parameter():
     pytest.importorskip("transformers")
     from pathlib import Path
 
-    from pipebench.bench.job import Job
-    from pipebench.bench.worker import build_trainer
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.launch.worker import build_trainer
 
     name = f"{Path(__file__).parent / 'fixtures' / 'hf_models.py'}:gpt2_tied"
     settings = dict(input_shape=[16], input_dtype="int64", token_range=128)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from pipebench.bench.cli import main
-from pipebench.bench.job import Job
-from pipebench.bench.sessions import Session
-from pipebench.bench.spawn import WorkerError
-from pipebench.bench.results import load
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.sessions import Session
+from pipebench.bench.launch.spawn import WorkerError
+from pipebench.bench.store.results import load
 
 
 def hide_gpus(monkeypatch):
@@ -82,7 +82,9 @@ def resumed(tmp_path_factory, profiles):
     import contextlib
     import io
 
-    from pipebench.bench import run as suite_run, sessions
+    from pipebench.bench.cases import run as suite_run
+
+    from pipebench.bench.launch import sessions
 
     folder = tmp_path_factory.mktemp("resumed")
 
@@ -244,7 +246,7 @@ def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
 def test_out_of_memory_is_told_apart():
     import torch
 
-    from pipebench.bench.worker import error_record
+    from pipebench.bench.launch.worker import error_record
 
     oom = error_record(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), 1)
     assert oom["oom"] and oom["rank"] == 1 and oom["message"] == "CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -261,7 +263,7 @@ def test_out_of_memory_is_told_apart():
 
 
 def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys, profiles):
-    from pipebench.bench import sessions
+    from pipebench.bench.launch import sessions
 
     class OutOfMemory:
         def __init__(self, job, **kw):

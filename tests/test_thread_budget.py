@@ -47,8 +47,8 @@ def test_the_profile_is_timed_with_one_devices_share_of_the_cores(monkeypatch):
 
 
 def test_every_cpu_worker_gets_the_same_budget_whatever_its_strategy():
-    from pipebench.bench.suite import Case, prepare
-    from pipebench.bench.machine import Machine
+    from pipebench.bench.cases.suite import Case, prepare
+    from pipebench.bench.cases.machine import Machine
 
     machine = Machine(None, 2, "cpu")
     budgets = {prepare(Case("mlp", "tiny", 8, strategy, 1, ()), machine, None, steps=1, warmup=0).job.cpu_threads
@@ -99,8 +99,8 @@ def test_the_profile_is_timed_holding_its_memory_as_the_workers_do(monkeypatch):
 
 
 def test_a_cpu_worker_holds_its_memory(tmp_path):
-    from pipebench.bench import worker
-    from pipebench.bench.job import Job
+    from pipebench.bench.launch import worker
+    from pipebench.bench.launch.job import Job
 
     job = Job.by_hand("mlp", "single", flavour="tiny", batch=4, devices=1, device_type="cpu", steps=1, warmup=0)
     threads = torch.get_num_threads()

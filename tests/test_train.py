@@ -429,7 +429,7 @@ def test_a_workers_failure_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys)
     """A rank that raises inside training (a bug of ours or of the model's) ends train in one line naming the
     rank and the error, exit status 1, not the parent's traceback through the launcher."""
     from pipebench.bench import train as training
-    from pipebench.bench.spawn import WorkerError
+    from pipebench.bench.launch.spawn import WorkerError
 
     def fails(*args, **kwargs):
         raise WorkerError("rank 1: IndexError: index out of range in self")

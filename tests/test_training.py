@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.job import Job
-from pipebench.bench.launch import launch
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.launch import launch
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
@@ -237,7 +237,7 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, groups, strategy, micro
     model = models.get_model("gpt", "tiny", seed=0)
     job = bf16_adamw_job(strategy, micro_batches, stages)
     if job.processes == 1:
-        from pipebench.bench.worker import build_trainer
+        from pipebench.bench.launch.worker import build_trainer
 
         trainer = build_trainer(job, model, 0)
         inputs, targets = model.make_batch(8, seed=1)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench import run as suite_run
+from pipebench.bench.cases import run as suite_run
 from pipebench.bench.cli import main
-from pipebench.bench.report import frame, markdown_table, ranking, summarise
-from pipebench.bench.results import Row, append, case_key, load
-from pipebench.bench.suite import Case, Profiled, case_caps, make_row, prepare
-from pipebench.bench.machine import Machine
+from pipebench.bench.report.report import frame, markdown_table, ranking, summarise
+from pipebench.bench.store.results import Row, append, case_key, load
+from pipebench.bench.cases.suite import Case, Profiled, case_caps, make_row, prepare
+from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.training import Training
 
@@ -72,7 +72,7 @@ def test_the_training_is_part_of_the_case():
 
 
 def test_predicted_oom_is_done_for_resume_but_try_anyway_runs_it_again(paths):
-    from pipebench.bench.results import start_run
+    from pipebench.bench.store.results import start_run
 
     append(row(status="predicted-oom", reason="predicted to need 2 GiB", samples_per_s=None, step_ms=None), *paths)
     assert start_run(*paths, resume=True) == {case_key(row())}

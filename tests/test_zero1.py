@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.advise import advise, predict
-from pipebench.bench.job import Job
+from pipebench.bench.predict.advise import advise, predict
+from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs

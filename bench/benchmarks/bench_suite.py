@@ -3,7 +3,7 @@
     pytest bench/benchmarks/bench_suite.py --benchmark-json=out.json                    # every visible GPU
     pytest bench/benchmarks/bench_suite.py --suite-quick --suite-strategies single,ddp,pp-1f1b
 
-Each case starts its workers (bench.sessions.Session; multi-process strategies through torchrun), lets
+Each case starts its workers (bench.launch.sessions.Session; multi-process strategies through torchrun), lets
 them warm up, then `benchmark.pedantic` times one synchronised training step per round in this process.
 extra_info holds the results row (samples/s, peak memory per device, first loss, the Plan's cuts and
 predicted step time, memory and bubble). Cases that cannot run here are skipped with the reason; a case
@@ -21,13 +21,13 @@ import pytest
 
 from pipebench.errors import UserError
 
-from pipebench.bench import results as res
-from pipebench.bench.run import RunOptions, parse_models, quick_options
+from pipebench.bench.store import results as res
+from pipebench.bench.cases.run import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
 from pipebench.specs import parse_chunks
 from pipebench.training import Training
-from pipebench.bench.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
-from pipebench.bench.machine import detect_machine
+from pipebench.bench.cases.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
+from pipebench.bench.cases.machine import detect_machine
 
 
 def suite_options(config) -> tuple[RunOptions, object]:
@@ -78,7 +78,7 @@ def suite(request, tmp_path_factory):
 
 
 def test_case(benchmark, case, suite):
-    from pipebench.bench.sessions import Session
+    from pipebench.bench.launch.sessions import Session
 
     options, machine = suite["options"], suite["machine"]
     benchmark.group = f"{case.model} {case.flavour or 'full'} batch {case.batch} on {machine.hardware}"

@@ -160,7 +160,7 @@ def cmd_plan(args) -> int:
     from pipebench.partition.schedule import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
-    from pipebench.bench.pays import plan_verdict
+    from pipebench.bench.predict.pays import plan_verdict
     from pipebench.files import write_json
     from pipebench.partition.engines import check_engine, summary
     from pipebench.partition.plan_choice import plan_ranking

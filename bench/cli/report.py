@@ -20,8 +20,8 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_report(args) -> int:
-    from pipebench.bench.report import frame, summarise, text_report, write_report
-    from pipebench.bench.results import files as results_files, load
+    from pipebench.bench.report.report import frame, summarise, text_report, write_report
+    from pipebench.bench.store.results import files as results_files, load
     from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
     from pipebench.files import writable_folder
     from pipebench.progress import ProgressBar

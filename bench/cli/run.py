@@ -77,8 +77,8 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from pipebench.bench import run as suite_run
-    from pipebench.bench.machine import detect_machine
+    from pipebench.bench.cases import run as suite_run
+    from pipebench.bench.cases.machine import detect_machine
     from pipebench.specs import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
 
@@ -133,7 +133,7 @@ def cmd_run(args) -> int:
     elif args.quick:
         note(f"--quick: {uses}")
     if probe:
-        from pipebench.bench.machine import probe_speeds
+        from pipebench.bench.cases.machine import probe_speeds
 
         machine.speeds = probe_speeds(machine)
         note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))

@@ -7,7 +7,7 @@ import sys
 
 from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_settings, note,
                                         training_of)
-from pipebench.bench.spawn import WorkerError
+from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError, printable
 
@@ -67,7 +67,7 @@ def cmd_train(args) -> int:
     from pathlib import Path
 
     from pipebench.bench.cli.run import _on_cpu
-    from pipebench.bench.machine import detect_machine
+    from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import TrainOptions, run_training
     from pipebench.bench.train.data import parse_data
     from pipebench.files import writable_file

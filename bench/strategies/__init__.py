@@ -2,7 +2,7 @@
 
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
-Trainer and its price (the function bench/advise.py calls to predict it). A strategy that follows a Plan
+Trainer and its price (the function bench/predict/advise.py calls to predict it). A strategy that follows a Plan
 is priced by the planner (pricing.py price_plan); any other is a package of its own here, its price in
 the package's __init__.py (no torch) and its Trainer in its trainer.py (ddp/, zero1/, dataparallel/,
 fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
@@ -50,7 +50,7 @@ class Strategy:
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
     price: Callable = price_plan
     """The function that predicts it (pricing.py, or the strategy's package): price(strategy, profiles, devices, caps,
-    speeds, links, training, micro_batches) -> bench.prediction.Prediction."""
+    speeds, links, training, micro_batches) -> bench.strategies.prediction.Prediction."""
     schedule: Schedule | None = None
     """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False
@@ -161,7 +161,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
 BASELINE = "single"
 """The strategy every other is measured against (x_single, the auto selection, the plots' speed-up)."""
 LEVELS = (BASELINE, "dataparallel", "ddp")
-"""Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/plots.py); the
+"""Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/report/plots.py); the
 report's x_dataparallel compares with the second."""
 
 

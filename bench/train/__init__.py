@@ -1,9 +1,9 @@
 """`pipebench train`: the planned split trained on your data, to a checkpoint your model loads.
 
 The parent (`run_training`) checks everything it can before any worker starts (the data, the model it
-must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/suite.py's
+must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/cases/suite.py's
 `prepare`, from the cached profile: the same Plan the benchmark measured), and starts the workers through
-bench/spawn.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
+bench/launch/spawn.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
 appends to, prints the recipe's log line every `log_every` steps, and on Ctrl-C asks the workers to
 checkpoint and leave.
 
@@ -59,7 +59,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     """The strategy to train with and its profile (None where none is needed): the one named, or under
     auto advise's recommendation from the (cached) profile, said in one line."""
     from pipebench.bench.strategies import BASELINE, get_strategy
-    from pipebench.bench.suite import make_cases, profile_case_model
+    from pipebench.bench.cases.suite import make_cases, profile_case_model
     from pipebench.partition.cache import cache_folder
 
     auto = options.strategy == "auto"
@@ -75,7 +75,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     profiled = profile_case_model(probe, machine, folder, note=note)
     if not auto:
         return options.strategy, profiled
-    from pipebench.bench.advise import advise
+    from pipebench.bench.predict.advise import advise
 
     advice = advise(profiled.profiles, machine.request(training))
     if advice.recommended is None:
@@ -99,7 +99,7 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
     from pipebench import models
     from pipebench.bench.strategies import get_strategy
-    from pipebench.bench.suite import CaseUnavailable, Case, prepare
+    from pipebench.bench.cases.suite import CaseUnavailable, Case, prepare
     from pipebench.bench.train import checkpoint as ckpt
     from pipebench.bench.train.data import check_fits, open_dataset
     from pipebench.request import split_error
@@ -194,7 +194,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
 
 def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
     """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
-    from pipebench.bench.spawn import collect_result, start_workers
+    from pipebench.bench.launch.spawn import collect_result, start_workers
     from pipebench.processes import kill_child
     from pipebench.files import write_json
 

@@ -92,7 +92,7 @@ def draw_logs(logs: Sequence[TrainLog], path: Path, footer: str, notes: list[str
     """One PNG: every log's loss against step (left) beside its samples/s against step (right)."""
     from matplotlib.figure import Figure
 
-    from pipebench.bench.plots import _save
+    from pipebench.bench.report.plots import _save
 
     if len(logs) > MAX_LOGS:
         notes.append(f"train.png: the first {MAX_LOGS} of {len(logs)} train logs drawn")

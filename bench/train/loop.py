@@ -1,6 +1,6 @@
 """One process of `pipebench train`: `python -P -m pipebench.bench.train.loop JOB.json OUT_DIR`.
 
-Started as bench.worker is (bench/spawn.py: alone, or by torchrun one per device), it builds the same model
+Started as bench.launch.worker is (bench/launch/spawn.py: alone, or by torchrun one per device), it builds the same model
 and the same Trainer from the Job's Plan, then trains on the data of OUT_DIR/train.json instead of one
 repeated batch:
 
@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench import models
-from pipebench.bench.job import Job
+from pipebench.bench.launch.job import Job
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
@@ -118,7 +118,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
         set_precision(job.training)
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
-    from pipebench.bench.worker import build_trainer
+    from pipebench.bench.launch.worker import build_trainer
 
     model = models.get_model(job.model, job.flavour, seed=job.seed, **job.overrides)
     save = settings.get("save")
@@ -282,7 +282,7 @@ def _weights_finite(trainer, device, distributed: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipebench.bench.worker import _fail
+    from pipebench.bench.launch.worker import _fail
 
     argv = sys.argv[1:] if argv is None else argv
     exit_with_parent()

@@ -68,10 +68,10 @@ class Part:
 def this_rank(model, plan, strategy: str, *, training=None, lr: float | None = None, device: str = "cpu",
               local_rank: int = 0) -> Part:
     """This process's Part of `strategy` running `plan` (a pipebench.Plan; None for strategies without one)."""
-    from pipebench.bench.job import Job
+    from pipebench.bench.launch.job import Job
     from pipebench.bench.strategies import get_strategy
     from pipebench.bench.strategies.trainers import hand_over
-    from pipebench.bench.worker import build_trainer
+    from pipebench.bench.launch.worker import build_trainer
     from pipebench.training import Training
 
     training = training or Training("fp32")

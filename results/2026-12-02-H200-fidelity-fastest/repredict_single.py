@@ -5,8 +5,8 @@
 import sys
 from pathlib import Path
 
-from pipebench.bench.advise import predict
-from pipebench.bench.results import load
+from pipebench.bench.predict.advise import predict
+from pipebench.bench.store.results import load
 from pipebench.partition.profile import load_profiles
 
 folder = Path(sys.argv[1])

@@ -1,6 +1,6 @@
 import statistics, sys
 from pathlib import Path
-from pipebench.bench.results import load
+from pipebench.bench.store.results import load
 base = Path(sys.argv[1])
 rows = load(sorted(base.glob("round*")))
 cases = {}

@@ -1,5 +1,5 @@
 """Each case of a fidelity run's rounds: its measured and predicted steps, round by round, and the error of
-their medians (what bench/fidelity.py judges it by).
+their medians (what bench/predict/fidelity.py judges it by).
 
     .venv/bin/python results/2026-12-02-cpu2-fidelity-rounds/cases.py FOLDER   # FOLDER holds round1..round3
 """
@@ -7,8 +7,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from pipebench.bench import results
-from pipebench.bench.fidelity import _case, _group
+from pipebench.bench.store import results
+from pipebench.bench.predict.fidelity import _case, _group
 
 rows = results.load(sorted(Path(sys.argv[1]).glob("round*")))
 cases: dict = {}

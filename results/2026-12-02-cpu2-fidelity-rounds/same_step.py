@@ -8,7 +8,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from pipebench.bench import results
+from pipebench.bench.store import results
 
 FIELD = "step_ms_best" if "--fastest" in sys.argv else "step_ms"
 apart = []

@@ -1,5 +1,5 @@
 """Every measured row against its printed interval: predicted step x (1 ± predicted_step_spread) against the
-row's fastest step (bench/fidelity.py's coverage, row by row), the rows outside it, and the signed step
+row's fastest step (bench/predict/fidelity.py's coverage, row by row), the rows outside it, and the signed step
 errors (predicted / measured - 1) by strategy family.
 
     python results/2026-12-04-cpu2-interval-coverage/outside.py results/2026-12-04-cpu2-interval-coverage/round*
@@ -9,8 +9,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from pipebench.bench import results
-from pipebench.bench.fidelity import measured_step
+from pipebench.bench.store import results
+from pipebench.bench.predict.fidelity import measured_step
 from pipebench.partition.profile import BETWEEN_RUNS
 
 rows = [r for r in results.load([Path(p) for p in sys.argv[1:]])

@@ -9,7 +9,7 @@ equal GPUs against the speed-aware plan, trained side by side in one run.
    both GPUs' speed while the load runs (hardware.probes.measure_speeds).
 4. Plan pp-1f1b twice from the same profile: equal speeds, and the probed speeds. Each plan is also
    simulated at the probed speeds, which predicts what the equal plan loses on the loaded machine.
-5. Train each plan with pp-1f1b (bench.sessions.Session: `--steps` timed steps and one traced step per
+5. Train each plan with pp-1f1b (bench.launch.sessions.Session: `--steps` timed steps and one traced step per
    session), alternating the order so that drift in the load favours neither; write both and the ratio.
 """
 from __future__ import annotations
@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    from pipebench.bench.job import Job
-    from pipebench.bench.sessions import Session
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.launch.sessions import Session
     from pipebench.hardware.probes import measure_speeds
     from pipebench.partition.plan_choice import make_plan
     from pipebench.partition.profile import load_profiles

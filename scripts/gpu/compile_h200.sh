@@ -22,7 +22,7 @@ C="--strategies single --gpus 0 --compile eager,default --precision bf16 --optim
 python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import sys
 from pathlib import Path
-from pipebench.bench import results
+from pipebench.bench.store import results
 out = Path(sys.argv[1])
 for name in ("gpt800m", "pythia1b", "resnet50"):
     if not (out / name).is_dir():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
-from pipebench.bench.job import Job
-from pipebench.bench.launch import launch
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.launch import launch
 from pipebench.training import Training
 
 rows = []

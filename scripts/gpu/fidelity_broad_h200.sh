@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 38's broad fidelity on one H200: `run --strategies single` for 13 models whose families no earlier
 # fidelity run measured (torchvision, timm, and Hugging Face from configs), in one precision per call, then
-# `python -m pipebench.bench.fidelity` over the rows: step and memory error against the measurement, and the
+# `python -m pipebench.bench.predict.fidelity` over the rows: step and memory error against the measurement, and the
 # share of measured steps inside the printed interval (its coverage).
 #   bash scripts/gpu/fidelity_broad_h200.sh OUT PRECISION   (from the repository root; about 8 minutes; the two
 #   runs capped at VISION_CAP and TEXT_CAP seconds, default 330 and 240: rows of finished models are kept;
@@ -20,6 +20,6 @@ timed "vision-$p" timeout ${VISION_CAP:-330} python3 -m pipebench run --input-sh
 m=scripts/gpu/broad_models.py
 timed "text-$p" timeout ${TEXT_CAP:-240} python3 -m pipebench run --input-shape 256 --batch 16 $S \
   --models ${TEXT:-$m:bert_base_classifier,$m:t5_small,$m:qwen3_0_6b,$m:mistral_small,$m:pythia_410m}
-python3 -m pipebench.bench.fidelity "$out" --markdown | tee "$out/fidelity.md"
+python3 -m pipebench.bench.predict.fidelity "$out" --markdown | tee "$out/fidelity.md"
 (cd "$out" && find . -name '*-profiles' -type d -prune -print0 | tar -czf profiles.tgz --null -T -)
 find "$out" -name '*-profiles' -type d -prune -exec rm -rf {} +  # deep folders do not come back

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 24's fidelity on one GPU: `run --strategies single` for five models of different families (a ResNet,
 # a ViT, the zoo's GPT, a Hugging Face Llama from its config, timm's ConvNeXt), each in the precisions
-# given (default: tf32 and bf16), then `python -m pipebench.bench.fidelity` over the rows: step and
+# given (default: tf32 and bf16), then `python -m pipebench.bench.predict.fidelity` over the rows: step and
 # memory error of each prediction against its measurement.
 #   bash scripts/gpu/fidelity_h200.sh [OUT] [PRECISION ...]   (from the repository root, on a GPU machine)
 set -u
@@ -21,4 +21,4 @@ for p in $precisions; do
   timed "convnext_s-$p" python3 -m pipebench run --models timm.models:convnext_small --input-shape 3,224,224 \
                           --batch 128 --precision $p $S
 done
-python3 -m pipebench.bench.fidelity "$out" --markdown | tee "$out/fidelity.md"
+python3 -m pipebench.bench.predict.fidelity "$out" --markdown | tee "$out/fidelity.md"

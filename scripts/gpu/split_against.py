@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pipebench
-from pipebench.bench.job import Job
-from pipebench.bench.sessions import Session
-from pipebench.bench.spawn import call_in_child
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.sessions import Session
+from pipebench.bench.launch.spawn import call_in_child
 from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import load_profiles, save_profiles
 from pipebench.specs import parse_override

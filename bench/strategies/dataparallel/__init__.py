@@ -2,7 +2,7 @@
 """
 from __future__ import annotations
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import one_cpu_process, replica_prediction, replica_profiles
 from pipebench.partition import costs
 from pipebench.partition.memory import unmodelled_bytes

@@ -4,7 +4,7 @@ and the hybrid's all-reduce build on it too).
 """
 from __future__ import annotations
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import replica_prediction, replica_profiles
 from pipebench.partition import costs
 from pipebench.partition.memory import recomputing, unmodelled_bytes

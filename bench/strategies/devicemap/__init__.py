@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import one_cpu_process
 from pipebench.errors import UserError
 from pipebench.partition.cuts import transfer_ms

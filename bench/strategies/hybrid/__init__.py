@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import price_plan
 from pipebench.partition import costs
 from pipebench.request import split_error

@@ -3,7 +3,7 @@ trainer.py. Priced as DDP's step plus the broadcast of the updated shards.
 """
 from __future__ import annotations
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import replica_prediction, replica_profiles
 from pipebench.partition import costs
 from pipebench.partition.memory import recomputing, unmodelled_bytes

@@ -88,7 +88,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
 def probe_speeds(machine: Machine) -> list[float]:
     """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
-    from pipebench.bench.spawn import WorkerError, call_in_child
+    from pipebench.bench.launch.spawn import WorkerError, call_in_child
     from pipebench.errors import DeviceError
 
     try:

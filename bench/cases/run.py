@@ -1,9 +1,9 @@
 """`pipebench run`: the suite from the command line, one results row per case as soon as it ends.
 
-Cases run one after another, in a warm worker group per process count (bench.sessions.WorkerGroups: torchrun,
+Cases run one after another, in a warm worker group per process count (bench.launch.sessions.WorkerGroups: torchrun,
 the imports and the rendezvous paid once per group, not per case; a case that ends its group ends only
 that group, and the next case starts a fresh one); each finished case is appended to
-<out>/<date>-<host>-<hardware>.json and .csv at once (bench.results), so Ctrl-C or a crash loses at most
+<out>/<date>-<host>-<hardware>.json and .csv at once (bench.store.results), so Ctrl-C or a crash loses at most
 the case in progress, and `--resume` skips the cases already there. A case predicted not to fit in the
 memory cap is a "predicted-oom" row, not run (`--try-anyway` runs it). The Plan each case ran is saved in
 <out>/<date>-<host>-<hardware>-plans/<plan_id>.plan.json; its row names it by plan_id.
@@ -19,10 +19,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pipebench.bench import results as res
+from pipebench.bench.store import results as res
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
-from pipebench.bench.machine import Machine
-from pipebench.bench.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, make_cases, make_row, now,
+from pipebench.bench.cases.machine import Machine
+from pipebench.bench.cases.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, make_cases, make_row, now,
                                    prepare, profile_case_model, run_rounds, unavailable_row)
 from pipebench.errors import UserError
 from pipebench.request import check_recompute, split_error
@@ -67,7 +67,7 @@ class RunOptions:
     the later row of a case); the check command `pipebench advise` prints runs so, into a folder of its own."""
     rounds: int = 1
     """--rounds: each model's cases are measured in this many interleaved rounds (A B C, C B A, ...), each
-    `steps` timed steps after `warmup` (bench/suite.py run_rounds)."""
+    `steps` timed steps after `warmup` (bench/cases/suite.py run_rounds)."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
@@ -76,7 +76,7 @@ class RunOptions:
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths. The cases run in warm worker
     groups, stopped when the run ends."""
-    from pipebench.bench.sessions import WorkerGroups
+    from pipebench.bench.launch.sessions import WorkerGroups
 
     with WorkerGroups() as groups:
         return _run_cases(options, machine, note, groups)
@@ -207,9 +207,9 @@ def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | N
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
-    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.advise), and run single
+    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.predict.advise), and run single
     plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
-    from pipebench.bench.advise import advise, top_strategies
+    from pipebench.bench.predict.advise import advise, top_strategies
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
@@ -363,8 +363,8 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report import frame, markdown_table, recommend, summarise
-    from pipebench.bench.report_notes import compile_notes, resolution_notes
+    from pipebench.bench.report.report import frame, markdown_table, recommend, summarise
+    from pipebench.bench.report.report_notes import compile_notes, resolution_notes
 
     ok = [r for r in rows if r.status == "ok"]
     if not ok:

@@ -1,7 +1,7 @@
 """What one benchmark case runs: a plain, JSON-ready description that crosses process boundaries.
 
 The parent writes a `Job` to a file; every worker process reads it, builds the same model from the same
-seed, and runs the named strategy on the Job's Plan (see `bench/worker.py` and `bench/sessions.py`). The
+seed, and runs the named strategy on the Job's Plan (see `bench/launch/worker.py` and `bench/launch/sessions.py`). The
 Plan travels whole, in its own versioned format: the worker reads cuts, placement and micro-batch count
 from it and decides none of them.
 """
@@ -57,7 +57,7 @@ class Job:
     """Threads of each CPU worker process: one device's share of the cores (hardware/cpu.py), as the profile
     that predicts it was timed with."""
     control_port: int | None = None
-    """Set by `bench.sessions.Session`: after warm-up, rank 0 takes each step's go-ahead from the parent's
+    """Set by `bench.launch.sessions.Session`: after warm-up, rank 0 takes each step's go-ahead from the parent's
     TCPStore on this port, so that the parent (and pytest-benchmark in it) times every step itself."""
 
     def __post_init__(self):

@@ -4,7 +4,7 @@ measured), the memory error on GPUs, Kendall's tau between the predicted and the
 strategies, and the regret of the recommendation (1 - the measured throughput of the strategy advise
 recommends from the predictions / the best measured).
 
-    python -m pipebench.bench.fidelity RESULTS.json|FOLDER ... [--markdown]
+    python -m pipebench.bench.predict.fidelity RESULTS.json|FOLDER ... [--markdown]
 
 A prediction is judged against the measured step it is of (`measured_step`). On CPU stand-ins that is a
 case's fastest step (Row.step_ms_best): the profile's whole step there is its fastest over the machine's
@@ -113,10 +113,10 @@ def _group(row) -> str:
 
 def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
-    (bench/advise.py `recommend`; a row written before rows kept their interval ties by the TIE margin
+    (bench/predict/advise.py `recommend`; a row written before rows kept their interval ties by the TIE margin
     alone)."""
-    from pipebench.bench.advise import recommend
-    from pipebench.bench.prediction import Prediction
+    from pipebench.bench.predict.advise import recommend
+    from pipebench.bench.strategies.prediction import Prediction
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])
     fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None,
@@ -283,10 +283,10 @@ def table(figures: list[Fidelity], markdown: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipebench.bench import results
+    from pipebench.bench.store import results
     from pipebench.errors import UserError
 
-    parser = argparse.ArgumentParser(prog="python -m pipebench.bench.fidelity", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pipebench.bench.predict.fidelity", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="results files (.json or .csv) or folders of them")
     parser.add_argument("--markdown", action="store_true", help="a markdown table")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """The parent's side of a running case: its workers started and warmed up, one training step per go-ahead.
 
-A Session sends its workers each command through a TCPStore on 127.0.0.1 (bench/loopback.py) and
+A Session sends its workers each command through a TCPStore on 127.0.0.1 (bench/launch/loopback.py) and
 waits for their answer: "ready" once warmed up, then `cmd<n>` ("step", "trace" or "stop") answered by
-`done<n>` (bench/worker.py holds the workers' side). The parent times each step with its own clock, so
+`done<n>` (bench/launch/worker.py holds the workers' side). The parent times each step with its own clock, so
 that pytest-benchmark measures multi-process strategies as it measures anything else.
 
 A worker group (WorkerGroup) pays for torchrun, a Python and a torch import per process and the
@@ -25,9 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.bench.job import Job
-from pipebench.bench.loopback import loopback_store
-from pipebench.bench.spawn import WorkerError, collect_result, log_tail, start_workers
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.loopback import loopback_store
+from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
 from pipebench.processes import kill_child
 
 __all__ = ["Session", "WorkerGroup", "WorkerGroups"]
@@ -118,7 +118,7 @@ class Session:
         return (time.perf_counter() - start) * 1e3
 
     def finish(self) -> dict:
-        """Stop the workers (in a group: end the case) and return rank 0's result (bench/worker.py)."""
+        """Stop the workers (in a group: end the case) and return rank 0's result (bench/launch/worker.py)."""
         self._store.set(f"cmd{self._count}", "stop")
         if self._group is not None:
             self._wait_for("finished")
@@ -205,7 +205,7 @@ class Session:
 
 class WorkerGroup:
     """Worker processes for one process count, thread budget and set of GPUs, started once, that run the
-    cases sent to them one after another (bench.worker.serve), each in a folder of its own."""
+    cases sent to them one after another (bench.launch.worker.serve), each in a folder of its own."""
 
     def __init__(self, job: Job, gpus: Sequence[int] | None, torchrun_args: Sequence[str] = ()):
         from datetime import timedelta

@@ -1,7 +1,7 @@
 """Run one Job in worker processes and bring its result back: `launch(job)`.
 
-Fresh processes (bench/spawn.py), or with `groups` the next case of a warm worker group
-(bench/sessions.py), as `pipebench run` runs its cases. Every case runs in children of its own, never in
+Fresh processes (bench/launch/spawn.py), or with `groups` the next case of a warm worker group
+(bench/launch/sessions.py), as `pipebench run` runs its cases. Every case runs in children of its own, never in
 this process, so that:
 - CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere;
 - a crash or an out-of-memory in one case cannot take the suite down with it.
@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.bench.job import Job
-from pipebench.bench.sessions import Session, WorkerGroups
-from pipebench.bench.spawn import WorkerError, collect_result, log_tail, start_workers
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.sessions import Session, WorkerGroups
+from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
 from pipebench.processes import kill_child
 
 __all__ = ["launch"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from pipebench.bench.prediction import Prediction
+from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.partition import costs
 from pipebench.partition.profile import Profile, step_spread
@@ -43,7 +43,7 @@ class Advice:
 
 TIE = 0.05
 """Predictions this close (a fraction of the fastest's samples/s) are a tie even where their intervals do
-not overlap: the step predictions' median error is of this order (bench/fidelity.py), more than a quiet
+not overlap: the step predictions' median error is of this order (bench/predict/fidelity.py), more than a quiet
 profile's spread, so the faster by less is noise too."""
 
 

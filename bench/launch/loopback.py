@@ -2,8 +2,8 @@
 
 TCPStore takes no address to bind and listens on every interface, where anyone who reaches the host
 could set keys and stop or distort a run; it does take a socket that listens already
-(`master_listen_fd`), which is how the parent's control store (bench/sessions.py) and torchrun's own
-stores (bench/torchrun_agent.py) stay on the loopback address. The collectives' sockets follow the
+(`master_listen_fd`), which is how the parent's control store (bench/launch/sessions.py) and torchrun's own
+stores (bench/launch/torchrun_agent.py) stay on the loopback address. The collectives' sockets follow the
 loopback interface (`loopback_interface`, for GLOO_ and NCCL_SOCKET_IFNAME).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The report's PNG plots: throughput by strategy, throughput against micro-batches, measured and simulated
-timelines. matplotlib is imported inside the functions, so only drawing a plot loads it (bench/report.py
+timelines. matplotlib is imported inside the functions, so only drawing a plot loads it (bench/report/report.py
 imports this module when write_report draws)."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline, one_device
-from pipebench.bench.row import CASE_FIELDS
+from pipebench.bench.report.labels import GROUP, case_label, group_labels, is_pipeline, one_device
+from pipebench.bench.store.row import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
 
 __all__ = ["write_plots"]

@@ -1,7 +1,7 @@
 """Start a Job's worker processes in fresh children, and read back what they wrote.
 
 Single-process strategies run in one child process; multi-process strategies through torchrun, run
-inside bench/torchrun_agent.py, one process per device, rendezvous on 127.0.0.1. Every child:
+inside bench/launch/torchrun_agent.py, one process per device, rendezvous on 127.0.0.1. Every child:
 - sees only the chosen GPUs (CUDA_VISIBLE_DEVICES set before CUDA initialises anywhere: `child_env`);
 - starts with PYTHONSAFEPATH=1 (`python -P`), so a models.py in the user's folder cannot shadow our
   `models` package;
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pipebench.bench.job import Job
-from pipebench.bench.loopback import free_port, loopback_interface
+from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.loopback import free_port, loopback_interface
 from pipebench.errors import UserError
 from pipebench.processes import PARENT_ENV, TEMP_ENV, child_entry, kill_tree
 
@@ -115,7 +115,7 @@ def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
 
 def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
                    torchrun_args: Sequence[str] = (), log_dir: Path | None = None,
-                   group: int | None = None, worker_module: str = "pipebench.bench.worker") -> list[str]:
+                   group: int | None = None, worker_module: str = "pipebench.bench.launch.worker") -> list[str]:
     """The command line that starts the job's workers: the worker itself, or torchrun in our agent.
     group: the parent's store port of a worker group, whose workers run the cases sent there (the job
     only says how many processes). worker_module: the module each worker runs (`pipebench train`'s
@@ -126,7 +126,7 @@ def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
         return [sys.executable, "-P", *worker]
     logs = ["--log-dir", str(log_dir)] if log_dir is not None else []  # else torchrun makes /tmp/torchelastic_*
     return [
-        sys.executable, "-P", "-m", "pipebench.bench.torchrun_agent", str(out_dir),
+        sys.executable, "-P", "-m", "pipebench.bench.launch.torchrun_agent", str(out_dir),
         "--nnodes", "1", "--nproc-per-node", str(job.processes),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr", "127.0.0.1",
         "--max-restarts", "0", "--monitor-interval", "0.2", *logs,
@@ -135,7 +135,7 @@ def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
 
 
 def start_workers(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int | None = None,
-                  worker_module: str = "pipebench.bench.worker") -> subprocess.Popen:
+                  worker_module: str = "pipebench.bench.launch.worker") -> subprocess.Popen:
     """Start the job's workers (a worker group's, with `group`: worker_command); `temp` is this call's
     temporary folder, which the child removes should we die."""
     env = child_env(gpus)
@@ -175,7 +175,7 @@ def first_error(out_dir: Path) -> dict | None:
 
     A peer's lost connection ("Connection reset by peer") is a consequence, named only when nothing else
     is known: a rank killed from outside writes no record itself, and comes first although the agent
-    recorded its death after the survivor's error (bench/torchrun_agent.py)."""
+    recorded its death after the survivor's error (bench/launch/torchrun_agent.py)."""
     errors = []
     for path in out_dir.glob("error-rank*.json"):
         try:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, group_labels
+from pipebench.bench.report.labels import GROUP, group_labels
 
 __all__ = ["SAME_SPEED", "resolution_notes", "measured_tie", "noise_ms", "misordered_pairs", "measured_ties",
            "order_notes", "measured_text", "compile_notes", "loss_notes"]
@@ -51,7 +51,7 @@ def measured_tie(fast, slow) -> bool:
 
 def noise_ms(round_ms: Sequence[float] | None, step_ms_std: float | None) -> float:
     """A case's noise, in ms: the standard deviation of its round means where it ran two rounds or more
-    (bench/suite.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
+    (bench/cases/suite.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
     else of its timed steps; NaN where neither was measured."""
     import statistics
 

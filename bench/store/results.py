@@ -1,4 +1,4 @@
-"""The suite's results file: one `Row` (bench/row.py) per benchmark case, safe against a crash at any moment.
+"""The suite's results file: one `Row` (bench/store/row.py) per benchmark case, safe against a crash at any moment.
 
 No torch here: reports are made on machines without GPUs from files written on machines with them.
 
@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable
 
 from filelock import FileLock
 
-from pipebench.bench.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
+from pipebench.bench.store.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
 from pipebench.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
 from pipebench.files import read_json, write_text

@@ -1,8 +1,8 @@
 """`pipebench report`: results rows ─▶ one table per model, recommendations, summary.csv and plots.
 
 No torch, no matplotlib and no printing: functions return frames, text and the paths they wrote; the CLI
-prints. The plots are bench/plots.py, imported (with matplotlib) only when write_report draws them; the
-notes under the tables (ties, the predicted order, compiled against eager, first losses) bench/report_notes.py.
+prints. The plots are bench/report/plots.py, imported (with matplotlib) only when write_report draws them; the
+notes under the tables (ties, the predicted order, compiled against eager, first losses) bench/report/report_notes.py.
 
 How the figures are defined (per model, flavour, batch and GPU kind):
 - x_single: samples/s over the fastest ok `single` row; x_dataparallel: over the fastest ok
@@ -29,11 +29,11 @@ from typing import Any, NamedTuple, Sequence
 
 import pandas as pd
 
-from pipebench.bench.labels import GROUP, case_label, group_labels, is_pipeline, one_device
-from pipebench.bench.report_notes import (compile_notes, loss_notes, measured_text, measured_tie, noise_ms, order_notes,
+from pipebench.bench.report.labels import GROUP, case_label, group_labels, is_pipeline, one_device
+from pipebench.bench.report.report_notes import (compile_notes, loss_notes, measured_text, measured_tie, noise_ms, order_notes,
                                          resolution_notes)
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
-from pipebench.bench.row import CASE_FIELDS, FIELDS, Row
+from pipebench.bench.store.row import CASE_FIELDS, FIELDS, Row
 from pipebench.csvtext import frame_csv
 from pipebench.files import write_text
 from pipebench.partition.schedule import ideal_efficiency
@@ -243,7 +243,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
     if summary.empty:
         notes.append("no result rows: nothing to tabulate or plot")
     else:
-        from pipebench.bench.plots import write_plots  # matplotlib loads here, only when plots are drawn
+        from pipebench.bench.report.plots import write_plots  # matplotlib loads here, only when plots are drawn
 
         footer = _machine_line(rows) + (f"; made by: {command}" if command else "")
         paths = write_plots(summary, frame(rows), out, footer, notes, csv_files=[Path(f) for f in csv_files],
@@ -333,6 +333,6 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
     if notes:
         lines += ["## Not drawn", ""] + [f"- {n}" for n in notes] + [""]
     lines += ["x single: samples/s over the fastest single run (one GPU, or one CPU process); efficiency: over p x single x "
-              "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report.py); errors: "
+              "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report/report.py); errors: "
               "(predicted - measured) / measured.", ""]
     return "\n".join(lines)

@@ -1,8 +1,8 @@
-"""Runs one Job in this process: `python -P -m pipebench.bench.worker JOB.json OUT_DIR`; or, as one of a
-worker group (`... worker --group PORT OUT_DIR`, bench.sessions.WorkerGroup), the jobs its parent sends, one
+"""Runs one Job in this process: `python -P -m pipebench.bench.launch.worker JOB.json OUT_DIR`; or, as one of a
+worker group (`... worker --group PORT OUT_DIR`, bench.launch.sessions.WorkerGroup), the jobs its parent sends, one
 after another (`serve`).
 
-Started by bench/spawn.py, alone for single-process strategies or by torch.distributed.run (one per
+Started by bench/launch/spawn.py, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
 OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
 torchrun ends the rest of the group. Every worker ends within a second of losing the process that
@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench import models
-from pipebench.bench.job import Job
+from pipebench.bench.launch.job import Job
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
@@ -37,7 +37,7 @@ from pipebench.training import set_precision
 
 
 COMMANDS = ("step", "trace", "stop")
-"""What the parent's store may ask of rank 0 (bench.sessions.Session)."""
+"""What the parent's store may ask of rank 0 (bench.launch.sessions.Session)."""
 
 CONNECT_TIMEOUT_S = 30
 """Reaching the parent's store, which listens before we start: longer means the parent is gone."""
@@ -112,7 +112,7 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None.
 
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
-    `job.control_port` is set (see bench.sessions.Session). The last timed step is traced (bench/trace.py).
+    `job.control_port` is set (see bench.launch.sessions.Session). The last timed step is traced (bench/launch/trace.py).
     control: rank 0's store of the parent's commands (default: a connection to job.control_port);
     group_store: the store the process group meets in (default: torchrun's, env://). A worker group
     gives each case keys of its own in both (`serve`)."""
@@ -154,7 +154,7 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
         inputs, targets = to_device(inputs, trainer.devices[0]), targets.to(trainer.devices[0])  # a tuple for T5
     tracer = None
     if hasattr(trainer, "pipeline_stages"):
-        from pipebench.bench.trace import OpTrace
+        from pipebench.bench.launch.trace import OpTrace
 
         tracer = OpTrace(trainer.pipeline_stages, trainer.devices[0], rank)
 
@@ -275,7 +275,7 @@ def graph_breaks() -> int:
 
 
 def serve(port: int, out_dir: Path) -> None:
-    """One process of a worker group: run each case the parent sends (bench.sessions.WorkerGroup), in turn.
+    """One process of a worker group: run each case the parent sends (bench.launch.sessions.WorkerGroup), in turn.
 
     Rank 0 takes case n (its job file and folder) from the parent's store at `port` and passes it on
     through torchrun's store; every case meets in a process group of its own and takes its commands
@@ -340,7 +340,7 @@ def _fail(exc: BaseException, rank: int, out_dir: Path) -> None:
 
 def error_record(exc: BaseException, rank: int) -> dict:
     """What the parent learns of a failure: one line, whether it was out of memory, whether it only
-    lost a peer that failed first (bench.spawn.first_error names the cause before such a consequence), the traceback.
+    lost a peer that failed first (bench.launch.spawn.first_error names the cause before such a consequence), the traceback.
     The line names the root cause: torch.distributed.pipelining wraps a stage's error in "Failed to run
     stage backward:" plus the tensors' shapes, so an out-of-memory would otherwise read as a failure."""
     chain = _causes(exc)

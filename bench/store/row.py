@@ -1,6 +1,6 @@
 """The Row: one benchmark case as `pipebench run` records it (what ran, how it went, what the Plan
 predicted, where it ran), checked when it is made, whether by the suite or read from a file; the
-fields that name a case (`case_key`); its timelines. bench/results.py stores rows."""
+fields that name a case (`case_key`); its timelines. bench/store/results.py stores rows."""
 from __future__ import annotations
 
 import math
@@ -73,17 +73,17 @@ class Row:
     """Standard deviation of the timed steps (None with a single timed step)."""
     step_ms_best: float | None = None
     """The fastest timed step: the step without the machine's other load, which is what a prediction is
-    judged against (bench/fidelity.py). On a CPU stand-in the host's load slows every process at once, in
+    judged against (bench/predict/fidelity.py). On a CPU stand-in the host's load slows every process at once, in
     bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
     GPU it is within a few percent of the mean. None in files written before the field."""
     round_ms: list[float] = field(default_factory=list)
-    """The mean step of each round the case was measured in, in the order they ran (bench/suite.py
+    """The mean step of each round the case was measured in, in the order they ran (bench/cases/suite.py
     run_rounds: cases interleaved A B C, C B A, ...): their spread is the case's noise, which the report
     judges "faster" by; empty for a case measured in one round, or in files written before the field."""
     same_work_as: str = ""
     """The strategy this case does the same computation as on its machine ("single" for a one-process
     strategy on one device: every one on the CPU), so that it can only measure a tie with it, or slower;
-    "" otherwise (bench/suite.py same_work_as)."""
+    "" otherwise (bench/cases/suite.py same_work_as)."""
     peak_memory_bytes: list[int] = field(default_factory=list)
     """Peak bytes allocated per device during the timed steps (0 for a CPU)."""
     first_loss: float | None = None
@@ -91,10 +91,10 @@ class Row:
     predicted_step_ms: float | None = None
     """The Plan's predicted step time; None for strategies without a Plan."""
     predicted_step_spread: float | None = None
-    """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/advise.py
+    """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/predict/advise.py
     Prediction.step_spread); None where no prediction was made or the file predates the field."""
     predicted_own_spread: float | None = None
-    """The part of the interval that is the prediction's own, without the machine's drift (bench/advise.py
+    """The part of the interval that is the prediction's own, without the machine's drift (bench/predict/advise.py
     Prediction.own_spread): what advise judges ties by; None where not made or the file predates it."""
     predicted_memory_bytes: list[int] = field(default_factory=list)
     """The Plan's predicted bytes per device (stages of one device summed)."""

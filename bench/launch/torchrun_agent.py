@@ -1,10 +1,10 @@
-"""torchrun for one machine: `python -P -m pipebench.bench.torchrun_agent OUT_DIR TORCHRUN_ARGS...`.
+"""torchrun for one machine: `python -P -m pipebench.bench.launch.torchrun_agent OUT_DIR TORCHRUN_ARGS...`.
 
 A multi-process Job's workers are started by torch's own launcher, torch.distributed.run, run inside this
-module (bench/spawn.py's `worker_command`) rather than as the `torchrun` script, for three changes:
+module (bench/launch/spawn.py's `worker_command`) rather than as the `torchrun` script, for three changes:
 - torchrun's two stores (the rendezvous store, and the store its workers share) listen on every
   interface and take no address; here each store the endpoint puts on a loopback address listens on
-  127.0.0.1 only (bench/loopback.py);
+  127.0.0.1 only (bench/launch/loopback.py);
 - a worker killed from outside writes no record; its death, as torchrun saw it, goes to
   OUT_DIR/error-rank<r>.json, so that the row names it rather than a survivor's lost connection;
 - it ends with `pipebench` (pipebench.processes.exit_with_parent), and its workers with it.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.bench.loopback import is_loopback, listen_on_loopback
+from pipebench.bench.launch.loopback import is_loopback, listen_on_loopback
 from pipebench.processes import PARENT_ENV, exit_with_parent
 
 __all__ = ["agent", "record_deaths"]

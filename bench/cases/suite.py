@@ -1,9 +1,9 @@
 """The benchmark suite: which cases run, how one case goes from a Plan to a measured Row (the machine they
-run on is bench/machine.py).
+run on is bench/cases/machine.py).
 
 `pipebench run` and the pytest-benchmark suite (bench/benchmarks/bench_suite.py) share everything here;
 they differ only in who times the steps (this module's loop, or pytest-benchmark's `pedantic`), and both
-time them in the parent process through `bench.sessions.Session`.
+time them in the parent process through `bench.launch.sessions.Session`.
 
 A case is (model, flavour, batch, strategy, micro-batch count, training: precision, optimizer, checkpoint
 mode). What a strategy needs comes from the registry (bench/strategies): each one that runs a Plan is
@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pipebench.bench.job import Job
-from pipebench.bench.machine import Machine
+from pipebench.bench.launch.job import Job
+from pipebench.bench.cases.machine import Machine
 from pipebench.hardware.cpu import threads_per_device
-from pipebench.bench.row import Row, settings_text, timeline_from_ops
+from pipebench.bench.store.row import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource
@@ -113,7 +113,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
     sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
     of their predictions are measured (pipebench.profile's rank)."""
-    from pipebench.bench.spawn import WorkerError, call_in_child
+    from pipebench.bench.launch.spawn import WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
@@ -142,9 +142,9 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     """In the child: profile the case's model (through the profile cache unless `fresh`) in its precision,
     optimizer and compile mode, and save (the parent reads the file; it stays for --resume and reuse).
     Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
-    rank the micro-batch counts (bench.advise.advice_ranking)."""
+    rank the micro-batch counts (bench.predict.advise.advice_ranking)."""
     import pipebench
-    from pipebench.bench.advise import advice_ranking
+    from pipebench.bench.predict.advise import advice_ranking
     from pipebench.progress import ProgressBar, say
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
@@ -173,7 +173,7 @@ class Prepared:
     gpus: list[int] | None
     predicted_timeline: list[dict] = field(default_factory=list)
     prediction: Any = None
-    """What bench.advise predicted for the case (a Prediction; None without a profile)."""
+    """What bench.predict.advise predicted for the case (a Prediction; None without a profile)."""
     over_cap: str = ""
     """Why the case is predicted not to fit in the machine's memory cap; "" when it fits (or no cap)."""
 
@@ -200,7 +200,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     over_cap = ""
     try:
         if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
-            from pipebench.bench.advise import predict
+            from pipebench.bench.predict.advise import predict
 
             def predicted(caps):
                 return predict(strategy, profiled.profiles, machine.request(training, caps),
@@ -231,12 +231,12 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
 def over_cap_reason(prediction: Any, caps: Sequence[int] | None) -> str:
     """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
     no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
-    The prediction's reason says it where it can (bench/advise.py over_cap, or the solver's line naming the
+    The prediction's reason says it where it can (bench/predict/advise.py over_cap, or the solver's line naming the
     stage that does not fit)."""
     needed = prediction.peak_memory_bytes
     if prediction.fits or not caps or not any(needed):
         return ""
-    if prediction.reason:  # bench/advise.py over_cap's line, or the solver's naming the stage
+    if prediction.reason:  # bench/predict/advise.py over_cap's line, or the solver's naming the stage
         return prediction.reason
     worst = max(range(len(needed)), key=needed.__getitem__)
     return (f"predicted to need {format_bytes(needed[worst])} per GPU, cap "
@@ -343,7 +343,7 @@ def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, s
     `steps` steps (more, until min_seconds / rounds have passed) and ends it; the last round traces one
     more step. Every case thus runs early and late, beside the same neighbours, so what drifts on the
     machine (another process's load, the clock, a group still warming up) falls on all alike, and the
-    spread of a case's round means (Row.round_ms) is its noise, which bench/report.py judges "faster" by.
+    spread of a case's round means (Row.round_ms) is its noise, which bench/report/report.py judges "faster" by.
     A case that fails drops out of the later rounds, its row the failure; the rows come back in the
     order given. note: hears each round's end."""
     order = list(range(len(prepared)))
@@ -397,10 +397,10 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
     (synchronised, from a common start to the last rank's end): the parent's clock also holds its
     command's round trip through the store and the threads that wait on it, 2-3 ms a step on a 2-core
     CPU, which is not training and was most of a tiny model's step there. The parent's clock stands in
-    where the workers' is missing. groups: a bench.sessions.WorkerGroups to run the case in a warm worker
+    where the workers' is missing. groups: a bench.launch.sessions.WorkerGroups to run the case in a warm worker
     group of (None: workers of its own). _RoundFailed says how a failure or an out-of-memory ended it."""
-    from pipebench.bench.sessions import Session
-    from pipebench.bench.spawn import WorkerError
+    from pipebench.bench.launch.sessions import Session
+    from pipebench.bench.launch.spawn import WorkerError
 
     try:
         with Session(prepared.job, gpus=prepared.gpus, timeout=timeout, groups=groups) as workers:

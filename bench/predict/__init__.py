@@ -1,0 +1,1 @@
+"""Prediction: what a case will cost, and how well past predictions held."""

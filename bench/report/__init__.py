@@ -1,0 +1,1 @@
+"""The report: tables, notes and plots from the results store."""
