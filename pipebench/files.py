@@ -66,16 +66,21 @@ def writable_folder(path: str | Path, option: str) -> Path:
     return path
 
 
-def writable_file(path: str | Path, option: str) -> Path:
+def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Path:
     """`path` as a file this command can write (atomically, `write_text`): not a folder, a name the file
     system takes, in a folder that can be created and written in; checked now, before any work. Returned
     absolute, so that a model file that changes the working folder when imported moves nothing. A special
-    file is written through (see the module docstring): a socket or a block device is refused."""
+    file is written through (see the module docstring): a socket or a block device is refused. `regular`:
+    every special file is refused, for a file written again and again or read back (train's --save and
+    --csv), which a FIFO would hang and a device would swallow."""
     if str(path).endswith(("/", os.sep)):  # 'out/': a folder, which abspath would make a file's name
         raise UserError(f"{option} {str(path)[:120]}: names a folder (it ends with /); name a file")
     path = Path(os.path.abspath(path))
     kind = _special(path)
     if kind is not None:
+        if regular:
+            raise UserError(f"{option} {_shown(path)}: is {kind}; {option} is written more than once or read back: "
+                            "name a regular file")
         if kind in ("a socket", "a block device"):
             raise UserError(f"{option} {_shown(path)}: is {kind}; name a file")
         if kind == "a stream" and _kernel_file(path):

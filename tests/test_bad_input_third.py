@@ -465,3 +465,56 @@ def test_the_api_bounds_counts_as_the_cli_does(kwargs, message):
     with pytest.raises(pipebench.UserError, match=None) as caught:
         pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), torch.randn(2, 4), device="cpu", **kwargs)
     assert message in str(caught.value), caught.value
+
+
+# ------------------------------------------------------------------ train's outputs (the issue's open cases)
+
+DATA = '''
+import torch
+
+
+def data():
+    return torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randint(0, 4, (16,)))
+'''
+
+
+def train_files(tmp_path):
+    """A model file that leaves a mark when imported, and a data file: train of them, its outputs to add."""
+    (tmp_path / "net.py").write_text(NET + f"\nopen({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    (tmp_path / "data.py").write_text(DATA)
+    return ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+            f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "2", "--device", "cpu", "--strategy", "single"]
+
+
+@pytest.mark.parametrize("outputs, message", [
+    (["--csv", "{t}/data.py"], "--data and --csv name the same file"),
+    (["--save", "{t}/data.py"], "--data and --save name the same file"),
+    (["--save", "{t}/net.py"], "--model and --save name the same file"),
+    (["--save", "{t}/x.pt", "--csv", "{t}/x.pt"], "--save and --csv name the same file"),
+    (["--save", "{t}/link.pt", "--csv", "{t}/x.pt"], "--save and --csv name the same file"),
+    (["--csv", "{t}/fifo"], "--csv {t}/fifo: is a FIFO; --csv is written more than once or read back: name a regular"),
+    (["--save", "{t}/fifo"], "--save {t}/fifo: is a FIFO"),
+    (["--save", "/dev/null"], "--save /dev/null: is a character device"),
+    (["--save", "{t}/folder"], "--save {t}/folder: is a folder; name a file"),
+    (["--save", "{t}/blocked.pt"], "blocked.pt.train is in the way (a file, where the training state's folder goes)"),
+    (["--write-job", "{t}/data.py"], "--write-job {t}/data.py: a file is in the way; name a folder"),
+    (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
+    (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
+    (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
+])
+def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
+                                                                                      message):
+    """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
+    `--csv FIFO` hung in the worker. Now each is one line before the model file is imported."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "blocked.pt.train").write_text("")
+    (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
+    (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
+    argv = train_files(tmp_path)
+    before = (tmp_path / "data.py").read_text()
+    refused(capsys, [*argv, *(o.format(t=tmp_path) for o in outputs)], message.format(t=tmp_path))
+    assert not (tmp_path / "imported").exists()
+    assert (tmp_path / "data.py").read_text() == before

@@ -3,6 +3,7 @@ your model's own class loads (bench/train)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_settings, note,
@@ -63,6 +64,48 @@ def _count(text, option: str, low: int = 1) -> int | None:
     return None if text is None else parse_int(str(text), option, low, 2**40)
 
 
+def check_outputs(args) -> None:
+    """--save (and its training state folder PATH.train), --csv and --write-job's job.json and train.json,
+    checked together before any model file is imported and any work (files.writable_file), and made
+    absolute. Regular files only: the workers append to --csv row by row and --resume reads --save back,
+    which a FIFO would hang. None may be another output, the --data file or the model file (files.same_outputs):
+    the write would replace it."""
+    from pathlib import Path
+
+    from pipebench.files import same_outputs, writable_file, writable_folder
+
+    outputs = {}
+    if args.save:
+        args.save = outputs["--save"] = str(writable_file(args.save, "--save", regular=True))
+        state = Path(args.save + ".train")
+        if state.exists() and not state.is_dir():
+            raise UserError(f"--save {args.save}: {state} is in the way (a file, where the training state's folder "
+                            "goes); move it or name another --save")
+    if args.csv:
+        args.csv = outputs["--csv"] = str(writable_file(args.csv, "--csv", regular=True))
+    if args.write_job:
+        folder = writable_folder(Path(args.write_job).expanduser(), "--write-job")
+        args.write_job = str(folder.resolve())
+        for name in ("job.json", "train.json"):
+            outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:"))
+    inputs = {"--data": _data_file(args.data), "--model": _model_file(args.model)}
+    same_outputs({**inputs, **outputs})
+
+
+def _data_file(text: str) -> str | None:
+    """The file --data reads (tokens:FILE, FILE.py:NAME), as parse_data takes it; None for a folder."""
+    kind, sep, rest = text.partition(":")
+    if sep and kind == "tokens" and rest:
+        return os.path.expanduser(rest)
+    return _model_file(text)
+
+
+def _model_file(text: str) -> str | None:
+    """The file of FILE.py:NAME (--model, --data); None for a zoo name or a module."""
+    where, sep, _ = text.rpartition(":")
+    return os.path.expanduser(where) if sep and where.endswith(".py") else None
+
+
 def cmd_train(args) -> int:
     from pathlib import Path
 
@@ -70,9 +113,9 @@ def cmd_train(args) -> int:
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import TrainOptions, run_training
     from pipebench.bench.train.data import parse_data
-    from pipebench.files import writable_file
     from pipebench.specs import parse_gpus, parse_override
 
+    check_outputs(args)
     training = training_of(args)
     batch = _count(args.batch, "--batch")
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
@@ -86,8 +129,7 @@ def cmd_train(args) -> int:
     data = parse_data(args.data, seq_len)
     if args.lr is not None and not (args.lr > 0 and args.lr < float("inf")):
         raise UserError(f"--lr must be a positive number (got {args.lr})")
-    save = str(writable_file(args.save, "--save")) if args.save else None
-    csv = str(writable_file(args.csv, "--csv")) if args.csv else None
+    save, csv = args.save, args.csv
     on_cpu = _on_cpu(args)
     machine = detect_machine(parse_gpus(args.gpus) if args.gpus else None, _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)
