@@ -345,8 +345,23 @@ def kept_bytes(layers: Sequence[LayerProfile]) -> int:
     return sum(l.saved_bytes for l in layers) - sum(l.shared_bytes for l in layers[1:])
 
 
+def check_profile_list(profiles: Any) -> None:
+    """A non-empty list of Profile objects, else one UserError line: the one home of that check (plan's
+    profiles, save_profiles)."""
+    if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
+        raise UserError(f"need at least one profile (pipebench.profile makes them), got {type(profiles).__name__} "
+                        f"{str(profiles)[:40]!r}")
+    wrong = [type(p).__name__ for p in profiles if not isinstance(p, Profile)]
+    if wrong:
+        raise UserError(f"profiles takes Profile objects (pipebench.profile makes them), got a {wrong[0]}")
+
+
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:
     """Write profiles (one per micro-batch size) to `path` in the format of the module docstring."""
+    if isinstance(profiles, (str, Path)):
+        raise UserError(f"save_profiles(profiles, path) takes the profiles first, then the path (got {str(profiles)[:40]!r} "
+                        "first)")
+    check_profile_list(profiles)
     write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
 
 

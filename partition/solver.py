@@ -25,6 +25,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass
 from itertools import accumulate
+from numbers import Integral, Real
 from typing import Sequence
 from pipebench.errors import UserError
 from pipebench.request import check_stage_count
@@ -180,12 +181,27 @@ def stage_memory(memory: Sequence[float], bounds: Sequence[int]) -> list[float]:
     return [sum(memory[bounds[s]:bounds[s + 1]]) for s in range(len(bounds) - 1)]
 
 
+def _numbers(values, name: str) -> list[float]:
+    """`values` as a list of floats, or one UserError line naming the argument (solve(None, 2) was a
+    TypeError of len())."""
+    try:
+        items = None if isinstance(values, (str, bytes, dict)) else list(values)
+    except TypeError:
+        items = None
+    if items is None or not all(isinstance(v, Real) and not isinstance(v, bool) for v in items):
+        raise UserError(f"{name} takes a list of numbers, got {str(values)[:40]!r} ({type(values).__name__})")
+    return [float(v) for v in items]
+
+
 def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
+    costs = _numbers(costs, "costs")
+    if isinstance(stages, bool) or not isinstance(stages, Integral):
+        raise UserError(f"stages takes a positive integer, got {str(stages)[:40]!r} ({type(stages).__name__})")
     n = len(costs)
     check_stage_count(stages, n)
     if not all(0 <= c < float("inf") for c in costs):  # NaN too: it fails every comparison
         raise ValueError("layer costs must be finite and >= 0")
-    speeds = [1.0] * stages if speeds is None else [float(v) for v in speeds]
+    speeds = [1.0] * stages if speeds is None else _numbers(speeds, "speeds")
     if len(speeds) != stages:
         raise ValueError(f"need one speed per stage ({len(speeds)} != {stages})")
     if not all(0 < v < float("inf") for v in speeds):  # NaN left the bisection without a bound
@@ -194,13 +210,14 @@ def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
     if caps is not None:
         if memory is None:
             raise ValueError("memory caps need per-layer memory")
+        memory = _numbers(memory, "memory")
         if len(memory) != n:
             raise ValueError(f"need one memory figure per layer ({len(memory)} != {n})")
-        cap_list = [float(caps)] * stages if isinstance(caps, (int, float)) else [float(c) for c in caps]
+        cap_list = [float(caps)] * stages if isinstance(caps, Real) and not isinstance(caps, bool) else _numbers(caps, "caps")
         if len(cap_list) != stages:
             raise ValueError(f"need one memory cap per stage ({len(cap_list)} != {stages})")
         mem_prefix = [0.0, *accumulate(float(m) for m in memory)]
-    prices = [0.0] * max(n - 1, 0) if cut_prices is None else [float(c) for c in cut_prices]
+    prices = [0.0] * max(n - 1, 0) if cut_prices is None else _numbers(cut_prices, "cut_prices")
     if len(prices) != max(n - 1, 0):
         raise ValueError(f"need one cut price between each pair of layers ({len(prices)} != {n - 1})")
     if any(c < 0 for c in prices):

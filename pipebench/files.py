@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from pipebench.errors import UserError
 
-__all__ = ["writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
+__all__ = ["as_path", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
            "check", "same_outputs"]
 
 T = TypeVar("T")
@@ -163,6 +163,14 @@ def _own_descriptor(path: Path) -> int | None:
     return None
 
 
+def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
+    """`path` as a Path: a str or an os.PathLike, else one `error` line (the API's `load_profiles(123)` was a
+    TypeError of os's); `what` names it ("the profile file")."""
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        return Path(path)
+    raise error(f"{what}'s path must be a str or a pathlib.Path, got {_short(path)} ({type(path).__name__})")
+
+
 def same_outputs(paths: dict[str, str | Path | None]) -> None:
     """Refuse two options that name one file (after links), which the later write would silently replace:
     `paths` maps each option to its path (None: not given). Standard streams and /dev/null may be named
@@ -184,7 +192,7 @@ def write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically and durably (fsync of the file and of its folder); through it
     where it is a special file (the module docstring). An error of the file system (a full disk) is an
     OSError, which the command line says in one line (bench/cli main)."""
-    path = Path(path)
+    path = as_path(path, "the file")
     kind = _special(path)
     if kind is not None:
         return _write_through(path, text, kind)
@@ -257,7 +265,7 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
               error: type[UserError] = UserError) -> Any:
     """Parse the JSON file at `path`; with `fmt`, it must be an object whose "format" is `fmt` and whose
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
-    path = Path(path)
+    path = as_path(path, f"the {kind} file", error)
     try:
         data = loads(read_text(path, kind=kind, error=error))
     except UserError:  # read_text's own line
@@ -300,7 +308,7 @@ def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserErro
     waiting (a FIFO would wait for a writer) and checked by type before a byte is read; at most `limit`
     bytes (/dev/zero never ends). Every problem is one `error` line naming the file and the `kind` of file
     expected."""
-    path = Path(path)
+    path = as_path(path, f"the {kind} file", error)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:

@@ -157,13 +157,9 @@ class Request:
     def check_profiles(self, profiles: Sequence[Any]) -> None:
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
         theirs, the stages do not outnumber their layers, the micro-batch count splits their batch."""
-        if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
-            raise UserError("need at least one profile (pipebench.profile makes them)")
-        from pipebench.partition.profile import Profile
+        from pipebench.partition.profile import check_profile_list
 
-        wrong = [type(p).__name__ for p in profiles if not isinstance(p, Profile)]
-        if wrong:
-            raise UserError(f"profiles takes Profile objects (pipebench.profile makes them), got a {wrong[0]}")
+        check_profile_list(profiles)
         first = profiles[0]
         if self.batch is not None and self.batch != first.batch:
             raise UserError(f"batch {self.batch} does not match the profile's batch {first.batch}")

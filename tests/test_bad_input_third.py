@@ -518,3 +518,38 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     refused(capsys, [*argv, *(o.format(t=tmp_path) for o in outputs)], message.format(t=tmp_path))
     assert not (tmp_path / "imported").exists()
     assert (tmp_path / "data.py").read_text() == before
+
+
+# ------------------------------------------------------------------ the Python API, wrong types (the issue's open cases)
+
+@pytest.mark.parametrize("call, message", [
+    (lambda pb: pb.solve(None, 2), "costs takes a list of numbers, got 'None' (NoneType)"),
+    (lambda pb: pb.solve(["a", 1], 2), "costs takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], "2"), "stages takes a positive integer, got '2' (str)"),
+    (lambda pb: pb.solve([1, 2], 2, speeds=[1, None]), "speeds takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], 2, memory=[1, 2], caps="x"), "caps takes a list of numbers, got 'x' (str)"),
+    (lambda pb: pb.load_profiles(123), "the profile file's path must be a str or a pathlib.Path, got 123 (int)"),
+    (lambda pb: pb.load_profiles(None), "the profile file's path must be a str or a pathlib.Path, got None"),
+    (lambda pb: pb.Plan.load(5), "the plan file's path must be a str or a pathlib.Path, got 5 (int)"),
+    (lambda pb: pb.save_profiles("x", [1]), "save_profiles(profiles, path) takes the profiles first, then the path"),
+    (lambda pb: pb.save_profiles(3, "x"), "need at least one profile (pipebench.profile makes them), got int"),
+    (lambda pb: pb.save_profiles([3], "x"), "profiles takes Profile objects (pipebench.profile makes them), got a int"),
+])
+def test_the_api_refuses_wrong_types_in_one_line(tmp_path, monkeypatch, call, message):
+    """Each was a raw TypeError or AttributeError from deep inside (len(None), os.open(123), 'str' has no
+    to_dict)."""
+    import pipebench
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench)
+    assert message in str(caught.value), caught.value
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_solver_still_takes_tuples_and_numpy():
+    import numpy as np
+
+    import pipebench
+
+    assert pipebench.solve(np.array([1.0, 2, 3, 4]), np.int64(2)) == pipebench.solve((1, 2, 3, 4), 2) == [0, 3, 4]
