@@ -66,6 +66,22 @@ def writable_folder(path: str | Path, option: str) -> Path:
     return path
 
 
+def creatable_folder(path: str | Path, option: str) -> Path:
+    """`path` as a folder this command could create and write into, without creating it: for an output
+    written only after later checks pass (train --write-job), so that a refusal leaves nothing behind. An
+    existing folder is checked as writable_folder does; otherwise its nearest existing parent is."""
+    path = Path(os.path.abspath(path))
+    if path.exists() or path.is_symlink():
+        return writable_folder(path, option)
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {_shown(path)}: {_shown(parent)} is a file, not a folder")
+    writable_folder(parent, option)
+    return path
+
+
 def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Path:
     """`path` as a file this command can write (atomically, `write_text`): not a folder, a name the file
     system takes, in a folder that can be created and written in; checked now, before any work. Returned

@@ -72,7 +72,7 @@ def check_outputs(args) -> None:
     the write would replace it."""
     from pathlib import Path
 
-    from pipebench.files import same_outputs, writable_file, writable_folder
+    from pipebench.files import creatable_folder, same_outputs, writable_file
 
     outputs = {}
     if args.save:
@@ -84,10 +84,11 @@ def check_outputs(args) -> None:
     if args.csv:
         args.csv = outputs["--csv"] = str(writable_file(args.csv, "--csv", regular=True))
     if args.write_job:
-        folder = writable_folder(Path(args.write_job).expanduser(), "--write-job")
-        args.write_job = str(folder.resolve())
+        folder = creatable_folder(Path(args.write_job).expanduser(), "--write-job")  # made when the job is written
+        args.write_job = str(folder)
         for name in ("job.json", "train.json"):
-            outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:"))
+            outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
+                                                   if folder.is_dir() else folder / name)
     inputs = {"--data": _data_file(args.data), "--model": _model_file(args.model)}
     same_outputs({**inputs, **outputs})
 
