@@ -248,12 +248,22 @@ def _write_through(path: Path, text: str, kind: str) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    def write(f):
+        f.write(text.encode("utf-8"))
+
+    write_atomically(path, write)
+
+
+def write_atomically(path: Path, write) -> None:
+    """write(f) into a temporary file beside `path`, opened "xb" (never another writer's file), made
+    durable, then renamed over `path`: a reader sees the old file or the new, never half of one. Text
+    files (write_text) and checkpoints (torch.save) both go so."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    f = open(tmp, "x", encoding="utf-8", newline="")  # "x": never another writer's file
+    f = open(tmp, "xb")
     try:
         with f:
-            f.write(text)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -380,11 +380,19 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--group":
         serve(int(argv[1]), Path(argv[2]))
         return 0
+    return work_and_report(argv, lambda job, out_dir, rank, world, local_rank: run(job, out_dir, rank, world,
+                                                                                   local_rank))
+
+
+def work_and_report(argv: list[str], work) -> int:
+    """A worker's life under torchrun: load the Job (argv: job file, out folder), call work(job, out_dir,
+    rank, world, local_rank), write what it returns as result.json; any failure reaches the parent as a
+    file (`_fail`). `pipebench train`'s worker (bench/train/loop.py) lives the same way."""
     job_path, out_dir = Path(argv[0]), Path(argv[1])
     rank = int(os.environ.get("RANK", 0))
     try:
         job = Job.load(job_path)
-        result = run(job, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
+        result = work(job, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
         if result is not None:
             write_json(out_dir / "result.json", result)
         return 0
@@ -392,11 +400,15 @@ def main(argv: list[str] | None = None) -> int:
         _fail(exc, rank, out_dir)
 
 
-if __name__ == "__main__":
-    # Leave without the interpreter's teardown: the result is written, and the destructors of the process
-    # group's threads and DDP's reducer at exit are what can still fail then (CI saw a finished DDP worker
-    # die of SIGABRT after its result; a peer that finished first then waits on a dead socket).
+def exit_without_teardown(main) -> None:
+    """Run main and leave without the interpreter's teardown: the result is written, and the destructors
+    of the process group's threads and DDP's reducer at exit are what can still fail then (CI saw a finished
+    DDP worker die of SIGABRT after its result; a peer that finished first then waits on a dead socket)."""
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    exit_without_teardown(main)

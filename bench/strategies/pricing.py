@@ -11,18 +11,19 @@ they say.
   the planner with its exact solver, schedule simulator and micro-batch choice (partition/plan_choice.py);
 - the others each have a package of their own, their price (with their cost model) in its `__init__.py`
   and their Trainer in its `trainer.py`: ddp/, zero1/, dataparallel/, fsdp/, devicemap/ and hybrid/. The
-  replicas among them build on `replica_profiles` and `replica_prediction` here.
+  replicas among them build on `replicas_of` and `replica_prediction` here.
 
 No torch: a Trainer's module imports it, and the registry (with these prices) is imported by the
 report, the results store and a cached `pipebench advise`, none of which may load torch.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.errors import UserError
+from pipebench.partition.memory import unmodelled_bytes
 from pipebench.partition.plan import shared_cores
 from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import Profile
@@ -30,7 +31,7 @@ from pipebench.partition.solver import InfeasibleError
 from pipebench.request import Request, split_error, within_caps
 from pipebench.training import Training
 
-__all__ = ["price_plan", "one_cpu_process", "replica_profiles", "replica_prediction"]
+__all__ = ["price_plan", "one_cpu_process", "Replicas", "replicas_of", "replica_prediction"]
 
 
 def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
@@ -63,10 +64,23 @@ def one_cpu_process(strategy, devices: Sequence[str]) -> bool:
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
 
 
-def replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Prediction:
-    """The profiles by micro-batch count, for a strategy of p replicas each on batch / p samples; or the
-    Prediction that says why it has no figure (a batch that does not split, no profile at the replicas'
-    micro-batch)."""
+@dataclass(frozen=True)
+class Replicas:
+    """What a strategy of p whole-model replicas, each on batch / p samples, is priced from."""
+    p: int
+    by_count: dict[int, Profile]  # every profile, by micro-batch count
+    layers: list  # the profile's layers at the replicas' micro-batch
+    unmodelled: int  # memory per device that the layers do not model (partition/memory.py)
+
+    @property
+    def profile(self) -> Profile:
+        return self.by_count[self.p]
+
+
+def replicas_of(strategy, profiles, devices: Sequence[str]) -> Replicas | Prediction:
+    """The Replicas of a strategy on these devices; or the Prediction that says why it has no figure (a
+    batch that does not split, no profile at the replicas' micro-batch)."""
+    p = len(devices)
     batch = profiles[0].batch
     by_count = {pr.micro_batches: pr for pr in profiles}
     if (why := split_error(batch, p, strategy.name)) is not None:
@@ -75,7 +89,7 @@ def replica_profiles(strategy, profiles, p: int) -> dict[int, Profile] | Predict
         return Prediction(strategy.name, None, None, [], False, 1, None,
                           f"no profile at the replicas' micro-batch of {batch // p} samples "
                           f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
-    return by_count
+    return Replicas(p, by_count, by_count[p].layers, unmodelled_bytes(profiles, by_count[p].micro_batch))
 
 
 def replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]], batch: int, caps, speeds,

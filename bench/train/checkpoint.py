@@ -13,15 +13,13 @@ Every file is written atomically (a temporary file in the same folder, fsync, re
 """
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from pipebench.errors import UserError
-from pipebench.files import read_json, write_json
+from pipebench.files import read_json, write_atomically, write_json
 
 __all__ = ["model_state", "save_checkpoint", "load_weights", "check_weights", "rank_state_path", "check_layout",
            "parameter_names", "state_folder"]
@@ -79,17 +77,7 @@ def _clean(state) -> dict[str, torch.Tensor]:
 
 
 def _atomic_save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda f: torch.save(obj, f))
 
 
 def save_checkpoint(path: str | Path, trainer, *, distributed: bool, rank: int, step: int, layout: dict,

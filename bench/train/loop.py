@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -33,6 +32,7 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.worker import exit_without_teardown, work_and_report
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
@@ -41,7 +41,7 @@ from pipebench.bench.train import log_line
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.csvtext import csv_line
-from pipebench.files import read_json, write_json
+from pipebench.files import read_json
 
 __all__ = ["TrainRun", "train", "main", "replica_of", "reads_data"]
 
@@ -282,28 +282,16 @@ def _weights_finite(trainer, device, distributed: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipebench.bench.launch.worker import _fail
-
     argv = sys.argv[1:] if argv is None else argv
     exit_with_parent()
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    job_path, out_dir = Path(argv[0]), Path(argv[1])
-    rank = int(os.environ.get("RANK", 0))
-    try:
-        job = Job.load(job_path)
-        settings = read_json(out_dir / "train.json", kind="train settings")
-        result = train(job, settings, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)),
-                       int(os.environ.get("LOCAL_RANK", 0)))
-        if result is not None:
-            write_json(out_dir / "result.json", result)
-        return 0
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
-        _fail(exc, rank, out_dir)
+
+    def work(job, out_dir, rank, world, local_rank):
+        return train(job, read_json(out_dir / "train.json", kind="train settings"), out_dir, rank, world, local_rank)
+
+    return work_and_report(argv, work)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_without_teardown(main)

@@ -5,7 +5,7 @@ and the hybrid's all-reduce build on it too).
 from __future__ import annotations
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import replica_prediction, replica_profiles
+from pipebench.bench.strategies.pricing import replica_prediction, replicas_of
 from pipebench.partition import costs
 from pipebench.partition.memory import recomputing, unmodelled_bytes
 from pipebench.partition.profile import calibration
@@ -15,13 +15,11 @@ __all__ = ["price_ddp"]
 def price_ddp(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
     """DDP: every device runs the whole model on batch / p samples, its gradients all-reduced in buckets
     during the backward (partition/costs.py ddp_step)."""
-    p = len(devices)
-    by_count = replica_profiles(strategy, profiles, p)
-    if isinstance(by_count, Prediction):
-        return by_count
-    layers = by_count[p].layers
+    replicas = replicas_of(strategy, profiles, devices)
+    if isinstance(replicas, Prediction):
+        return replicas
+    p, layers, unmodelled = replicas.p, replicas.layers, replicas.unmodelled
     states = 2 + training.states
-    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def price(recompute: bool):  # recompute: every layer's forward runs again in the backward
         priced = [recomputing(l) for l in layers] if recompute else layers

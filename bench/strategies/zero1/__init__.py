@@ -4,7 +4,7 @@ trainer.py. Priced as DDP's step plus the broadcast of the updated shards.
 from __future__ import annotations
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import replica_prediction, replica_profiles
+from pipebench.bench.strategies.pricing import replica_prediction, replicas_of
 from pipebench.partition import costs
 from pipebench.partition.memory import recomputing, unmodelled_bytes
 from pipebench.partition.profile import calibration
@@ -15,14 +15,12 @@ def price_zero1(strategy, profiles, devices, caps, speeds, links, training, micr
     """ZeRO-1 (trainer.py): DDP's step (partition/costs.py ddp_step) plus the broadcast of the
     updated shards after it, which moves what an all-gather of the parameters does (costs.gather_ms); DDP's
     memory with the optimizer's states divided over the p replicas."""
-    p = len(devices)
-    by_count = replica_profiles(strategy, profiles, p)
-    if isinstance(by_count, Prediction):
-        return by_count
-    layers = by_count[p].layers
+    replicas = replicas_of(strategy, profiles, devices)
+    if isinstance(replicas, Prediction):
+        return replicas
+    p, layers, unmodelled = replicas.p, replicas.layers, replicas.unmodelled
     params = sum(l.param_bytes for l in layers)
     states = -(-params * training.states // p)  # this replica's share of the optimizer's states
-    unmodelled = unmodelled_bytes(profiles, by_count[p].micro_batch)
 
     def step(recompute: bool):  # recompute: every layer's forward runs again in the backward
         priced = [recomputing(l) for l in layers] if recompute else layers
