@@ -39,7 +39,7 @@ def resolve_device(device, check: bool = True) -> str:
     a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
     CUDA device in many calls), GPU 0 in a process that has not imported torch. `check`: the GPU must exist
     (DeviceError, one line). torch is not imported here: a cached answer needs none."""
-    from pipebench.specs import parse_device
+    from pipebench.parse import parse_device
 
     text = parse_device(str(device))
     if text == "cpu":
@@ -136,7 +136,7 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
 
 DRIFT_SECONDS = 2.0
 """How long measure_machine_drift watches the machine, and how long a CPU profile times its whole step
-(partition/profiler.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
+(partition/measure.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
 each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it
 (the tests, whose many small profiles each watch it, take 0.2)."""
 

@@ -26,7 +26,7 @@ example size.  A value that stage k < S-1 sends to the model's output (an aux lo
 up to the end (``to_output``): the loss needs it on the last stage, although a pipeline schedule
 only returns the last stage's outputs.
 
-Findings on other models (checked in tests/test_graph.py and tests/test_hf_models.py)
+Findings on other models (checked in tests/test_graph.py and tests/test_hf_decoder_split.py)
 -----------------------------------------------------------------------------------
 * Hugging Face decoders (tiny GPT-2, Llama, Qwen2 from configs, ``use_cache=False``, offline):
   captured and split on torch 2.11 with transformers 5.17 and torch 2.14 with transformers 5.24.

@@ -30,7 +30,7 @@ __all__ = ["MARGIN", "anchors", "interpolate", "complete", "close_counts", "refi
 
 MARGIN = 0.05
 """An interpolated count predicted within this share of the best step (slower by at most 5%) is
-measured before the choice is made. The margin is advise's tie (bench/predict/advise.py TIE): closer than this,
+measured before the choice is made. The margin is advise's tie (bench/predict/ranking.py TIE): closer than this,
 two predictions are a tie anyway. It is not a bound on the interpolation's error: on the loaded 2-core
 CPU the interpolated figures were off by as much as measuring the same size again
 (results/2026-12-01-cpu2-sizes-accuracy), and a count outside the margin keeps the interpolated

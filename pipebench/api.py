@@ -154,7 +154,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     """
     from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
     from pipebench.hardware.probes import resolve_device
-    from pipebench.specs import micro_batch_counts
+    from pipebench.parse import micro_batch_counts
 
     request = _request(request, asked, stages=1)
     if request.batch is None:
@@ -196,7 +196,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
         import torch
 
         from pipebench.models import LayeredModel, UserModel, get_model
-        from pipebench.partition.profiler import Captures
+        from pipebench.partition.measure import Captures
         from pipebench.training import set_precision
 
         target = torch.device(device)
@@ -223,7 +223,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     def measure(wanted: list[int]) -> list[Profile]:
         """The counts `wanted`, measured on the model's one capture unless cached; each measured one is kept
         in the cache."""
-        from pipebench.partition.profiler import profile_sizes
+        from pipebench.partition.measure import profile_sizes
 
         if not built:
             build()

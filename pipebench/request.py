@@ -22,7 +22,7 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
-from pipebench.specs import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
+from pipebench.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
@@ -227,7 +227,7 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 
 def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
-    most `high`, or the CLI's bound for the option of that name (pipebench/specs.py LIMITS) where there is one:
+    most `high`, or the CLI's bound for the option of that name (pipebench/parse.py LIMITS) where there is one:
     the API refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
     if high is None and name in LIMITS:
         high = int(LIMITS[name][1])

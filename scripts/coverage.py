@@ -174,7 +174,7 @@ def _trains(spec: str, settings: dict):
 
     from pipebench import models
     from pipebench.bench.launch.job import Job
-    from pipebench.bench.launch.launch import launch
+    from pipebench.bench.launch.run_job import launch
     from pipebench.bench.strategies.single import SingleTrainer
 
     try:

@@ -72,12 +72,12 @@ save_profiles(pipebench.profile(sys.argv[1], batch={batch}, device="cpu", device
 def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None) -> None:
     """Profile each model in `rounds` rounds of the variants (module docstring), saving each."""
     import pipebench
-    from pipebench.bench.predict.advise import advice_ranking
+    from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.models import get_model
     from pipebench.partition.profile import load_profiles, save_profiles
-    from pipebench.partition.profiler import Captures, profile_sizes
-    from pipebench.specs import micro_batch_counts
+    from pipebench.partition.measure import Captures, profile_sizes
+    from pipebench.parse import micro_batch_counts
 
     out.mkdir(parents=True, exist_ok=True)
     counts = micro_batch_counts(None, BATCH)
@@ -187,7 +187,7 @@ class Line:
 def interpolated(dynamic: list) -> list:
     """What `--chunks auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
     other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
-    from pipebench.bench.predict.advise import advice_ranking
+    from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.partition import sizes
 
     by_count = {p.micro_batches: p for p in dynamic}
@@ -216,7 +216,7 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
     """The row's step predicted from `profiles` at the micro-batch count it ran, with the pricing `on`
     (off: no shared cores, no contention for DDP and FSDP, no cost per runtime operation or FSDP2 layer,
     nn.DataParallel priced as single)."""
-    from pipebench.bench.predict.advise import predict
+    from pipebench.bench.predict.ranking import predict
     from pipebench.bench.strategies import get_strategy
     from pipebench.errors import UserError
     from pipebench.training import Training

@@ -57,7 +57,7 @@ def _errors(got, want, figures) -> dict[str, float]:
 
 
 def _choice(profiles, devices):
-    from pipebench.bench.predict.advise import advise
+    from pipebench.bench.predict.ranking import advise
     from pipebench.partition.plan_choice import make_plan
 
     plan = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=0.0))
@@ -67,10 +67,10 @@ def _choice(profiles, devices):
 
 def compare(name: str, batch: int) -> dict:
     import pipebench
-    from pipebench.bench.predict.advise import advice_ranking
+    from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.partition import sizes
     from pipebench.partition.plan_choice import plan_ranking
-    from pipebench.specs import micro_batch_counts
+    from pipebench.parse import micro_batch_counts
 
     spec = MODELS[name]
     model, example = _llama() if name == "hf-llama" else (name, None)

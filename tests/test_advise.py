@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipebench.bench.predict.advise import TIE, Advice, Prediction, advise, predict, tie, top_strategies
+from pipebench.bench.predict.ranking import TIE, Advice, Prediction, advise, predict, tie, top_strategies
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
@@ -262,7 +262,7 @@ def test_advise_on_one_device_profiles_the_whole_batch_alone(monkeypatch, capsys
 
 
 def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
     from pipebench.bench.cli.advise import format_advice
 
     def pred(name, rate):
@@ -281,7 +281,7 @@ def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
 def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(monkeypatch):
     """Predicted 20% apart, beyond TIE: the faster wins while the figures are exact, and ties once the
     profile's noise makes their intervals overlap; the line says which rule tied them."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
     from pipebench.bench.cli.advise import format_advice
 
     def advice_with(spread):
@@ -312,7 +312,7 @@ def test_the_machines_drift_ties_a_gap_inside_it_and_no_wider_one(monkeypatch):
     single, measured 1.23x). Predicted 9% apart under a drift of ±16%, the slower lies inside the faster's
     interval: a tie, single recommended (resnet18 again: single and the pipelines measured fastest by
     turns, minutes apart)."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
 
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.19, own_spread=own)
                    for name, step, own in [("pp-zbv", 151.0, 0.02), ("single", 203.0, 0.02)]]
@@ -342,7 +342,7 @@ def test_a_profiles_own_spread_leaves_the_machines_drift_out():
 
 def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(monkeypatch):
     """single's interval overlaps the noisy fastest's, not ddp's between them: ddp is the simplest tie."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
 
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=spread)
                    for name, step, spread in [("pp-zbv", 100.0, 0.5), ("ddp", 110.0, 0.01), ("single", 140.0, 0.01)]]
@@ -382,7 +382,7 @@ def test_a_plan_carries_its_interval_and_prints_it():
 def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypatch):
     """One GPU standing in for two (--stages 2 --device cuda:0) measures no link: what crosses is priced
     free, and the advice says so; a measured or given link needs no such line."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
     from pipebench.bench.cli.advise import format_advice
 
     predictions = [Prediction("ddp", 50.0, 1280.0, [1], True, 1, None), Prediction("single", 100.0, 640.0, [1], True, 1, None)]
@@ -400,7 +400,7 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
 def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
     """A GPU whole step of 12 ms over 3 ms of device work waits on the host for 75% of it: every interval is
     at least 0.86 x 75% wide, and the advice says why in a line; a step the device sets needs none."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
     from pipebench.bench.cli.advise import format_advice
 
     layers = [LayerProfile("l0", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100)]

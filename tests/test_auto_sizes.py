@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import pipebench
-from pipebench.partition import profiler
+from pipebench.partition import measure
 from pipebench.partition.cache import ProfileCache
-from pipebench.specs import micro_batch_counts
+from pipebench.parse import micro_batch_counts
 
 AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
 
@@ -17,7 +17,7 @@ AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
 def counted(monkeypatch):
     """The micro-batch sizes measured and the graphs exported, in order."""
     seen = {"sizes": [], "exports": []}
-    real_profile, real_capture = profiler.profile_model, profiler.capture
+    real_profile, real_capture = measure.profile_model, measure.capture
 
     def profile_model(model, device, micro_batch, **kwargs):
         seen["sizes"].append(micro_batch)
@@ -27,8 +27,8 @@ def counted(monkeypatch):
         seen["exports"].append(kwargs.get("dynamic_batch", False))
         return real_capture(*args, **kwargs)
 
-    monkeypatch.setattr(profiler, "profile_model", profile_model)
-    monkeypatch.setattr(profiler, "capture", capture)
+    monkeypatch.setattr(measure, "profile_model", profile_model)
+    monkeypatch.setattr(measure, "capture", capture)
     return seen
 
 

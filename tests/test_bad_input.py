@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.cases import run as suite_run
+from pipebench.bench.cases import rounds as suite_run
 from pipebench.bench.cli import main
 
 TINY = ["--flavour", "tiny", "--batch", "8", "--repeats", "1"]
@@ -23,7 +23,7 @@ def nothing_runs(monkeypatch):
     """No GPU (the CPU path), and neither measuring nor the suite may start: bad input stops before both."""
     import torch
 
-    from pipebench.partition import profiler
+    from pipebench.partition import measure
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -32,7 +32,7 @@ def nothing_runs(monkeypatch):
     def too_far(*args, **kwargs):
         raise AssertionError("got as far as profiling or running")
 
-    monkeypatch.setattr(profiler, "profile_sizes", too_far)
+    monkeypatch.setattr(measure, "profile_sizes", too_far)
     monkeypatch.setattr(suite_run, "run_suite", too_far)
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import pipebench
-from pipebench.partition import profiler
+from pipebench.partition import measure
 from pipebench.partition.cache import ProfileCache
 
 TINY = dict(batch=4, device="cpu", flavour="tiny", micro_batches=[1, 2], repeats=1)
@@ -24,13 +24,13 @@ def cache(tmp_path, monkeypatch):
 def measured(monkeypatch):
     """The micro-batch sizes measured for real, in order."""
     sizes = []
-    real = profiler.profile_model
+    real = measure.profile_model
 
     def counting(model, device, micro_batch, **kwargs):
         sizes.append(micro_batch)
         return real(model, device, micro_batch, **kwargs)
 
-    monkeypatch.setattr(profiler, "profile_model", counting)
+    monkeypatch.setattr(measure, "profile_model", counting)
     return sizes
 
 
@@ -97,7 +97,7 @@ def test_a_plan_names_the_profile_it_came_from(cache, one_thread):
 
 
 def test_a_run_profiles_only_what_its_strategies_need():
-    from pipebench.bench.cases.run import profile_counts
+    from pipebench.bench.cases.rounds import profile_counts
 
     assert profile_counts([None], 2, batch=64, strategies=["single"]) == [1]
     assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]

@@ -183,7 +183,7 @@ def test_cli_runs_as_a_module():
 
 def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
     from pipebench.errors import UserError
-    from pipebench.partition import profiler
+    from pipebench.partition import measure
 
     from types import SimpleNamespace
 
@@ -192,17 +192,17 @@ def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
             raise RuntimeError("Expected more than 1 value per channel when training\nmore")
         return SimpleNamespace(micro_batches=batch // micro_batch, size=micro_batch)
 
-    monkeypatch.setattr(profiler, "profile_model", fake_profile)
+    monkeypatch.setattr(measure, "profile_model", fake_profile)
     model = models.get_model("mlp", "tiny", device="meta")
     notes = []
-    got = profiler.profile_sizes(model, "cpu", 8, [1, 2, 8], repeats=1, warmup=0, note=notes.append)
+    got = measure.profile_sizes(model, "cpu", 8, [1, 2, 8], repeats=1, warmup=0, note=notes.append)
     assert [p.size for p in got] == [8, 4]  # in the order asked, though the smallest ran first
     assert notes[1].startswith("  micro-batch 1 (1 of 3): skipped, Expected more than 1 value per channel when training")
     assert notes[-1].startswith("profiled in ")
     with pytest.raises(UserError, match="cannot run mlp with micro-batches of 1: Expected more than 1 value"):
-        profiler.profile_sizes(model, "cpu", 8, [8], repeats=1, warmup=0)
+        measure.profile_sizes(model, "cpu", 8, [8], repeats=1, warmup=0)
     with pytest.raises(UserError, match="mlp runs at none of the micro-batch sizes tried; the last: micro-batch 1: "):
-        profiler.profile_sizes(model, "cpu", 2, [2, 4], repeats=1, warmup=0)
+        measure.profile_sizes(model, "cpu", 2, [2, 4], repeats=1, warmup=0)
 
 
 def test_version_names_pipebench_and_torch(capsys):

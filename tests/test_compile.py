@@ -11,14 +11,14 @@ from torch import nn
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.bench.report.report import frame, summarise
+from pipebench.bench.report.tables import frame, summarise
 from pipebench.bench.report.report_notes import compile_notes
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.bench.launch.worker import error_record, graph_breaks
 from pipebench.errors import UserError
 from pipebench.training import Training
 from test_distributed import SEED, trained_params
-from test_results import make_row
+from test_results_file import make_row
 
 SLOW = pytest.mark.slow
 
@@ -174,14 +174,14 @@ def test_training_refuses_unknown_and_impossible_modes():
 ])
 def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     """Before anything is profiled or run (both would fail the test)."""
-    from pipebench.bench.cases import run as suite_run
-    from pipebench.partition import profiler
+    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.partition import measure
     from test_bad_input import refused
 
     def too_far(*args, **kwargs):
         raise AssertionError("got as far as profiling or running")
 
-    monkeypatch.setattr(profiler, "profile_sizes", too_far)
+    monkeypatch.setattr(measure, "profile_sizes", too_far)
     monkeypatch.setattr(suite_run, "run_suite", too_far)
     refused(capsys, [*args, *(["--out", str(tmp_path)] if args[0] == "run" else [])], message)
 

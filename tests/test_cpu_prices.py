@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.partition import costs
 from pipebench.partition.profile import LayerProfile, Profile
 from pipebench.partition.schedule import SCHEDULES

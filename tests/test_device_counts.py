@@ -12,12 +12,12 @@ import dataclasses
 import pytest
 
 from pipebench import models
-from pipebench.bench.predict.advise import advise, predict
+from pipebench.bench.predict.ranking import advise, predict
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.cases.suite import Case, CaseUnavailable, Profiled, prepare
 from pipebench.bench.cases.machine import Machine
-from pipebench.partition.profiler import profile_model
+from pipebench.partition.measure import profile_model
 
 from test_distributed import SEED, check
 

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.launch import launch
+from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition.profile import LayerProfile, Profile
-from pipebench.partition.profiler import profile_model
+from pipebench.partition.measure import profile_model
 from pipebench.training import Training
 from pipebench.request import Request
 

@@ -11,14 +11,14 @@ import torch
 from pipebench import models
 from pipebench.bench.launch.job import Job, cut_candidates
 from pipebench.errors import UserError
-from pipebench.bench.launch.launch import launch
+from pipebench.bench.launch.run_job import launch
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.launch.spawn import WorkerError, visible_devices
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition.plan import hand_plan
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profiler import profile_model
+from pipebench.partition.measure import profile_model
 from pipebench.request import Request
 
 SEED = 0

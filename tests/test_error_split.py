@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.bench.store.results import Row
 from pipebench.partition.profile import LayerProfile, Profile, save_profiles
 from pipebench.request import Request

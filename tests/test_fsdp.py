@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pipebench import models
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies.fsdp.trainer import blocks
 from pipebench.bench.strategies.single import SingleTrainer

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipebench.bench.predict.advise import Prediction, advise, predict
+from pipebench.bench.predict.ranking import Prediction, advise, predict
 from pipebench.bench.predict.pays import no_pipeline_pays, plan_verdict
 from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
@@ -58,7 +58,7 @@ def test_a_pipeline_predicted_faster_inside_the_interval_is_a_tie_and_no_pay():
 def test_a_strategy_tied_with_single_is_not_recommended_over_it(monkeypatch):
     """A tie is not transitive: pp-1f1b ties with pp-zb (the fastest) and with single; pp-zb clears single.
     pp-zb is recommended, not pp-1f1b with a gain over single that is noise (the 2-vCPU VM's mlp, ±37%)."""
-    from pipebench.bench.predict import advise as advise_module
+    from pipebench.bench.predict import ranking as advise_module
     from pipebench.bench.cli.advise import format_advice
 
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.367, own_spread=0.02)

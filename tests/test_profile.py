@@ -13,7 +13,7 @@ import torch.nn as nn
 from pipebench import models
 from pipebench.partition.profile import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
                                          relative_spread, save_profiles, step_spread)
-from pipebench.partition.profiler import profile_model, profile_sizes
+from pipebench.partition.measure import profile_model, profile_sizes
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -383,7 +383,7 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_unloaded_spee
     The reference is the unloaded speed, not the median: most readings slow (a long burst) leave it be, and
     one lucky fast reading does not set it."""
     from pipebench.hardware.cpu import SpeedGauge
-    from pipebench.partition.profiler import _at_speed
+    from pipebench.partition.measure import _at_speed
 
     gauge = SpeedGauge(settle=0)
     gauge.readings = [2.0] * 6 + [1.0] * 4
@@ -446,7 +446,7 @@ class _BurstyModel:
 
 
 def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_median_of_its_repeats():
-    from pipebench.partition.profiler import _whole_step
+    from pipebench.partition.measure import _whole_step
     from pipebench.training import Training
 
     model = _BurstyModel()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.report.report import frame, markdown_table, recommend, summarise, write_report
+from pipebench.bench.report.tables import frame, markdown_table, recommend, summarise, write_report
 from pipebench.bench.store.row import Row, timeline_from_ops
 from pipebench.partition.simulator import simulate
 
@@ -212,7 +212,7 @@ def test_timeline_of_several_stages_per_device(tmp_path):
 def test_report_module_imports_no_torch_and_no_matplotlib():
     """`pipebench run` prints its table through report's frame, summarise, markdown_table and recommend:
     neither torch nor matplotlib may load for it (matplotlib loads only when write_report draws)."""
-    code = ("import sys, pipebench.bench.report.report; "
+    code = ("import sys, pipebench.bench.report.tables; "
             "loaded = [m for m in ('torch', 'matplotlib') if m in sys.modules]; "
             "assert not loaded, f'imported: {loaded}'")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -220,7 +220,7 @@ def test_report_module_imports_no_torch_and_no_matplotlib():
 
 
 def test_ideal_share_is_the_schedule_bound():
-    from pipebench.bench.report.report import _ideal_share
+    from pipebench.bench.report.tables import _ideal_share
     from pipebench.partition.schedule import ideal_efficiency
 
     assert _ideal_share("pp-1f1b", 2, 8, 1) == pytest.approx(8 / 9) == ideal_efficiency(2, 8)
@@ -312,7 +312,7 @@ def test_each_timeline_panel_has_its_own_time_axis_and_a_whole_title(tmp_path, m
 def test_first_losses_that_differ_are_explained_for_batch_norm_models(tmp_path):
     """ResNet's BatchNorm normalises each micro-batch with its own statistics, so its first losses differ
     between strategies (2.512 against 2.659); the README promises equal losses, so the report says why."""
-    from pipebench.bench.report.report import text_report
+    from pipebench.bench.report.tables import text_report
     from pipebench.bench.report.report_notes import loss_notes
 
     rows = [make_row("single", model="resnet18", flavour="tiny", gpus="0", samples_per_s=10.0, first_loss=2.512),

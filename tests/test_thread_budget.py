@@ -9,7 +9,7 @@ import torch
 
 import pipebench
 from pipebench.hardware import cpu
-from pipebench.partition import profiler
+from pipebench.partition import measure
 
 
 def test_threads_per_device_share_the_cores(monkeypatch):
@@ -26,14 +26,14 @@ def test_a_thread_budget_is_restored():
 
 def test_the_profile_is_timed_with_one_devices_share_of_the_cores(monkeypatch):
     seen = []
-    real = profiler.profile_sizes
+    real = measure.profile_sizes
 
     def spy(*args, **kwargs):
         seen.append(torch.get_num_threads())
         return real(*args, **kwargs)
 
     monkeypatch.setattr(cpu, "cores", lambda: 4)
-    monkeypatch.setattr(profiler, "profile_sizes", spy)
+    monkeypatch.setattr(measure, "profile_sizes", spy)
     torch.set_num_threads(3)
     try:
         pipebench.profile("mlp", batch=4, device="cpu", devices=["cpu"] * 4, flavour="tiny", micro_batches=1,
@@ -86,13 +86,13 @@ def test_held_memory_keeps_what_is_freed_and_gives_it_back_after():
 
 def test_the_profile_is_timed_holding_its_memory_as_the_workers_do(monkeypatch):
     seen = []
-    real = profiler.profile_sizes
+    real = measure.profile_sizes
 
     def spy(*args, **kwargs):
         seen.append(given_back_when_freed())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(profiler, "profile_sizes", spy)
+    monkeypatch.setattr(measure, "profile_sizes", spy)
     pipebench.profile("mlp", batch=4, device="cpu", devices=["cpu"] * 2, flavour="tiny", micro_batches=1,
                       link_gbps=0.0)
     assert seen and seen[0] < BLOCK // 8

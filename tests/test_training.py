@@ -11,7 +11,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.launch import launch
+from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.pipeline import PipelineTrainer
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
@@ -91,7 +91,7 @@ def test_checkpoint_auto_runs_a_strategy_that_cannot_recompute_without(strategy)
 def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
     """Under autocast the saved tensors of a linear layer include the bf16 copy of its weight, made once
     per step: the profile counts it once (cast_bytes), not per micro-batch, and the activations shrink."""
-    from pipebench.partition.profiler import profile_model
+    from pipebench.partition.measure import profile_model
 
     model = models.get_model("gpt", "tiny")
     with torch.random.fork_rng():
@@ -110,7 +110,7 @@ def test_a_bf16_profile_feeds_each_segment_what_autocast_makes():
     """A convolution's output under autocast is bf16, so the BatchNorm after it receives and saves bf16, as
     in the trainers' step. Fed the fp32 inputs of an fp32 run, ResNet-101's bf16 profile overstated its
     activations by 36-44% on an H200."""
-    from pipebench.partition.profiler import profile_model
+    from pipebench.partition.measure import profile_model
 
     model = models.get_model("resnet18", "tiny")
     with torch.random.fork_rng():

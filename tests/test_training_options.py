@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.cases import run as suite_run
+from pipebench.bench.cases import rounds as suite_run
 from pipebench.bench.cli import main
-from pipebench.bench.report.report import frame, markdown_table, ranking, summarise
+from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
 from pipebench.bench.store.results import Row, append, case_key, load
 from pipebench.bench.cases.suite import Case, Profiled, case_caps, make_row, prepare
 from pipebench.bench.cases.machine import Machine

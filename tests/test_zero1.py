@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.predict.advise import advise, predict
+from pipebench.bench.predict.ranking import advise, predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.single import SingleTrainer

@@ -29,7 +29,7 @@ from pipebench.bench.store.row import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource
-from pipebench.specs import is_user_model
+from pipebench.parse import is_user_model
 from pipebench.partition.plan import Plan
 from pipebench.partition.profile import Profile, load_profiles, save_profiles
 from pipebench.request import Request
@@ -142,9 +142,9 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     """In the child: profile the case's model (through the profile cache unless `fresh`) in its precision,
     optimizer and compile mode, and save (the parent reads the file; it stays for --resume and reuse).
     Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
-    rank the micro-batch counts (bench.predict.advise.advice_ranking)."""
+    rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
     import pipebench
-    from pipebench.bench.predict.advise import advice_ranking
+    from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.progress import ProgressBar, say
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
@@ -173,7 +173,7 @@ class Prepared:
     gpus: list[int] | None
     predicted_timeline: list[dict] = field(default_factory=list)
     prediction: Any = None
-    """What bench.predict.advise predicted for the case (a Prediction; None without a profile)."""
+    """What bench.predict.ranking predicted for the case (a Prediction; None without a profile)."""
     over_cap: str = ""
     """Why the case is predicted not to fit in the machine's memory cap; "" when it fits (or no cap)."""
 
@@ -200,7 +200,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     over_cap = ""
     try:
         if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
-            from pipebench.bench.predict.advise import predict
+            from pipebench.bench.predict.ranking import predict
 
             def predicted(caps):
                 return predict(strategy, profiled.profiles, machine.request(training, caps),
@@ -231,12 +231,12 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
 def over_cap_reason(prediction: Any, caps: Sequence[int] | None) -> str:
     """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
     no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
-    The prediction's reason says it where it can (bench/predict/advise.py over_cap, or the solver's line naming the
+    The prediction's reason says it where it can (bench/predict/ranking.py over_cap, or the solver's line naming the
     stage that does not fit)."""
     needed = prediction.peak_memory_bytes
     if prediction.fits or not caps or not any(needed):
         return ""
-    if prediction.reason:  # bench/predict/advise.py over_cap's line, or the solver's naming the stage
+    if prediction.reason:  # bench/predict/ranking.py over_cap's line, or the solver's naming the stage
         return prediction.reason
     worst = max(range(len(needed)), key=needed.__getitem__)
     return (f"predicted to need {format_bytes(needed[worst])} per GPU, cap "
@@ -343,7 +343,7 @@ def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, s
     `steps` steps (more, until min_seconds / rounds have passed) and ends it; the last round traces one
     more step. Every case thus runs early and late, beside the same neighbours, so what drifts on the
     machine (another process's load, the clock, a group still warming up) falls on all alike, and the
-    spread of a case's round means (Row.round_ms) is its noise, which bench/report/report.py judges "faster" by.
+    spread of a case's round means (Row.round_ms) is its noise, which bench/report/tables.py judges "faster" by.
     A case that fails drops out of the later rounds, its row the failure; the rows come back in the
     order given. note: hears each round's end."""
     order = list(range(len(prepared)))

@@ -2,7 +2,7 @@
 
 A thin layer: one module per command (models, plan, advise, run, devices, report), each with `add_parser`
 and the command, and bench/cli/common.py for the options and helpers they share; reading options is
-pipebench.specs and pipebench.units, the work is the library's.
+pipebench.parse and pipebench.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
 and exit status 2, never a traceback.
@@ -200,8 +200,8 @@ def _version() -> str:
 
 def _read_counts(args) -> None:
     """Every count and number option of every command (--batch, --stages, --steps, --timeout...: the keys
-    of specs.LIMITS), read from its text by the one strict parser, before the command starts."""
-    from pipebench.specs import LIMITS, parse_option
+    of parse.LIMITS), read from its text by the one strict parser, before the command starts."""
+    from pipebench.parse import LIMITS, parse_option
 
     for name in LIMITS:
         text = getattr(args, name, None)

@@ -32,10 +32,10 @@ def add_parser(subparsers) -> None:
 def cmd_advise(args) -> int:
     from dataclasses import replace
 
-    from pipebench.bench.predict.advise import advice_ranking, advise
+    from pipebench.bench.predict.ranking import advice_ranking, advise
     from pipebench.bench.cli.plan import check_outputs, load_or_profile
     from pipebench.files import write_json
-    from pipebench.specs import parse_chunks
+    from pipebench.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
     check_outputs(args)
@@ -74,7 +74,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
 
     import pandas as pd
 
-    from pipebench.bench.predict.advise import tie
+    from pipebench.bench.predict.ranking import tie
     from pipebench.bench.predict.pays import no_pipeline_pays
     from pipebench.partition.plan_text import model_label
     from pipebench.partition.profile import between_runs_spread, launch_share
@@ -113,7 +113,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
         # the runner-up that fits.
         compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
             p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
-        # A gain over single only where it is beyond a tie with it (bench/predict/advise.py recommend).
+        # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommend).
         with_single = tie(best, single) if single and best.strategy != BASELINE else ""
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
                 + (f", a tie with it ({with_single})" if with_single else "")

@@ -87,7 +87,7 @@ def training_of(args):
 
 def speeds(text: str | None, devices: list[str]) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU now), or one factor per device."""
-    from pipebench.specs import parse_speeds
+    from pipebench.parse import parse_speeds
 
     factors = parse_speeds(text, len(devices))
     if factors != "auto":
@@ -132,7 +132,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_settings(args, names: list[str]) -> dict:
     """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
-    from pipebench.specs import is_user_model
+    from pipebench.parse import is_user_model
 
     given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
              "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}
@@ -144,7 +144,7 @@ def model_settings(args, names: list[str]) -> dict:
         option = "--" + next(iter(given)).replace("_", "-")
         raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
     if "input_shape" in given:
-        from pipebench.specs import parse_int
+        from pipebench.parse import parse_int
 
         try:
             given["input_shape"] = [parse_int(d, "--input-shape", 1, 2**31) for d in given["input_shape"].split(",")]

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.request import Request, check_stage_count
-from pipebench.specs import is_user_model
+from pipebench.parse import is_user_model
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.training import DEFAULT_PRECISION
 
@@ -104,7 +104,7 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     import pipebench
     from pipebench.partition.profile import load_profiles, save_profiles
     from pipebench.progress import ProgressBar
-    from pipebench.specs import parse_link_gbps
+    from pipebench.parse import parse_link_gbps
     from pipebench.units import parse_size
 
     caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
@@ -165,7 +165,7 @@ def cmd_plan(args) -> int:
     from pipebench.partition.engines import check_engine, summary
     from pipebench.partition.plan_choice import plan_ranking
     from pipebench.partition.plan_text import format_plan
-    from pipebench.specs import parse_chunks
+    from pipebench.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]
     check_outputs(args)
@@ -195,7 +195,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
     (checked to exist when `check`), else --stages on --device."""
     from pipebench.hardware.probes import check_gpus, resolve_device
-    from pipebench.specs import parse_gpus
+    from pipebench.parse import parse_gpus
 
     if args.gpus is not None:
         if args.gpus.startswith("auto"):
@@ -217,7 +217,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 def _settings(args) -> dict:
     """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model)."""
-    from pipebench.specs import parse_override
+    from pipebench.parse import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data_folder(args.data_dir)

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_report(args) -> int:
-    from pipebench.bench.report.report import frame, summarise, text_report, write_report
+    from pipebench.bench.report.tables import frame, summarise, text_report, write_report
     from pipebench.bench.store.results import files as results_files, load
     from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
     from pipebench.files import writable_folder

@@ -77,9 +77,9 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from pipebench.bench.cases import run as suite_run
+    from pipebench.bench.cases import rounds as suite_run
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.specs import parse_chunks, parse_gpus, parse_override
+    from pipebench.parse import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
 
     from pipebench.bench.cli.common import compile_modes

@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
 
 
 def _count(text, option: str, low: int = 1) -> int | None:
-    from pipebench.specs import parse_int
+    from pipebench.parse import parse_int
 
     return None if text is None else parse_int(str(text), option, low, 2**40)
 
@@ -114,7 +114,7 @@ def cmd_train(args) -> int:
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import TrainOptions, run_training
     from pipebench.bench.train.data import parse_data
-    from pipebench.specs import parse_gpus, parse_override
+    from pipebench.parse import parse_gpus, parse_override
 
     check_outputs(args)
     training = training_of(args)

@@ -235,7 +235,7 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
         return None
     mean = statistics.fmean(step_ms) if step_ms else None
     first_loss = trainer.first_loss if trainer.first_loss is not None and math.isfinite(trainer.first_loss) else None
-    from pipebench.partition.profiler import device_name
+    from pipebench.partition.measure import device_name
 
     return {
         "strategy": job.strategy,

@@ -113,9 +113,9 @@ def _group(row) -> str:
 
 def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
-    (bench/predict/advise.py `recommend`; a row written before rows kept their interval ties by the TIE margin
+    (bench/predict/ranking.py `recommend`; a row written before rows kept their interval ties by the TIE margin
     alone)."""
-    from pipebench.bench.predict.advise import recommend
+    from pipebench.bench.predict.ranking import recommend
     from pipebench.bench.strategies.prediction import Prediction
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])

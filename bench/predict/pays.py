@@ -16,7 +16,7 @@ The largest of these, in device-ms, is the reason given. A split where one devic
 """
 from __future__ import annotations
 
-from pipebench.bench.predict.advise import Prediction, tie
+from pipebench.bench.predict.ranking import Prediction, tie
 from pipebench.partition.plan import Plan, transfer_ms
 
 __all__ = ["DEGENERATE", "no_pipeline_pays", "plan_verdict", "costs_of"]
@@ -70,7 +70,7 @@ def no_pipeline_pays(pipeline: Prediction, single: Prediction | None, subject: s
 def plan_verdict(plan: Plan, profiles, request) -> str:
     """`pipebench plan`'s line: the plan against single priced from the same profiles and request (advise's
     `predict`); "" where the plan pays or single has no figure (the whole batch was not profiled)."""
-    from pipebench.bench.predict.advise import predict
+    from pipebench.bench.predict.ranking import predict
     from pipebench.bench.strategies import BASELINE
     from pipebench.partition.profile import step_spread
 

@@ -1,5 +1,5 @@
 """The report's PNG plots: throughput by strategy, throughput against micro-batches, measured and simulated
-timelines. matplotlib is imported inside the functions, so only drawing a plot loads it (bench/report/report.py
+timelines. matplotlib is imported inside the functions, so only drawing a plot loads it (bench/report/tables.py
 imports this module when write_report draws)."""
 from __future__ import annotations
 

@@ -91,10 +91,10 @@ class Row:
     predicted_step_ms: float | None = None
     """The Plan's predicted step time; None for strategies without a Plan."""
     predicted_step_spread: float | None = None
-    """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/predict/advise.py
+    """The prediction's interval, predicted_step_ms x (1 ± this), from its profile's noise (bench/predict/ranking.py
     Prediction.step_spread); None where no prediction was made or the file predates the field."""
     predicted_own_spread: float | None = None
-    """The part of the interval that is the prediction's own, without the machine's drift (bench/predict/advise.py
+    """The part of the interval that is the prediction's own, without the machine's drift (bench/predict/ranking.py
     Prediction.own_spread): what advise judges ties by; None where not made or the file predates it."""
     predicted_memory_bytes: list[int] = field(default_factory=list)
     """The Plan's predicted bytes per device (stages of one device summed)."""

@@ -2,7 +2,7 @@
 
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
-Trainer and its price (the function bench/predict/advise.py calls to predict it). A strategy that follows a Plan
+Trainer and its price (the function bench/predict/ranking.py calls to predict it). A strategy that follows a Plan
 is priced by the planner (pricing.py price_plan); any other is a package of its own here, its price in
 the package's __init__.py (no torch) and its Trainer in its trainer.py (ddp/, zero1/, dataparallel/,
 fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
@@ -11,7 +11,7 @@ schedule, its Trainer's module) and its tests.
 The price is held as the function itself. The Trainer is named as "module:Class" and imported by
 `Strategy.trainer_class` alone, the one lazy import: every Trainer's module imports torch, and this
 registry is imported where torch must not load (the report, the results store, a cached `pipebench
-advise`: tests/test_report.py, test_results.py and test_cache.py check it). The worker, the one place
+advise`: tests/test_report.py, test_results_file.py and test_cache.py check it). The worker, the one place
 that builds a Trainer, pays for torch there.
 
 Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
@@ -199,7 +199,7 @@ def parse_auto(text: str | None) -> int | None:
     """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
     if text is None or not text.strip().startswith("auto"):
         return None
-    from pipebench.specs import parse_int
+    from pipebench.parse import parse_int
 
     head, _, count = text.strip().partition(":")
     if head == "auto":

@@ -1,5 +1,5 @@
 """The `Prediction` record: what one strategy should give on some devices, as its price (bench/strategies/
-pricing.py, or the strategy's package) figures it and bench/predict/advise.py ranks it. No torch: the cached `pipebench advise` loads none."""
+pricing.py, or the strategy's package) figures it and bench/predict/ranking.py ranks it. No torch: the cached `pipebench advise` loads none."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -4,7 +4,7 @@ A price is the function a registry entry holds (`Strategy.price`): it predicts t
 its memory per device from the profiles, without running it. Each takes (strategy, profiles, devices,
 caps, speeds, links, training, micro_batches): the devices the strategy uses, their caps and speeds, the
 links (partition/costs.py `Links`), the Training, and the count a micro-batched strategy must use (None:
-the planner's choice; always None for the others). bench/predict/advise.py calls them (`predict`) and ranks what
+the planner's choice; always None for the others). bench/predict/ranking.py calls them (`predict`) and ranks what
 they say.
 
 - the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): `price_plan`,

@@ -75,7 +75,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     profiled = profile_case_model(probe, machine, folder, note=note)
     if not auto:
         return options.strategy, profiled
-    from pipebench.bench.predict.advise import advise
+    from pipebench.bench.predict.ranking import advise
 
     advice = advise(profiled.profiles, machine.request(training))
     if advice.recommended is None:

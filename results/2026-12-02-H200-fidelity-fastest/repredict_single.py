@@ -5,7 +5,7 @@
 import sys
 from pathlib import Path
 
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.bench.store.results import load
 from pipebench.partition.profile import load_profiles
 

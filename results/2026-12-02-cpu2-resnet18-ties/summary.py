@@ -2,7 +2,7 @@
     python results/2026-12-02-cpu2-resnet18-ties/summary.py results/2026-12-02-cpu2-resnet18-ties/round*"""
 import re, sys
 from pipebench.bench.store import results
-from pipebench.bench.report.report import measured_tie
+from pipebench.bench.report.tables import measured_tie
 for folder in sys.argv[1:]:
     advised = open(f"{folder}/advise.txt").read()
     pick = re.search(r"recommended: (\S+)", advised).group(1)

@@ -8,7 +8,7 @@ import statistics
 import sys
 
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.launch import Session, WorkerGroups
+from pipebench.bench.launch.run_job import Session, WorkerGroups
 
 name, cases = sys.argv[1], sys.argv[2].split(",")
 steps = int(os.environ.get("N", 6))

@@ -14,7 +14,7 @@ if [ "${PART:-a}" = a ] || [ "${PART:-a}" = ab ]; then
     $py -c "import torch, sys, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
   } > "$dir/env.txt" 2>&1
   cat "$dir/env.txt"
-  [ -z "${SKIP_TESTS:-}" ] && $py -m pytest tests/test_gpu.py -v -p no:cacheprovider 2>&1 | tee "$dir/gpu-tests.log"
+  [ -z "${SKIP_TESTS:-}" ] && $py -m pytest tests/test_on_gpus.py -v -p no:cacheprovider 2>&1 | tee "$dir/gpu-tests.log"
   common="--gpus 0,1 --batch 256 --strategies ${STRATEGIES:-single,pp-1f1b,pp-interleaved} --chunks ${CHUNKS_A:-auto} --out $dir --steps 5"
   [ -z "${SKIP_ZOO:-}" ] && $py -m pipebench run --models resnet101 $common 2>&1 | tee "$dir/zoo-resnet101.log"
   $py -m pipebench run --models torchvision.models:resnet101 --input-shape 3,224,224 $common 2>&1 | tee "$dir/torchvision-resnet101.log"

@@ -15,7 +15,7 @@ mkdir -p "$dir"
 } > "$dir/env.txt" 2>&1
 cat "$dir/env.txt"
 if [ -z "${SKIP_TESTS:-}" ]; then
-  $py -m pytest tests/test_gpu.py -v -p no:cacheprovider 2>&1 | tee "$dir/gpu-tests.log"
+  $py -m pytest tests/test_on_gpus.py -v -p no:cacheprovider 2>&1 | tee "$dir/gpu-tests.log"
 fi
 $py scripts/gpu/busy_gpu.py --out "$dir" ${BUSY_ARGS:-} 2>&1 | tee "$dir/busy-gpu.log"
 tar -C "$dir/.." -czf "${OUT:-out}/busy-gpu.tar.gz" busy-gpu

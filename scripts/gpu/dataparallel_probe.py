@@ -7,7 +7,7 @@ import json
 import sys
 
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.launch import launch
+from pipebench.bench.launch.run_job import launch
 from pipebench.training import Training
 
 rows = []

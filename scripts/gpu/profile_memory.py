@@ -6,7 +6,7 @@ import sys
 import torch
 
 from pipebench import models
-from pipebench.partition import profiler
+from pipebench.partition import measure
 from pipebench.partition.graph import capture, segments
 from pipebench.training import Training, set_precision
 
@@ -34,7 +34,7 @@ def progress(i, n, name):
         print(f"  segment {i}/{n} {name}: {gib()}", flush=True)
 
 
-profile = profiler.profile_model(model, "cuda:0", size, batch=16, repeats=3, warmup=1, progress=progress,
+profile = measure.profile_model(model, "cuda:0", size, batch=16, repeats=3, warmup=1, progress=progress,
                                  training=training)
 print("profiled", gib(), "whole step", profile.whole_step_ms, flush=True)
 print("cast GiB", sum(l.cast_bytes for l in profile.layers) / 2**30,

@@ -3,7 +3,7 @@
     python3 scripts/gpu/repredict.py PROFILE.json RESULTS.json
 
 For each ok row: the pipelines are simulated for the very plan that ran (its cuts, micro-batch count and
-schedule, read from RESULTS-plans/<plan_id>.plan.json), the replica strategies priced by bench.predict.advise, so
+schedule, read from RESULTS-plans/<plan_id>.plan.json), the replica strategies priced by bench.predict.ranking, so
 that a change of cost model can be checked against measurements already made. Prints a markdown table:
 measured step, the prediction the row was run with, the prediction now, and their errors.
 """
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipebench.bench.predict.advise import predict
+from pipebench.bench.predict.ranking import predict
 from pipebench.bench.strategies import get_strategy
 from pipebench.partition.cuts import StageCost, cut_prices, simulate_stages, stage_scale
 from pipebench.partition.plan import Plan

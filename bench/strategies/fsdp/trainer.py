@@ -80,7 +80,7 @@ class FSDPTrainer(ReplicaTrainer):
         gather_bf16 = self.training.bf16 and not batch_norms(self.model.module)
         policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
                   if gather_bf16 else MixedPrecisionPolicy())  # fp32 gathers; autocast computes in bf16
-        # "auto" comes here as always or never: the suite chose by the predicted memory (bench/predict/advise.py).
+        # "auto" comes here as always or never: the suite chose by the predicted memory (bench/predict/ranking.py).
         for block in blocks(self.model):
             if self.training.checkpoint == "always":
                 checkpoint(block)  # non-reentrant: recomputes the block's forward in its backward

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipebench.bench.cases import run as suite_run
+from pipebench.bench.cases import rounds as suite_run
 from pipebench.bench.store.results import ResultsError, load
 from pipebench.bench.cases.suite import Prepared, make_row
 from pipebench.bench.cases.machine import Machine
@@ -205,7 +205,7 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     JSON compliant) and the measurement was lost: now the row is timed, says `diverged` and when, and the
     report shows it as such."""
     from pipebench.bench.launch.job import Job
-    from pipebench.bench.report.report import frame, markdown_table, summarise
+    from pipebench.bench.report.tables import frame, markdown_table, summarise
     from pipebench.bench.store.results import append
     from pipebench.bench.cases.suite import run_prepared
 

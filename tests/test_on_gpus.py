@@ -6,7 +6,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.cli import main
-from pipebench.partition.profiler import profile_model
+from pipebench.partition.measure import profile_model
 from pipebench.request import Request
 from pipebench.training import Training
 
@@ -35,7 +35,7 @@ def test_plan_across_two_gpus(tmp_path, capsys):
 def test_strategies_on_two_gpus_agree_with_one(strategy, micro_batches):
     """NCCL process groups through torchrun on real GPUs: same first loss as one GPU (tiny GPT)."""
     from pipebench.bench.launch.job import Job
-    from pipebench.bench.launch.launch import launch
+    from pipebench.bench.launch.run_job import launch
 
     common = dict(flavour="tiny", batch=16, steps=1, warmup=0)
     single = launch(Job.by_hand("gpt", "single", devices=1, **common), gpus=[0], timeout=300)
@@ -51,7 +51,7 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
     """--gpu-memory: the worker's allocator refuses past the cap, as a smaller card would; the same job runs
     without it."""
     from pipebench.bench.launch.job import Job
-    from pipebench.bench.launch.launch import launch
+    from pipebench.bench.launch.run_job import launch
     from pipebench.bench.launch.spawn import WorkerError
 
     common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, training=Training(precision="bf16", optimizer="adamw"))
@@ -66,7 +66,7 @@ def test_the_single_baseline_predicts_the_peak_it_measures():
     """The profile measures the whole step's peak; the single baseline's prediction is within 10% of the
     peak the trainer then measures (issue 24's memory target)."""
     from pipebench.bench.launch.job import Job
-    from pipebench.bench.launch.launch import launch
+    from pipebench.bench.launch.run_job import launch
     from pipebench.partition.plan_choice import make_plan
 
     model = models.get_model("resnet18", "full")

@@ -207,9 +207,9 @@ def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | N
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
-    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.predict.advise), and run single
+    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.predict.ranking), and run single
     plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
-    from pipebench.bench.predict.advise import advise, top_strategies
+    from pipebench.bench.predict.ranking import advise, top_strategies
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
@@ -363,7 +363,7 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
 
 
 def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report.report import frame, markdown_table, recommend, summarise
+    from pipebench.bench.report.tables import frame, markdown_table, recommend, summarise
     from pipebench.bench.report.report_notes import compile_notes, resolution_notes
 
     ok = [r for r in rows if r.status == "ok"]
