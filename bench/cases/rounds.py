@@ -285,21 +285,6 @@ def describe_options(options: RunOptions) -> str:
             + (f", in {options.rounds} interleaved rounds" if options.rounds > 1 else ""))
 
 
-def parse_gpu_memory(text: str | None) -> int | None:
-    """--gpu-memory SIZE -> bytes (None when not given); anything but a positive size is one line."""
-    from pipebench.units import parse_size
-
-    if text is None:
-        return None
-    try:
-        size = parse_size(text)
-    except UserError as exc:
-        raise UserError(f"--gpu-memory: {exc}") from None
-    if size < 1:
-        raise UserError(f"--gpu-memory must be a positive size such as 10GiB (got {text!r})")
-    return size
-
-
 def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None) -> Machine:
     """Set the memory cap of every case: --max-memory (else what was free at the start, on GPUs), at most
     --gpu-memory less CAPPED_MARGIN (the workers enforce --gpu-memory itself: Job.gpu_memory). --gpu-memory
@@ -360,16 +345,3 @@ def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
         if name not in zoo.model_names() and not zoo.is_user_model(name):
             raise zoo.UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(zoo.model_names())}")
     return {name: batch or DEFAULT_MODELS.get(name, 64) for name in names}
-
-
-def summary_table(rows: Sequence[res.Row]) -> str:
-    from pipebench.bench.report.tables import frame, markdown_table, recommend, summarise
-    from pipebench.bench.report.report_notes import compile_notes, resolution_notes
-
-    ok = [r for r in rows if r.status == "ok"]
-    if not ok:
-        return "no case ran to the end"
-    summary = summarise(frame(rows))
-    compiled = compile_notes(summary)
-    return "\n".join([markdown_table(summary), *(["", *compiled] if compiled else []), "", *resolution_notes(summary),
-                      *recommend(summary)])

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
-from pipebench.request import Request, check_stage_count
+from pipebench.request import BALANCES, Request, check_stage_count
 from pipebench.parse import is_user_model
 from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.training import DEFAULT_PRECISION
@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
                       help=f"pipeline schedule to plan for: {', '.join(SIMULATED_SCHEDULES)} (default: {DEFAULT_SCHEDULE})")
     plan.add_argument("--virtual-stages", default=None, metavar="V",
                       help="stages per device for interleaved, zb-interleaved and zbv (default: 2; 1 otherwise)")
-    plan.add_argument("--balance", default="time", choices=["time", "params", "uniform"],
+    plan.add_argument("--balance", default="time", choices=BALANCES,
                       help="what to balance: profiled time (default), parameter counts or layer counts")
     plan.add_argument("--export", nargs=2, metavar=("ENGINE", "FILE"),
                       help="also write the plan in an engine's own terms as JSON: torchtitan, deepspeed, megatron "
@@ -125,10 +125,9 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
         if args.speeds == "auto":
             raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
         devices, _ = _devices(args, check=False)
-        if args.batch is not None and args.batch != first.batch:
-            raise UserError(f"--batch {args.batch} does not match the profile's batch {first.batch}")
-        request = Request(devices=devices, batch=first.batch, max_memory=caps, speeds=speeds(args.speeds, devices),
-                          **common)
+        request = Request(devices=devices, batch=first.batch if args.batch is None else args.batch, max_memory=caps,
+                          speeds=speeds(args.speeds, devices), **common)
+        request.check_profiles(profiles)  # the batch, the stages against the layers, the split: before any work
         return Source(profiles, request)
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")

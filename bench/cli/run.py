@@ -78,6 +78,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args) -> int:
     from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.report.tables import summary_table
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.parse import parse_chunks, parse_gpus, parse_override
     from pipebench.units import parse_size
@@ -87,7 +88,7 @@ def cmd_run(args) -> int:
     compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
     args.compile = None
     training = training_of(args)  # an unknown value: one line now
-    gpu_memory = suite_run.parse_gpu_memory(args.gpu_memory)
+    gpu_memory = parse_gpu_memory(args.gpu_memory)
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
     given = [key for key in ("batch", "flavour", "steps", "warmup", "rounds") if getattr(args, key) is not None]
@@ -142,7 +143,7 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
         return EXIT_INTERRUPTED
-    answer(suite_run.summary_table(rows))
+    answer(summary_table(rows))
     answer(f"\nresults: {csv_path}\n         {json_path}")
     answer(f"report:  pipebench report {json_path}")
     return 0
@@ -160,3 +161,18 @@ def _on_cpu(args) -> bool:
     if args.gpus:
         raise UserError("--device cpu runs CPU processes: leave out --gpus")
     return True
+
+
+def parse_gpu_memory(text: str | None) -> int | None:
+    """--gpu-memory SIZE -> bytes (None when not given); anything but a positive size is one line."""
+    from pipebench.units import parse_size
+
+    if text is None:
+        return None
+    try:
+        size = parse_size(text)
+    except UserError as exc:
+        raise UserError(f"--gpu-memory: {exc}") from None
+    if size < 1:
+        raise UserError(f"--gpu-memory must be a positive size such as 10GiB (got {text!r})")
+    return size

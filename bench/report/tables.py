@@ -336,3 +336,15 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
               "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report/tables.py); errors: "
               "(predicted - measured) / measured.", ""]
     return "\n".join(lines)
+
+
+def summary_table(rows) -> str:
+    """What `pipebench run` prints when its cases end: the summary table of these rows, the compiled and
+    resolution notes and the recommendations, as `pipebench report` words them."""
+    ok = [r for r in rows if r.status == "ok"]
+    if not ok:
+        return "no case ran to the end"
+    summary = summarise(frame(rows))
+    compiled = compile_notes(summary)
+    return "\n".join([markdown_table(summary), *(["", *compiled] if compiled else []), "", *resolution_notes(summary),
+                      *recommend(summary)])
