@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
+from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.partition import costs
 from pipebench.partition.profile import Profile, step_spread
@@ -100,8 +101,9 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     caps = caps[:p] if caps else None
     speeds = list(request.speeds[:p]) if request.speeds else None
     links = links_of(profiles[0], request.link_gbps)
-    prediction = strategy.price(strategy, profiles, used, caps, speeds, links, request.training,
-                                           micro_batches if strategy.micro_batched else None)
+    prediction = strategy.price(Pricing(strategy=strategy, profiles=profiles, devices=used, caps=caps, speeds=speeds,
+                                        links=links, training=request.training,
+                                        micro_batches=micro_batches if strategy.micro_batched else None))
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
     spread = (prediction.plan.step_spread if prediction.plan
               else step_spread(profiles, profiles[0].batch // p, between_runs=True))

@@ -29,7 +29,8 @@ from pipebench.bench.strategies.ddp import price_ddp
 from pipebench.bench.strategies.devicemap import price_device_map
 from pipebench.bench.strategies.fsdp import price_fsdp
 from pipebench.bench.strategies.hybrid import price_hybrid
-from pipebench.bench.strategies.pricing import price_plan
+from pipebench.bench.strategies.prediction import Prediction
+from pipebench.bench.strategies.pricing import Pricing, price_plan
 from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES, Schedule
@@ -48,9 +49,10 @@ class Strategy:
     built as Trainer(model, devices, plan=, strategy=, training=)."""
     process_per_device: bool
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
-    price: Callable = price_plan
-    """The function that predicts it (pricing.py, or the strategy's package): price(strategy, profiles, devices, caps,
-    speeds, links, training, micro_batches) -> bench.strategies.prediction.Prediction."""
+    price: Callable[[Pricing], Prediction] = price_plan
+    """The function that predicts it (pricing.py, or the strategy's package): price(Pricing) -> Prediction, the
+    Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
+    the links, the Training and the micro-batch count."""
     schedule: Schedule | None = None
     """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False

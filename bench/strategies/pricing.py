@@ -1,17 +1,17 @@
 """What the strategies' prices share, and the price of every strategy that follows a Plan.
 
 A price is the function a registry entry holds (`Strategy.price`): it predicts the strategy's step and
-its memory per device from the profiles, without running it. Each takes (strategy, profiles, devices,
-caps, speeds, links, training, micro_batches): the devices the strategy uses, their caps and speeds, the
-links (partition/costs.py `Links`), the Training, and the count a micro-batched strategy must use (None:
-the planner's choice; always None for the others). bench/predict/ranking.py calls them (`predict`) and ranks what
-they say.
+its memory per device from the profiles, without running it. Each takes one `Pricing`, the frozen value
+of what it is asked (the strategy, the profiles, the devices, their caps and speeds, the links, the
+Training and the micro-batch count), and returns a `Prediction`. bench/predict/ranking.py builds the
+Pricing (`predict`) and ranks what the prices say.
 
 - the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): `price_plan`,
   the planner with its exact solver, schedule simulator and micro-batch choice (partition/plan_choice.py);
 - the others each have a package of their own, their price (with their cost model) in its `__init__.py`
   and their Trainer in its `trainer.py`: ddp/, zero1/, dataparallel/, fsdp/, devicemap/ and hybrid/. The
-  replicas among them build on `replicas_of` and `replica_prediction` here.
+  replicas among them (ddp, zero1, fsdp, dataparallel) give `price_replicas` their cost model; it opens
+  with `Pricing.replicas` and judges the recompute, the speeds and the caps alike for all of them.
 
 No torch: a Trainer's module imports it, and the registry (with these prices) is imported by the
 report, the results store and a cached `pipebench advise`, none of which may load torch.
@@ -23,39 +23,108 @@ from typing import Callable, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.errors import UserError
+from pipebench.partition.costs import Links
 from pipebench.partition.memory import unmodelled_bytes
 from pipebench.partition.plan import shared_cores
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile import Profile, calibration
 from pipebench.partition.solver import InfeasibleError
 from pipebench.request import Request, split_error, within_caps
 from pipebench.training import Training
 
-__all__ = ["price_plan", "one_cpu_process", "Replicas", "replicas_of", "replica_prediction"]
+__all__ = ["Pricing", "price_plan", "one_cpu_process", "Replicas", "price_replicas"]
 
 
-def price_plan(strategy, profiles, devices, caps, speeds, links, training, micro_batches) -> Prediction:
+@dataclass(frozen=True)
+class Pricing:
+    """What one price is asked: this strategy, on these devices, from these profiles; every price takes
+    it whole (`price(pricing) -> Prediction`).
+
+    Why one value: every price took the same eight arguments in the same order, positionally, and the
+    hybrid handed them on to price_plan with four of them changed. Named and typed once here, a price
+    reads the fields it needs, the hybrid says what it changes (`dataclasses.replace`), and what the
+    replica prices all open with (`replicas`, then `price_replicas`) is here once. Frozen, its sequences made tuples: a price
+    cannot change what the next one is asked."""
+
+    strategy: Strategy
+    """The registry entry priced (bench/strategies/__init__.py `Strategy`; named, not imported: the
+    registry imports this module)."""
+    profiles: tuple[Profile, ...]
+    """The model profiled at one or more micro-batch counts (one model, one global batch)."""
+    devices: tuple[str, ...]
+    """The devices the strategy uses (the single baseline: the first of the request's)."""
+    caps: tuple[float, ...] | None
+    """Memory cap per device used, in bytes; None: no cap."""
+    speeds: tuple[float, ...] | None
+    """Speed per device used, relative to the profiled one; None: all alike."""
+    links: Links
+    """The links between the devices (partition/costs.py), and what sharing CPU cores costs."""
+    training: Training
+    """Its optimizer (whose states the memory counts) and checkpoint mode; the precision is the profiles'."""
+    micro_batches: int | None = None
+    """The count a micro-batched strategy must use; None: the planner's choice (always None for the others)."""
+
+    def __post_init__(self) -> None:
+        for name in ("profiles", "devices", "caps", "speeds"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+
+    @property
+    def batch(self) -> int:
+        """The global batch, the profiles' own."""
+        return self.profiles[0].batch
+
+    @property
+    def calibration(self) -> float:
+        """The profiles' measured whole step over their segments' sum (partition/profile.py calibration):
+        the scale of the replicas' cost models."""
+        return calibration(list(self.profiles))
+
+    def no_figure(self, why: str, *, micro_batches: int = 1, schedule: str | None = None,
+                  memory: list[int] | None = None) -> Prediction:
+        """The Prediction of a strategy that has no figure here, and `why`."""
+        return Prediction(self.strategy.name, None, None, memory or [], False, micro_batches, schedule, why)
+
+    def replicas(self) -> Replicas | Prediction:
+        """The strategy as p whole-model replicas on these p devices; or the Prediction that says why it
+        has no figure (a batch that does not split, no profile at the replicas' micro-batch)."""
+        p, batch = len(self.devices), self.batch
+        by_count = {pr.micro_batches: pr for pr in self.profiles}
+        if (why := split_error(batch, p, self.strategy.name)) is not None:
+            return self.no_figure(why)
+        if p not in by_count:
+            return self.no_figure(f"no profile at the replicas' micro-batch of {batch // p} samples "
+                                  f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
+        return Replicas(p, by_count, by_count[p].layers, unmodelled_bytes(self.profiles, by_count[p].micro_batch))
+
+
+def price_plan(pricing: Pricing) -> Prediction:
     """A strategy that follows a Plan: the planner's prediction on its schedule."""
+    strategy, devices, micro_batches = pricing.strategy, pricing.devices, pricing.micro_batches
+    schedule = strategy.torch_schedule or strategy.schedule.name
     try:
-        request = Request(devices=tuple(devices), schedule=strategy.schedule.name,
+        request = Request(devices=devices, schedule=strategy.schedule.name,
                           virtual_stages=strategy.stages_per_device,
-                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=caps,
-                          speeds=speeds, link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
-                          link_latency_ms=links.latency_ms, min_micro_batches=strategy.min_micro_batches(len(devices)),
-                          training=training if strategy.can_checkpoint else replace(training, checkpoint="never"))
-        plan = make_plan(profiles, request,
-                         shared_cores=shared_cores(profiles[0], devices) if strategy.process_per_device else None)
+                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=pricing.caps,
+                          speeds=pricing.speeds, link_gbps=pricing.links.copy_gbps if len(devices) > 1 else 0.0,
+                          link_latency_ms=pricing.links.latency_ms,
+                          min_micro_batches=strategy.min_micro_batches(len(devices)),
+                          training=pricing.training if strategy.can_checkpoint
+                          else replace(pricing.training, checkpoint="never"))
+        plan = make_plan(pricing.profiles, request,
+                         shared_cores=shared_cores(pricing.profiles[0], devices) if strategy.process_per_device
+                         else None)
     except InfeasibleError as exc:
-        return Prediction(strategy.name, None, None, [int(exc.needed)] * len(devices), False,
-                          micro_batches or 1, strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
+        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule,
+                                 memory=[int(exc.needed)] * len(devices))
     except UserError as exc:
-        return Prediction(strategy.name, None, None, [], False, micro_batches or 1,
-                          strategy.torch_schedule or strategy.schedule.name, str(exc).splitlines()[0])
+        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule)
     step = plan.predicted_step_ms
     if one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
         step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
     return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
-                      True, plan.micro_batches, strategy.torch_schedule or strategy.schedule.name, plan=plan)
+                      True, plan.micro_batches, schedule, plan=plan)
 
 
 def one_cpu_process(strategy, devices: Sequence[str]) -> bool:
@@ -77,36 +146,26 @@ class Replicas:
         return self.by_count[self.p]
 
 
-def replicas_of(strategy, profiles, devices: Sequence[str]) -> Replicas | Prediction:
-    """The Replicas of a strategy on these devices; or the Prediction that says why it has no figure (a
-    batch that does not split, no profile at the replicas' micro-batch)."""
-    p = len(devices)
-    batch = profiles[0].batch
-    by_count = {pr.micro_batches: pr for pr in profiles}
-    if (why := split_error(batch, p, strategy.name)) is not None:
-        return Prediction(strategy.name, None, None, [], False, 1, None, why)
-    if p not in by_count:
-        return Prediction(strategy.name, None, None, [], False, 1, None,
-                          f"no profile at the replicas' micro-batch of {batch // p} samples "
-                          f"(profiled: {', '.join(str(batch // m) for m in sorted(by_count))})")
-    return Replicas(p, by_count, by_count[p].layers, unmodelled_bytes(profiles, by_count[p].micro_batch))
-
-
-def replica_prediction(strategy, price: Callable[[bool], tuple[float, list[int]]], batch: int, caps, speeds,
-                        training: Training) -> Prediction:
-    """A replica strategy's figure from `price(recompute) -> (step ms, memory per device)`: the slowest
+def price_replicas(pricing: Pricing, cost: Callable[[Replicas, bool], tuple[float, list[int]]]) -> Prediction:
+    """A replica strategy's figure from its cost model, `cost(replicas, recompute) -> (step ms, memory per
+    device)`, on `pricing.replicas()` (or the Prediction that says why there are none): the slowest
     replica sets the pace; it fits when every device's memory is within its cap. checkpoint always
     recomputes every layer; auto only when the replica would not fit otherwise and fits with it."""
-    def fitting(memory):
-        return within_caps(memory, caps)
+    replicas = pricing.replicas()
+    if isinstance(replicas, Prediction):
+        return replicas
 
-    recompute = training.checkpoint == "always"
-    step, memory = price(recompute)
-    if training.checkpoint == "auto" and not fitting(memory):
-        recomputed = price(True)
+    def fitting(memory):
+        return within_caps(memory, pricing.caps)
+
+    checkpoint = pricing.training.checkpoint
+    recompute = checkpoint == "always"
+    step, memory = cost(replicas, recompute)
+    if checkpoint == "auto" and not fitting(memory):
+        recomputed = cost(replicas, True)
         if fitting(recomputed[1]):
             (step, memory), recompute = recomputed, True
-    if speeds:
-        step /= min(speeds)
-    return Prediction(strategy.name, step, batch / step * 1e3 if step > 0 else None, memory, fitting(memory), 1,
-                      None, recompute=recompute)
+    if pricing.speeds:
+        step /= min(pricing.speeds)
+    return Prediction(pricing.strategy.name, step, pricing.batch / step * 1e3 if step > 0 else None, memory,
+                      fitting(memory), 1, None, recompute=recompute)

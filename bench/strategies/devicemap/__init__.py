@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import one_cpu_process
+from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
 from pipebench.errors import UserError
 from pipebench.partition.cuts import transfer_ms
 from pipebench.partition.plan import plan_with_bounds
@@ -17,7 +17,7 @@ from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]
 
-def price_device_map(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+def price_device_map(pricing: Pricing) -> Prediction:
     """accelerate's device_map="auto": the whole batch through the layers on the devices accelerate puts
     them on, one device at a time. Priced as a Plan of accelerate's cuts with one micro-batch on the GPipe
     schedule (the simulator), plus the output's trip back to the first device and its gradient's trip
@@ -27,19 +27,21 @@ def price_device_map(strategy, profiles, devices, caps, speeds, links, training,
     and accelerate, unless the profile cache kept the cuts (device_map_cuts); a profile whose model cannot
     be built here gets accelerate's cuts of a stand-in made of its layers' parameter bytes, an estimate
     that the reason says."""
+    strategy, profiles, devices, caps, links = (pricing.strategy, pricing.profiles, pricing.devices, pricing.caps,
+                                                pricing.links)
     whole = next((pr for pr in profiles if pr.micro_batches == 1), None)
     if whole is None:
-        return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, "no profile of the whole batch")
+        return pricing.no_figure("no profile of the whole batch", schedule=IN_TURN)
     cuts = device_map_cuts(whole, len(devices), caps)
     try:
         if "error" in cuts:
             raise UserError(cuts["error"])
-        plan = plan_with_bounds(profiles, devices, cuts["bounds"], schedule=IN_TURN, speeds=speeds,
+        plan = plan_with_bounds(profiles, devices, cuts["bounds"], schedule=IN_TURN, speeds=pricing.speeds,
                                 link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
-                                link_latency_ms=links.latency_ms, optimizer=training.optimizer,
+                                link_latency_ms=links.latency_ms, optimizer=pricing.training.optimizer,
                                 balanced_by="accelerate")
     except UserError as exc:  # no chain of stages; parameters that fit nowhere
-        return Prediction(strategy.name, None, None, [], False, 1, IN_TURN, str(exc).splitlines()[0])
+        return pricing.no_figure(str(exc).splitlines()[0], schedule=IN_TURN)
     step = plan.predicted_step_ms
     if len(plan.stages) > 1:
         step += 2 * transfer_ms(whole.layers[-1].output_bytes, links.copy_gbps, links.latency_ms)

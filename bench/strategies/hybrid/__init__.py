@@ -7,37 +7,39 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import price_plan
+from pipebench.bench.strategies.pricing import Pricing, price_plan
 from pipebench.partition import costs
 from pipebench.request import split_error
 
 __all__ = ["price_hybrid"]
 
-def price_hybrid(strategy, profiles, devices, caps, speeds, links, training, micro_batches=None) -> Prediction:
+def price_hybrid(pricing: Pricing) -> Prediction:
     """hybrid: copies of one pipeline over `stages_per_replica` devices, each training on batch / replicas
     samples. The Plan is planned for one replica (on the profiles as one replica's batch sees them) and
     its step is the Plan's plus each stage's DDP all-reduce of its gradients over the replicas (after
     the schedule, not overlapped; the stages' all-reduces run at once, the slowest ends the step). The
     slowest copy of each stage sets its speed; the tightest cap its memory."""
-    k, p, batch = strategy.stages_per_replica, len(devices), profiles[0].batch
-    unavailable = lambda why: Prediction(strategy.name, None, None, [], False, micro_batches or 1,  # noqa: E731
-                                         strategy.torch_schedule, why)
+    strategy, devices, caps, speeds = pricing.strategy, pricing.devices, pricing.caps, pricing.speeds
+    k, p, batch = strategy.stages_per_replica, len(devices), pricing.batch
+    unavailable = lambda why: pricing.no_figure(why, micro_batches=pricing.micro_batches or 1,  # noqa: E731
+                                                schedule=strategy.torch_schedule)
     if p < 2 * k or p % k:
         return unavailable(f"needs {2 * k} or more devices, a multiple of {k} ({k} pipeline stages x 2 or more "
                            f"replicas); this run has {p}")
     replicas = p // k
     if (why := split_error(batch, replicas, strategy.name)) is not None:
         return unavailable(why)
-    share = [replace(pr, batch=batch // replicas) for pr in profiles if (batch // replicas) % pr.micro_batch == 0]
+    share = [replace(pr, batch=batch // replicas) for pr in pricing.profiles if (batch // replicas) % pr.micro_batch == 0]
     if not share:
         return unavailable(f"no profile at a micro-batch that splits a replica's {batch // replicas} samples")
     per_stage = lambda values, pick: [pick(values[r * k + s] for r in range(replicas)) for s in range(k)]  # noqa: E731
-    one = price_plan(strategy, share, devices[:k], per_stage(caps, min) if caps else None,
-                        per_stage(speeds, min) if speeds else None, links, training, micro_batches)
+    one = price_plan(replace(pricing, profiles=share, devices=devices[:k], caps=per_stage(caps, min) if caps else None,
+                             speeds=per_stage(speeds, min) if speeds else None))
     if one.plan is None:
         return replace(one, peak_memory_bytes=one.peak_memory_bytes * replicas)
     layers = share[0].layers
-    allreduce = max(costs.allreduce_ms(sum(l.param_bytes for l in layers[s.first_layer:s.end_layer]), replicas, links)
+    allreduce = max(costs.allreduce_ms(sum(l.param_bytes for l in layers[s.first_layer:s.end_layer]), replicas,
+                                       pricing.links)
                     for s in one.plan.stages)
     step = one.predicted_step_ms + allreduce
     return replace(one, predicted_step_ms=step, predicted_samples_per_s=batch / step * 1e3 if step > 0 else None,
