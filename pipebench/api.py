@@ -26,7 +26,7 @@ from pipebench.partition.schedule import DEFAULT_SCHEDULE
 from pipebench.request import Request, count_of
 from pipebench.training import Training
 
-__all__ = ["profile", "plan", "plan_devices", "Request"]
+__all__ = ["profile", "plan", "advise", "plan_devices", "Request"]
 
 
 def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
@@ -423,3 +423,46 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         profiles = [profiles]
     request.check_profiles(profiles)
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
+
+
+def advise(model: Any = None, example_inputs: Any = None, request: Request | None = None, *,
+           profiles: Sequence[Profile] | None = None, strategies: Sequence[str] | None = None,
+           flavour: str | None = None, settings: dict[str, Any] | None = None, data_dir: str | None = None,
+           loss_fn: Callable[[Any, Any], Any] | None = None, note: Callable[[str], None] | None = None,
+           progress: Callable[[int, int, str], None] | None = None, **asked: Any):
+    """Predict every strategy for `model` on the request's devices from one profile, rank them by predicted
+    samples/s and recommend the fastest that fits: nothing runs but the profile (`pipebench advise`).
+
+    request, or its fields as keywords: as for plan(); devices (or gpus, or stages on device) are the
+    devices every strategy is priced on, max_memory the cap each must fit, micro_batches the pipelines'
+    counts (None: every count they might choose). strategies: the names to rank (default: every one that
+    uses all the devices, and single). profiles: rank from these instead of profiling.
+    Returns an Advice (bench/predict/ranking.py): `predictions` fastest first, `recommended`, `tied`.
+    """
+    from pipebench.bench.predict.ranking import advice_ranking, advise_counts
+    from pipebench.bench.predict.ranking import advise as rank_strategies
+    from pipebench.bench.strategies import get_strategy
+
+    request = _request(request, asked)
+    if isinstance(strategies, str) or not isinstance(strategies, (list, tuple, type(None))):
+        raise UserError(f"strategies takes a list of names such as ['ddp', 'pp-1f1b'], not {strategies!r:.60}")
+    for name in strategies or ():
+        get_strategy(name)  # an unknown name: one UserError now
+    if profiles is None:
+        if model is None:
+            raise UserError("advise needs a model (or profiles)")
+        if request.batch is None:
+            raise UserError("advise needs the global batch size, e.g. batch=256")
+        measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
+        profiles = profile(model, example_inputs, measured, flavour=flavour, settings=settings, data_dir=data_dir,
+                           loss_fn=loss_fn, note=note, progress=progress, rank=advice_ranking(request, strategies))
+    elif isinstance(profiles, Profile):
+        profiles = [profiles]
+    if not profiles or not all(isinstance(p, Profile) for p in profiles):
+        raise UserError("advise needs profiles (pipebench.profile's), or a model to profile")
+    if request.batch is not None and request.batch != profiles[0].batch:
+        raise UserError(f"batch {request.batch} does not match the profile's batch {profiles[0].batch}")
+    # Not check_profiles: more devices than layers leaves the pipelines without a figure, not advise refused.
+    first = profiles[0].training  # the profile's precision and compile mode are what was priced
+    return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
+                                                                     compile=first.compile)), strategies)

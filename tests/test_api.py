@@ -177,3 +177,26 @@ def test_a_request_is_built_once_and_taken_whole():
     assert (plan.batch, plan.micro_batches, len(plan.stages)) == (8, 2, 2)
     with pytest.raises(UserError, match="give request or batch, not both"):
         pipebench.plan("mlp", flavour="tiny", request=request, batch=8)
+
+
+def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
+    """pipebench.advise is `pipebench advise` in Python: every usable strategy priced from the profile, the
+    recommendation one that fits; from saved profiles too, with the same answer."""
+    from pipebench.bench.predict.ranking import usable_strategies
+
+    net = _tiny_net()
+    advice = pipebench.advise(net, torch.randn(4, 8), batch=8, stages=2, device="cpu", link_gbps=1.0, repeats=1)
+    assert {p.strategy for p in advice.predictions} == set(usable_strategies(["cpu", "cpu"]))
+    assert advice.recommended in {p.strategy for p in advice.predictions if p.fits}
+    profiles = pipebench.profile(net, torch.randn(4, 8), batch=8, devices=["cpu", "cpu"], link_gbps=1.0, repeats=1,
+                                 micro_batches=[1, 2])
+    again = pipebench.advise(profiles=profiles, stages=2, device="cpu", strategies=["single", "ddp"])
+    assert {p.strategy for p in again.predictions} == {"single", "ddp"}
+    with pytest.raises(UserError, match="unknown strategy 'nope'"):
+        pipebench.advise(profiles=profiles, stages=2, strategies=["nope"])
+    with pytest.raises(UserError, match="takes a list of names"):
+        pipebench.advise(profiles=profiles, stages=2, strategies="ddp")
+    with pytest.raises(UserError, match="batch 16 does not match the profile's batch 8"):
+        pipebench.advise(profiles=profiles, stages=2, batch=16)
+    with pytest.raises(UserError, match="needs profiles"):
+        pipebench.advise(profiles=[], stages=2)

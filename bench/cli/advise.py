@@ -30,27 +30,18 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_advise(args) -> int:
-    from dataclasses import replace
-
-    from pipebench.bench.predict.ranking import advice_ranking, advise
+    import pipebench
+    from pipebench.bench.predict.ranking import advice_ranking, advise_counts
     from pipebench.bench.cli.plan import check_outputs, load_or_profile
     from pipebench.files import write_json
     from pipebench.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
     check_outputs(args)
-    # The whole batch (single, the calibrating whole step) and the replicas' share are always profiled;
-    # on one device nothing micro-batches (a one-stage pipeline is single), so the whole batch is all.
-    def counts(devices: int) -> list[int] | None:
-        if devices == 1:
-            return [1]
-        return None if None in chunks else sorted({1, devices, *chunks})
-
-    source = load_or_profile(args, counts, advice_ranking)
+    source = load_or_profile(args, lambda devices: advise_counts(devices, tuple(chunks)), advice_ranking)
     profiles, request = source
     devices = list(request.devices)
-    advice = advise(profiles, request.with_(training=replace(request.training, precision=profiles[0].training.precision,
-                                                             compile=profiles[0].training.compile)))
+    advice = pipebench.advise(profiles=profiles, request=request)
     answer(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=request.link_gbps))
     if args.json:

@@ -23,7 +23,7 @@ from pipebench.request import Request, caps_per_device, link_of, within_caps
 from pipebench.units import format_bytes
 
 __all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommend", "predict", "advise", "advice_ranking",
-           "usable_strategies", "links_of", "top_strategies"]
+           "usable_strategies", "links_of", "top_strategies", "advise_counts"]
 
 
 @dataclass
@@ -169,6 +169,19 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
     copies of their stages up. On one device that is every other one too (a multi-process strategy runs
     as a group of one): what each costs there beside single is what a user of one GPU asks."""
     return [name for name, s in STRATEGIES.items() if not s.replicated or len(devices) >= 2 * s.stages_per_replica]
+
+
+def advise_counts(devices: int, micro_batches) -> tuple[int, ...] | None:
+    """The micro-batch counts advise profiles: the whole batch (single, and the whole step that calibrates
+    every price) and the replicas' share always, with the pipelines' counts asked for (`micro_batches`: a
+    count, counts, or None for auto: every count a pipeline might choose). On one device nothing
+    micro-batches (a one-stage pipeline is single), so the whole batch is all."""
+    if devices == 1:
+        return (1,)
+    if micro_batches is None:
+        return None
+    given = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
+    return None if None in given else tuple(sorted({1, devices, *given}))
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
