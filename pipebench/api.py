@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import socket
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.partition import sizes
 from pipebench.partition.plan import Plan, shared_cores
 from pipebench.partition.plan_choice import make_plan, plan_ranking
 from pipebench.partition.sizes import Ranking
 from pipebench.partition.profile import Profile
-from pipebench.partition.schedule import DEFAULT_SCHEDULE
+from pipebench.profiling import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of
 from pipebench.training import Training
 
@@ -152,132 +150,17 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     grad mode, matmul precision): pipebench/snapshot.py.
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
-    from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
-    from pipebench.hardware.probes import resolve_device
-    from pipebench.parse import micro_batch_counts
-
     request = _request(request, asked, stages=1)
     if request.batch is None:
         raise UserError("profile needs the global batch size, e.g. batch=64")
-    batch, training, micro_batches = request.batch, request.training, request.micro_batches
-    if isinstance(micro_batches, tuple):  # several counts, e.g. what a run's cases need
-        counts = sorted({m for c in micro_batches for m in micro_batch_counts(c, batch)})
-    else:
-        counts = micro_batch_counts(micro_batches, batch)
-    devices = [resolve_device(d) for d in request.devices]
-    training.check_device(devices[0].partition(":")[0])  # cudagraphs on the CPU: one line now
-    device = devices[0]
-    auto = micro_batches is None
-    if auto and len(devices) > 1 and batch % len(devices) == 0:
-        counts = sorted({*counts, len(devices)})  # the replicas' share (DDP, DataParallel), 3 devices too
-    on_gpu = device.startswith("cuda")
+    counts, devices = counts_and_devices(request)
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
                         "file")
-    repeats = request.repeats if request.repeats is not None else (5 if on_gpu else 3)
-    granularity, cache, fresh, link_gbps = request.granularity, request.cache, request.fresh, request.link_gbps
-    # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what each
-    # worker standing in for a device gets (hardware/cpu.py).
-    threads = None if on_gpu else threads_per_device(len(devices))
-    warmup = 2 if on_gpu else 1
-    asked = _Measurement(cache=cache, flavour=flavour, settings=settings, data_dir=data_dir, batch=batch,
-                         device=device, devices=devices, threads=threads, training=training, repeats=repeats,
-                         warmup=warmup, granularity=granularity)
-    store, keys, link_key = _cache_keys(model, counts, asked)
-    cached = {} if fresh or store is None else {m: p for m in counts if (p := store.get(keys[m])) is not None}
-    measured: list[Profile] = list(cached.values())
-    built: dict[str, Any] = {}  # the model's device, its one capture and the threads that time it, once built
-
-    def build() -> None:
-        """Build the model, the first time a size must be measured: a cached answer never waits for it."""
-        nonlocal model, keys
-        if before_measuring is not None:
-            before_measuring()
-        import torch
-
-        from pipebench.models import LayeredModel, UserModel, get_model
-        from pipebench.partition.measure import Captures
-        from pipebench.training import set_precision
-
-        target = torch.device(device)
-        if on_gpu:
-            set_precision(training)
-            torch.cuda.set_device(target)
-        if isinstance(model, str):
-            named, model = model, get_model(model, flavour, device=target, data_dir=data_dir, **(settings or {}))
-            if store is not None and flavour is None and isinstance(model, LayeredModel):  # the zoo's default
-                store.learn_flavour(named, model.flavour)
-                keys = _cache_keys(named, counts, replace(asked, flavour=model.flavour))[1]
-                found = {} if fresh else {m: p for m in counts if m not in cached and (p := store.get(keys[m]))}
-                cached.update(found)
-                measured.extend(found.values())
-        elif isinstance(model, torch.nn.Module):
-            from pipebench.models.source import object_model
-
-            model = object_model(model, example_inputs, settings, loss_fn)
-        elif not isinstance(model, (LayeredModel, UserModel)):
-            raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
-                            f"not {type(model).__name__}")
-        built.update(target=target, captures=Captures(note), threads=threads or torch.get_num_threads())
-
-    def measure(wanted: list[int]) -> list[Profile]:
-        """The counts `wanted`, measured on the model's one capture unless cached; each measured one is kept
-        in the cache."""
-        from pipebench.partition.measure import profile_sizes
-
-        if not built:
-            build()
-        new = [m for m in wanted if m not in cached]
-        got = []
-        if new:
-            with thread_budget(built["threads"]), held_memory() if not on_gpu else contextlib.nullcontext():
-                got = profile_sizes(model, built["target"], batch, new, repeats=repeats, warmup=warmup, note=note,
-                                    progress=progress, granularity=granularity, training=training,
-                                    already=len(measured), captures=built["captures"])
-            for p in got:
-                if store is not None:
-                    store.put(keys[p.micro_batches], p)
-            measured.extend(got)
-        return [cached[m] for m in wanted if m in cached] + got
-
-    first = sizes.anchors(counts, required=[len(devices)] if len(devices) > 1 else []) if auto else counts
-    if missing := [m for m in first if m not in cached]:
-        measure(missing)
-    if cached and note:
-        note(f"{getattr(model, 'name', model)}: micro-batch size(s) "
-             f"{', '.join(str(batch // m) for m in sorted(cached, reverse=True))} from the profile cache "
-             f"({store.folder}; --fresh measures again)")
-    # The links before the ranking: a plan prices its cuts with them. From the cache with a cached profile,
-    # or from the link cache where the profile cache is off (partition/cache.py link_cache).
-    from pipebench.partition.cache import link_cache
-
-    links_kept = store if store is not None else (link_cache() if cache else None)
-    reuse = links_kept if not fresh and (store is None or len(measured) == len(cached)) else None
-    links = _links(devices, on_gpu, link_gbps, note, store=reuse, keep=links_kept, key=link_key)
-
-    def with_links(profiles: list[Profile]) -> list[Profile]:
-        for p in profiles:
-            for name, value in links.items():
-                setattr(p, name, value)
-        return profiles
-
-    if not auto:
-        return with_links(sorted(measured, key=lambda p: p.micro_batches))
-    rank = rank if rank is not None else _default_ranking(devices)
-    profiles = sizes.refine(with_links(list(measured)), counts, rank, lambda wanted: with_links(measure(wanted)))
-    guessed = [p.micro_batch for p in profiles if p.interpolated_from]
-    if guessed and note:
-        note(f"{getattr(model, 'name', model)}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated "
-             f"between the measured ones, not measured (partition/sizes.py; --chunks M,M,... measures them)")
-    return profiles
-
-
-def _default_ranking(devices: Sequence[str] | None) -> Ranking | None:
-    """What ranks the micro-batch counts when the caller gives nothing: on two or more devices, the
-    default schedule's plan over them; on one, nothing (no pipeline to choose for)."""
-    if not devices or len(devices) < 2:
-        return None
-    return plan_ranking(Request(devices=tuple(devices), schedule=DEFAULT_SCHEDULE))
+    session = ProfilingSession(model, request, counts, devices, example_inputs=example_inputs, flavour=flavour,
+                               settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress,
+                               before_measuring=before_measuring)
+    return session.profiles(rank)
 
 
 @contextlib.contextmanager
@@ -297,99 +180,6 @@ def _is_module(model: Any) -> bool:
     """Whether `model` is an nn.Module object; one exists only once torch is imported, so asking imports none."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(model, torch.nn.Module)
-
-
-@dataclass(frozen=True)
-class _Measurement:
-    """What `profile` is asked to measure, as its cache keys name it (partition/cache.py)."""
-
-    cache: bool
-    flavour: str | None
-    settings: dict | None
-    data_dir: str | None
-    batch: int
-    device: str
-    devices: list[str]
-    threads: int | None
-    """The CPU threads of one device's share (None on GPUs)."""
-    training: Training
-    repeats: int
-    warmup: int
-    granularity: Any
-
-
-def _cache_keys(model: Any, counts: list[int], asked: _Measurement) -> tuple[Any, dict[int, dict], dict | None]:
-    """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
-    what was `asked` alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
-    is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
-    or the model is an object (partition/cache.py)."""
-    from pipebench.partition.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
-                                           request_identity, torch_version)
-
-    a, training = asked, asked.training
-    if a.cache:
-        check_cache_folders()  # a cache folder that is a file would be silently unused
-    identity = request_identity(model, flavour=a.flavour, settings=a.settings, data_dir=a.data_dir) \
-        if a.cache and cache_enabled() else None
-    if identity is None and not (a.cache and link_cache()):
-        return None, {}, None
-    common = dict(device_name=device_label(a.device), threads=a.threads, torch=torch_version(),
-                  **({"memory": "held"} if a.threads is not None else {}))  # on the CPU: hardware/cpu.py
-    link_key = ProfileCache.key({"links": a.devices, "host": socket.gethostname(), **common}, micro_batch=0)
-    if identity is None:
-        return None, {}, link_key
-    keys = {m: ProfileCache.key(identity, micro_batch=a.batch // m, batch=a.batch, device=a.device.partition(":")[0],
-                                precision=training.precision, optimizer=training.optimizer, repeats=a.repeats,
-                                **({"compile": training.compile} if training.compile is not None else {}),
-                                warmup=a.warmup, granularity=a.granularity, **common) for m in counts}
-    return ProfileCache(), keys, link_key
-
-
-def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
-    """The link figures a profile carries: GB/s between the first two devices, an all-reduce's bus
-    bandwidth, and on CPU stand-ins the machine's drift (one device too), gloo's latency, the slowdown of
-    processes computing at once on the shared cores and the pipeline runtime's, FSDP2's and DDP's own
-    costs. Timed, or from the cache (`store`) when every size was too; `keep` keeps what was timed.
-    `link_gbps` given: taken as is."""
-    from pipebench.hardware.cpu import threads_per_device
-    from pipebench.hardware.probes import (drift_seconds, measure_allreduce_gbps, measure_cpu_processes,
-                                           measure_machine_drift, measure_stage_link)
-    from pipebench.partition.cache import LINK_FIELDS
-
-    if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
-        if note:
-            note("link figures from the profile cache")
-        return links
-    links = {name: None for name in LINK_FIELDS}
-    links["link_gbps"] = link_gbps
-    if link_gbps is None and on_gpu:
-        link = measure_stage_link(devices)
-        links["link_gbps"] = link[2] if link else None
-        if link and note:
-            note(f"link {link[0]} -> {link[1]}: {links['link_gbps']:.0f} GB/s (timed copy)")
-    if on_gpu:
-        links["allreduce_gbps"] = measure_allreduce_gbps(devices)
-        if links["allreduce_gbps"] and note:
-            note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
-    if not on_gpu and link_gbps is None:  # CPU stand-ins share a machine whose speed moves
-        links["machine_drift"] = measure_machine_drift(threads_per_device(len(devices)))
-        if note:
-            note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {drift_seconds():g} s "
-                 "(the least interval of a CPU prediction)")
-        if len(devices) > 1:  # standing in for devices, they talk through gloo
-            links.update(measure_cpu_processes(len(devices)))
-            if note:
-                note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, "
-                     f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, "
-                     f"{links['collective_ms']:.2f} ms a collective; {len(devices)} processes computing at once: "
-                     f"each step {links['core_contention']:.2f}x slower; the pipeline runtime: "
-                     f"{links['action_ms']:.2f} ms an operation, FSDP2 {links['fsdp_layer_ms']:.2f} ms a layer "
-                     f"and {links['gather_gbps']:.2f} GB/s its gathers and reduce-scatters, "
-                     f"DDP {links['ddp_ms']:.2f} ms a step and "
-                     f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
-    if keep is not None and link_gbps is None:
-        keep.put_links(key, links)
-    return links
 
 
 def plan(model: Any = None, example_inputs: Any = None, request: Request | None = None, *,

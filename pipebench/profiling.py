@@ -1,0 +1,290 @@
+"""One profiling session: what `pipebench.profile` does once its arguments are checked.
+
+A `ProfilingSession` holds one request's micro-batch counts, the profile cache's keys for them (made from
+what was asked alone, before anything is built), the model once it must be built, and the profiles
+measured or found so far. `measure(counts)` measures what the cache does not hold, `links()` times (or
+finds) the link figures a plan prices its cuts with, and `profiles(rank)` runs the whole session: the
+first sizes, the links, then the sizes a close choice depends on (partition/sizes.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from pipebench.errors import UserError
+from pipebench.partition import sizes
+from pipebench.partition.plan_choice import plan_ranking
+from pipebench.partition.profile import Profile
+from pipebench.partition.schedule import DEFAULT_SCHEDULE
+from pipebench.partition.sizes import Ranking
+from pipebench.request import Request
+from pipebench.training import Training
+
+__all__ = ["ProfilingSession", "counts_and_devices"]
+
+
+def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
+    """The micro-batch counts `request` measures and the devices it names, each checked (one UserError):
+    several counts (what a run's cases need) together, auto's counts with the device count's too (the
+    replicas' share, for DDP and DataParallel), and a Training the first device cannot run refused now."""
+    from pipebench.hardware.probes import resolve_device
+    from pipebench.parse import micro_batch_counts
+
+    batch, micro_batches = request.batch, request.micro_batches
+    if isinstance(micro_batches, tuple):
+        counts = sorted({m for c in micro_batches for m in micro_batch_counts(c, batch)})
+    else:
+        counts = micro_batch_counts(micro_batches, batch)
+    devices = [resolve_device(d) for d in request.devices]
+    request.training.check_device(devices[0].partition(":")[0])  # cudagraphs on the CPU: one line now
+    if micro_batches is None and len(devices) > 1 and batch % len(devices) == 0:
+        counts = sorted({*counts, len(devices)})  # the replicas' share (DDP, DataParallel), 3 devices too
+    return counts, devices
+
+
+class ProfilingSession:
+    """One `pipebench.profile` call's state: the request, the cache keys of its sizes, the model once
+    built, and the profiles measured or cached so far (`measured`). The model is built the first time a
+    size must be measured, so a cache that holds every size builds none and imports no torch."""
+
+    def __init__(self, model: Any, request: Request, counts: list[int], devices: list[str], *,
+                 example_inputs: Any = None, flavour: str | None = None, settings: dict[str, Any] | None = None,
+                 data_dir: str | None = None, loss_fn: Callable[[Any, Any], Any] | None = None,
+                 note: Callable[[str], None] | None = None, progress: Callable[[int, int, str], None] | None = None,
+                 before_measuring: Callable[[], None] | None = None):
+        """`counts` and `devices` as `counts_and_devices(request)` checked them; the rest as for
+        pipebench.profile()."""
+        from pipebench.hardware.cpu import threads_per_device
+
+        self.model, self.example_inputs, self.request = model, example_inputs, request
+        self.counts, self.devices, self.device = counts, devices, devices[0]
+        self.flavour, self.settings, self.data_dir, self.loss_fn = flavour, settings, data_dir, loss_fn
+        self.note, self.progress, self.before_measuring = note, progress, before_measuring
+        self.on_gpu = self.device.startswith("cuda")
+        self.repeats = request.repeats if request.repeats is not None else (5 if self.on_gpu else 3)
+        # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what
+        # each worker standing in for a device gets (hardware/cpu.py).
+        self.threads = None if self.on_gpu else threads_per_device(len(devices))
+        self.warmup = 2 if self.on_gpu else 1
+        self.asked = _Measurement(cache=request.cache, flavour=flavour, settings=settings, data_dir=data_dir,
+                                  batch=request.batch, device=self.device, devices=devices, threads=self.threads,
+                                  training=request.training, repeats=self.repeats, warmup=self.warmup,
+                                  granularity=request.granularity)
+        self.store, self.keys, self.link_key = _cache_keys(model, counts, self.asked)
+        self.cached: dict[int, Profile] = self._found(counts)
+        self.measured: list[Profile] = list(self.cached.values())
+        self.built: dict[str, Any] = {}  # the model's device, its one capture and the threads that time it
+
+    def profiles(self, rank: Ranking | None = None) -> list[Profile]:
+        """The session's answer: the first sizes (every count asked, or auto's anchors), the link figures on
+        each profile, and under auto the sizes a close choice depends on, measured until they all are
+        (sizes.refine; rank None: the default ranking, `default_ranking`). Fewest micro-batches first."""
+        auto = self.request.micro_batches is None
+        required = [len(self.devices)] if len(self.devices) > 1 else []
+        first = sizes.anchors(self.counts, required=required) if auto else self.counts
+        if missing := [m for m in first if m not in self.cached]:
+            self.measure(missing)
+        if self.cached and self.note:
+            self.note(f"{self._name()}: micro-batch size(s) "
+                      f"{', '.join(str(self.request.batch // m) for m in sorted(self.cached, reverse=True))} from "
+                      f"the profile cache ({self.store.folder}; --fresh measures again)")
+        links = self.links()  # before the ranking: a plan prices its cuts with them
+
+        def with_links(profiles: list[Profile]) -> list[Profile]:
+            for p in profiles:
+                for name, value in links.items():
+                    setattr(p, name, value)
+            return profiles
+
+        if not auto:
+            return with_links(sorted(self.measured, key=lambda p: p.micro_batches))
+        rank = rank if rank is not None else default_ranking(self.devices)
+        profiles = sizes.refine(with_links(list(self.measured)), self.counts, rank,
+                                lambda wanted: with_links(self.measure(wanted)))
+        guessed = [p.micro_batch for p in profiles if p.interpolated_from]
+        if guessed and self.note:
+            self.note(f"{self._name()}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated between "
+                      f"the measured ones, not measured (partition/sizes.py; --chunks M,M,... measures them)")
+        return profiles
+
+    def measure(self, wanted: list[int]) -> list[Profile]:
+        """The counts `wanted`, measured on the model's one capture unless cached; each measured one is kept
+        in the cache."""
+        from pipebench.hardware.cpu import held_memory, thread_budget
+        from pipebench.partition.measure import profile_sizes
+
+        if not self.built:
+            self._build()
+        new = [m for m in wanted if m not in self.cached]
+        got = []
+        if new:
+            request = self.request
+            with thread_budget(self.built["threads"]), \
+                    held_memory() if not self.on_gpu else contextlib.nullcontext():
+                got = profile_sizes(self.model, self.built["target"], request.batch, new, repeats=self.repeats,
+                                    warmup=self.warmup, note=self.note, progress=self.progress,
+                                    granularity=request.granularity, training=request.training,
+                                    already=len(self.measured), captures=self.built["captures"])
+            for p in got:
+                if self.store is not None:
+                    self.store.put(self.keys[p.micro_batches], p)
+            self.measured.extend(got)
+        return [self.cached[m] for m in wanted if m in self.cached] + got
+
+    def links(self) -> dict[str, float | None]:
+        """The link figures the profiles carry (`_links`): from the cache when every size came from it too,
+        or from the link cache where the profile cache is off (partition/cache.py link_cache); what is
+        timed is kept there."""
+        from pipebench.partition.cache import link_cache
+
+        request, store = self.request, self.store
+        kept = store if store is not None else (link_cache() if request.cache else None)
+        reuse = kept if not request.fresh and (store is None or len(self.measured) == len(self.cached)) else None
+        return _links(self.devices, self.on_gpu, request.link_gbps, self.note, store=reuse, keep=kept,
+                      key=self.link_key)
+
+    def _found(self, counts: Sequence[int]) -> dict[int, Profile]:
+        """The counts among `counts` the profile cache holds, under the current keys (none when fresh)."""
+        if self.request.fresh or self.store is None:
+            return {}
+        return {m: p for m in counts if (p := self.store.get(self.keys[m])) is not None}
+
+    def _name(self) -> str:
+        return getattr(self.model, "name", self.model)
+
+    def _build(self) -> None:
+        """Build the model, the first time a size must be measured: a cached answer never waits for it. A
+        zoo name given without a flavour learns the zoo's default here, and the cache is asked again under it."""
+        if self.before_measuring is not None:
+            self.before_measuring()
+        import torch
+
+        from pipebench.models import LayeredModel, UserModel, get_model
+        from pipebench.partition.measure import Captures
+        from pipebench.training import set_precision
+
+        target = torch.device(self.device)
+        if self.on_gpu:
+            set_precision(self.request.training)
+            torch.cuda.set_device(target)
+        model = self.model
+        if isinstance(model, str):
+            self.model = get_model(model, self.flavour, device=target, data_dir=self.data_dir,
+                                   **(self.settings or {}))
+            if self.store is not None and self.flavour is None and isinstance(self.model, LayeredModel):
+                self.store.learn_flavour(model, self.model.flavour)  # the zoo's default
+                self.keys = _cache_keys(model, self.counts, replace(self.asked, flavour=self.model.flavour))[1]
+                found = self._found([m for m in self.counts if m not in self.cached])
+                self.cached.update(found)
+                self.measured.extend(found.values())
+        elif isinstance(model, torch.nn.Module):
+            from pipebench.models.source import object_model
+
+            self.model = object_model(model, self.example_inputs, self.settings, self.loss_fn)
+        elif not isinstance(model, (LayeredModel, UserModel)):
+            raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
+                            f"not {type(model).__name__}")
+        self.built.update(target=target, captures=Captures(self.note), threads=self.threads or torch.get_num_threads())
+
+
+def default_ranking(devices: Sequence[str] | None) -> Ranking | None:
+    """What ranks the micro-batch counts when the caller gives nothing: on two or more devices, the
+    default schedule's plan over them; on one, nothing (no pipeline to choose for)."""
+    if not devices or len(devices) < 2:
+        return None
+    return plan_ranking(Request(devices=tuple(devices), schedule=DEFAULT_SCHEDULE))
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    """What a session is asked to measure, as its cache keys name it (partition/cache.py)."""
+
+    cache: bool
+    flavour: str | None
+    settings: dict | None
+    data_dir: str | None
+    batch: int
+    device: str
+    devices: list[str]
+    threads: int | None
+    """The CPU threads of one device's share (None on GPUs)."""
+    training: Training
+    repeats: int
+    warmup: int
+    granularity: Any
+
+
+def _cache_keys(model: Any, counts: list[int], asked: _Measurement) -> tuple[Any, dict[int, dict], dict | None]:
+    """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
+    what was `asked` alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
+    is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
+    or the model is an object (partition/cache.py)."""
+    from pipebench.partition.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
+                                           request_identity, torch_version)
+
+    a, training = asked, asked.training
+    if a.cache:
+        check_cache_folders()  # a cache folder that is a file would be silently unused
+    identity = request_identity(model, flavour=a.flavour, settings=a.settings, data_dir=a.data_dir) \
+        if a.cache and cache_enabled() else None
+    if identity is None and not (a.cache and link_cache()):
+        return None, {}, None
+    common = dict(device_name=device_label(a.device), threads=a.threads, torch=torch_version(),
+                  **({"memory": "held"} if a.threads is not None else {}))  # on the CPU: hardware/cpu.py
+    link_key = ProfileCache.key({"links": a.devices, "host": socket.gethostname(), **common}, micro_batch=0)
+    if identity is None:
+        return None, {}, link_key
+    keys = {m: ProfileCache.key(identity, micro_batch=a.batch // m, batch=a.batch, device=a.device.partition(":")[0],
+                                precision=training.precision, optimizer=training.optimizer, repeats=a.repeats,
+                                **({"compile": training.compile} if training.compile is not None else {}),
+                                warmup=a.warmup, granularity=a.granularity, **common) for m in counts}
+    return ProfileCache(), keys, link_key
+
+
+def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, store, keep, key) -> dict:
+    """The link figures a profile carries: GB/s between the first two devices, an all-reduce's bus
+    bandwidth, and on CPU stand-ins the machine's drift (one device too), gloo's latency, the slowdown of
+    processes computing at once on the shared cores and the pipeline runtime's, FSDP2's and DDP's own
+    costs. Timed, or from the cache (`store`) when every size was too; `keep` keeps what was timed.
+    `link_gbps` given: taken as is."""
+    from pipebench.hardware.cpu import threads_per_device
+    from pipebench.hardware.probes import (drift_seconds, measure_allreduce_gbps, measure_cpu_processes,
+                                           measure_machine_drift, measure_stage_link)
+    from pipebench.partition.cache import LINK_FIELDS
+
+    if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
+        if note:
+            note("link figures from the profile cache")
+        return links
+    links = {name: None for name in LINK_FIELDS}
+    links["link_gbps"] = link_gbps
+    if link_gbps is None and on_gpu:
+        link = measure_stage_link(devices)
+        links["link_gbps"] = link[2] if link else None
+        if link and note:
+            note(f"link {link[0]} -> {link[1]}: {links['link_gbps']:.0f} GB/s (timed copy)")
+    if on_gpu:
+        links["allreduce_gbps"] = measure_allreduce_gbps(devices)
+        if links["allreduce_gbps"] and note:
+            note(f"all-reduce over {len(set(devices))} GPUs: {links['allreduce_gbps']:.0f} GB/s bus bandwidth (timed)")
+    if not on_gpu and link_gbps is None:  # CPU stand-ins share a machine whose speed moves
+        links["machine_drift"] = measure_machine_drift(threads_per_device(len(devices)))
+        if note:
+            note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {drift_seconds():g} s "
+                 "(the least interval of a CPU prediction)")
+        if len(devices) > 1:  # standing in for devices, they talk through gloo
+            links.update(measure_cpu_processes(len(devices)))
+            if note:
+                note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, "
+                     f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, "
+                     f"{links['collective_ms']:.2f} ms a collective; {len(devices)} processes computing at once: "
+                     f"each step {links['core_contention']:.2f}x slower; the pipeline runtime: "
+                     f"{links['action_ms']:.2f} ms an operation, FSDP2 {links['fsdp_layer_ms']:.2f} ms a layer "
+                     f"and {links['gather_gbps']:.2f} GB/s its gathers and reduce-scatters, "
+                     f"DDP {links['ddp_ms']:.2f} ms a step and "
+                     f"{links['ddp_layer_ms']:.2f} ms a layer (timed)")
+    if keep is not None and link_gbps is None:
+        keep.put_links(key, links)
+    return links
