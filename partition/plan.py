@@ -3,7 +3,8 @@
 A Plan is the contract between the partitioner and the executors: strategies never re-decide where to
 cut, and reports compare its predictions with what a run measured. `plan_for` builds the plan of one
 profiled micro-batch count with the exact solver and the schedule simulator (partition/plan_choice.py's
-`make_plan` chooses among the counts); it imports no torch, so a saved profile plans anywhere. What a cut costs and the walk among cuts on the simulated step
+`make_plan` chooses among the counts), in four steps: the problem (`_problem`), the cut (`_solve`), the
+step (`_simulate`) and the record (`_record`); it imports no torch, so a saved profile plans anywhere. What a cut costs and the walk among cuts on the simulated step
 are partition/cuts.py; what a stage holds, partition/memory.py.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from pipebench.files import read_json, record, write_json
 from pipebench.partition import schedule as sched
@@ -305,105 +306,196 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
                      given_bounds=bounds, balanced_by=balanced_by, shared=shared_cores)
 
 
-def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
-              polish: bool = False, given_bounds: Sequence[int] | None = None, balanced_by: str | None = None,
-              shared: sim.SharedCores | None = None) -> Plan:
-    """One micro-batch count's plan (make_plan tries each count); `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
-    other counts (one of them may hold the whole step that calibrates this one); `given_bounds`: cuts
-    decided elsewhere (plan_with_bounds), named `balanced_by`."""
-    layers, devices, schedule, balance = profile.layers, request.devices, request.schedule, request.balance
+@dataclass(frozen=True)
+class _Problem:
+    """What one micro-batch count's plan is solved over, worked out once from the profile and the request:
+    the steps of plan_for (solve, simulate, the stages, the record) each read it instead of a dozen
+    arguments."""
+
+    profile: Profile
+    others: Sequence[Profile]
+    """The profiles of the other counts (one of them may hold the whole step that calibrates this one)."""
+    request: Request
+    checkpoint: str
+    """The Training's checkpoint mode as this schedule can run it: never for a split backward."""
+    where: list[int]
+    """The device index of each stage."""
+    speeds: list[float]
+    """Each stage's device speed."""
+    scale: float
+    """The calibration: the profile's whole step over its segments' sum."""
+    prices: list[float]
+    """What a cut after each layer costs (ms), from the link."""
+    memory: StageMemory
+    caps: list[float] | None
+    """Each stage's memory cap (its device's cap shared among its virtual stages); None: uncapped."""
+    keep: StageCost
+    """The stages' costs keeping their activations."""
+    recompute: StageCost
+    """The stages' costs recomputing them (activation checkpointing)."""
+    shared: sim.SharedCores | None
+    link_gbps: float
+    latency_ms: float
+
+    @property
+    def layers(self):
+        return self.profile.layers
+
+    @property
+    def stages(self) -> int:
+        return self.request.stages
+
+    @property
+    def micro_batches(self) -> int:
+        return self.profile.micro_batches
+
+    @property
+    def schedule(self) -> str:
+        return self.request.schedule
+
+    @property
+    def device_count(self) -> int:
+        return len(self.request.devices)
+
+
+def _problem(profile: Profile, request: Request, links: tuple[float, float], others: Sequence[Profile],
+             shared: sim.SharedCores | None) -> _Problem:
+    """The problem of `profile`'s count under `request`: the schedule's checkpoint mode, the stage count
+    checked against the layers, the placement, each stage's speed and cap, the calibration, the cut
+    prices and the stage costs both ways (keeping and recomputing), so that each later step asks for them
+    by name."""
+    layers, devices, schedule = profile.layers, request.devices, request.schedule
     link_gbps, latency = links
     checkpoint = request.training.checkpoint
     if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
-    v = request.virtual_stages
     p = request.stages
-    n = len(layers)
-    check_stage_count(p, n)
-    m = profile.micro_batches
-    where = sched.placement(schedule, p, len(devices))  # device index of each stage
+    check_stage_count(p, len(layers))
+    where = sched.placement(schedule, p, len(devices))
     device_speeds = [1.0] * len(devices) if request.speeds is None else list(request.speeds)
     speeds = [device_speeds[d] for d in where]
     scale = stage_scale([profile, *others], p)
     prices = cut_prices(layers, link_gbps, latency)
-    memory = StageMemory(layers, 2 + request.training.states, schedule, m, p,
+    memory = StageMemory(layers, 2 + request.training.states, schedule, profile.micro_batches, p,
                          unmodelled=unmodelled_bytes([profile, *others], profile.micro_batch))
     caps = None
     if request.max_memory is not None:
         per_device = ([request.max_memory] * len(devices) if isinstance(request.max_memory, float)
                       else list(request.max_memory))
-        caps = [per_device[d] / v for d in where]
+        caps = [per_device[d] / request.virtual_stages for d in where]
+    keep = StageCost(layers, speeds, prices, scale, shared)
+    recompute = StageCost([recomputing(l) for l in layers], speeds, prices, scale, shared)
+    return _Problem(profile=profile, others=others, request=request, checkpoint=checkpoint, where=where,
+                    speeds=speeds, scale=scale, prices=prices, memory=memory, caps=caps, keep=keep,
+                    recompute=recompute, shared=shared, link_gbps=link_gbps, latency_ms=latency)
 
-    keep_cost = StageCost(layers, speeds, prices, scale, shared)
-    recompute_cost = StageCost([recomputing(l) for l in layers], speeds, prices, scale, shared)
-    notes: list[str] = []
 
-    def cut(cost: StageCost, per_layer: list[float]) -> list[int]:
-        if given_bounds is not None:
-            return list(given_bounds)
-        if balance == "params":
-            return solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
-        if balance != "time":
-            return uniform_bounds(n, p)
-        # Additive costs take the fast solver; with CPU launch times a stage costs the larger of two sums,
-        # which the exact dynamic programme handles (under caps, after the fast solver has said whether
-        # anything fits, naming what does not).
-        if not cost.launch_bound or caps:
-            bounds = solve([scale * layer.step_ms for layer in cost.layers], p,
-                           speeds=speeds, memory=per_layer if caps else None, caps=caps, cut_prices=prices)
-        if cost.launch_bound:
-            bounds = solve_intervals(n, p, cost.stage, memory=per_layer if caps else None, caps=caps,
-                                     cut_prices=prices)
-        if polish:
-            bounds = polish_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices))
-            if math.comb(n - 1, p - 1) <= EVERY_CUT_LIMIT:  # the baselines are among every cut
-                return shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, len(devices), notes)
-            bounds = no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, len(devices),
-                                             {"parameter-balanced": solve([l.params for l in layers], p),
-                                              "layer-count": uniform_bounds(n, p)}, notes)
-        return bounds
+def _bounds(problem: _Problem, cost: StageCost, per_layer: list[float], *, given: Sequence[int] | None,
+            polish: bool, notes: list[str]) -> list[int]:
+    """The cut on `cost` with each layer's memory `per_layer`: the one `given`, else by the request's
+    balance. Balanced by time, the exact solver's cut; polished, then walked on the simulated step (the
+    solver balances the slowest stage, the step also pays the bubble and the sends) and never worse than
+    the baselines' cuts, which `notes` then names."""
+    layers, p, n, caps, prices = problem.layers, problem.stages, len(problem.layers), problem.caps, problem.prices
+    balance = problem.request.balance
+    if given is not None:
+        return list(given)
+    if balance == "params":
+        return solve([layer.params for layer in layers], p)  # DeepSpeed's default: parameter counts
+    if balance != "time":
+        return uniform_bounds(n, p)
+    # Additive costs take the fast solver; with CPU launch times a stage costs the larger of two sums,
+    # which the exact dynamic programme handles (under caps, after the fast solver has said whether
+    # anything fits, naming what does not).
+    if not cost.launch_bound or caps:
+        bounds = solve([problem.scale * layer.step_ms for layer in cost.layers], p,
+                       speeds=problem.speeds, memory=per_layer if caps else None, caps=caps, cut_prices=prices)
+    if cost.launch_bound:
+        bounds = solve_intervals(n, p, cost.stage, memory=per_layer if caps else None, caps=caps,
+                                 cut_prices=prices)
+    if polish:
+        m, schedule, devices = problem.micro_batches, problem.schedule, problem.device_count
+        bounds = polish_cuts(bounds, m, schedule, cost, per_layer, caps, devices)
+        if math.comb(n - 1, p - 1) <= EVERY_CUT_LIMIT:  # the baselines are among every cut
+            return shortest_of_all_cuts(bounds, m, schedule, cost, per_layer, caps, devices, notes)
+        bounds = no_worse_than_baselines(bounds, m, schedule, cost, per_layer, caps, devices,
+                                         {"parameter-balanced": solve([l.params for l in layers], p),
+                                          "layer-count": uniform_bounds(n, p)}, notes)
+    return bounds
 
-    if checkpoint == "always":
-        bounds, recompute = cut(recompute_cost, memory.per_layer(True)), [True] * p
-    elif checkpoint == "never":
-        bounds, recompute = cut(keep_cost, memory.per_layer(False)), [False] * p
-    else:  # auto: recompute only where the caps require it
-        try:
-            bounds, recompute = cut(keep_cost, memory.per_layer(False)), [False] * p
-        except InfeasibleError:
-            bounds = cut(recompute_cost, memory.per_layer(True))
-            held = simulate_stages(recompute_cost.times(bounds), m, schedule, [0.0] * (p - 1), len(devices)).peak_in_flight
-            recompute = [memory.stage(a, b, held[s], False) > caps[s]
-                         for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
-    def mixed(kinds_keeping, kinds_recomputing):
-        if kinds_keeping is None:
+def _solve(problem: _Problem, *, given: Sequence[int] | None, polish: bool,
+           notes: list[str]) -> tuple[list[int], list[bool]]:
+    """(the cut, which stages recompute) under the checkpoint mode: always and never cut on their own
+    costs; auto keeps every activation where the caps allow it and otherwise cuts as if recomputing, then
+    recomputes only on the stages that would not fit keeping theirs."""
+    p, memory = problem.stages, problem.memory
+
+    def cut(recomputing: bool) -> list[int]:
+        cost = problem.recompute if recomputing else problem.keep
+        return _bounds(problem, cost, memory.per_layer(recomputing), given=given, polish=polish, notes=notes)
+
+    if problem.checkpoint == "always":
+        return cut(True), [True] * p
+    if problem.checkpoint == "never":
+        return cut(False), [False] * p
+    try:  # auto: recompute only where the caps require it
+        return cut(False), [False] * p
+    except InfeasibleError:
+        bounds = cut(True)
+    held = simulate_stages(problem.recompute.times(bounds), problem.micro_batches, problem.schedule, [0.0] * (p - 1),
+                           problem.device_count).peak_in_flight
+    return bounds, [memory.stage(a, b, held[s], False) > problem.caps[s]
+                    for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+
+class _Simulated(NamedTuple):
+    """The chosen cut's stage times by kind, its CPU launch times (None without them) and the schedule
+    played out on them."""
+
+    times: dict[str, list[float]]
+    launches: dict[str, list[float]] | None
+    timeline: sim.Timeline
+
+
+def _simulate(problem: _Problem, bounds: list[int], recompute: list[bool]) -> _Simulated:
+    """The step of the cut: each stage timed as it runs (keeping or recomputing), the sends priced at
+    each cut, the schedule simulated on them."""
+
+    def mixed(keeping, recomputing):
+        if keeping is None:
             return None
-        return {key: [r if again else k for k, r, again in zip(values, kinds_recomputing.get(key, values), recompute)]
-                for key, values in kinds_keeping.items()}  # no I and W when recomputing: never zero-bubble
+        return {key: [r if again else k for k, r, again in zip(values, recomputing.get(key, values), recompute)]
+                for key, values in keeping.items()}  # no I and W when recomputing: never zero-bubble
 
-    times = mixed(keep_cost.times(bounds), recompute_cost.times(bounds))
-    launches = mixed(keep_cost.launches(bounds), recompute_cost.launches(bounds))
-    fwd, bwd = times["forward"], times["backward"]
-    timeline = simulate_stages(times, m, schedule, [prices[b - 1] for b in bounds[1:-1]], len(devices), launches,
-                               shared)
-    stage_compute = [(recompute_cost if again else keep_cost).stage(s, a, b)
-                     for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
+    times = mixed(problem.keep.times(bounds), problem.recompute.times(bounds))
+    launches = mixed(problem.keep.launches(bounds), problem.recompute.launches(bounds))
+    timeline = simulate_stages(times, problem.micro_batches, problem.schedule,
+                               [problem.prices[b - 1] for b in bounds[1:-1]], problem.device_count, launches,
+                               problem.shared)
+    return _Simulated(times, launches, timeline)
+
+
+def _stage_plans(problem: _Problem, bounds: list[int], recompute: list[bool], run: _Simulated) -> list[StagePlan]:
+    """Each stage's record: its device, layers and parameters, its simulated times, what it sends, the
+    micro-batches it holds at its peak and the memory that predicts (partition/memory.py), and the shape
+    and dtype its input arrives in."""
+    profile, layers, times, launches = problem.profile, problem.layers, run.times, run.launches
     stages = []
     for s, (a, b) in enumerate(zip(bounds, bounds[1:])):
-        held = timeline.peak_in_flight[s]
+        held = run.timeline.peak_in_flight[s]
         stages.append(StagePlan(
             index=s,
-            device=str(devices[where[s]]),
+            device=str(problem.request.devices[problem.where[s]]),
             first_layer=a,
             end_layer=b,
             layers=[l.name for l in layers[a:b]],
             params=sum(l.params for l in layers[a:b]),
-            forward_ms=fwd[s],
-            backward_ms=bwd[s],
-            activation_out_bytes=layers[b - 1].output_bytes if b < n else 0,
+            forward_ms=times["forward"][s],
+            backward_ms=times["backward"][s],
+            activation_out_bytes=layers[b - 1].output_bytes if b < len(layers) else 0,
             peak_in_flight=held,
-            predicted_memory_bytes=memory.stage(a, b, held, recompute[s]),
+            predicted_memory_bytes=problem.memory.stage(a, b, held, recompute[s]),
             input_shape=list(profile.input_shape if a == 0 else layers[a - 1].output_shape),
             input_dtype=profile.input_dtype if a == 0 else layers[a - 1].output_dtype,
             backward_input_ms=times["input"][s] if "input" in times else None,
@@ -411,31 +503,42 @@ def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], 
             launch_ms={kind: values[s] for kind, values in launches.items()} if launches else None,
             recompute=recompute[s],
         ))
-    step_ms = timeline.step_time
+    return stages
+
+
+def _record(problem: _Problem, bounds: list[int], recompute: list[bool], run: _Simulated,
+            balanced_by: str | None, notes: list[str]) -> Plan:
+    """The Plan: the profile's model and batch, the cut and its stages, the predicted step, bubble and
+    balance (the slowest stage's compute over the mean), the Training as it will run, the link and the
+    shared cores it was priced with, and which profile it came from."""
+    profile, request, shared, p = problem.profile, problem.request, problem.shared, problem.stages
+    stage_compute = [(problem.recompute if again else problem.keep).stage(s, a, b)
+                     for s, (again, a, b) in enumerate(zip(recompute, bounds, bounds[1:]))]
+    step_ms = run.timeline.step_time
     return Plan(
         model=profile.model,
         flavour=profile.flavour,
         config=dict(profile.config),
         batch=profile.batch,
-        micro_batches=m,
+        micro_batches=profile.micro_batches,
         micro_batch_size=profile.micro_batch,
-        schedule=schedule,
-        balanced_by=balanced_by or balance,
+        schedule=request.schedule,
+        balanced_by=balanced_by or request.balance,
         device_name=profile.device_name,
         bounds=list(bounds),
-        stages=stages,
+        stages=_stage_plans(problem, bounds, recompute, run),
         predicted_step_ms=step_ms,
         predicted_samples_per_s=profile.batch / step_ms * 1e3 if step_ms > 0 else float("inf"),
-        bubble_fraction=timeline.bubble_fraction,
+        bubble_fraction=run.timeline.bubble_fraction,
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
-        training=replace(request.training, precision=profile.training.precision, checkpoint=checkpoint,
+        training=replace(request.training, precision=profile.training.precision, checkpoint=problem.checkpoint,
                          compile=profile.training.compile),
-        link_gbps=link_gbps,
-        link_latency_ms=latency if link_gbps > 0 else 0.0,
-        calibration=scale,
-        step_spread=step_spread([profile, *others], profile.micro_batch, between_runs=True),
-        virtual_stages=v,
-        placement=list(where),
+        link_gbps=problem.link_gbps,
+        link_latency_ms=problem.latency_ms if problem.link_gbps > 0 else 0.0,
+        calibration=problem.scale,
+        step_spread=step_spread([profile, *problem.others], profile.micro_batch, between_runs=True),
+        virtual_stages=request.virtual_stages,
+        placement=list(problem.where),
         cores_shared=shared is not None,
         contention=shared.contention if shared else 1.0,
         action_ms=shared.action_ms if shared else 0.0,
@@ -444,3 +547,16 @@ def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], 
         interpolated_from=profile.interpolated_from,
         cut_note=" ".join(notes),
     )
+
+
+def plan_for(profile: Profile, request: Request, *, links: tuple[float, float], others: Sequence[Profile] = (),
+             polish: bool = False, given_bounds: Sequence[int] | None = None, balanced_by: str | None = None,
+             shared: sim.SharedCores | None = None) -> Plan:
+    """One micro-batch count's plan (make_plan tries each count); `links`: (GB/s, latency ms) of a cut; `others`: the profiles of the
+    other counts (one of them may hold the whole step that calibrates this one); `given_bounds`: cuts
+    decided elsewhere (plan_with_bounds), named `balanced_by`; `polish`: walk the solver's cut on the
+    simulated step. The steps: the problem, the cut solved, the step simulated, the record."""
+    problem = _problem(profile, request, links, others, shared)
+    notes: list[str] = []
+    bounds, recompute = _solve(problem, given=given_bounds, polish=polish, notes=notes)
+    return _record(problem, bounds, recompute, _simulate(problem, bounds, recompute), balanced_by, notes)
