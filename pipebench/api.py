@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
