@@ -7,10 +7,11 @@
     pipe = torch.distributed.pipelining.pipeline(module, (x,), split_spec=plan.split_spec())
 
 `profile` measures a model, `plan` cuts it into balanced stages with the exact solver and predicts the
-step, `advise` predicts every strategy from one profile and recommends the fastest that fits; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
+step, `advise` predicts every strategy from one profile and recommends the fastest that fits, `run` measures
+them side by side; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
 line (`pipebench models | devices | plan | run | report`) is a thin layer over these.
 """
-from pipebench.api import advise, plan, plan_devices, profile
+from pipebench.api import advise, plan, plan_devices, profile, run
 from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, StagePlan
 from pipebench.partition.plan_choice import make_plan
@@ -21,6 +22,6 @@ from pipebench.training import Training
 from pipebench.version import __version__
 
 __all__ = [
-    "plan", "profile", "advise", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
+    "plan", "profile", "advise", "run", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
     "load_profiles", "save_profiles", "solve", "InfeasibleError", "UserError",
 ]

@@ -200,3 +200,23 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
         pipebench.advise(profiles=profiles, stages=2, batch=16)
     with pytest.raises(UserError, match="needs profiles"):
         pipebench.advise(profiles=[], stages=2)
+
+
+def test_run_measures_the_cases_as_the_command_does_and_refuses_bad_input(tmp_path):
+    """pipebench.run is `pipebench run` in Python: one row per case in the results files it names."""
+    rows, csv_path, json_path = pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", out=tmp_path,
+                                              steps=1, warmup=1, rounds=1, note=None)
+    assert [(r.strategy, r.status, r.batch) for r in rows] == [("single", "ok", 8)]
+    assert csv_path.parent == tmp_path and json_path.exists()
+    for bad, message in [(dict(models="mlp"), "models takes names"), (dict(models={"nope": 8}), "unknown model 'nope'"),
+                         (dict(models={"mlp": 2.5}), r"batch takes a positive integer \(got float 2.5\)"),
+                         (dict(models=["mlp"], strategies="ddp"), "strategies takes a list of names"),
+                         (dict(models=["mlp"], strategies=["nope"]), "unknown strategy 'nope'"),
+                         (dict(models=["mlp"], bogus=1), "run takes no option bogus"),
+                         (dict(models=["mlp"], machine=3), "machine takes a Machine"),
+                         (dict(models=["mlp"], out=tmp_path / "csv" / "x", steps=1), None)]:
+        if message is None:  # a folder in the way is refused before anything is profiled
+            (tmp_path / "csv").write_text("")
+            message = "cannot create the folder"
+        with pytest.raises(UserError, match=message):
+            pipebench.run(**bad)

@@ -302,6 +302,17 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
+def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True) -> None:
+    """Everything a run is asked, refused in one line before anything is profiled: the options against the
+    machine (check_options), the results and profiles folders writable (made now, absolute after)."""
+    from pipebench.files import writable_folder
+
+    check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
+    options.out = writable_folder(options.out, "--out")
+    if options.profiles is not None:
+        options.profiles = writable_folder(options.profiles, "--profiles")
+
+
 def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks

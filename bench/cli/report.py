@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipebench.bench.cli.common import answer, note
-from pipebench.bench.cli.run import DEFAULT_OUT
+from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.errors import UserError
 
 

@@ -5,14 +5,12 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
-from pipebench.files import writable_folder
 
-DEFAULT_OUT = "pipebench-results"
-"""Where rows go without --out: a folder of the user's own in the current folder, never beside the
-reference results committed in pipebench's checkout (results/)."""
+
 
 
 def add_parser(subparsers) -> None:
@@ -123,10 +121,7 @@ def cmd_run(args) -> int:
         machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
-    suite_run.check_options(options, machine.devices, batch_given="batch" in given, on_cpu=machine.gpus is None)  # every model and setting: one line now, not a row after profiling
-    options.out = writable_folder(options.out, "--out")
-    if options.profiles is not None:
-        options.profiles = writable_folder(options.profiles, "--profiles")
+    suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
         why = "--device cpu" if on_cpu else "no CUDA GPU visible"

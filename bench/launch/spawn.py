@@ -87,7 +87,11 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
         kind, value = receive.recv()
     except EOFError:
         proc.join()
-        raise WorkerError(f"{fn.__name__} ended without an answer (exit status {proc.exitcode})") from None
+        main = sys.modules.get("__main__")
+        script = getattr(main, "__file__", None) and getattr(main, "__spec__", None) is None
+        hint = (f"; if {os.path.basename(main.__file__)} calls pipebench outside `if __name__ == \"__main__\":`, "
+                "that is why: spawn imports the script again in the child") if script else ""
+        raise WorkerError(f"{fn.__name__} ended without an answer (exit status {proc.exitcode}){hint}") from None
     except BaseException:  # Ctrl-C, SIGTERM: the child and what it started (the CPU probe's peers) end now
         kill_tree(proc.pid)
         proc.join()

@@ -47,6 +47,10 @@ __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "
 FORMAT = "pipebench-results"
 VERSION = 1
 
+DEFAULT_OUT = "pipebench-results"
+"""Where rows go without --out: a folder of the user's own in the current folder, never beside the
+reference results committed in pipebench's checkout (results/)."""
+
 
 def results_paths(out_dir: str | Path, date: str | Date, host: str, hardware: str) -> tuple[Path, Path]:
     """(csv_path, json_path) named `<date>-<host>-<hardware>`, e.g. 2026-11-29-gpu1-2xNVIDIA-H200.csv."""
