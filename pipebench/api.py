@@ -13,7 +13,6 @@ import contextlib
 import functools
 import sys
 from dataclasses import fields, replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -25,7 +24,7 @@ from pipebench.profiling import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of
 from pipebench.training import Training
 
-__all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
+__all__ = ["profile", "plan", "advise", "plan_devices", "Request"]
 
 
 def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
@@ -257,47 +256,3 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
                                                                      compile=first.compile)), strategies)
-
-
-def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None,
-        note: Callable[[str], None] | None = print, **options: Any):
-    """Run the benchmark suite, as `pipebench run`: every model with every strategy on this machine, side
-    by side, one results row per case appended to <out>/<date>-<host>-<hardware>.csv and .json as it
-    ends. Returns (rows, csv path, json path).
-
-    models: {name: global batch}, or names (each at its default batch); a name is the zoo's, FILE.py:NAME
-        or package.module:NAME. strategies: names (default: every one). machine: a Machine
-        (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
-        else 2 CPU processes). options: the fields of RunOptions (bench/cases/rounds.py), e.g. flavour,
-        out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
-    Everything is checked, one UserError, before anything is profiled (rounds.check_run)."""
-    from dataclasses import fields as fields_of
-
-    from pipebench.bench.cases import rounds
-    from pipebench.bench.cases.machine import Machine, detect_machine
-    from pipebench.bench.store.results import DEFAULT_OUT
-    from pipebench.bench.strategies import get_strategy, strategy_names
-
-    if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
-        raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
-    if not isinstance(models, dict):
-        models = rounds.parse_models(",".join(map(str, models)), None)
-    else:
-        models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
-        rounds.parse_models(",".join(models), None)  # an unknown name: one line
-    if isinstance(strategies, str):
-        raise UserError(f"strategies takes a list of names such as ['single', 'ddp'], not {strategies!r:.60}")
-    names = strategy_names() if strategies is None else [get_strategy(name).name for name in strategies]
-    known = {f.name for f in fields_of(rounds.RunOptions)} - {"models", "strategies"}
-    if unknown := sorted(set(options) - known):
-        raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
-    options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
-               "timeout": 1800, **rounds.FULL, **options}
-    options["out"] = Path(options["out"])
-    run_options = rounds.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
-    if machine is None:
-        machine = detect_machine(None)
-    elif not isinstance(machine, Machine):
-        raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
-    rounds.check_run(run_options, machine)
-    return rounds.run_suite(run_options, machine, note=note or (lambda line: None))

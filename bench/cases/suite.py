@@ -143,7 +143,7 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     optimizer and compile mode, and save (the parent reads the file; it stays for --resume and reuse).
     Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
     rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
-    import pipebench
+    from pipebench.api import profile
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.progress import ProgressBar, say
 
@@ -152,11 +152,11 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     rank = advice_ranking(Request(devices=tuple(ranked_on or devices), training=training),
                           strategies=list(strategies) or None)
     with ProgressBar() as progress:
-        profiles = pipebench.profile(case.model, batch=case.batch, device=devices[0], devices=devices,
-                                     flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir,
-                                     repeats=repeats, micro_batches=micro_batches, precision=training.precision,
-                                     optimizer=training.optimizer, fresh=fresh, note=say,
-                                     compile=training.compile, progress=progress, rank=rank)
+        profiles = profile(case.model, batch=case.batch, device=devices[0], devices=devices,
+                           flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir,
+                           repeats=repeats, micro_batches=micro_batches, precision=training.precision,
+                           optimizer=training.optimizer, fresh=fresh, note=say,
+                           compile=training.compile, progress=progress, rank=rank)
     save_profiles(profiles, path)
 
 
