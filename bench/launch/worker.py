@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
 import math
 import os
@@ -115,9 +116,35 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
     `job.control_port` is set (see bench.launch.sessions.Session). The last timed step is traced (bench/launch/trace.py).
     control: rank 0's store of the parent's commands (default: a connection to job.control_port);
     group_store: the store the process group meets in (default: torchrun's, env://). A worker group
-    gives each case keys of its own in both (`serve`)."""
+    gives each case keys of its own in both (`serve`).
+
+    Every process takes the same collectives in the same order: the process group's start, two barriers a
+    step, a command's broadcast before each step under the parent's control, then the gather of the
+    measurements, a barrier and the group's end."""
     distributed = get_strategy(job.strategy).process_per_device
-    if job.device_type == "cpu":  # one device's share of the cores, holding its memory, as profiled
+    _set_up_devices(job, local_rank, distributed)
+    if distributed:
+        _join_process_group(job, rank, world, group_store)
+    store = control if control is not None else _connect_to_parent(job, rank)
+    steps = _Steps(job, out_dir, rank, distributed, *_build_case(job, rank, local_rank))
+    if job.training.compile is not None:
+        _forget_compilations()
+    warmup_ms, step_ms = _take_steps(steps, job, store)
+    measured = _measured(steps, job, warmup_ms, step_ms)
+    if distributed:
+        measured = _slowest_of_all(measured, world)
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    return _result(job, world, distributed, steps.trainer, measured)
+
+
+def _set_up_devices(job: Job, local_rank: int, distributed: bool) -> None:
+    """Give this process the devices it was profiled on: on the CPU one device's share of the cores,
+    holding the memory it frees; on GPUs its own card current, the Training's precision, the memory cap
+    the user asked for, and peak figures from zero (a worker group's earlier case's peak is not ours)."""
+    if job.device_type == "cpu":
         torch.set_num_threads(job.cpu_threads)
         hold_memory()
     if job.device_type == "cuda":
@@ -127,29 +154,44 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
         set_precision(job.training)
         if job.gpu_memory is not None:
             cap_gpu_memory(job.gpu_memory, process_devices(job, local_rank))
-        for device in process_devices(job, local_rank):  # a worker group's earlier case's peak is not ours
+        for device in process_devices(job, local_rank):
             torch.cuda.reset_peak_memory_stats(device)
-    if distributed:
-        backend = "nccl" if job.device_type == "cuda" else "gloo"
-        if group_store is None and "RANK" not in os.environ:  # a group of one, started without torchrun
-            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-        elif group_store is None:
-            dist.init_process_group(backend)
-        else:
-            dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)
-    store = control
-    if store is None and job.control_port is not None and rank == 0:
-        from datetime import timedelta
 
-        store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False,
-                              timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
-        store.set_timeout(timedelta(seconds=COMMAND_TIMEOUT_S))
 
-    # Built on the CPU in every process from the same seed: the same weights everywhere (a CUDA build
-    # would draw from the device's generator and differ from the single-device run).
+def _join_process_group(job: Job, rank: int, world: int, group_store) -> None:
+    """Meet the job's other processes (NCCL on GPUs, gloo on the CPU): in `group_store` when a worker
+    group gives the case one of its own, else in torchrun's (env://), else, started without torchrun,
+    in a group of one."""
+    backend = "nccl" if job.device_type == "cuda" else "gloo"
+    if group_store is None and "RANK" not in os.environ:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    elif group_store is None:
+        dist.init_process_group(backend)
+    else:
+        dist.init_process_group(backend, store=group_store, rank=rank, world_size=world)
+
+
+def _connect_to_parent(job: Job, rank: int):
+    """Rank 0's connection to the parent's store of commands, where the parent paces the steps
+    (job.control_port); None elsewhere. The parent listens before we start, so a connection that takes
+    long means the parent is gone; a command may take as long as the parent's own timeout per case."""
+    if job.control_port is None or rank != 0:
+        return None
+    from datetime import timedelta
+
+    store = dist.TCPStore("127.0.0.1", job.control_port, is_master=False, timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
+    store.set_timeout(timedelta(seconds=COMMAND_TIMEOUT_S))
+    return store
+
+
+def _build_case(job: Job, rank: int, local_rank: int) -> tuple:
+    """(trainer, inputs, targets, tracer) of this process's share of the case. The model is built on the
+    CPU in every process from the same seed: the same weights everywhere (a CUDA build would draw from the
+    device's generator and differ from the single-device run); the Trainer is built for it alone, so that
+    it takes the model without a copy. A pipeline's tracer times its operations (bench/launch/trace.py)."""
     model = models.get_model(job.model, job.flavour, seed=job.seed, data_dir=job.data_dir, **job.overrides)
     inputs, targets = model.make_batch(job.batch, seed=job.seed + 1)
-    trainer = build_trainer(job, hand_over(model), local_rank)  # built for it alone: no copy
+    trainer = build_trainer(job, hand_over(model), local_rank)
     if job.device_type == "cuda":
         inputs, targets = to_device(inputs, trainer.devices[0]), targets.to(trainer.devices[0])  # a tuple for T5
     tracer = None
@@ -157,82 +199,121 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
         from pipebench.bench.launch.trace import OpTrace
 
         tracer = OpTrace(trainer.pipeline_stages, trainer.devices[0], rank)
+    return trainer, inputs, targets, tracer
 
-    steps_done = 0
-    timeline: list[dict] = []
-    diverged = ""
-    """How the loss left the finite numbers, the first time it did ("" while it has not)."""
-    if job.training.compile is not None:  # this case's compilations and graph breaks only (a group's process runs many)
-        from torch import _dynamo
 
-        _dynamo.reset()
-        _dynamo.utils.counters.clear()
+def _forget_compilations() -> None:
+    """Count this case's compilations and graph breaks only: a worker group's process runs many cases."""
+    from torch import _dynamo
 
-    def one_step(trace: bool) -> float:
-        nonlocal steps_done, timeline, diverged
-        if job.fail_on_rank == rank:
-            raise RuntimeError(f"injected failure on rank {rank}")
-        _synchronize(trainer.devices)
-        if distributed:
+    _dynamo.reset()
+    _dynamo.utils.counters.clear()
+
+
+class _Steps:
+    """The case's steps, one at a time, and what they leave: how many were taken, the traced step's
+    timeline and how the loss left the finite numbers, the first time it did ("" while it has not)."""
+
+    def __init__(self, job: Job, out_dir: Path, rank: int, distributed: bool, trainer, inputs, targets, tracer):
+        self.job, self.out_dir, self.rank, self.distributed = job, out_dir, rank, distributed
+        self.trainer, self.inputs, self.targets, self.tracer = trainer, inputs, targets, tracer
+        self.done = 0
+        self.timeline: list[dict] = []
+        self.diverged = ""
+
+    def take(self, trace: bool) -> float:
+        """One step, its milliseconds: it starts when every process's devices are idle and ends when every
+        process is done with it (a barrier each side), so that each process times the same step. The
+        first step's parameters are saved where the job asks (the tests compare strategies by them)."""
+        if self.job.fail_on_rank == self.rank:
+            raise RuntimeError(f"injected failure on rank {self.rank}")
+        _synchronize(self.trainer.devices)
+        if self.distributed:
             dist.barrier()
-        if trace and tracer is not None:
-            tracer.begin()
+        if trace and self.tracer is not None:
+            self.tracer.begin()
         start = time.perf_counter()
-        loss = trainer.step(inputs, targets)
-        _synchronize(trainer.devices)
-        if not diverged and not math.isfinite(loss):
-            diverged = f"the loss became {loss} at step {steps_done + 1} (warm-up included)"
+        loss = self.trainer.step(self.inputs, self.targets)
+        _synchronize(self.trainer.devices)
+        if not self.diverged and not math.isfinite(loss):
+            self.diverged = f"the loss became {loss} at step {self.done + 1} (warm-up included)"
         elapsed = (time.perf_counter() - start) * 1e3
-        if trace and tracer is not None:
-            timeline = tracer.end()
-        if distributed:
+        if trace and self.tracer is not None:
+            self.timeline = self.tracer.end()
+        if self.distributed:
             dist.barrier()  # the step is over when every process is done with it
-        if steps_done == 0 and job.save_params:
-            torch.save(trainer.state_dict(), out_dir / f"params-rank{rank}.pt")
-        steps_done += 1
+        if self.done == 0 and self.job.save_params:
+            torch.save(self.trainer.state_dict(), self.out_dir / f"params-rank{self.rank}.pt")
+        self.done += 1
         return elapsed
 
-    warmup_ms = [one_step(trace=False) for _ in range(job.warmup)]  # the compiling ones among them
-    if job.warmup:
-        trainer.reset_peak_memory()  # the timed steps' peak (Trainer.peak_memory)
-    step_ms = []
-    if job.control_port is None:
-        for i in range(job.steps):
-            step_ms.append(one_step(trace=i == job.steps - 1))
-    else:
-        if store is not None:
-            store.set("ready", "1")
-        k = 0
-        while True:
-            code = COMMANDS.index(store.get(f"cmd{k}").decode()) if store is not None else 0
-            if distributed:  # rank 0 passes the parent's word on: a one-number broadcast
-                word = torch.tensor([code], device=trainer.devices[0])
-                dist.broadcast(word, src=0)
-                code = int(word.item())
-            if COMMANDS[code] == "stop":
-                break
-            step_ms.append(one_step(trace=COMMANDS[code] == "trace"))
-            if store is not None:
-                store.set(f"done{k}", str(step_ms[-1]))
-            k += 1
 
-    peak = trainer.peak_memory()
-    breaks = graph_breaks() if job.training.compile is not None else None
-    if distributed:
-        shares = [None] * world
-        dist.all_gather_object(shares, {"step_ms": step_ms, "peak": peak, "timeline": timeline, "diverged": diverged,
-                                        "warmup_ms": warmup_ms, "graph_breaks": breaks})
-        # A step ends when the slowest process ends it.
-        step_ms = [max(s["step_ms"][k] for s in shares) for k in range(len(step_ms))]
-        warmup_ms = [max(s["warmup_ms"][k] for s in shares) for k in range(len(warmup_ms))]
-        breaks = None if breaks is None else max(s["graph_breaks"] for s in shares)
-        peak = [b for s in shares for b in s["peak"]]
-        timeline = [op for s in shares for op in s["timeline"]]
-        diverged = next((s["diverged"] for s in shares if s["diverged"]), "")
-        dist.barrier()
-        dist.destroy_process_group()
-    if rank != 0:
-        return None
+def _take_steps(steps: _Steps, job: Job, store) -> tuple[list[float], list[float]]:
+    """(warm-up ms, timed ms): the warm-up steps (the compiling ones among them), then the timed steps'
+    peak memory from zero (Trainer.peak_memory: the steady state's, not the first steps' autotuning),
+    then the timed steps: job.steps of them, the last traced, or one per command of the parent's."""
+    warmup_ms = [steps.take(trace=False) for _ in range(job.warmup)]
+    if job.warmup:
+        steps.trainer.reset_peak_memory()
+    if job.control_port is None:
+        return warmup_ms, [steps.take(trace=i == job.steps - 1) for i in range(job.steps)]
+    return warmup_ms, _steps_on_command(steps, store)
+
+
+def _steps_on_command(steps: _Steps, store) -> list[float]:
+    """The timed steps the parent asks for (bench.launch.sessions.Session): rank 0 says it is ready, then
+    takes command k from the store and answers each step's milliseconds, until the parent says stop. The
+    other ranks hold no store: rank 0 passes each word on to them, a one-number broadcast, so that every
+    process takes the same steps."""
+    step_ms: list[float] = []
+    if store is not None:
+        store.set("ready", "1")
+    for k in itertools.count():
+        command = _next_command(store, k, steps)
+        if command == "stop":
+            break
+        step_ms.append(steps.take(trace=command == "trace"))
+        if store is not None:
+            store.set(f"done{k}", str(step_ms[-1]))
+    return step_ms
+
+
+def _next_command(store, k: int, steps: _Steps) -> str:
+    """The parent's k-th command (COMMANDS), read by rank 0 and broadcast to the others."""
+    code = COMMANDS.index(store.get(f"cmd{k}").decode()) if store is not None else 0
+    if steps.distributed:
+        word = torch.tensor([code], device=steps.trainer.devices[0])
+        dist.broadcast(word, src=0)
+        code = int(word.item())
+    return COMMANDS[code]
+
+
+def _measured(steps: _Steps, job: Job, warmup_ms: list[float], step_ms: list[float]) -> dict:
+    """What this process measured: its steps' times, its devices' peak bytes, its traced operations, how
+    its loss diverged, and torch.compile's graph breaks (None uncompiled)."""
+    return {"step_ms": step_ms, "peak": steps.trainer.peak_memory(), "timeline": steps.timeline,
+            "diverged": steps.diverged, "warmup_ms": warmup_ms,
+            "graph_breaks": graph_breaks() if job.training.compile is not None else None}
+
+
+def _slowest_of_all(mine: dict, world: int) -> dict:
+    """Every process's measurements gathered into the job's (a collective): a step ends when the slowest
+    process ends it, so each step takes the longest of its times; the peaks are each device's and the
+    timeline every process's operations; the first divergence any process saw."""
+    shares = [None] * world
+    dist.all_gather_object(shares, mine)
+    return {"step_ms": [max(s["step_ms"][k] for s in shares) for k in range(len(mine["step_ms"]))],
+            "warmup_ms": [max(s["warmup_ms"][k] for s in shares) for k in range(len(mine["warmup_ms"]))],
+            "graph_breaks": None if mine["graph_breaks"] is None else max(s["graph_breaks"] for s in shares),
+            "peak": [b for s in shares for b in s["peak"]],
+            "timeline": [op for s in shares for op in s["timeline"]],
+            "diverged": next((s["diverged"] for s in shares if s["diverged"]), "")}
+
+
+def _result(job: Job, world: int, distributed: bool, trainer, measured: dict) -> dict:
+    """Rank 0's result.json: the case's devices, its measured steps and their summary, its first loss
+    (JSON holds no NaN: a loss that is not a number is `diverged`), memory, compile cost and timeline."""
+    step_ms, warmup_ms = measured["step_ms"], measured["warmup_ms"]
     mean = statistics.fmean(step_ms) if step_ms else None
     first_loss = trainer.first_loss if trainer.first_loss is not None and math.isfinite(trainer.first_loss) else None
     from pipebench.partition.measure import device_name
@@ -243,17 +324,17 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
         "devices": [str(d) for d in trainer.devices] if not distributed else [f"{job.device_type}:{r}" for r in range(world)],
         "device_name": device_name(trainer.devices[0]),
         "torch_version": torch.__version__,
-        "first_loss": first_loss,  # JSON holds no NaN: a loss that is not a number is `diverged`
-        "diverged": diverged,
+        "first_loss": first_loss,
+        "diverged": measured["diverged"],
         "step_ms": step_ms,
         "step_ms_mean": mean,
         "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,
         "samples_per_s": job.batch / mean * 1e3 if step_ms else None,
-        "peak_memory_bytes": peak,
+        "peak_memory_bytes": measured["peak"],
         "warmup_ms": warmup_ms,
         "compile_s": compile_seconds(warmup_ms, step_ms) if job.training.compile is not None else None,
-        "graph_breaks": breaks,
-        "timeline": sorted(timeline, key=lambda op: (op["start_ms"], op["device"])),
+        "graph_breaks": measured["graph_breaks"],
+        "timeline": sorted(measured["timeline"], key=lambda op: (op["start_ms"], op["device"])),
     }
 
 
