@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.worker import exit_without_teardown, work_and_report
+from pipebench.bench.launch.worker import build_trainer, exit_without_teardown, work_and_report
 from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
@@ -42,6 +42,8 @@ from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.csvtext import csv_line
 from pipebench.files import read_json
+from pipebench.hardware.cpu import hold_memory
+from pipebench.training import set_precision
 
 __all__ = ["TrainRun", "train", "main", "replica_of", "reads_data"]
 
@@ -104,139 +106,230 @@ def _as_batch(batch):
 
 
 def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+    """Train the Job's model with its strategy on the data of `settings` (OUT_DIR/train.json), from its
+    checkpoint where it resumes; rank 0 returns the result (steps, stopped, seconds, diverged, saved_at),
+    the other ranks None.
+
+    Every process takes the same collectives in the same order: the process group's start, the stop
+    vote's group, then each step's (the Trainer's own, then the vote), a checkpoint's (the weights'
+    finiteness, then the checkpoint's own) and the closing barrier. Every process leaves the loop at the
+    same step: the stop is voted on and a divergence is seen alike on each (_StopVote, _diverged)."""
     strategy = get_strategy(job.strategy)
     distributed = strategy.process_per_device
-    if job.device_type == "cpu":  # one device's share of the cores, keeping the memory it frees, as run's worker
-        from pipebench.hardware.cpu import hold_memory
-
-        torch.set_num_threads(job.cpu_threads)
-        hold_memory()  # glibc would hand a step's large buffers back and fault them in again the next step
-    else:
-        torch.cuda.set_device(local_rank if distributed else 0)
-        from pipebench.training import set_precision
-
-        set_precision(job.training)
+    _set_up_devices(job, local_rank, distributed)
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
-    from pipebench.bench.launch.worker import build_trainer
-
-    model = models.get_model(job.model, job.flavour, seed=job.seed, **job.overrides)
     save = settings.get("save")
     resume = settings.get("resume") and save
-    if resume:
-        state = ckpt.load_weights(save)
-        ckpt.check_weights(state, model.module, save)
-        model.module.load_state_dict(state)
-    trainer = build_trainer(job, hand_over(model), local_rank)
-    trainer.local_batch = True  # a replica's loader gives it its own share (ReplicaTrainer, hybrid)
-    optimizer = trainer._optimizer = trainer.make_optimizer()
-    if settings.get("lr") is not None:
-        for group in optimizer.param_groups:
-            group["lr"] = settings["lr"]
+    trainer, optimizer = _build(job, settings, local_rank, save if resume else None)
     layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "params": ckpt.parameter_names(trainer)}
-    step = 0
-    if resume:
-        saved = torch.load(ckpt.rank_state_path(save, rank), map_location="cpu", weights_only=False)
-        ckpt.check_layout(saved["layout"], layout, ckpt.rank_state_path(save, rank))
-        getattr(optimizer, "optim", optimizer).load_state_dict(saved["optimizer"])
-        torch.set_rng_state(saved["rng"])
-        if saved.get("cuda_rng") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["cuda_rng"])
-        step = saved["step"]
-    else:
-        torch.manual_seed(job.seed + 2 + rank)  # dropout's stream, its own per process
-
-    spec = DataSpec(**settings["data"])
-    dataset = open_dataset(spec)
-    replicas, replica = replica_of(trainer, strategy, rank, world)
-    local = job.batch // replicas
-    per_epoch = len(dataset) // job.batch
-    total = settings["steps"] if settings.get("steps") else settings["epochs"] * per_epoch
-    device = trainer.devices[0]
-    reads = reads_data(trainer, rank)
-    csv = Path(settings["csv"]) if settings.get("csv") else None
-    progress = out_dir / "progress.jsonl"
-    if rank == 0 and csv is not None and (step == 0 or not csv.exists()):
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        csv.write_text(csv_line(COLUMNS), newline="")
-    stop_file = out_dir / "stop"
-    every = settings.get("save_every") or 0
-    shown = settings.get("print_every") or 0
-    started = time.perf_counter()
-    stopped = False
-    diverged = ""
-    saved_at = None
-
-    def checkpoint(at: int) -> None:
-        nonlocal diverged
-        if not save:
-            return
-        nonlocal saved_at
-        if not _weights_finite(trainer, device, distributed):  # never saved over the last good weights
-            diverged = diverged or f"the weights became NaN or infinite by step {at}"
-            return
-        ckpt.save_checkpoint(save, trainer, distributed=distributed, rank=rank, step=at, layout=layout,
-                             optimizer=optimizer)
-        saved_at = at
-
-    vote = _StopVote(distributed)
-    while step < total and not stopped:
-        epoch, within = divmod(step, per_epoch)
-        batches = iter(loader(dataset, local, replicas, replica, seed=job.seed, epoch=epoch, skip_batches=within,
-                              workers=settings.get("workers", 0), pin=job.device_type == "cuda")) if reads else None
-        while within < per_epoch and step < total:
-            vote.start(_signalled or stop_file.exists())
-            inputs = targets = None
-            if batches is not None:
-                inputs, targets = next(batches)
-                inputs = inputs.to(device, non_blocking=True) if isinstance(inputs, torch.Tensor) else inputs
-                targets = targets.to(device, non_blocking=True)
-            begin = time.perf_counter()
-            loss = trainer.step(inputs, targets)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            took = time.perf_counter() - begin
-            step += 1
-            within += 1
-            if rank == 0:
-                row = {"step": step, "epoch": epoch + 1, "loss": loss, "samples_per_s": job.batch / took,
-                       "time_s": time.perf_counter() - started, "seen": within * job.batch, "per_epoch": per_epoch,
-                       "total": total, "samples": len(dataset)}
-                with open(progress, "a") as f:
-                    f.write(json.dumps(row) + "\n")
-                if shown and (step % shown == 0 or step == total):  # started by torchrun: nobody reads progress
-                    print(log_line(row), flush=True)
-                if csv is not None:
-                    with open(csv, "a", newline="") as f:
-                        f.write(csv_line([step, epoch + 1, f"{loss:.6g}", f"{row['samples_per_s']:.4g}",
-                                          f"{row['time_s']:.4g}"]))
-            asked = vote.agreed()
-            if _diverged(loss):
-                diverged = f"the loss became {loss} at step {step}"
-                break
-            if asked:
-                stopped = True
-                break
-            if every and step % every == 0 and step < total:
-                checkpoint(step)
-                if diverged:
-                    break
-        if diverged:
-            break
-    if not diverged:
-        checkpoint(step)
+    step = _resume(optimizer, save, rank, layout) if resume else _fresh_start(job, rank)
+    run = _Run(job, settings, out_dir, rank, world, trainer, strategy, optimizer, layout, step)
+    run.epochs()
+    if not run.diverged:
+        run.checkpoint(run.step)
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
         return None
-    result = {"steps": step, "stopped": stopped, "total": total, "seconds": time.perf_counter() - started,
-              "diverged": diverged, "saved_at": saved_at}
-    if shown:
-        ended = "diverged: " + diverged if diverged else "stopped" if stopped else "done"
-        print(f"{ended}: {step}/{total} steps in {result['seconds']:.1f} s"
-              + (f"; checkpoint {save} of step {saved_at}" if saved_at else ""), flush=True)
-    return result
+    return run.result()
+
+
+def _set_up_devices(job: Job, local_rank: int, distributed: bool) -> None:
+    """As run's worker does: on the CPU one device's share of the cores, keeping the memory it frees
+    (glibc would hand a step's large buffers back and fault them in again the next step); on GPUs this
+    process's own card current and the Training's precision."""
+    if job.device_type == "cpu":
+        torch.set_num_threads(job.cpu_threads)
+        hold_memory()
+    else:
+        torch.cuda.set_device(local_rank if distributed else 0)
+        set_precision(job.training)
+
+
+def _build(job: Job, settings: dict, local_rank: int, weights_from) -> tuple:
+    """(trainer, optimizer): the model from its seed, with the checkpoint's weights where it resumes
+    (`weights_from`, checked against the model first), the strategy's Trainer for it, and the Trainer's
+    optimizer at the learning rate asked for. The Trainer takes its own share of the batch: a replica's
+    loader gives it (ReplicaTrainer, hybrid)."""
+    model = models.get_model(job.model, job.flavour, seed=job.seed, **job.overrides)
+    if weights_from:
+        state = ckpt.load_weights(weights_from)
+        ckpt.check_weights(state, model.module, weights_from)
+        model.module.load_state_dict(state)
+    trainer = build_trainer(job, hand_over(model), local_rank)
+    trainer.local_batch = True
+    optimizer = trainer._optimizer = trainer.make_optimizer()
+    if settings.get("lr") is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = settings["lr"]
+    return trainer, optimizer
+
+
+def _resume(optimizer, save, rank: int, layout: dict) -> int:
+    """This process's training state from the checkpoint `save` (checked to be of the same layout: the
+    same strategy, processes, batch and parameters): its optimizer's state, its random streams; the step
+    it had reached, returned."""
+    path = ckpt.rank_state_path(save, rank)
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt.check_layout(saved["layout"], layout, path)
+    getattr(optimizer, "optim", optimizer).load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["rng"])
+    if saved.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["cuda_rng"])
+    return saved["step"]
+
+
+def _fresh_start(job: Job, rank: int) -> int:
+    """A run from step 0, with dropout's random stream seeded, its own per process."""
+    torch.manual_seed(job.seed + 2 + rank)
+    return 0
+
+
+class _Data:
+    """This process's share of the data: the dataset, the replicas the sampler splits it over and this
+    process's one, a replica's share of the batch, whole batches an epoch, and whether this process reads
+    at all (reads_data: a pipeline's stages between the first and last do not)."""
+
+    def __init__(self, job: Job, settings: dict, trainer, strategy, rank: int, world: int):
+        self.job, self.workers = job, settings.get("workers", 0)
+        self.dataset = open_dataset(DataSpec(**settings["data"]))
+        self.replicas, self.replica = replica_of(trainer, strategy, rank, world)
+        self.local = job.batch // self.replicas
+        self.per_epoch = len(self.dataset) // job.batch
+        self.reads = reads_data(trainer, rank)
+
+    def batches(self, epoch: int, within: int):
+        """The epoch's batches from batch `within` on (a resumed epoch goes on where it stopped), or None
+        where this process reads nothing."""
+        if not self.reads:
+            return None
+        return iter(loader(self.dataset, self.local, self.replicas, self.replica, seed=self.job.seed, epoch=epoch,
+                           skip_batches=within, workers=self.workers, pin=self.job.device_type == "cuda"))
+
+
+class _Log:
+    """Rank 0's record of the steps: a line each in OUT_DIR/progress.jsonl (the parent draws the progress
+    and the log lines from it) and in the CSV where one is asked for (its header written on a fresh
+    start, or where it is missing), and the log line itself every `print_every` steps, for a run that
+    torchrun started and no parent reads."""
+
+    def __init__(self, settings: dict, out_dir: Path, *, writes: bool, fresh: bool):
+        self.csv = Path(settings["csv"]) if settings.get("csv") else None
+        self.progress = out_dir / "progress.jsonl"
+        self.shown = settings.get("print_every") or 0
+        if writes and self.csv is not None and (fresh or not self.csv.exists()):
+            self.csv.parent.mkdir(parents=True, exist_ok=True)
+            self.csv.write_text(csv_line(COLUMNS), newline="")
+
+    def step(self, row: dict) -> None:
+        """One step's row (step, epoch, loss, samples/s, time ...), written everywhere it goes."""
+        with open(self.progress, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.shown and (row["step"] % self.shown == 0 or row["step"] == row["total"]):
+            print(log_line(row), flush=True)
+        if self.csv is not None:
+            with open(self.csv, "a", newline="") as f:
+                f.write(csv_line([row["step"], row["epoch"], f"{row['loss']:.6g}", f"{row['samples_per_s']:.4g}",
+                                  f"{row['time_s']:.4g}"]))
+
+
+class _Run:
+    """One process's training, from the step it starts at to the one it stops at: the steps, epoch by
+    epoch; the checkpoints; and how it ended (`stopped` when asked to, `diverged` saying how the loss or
+    the weights left the finite numbers, `saved_at` the step of the last checkpoint)."""
+
+    def __init__(self, job: Job, settings: dict, out_dir: Path, rank: int, world: int, trainer, strategy, optimizer,
+                 layout: dict, step: int):
+        self.job, self.rank, self.trainer, self.optimizer, self.layout = job, rank, trainer, optimizer, layout
+        self.distributed = strategy.process_per_device
+        self.step = step
+        self.save = settings.get("save")
+        self.data = _Data(job, settings, trainer, strategy, rank, world)
+        self.total = settings["steps"] if settings.get("steps") else settings["epochs"] * self.data.per_epoch
+        self.device = trainer.devices[0]
+        self.log = _Log(settings, out_dir, writes=rank == 0, fresh=step == 0)
+        self.stop_file = out_dir / "stop"
+        self.every = settings.get("save_every") or 0
+        self.started = time.perf_counter()
+        self.stopped = False
+        self.diverged = ""
+        self.saved_at = None
+        self.vote = _StopVote(self.distributed)
+
+    def epochs(self) -> None:
+        """Epoch after epoch until the total of steps, a stop or a divergence; each epoch from the step the
+        run is at (a resumed run starts within its epoch)."""
+        while self.step < self.total and not self.stopped:
+            epoch, within = divmod(self.step, self.data.per_epoch)
+            self.epoch(epoch, within)
+            if self.diverged:
+                break
+
+    def epoch(self, epoch: int, within: int) -> None:
+        """The epoch's steps from its batch `within` on. Each step's stop vote starts before it and is read
+        after it (a stop asked during a step takes effect after it); then the divergence check, the stop,
+        and the checkpoint every `save_every` steps (the last is the run's own, after the loop)."""
+        batches = self.data.batches(epoch, within)
+        while within < self.data.per_epoch and self.step < self.total:
+            self.vote.start(_signalled or self.stop_file.exists())
+            loss, took = self.one_step(batches)
+            within += 1
+            if self.rank == 0:
+                self.log.step({"step": self.step, "epoch": epoch + 1, "loss": loss,
+                               "samples_per_s": self.job.batch / took, "time_s": time.perf_counter() - self.started,
+                               "seen": within * self.job.batch, "per_epoch": self.data.per_epoch,
+                               "total": self.total, "samples": len(self.data.dataset)})
+            asked = self.vote.agreed()
+            if _diverged(loss):
+                self.diverged = f"the loss became {loss} at step {self.step}"
+                return
+            if asked:
+                self.stopped = True
+                return
+            if self.every and self.step % self.every == 0 and self.step < self.total:
+                self.checkpoint(self.step)
+                if self.diverged:
+                    return
+
+    def one_step(self, batches) -> tuple:
+        """(loss, seconds) of the Trainer's step (the strategy's schedule) on the next batch, moved to this
+        process's device; a process that reads no data steps with none."""
+        inputs = targets = None
+        if batches is not None:
+            inputs, targets = next(batches)
+            inputs = inputs.to(self.device, non_blocking=True) if isinstance(inputs, torch.Tensor) else inputs
+            targets = targets.to(self.device, non_blocking=True)
+        begin = time.perf_counter()
+        loss = self.trainer.step(inputs, targets)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        took = time.perf_counter() - begin
+        self.step += 1
+        return loss, took
+
+    def checkpoint(self, at: int) -> None:
+        """Save the checkpoint of step `at` where one is asked for, never over the last good weights: weights
+        that became NaN or infinite on any process (a collective) are the run's divergence instead."""
+        if not self.save:
+            return
+        if not _weights_finite(self.trainer, self.device, self.distributed):
+            self.diverged = self.diverged or f"the weights became NaN or infinite by step {at}"
+            return
+        ckpt.save_checkpoint(self.save, self.trainer, distributed=self.distributed, rank=self.rank, step=at,
+                             layout=self.layout, optimizer=self.optimizer)
+        self.saved_at = at
+
+    def result(self) -> dict:
+        """Rank 0's result.json, and its closing line where it prints the log itself."""
+        result = {"steps": self.step, "stopped": self.stopped, "total": self.total,
+                  "seconds": time.perf_counter() - self.started, "diverged": self.diverged, "saved_at": self.saved_at}
+        if self.log.shown:
+            ended = "diverged: " + self.diverged if self.diverged else "stopped" if self.stopped else "done"
+            print(f"{ended}: {self.step}/{self.total} steps in {result['seconds']:.1f} s"
+                  + (f"; checkpoint {self.save} of step {self.saved_at}" if self.saved_at else ""), flush=True)
+        return result
 
 
 class _StopVote:
