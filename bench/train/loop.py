@@ -45,7 +45,7 @@ from pipebench.files import read_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
 
-__all__ = ["TrainRun", "train", "main", "replica_of", "reads_data"]
+__all__ = ["train", "main", "replica_of", "reads_data"]
 
 _signalled = False
 
