@@ -260,25 +260,42 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
 def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int = 5, messages: int = 20,
           rounds: int = 3) -> dict[str, float]:
     """One process of measure_cpu_processes, in a gloo group of `world` met in a FileStore under `folder`;
-    rank 0 returns the figures."""
+    rank 0 returns the figures. Every process takes the same measurements in the same order, each span
+    started at a barrier of all (_spans_ms): the messages' costs, the cores' contention, then the
+    runtimes' own costs in a process group of their own."""
     from datetime import timedelta
 
-    import torch
     import torch.distributed as dist
-
-    from pipebench.hardware.cpu import unloaded_ms
 
     store = dist.FileStore(f"{folder}/store", world)
     group = dist.ProcessGroupGloo(dist.PrefixStore("pipebench-probe", store), rank, world, timedelta(seconds=60))
+    sent = _message_costs(group, rank, megabytes, repeats, messages)
+    contention = _core_contention(group, rank, repeats, rounds)
+    runtimes = _runtime_costs(store, group, rank, world, messages)
+    group.barrier().wait()
+    return _figures(world, sent, contention, runtimes)
 
-    def spans_ms(run, times: int) -> list[float]:
-        spans = []
-        for _ in range(times + 1):
-            group.barrier().wait()
-            start = time.perf_counter()
-            run()
-            spans.append((time.perf_counter() - start) * 1e3)
-        return spans[1:]
+
+def _spans_ms(group, run, times: int) -> list[float]:
+    """`times` timings (ms) of run(), each started at a barrier of every process, as a synchronised step
+    starts; one more is taken first and left out (its first call's own costs)."""
+    spans = []
+    for _ in range(times + 1):
+        group.barrier().wait()
+        start = time.perf_counter()
+        run()
+        spans.append((time.perf_counter() - start) * 1e3)
+    return spans[1:]
+
+
+def _message_costs(group, rank: int, megabytes: int, repeats: int, messages: int) -> dict[str, float]:
+    """What a message costs, each its unloaded ms (hardware/cpu.py unloaded_ms): half a round trip of one
+    number between the first two processes (a hop's latency) and of `megabytes` (a cut's copy), then an
+    all-reduce over all of those bytes (DDP's buckets) and of one number (what ends every step); and the
+    bytes of the large message."""
+    import torch
+
+    from pipebench.hardware.cpu import unloaded_ms
 
     def ping(tensor) -> None:  # there and back between the first two: twice one message
         if rank < 2:
@@ -286,11 +303,22 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
                 (group.send if turn == rank else group.recv)([tensor], 1 - rank, 0).wait()
 
     small, large = torch.zeros(1), torch.zeros(megabytes * 10**6 // 4)
-    latency = unloaded_ms(spans_ms(lambda: ping(small), messages)) / 2
-    copy = unloaded_ms(spans_ms(lambda: ping(large), repeats)) / 2
-    reduce = unloaded_ms(spans_ms(lambda: group.allreduce([large]).wait(), repeats))
-    collective = unloaded_ms(spans_ms(lambda: group.allreduce([small]).wait(), messages))
+    latency = unloaded_ms(_spans_ms(group, lambda: ping(small), messages)) / 2
+    copy = unloaded_ms(_spans_ms(group, lambda: ping(large), repeats)) / 2
+    reduce = unloaded_ms(_spans_ms(group, lambda: group.allreduce([large]).wait(), repeats))
+    collective = unloaded_ms(_spans_ms(group, lambda: group.allreduce([small]).wait(), messages))
+    return {"latency": latency, "copy": copy, "reduce": reduce, "collective": collective, "bytes": large.numel() * 4}
 
+
+def _core_contention(group, rank: int, repeats: int, rounds: int) -> float:
+    """How much slower a step is when every process computes and then synchronises than when rank 0 alone
+    does (at least 1.0): a convolution's forward and backward, then an all-reduce of one number, alone and
+    all at once alternating `rounds` times, so that a burst of someone else's load falls on both sides."""
+    import torch
+
+    from pipebench.hardware.cpu import unloaded_ms
+
+    small = torch.zeros(1)
     x = torch.randn(8, 32, 32, 32, requires_grad=True)
     weight = torch.randn(32, 32, 3, 3, requires_grad=True)
 
@@ -302,28 +330,51 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
     alone: list[float] = []
     together: list[float] = []
     for _ in range(rounds):
-        alone += spans_ms(lambda: step(rank == 0), repeats)
-        together += spans_ms(lambda: step(True), repeats)
+        alone += _spans_ms(group, lambda: step(rank == 0), repeats)
+        together += _spans_ms(group, lambda: step(True), repeats)
+    return max(1.0, unloaded_ms(together) / unloaded_ms(alone))
 
-    from torch.distributed.device_mesh import init_device_mesh
+
+def _stack(n: int, width: int = 1):
+    """n Linear(width, width) layers in a row."""
+    import torch
+
+    return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(n)])
+
+
+def _sharded(n: int, mesh, width: int = 1):
+    """_stack's layers, each fully_shard-ed over `mesh` (FSDP2)."""
     from torch.distributed.fsdp import fully_shard
+
+    layers = _stack(n, width)
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    return layers
+
+
+def _extra_ms(group, wrapped, plain, times: int) -> float:
+    """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
+    import torch
+
+    from pipebench.hardware.cpu import unloaded_ms
+
+    one = torch.zeros(1, plain[0].in_features)
+    return (unloaded_ms(_spans_ms(group, lambda: wrapped(one).sum().backward(), times))
+            - unloaded_ms(_spans_ms(group, lambda: plain(one).sum().backward(), times)))
+
+
+def _runtime_costs(store, group, rank: int, world: int, messages: int) -> dict:
+    """What torch's own runtimes cost beyond the work, measured in a default process group of their own
+    (they take no explicit one), left before the probe's last barrier: a Schedule1F1B step over stages
+    too small to compute (ms); FSDP2's cost per sharded layer, and its wide layers' gathers' ms beyond it
+    with their bytes; DDP's extra ms around a stack of 2 and of 2 + RUNTIME_LAYERS layers."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
     from torch.nn.parallel import DistributedDataParallel
 
-    def stack(n: int, width: int = 1) -> torch.nn.Module:
-        return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(n)])
-
-    def sharded(n: int, width: int = 1) -> torch.nn.Module:
-        layers = stack(n, width)
-        for layer in layers:
-            fully_shard(layer, mesh=mesh)
-        return layers
-
-    def extra_ms(wrapped, plain, times: int = messages) -> float:
-        """What `wrapped` adds to a forward and backward of `plain`, each a step of every process."""
-        one = torch.zeros(1, plain[0].in_features)
-        return (unloaded_ms(spans_ms(lambda: wrapped(one).sum().backward(), times))
-                - unloaded_ms(spans_ms(lambda: plain(one).sum().backward(), times)))
+    from pipebench.hardware.cpu import unloaded_ms
 
     dist.init_process_group("gloo", store=dist.PrefixStore("pipebench-runtimes", store), rank=rank, world_size=world)
     try:
@@ -332,27 +383,37 @@ def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int =
         schedule = Schedule1F1B(stage, PIPELINE_MICRO_BATCHES, loss_fn=lambda out, target: out.sum())
         batch = torch.zeros(PIPELINE_MICRO_BATCHES, 1)
         ends = {0: lambda: schedule.step(batch), world - 1: lambda: schedule.step(target=batch)}
-        pipeline = unloaded_ms(spans_ms(ends.get(rank, schedule.step), messages))
-        fsdp_layer = extra_ms(sharded(RUNTIME_LAYERS), stack(RUNTIME_LAYERS)) / RUNTIME_LAYERS
-        wide = stack(RUNTIME_LAYERS, GATHER_WIDTH)
-        fsdp_bytes = extra_ms(sharded(RUNTIME_LAYERS, GATHER_WIDTH), wide, messages // 2) - fsdp_layer * RUNTIME_LAYERS
+        pipeline = unloaded_ms(_spans_ms(group, ends.get(rank, schedule.step), messages))
+        fsdp_layer = (_extra_ms(group, _sharded(RUNTIME_LAYERS, mesh), _stack(RUNTIME_LAYERS), messages)
+                      / RUNTIME_LAYERS)
+        wide = _stack(RUNTIME_LAYERS, GATHER_WIDTH)
+        fsdp_bytes = (_extra_ms(group, _sharded(RUNTIME_LAYERS, mesh, GATHER_WIDTH), wide, messages // 2)
+                      - fsdp_layer * RUNTIME_LAYERS)
         wide_bytes = sum(p.numel() * p.element_size() for p in wide.parameters())
-        ddp = [extra_ms(DistributedDataParallel(stack(n)), stack(n)) for n in (2, 2 + RUNTIME_LAYERS)]
+        ddp = [_extra_ms(group, DistributedDataParallel(_stack(n)), _stack(n), messages)
+               for n in (2, 2 + RUNTIME_LAYERS)]
     finally:
         dist.destroy_process_group()
-    group.barrier().wait()
-    nbytes = large.numel() * 4
+    return {"pipeline": pipeline, "fsdp_layer": fsdp_layer, "fsdp_bytes": fsdp_bytes, "wide_bytes": wide_bytes,
+            "ddp": ddp}
+
+
+def _figures(world: int, sent: dict, contention: float, runtimes: dict) -> dict[str, float]:
+    """The measurements in the profile's terms (measure_cpu_processes says each)."""
+    nbytes = sent["bytes"]
     # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
-    hop, action = pipeline_costs(pipeline, world, latency)
+    hop, action = pipeline_costs(runtimes["pipeline"], world, sent["latency"])
     # bus GB/s of FSDP2's collectives: each layer's bytes gathered twice and reduce-scattered once, each
     # moving (p - 1) / p of them; the bytes' time is at least 1 ms (never a division by noise)
-    fsdp_gbps = 3 * (world - 1) / world * wide_bytes / max(1.0, fsdp_bytes) / 1e6
+    fsdp_gbps = 3 * (world - 1) / world * runtimes["wide_bytes"] / max(1.0, runtimes["fsdp_bytes"]) / 1e6
+    ddp = runtimes["ddp"]
     ddp_layer = max(1e-3, (ddp[1] - ddp[0]) / RUNTIME_LAYERS)
-    return {"link_gbps": nbytes / copy / 1e6, "allreduce_gbps": 2 * (world - 1) / world * nbytes / reduce / 1e6,
+    return {"link_gbps": nbytes / sent["copy"] / 1e6,
+            "allreduce_gbps": 2 * (world - 1) / world * nbytes / sent["reduce"] / 1e6,
             "gather_gbps": fsdp_gbps, "scatter_gbps": fsdp_gbps,
-            "link_latency_ms": hop, "collective_ms": collective,
-            "core_contention": max(1.0, unloaded_ms(together) / unloaded_ms(alone)),
-            "action_ms": action, "fsdp_layer_ms": max(1e-3, fsdp_layer),
+            "link_latency_ms": hop, "collective_ms": sent["collective"],
+            "core_contention": contention,
+            "action_ms": action, "fsdp_layer_ms": max(1e-3, runtimes["fsdp_layer"]),
             "ddp_ms": max(1e-3, ddp[0] - 2 * ddp_layer), "ddp_layer_ms": ddp_layer}
 
 
