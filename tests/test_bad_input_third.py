@@ -553,3 +553,33 @@ def test_the_solver_still_takes_tuples_and_numpy():
     import pipebench
 
     assert pipebench.solve(np.array([1.0, 2, 3, 4]), np.int64(2)) == pipebench.solve((1, 2, 3, 4), 2) == [0, 3, 4]
+
+
+# ------------------------------------------------------------------ the second pass of issue 42's done-criterion
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_a_profile_read_and_saved_at_once_is_refused(capsys, tmp_path, command):
+    """`--profile P --save-profile Q` exited 0 and wrote nothing: with --profile nothing is measured."""
+    argv = [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--device", "cpu",
+            "--save-profile", str(tmp_path / "q.json")]
+    refused(capsys, argv, "--save-profile saves a profile measured here; with --profile nothing is measured")
+    assert not (tmp_path / "q.json").exists()
+
+
+def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
+    """`report DIR --out DIR` wrote summary.csv among the results, and every later `report DIR` was refused."""
+    from pipebench.bench.cli import main
+    from test_bad_input_files import results_file
+    from test_report import make_row
+
+    folder = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]).parent
+    refused(capsys, ["report", str(folder), "--out", str(folder)], "is a folder read: its summary.csv would be")
+    assert not (folder / "summary.csv").exists()
+    assert main(["report", str(folder)]) == 0, capsys.readouterr().err
+
+
+def test_run_profiles_into_its_results_folder_is_refused(capsys, tmp_path):
+    """`run --out D --profiles D` put profile JSONs among the results: `report D` then refused the folder."""
+    refused(capsys, ["run", "--models", "mlp", "--device", "cpu", "--out", str(tmp_path), "--profiles", str(tmp_path)],
+            "--profiles and --out name one folder")
+

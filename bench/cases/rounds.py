@@ -311,6 +311,9 @@ def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True
     options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
         options.profiles = writable_folder(options.profiles, "--profiles")
+        if options.profiles.resolve() == options.out.resolve():  # its .json files would spoil `report OUT`
+            raise UserError(f"--profiles and --out name one folder {options.out}; report reads every .json there as "
+                            "results: give --profiles a folder of its own (by default they go beside the results)")
 
 
 def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:

@@ -84,6 +84,9 @@ def check_outputs(args) -> None:
     the second write would replace the first."""
     from pipebench.files import same_outputs, writable_file
 
+    if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
+        raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
+                        "of them")
     export = getattr(args, "export", None)
     outputs = {"--json": args.json, "--save-profile": args.save_profile, "--export": export[1] if export else None}
     for option, path in outputs.items():

@@ -29,6 +29,9 @@ def cmd_report(args) -> int:
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:
         writable_folder(args.out, "--out")
+        if any(Path(f).is_dir() and Path(f).resolve() == Path(args.out).resolve() for f in files):
+            raise UserError(f"--out {args.out} is a folder read: its summary.csv would be read as results next "
+                            "time; give the report a folder of its own (default: <folder>/report)")
     found = results_files(files)  # folders expanded; a path that is not there: "no such file or folder"
     logs = [f for f in found if is_train_log(f)]
     rows = load([f for f in found if f not in logs]) if len(logs) < len(found) else []
