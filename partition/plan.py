@@ -193,7 +193,10 @@ class Plan:
         or "device-map". A cut the engine cannot make moves to the nearest it can, priced with `profiles`
         (the plan's own) when given."""
         from pipebench.partition.engines import export
+        from pipebench.partition.profile import check_profile_list
 
+        if profiles is not None:  # export("megatron", "x") was taken, the "x" unused
+            check_profile_list(profiles)
         return export(self, engine, profiles, price_bounds=plan_with_bounds)
 
     def stages_on(self, device: int) -> list[int]:

@@ -40,6 +40,8 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: si
     shared_cores: the devices are CPU processes on one machine's cores (simulator.SharedCores); None: each
         device computes on its own (GPUs).
     """
+    if not isinstance(request, Request):  # an AttributeError of check_profiles before
+        raise UserError(f"make_plan(profiles, request) takes a pipebench Request, got a {type(request).__name__}")
     request.check_profiles(profiles)
     sched.placement(request.schedule, request.stages, len(request.devices))  # one clear error if it does not fit
     batch, minimum = profiles[0].batch, request.min_micro_batches

@@ -200,28 +200,32 @@ def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
     n = len(costs)
     check_stage_count(stages, n)
     if not all(0 <= c < float("inf") for c in costs):  # NaN too: it fails every comparison
-        raise ValueError("layer costs must be finite and >= 0")
+        raise UserError("layer costs must be finite and >= 0")
     speeds = [1.0] * stages if speeds is None else _numbers(speeds, "speeds")
     if len(speeds) != stages:
-        raise ValueError(f"need one speed per stage ({len(speeds)} != {stages})")
+        raise UserError(f"need one speed per stage ({len(speeds)} != {stages})")
     if not all(0 < v < float("inf") for v in speeds):  # NaN left the bisection without a bound
-        raise ValueError("stage speeds must be finite and > 0")
+        raise UserError("stage speeds must be finite and > 0")
     mem_prefix = cap_list = None
     if caps is not None:
         if memory is None:
-            raise ValueError("memory caps need per-layer memory")
+            raise UserError("memory caps need per-layer memory")
         memory = _numbers(memory, "memory")
         if len(memory) != n:
-            raise ValueError(f"need one memory figure per layer ({len(memory)} != {n})")
+            raise UserError(f"need one memory figure per layer ({len(memory)} != {n})")
+        if not all(0 <= m < float("inf") for m in memory):  # a NaN figure fitted every cap
+            raise UserError("layer memory must be finite and >= 0")
         cap_list = [float(caps)] * stages if isinstance(caps, Real) and not isinstance(caps, bool) else _numbers(caps, "caps")
         if len(cap_list) != stages:
-            raise ValueError(f"need one memory cap per stage ({len(cap_list)} != {stages})")
+            raise UserError(f"need one memory cap per stage ({len(cap_list)} != {stages})")
+        if not all(0 <= c <= float("inf") for c in cap_list):  # NaN: every stage fitted it
+            raise UserError("memory caps must be numbers >= 0 (inf: no cap)")
         mem_prefix = [0.0, *accumulate(float(m) for m in memory)]
     prices = [0.0] * max(n - 1, 0) if cut_prices is None else _numbers(cut_prices, "cut_prices")
     if len(prices) != max(n - 1, 0):
-        raise ValueError(f"need one cut price between each pair of layers ({len(prices)} != {n - 1})")
-    if any(c < 0 for c in prices):
-        raise ValueError("cut prices must be >= 0")
+        raise UserError(f"need one cut price between each pair of layers ({len(prices)} != {n - 1})")
+    if not all(0 <= c < float("inf") for c in prices):  # NaN passed `c < 0`
+        raise UserError("cut prices must be finite and >= 0")
     return _Problem(
         n=n,
         stages=stages,

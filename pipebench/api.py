@@ -16,6 +16,7 @@ from dataclasses import fields, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
+from pipebench.files import as_path
 from pipebench.partition.plan import Plan, shared_cores
 from pipebench.partition.plan_choice import make_plan, plan_ranking
 from pipebench.partition.sizes import Ranking
@@ -157,6 +158,15 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
                         "file")
+    if example_inputs is not None and not _is_module(model):  # it was ignored: the model makes its own batches
+        raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
+                        "batches (make_batch, --input-shape)")
+    for name, function in (("note", note), ("progress", progress), ("before_measuring", before_measuring),
+                           ("rank", rank)):
+        if function is not None and not callable(function):  # a TypeError deep in the profiler before
+            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
+    if data_dir is not None:
+        data_dir = str(as_path(data_dir, "data_dir"))
     session = ProfilingSession(model, request, counts, devices, example_inputs=example_inputs, flavour=flavour,
                                settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress,
                                before_measuring=before_measuring)
@@ -209,8 +219,14 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
-    elif isinstance(profiles, Profile):
-        profiles = [profiles]
+    else:
+        if isinstance(profiles, Profile):
+            profiles = [profiles]
+        request.check_profiles(profiles)
+        for name in ("precision", "compile"):  # as --precision and --compile with --profile
+            given, measured = getattr(request.training, name), getattr(profiles[0].training, name)
+            if (asked.get(name) is not None or asked.get("training") is not None) and given != measured:
+                raise UserError(f"{name} {given} does not match the profiles' {measured}; profile again with it")
     request.check_profiles(profiles)
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
 

@@ -212,7 +212,10 @@ def write_text(path: str | Path, text: str) -> None:
     kind = _special(path)
     if kind is not None:
         return _write_through(path, text, kind)
-    _write_atomically(Path(os.path.realpath(path)), text)  # a link stays a link: its target is replaced
+    real = Path(os.path.realpath(path))
+    if real.is_dir():  # os.replace's IsADirectoryError, where the API's Plan.save or save_profiles named a folder
+        raise UserError(f"{_shown(path)}: is a folder; name a file")
+    _write_atomically(real, text)  # a link stays a link: its target is replaced
 
 
 def _write_through(path: Path, text: str, kind: str) -> None:

@@ -583,3 +583,34 @@ def test_run_profiles_into_its_results_folder_is_refused(capsys, tmp_path):
     refused(capsys, ["run", "--models", "mlp", "--device", "cpu", "--out", str(tmp_path), "--profiles", str(tmp_path)],
             "--profiles and --out name one folder")
 
+
+@pytest.mark.parametrize("call, message", [
+    (lambda pb, p: pb.make_plan(p, None), "make_plan(profiles, request) takes a pipebench Request, got a NoneType"),
+    (lambda pb, p: pb.make_plan(p, {"batch": 8}), "takes a pipebench Request, got a dict"),
+    (lambda pb, p: pb.save_profiles(p, p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).save(p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).export("megatron", "x"), "need at least one profile"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2, precision="bf16"), "precision bf16 does not match the profiles' tf32"),
+    (lambda pb, p: pb.solve([float("nan"), 1], 2), "layer costs must be finite and >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, speeds=[1]), "need one speed per stage (1 != 2)"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[1, 2], caps=[float("nan"), 5]), "memory caps must be numbers >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[float("nan"), 2], caps=[5, 5]), "layer memory must be finite"),
+    (lambda pb, p: pb.solve([1, 2, 3], 2, cut_prices=[float("nan"), 0]), "cut prices must be finite and >= 0"),
+    (lambda pb, p: pb.profile("mlp", [1], batch=8), "example_inputs is for an nn.Module object"),
+    (lambda pb, p: pb.profile("convnet", flavour="tiny", data_dir=3, batch=8), "data_dir's path must be a str"),
+])
+def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message):
+    """Each was an AttributeError, an IsADirectoryError, a plain ValueError, a TypeError of pathlib, or
+    accepted: a NaN cap fitted everything, an example for a zoo model was ignored, a tf32 profile planned
+    as bf16 (the CLI refuses `--precision bf16` with a tf32 --profile)."""
+    import pipebench
+
+    class Profiles(list):
+        folder = str(tmp_path)
+
+    profiles = Profiles(pipebench.load_profiles(profile_file(tmp_path / "p.json")))
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench, profiles)
+    assert message.format(t=tmp_path) in str(caught.value), caught.value
+    assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken
+
