@@ -11,7 +11,6 @@ is how parameter counts of large flavours are taken.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -21,7 +20,7 @@ import torch
 from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
 from pipebench.models.base import Built, LayeredModel
 from pipebench.models.imports import check_fits
-from pipebench.models.source import ModelSource, UserModel, load_user_model
+from pipebench.models.source import ModelSource, UserModel, check_settings, load_user_model
 from pipebench.errors import UserError
 from pipebench.parse import is_user_model
 
@@ -115,9 +114,7 @@ def get_model(
             raise UserError(f"{name}: a model of your own has no flavours (got --flavour {flavour})")
         if data_dir is not None:
             raise UserError(f"{name}: --data-dir works only with the zoo's convnet; define make_batch in your file")
-        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(ModelSource)} - {"target"})
-        if unknown:
-            raise UserError(f"unknown setting(s) {', '.join(unknown)} for {name}")
+        check_settings(overrides, name)
         model = load_user_model(ModelSource(name, **overrides), seed=seed, device=device)
         return model
     entry = _REGISTRY.get(name)

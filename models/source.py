@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
+from pipebench.request import count_of
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
                                       UserBatches, loss as named_loss, not_finite, vocabulary)
@@ -88,12 +89,9 @@ class ModelSource:
         object.__setattr__(self, "input_shape", list(self.input_shape))
         if any(d < 1 for d in self.input_shape):
             raise UserError(f"input shape dimensions must be positive (got {self.input_shape})")
-        if self.granularity is not None and self.granularity < 1:
-            raise UserError(f"granularity is a module depth, at least 1 (got {self.granularity})")
-        for name in ("num_classes", "token_range"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UserError(f"{name} must be at least 1 (got {value})")
+        for name in ("granularity", "num_classes", "token_range"):  # settings={"num_classes": "x"}: a TypeError of `<`
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, count_of(getattr(self, name), name))
 
     @property
     def label(self) -> str:
@@ -192,6 +190,17 @@ def resolved(source: ModelSource, module: nn.Module) -> ModelSource:
     return dataclasses.replace(source, task=task, input_dtype=dtype or "float32", loss=loss or "cross_entropy")
 
 
+def check_settings(settings: dict[str, Any], name: str, taken: tuple[str, ...] = ()) -> None:
+    """Refuse a setting that ModelSource does not have (or one in `taken`: an nn.Module object's input
+    shape and dtype are its example's), in one line naming the valid ones: `settings={"depth": 3}` for an
+    nn.Module was a TypeError of ModelSource's constructor."""
+    valid = [f.name for f in dataclasses.fields(ModelSource) if f.name != "target" and f.name not in taken]
+    unknown = sorted(set(settings) - set(valid))
+    if unknown:
+        raise UserError(f"unknown setting(s) {', '.join(map(str, unknown))} for {name}; valid settings: "
+                        f"{', '.join(valid)}")
+
+
 def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any] | None = None,
                  loss_fn: Callable | None = None) -> UserModel:
     """An nn.Module object from Python (pipebench.plan and pipebench.profile), trained as a model named on
@@ -203,6 +212,7 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     attention mask stays one the model accepts). `loss_fn(outputs, targets)` replaces settings' loss."""
     if settings is not None and not isinstance(settings, dict):
         raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
+    check_settings(settings or {}, f"python:{type(module).__name__}", taken=("input_shape", "input_dtype"))
     if loss_fn is not None and not callable(loss_fn):
         raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(loss_fn).__name__}")
     if not any(p.requires_grad for p in module.parameters()):

@@ -614,3 +614,25 @@ def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message)
     assert message.format(t=tmp_path) in str(caught.value), caught.value
     assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken
 
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"note": 3}, "note takes a function, got a int"),
+    ({"progress": "x"}, "progress takes a function, got a str"),
+    ({"settings": {"depth": 3}}, "unknown setting(s) depth for python:Sequential; valid settings: num_classes"),
+    ({"settings": {"input_shape": [4]}}, "unknown setting(s) input_shape for python:Sequential"),
+    ({"settings": {"num_classes": "x"}}, "num_classes takes a positive integer (got str 'x')"),
+    ({"settings": {"granularity": 1.5}}, "granularity takes a positive integer (got float 1.5)"),
+])
+def test_the_api_checks_a_modules_callbacks_and_settings(kwargs, message):
+    """A TypeError each: 'int' object is not callable deep in the profiler, ModelSource's unexpected keyword,
+    `'<' not supported between str and int`."""
+    import torch
+    from torch import nn
+
+    import pipebench
+
+    with pytest.raises(pipebench.UserError) as caught:
+        pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), torch.randn(2, 4), batch=8, stages=2,
+                       **kwargs)
+    assert message in str(caught.value), caught.value
+
