@@ -43,7 +43,7 @@ from torch import nn
 from pipebench.errors import UserError, first_line
 from pipebench.units import env_seconds, format_bytes
 
-__all__ = ["import_target", "build", "raised", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
+__all__ = ["import_target", "build", "raised", "exits_refused", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]
 
 IMPORT_SECONDS = 120.0
@@ -194,6 +194,26 @@ def _guarded(target: str, what: str):
                     signal.signal(sig, handler)
             if earlier[0]:  # someone's timer was running: it goes on
                 signal.setitimer(signal.ITIMER_REAL, *earlier)
+
+
+@contextlib.contextmanager
+def exits_refused(target: str, when: str):
+    """The model's own code called in this thread (its first forward: models/source.py run_forward), with
+    sys.exit() and os._exit(N) in it one UserError line naming `target` and `when` ("in its forward"):
+    both ended pipebench with the model's code and no word."""
+    exits: list[int] = []
+    going = (target, threading.current_thread(), set(threading.enumerate()), exits)
+    os._exit = _exit
+    _going.append(going)
+    try:
+        yield
+    except _Stopped:
+        raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; a model must not end the process") from None
+    except SystemExit as exc:
+        raise UserError(f"{target}: it calls sys.exit({exc.code!r}) or exit() {when}; a model must not end the "
+                        "process") from None
+    finally:
+        _going.remove(going)
 
 
 def raised(exc: BaseException) -> str:

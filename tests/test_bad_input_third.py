@@ -636,3 +636,15 @@ def test_the_api_checks_a_modules_callbacks_and_settings(kwargs, message):
                        **kwargs)
     assert message in str(caught.value), caught.value
 
+
+@pytest.mark.parametrize("call, message", [
+    ("import sys; sys.exit(3)", "it calls sys.exit(3) or exit() in its forward; a model must not end the process"),
+    ("import os; os._exit(5)", "it calls os._exit(5) in its forward; a model must not end the process"),
+])
+def test_a_forward_that_ends_the_process_is_one_line(tmp_path, call, message):
+    """pipebench ended with the model's exit status (3, 5) and no word."""
+    (tmp_path / "ends.py").write_text(NET.replace("        return self.b(self.a(x))",
+                                                  f"        {call}\n        return self.b(self.a(x))"))
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "ends.py:Net", "--input-shape", "4", "--stages", "2",
+                       "--batch", "8", "--device", "cpu", timeout=120)
+    one_line(result, message)
