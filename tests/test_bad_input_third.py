@@ -648,3 +648,13 @@ def test_a_forward_that_ends_the_process_is_one_line(tmp_path, call, message):
     result = pipebench(tmp_path, "plan", "--model", tmp_path / "ends.py:Net", "--input-shape", "4", "--stages", "2",
                        "--batch", "8", "--device", "cpu", timeout=120)
     one_line(result, message)
+
+
+@pytest.mark.parametrize("command, output", [("plan", ["--json"]), ("plan", ["--save-profile"]),
+                                             ("plan", ["--export", "deepspeed"]), ("advise", ["--json"])])
+def test_an_output_onto_the_model_file_is_refused(capsys, tmp_path, command, output):
+    """`plan --model net.py:Net --json net.py` profiled, then replaced the user's model file with the plan."""
+    (tmp_path / "net.py").write_text(NET)
+    refused(capsys, [command, "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
+                     "--device", "cpu", *output, str(tmp_path / "net.py")], "--model and ")
+    assert (tmp_path / "net.py").read_text() == NET

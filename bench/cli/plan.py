@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_file, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count
 from pipebench.parse import is_user_model
@@ -80,8 +80,8 @@ class Source(NamedTuple):
 def check_outputs(args) -> None:
     """--json, --save-profile and --export's file, checked together before any model file is imported and
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
-    folder when imported moves none of them. Two that name one file (or the --profile read) are refused:
-    the second write would replace the first."""
+    folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
+    file) are refused: the second write would replace the first."""
     from pipebench.files import same_outputs, writable_file
 
     if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
@@ -92,7 +92,7 @@ def check_outputs(args) -> None:
     for option, path in outputs.items():
         if path is not None:
             outputs[option] = str(writable_file(path, option))
-    same_outputs({"--profile": args.profile, **outputs})
+    same_outputs({"--model": model_file(args.model), "--profile": args.profile, **outputs})
     args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
     if export:
         args.export = [export[0], outputs["--export"]]

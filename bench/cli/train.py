@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_settings, note,
-                                        training_of)
+from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_file,
+                                        model_settings, note, training_of)
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError, printable
@@ -89,7 +89,7 @@ def check_outputs(args) -> None:
         for name in ("job.json", "train.json"):
             outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
                                                    if folder.is_dir() else folder / name)
-    inputs = {"--data": _data_file(args.data), "--model": _model_file(args.model)}
+    inputs = {"--data": _data_file(args.data), "--model": model_file(args.model)}
     same_outputs({**inputs, **outputs})
 
 
@@ -98,13 +98,7 @@ def _data_file(text: str) -> str | None:
     kind, sep, rest = text.partition(":")
     if sep and kind == "tokens" and rest:
         return os.path.expanduser(rest)
-    return _model_file(text)
-
-
-def _model_file(text: str) -> str | None:
-    """The file of FILE.py:NAME (--model, --data); None for a zoo name or a module."""
-    where, sep, _ = text.rpartition(":")
-    return os.path.expanduser(where) if sep and where.endswith(".py") else None
+    return model_file(text)
 
 
 def cmd_train(args) -> int:
