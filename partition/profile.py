@@ -345,15 +345,24 @@ def kept_bytes(layers: Sequence[LayerProfile]) -> int:
     return sum(l.saved_bytes for l in layers) - sum(l.shared_bytes for l in layers[1:])
 
 
-def check_profile_list(profiles: Any) -> None:
+def check_profile_list(profiles: Any, values: bool = False) -> None:
     """A non-empty list of Profile objects, else one UserError line: the one home of that check (plan's
-    profiles, save_profiles)."""
+    profiles, save_profiles). `values`: every field checked too, as a profile file's are (Profile.from_dict):
+    for profiles a caller made or edited (pipebench.plan's, save_profiles'), where repeats=0 was planned and
+    batch='8' was a TypeError of `//`."""
     if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
         raise UserError(f"need at least one profile (pipebench.profile makes them), got {type(profiles).__name__} "
                         f"{str(profiles)[:40]!r}")
     wrong = [type(p).__name__ for p in profiles if not isinstance(p, Profile)]
     if wrong:
         raise UserError(f"profiles takes Profile objects (pipebench.profile makes them), got a {wrong[0]}")
+    if values:
+        for i, profile in enumerate(profiles):
+            try:
+                data = profile.to_dict()
+            except (TypeError, ValueError, RecursionError) as exc:  # asdict of what is no record
+                raise ProfileError(f"profiles[{i}]: {exc}") from None
+            Profile.from_dict(data, where=f"profiles[{i}]")
 
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:
@@ -361,7 +370,7 @@ def save_profiles(profiles: list[Profile], path: str | Path) -> None:
     if isinstance(profiles, (str, Path)):
         raise UserError(f"save_profiles(profiles, path) takes the profiles first, then the path (got {str(profiles)[:40]!r} "
                         "first)")
-    check_profile_list(profiles)
+    check_profile_list(profiles, values=True)
     write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
 
 

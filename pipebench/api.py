@@ -20,7 +20,7 @@ from pipebench.files import as_path
 from pipebench.partition.plan import Plan, shared_cores
 from pipebench.partition.plan_choice import make_plan, plan_ranking
 from pipebench.partition.sizes import Ranking
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile import Profile, check_profile_list
 from pipebench.profiling import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of
 from pipebench.training import Training
@@ -222,6 +222,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     else:
         if isinstance(profiles, Profile):
             profiles = [profiles]
+        check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
         request.check_profiles(profiles)
         for name in ("precision", "compile"):  # as --precision and --compile with --profile
             given, measured = getattr(request.training, name), getattr(profiles[0].training, name)

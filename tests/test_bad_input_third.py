@@ -658,3 +658,30 @@ def test_an_output_onto_the_model_file_is_refused(capsys, tmp_path, command, out
     refused(capsys, [command, "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
                      "--device", "cpu", *output, str(tmp_path / "net.py")], "--model and ")
     assert (tmp_path / "net.py").read_text() == NET
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(repeats=0), "profiles[0].repeats: must be at least 1, got 0"),
+    (dict(batch="8"), "profiles[0].batch: expected int, got '8'"),
+    (dict(layer=dict(params="x")), "profiles[0].layers[0].params: expected int, got 'x'"),
+    (dict(layer=dict(forward_ms=float("nan"))), "profiles[0].layers[0].forward_ms: expected a finite number"),
+])
+def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, message):
+    """plan(profiles=...) planned a Profile of no repeats (a file's is refused), and batch='8' or a layer's
+    params='x' were TypeErrors of `//` and `+`; save_profiles wrote them."""
+    import dataclasses
+
+    import pipebench
+
+    profile = pipebench.load_profiles(profile_file(tmp_path / "p.json"))[0]
+    layer = edit.pop("layer", None)
+    if layer:
+        edit["layers"] = [dataclasses.replace(profile.layers[0], **layer), *profile.layers[1:]]
+    edited = dataclasses.replace(profile, **edit)
+    for call in (lambda: pipebench.plan(profiles=[edited], stages=2),
+                 lambda: pipebench.save_profiles([edited], tmp_path / "q.json")):
+        with pytest.raises(pipebench.UserError) as caught:
+            call()
+        assert message in str(caught.value), caught.value
+    assert not (tmp_path / "q.json").exists()
+    assert pipebench.plan(profiles=[profile], stages=2).batch == 8
