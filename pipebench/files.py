@@ -93,6 +93,9 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
         raise UserError(f"{option} {str(path)[:120]}: names a folder (it ends with /); name a file")
     path = Path(os.path.abspath(path))
     kind = _special(path)
+    if kind is None and not os.path.exists(path) and any(_DESCRIPTOR.fullmatch(hop) for hop in _hops(path)):
+        # /dev/stdout with stdout closed, /dev/fd/9: a FileNotFoundError traceback at the write, in /proc/<pid>/fd
+        raise UserError(f"{option} {_shown(path)}: leads to a file descriptor that is not open; name a file")
     if kind is not None:
         if regular:
             raise UserError(f"{option} {_shown(path)}: is {kind}; {option} is written more than once or read back: "
@@ -158,13 +161,17 @@ def _hops(path: Path) -> list[str]:
     return hops
 
 
+_DESCRIPTOR = re.compile(r"/proc/(self|\d+)/fd/\d+|/dev/fd/\d+|/dev/std(in|out|err)")
+"""A process's open file, as a path."""
+
+
 def _kernel_file(path: Path) -> bool:
     """Whether the regular file `path` leads to lies in /proc or /sys other than through a process's file
     descriptor (/proc/self/status, /proc/sys/...): what a write there does is the kernel's, never an output."""
     real = os.path.realpath(path)
     if not real.startswith(("/proc/", "/sys/")):
         return False
-    return not any(re.fullmatch(r"/proc/(self|\d+)/fd/\d+|/dev/fd/\d+|/dev/std(out|err)", hop) for hop in _hops(path))
+    return not any(_DESCRIPTOR.fullmatch(hop) for hop in _hops(path))
 
 
 def _own_descriptor(path: Path) -> int | None:

@@ -685,3 +685,17 @@ def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, mes
         assert message in str(caught.value), caught.value
     assert not (tmp_path / "q.json").exists()
     assert pipebench.plan(profiles=[profile], stages=2).batch == 8
+
+
+def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
+    """`plan ... >&-` was an AttributeError traceback (sys.stdout is None) after the work; `--json /dev/fd/987`
+    (no such descriptor open) a FileNotFoundError traceback, writing in /proc/<pid>/fd."""
+    import subprocess
+    import sys
+
+    profile = profile_file(tmp_path / "p.json")
+    refused(capsys, ["plan", "--profile", str(profile), "--stages", "2", "--json", "/dev/fd/987"],
+            "--json /dev/fd/987: leads to a file descriptor that is not open; name a file")
+    result = subprocess.run(f"{sys.executable} -m pipebench plan --profile {profile} --stages 2 >&-", shell=True,
+                            capture_output=True, text=True, timeout=120)
+    one_line(result, "stdout is closed (>&-); send it somewhere, e.g. > /dev/null")

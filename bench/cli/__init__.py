@@ -78,6 +78,8 @@ def _main(argv: list[str] | None) -> int:
 
 def _command(args) -> int:
     try:
+        if sys.stdout is None:  # started with `>&-`: every answer would vanish, and the flush below was a traceback
+            raise UserError("stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
         _read_counts(args)
         from pipebench.hardware.probes import drift_seconds
 
