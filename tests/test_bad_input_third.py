@@ -699,3 +699,61 @@ def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
     result = subprocess.run(f"{sys.executable} -m pipebench plan --profile {profile} --stages 2 >&-", shell=True,
                             capture_output=True, text=True, timeout=120)
     one_line(result, "stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
+
+
+def checkpoint(tmp_path, spoil):
+    """A checkpoint of NET's Net as `train --save` leaves it after 2 steps of single, `spoil(path)` applied."""
+    import torch
+
+    from test_bad_input_third import NET  # noqa: F401 - the model file's text
+
+    (tmp_path / "net.py").write_text(NET)
+    namespace: dict = {}
+    exec(NET, namespace)
+    path, state = tmp_path / "m.pt", tmp_path / "m.pt.train"
+    state.mkdir()
+    net = namespace["Net"]()
+    torch.save(net.state_dict(), path)
+    layout = {"strategy": "single", "processes": 1, "batch": 8, "params": [n for n, _ in net.named_parameters()]}
+    torch.save({"step": 2, "layout": layout, "optimizer": {}, "rng": torch.get_rng_state()}, state / "rank0.pt")
+    latest = {"step": 2, "size": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns, "layout": layout}
+    (state / "latest.json").write_text(json.dumps(latest))
+    spoil(state)
+    return path
+
+
+def _write(name, text):
+    return lambda state: (state / name).unlink() or (state / name).write_text(text)
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (_write("rank0.pt", "garbage\n"), "rank0.pt is not a training state torch.save wrote; the training state is damaged"),
+    (lambda s: (s / "rank0.pt").unlink() or (s / "rank0.pt").mkdir(), "rank0.pt is not a regular file"),
+    (lambda s: (s / "rank0.pt").unlink() or (s / "rank0.pt").symlink_to("/dev/zero"), "rank0.pt is not a regular file"),
+    (lambda s: (s / "rank0.pt").unlink(), "rank0.pt is missing; the training state is incomplete"),
+    (lambda s: (s / "latest.json").write_text((s / "latest.json").read_text().replace('"step": 2', '"step": -3')),
+     "field 'step' should be a whole number of at least 0, got -3"),
+])
+def test_resume_refuses_a_damaged_training_state_before_any_worker(capsys, tmp_path, spoil, message):
+    """A garbage, missing or folder rank0.pt was a worker's ValueError, IsADirectoryError or UnpicklingError
+    (exit 1) once the workers had started; a step of -3 was resumed."""
+    from pipebench.bench.cli import main
+
+    path = checkpoint(tmp_path, spoil)
+    (tmp_path / "data.py").write_text(DATA)
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+                 f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "4", "--device", "cpu", "--strategy",
+                 "single", "--save", str(path), "--resume"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after train's line of the devices
+    assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
+def test_the_checkpoint_the_damage_test_spoils_is_read():
+    """The checkpoint above, unspoiled, passes read_latest."""
+    import tempfile
+    from pathlib import Path
+
+    from pipebench.bench.train import checkpoint as ckpt
+
+    with tempfile.TemporaryDirectory() as folder:
+        assert ckpt.read_latest(checkpoint(Path(folder), lambda state: None))["step"] == 2

@@ -14,6 +14,7 @@ Every file is written atomically (a temporary file in the same folder, fsync, re
 from __future__ import annotations
 
 from pathlib import Path
+from stat import S_ISREG
 
 import torch
 import torch.distributed as dist
@@ -110,11 +111,35 @@ def read_latest(path: str | Path) -> dict:
         raise UserError(f"--resume: {path} has no training state beside it ({latest} is missing): only "
                         "weights, which --resume cannot continue from")
     record = read_json(latest, kind="checkpoint state")
+    step, processes = record.get("step"), (record.get("layout") or {}).get("processes")
+    for name, value in (("step", step), ("layout.processes", processes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "step" else 1):
+            raise UserError(f"{latest}: field {name!r} should be a whole number of at least "
+                            f"{0 if name == 'step' else 1}, got {value!r:.40}; not a pipebench checkpoint state file")
+    for rank in range(min(processes, 4096)):  # each worker reads its own: checked here, before any starts
+        _check_rank_state(rank_state_path(path, rank))
     stat = path.stat()
     if (stat.st_size, stat.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
         raise UserError(f"--resume: {path} was written after its training state at step {record.get('step')} "
                         "(a checkpoint torn by a kill); train again from the start")
     return record
+
+
+def _check_rank_state(path: Path) -> None:
+    """One process's training state is a file torch.save wrote (a zip archive): a folder, a device or garbage
+    in its place was a worker's IsADirectoryError or UnpicklingError, exit 1, after the model was built."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise UserError(f"--resume: {path} is missing; the training state is incomplete: train again from the "
+                        "start") from None
+    if not S_ISREG(mode):
+        raise UserError(f"--resume: {path} is not a regular file; the training state is damaged: train again from "
+                        "the start")
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise UserError(f"--resume: {path} is not a training state torch.save wrote; the training state is "
+                            "damaged: train again from the start")
 
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
