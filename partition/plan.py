@@ -131,11 +131,23 @@ class Plan:
     """With cores_shared: the collective that ends every step (the loss's broadcast; measured per machine)."""
 
     def __post_init__(self):
+        for name in ("micro_batches", "micro_batch_size", "virtual_stages"):  # an edited file's 0: a
+            if getattr(self, name) < 1:                                      # ZeroDivisionError later
+                raise PlanError(f"plan: {name} must be at least 1, got {getattr(self, name)}")
+        sched.get_schedule(self.schedule)  # an unknown one: one line now, not when it is simulated
         if not self.placement:  # plans written before placement was stored
             self.placement = sched.placement(self.schedule, len(self.stages), len(self.stages) // self.virtual_stages)
         if len(self.placement) != len(self.stages) or len(self.bounds) != len(self.stages) + 1:
             raise PlanError(f"plan: {len(self.stages)} stages, {len(self.bounds)} bounds and "
                             f"{len(self.placement)} placements do not agree")
+        if self.bounds[0] != 0 or any(a >= b for a, b in zip(self.bounds, self.bounds[1:])) or any(
+                (st.first_layer, st.end_layer) != (a, b) for st, a, b in zip(self.stages, self.bounds, self.bounds[1:])):
+            raise PlanError(f"plan: bounds {self.bounds[:20]} and the stages' layers are not contiguous stages from "
+                            "layer 0")
+        if len(self.stages) % self.virtual_stages or not all(
+                0 <= d < len(self.stages) // self.virtual_stages for d in self.placement):
+            raise PlanError(f"plan: placement {self.placement[:20]} names devices beyond the "
+                            f"{len(self.stages) // self.virtual_stages} of {len(self.stages)} stages")
 
     # ------------------------------------------------------------------------------------- the file
 

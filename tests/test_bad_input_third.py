@@ -757,3 +757,23 @@ def test_the_checkpoint_the_damage_test_spoils_is_read():
 
     with tempfile.TemporaryDirectory() as folder:
         assert ckpt.read_latest(checkpoint(Path(folder), lambda state: None))["step"] == 2
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(micro_batches=0), "plan: micro_batches must be at least 1, got 0"),
+    (dict(virtual_stages=0), "plan: virtual_stages must be at least 1, got 0"),
+    (dict(schedule="bogus"), "unknown schedule 'bogus'"),
+    (dict(placement=[5, 9]), "plan: placement [5, 9] names devices beyond the 2 of 2 stages"),
+    (dict(bounds=[0, 3, 4]), "plan: bounds [0, 3, 4] and the stages' layers are not contiguous"),
+])
+def test_a_plan_file_of_nonsense_is_refused_when_loaded(tmp_path, edit, message):
+    """Plan.load took micro_batches 0 (then 'need at least one micro-batch' when simulated), virtual_stages 0
+    (a ZeroDivisionError), an unknown schedule and placements on devices the plan has not."""
+    import pipebench
+
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
+    plan = pipebench.plan(profiles=profiles, stages=2)
+    assert pipebench.Plan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(pipebench.UserError) as caught:
+        pipebench.Plan.from_dict({**plan.to_dict(), **edit})
+    assert message in str(caught.value), caught.value
