@@ -29,6 +29,7 @@ Workers are fresh processes: each imports the model again from the same name; no
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -37,6 +38,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
+from pipebench.files import check_regular
 from pipebench.request import count_of
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
@@ -76,6 +78,8 @@ class ModelSource:
     def __post_init__(self):
         file, sep, name = self.target.rpartition(":")
         if sep and file.endswith(".py"):  # workers start elsewhere: record where the file is
+            if os.path.exists(file):  # a link to a FIFO or /dev/zero resolved to a name without .py: a module's
+                check_regular(file, kind="model", label=self.target)
             object.__setattr__(self, "target", f"{Path(file).resolve()}:{name}")
         if self.loss is not None and self.loss not in LOSSES:
             raise UserError(f"unknown loss {self.loss!r}; choose one of: {', '.join(LOSSES)} (or define loss_fn "

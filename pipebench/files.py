@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from pipebench.errors import UserError
 
-__all__ = ["as_path", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
+__all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
            "check", "same_outputs"]
 
 T = TypeVar("T")
@@ -356,11 +356,7 @@ def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserErro
     mode = os.fstat(fd).st_mode  # before fdopen, which refuses a folder with a traceback of its own
     if not stat.S_ISREG(mode):
         os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise error(f"{path}: is a folder, not a {kind} file")
-        what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-                stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
-        raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
+        _not_regular(path, mode, kind, error)
     with os.fdopen(fd, "rb") as f:
         try:
             data = f.read(limit + 1)
@@ -369,6 +365,28 @@ def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserErro
     if len(data) > limit:
         raise error(f"{path}: larger than {limit >> 20:,} MiB; not a pipebench {kind} file")
     return data
+
+
+def check_regular(path: str | Path, *, kind: str, error: type[UserError] = UserError, label: str | None = None) -> None:
+    """Refuse, in read_bytes' words, a `path` that is not a regular file, for a file read otherwise (mapped,
+    imported): `--data tokens:FIFO` said "no such file". `label` names it in the line (default: the path)."""
+    label = str(path) if label is None else label
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{label}: no such file") from None
+    except OSError as exc:
+        raise error(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        _not_regular(label, mode, kind, error)
+
+
+def _not_regular(path: Any, mode: int, kind: str, error: type[UserError]) -> None:
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: is a folder, not a {kind} file")
+    what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+            stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+    raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
 
 
 MAX_DIGITS = 30

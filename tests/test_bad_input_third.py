@@ -777,3 +777,36 @@ def test_a_plan_file_of_nonsense_is_refused_when_loaded(tmp_path, edit, message)
     with pytest.raises(pipebench.UserError) as caught:
         pipebench.Plan.from_dict({**plan.to_dict(), **edit})
     assert message in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("make, argv, message", [
+    ("fifo", ["train", "--data", "tokens:{t}/x"], "--data tokens:{t}/x: is a FIFO, not a tokens file; give a regular"),
+    ("zero", ["train", "--data", "tokens:{t}/x"], "is a character device, not a tokens file"),
+    ("fifo", ["train", "--data", "{t}/x.py:data"], "is a FIFO, not a data file; give a regular file"),
+    ("fifo", ["plan", "--stages", "2"], "x.py:Net: is a FIFO, not a model file; give a regular file"),
+    ("zero", ["plan", "--stages", "2"], "x.py:Net: is a character device, not a model file"),
+])
+def test_special_files_as_data_or_model_say_what_they_are(capsys, tmp_path, make, argv, message):
+    """`--data tokens:FIFO` and a data file that is a FIFO said "no such file"; a model file that is a link to a
+    FIFO or /dev/zero was "ModuleNotFoundError: No module named '/dev/zero'"."""
+    import os
+
+    target = tmp_path / ("x.py" if "x.py" in " ".join(argv) or argv[0] == "plan" else "x")
+    if make == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "data.py").write_text(DATA)
+    model = f"{target}:Net" if argv[0] == "plan" else f"{tmp_path / 'net.py'}:Net"
+    rest = ["--batch", "8", "--steps", "2", "--strategy", "single"] if argv[0] == "train" else []
+    code = main_of([argv[0], "--model", model, "--input-shape", "4", "--device", "cpu", *rest,
+                    *(a.format(t=tmp_path) for a in argv[1:])])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("pipebench: error: ") and message.format(t=tmp_path) in last, last
+
+
+def main_of(argv):
+    from pipebench.bench.cli import main
+
+    return main(argv)

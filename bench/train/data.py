@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from pipebench.errors import UserError
+from pipebench.files import check_regular
 
 __all__ = ["DataSpec", "parse_data", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
 
@@ -97,8 +98,7 @@ class TokenSequences(torch.utils.data.Dataset):
         import numpy as np
 
         file = Path(path)
-        if not file.is_file():
-            raise UserError(f"--data tokens:{path}: {'is a folder' if file.is_dir() else 'no such file'}")
+        check_regular(file, kind="tokens", label=f"--data tokens:{path}")  # a FIFO was "no such file"
         size = file.stat().st_size
         if size == 0:
             raise UserError(f"--data tokens:{path}: the file is empty")
@@ -146,8 +146,7 @@ def _user_dataset(spec: DataSpec):
 
     file = Path(spec.path)
     where = f"--data {spec.label()}"
-    if not file.is_file():
-        raise UserError(f"{where}: no such file")
+    check_regular(file, kind="data", label=where)
     module_spec = importlib.util.spec_from_file_location(f"pipebench_data_{file.stem}", file)
     module = importlib.util.module_from_spec(module_spec)
     try:
