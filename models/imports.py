@@ -43,7 +43,7 @@ from torch import nn
 from pipebench.errors import UserError, first_line
 from pipebench.units import env_seconds, format_bytes
 
-__all__ = ["import_target", "build", "raised", "exits_refused", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
+__all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]
 
 IMPORT_SECONDS = 120.0
@@ -145,7 +145,8 @@ def _die(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _guarded(target: str, what: str):
+def _guarded(target: str, what: str, doing: str = "importing", when: str = "when imported",
+             rule: str = "a model file must only define things"):
     """Run a model file's import under a time limit, with os._exit turned into one line; see the module
     docstring. The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
     make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
@@ -154,7 +155,7 @@ def _guarded(target: str, what: str):
     me = threading.current_thread()
     exits: list[int] = []
     finished = threading.Event()
-    late = (f"{target}: importing {what} did not finish within {seconds:g} s (an endless loop, or something it "
+    late = (f"{target}: {doing} {what} did not finish within {seconds:g} s (an endless loop, or something it "
             "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
 
     timed = me is threading.main_thread()
@@ -178,8 +179,7 @@ def _guarded(target: str, what: str):
         yield
     except _Stopped:
         if exits:
-            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) when imported; a model file must only define "
-                            "things") from None
+            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
         raise UserError(late) from None
     finally:
         finished.set()
@@ -197,23 +197,16 @@ def _guarded(target: str, what: str):
 
 
 @contextlib.contextmanager
-def exits_refused(target: str, when: str):
-    """The model's own code called in this thread (its first forward: models/source.py run_forward), with
-    sys.exit() and os._exit(N) in it one UserError line naming `target` and `when` ("in its forward"):
-    both ended pipebench with the model's code and no word."""
-    exits: list[int] = []
-    going = (target, threading.current_thread(), set(threading.enumerate()), exits)
-    os._exit = _exit
-    _going.append(going)
+def forward_guarded(target: str):
+    """The model's first forward (models/source.py run_forward) guarded as its import is (`_guarded`): one
+    that never returns is stopped at the import's time limit, and sys.exit() or os._exit(N) in it is one
+    UserError line; each hung or ended pipebench with no word (in a run's parent, at its check of the model)."""
+    rule = "a model must not end the process"
     try:
-        yield
-    except _Stopped:
-        raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; a model must not end the process") from None
+        with _guarded(target, "its forward", doing="running", when="in its forward", rule=rule):
+            yield
     except SystemExit as exc:
-        raise UserError(f"{target}: it calls sys.exit({exc.code!r}) or exit() {when}; a model must not end the "
-                        "process") from None
-    finally:
-        _going.remove(going)
+        raise UserError(f"{target}: it calls sys.exit({exc.code!r}) or exit() in its forward; {rule}") from None
 
 
 def raised(exc: BaseException) -> str:

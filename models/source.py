@@ -44,7 +44,7 @@ from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
                                       UserBatches, loss as named_loss, not_finite, vocabulary)
 from pipebench.models.hugging_face import AsTrained, as_trained, is_hugging_face
-from pipebench.models.imports import build, exits_refused, import_target, raised, where
+from pipebench.models.imports import build, forward_guarded, import_target, raised, where
 
 __all__ = ["ModelSource", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
@@ -379,9 +379,9 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
     device = first.device if first is not None else torch.device("cpu")
     args = tuple(i.to(device) for i in inputs) if isinstance(inputs, tuple) else (inputs.to(device),)
     try:
-        with torch.no_grad(), exits_refused(target, "in its forward"):
+        with torch.no_grad(), forward_guarded(target):
             outputs = module(*args)
-    except UserError:  # exits_refused's own line
+    except UserError:  # forward_guarded's own line
         raise
     except Exception as exc:  # noqa: BLE001 - the model rejected the input: its own words
         shapes = ", ".join(str(list(a.shape)) for a in args)

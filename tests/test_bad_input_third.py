@@ -810,3 +810,38 @@ def main_of(argv):
     from pipebench.bench.cli import main
 
     return main(argv)
+
+
+def test_a_forward_that_never_returns_is_one_line(tmp_path):
+    """A model whose forward never returns hung `plan` and `run` at their first forward (run's in its parent,
+    checking the model), with no bound and no word."""
+    (tmp_path / "hang.py").write_text(NET.replace("        return self.b(self.a(x))",
+                                                  "        import time\n        time.sleep(10 ** 6)"))
+    result = pipebench(tmp_path, "plan", "--model", f"{tmp_path / 'hang.py'}:Net", "--input-shape", "4", "--stages",
+                       "2", "--device", "cpu", env={"PIPEBENCH_IMPORT_SECONDS": "1"}, timeout=120)
+    one_line(result, "hang.py:Net: running its forward did not finish within 1 s (an endless loop, or something it")
+
+
+LATER = """
+    def forward(self, x):
+        import time
+        Net.calls = getattr(Net, "calls", 0) + 1
+        if Net.calls > 6:  # past the checks of the model: while it is profiled
+            time.sleep(10 ** 6)
+        return self.b(self.a(x))
+"""
+
+
+def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_path):
+    """`run --timeout 20` of a model whose forward hung once profiling had begun hung for ever: the profiling
+    child had no bound."""
+    import json as json_
+
+    (tmp_path / "later.py").write_text(NET.split("    def forward")[0] + LATER)
+    result = pipebench(tmp_path, "run", "--models", f"{tmp_path / 'later.py'}:Net", "--input-shape", "4",
+                       "--strategies", "single", "--device", "cpu", "--out", tmp_path / "out", "--timeout", "8",
+                       timeout=150)
+    assert result.returncode == 0, result.stderr
+    rows = json_.loads(next((tmp_path / "out").glob("*.json")).read_text())["rows"]
+    assert [r["status"] for r in rows] == ["unavailable"], rows
+    assert "profiling" in rows[0]["reason"] and "did not finish within --timeout 8 s" in rows[0]["reason"], rows

@@ -120,7 +120,7 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
                             case, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                             counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
                                                   strategies=options.strategies),
-                            strategies=options.strategies)
+                            strategies=options.strategies, timeout=options.timeout)
                     prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps,
                                        warmup=options.warmup, try_anyway=options.try_anyway)
                     # The key of the row this case will write (the planner may have chosen its micro-batch count).
@@ -217,7 +217,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
                            training=options.training, data_dir=options.data_dir)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                                       counts=profile_counts(options.chunks, machine.devices, batch=batch,
-                                                            strategies=list(STRATEGIES)))
+                                                            strategies=list(STRATEGIES)), timeout=options.timeout)
         advice = advise(profiled.profiles, machine.request(options.training))
         picked = top_strategies(advice, options.auto)
         ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions

@@ -105,15 +105,17 @@ class Profiled:
 
 def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: int | None = None,
                        reuse: bool = True, note: Callable[[str], None] = print,
-                       counts: Sequence[int] | None = None, strategies: Sequence[str] = ()) -> Profiled:
+                       counts: Sequence[int] | None = None, strategies: Sequence[str] = (),
+                       timeout: float | None = None) -> Profiled:
     """Profile the case's model at every micro-batch size with `pipebench.profile`, in a child process
     (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
     `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
     of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
     sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
-    of their predictions are measured (pipebench.profile's rank)."""
-    from pipebench.bench.launch.spawn import WorkerError, call_in_child
+    of their predictions are measured (pipebench.profile's rank). timeout: the seconds the profiling may take
+    (run's --timeout, which bounds each case too; None: no bound): a forward that hangs hung the run."""
+    from pipebench.bench.launch.spawn import ChildTimeout, WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
@@ -130,7 +132,11 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         try:
             call_in_child(_profile_to_file, path, case, devices, repeats=repeats,
                           micro_batches=list(counts) if counts else "auto", fresh=not reuse,
-                          strategies=tuple(strategies), ranked_on=machine.device_names, gpus=machine.gpus)
+                          strategies=tuple(strategies), ranked_on=machine.device_names, gpus=machine.gpus,
+                          within=timeout)
+        except ChildTimeout:
+            raise CaseUnavailable(f"profiling {case.model} did not finish within --timeout {timeout:g} s (a forward "
+                                  "that never returns, or give a longer --timeout)") from None
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")

@@ -28,7 +28,7 @@ from pipebench.errors import UserError
 from pipebench.processes import PARENT_ENV, TEMP_ENV, child_entry, kill_tree
 
 __all__ = ["WorkerError", "visible_devices", "child_env", "worker_command", "start_workers", "collect_result",
-           "log_tail", "call_in_child"]
+           "log_tail", "call_in_child", "ChildTimeout"]
 
 
 class WorkerError(RuntimeError):
@@ -61,8 +61,14 @@ def visible_devices(gpus: Sequence[int] | None, current: str | None) -> str | No
     return ",".join(entries[g] for g in gpus)
 
 
-def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None = None, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a fresh process that sees only `gpus`, and its return value.
+class ChildTimeout(WorkerError):
+    """call_in_child's function did not answer within its `within` seconds; the child and its tree are ended."""
+
+
+def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None = None, within: float | None = None,
+                  **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` in a fresh process that sees only `gpus`, and its return value; `within`: the
+    seconds it may take, after which the child's tree is ended and ChildTimeout raised (None: no bound).
 
     The suite profiles and probes GPUs this way, so that its own process never initialises CUDA (the
     workers it starts later must choose their GPUs first). `fn` must be a module-level function; its
@@ -84,6 +90,10 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
         os.environ.update(saved)
     send.close()
     try:
+        if within is not None and not receive.poll(within):  # a model's forward that hangs: ended, not waited on
+            kill_tree(proc.pid)
+            proc.join()
+            raise ChildTimeout(f"did not finish within {within:g} s")
         kind, value = receive.recv()
     except EOFError:
         proc.join()
