@@ -845,3 +845,10 @@ def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_
     rows = json_.loads(next((tmp_path / "out").glob("*.json")).read_text())["rows"]
     assert [r["status"] for r in rows] == ["unavailable"], rows
     assert "profiling" in rows[0]["reason"] and "did not finish within --timeout 8 s" in rows[0]["reason"], rows
+
+
+@pytest.mark.parametrize("option", ["--save", "--csv"])
+def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
+    """`train --save ''` trained and saved nothing, exit 0: the empty value read as no --save."""
+    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name a file")
+    assert not (tmp_path / "imported").exists()

@@ -75,13 +75,13 @@ def check_outputs(args) -> None:
     from pipebench.files import creatable_folder, same_outputs, writable_file
 
     outputs = {}
-    if args.save:
+    if args.save is not None:  # --save '' was no --save: the training ran and nothing was saved
         args.save = outputs["--save"] = str(writable_file(args.save, "--save", regular=True))
         state = Path(args.save + ".train")
         if state.exists() and not state.is_dir():
             raise UserError(f"--save {args.save}: {state} is in the way (a file, where the training state's folder "
                             "goes); move it or name another --save")
-    if args.csv:
+    if args.csv is not None:
         args.csv = outputs["--csv"] = str(writable_file(args.csv, "--csv", regular=True))
     if args.write_job:
         folder = creatable_folder(Path(args.write_job).expanduser(), "--write-job")  # made when the job is written
