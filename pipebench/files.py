@@ -7,8 +7,8 @@ One home for three things every file format here needs (profiles, plans, jobs, r
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
-- `read_json` and `record`: a versioned JSON object read back into a dataclass, every field checked
-  against its annotation, with an error that names the file and the field in one line.
+- `read_json`: a versioned JSON object read back into a dataclass (pipebench/records.py `record`: every
+  field checked against its annotation, an error that names the file and the field in one line).
 - Files that are not regular files: a write never replaces them. A character device (/dev/null, a
   terminal), a FIFO with a reader, or a link into /dev or /proc (/dev/stdout, /proc/self/fd/1) is
   written through, as a shell's `>` would: what the user meant. A link to a regular file has its target
@@ -18,31 +18,22 @@ One home for three things every file format here needs (profiles, plans, jobs, r
 """
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
-import math
-import numbers
 import os
 import re
 import stat
 import sys
-import types
-import typing
 import uuid
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pipebench.errors import UserError
+from pipebench.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
 __all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
            "check", "same_outputs"]
 
-T = TypeVar("T")
-
-MAX_DEPTH = 100
-"""JSON nested deeper than this is refused on reading: no pipebench file nests beyond a few levels, and
-deeper values overflow Python's stack later (json.dumps, dataclasses.asdict) with a RecursionError."""
 
 
 def writable_folder(path: str | Path, option: str) -> Path:
@@ -193,7 +184,7 @@ def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
     TypeError of os's); `what` names it ("the profile file")."""
     if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
         return Path(path)
-    raise error(f"{what}'s path must be a str or a pathlib.Path, got {_short(path)} ({type(path).__name__})")
+    raise error(f"{what}'s path must be a str or a pathlib.Path, got {short(path)} ({type(path).__name__})")
 
 
 def same_outputs(paths: dict[str, str | Path | None]) -> None:
@@ -314,7 +305,7 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
         raise error(f"{path}: JSON nested too deeply to be a pipebench {kind} file") from None
     except ValueError as exc:  # loads' bounds
         raise error(f"{path}: {exc}; not a pipebench {kind} file") from None
-    if _depth(data) > MAX_DEPTH:
+    if depth(data) > MAX_DEPTH:
         raise error(f"{path}: JSON nested deeper than {MAX_DEPTH} levels; not a pipebench {kind} file")
     if fmt is not None:
         if not isinstance(data, dict) or data.get("format") != fmt:
@@ -389,137 +380,3 @@ def _not_regular(path: Any, mode: int, kind: str, error: type[UserError]) -> Non
     what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
             stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
     raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
-
-
-MAX_DIGITS = 30
-"""The longest integer read from JSON: no count or byte size of ours comes near 10**30, and Python refuses
-to read integers of more than 4,300 digits with a ValueError, after quadratic work."""
-
-
-def loads(text: str) -> Any:
-    """json.loads with bounded numbers: an integer of more than MAX_DIGITS digits, or a number beyond
-    float's range (1e400, which would read as infinity), is a ValueError that says which."""
-    return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_DIGITS:
-        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits")
-    return int(text)
-
-
-def _bounded_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:30]} is beyond any measurement")
-    return value
-
-
-def _depth(data: Any) -> int:
-    """How deeply lists and objects nest in `data` (0 for a plain value), walked without recursion."""
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
-    return deepest
-
-
-def record(cls: type[T], data: Any, where: str, *, error: type[UserError] = UserError,
-           may_miss: typing.Iterable[str] | None = None, unknown: str = "error", nonnegative: bool = False) -> T:
-    """`cls(**data)` for a dataclass, each field checked against its annotation first.
-
-    may_miss: fields that may be absent (default: those with a default). unknown: "error" or "ignore"
-    for keys that are not fields. nonnegative: numbers must be >= 0 (measurements). Nested dataclasses
-    and lists of them are checked the same way; every number must be finite; an int is not a bool."""
-    if not isinstance(data, dict):
-        raise error(f"{where}: expected an object, got {_short(data)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    if unknown == "error":
-        extra = sorted(set(data) - set(fields))
-        if extra:
-            raise error(f"{where}: unknown field {extra[0]!r}")
-    if may_miss is None:
-        may_miss = {n for n, f in fields.items()
-                    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
-    values = {}
-    for name in fields:
-        if name not in data:
-            if name not in may_miss:
-                raise error(f"{where}: missing field {name!r}")
-            continue
-        try:
-            values[name] = _checked(hints[name], data[name], nonnegative, error, f"{where}.{name}")
-        except _Wrong as exc:
-            raise error(f"{where}.{name}: {exc}") from None
-    try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, UserError):
-            raise
-        raise error(f"{where}: {exc}") from None
-
-
-def check(kind: Any, value: Any, where: str, *, error: type[UserError] = UserError) -> Any:
-    """`value` as the plain Python type the annotation `kind` names (numpy numbers become int or float),
-    or `error` saying where and what was wrong."""
-    try:
-        return _checked(kind, value, False, error, where)
-    except _Wrong as exc:
-        raise error(f"{where}: {exc}") from None
-
-
-class _Wrong(Exception):
-    """A value that does not fit its annotation; `record` adds where it was."""
-
-
-def _checked(kind: Any, value: Any, nonnegative: bool, error, where: str) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        for option in inner[:-1]:  # e.g. int | str: the first that fits
-            try:
-                return _checked(option, value, nonnegative, error, where)
-            except _Wrong:
-                pass
-        return _checked(inner[-1], value, nonnegative, error, where)
-    if kind is Any:
-        return value
-    if dataclasses.is_dataclass(kind):
-        if isinstance(value, kind):  # already made (and checked by its own __post_init__)
-            return value
-        return record(kind, value, where, error=error, nonnegative=nonnegative)
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-    elif kind in (int, float):
-        integral = isinstance(value, numbers.Integral)
-        if not isinstance(value, bool) and (integral or (kind is float and isinstance(value, numbers.Real))):
-            if not math.isfinite(value):
-                raise _Wrong(f"expected a finite number, got {value!r}")
-            if nonnegative and value < 0:
-                raise _Wrong(f"must be >= 0, got {value!r}")
-            return int(value) if kind is int else float(value)
-    elif origin is list or kind is list:
-        if isinstance(value, list):
-            item = args[0] if args else Any
-            return [_checked(item, v, nonnegative, error, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict or kind is dict:
-        if isinstance(value, dict):
-            return value
-    else:  # pragma: no cover - a field type this table lacks
-        raise AssertionError(f"no check for field type {kind!r}")
-    name = getattr(kind, "__name__", str(kind))
-    raise _Wrong(f"expected {'a list' if name == 'list' else name}, got {_short(value)}")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
