@@ -247,7 +247,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     Returns an Advice (bench/predict/ranking.py): `predictions` fastest first, `recommended`, `tied`.
     """
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
-    from pipebench.bench.predict.ranking import advise as rank_strategies
+    from pipebench.bench.predict.ranking import rank_strategies
     from pipebench.bench.strategies import get_strategy
 
     request = _request(request, asked)

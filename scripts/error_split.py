@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipebench.partition.cache import LINK_FIELDS
-from pipebench.tables import text_table
+from pipebench.text_tables import text_table
 from pipebench.request import Request
 
 BATCH = 8

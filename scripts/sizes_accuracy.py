@@ -57,11 +57,11 @@ def _errors(got, want, figures) -> dict[str, float]:
 
 
 def _choice(profiles, devices):
-    from pipebench.bench.predict.ranking import advise
+    from pipebench.bench.predict.ranking import rank_strategies
     from pipebench.partition.plan_choice import make_plan
 
     plan = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=0.0))
-    advice = advise(profiles, Request(devices=devices))
+    advice = rank_strategies(profiles, Request(devices=devices))
     return plan, advice
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipebench.bench.predict.ranking import TIE, Advice, Prediction, advise, predict, tie, top_strategies
+from pipebench.bench.predict.ranking import TIE, Advice, Prediction, rank_strategies, predict, tie, top_strategies
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
@@ -65,7 +65,7 @@ def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
 
 
 def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
-    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"]))
+    advice = rank_strategies(profiles(), Request(devices=["cuda:0", "cuda:1"]))
     names = [p.strategy for p in advice.predictions]
     assert sorted(names) == sorted(n for n in STRATEGIES if n != "hybrid")  # hybrid: from 4 devices
     rates = [p.predicted_samples_per_s for p in advice.predictions]
@@ -84,9 +84,9 @@ def test_every_strategy_is_ranked_and_the_fastest_that_fits_recommended():
 
 
 def test_a_strategy_over_the_memory_cap_does_not_fit_and_is_not_recommended():
-    replica = next(p for p in advise(profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions if p.strategy == "ddp")
+    replica = next(p for p in rank_strategies(profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions if p.strategy == "ddp")
     cap = replica.peak_memory_bytes[0] - 1  # DDP's whole replica no longer fits; half a model does
-    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap]))
+    advice = rank_strategies(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap]))
     ddp = next(p for p in advice.predictions if p.strategy == "ddp")
     assert not ddp.fits and advice.recommended != "ddp"
     recommended = next(p for p in advice.predictions if p.strategy == advice.recommended)
@@ -101,10 +101,10 @@ def test_every_fits_respects_the_cap_on_every_device_a_strategy_uses(device):
     cpu = device == "cpu"
     measured = [profile(64 // m, device=device, link_gbps=0.0 if cpu else 100.0) for m in (1, 2, 4, 8)]
     devices = ["cpu", "cpu"] if cpu else ["cuda:0", "cuda:1"]
-    uncapped = advise(measured, Request(devices=devices)).predictions
+    uncapped = rank_strategies(measured, Request(devices=devices)).predictions
     sizes = sorted({m for p in uncapped for m in p.peak_memory_bytes})
     for cap in sizes[len(sizes) // 2:len(sizes) // 2 + 2]:  # a cap some strategies fit and some do not
-        advice = advise(measured, Request(devices=devices, max_memory=[cap, cap]))
+        advice = rank_strategies(measured, Request(devices=devices, max_memory=[cap, cap]))
         for p in advice.predictions:
             used = p.peak_memory_bytes
             assert p.fits == (p.predicted_step_ms is not None and all(m <= cap for m in used)), p
@@ -168,7 +168,7 @@ def test_parse_auto_refuses_nonsense(text):
 
 
 def test_top_strategies_are_single_and_the_fastest_that_fit():
-    advice = advise(profiles(), Request(devices=["cuda:0", "cuda:1"]))
+    advice = rank_strategies(profiles(), Request(devices=["cuda:0", "cuda:1"]))
     top = top_strategies(advice, 2)
     assert top[0] == "single" and len(top) == 3
     assert top[1:] == [p.strategy for p in advice.predictions if p.strategy != "single"][:2]
@@ -270,7 +270,7 @@ def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
 
     predictions = [pred("pp-zbv", 103.0), pred("ddp", 100.0), pred("fsdp", 90.0), pred("single", 55.0)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "fsdp", "pp-zbv"])
+    advice = rank_strategies([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "fsdp", "pp-zbv"])
     assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "within 5%"}
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     line = format_advice(advice, profile, ["cuda:0", "cuda:1"]).splitlines()[-1]
@@ -288,7 +288,7 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
         predictions = [Prediction("pp-zbv", 64 / rate * 1e3, rate, [1], True, 1, None, step_spread=spread)
                        for rate in (120.0,)] + [Prediction("ddp", 640.0, 100.0, [1], True, 1, None, step_spread=spread)]
         monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-        return advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["ddp", "pp-zbv"])
+        return rank_strategies([], Request(devices=["cuda:0", "cuda:1"]), strategies=["ddp", "pp-zbv"])
 
     assert advice_with(0.0).recommended == "pp-zbv" and advice_with(0.05).recommended == "pp-zbv"
     noisy = advice_with(0.1)  # 533 ms x 1.1 = 587 > 640 x 0.9 = 576
@@ -317,19 +317,19 @@ def test_the_machines_drift_ties_a_gap_inside_it_and_no_wider_one(monkeypatch):
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.19, own_spread=own)
                    for name, step, own in [("pp-zbv", 151.0, 0.02), ("single", 203.0, 0.02)]]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"])
+    advice = rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"])
     assert advice.recommended == "pp-zbv" and not advice.tied
     assert advice.predictions[0].step_interval_ms == pytest.approx((151.0 * 0.81, 151.0 * 1.19))
     predictions[0].own_spread = predictions[1].own_spread = None  # none kept apart: the whole interval
-    assert advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"]).recommended == "single"
+    assert rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zbv"]).recommended == "single"
 
     predictions[:] = [Prediction(name, step, 16 / step * 1e3, [1], True, 1, None, step_spread=0.16, own_spread=0.02)
                       for name, step in [("pp-zb", 122.3), ("single", 133.9)]]
-    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"])
+    advice = rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"])
     assert advice.recommended == "single" and advice.tied == {"pp-zb": "inside pp-zb's interval of ±16%"}
     predictions[1].predicted_step_ms = 122.3 * 1.17  # just outside it
     predictions[1].predicted_samples_per_s = 16 / predictions[1].predicted_step_ms * 1e3
-    assert advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"]).recommended == "pp-zb"
+    assert rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-zb"]).recommended == "pp-zb"
 
 
 def test_a_profiles_own_spread_leaves_the_machines_drift_out():
@@ -347,7 +347,7 @@ def test_the_recommendation_ties_with_every_strategy_predicted_faster_than_it(mo
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=spread)
                    for name, step, spread in [("pp-zbv", 100.0, 0.5), ("ddp", 110.0, 0.01), ("single", 140.0, 0.01)]]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "pp-zbv"])
+    advice = rank_strategies([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "pp-zbv"])
     assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "intervals overlap"}
 
 
@@ -387,7 +387,7 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
 
     predictions = [Prediction("ddp", 50.0, 1280.0, [1], True, 1, None), Prediction("single", 100.0, 640.0, [1], True, 1, None)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], Request(devices=["cuda:0", "cuda:0"]), strategies=["single", "ddp"])
+    advice = rank_strategies([], Request(devices=["cuda:0", "cuda:0"]), strategies=["single", "ddp"])
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     assert "no link between the devices was measured (cuda:0 stands in for all 2)" in format_advice(
         advice, profile, ["cuda:0", "cuda:0"])
@@ -406,7 +406,7 @@ def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
     layers = [LayerProfile("l0", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100)]
     predictions = [Prediction("single", 12.0, 640.0, [1], True, 1, None, step_spread=0.65)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: predictions[0])
-    advice = advise([], Request(devices=["cuda:0"]), strategies=["single"])
+    advice = rank_strategies([], Request(devices=["cuda:0"]), strategies=["single"])
     waits = Profile("m", "x", "cuda:0", "NVIDIA H200", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=12.0)
     assert "75% of the step waits on the host's launches" in format_advice(advice, waits, ["cuda:0"])
     waits.whole_step_ms = 3.0

@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from pipebench import models
-from pipebench.bench.predict.ranking import advise, predict
+from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.cases.suite import Case, CaseUnavailable, Profiled, prepare
@@ -97,7 +97,7 @@ def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
                 continue
             assert runs_here(name, devices), (name, devices)
             assert prediction.predicted_step_ms > 0 and job.processes == strategy.processes(devices), (name, devices)
-        advice = advise(profiled.profiles, machine.request())
+        advice = rank_strategies(profiled.profiles, machine.request())
         assert advice.recommended is not None
         ranked = {p.strategy for p in advice.predictions}
         assert "ddp" in ranked and "fsdp" in ranked and "pp-1f1b" in ranked, devices  # on one device too

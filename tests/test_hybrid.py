@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.predict.ranking import advise, predict
+from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies import STRATEGIES
@@ -129,8 +129,8 @@ def test_hybrid_needs_two_copies_of_its_stages():
     three = predict("hybrid", _profiles(), Request(devices=["cuda:0", "cuda:1", "cuda:2"]))
     assert three.plan is None and three.reason == ("needs 4 or more devices, a multiple of 2 (2 pipeline stages x 2 "
                                                    "or more replicas); this run has 3")
-    assert "hybrid" not in [p.strategy for p in advise(_profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions]
-    assert "hybrid" in [p.strategy for p in advise(_profiles(), Request(devices=[f"cuda:{i}" for i in range(4)])).predictions]
+    assert "hybrid" not in [p.strategy for p in rank_strategies(_profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions]
+    assert "hybrid" in [p.strategy for p in rank_strategies(_profiles(), Request(devices=[f"cuda:{i}" for i in range(4)])).predictions]
 
 
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():

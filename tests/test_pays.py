@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipebench.bench.predict.ranking import Prediction, advise, predict
+from pipebench.bench.predict.ranking import Prediction, rank_strategies, predict
 from pipebench.bench.predict.pays import no_pipeline_pays, plan_verdict
 from pipebench.partition.plan_choice import make_plan
 from pipebench.partition.profile import LayerProfile, Profile
@@ -64,10 +64,10 @@ def test_a_strategy_tied_with_single_is_not_recommended_over_it(monkeypatch):
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.367, own_spread=0.02)
                    for name, step in [("pp-zb", 383.0), ("pp-1f1b", 500.0), ("single", 542.0)]]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
-    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-1f1b", "pp-zb"])
+    advice = rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-1f1b", "pp-zb"])
     assert advice.recommended == "pp-zb" and not advice.tied
     predictions[0] = replace(predictions[0], predicted_step_ms=450.0, predicted_samples_per_s=64 / 450.0 * 1e3)
-    advice = advise([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-1f1b", "pp-zb"])
+    advice = rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-1f1b", "pp-zb"])
     assert advice.recommended == "single" and set(advice.tied) == {"pp-zb", "pp-1f1b"}
     profile = Profile("mlp", "", "cpu", "x86_64", "x", 64, 64, 1, 0, [64, 8], "float32", [])
     text = format_advice(advice, profile, ["cpu", "cpu"])

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from pipebench import models
-from pipebench.bench.predict.ranking import advise, predict
+from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.partition import costs
@@ -68,7 +69,7 @@ def test_it_fits_under_a_cap_that_ddp_does_not():
     adamw = Training(optimizer="adamw")
     ddp = predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"], training=adamw))
     cap = ddp.peak_memory_bytes[0] - 1
-    ranked = {p.strategy: p for p in advise(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap], training=adamw)).predictions}
+    ranked = {p.strategy: p for p in rank_strategies(profiles(), Request(devices=["cuda:0", "cuda:1"], max_memory=[cap, cap], training=adamw)).predictions}
     assert not ranked["ddp"].fits and ranked["zero1"].fits
     assert STRATEGIES["zero1"].processes(4) == 4 and STRATEGIES["zero1"].splits_batch
 
@@ -81,7 +82,7 @@ def test_the_updated_shards_go_out_as_one_bucket_per_owner_not_one_broadcast_per
     from pipebench.bench.strategies.zero1.trainer import Zero1Trainer
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(29500 + torch.randint(0, 9000, ()).item()))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))  # the OS's: a seeded random port collides across runs
     dist.init_process_group("gloo", rank=0, world_size=1)
     try:
         model = models.get_model("gpt", "tiny")

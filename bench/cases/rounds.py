@@ -209,7 +209,7 @@ def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | N
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
     """`--strategies auto[:K]`: profile each model, predict every strategy (bench.predict.ranking), and run single
     plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
-    from pipebench.bench.predict.ranking import advise, top_strategies
+    from pipebench.bench.predict.ranking import rank_strategies, top_strategies
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
@@ -218,7 +218,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
                                       counts=profile_counts(options.chunks, machine.devices, batch=batch,
                                                             strategies=list(STRATEGIES)), timeout=options.timeout)
-        advice = advise(profiled.profiles, machine.request(options.training))
+        advice = rank_strategies(profiled.profiles, machine.request(options.training))
         picked = top_strategies(advice, options.auto)
         ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
                            if p.predicted_samples_per_s)

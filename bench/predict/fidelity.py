@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.tables import text_table
+from pipebench.text_tables import text_table
 
 __all__ = ["Fidelity", "fidelity", "noise_floor", "kendall_tau", "TARGETS"]
 
@@ -113,16 +113,16 @@ def _group(row) -> str:
 
 def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
-    (bench/predict/ranking.py `recommend`; a row written before rows kept their interval ties by the TIE margin
+    (bench/predict/ranking.py `recommendation_of`; a row written before rows kept their interval ties by the TIE margin
     alone)."""
-    from pipebench.bench.predict.ranking import recommend
+    from pipebench.bench.predict.ranking import recommendation_of
     from pipebench.bench.strategies.prediction import Prediction
 
     order = sorted(range(len(rows)), key=lambda i: -predicted[i])
     fitting = [Prediction(rows[i].strategy, 1e3 / predicted[i], predicted[i], [], True, 1, None,
                           step_spread=rows[i].predicted_step_spread or 0.0,
                           own_spread=rows[i].predicted_own_spread) for i in order]
-    return order[fitting.index(recommend(fitting))]
+    return order[fitting.index(recommendation_of(fitting))]
 
 
 def measured_step(row, against: str = "predicted") -> float:
@@ -134,7 +134,7 @@ def measured_step(row, against: str = "predicted") -> float:
 
 
 @dataclass
-class Case:
+class FidelityCase:
     """One case's rounds, as one row for the figures: the medians of their steps."""
 
     rows: list
@@ -183,7 +183,7 @@ class Case:
         return (max(steps) - min(steps)) / statistics.median(steps) if len(steps) > 1 else None
 
 
-def _figures(group: str, rows: list[Case]) -> Fidelity:
+def _figures(group: str, rows: list[FidelityCase]) -> Fidelity:
     steps = [abs(r.predicted_step_ms - r.step_ms) / r.step_ms for r in rows]
     memory = [abs(max(r.predicted_memory_bytes) - max(r.peak_memory_bytes)) / max(r.peak_memory_bytes)
               for r in rows if r.predicted_memory_bytes and r.peak_memory_bytes and max(r.peak_memory_bytes) > 0]
@@ -223,8 +223,8 @@ def _rounds(rows: Sequence, predicted: bool) -> dict[tuple, list]:
 def fidelity(rows: Sequence, against: str = "predicted") -> list[Fidelity]:
     """Each group's figures, then "all": the step and memory errors over every case, and the median tau
     and the mean regret over the groups. Only ok rows with a prediction count; the rows of one case are its
-    rounds (`Case`), judged against the step each prediction is of or their mean step (`measured_step`)."""
-    cases = {key: Case(rounds, against) for key, rounds in _rounds(rows, predicted=True).items()}
+    rounds (`FidelityCase`), judged against the step each prediction is of or their mean step (`measured_step`)."""
+    cases = {key: FidelityCase(rounds, against) for key, rounds in _rounds(rows, predicted=True).items()}
     groups: dict[str, list] = {}
     for (group, _, _), case in cases.items():
         groups.setdefault(group, []).append(case)

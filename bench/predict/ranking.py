@@ -5,7 +5,7 @@ strategy's registry entry for its price (bench/strategies/pricing.py and each st
 speeds and links, and judges whether it fits; `advise` ranks the predictions, and a tie (`tie`) goes to
 the simpler strategy.
 
-    advice = advise(profiles, Request(devices=("cuda:0", "cuda:1"), max_memory=(140e9, 140e9)))
+    advice = rank_strategies(profiles, Request(devices=("cuda:0", "cuda:1"), max_memory=(140e9, 140e9)))
     advice.recommended            # "pp-zbv"
     advice.to_dict()              # {"strategies": [...sorted by predicted samples/s...], "recommended": ...}
 """
@@ -22,7 +22,7 @@ from pipebench.partition.profile import Profile, step_spread
 from pipebench.request import Request, caps_per_device, link_of, within_caps
 from pipebench.units import format_bytes
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommend", "predict", "advise", "advice_ranking",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
 
 
@@ -32,7 +32,7 @@ class Advice:
     """Fastest predicted first; strategies without a figure last."""
     recommended: str | None
     """The simplest of the strategies that fit and tie (`tie`) with every one predicted faster, single
-    unless one is predicted faster than single beyond a tie with it (`recommend`; None when none fits)."""
+    unless one is predicted faster than single beyond a tie with it (`recommendation_of`; None when none fits)."""
     tied: dict[str, str] = field(default_factory=dict)
     """The strategies predicted faster than the recommendation but tied with it, fastest first, each with
     why (`tie`)."""
@@ -136,7 +136,7 @@ def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:
     return replace(prediction, fits=False, reason="; ".join([why, *reasons]))
 
 
-def advise(profiles: Sequence[Profile], request: Request, strategies: Sequence[str] | None = None) -> Advice:
+def rank_strategies(profiles: Sequence[Profile], request: Request, strategies: Sequence[str] | None = None) -> Advice:
     """Predict `strategies` (default: every one that uses all of the request's devices, and the single
     baseline; replicated pipelines from two copies of their stages up)."""
     if strategies is None:
@@ -146,11 +146,11 @@ def advise(profiles: Sequence[Profile], request: Request, strategies: Sequence[s
     fitting = [p for p in predictions if p.fits and p.predicted_samples_per_s]
     if not fitting:
         return Advice(predictions, None)
-    pick = recommend(fitting)
+    pick = recommendation_of(fitting)
     return Advice(predictions, pick.strategy, {p.strategy: tie(p, pick) for p in fitting[:fitting.index(pick)]})
 
 
-def recommend(fitting: Sequence[Prediction]) -> Prediction:
+def recommendation_of(fitting: Sequence[Prediction]) -> Prediction:
     """Of predictions that fit, fastest first: the simplest strategy (the registry's order) among those
     that tie with every one predicted faster, and of those, where single fits, only single and the ones
     predicted faster than single beyond a tie with it. A tie is not transitive: on the 2-vCPU VM's ±36%
@@ -185,7 +185,7 @@ def advise_counts(devices: int, micro_batches) -> tuple[int, ...] | None:
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
-    """The ranking that partition/sizes.py's refine asks for, for advise(profiles, request): one group per
+    """The ranking that partition/sizes.py's refine asks for, for rank_strategies(profiles, request): one group per
     pipeline, the micro-batch counts its planner considered, and one group of every strategy's prediction,
     each pipeline's at its chosen count, a replica strategy's at its replicas' share. strategies: those of
     them to rank (None: every usable one)."""
@@ -197,7 +197,7 @@ def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
     request = request.with_(micro_batches=None)  # each count profiled is the strategies' to choose
 
     def rank(profiles: Sequence[Profile]) -> list[list[tuple]]:
-        predictions = advise(profiles, request, strategies=chosen).predictions
+        predictions = rank_strategies(profiles, request, strategies=chosen).predictions
         plans = [p.plan for p in predictions if p.plan is not None]
         every = [(p.plan.micro_batches if p.plan is not None else get_strategy(p.strategy).devices_used(len(devices)),
                   p.predicted_step_ms) for p in predictions]

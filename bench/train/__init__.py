@@ -75,9 +75,9 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     profiled = profile_case_model(probe, machine, folder, note=note)
     if not auto:
         return options.strategy, profiled
-    from pipebench.bench.predict.ranking import advise
+    from pipebench.bench.predict.ranking import rank_strategies
 
-    advice = advise(profiled.profiles, machine.request(training))
+    advice = rank_strategies(profiled.profiles, machine.request(training))
     if advice.recommended is None:
         raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
     pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
