@@ -212,6 +212,7 @@ def test_plan_from_a_saved_profile_prices_cuts_with_the_link_it_measured(tmp_pat
     assert Plan.load(tmp_path / "b.json").link_gbps == 50.0
 
 
+@pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatch, one_thread):
     """The "check it with" command carries the model, its inputs, batch, training and strategies: run as
     printed, it measures the recommendation beside single."""

@@ -832,6 +832,7 @@ LATER = """
 """
 
 
+@pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_path):
     """`run --timeout 20` of a model whose forward hung once profiling had begun hung for ever: the profiling
     child had no bound."""

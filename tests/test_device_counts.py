@@ -103,6 +103,7 @@ def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
         assert "ddp" in ranked and "fsdp" in ranked and "pp-1f1b" in ranked, devices  # on one device too
 
 
+@pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_run_on_one_device_with_local_mnist(tmp_path):
     """`run --device cpu --stages 1 --data-dir DIR`: DDP on one device trains as a group of one, on the
     folder's images (the first loss is the one of the data, not of synthetic batches)."""

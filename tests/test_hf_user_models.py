@@ -32,6 +32,7 @@ def run_from_the_command_line(capsys, tmp_path, names):
     assert all(r["status"] == "ok" and r["first_loss"] > 0 for r in rows), rows
 
 
+@pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_run_trains_a_hugging_face_fixture_from_the_command_line(capsys, tmp_path):
     run_from_the_command_line(capsys, tmp_path, ["llama"])
 
