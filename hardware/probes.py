@@ -158,7 +158,7 @@ def measure_machine_drift(threads: int, seconds: float | None = None, window_ms:
     2-vCPU VM every copy of one model in one process slowed together, in bursts of 0.2 to 1.5 s, from
     4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
     each catch the machine in one of its states, which no repeat within either one shows; a prediction's
-    interval (partition/profile.py step_spread) is at least this wide."""
+    interval (partition/profile_record.py step_spread) is at least this wide."""
     from pipebench.hardware.cpu import SpeedGauge, thread_budget
 
     seconds = drift_seconds() if seconds is None else seconds

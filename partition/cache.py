@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from pipebench.errors import UserError
 from pipebench.files import write_json
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile_record import Profile
 
 __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "check_cache_folders", "link_cache", "code_fingerprint", "request_identity", "device_label",
            "torch_version", "file_digest", "library_versions"]

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipebench.partition.profile import relative_spread
+from pipebench.partition.profile_record import relative_spread
 
 __all__ = ["Span", "Clock", "wall", "sync"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from pipebench.partition.cuts import transfer_ms
-from pipebench.partition.profile import LayerProfile, kept_bytes
+from pipebench.partition.profile_record import LayerProfile, kept_bytes
 
 __all__ = ["Links", "allreduce_ms", "step_end", "ddp_step", "DDP_CONTENTION", "dataparallel_step", "replica_memory", "DDP_BUCKET_BYTES",
            "DDP_FIRST_BUCKET_BYTES", "gather_ms", "fsdp_blocks", "fsdp_step", "fsdp_memory"]

@@ -12,7 +12,7 @@ from itertools import accumulate, combinations
 from typing import Sequence
 
 from pipebench.partition import simulator as sim
-from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.profile_record import Profile, calibration
 from pipebench.request import within_caps
 
 __all__ = ["transfer_ms", "cut_prices", "stage_scale", "StageCost", "simulate_stages", "polish_cuts", "shortest_of_all_cuts",

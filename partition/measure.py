@@ -46,7 +46,7 @@ from pipebench.partition.clock import Clock, sync, wall
 from pipebench.partition.graph import capture, segments
 from pipebench.partition.graph_errors import CaptureError, SplitError
 from pipebench.partition.plan_text import model_label
-from pipebench.partition.profile import LayerProfile, Profile, relative_spread
+from pipebench.partition.profile_record import LayerProfile, Profile, relative_spread
 from pipebench.partition.segment_timing import profile_segment
 from pipebench.snapshot import module_state
 from pipebench.training import Training, autocast, compile_module, make_optimizer

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from pipebench.partition import schedule as sched
-from pipebench.partition.profile import LayerProfile, Profile, kept_bytes
+from pipebench.partition.profile_record import LayerProfile, Profile, kept_bytes
 
 __all__ = ["StageMemory", "unmodelled_bytes", "recomputing"]
 

@@ -21,7 +21,7 @@ from pipebench.partition import schedule as sched
 from pipebench.partition import simulator as sim
 from pipebench.partition.cuts import transfer_ms
 from pipebench.partition.plan_search import Problem, Simulated, problem_of, simulated, solved, uniform_bounds
-from pipebench.partition.profile import Profile, step_spread
+from pipebench.partition.profile_record import Profile, step_spread
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, split_error
 from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
@@ -203,7 +203,7 @@ class Plan:
         or "device-map". A cut the engine cannot make moves to the nearest it can, priced with `profiles`
         (the plan's own) when given."""
         from pipebench.partition.engines import export
-        from pipebench.partition.profile import check_profile_list
+        from pipebench.partition.profile_record import check_profile_list
 
         if profiles is not None:  # export("megatron", "x") was taken, the "x" unused
             check_profile_list(profiles)

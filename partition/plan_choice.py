@@ -13,7 +13,7 @@ from pipebench.errors import UserError
 from pipebench.partition import schedule as sched
 from pipebench.partition import simulator as sim
 from pipebench.partition.plan import Plan, plan_for, shared_cores
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile_record import Profile
 from pipebench.partition.solver import InfeasibleError
 from pipebench.request import Request
 

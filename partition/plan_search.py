@@ -14,7 +14,7 @@ from pipebench.partition import simulator as sim
 from pipebench.partition.cuts import (EVERY_CUT_LIMIT, StageCost, cut_prices, no_worse_than_baselines, polish_cuts,
                                       shortest_of_all_cuts, simulate_stages, stage_scale)
 from pipebench.partition.memory import StageMemory, recomputing, unmodelled_bytes
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile_record import Profile
 from pipebench.partition.solver import InfeasibleError, solve, solve_intervals
 from pipebench.request import Request, check_stage_count
 

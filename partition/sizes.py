@@ -24,7 +24,7 @@ import math
 from dataclasses import fields, replace
 from typing import Callable, Iterable, Sequence
 
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 
 __all__ = ["MARGIN", "anchors", "interpolate", "complete", "close_counts", "refine"]
 

@@ -16,7 +16,7 @@ from pipebench.benchmark import run
 from pipebench.errors import UserError
 from pipebench.partition.plan import Plan, StagePlan
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import LayerProfile, Profile, load_profiles, save_profiles
+from pipebench.partition.profile_record import LayerProfile, Profile, load_profiles, save_profiles
 from pipebench.partition.solver import InfeasibleError, solve
 from pipebench.request import Request
 from pipebench.training import Training

@@ -20,8 +20,8 @@ from pipebench.files import as_path
 from pipebench.partition.plan import Plan, shared_cores
 from pipebench.partition.plan_choice import make_plan, plan_ranking
 from pipebench.partition.sizes import Ranking
-from pipebench.partition.profile import Profile, check_profile_list
-from pipebench.profiling import ProfilingSession, counts_and_devices
+from pipebench.partition.profile_record import Profile, check_profile_list
+from pipebench.profile_session import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of
 from pipebench.training import Training
 

@@ -157,7 +157,7 @@ class Request:
     def check_profiles(self, profiles: Sequence[Any]) -> None:
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
         theirs, the stages do not outnumber their layers, the micro-batch count splits their batch."""
-        from pipebench.partition.profile import check_profile_list
+        from pipebench.partition.profile_record import check_profile_list
 
         check_profile_list(profiles)
         first = profiles[0]

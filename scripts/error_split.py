@@ -61,7 +61,7 @@ CPU_ONLY = tuple(f for f in LINK_FIELDS if f not in ("link_gbps", "allreduce_gbp
 
 _OLD_PROFILE = """
 import sys, pipebench
-from pipebench.partition.profile import save_profiles
+from pipebench.partition.profile_record import save_profiles
 save_profiles(pipebench.profile(sys.argv[1], batch={batch}, device="cpu", devices=["cpu", "cpu"], flavour="tiny"),
               sys.argv[2])
 """
@@ -75,7 +75,7 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.models import get_model
-    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.partition.profile_record import load_profiles, save_profiles
     from pipebench.partition.measure import Captures, profile_sizes
     from pipebench.parse import micro_batch_counts
 
@@ -134,7 +134,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     from pipebench.bench.launch.sessions import Session, WorkerGroups
     from pipebench.bench.cases.suite import Profiled, make_cases, prepare
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.partition.profile import load_profiles
+    from pipebench.partition.profile_record import load_profiles
 
     machine = detect_machine(None, cpu_processes=len(DEVICES), cpu=True)  # CPU stand-ins, GPUs visible or not
     found = []
@@ -296,7 +296,7 @@ def lines(rows_by_label: dict[str, list], profiles: dict[str, dict[str, list]]) 
 
 def load_variants(folder: Path) -> dict[str, dict[str, list]]:
     """{model: {variant: profiles}} from OUT's files, with `auto<round>` made from each `dynamic<round>`."""
-    from pipebench.partition.profile import load_profiles
+    from pipebench.partition.profile_record import load_profiles
 
     found: dict[str, dict[str, list]] = {}
     for path in sorted(folder.glob("*.profile.json")):

@@ -15,7 +15,7 @@ from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.profile import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
+from pipebench.partition.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
 from pipebench.training import Training
 from pipebench.request import Request
 

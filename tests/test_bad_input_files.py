@@ -172,7 +172,7 @@ def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
     """`--save-profile null` replaced the device as --json did (the write both go through: files.write_text)."""
     import stat
 
-    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.partition.profile_record import load_profiles, save_profiles
 
     null = character_device(tmp_path / "null")
     save_profiles(load_profiles(profile_file(tmp_path / "p.json")), null)

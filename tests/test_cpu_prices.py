@@ -9,7 +9,7 @@ import pytest
 
 from pipebench.bench.predict.ranking import predict
 from pipebench.partition import costs
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.partition.schedule import SCHEDULES
 from pipebench.partition.simulator import SharedCores, simulate
 from pipebench.request import Request

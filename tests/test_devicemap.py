@@ -12,7 +12,7 @@ from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.partition.measure import profile_model
 from pipebench.training import Training
 from pipebench.request import Request

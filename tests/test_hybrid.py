@@ -15,7 +15,7 @@ from pipebench.bench.strategies.hybrid.trainer import _buckets
 from pipebench.bench.strategies.single import SingleTrainer
 from pipebench.errors import UserError
 from pipebench.partition import costs
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request
 

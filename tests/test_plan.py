@@ -9,7 +9,7 @@ import pytest
 
 from pipebench.partition.plan import Plan, uniform_bounds
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.partition.simulator import simulate
 from pipebench.partition.plan_choice import PROFILE_NOISE, choose_micro_batches
 from pipebench.partition.solver import InfeasibleError, solve, stage_times
@@ -162,7 +162,7 @@ def test_json_round_trip(tmp_path):
 
 
 def test_plan_imports_no_torch():
-    code = "import sys, partition.plan, partition.plan_choice, partition.profile; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.plan, partition.plan_choice, partition.profile_record; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -404,7 +404,7 @@ def test_the_plan_is_compared_only_with_a_baseline_that_fits(stages, tmp_path, c
     caps: where that split breaks a cap the line says so and claims no speed-up over it; where it fits the
     plan is never predicted slower than it."""
     from pipebench.bench.cli import main
-    from pipebench.partition.profile import save_profiles
+    from pipebench.partition.profile_record import save_profiles
 
     def layer(name, params):  # equal times and activations; the head holds most of the parameters
         return LayerProfile(name, params, 4 * params, 1.0, 2.0, 1000 * 8, [8, 1000], "float32", 5000 * 8)

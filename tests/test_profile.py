@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from pipebench import models
-from pipebench.partition.profile import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
+from pipebench.partition.profile_record import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
                                          relative_spread, save_profiles, step_spread)
 from pipebench.partition.measure import profile_model, profile_sizes
 
@@ -466,7 +466,7 @@ def test_a_gpu_step_that_waits_on_its_host_gets_the_hosts_spread_between_runs(de
     keeps BETWEEN_RUNS alone. The profile's own spread, by which predictions are told apart, never moves."""
     import math
 
-    from pipebench.partition.profile import BETWEEN_RUNS, HOST_BETWEEN_RUNS, launch_share, step_spread
+    from pipebench.partition.profile_record import BETWEEN_RUNS, HOST_BETWEEN_RUNS, launch_share, step_spread
 
     layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100, forward_spread=0.01,
                            backward_spread=0.01) for i in range(3)]

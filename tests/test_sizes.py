@@ -8,7 +8,7 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.partition.sizes import MARGIN, anchors, close_counts, complete, interpolate, refine
 
 BATCH = 64
@@ -130,7 +130,7 @@ def test_sizes_imports_no_torch():
 
 
 def test_an_interpolated_profile_says_so_in_its_file(tmp_path):
-    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.partition.profile_record import load_profiles, save_profiles
 
     measured = [profile(1), profile(8)]
     save_profiles([measured[0], interpolate(measured, 2), measured[1]], tmp_path / "p.json")

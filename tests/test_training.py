@@ -18,7 +18,7 @@ from pipebench.errors import UserError
 from pipebench.partition import costs
 from pipebench.partition.plan import Plan, hand_plan
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request
 
@@ -261,7 +261,7 @@ def test_plans_and_profiles_written_with_three_flat_strings_still_load():
     """Every Plan and Profile under results/ was written before the Training was one field (precision,
     optimizer and checkpoint as flat strings, or only the optimizer): each loads with its Training whole,
     the values it wrote, and a saved plan keeps the plan_id its rows name it by."""
-    from pipebench.partition.profile import load_profiles
+    from pipebench.partition.profile_record import load_profiles
 
     plans = sorted(RESULTS.rglob("*.plan.json"))
     assert plans

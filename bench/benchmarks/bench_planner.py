@@ -11,7 +11,7 @@ import random
 import pytest
 
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import LayerProfile, Profile
+from pipebench.partition.profile_record import LayerProfile, Profile
 from pipebench.partition.solver import solve
 
 LAYERS, STAGES = 1000, 8

@@ -31,7 +31,7 @@ from pipebench.errors import UserError
 from pipebench.models.source import ModelSource
 from pipebench.parse import is_user_model
 from pipebench.partition.plan import Plan
-from pipebench.partition.profile import Profile, load_profiles, save_profiles
+from pipebench.partition.profile_record import Profile, load_profiles, save_profiles
 from pipebench.request import Request
 from pipebench.training import DEFAULT_PRECISION, Training
 from pipebench.units import format_bytes

@@ -105,7 +105,7 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     options say (`asked`: the command's own fields of it, e.g. plan's schedule). ranking(request): what
     ranks the counts under auto (pipebench.profile's rank)."""
     import pipebench
-    from pipebench.partition.profile import load_profiles, save_profiles
+    from pipebench.partition.profile_record import load_profiles, save_profiles
     from pipebench.progress import ProgressBar
     from pipebench.parse import parse_link_gbps
     from pipebench.units import parse_size

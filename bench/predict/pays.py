@@ -72,7 +72,7 @@ def plan_verdict(plan: Plan, profiles, request) -> str:
     `predict`); "" where the plan pays or single has no figure (the whole batch was not profiled)."""
     from pipebench.bench.predict.ranking import predict
     from pipebench.bench.strategies import BASELINE
-    from pipebench.partition.profile import step_spread
+    from pipebench.partition.profile_record import step_spread
 
     mine = Prediction("this plan", plan.predicted_step_ms, plan.predicted_samples_per_s, plan.memory_per_device(),
                       True, plan.micro_batches, plan.schedule, plan=plan, step_spread=plan.step_spread,

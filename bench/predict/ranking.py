@@ -18,7 +18,7 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.partition import costs
-from pipebench.partition.profile import Profile, step_spread
+from pipebench.partition.profile_record import Profile, step_spread
 from pipebench.request import Request, caps_per_device, link_of, within_caps
 from pipebench.units import format_bytes
 

@@ -27,7 +27,7 @@ from pipebench.partition.costs import Links
 from pipebench.partition.memory import unmodelled_bytes
 from pipebench.partition.plan import shared_cores
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import Profile, calibration
+from pipebench.partition.profile_record import Profile, calibration
 from pipebench.partition.solver import InfeasibleError
 from pipebench.request import Request, split_error, within_caps
 from pipebench.training import Training
@@ -77,7 +77,7 @@ class Pricing:
 
     @property
     def calibration(self) -> float:
-        """The profiles' measured whole step over their segments' sum (partition/profile.py calibration):
+        """The profiles' measured whole step over their segments' sum (partition/profile_record.py calibration):
         the scale of the replicas' cost models."""
         return calibration(list(self.profiles))
 

@@ -17,7 +17,7 @@ from pipebench.bench.strategies.devicemap.trainer import layer_size_bounds
 from pipebench.partition.engines import block
 from pipebench.partition.plan import plan_with_bounds
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import load_profiles
+from pipebench.partition.profile_record import load_profiles
 from pipebench.request import Request
 
 

@@ -12,7 +12,7 @@ import csv
 import sys
 
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import load_profiles
+from pipebench.partition.profile_record import load_profiles
 from pipebench.partition.schedule import IN_TURN, SCHEDULES, ideal_efficiency
 from pipebench.units import GIB
 from pipebench.request import Request

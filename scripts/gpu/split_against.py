@@ -17,7 +17,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import call_in_child
 from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile import load_profiles, save_profiles
+from pipebench.partition.profile_record import load_profiles, save_profiles
 from pipebench.parse import parse_override
 from pipebench.request import Request
 

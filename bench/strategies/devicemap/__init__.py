@@ -11,7 +11,7 @@ from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
 from pipebench.errors import UserError
 from pipebench.partition.cuts import transfer_ms
 from pipebench.partition.plan import plan_with_bounds
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile_record import Profile
 from pipebench.partition.schedule import IN_TURN
 from pipebench.request import within_caps
 

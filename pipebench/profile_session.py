@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from pipebench.errors import UserError
 from pipebench.partition import sizes
 from pipebench.partition.plan_choice import plan_ranking
-from pipebench.partition.profile import Profile
+from pipebench.partition.profile_record import Profile
 from pipebench.partition.schedule import DEFAULT_SCHEDULE
 from pipebench.partition.sizes import Ranking
 from pipebench.request import Request
