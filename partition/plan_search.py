@@ -84,7 +84,7 @@ class Problem:
 
 
 def problem_of(profile: Profile, request: Request, links: tuple[float, float], others: Sequence[Profile],
-             shared: sim.SharedCores | None) -> Problem:
+               shared: sim.SharedCores | None) -> Problem:
     """The problem of `profile`'s count under `request`: the schedule's checkpoint mode, the stage count
     checked against the layers, the placement, each stage's speed and cap, the calibration, the cut
     prices and the stage costs both ways (keeping and recomputing), so that each later step asks for them
@@ -116,7 +116,7 @@ def problem_of(profile: Profile, request: Request, links: tuple[float, float], o
 
 
 def bounds_of(problem: Problem, cost: StageCost, per_layer: list[float], *, given: Sequence[int] | None,
-            polish: bool, notes: list[str]) -> list[int]:
+              polish: bool, notes: list[str]) -> list[int]:
     """The cut on `cost` with each layer's memory `per_layer`: the one `given`, else by the request's
     balance. Balanced by time, the exact solver's cut; polished, then walked on the simulated step (the
     solver balances the slowest stage, the step also pays the bubble and the sends) and never worse than

@@ -219,6 +219,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
+        request.check_profiles(profiles)
     else:
         if isinstance(profiles, Profile):
             profiles = [profiles]
@@ -228,7 +229,6 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
             given, measured = getattr(request.training, name), getattr(profiles[0].training, name)
             if (asked.get(name) is not None or asked.get("training") is not None) and given != measured:
                 raise UserError(f"{name} {given} does not match the profiles' {measured}; profile again with it")
-    request.check_profiles(profiles)
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
 
 
@@ -246,15 +246,12 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     uses all the devices, and single). profiles: rank from these instead of profiling.
     Returns an Advice (bench/predict/ranking.py): `predictions` fastest first, `recommended`, `tied`.
     """
-    from pipebench.bench.predict.ranking import advice_ranking, advise_counts
-    from pipebench.bench.predict.ranking import rank_strategies
-    from pipebench.bench.strategies import get_strategy
+    from pipebench.bench.predict.ranking import advice_ranking, advise_counts, rank_strategies
+    from pipebench.bench.strategies import strategy_list
 
     request = _request(request, asked)
-    if isinstance(strategies, str) or not isinstance(strategies, (list, tuple, type(None))):
-        raise UserError(f"strategies takes a list of names such as ['ddp', 'pp-1f1b'], not {strategies!r:.60}")
-    for name in strategies or ():
-        get_strategy(name)  # an unknown name: one UserError now
+    if strategies is not None:
+        strategies = strategy_list(strategies)
     if profiles is None:
         if model is None:
             raise UserError("advise needs a model (or profiles)")
@@ -265,8 +262,9 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
                            loss_fn=loss_fn, note=note, progress=progress, rank=advice_ranking(request, strategies))
     elif isinstance(profiles, Profile):
         profiles = [profiles]
-    if not profiles or not all(isinstance(p, Profile) for p in profiles):
+    if isinstance(profiles, (list, tuple)) and not profiles:
         raise UserError("advise needs profiles (pipebench.profile's), or a model to profile")
+    check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
     if request.batch is not None and request.batch != profiles[0].batch:
         raise UserError(f"batch {request.batch} does not match the profile's batch {profiles[0].batch}")
     # Not check_profiles: more devices than layers leaves the pipelines without a figure, not advise refused.

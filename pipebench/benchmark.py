@@ -31,18 +31,16 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     from pipebench.bench.cases import rounds
     from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.store.results import DEFAULT_OUT
-    from pipebench.bench.strategies import get_strategy, strategy_names
+    from pipebench.bench.strategies import strategy_list, strategy_names
 
     if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
         raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
     if not isinstance(models, dict):
-        models = rounds.parse_models(",".join(map(str, models)), None)
+        models = rounds.model_batches([str(name) for name in models], None)
     else:
+        rounds.model_batches([str(name) for name in models], None)  # an unknown name: one line
         models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
-        rounds.parse_models(",".join(models), None)  # an unknown name: one line
-    if isinstance(strategies, str):
-        raise UserError(f"strategies takes a list of names such as ['single', 'ddp'], not {strategies!r:.60}")
-    names = strategy_names() if strategies is None else [get_strategy(name).name for name in strategies]
+    names = strategy_names() if strategies is None else strategy_list(strategies)
     known = {f.name for f in fields_of(rounds.RunOptions)} - {"models", "strategies"}
     if unknown := sorted(set(options) - known):
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")

@@ -350,11 +350,17 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:
     """'gpt,resnet101' -> {name: batch}; the default batch per model unless --batch is given."""
-    from pipebench import models as zoo
-
     names = list(DEFAULT_MODELS) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UserError("--models names no model")
+    return model_batches(names, batch)
+
+
+def model_batches(names: Sequence[str], batch: int | None) -> dict[str, int]:
+    """{name: batch} for models named by the zoo or as FILE.py:NAME / package.module:NAME (an unknown one:
+    one line), each at `batch`, else at its default batch."""
+    from pipebench import models as zoo
+
     for name in names:
         if name not in zoo.model_names() and not zoo.is_user_model(name):
             raise zoo.UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(zoo.model_names())}")

@@ -104,7 +104,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
         # the runner-up that fits.
         compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
             p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
-        # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommend).
+        # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommendation_of).
         with_single = tie(best, single) if single and best.strategy != BASELINE else ""
         gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
                 + (f", a tie with it ({with_single})" if with_single else "")

@@ -11,8 +11,6 @@ from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
 
 
-
-
 def add_parser(subparsers) -> None:
     run = subparsers.add_parser(
         "run", help="run the benchmark suite and write one results row per case",

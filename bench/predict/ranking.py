@@ -2,7 +2,7 @@
 
 From a saved profile this runs without a GPU (`pipebench advise --profile FILE`). `predict` asks a
 strategy's registry entry for its price (bench/strategies/pricing.py and each strategy's package) on the request's devices, caps,
-speeds and links, and judges whether it fits; `advise` ranks the predictions, and a tie (`tie`) goes to
+speeds and links, and judges whether it fits; `rank_strategies` ranks the predictions, and a tie (`tie`) goes to
 the simpler strategy.
 
     advice = rank_strategies(profiles, Request(devices=("cuda:0", "cuda:1"), max_memory=(140e9, 140e9)))

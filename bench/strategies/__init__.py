@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from pipebench.bench.strategies.dataparallel import price_dataparallel
 from pipebench.bench.strategies.ddp import price_ddp
@@ -35,7 +35,7 @@ from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
 from pipebench.partition.schedule import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "parse_strategies",
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
            "parse_auto"]
 
 
@@ -183,6 +183,14 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise UserError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+
+
+def strategy_list(names: Any) -> list[str]:
+    """The Python API's strategies (pipebench.advise, pipebench.run): a list of known names, else one
+    UserError. A string is refused, not read letter by letter."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise UserError(f"strategies takes a list of names such as ['single', 'ddp'], not {names!r:.60}")
+    return [get_strategy(name).name for name in names]
 
 
 def parse_strategies(text: str | None) -> list[str]:
