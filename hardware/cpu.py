@@ -112,7 +112,7 @@ class SpeedGauge:
     machine's unloaded speed, that of the fastest quarter of the readings so far (`rescale`): a segment
     timed in a burst of someone else's load and one timed outside it come out at one speed, as do the sizes
     profiled seconds apart. (The whole step that calibrates them is timed for seconds and its fastest taken
-    instead: partition/measure.py _whole_step.) A prediction is then of the step without the host's other
+    instead: partition/profiling/measure.py _whole_step.) A prediction is then of the step without the host's other
     load, as the measured step it is judged against is the fastest of those timed (Row.step_ms_best). On
     the 2-vCPU VM the gauge moved with the steps it was read beside: gpt tiny's step ranged 1.71x between
     its 10th and 90th percentile over 25 s, its step over the gauge's reading 1.23x; resnet101 tiny's 1.67x

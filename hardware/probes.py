@@ -39,7 +39,7 @@ def resolve_device(device, check: bool = True) -> str:
     a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
     CUDA device in many calls), GPU 0 in a process that has not imported torch. `check`: the GPU must exist
     (DeviceError, one line). torch is not imported here: a cached answer needs none."""
-    from pipebench.parse import parse_device
+    from pipebench.text.parse import parse_device
 
     text = parse_device(str(device))
     if text == "cpu":
@@ -136,14 +136,14 @@ def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int
 
 DRIFT_SECONDS = 2.0
 """How long measure_machine_drift watches the machine, and how long a CPU profile times its whole step
-(partition/measure.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
+(partition/profiling/measure.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
 each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it
 (the tests, whose many small profiles each watch it, take 0.2)."""
 
 
 def drift_seconds() -> float:
     """DRIFT_SECONDS, or $PIPEBENCH_DRIFT_SECONDS where set (UserError unless a number of seconds > 0)."""
-    from pipebench.units import env_seconds
+    from pipebench.text.units import env_seconds
 
     return env_seconds("PIPEBENCH_DRIFT_SECONDS", DRIFT_SECONDS, 3600)
 
@@ -158,7 +158,7 @@ def measure_machine_drift(threads: int, seconds: float | None = None, window_ms:
     2-vCPU VM every copy of one model in one process slowed together, in bursts of 0.2 to 1.5 s, from
     4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
     each catch the machine in one of its states, which no repeat within either one shows; a prediction's
-    interval (partition/profile_record.py step_spread) is at least this wide."""
+    interval (partition/profiling/profile_record.py step_spread) is at least this wide."""
     from pipebench.hardware.cpu import SpeedGauge, thread_budget
 
     seconds = drift_seconds() if seconds is None else seconds
@@ -186,7 +186,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
     processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
-    By the profile's names (partition/cache.py's LINK_FIELDS but machine_drift, which the profiling
+    By the profile's names (partition/profiling/cache.py's LINK_FIELDS but machine_drift, which the profiling
     process measures itself; each of `messages` or `repeats` timings, at the machine's unloaded speed as the
     profile's times are: hardware/cpu.py unloaded_ms):
 
@@ -440,7 +440,7 @@ def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[flo
     message latency measured alone (`latency_ms`) and an operation what is left; where the hops alone
     price the step longer than measured (messages in flight overlap their receivers' wake-ups), a hop
     costs what makes them price it, and an operation 0.001 ms."""
-    from pipebench.partition.simulator import SharedCores, simulate
+    from pipebench.partition.planning.simulator import SharedCores, simulate
 
     def step(hop: float, action: float) -> float:
         zeros = [0.0] * devices

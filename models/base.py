@@ -36,7 +36,7 @@ class LayeredModel:
     """The flavour's settings after overrides (width, depth, image size...), recorded in plans."""
 
     granularity: int | None = 1
-    """Module depth of the cut candidates (partition/graph.py): 1, the designed layers above."""
+    """Module depth of the cut candidates (partition/capture/graph.py): 1, the designed layers above."""
 
     @property
     def module(self) -> nn.Module:

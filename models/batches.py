@@ -22,7 +22,7 @@ from torch import nn
 from pipebench.errors import UserError
 from pipebench.models.hugging_face import AsTrained
 from pipebench.models.imports import raised
-from pipebench.units import format_bytes
+from pipebench.text.units import format_bytes
 
 __all__ = ["DEFAULT_TOKEN_RANGE", "LOSSES", "vocabulary", "SyntheticInputs", "TaskBatches", "ExampleInputs",
            "UserBatches", "not_finite", "loss", "cross_entropy", "nll", "mse", "bce", "MASKED_SHARE"]

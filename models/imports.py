@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
-from pipebench.units import env_seconds, format_bytes
+from pipebench.text.units import env_seconds, format_bytes
 
 __all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]

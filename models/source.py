@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
-from pipebench.files import check_regular
+from pipebench.fileio.files import check_regular
 from pipebench.request import count_of
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
@@ -68,7 +68,7 @@ class ModelSource:
     loss: str | None = None
     """None: the task's (mse for a regression head, bce for a multi-label one), else cross_entropy; recorded."""
     granularity: int | None = None
-    """Module depth of the cut candidates (1: top-level submodules); None: partition/graph.py's default."""
+    """Module depth of the cut candidates (1: top-level submodules); None: partition/capture/graph.py's default."""
     output: str | None = None
     """What of the forward's output is trained (OUTPUTS): tensor (it returns one), logits (of a ModelOutput
     or dict), first (the first tensor of a tuple or dict); None: found by a forward, and recorded."""
@@ -119,7 +119,7 @@ class UserModel:
     """The settings it was loaded with (input shape, dtype, loss...): what a Plan records and a worker
     passes back to get_model."""
     granularity: int | None = None
-    """Module depth of the cut candidates; None: the finest that stays fast to profile (partition/graph.py)."""
+    """Module depth of the cut candidates; None: the finest that stays fast to profile (partition/capture/graph.py)."""
 
 
 def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device | str | None = None) -> UserModel:

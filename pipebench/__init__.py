@@ -14,10 +14,10 @@ line (`pipebench models | devices | plan | run | report`) is a thin layer over t
 from pipebench.api import advise, plan, plan_devices, profile
 from pipebench.benchmark import run
 from pipebench.errors import UserError
-from pipebench.partition.plan import Plan, StagePlan
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile, load_profiles, save_profiles
-from pipebench.partition.solver import InfeasibleError, solve
+from pipebench.partition.planning.plan import Plan, StagePlan
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile, load_profiles, save_profiles
+from pipebench.partition.planning.solver import InfeasibleError, solve
 from pipebench.request import Request
 from pipebench.training import Training
 from pipebench.version import __version__

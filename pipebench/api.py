@@ -16,11 +16,11 @@ from dataclasses import fields, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.files import as_path
-from pipebench.partition.plan import Plan, shared_cores
-from pipebench.partition.plan_choice import make_plan, plan_ranking
-from pipebench.partition.sizes import Ranking
-from pipebench.partition.profile_record import Profile, check_profile_list
+from pipebench.fileio.files import as_path
+from pipebench.partition.planning.plan import Plan, shared_cores
+from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
+from pipebench.partition.profiling.sizes import Ranking
+from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.profile_session import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of
 from pipebench.training import Training
@@ -128,11 +128,11 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     loss_fn: loss_fn(outputs, targets) for an nn.Module object, given the trained tensor; None: the
         settings' loss (cross_entropy unless they say otherwise).
     granularity: module depth of the cut candidates (1 = top-level submodules); None: the zoo's layers,
-        or the finest depth with at most 64 candidates (partition/graph.py).
+        or the finest depth with at most 64 candidates (partition/capture/graph.py).
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
         skipped with a note), one count, or a list of counts (each measured). Under "auto" a few sizes
         are measured (the whole batch, the smallest micro-batch, the device count's and one between) and
-        the others interpolated between them (partition/sizes.py: `interpolated_from` marks them); then
+        the others interpolated between them (partition/profiling/sizes.py: `interpolated_from` marks them); then
         `rank(profiles)` ranks the choices they serve, and the interpolated counts predicted within
         sizes.MARGIN of the best are measured, until the close ones all are. rank None: on two or more
         devices, the default schedule's plan over `devices` ranks its micro-batch counts; on one, nothing
@@ -140,8 +140,8 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
     note(line) hears what happens (sizes skipped, the link); progress(done, total, what) hears each
-    segment as it starts (pipebench.progress.ProgressBar draws it).
-    cache: reuse sizes measured before in the profile cache (partition/cache.py) and keep new ones;
+    segment as it starts (pipebench.text.progress.ProgressBar draws it).
+    cache: reuse sizes measured before in the profile cache (partition/profiling/cache.py) and keep new ones;
         fresh: measure every size again (and replace the cached ones). The cache is looked up before the
         model is built: when it holds every size, no model is built and no model file imported.
     before_measuring(): called before the model is built to be measured, not when the cache answers (the

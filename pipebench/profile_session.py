@@ -4,7 +4,7 @@ A `ProfilingSession` holds one request's micro-batch counts, the profile cache's
 what was asked alone, before anything is built), the model once it must be built, and the profiles
 measured or found so far. `measure(counts)` measures what the cache does not hold, `links()` times (or
 finds) the link figures a plan prices its cuts with, and `profiles(rank)` runs the whole session: the
-first sizes, the links, then the sizes a close choice depends on (partition/sizes.py).
+first sizes, the links, then the sizes a close choice depends on (partition/profiling/sizes.py).
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.partition import sizes
-from pipebench.partition.plan_choice import plan_ranking
-from pipebench.partition.profile_record import Profile
-from pipebench.partition.schedule import DEFAULT_SCHEDULE
-from pipebench.partition.sizes import Ranking
+from pipebench.partition.profiling import sizes
+from pipebench.partition.planning.plan_choice import plan_ranking
+from pipebench.partition.profiling.profile_record import Profile
+from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE
+from pipebench.partition.profiling.sizes import Ranking
 from pipebench.request import Request
 from pipebench.training import Training
 
@@ -30,7 +30,7 @@ def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
     several counts (what a run's cases need) together, auto's counts with the device count's too (the
     replicas' share, for DDP and DataParallel), and a Training the first device cannot run refused now."""
     from pipebench.hardware.probes import resolve_device
-    from pipebench.parse import micro_batch_counts
+    from pipebench.text.parse import micro_batch_counts
 
     batch, micro_batches = request.batch, request.micro_batches
     if isinstance(micro_batches, tuple):
@@ -106,14 +106,14 @@ class ProfilingSession:
         guessed = [p.micro_batch for p in profiles if p.interpolated_from]
         if guessed and self.note:
             self.note(f"{self._name()}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated between "
-                      f"the measured ones, not measured (partition/sizes.py; --chunks M,M,... measures them)")
+                      f"the measured ones, not measured (partition/profiling/sizes.py; --chunks M,M,... measures them)")
         return profiles
 
     def measure(self, wanted: list[int]) -> list[Profile]:
         """The counts `wanted`, measured on the model's one capture unless cached; each measured one is kept
         in the cache."""
         from pipebench.hardware.cpu import held_memory, thread_budget
-        from pipebench.partition.measure import profile_sizes
+        from pipebench.partition.profiling.measure import profile_sizes
 
         if not self.built:
             self._build()
@@ -135,9 +135,9 @@ class ProfilingSession:
 
     def links(self) -> dict[str, float | None]:
         """The link figures the profiles carry (`_links`): from the cache when every size came from it too,
-        or from the link cache where the profile cache is off (partition/cache.py link_cache); what is
+        or from the link cache where the profile cache is off (partition/profiling/cache.py link_cache); what is
         timed is kept there."""
-        from pipebench.partition.cache import link_cache
+        from pipebench.partition.profiling.cache import link_cache
 
         request, store = self.request, self.store
         kept = store if store is not None else (link_cache() if request.cache else None)
@@ -162,7 +162,7 @@ class ProfilingSession:
         import torch
 
         from pipebench.models import LayeredModel, UserModel, get_model
-        from pipebench.partition.measure import Captures
+        from pipebench.partition.profiling.measure import Captures
         from pipebench.training import set_precision
 
         target = torch.device(self.device)
@@ -199,7 +199,7 @@ def default_ranking(devices: Sequence[str] | None) -> Ranking | None:
 
 @dataclass(frozen=True)
 class _Measurement:
-    """What a session is asked to measure, as its cache keys name it (partition/cache.py)."""
+    """What a session is asked to measure, as its cache keys name it (partition/profiling/cache.py)."""
 
     cache: bool
     flavour: str | None
@@ -220,8 +220,8 @@ def _cache_keys(model: Any, counts: list[int], asked: _Measurement) -> tuple[Any
     """(the profile cache, the key of each micro-batch count's size, the key of the link figures), from
     what was `asked` alone: nothing is built, torch is not imported. (None, {}, the links' key) when no profile
     is cached but the link cache keeps the links; (None, {}, None) when nothing is kept: the cache is off,
-    or the model is an object (partition/cache.py)."""
-    from pipebench.partition.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
+    or the model is an object (partition/profiling/cache.py)."""
+    from pipebench.partition.profiling.cache import (ProfileCache, cache_enabled, check_cache_folders, device_label, link_cache,
                                            request_identity, torch_version)
 
     a, training = asked, asked.training
@@ -252,7 +252,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     from pipebench.hardware.cpu import threads_per_device
     from pipebench.hardware.probes import (drift_seconds, measure_allreduce_gbps, measure_cpu_processes,
                                            measure_machine_drift, measure_stage_link)
-    from pipebench.partition.cache import LINK_FIELDS
+    from pipebench.partition.profiling.cache import LINK_FIELDS
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
         if note:

@@ -22,8 +22,8 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
-from pipebench.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
-from pipebench.partition.schedule import DEFAULT_SCHEDULE, get_schedule
+from pipebench.text.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
+from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
 __all__ = ["Request", "BALANCES", "caps_per_device", "within_caps", "link_of", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
@@ -42,7 +42,7 @@ class Request:
     batch: int | None = None
     """The global batch; None: the profile's (a plan from saved profiles)."""
     schedule: str = DEFAULT_SCHEDULE
-    """The pipeline schedule (partition/schedule.py SCHEDULES) the plan is made for."""
+    """The pipeline schedule (partition/planning/schedule.py SCHEDULES) the plan is made for."""
     virtual_stages: int | None = None
     """Stages per device; None: the schedule's own (2 for interleaved, zb-interleaved and zbv, else 1)."""
     micro_batches: int | tuple[int, ...] | None = None
@@ -69,7 +69,7 @@ class Request:
     """Module depth of the cut candidates (1: top-level submodules); None: the zoo's layers, or the finest
     depth with at most 64 candidates."""
     cache: bool = True
-    """Reuse the sizes measured before (partition/cache.py) and keep new ones."""
+    """Reuse the sizes measured before (partition/profiling/cache.py) and keep new ones."""
     fresh: bool = False
     """Measure every size again (and replace the cached ones)."""
 
@@ -157,7 +157,7 @@ class Request:
     def check_profiles(self, profiles: Sequence[Any]) -> None:
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
         theirs, the stages do not outnumber their layers, the micro-batch count splits their batch."""
-        from pipebench.partition.profile_record import check_profile_list
+        from pipebench.partition.profiling.profile_record import check_profile_list
 
         check_profile_list(profiles)
         first = profiles[0]
@@ -227,7 +227,7 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 
 def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
-    most `high`, or the CLI's bound for the option of that name (pipebench/parse.py LIMITS) where there is one:
+    most `high`, or the CLI's bound for the option of that name (pipebench/text/parse.py LIMITS) where there is one:
     the API refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
     if high is None and name in LIMITS:
         high = int(LIMITS[name][1])

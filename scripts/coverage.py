@@ -146,7 +146,7 @@ def measure(name: str) -> dict:
 
     from pipebench import models
     from pipebench.bench.cli import main
-    from pipebench.partition.graph import capture
+    from pipebench.partition.capture.graph import capture
 
     spec, settings = f"{Path(__file__).resolve()}:{name}", FAMILIES[name][1]
     row = {"family": FAMILIES[name][0], "name": name}
@@ -175,7 +175,7 @@ def _trains(spec: str, settings: dict):
     from pipebench import models
     from pipebench.bench.launch.job import Job
     from pipebench.bench.launch.run_job import launch
-    from pipebench.bench.strategies.single import SingleTrainer
+    from pipebench.bench.strategies.planned.single import SingleTrainer
 
     try:
         job = Job.by_hand(spec, "pp-1f1b", flavour=None, overrides=settings, batch=8, devices=2, device_type="cpu",

@@ -2,7 +2,7 @@
 
 Between two runs of the CPU quick suite three things changed at once, and the step error grew: the
 profile (`--chunks auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
-partition/sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
+partition/profiling/sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
 contention, the pipeline runtime's and FSDP2's own costs, nn.DataParallel priced as the whole step), and
 the measured step (the workers' own clocks). Figures compared across runs on a shared 2-core machine
 measure its load as much as the change, so this separates them offline: every committed row is
@@ -50,8 +50,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from pipebench.partition.cache import LINK_FIELDS
-from pipebench.text_tables import text_table
+from pipebench.partition.profiling.cache import LINK_FIELDS
+from pipebench.text.text_tables import text_table
 from pipebench.request import Request
 
 BATCH = 8
@@ -61,7 +61,7 @@ CPU_ONLY = tuple(f for f in LINK_FIELDS if f not in ("link_gbps", "allreduce_gbp
 
 _OLD_PROFILE = """
 import sys, pipebench
-from pipebench.partition.profile_record import save_profiles
+from pipebench.partition.profiling.profile_record import save_profiles
 save_profiles(pipebench.profile(sys.argv[1], batch={batch}, device="cpu", devices=["cpu", "cpu"], flavour="tiny"),
               sys.argv[2])
 """
@@ -75,9 +75,9 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.hardware.cpu import thread_budget, threads_per_device
     from pipebench.models import get_model
-    from pipebench.partition.profile_record import load_profiles, save_profiles
-    from pipebench.partition.measure import Captures, profile_sizes
-    from pipebench.parse import micro_batch_counts
+    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
+    from pipebench.partition.profiling.measure import Captures, profile_sizes
+    from pipebench.text.parse import micro_batch_counts
 
     out.mkdir(parents=True, exist_ok=True)
     counts = micro_batch_counts(None, BATCH)
@@ -134,7 +134,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     from pipebench.bench.launch.sessions import Session, WorkerGroups
     from pipebench.bench.cases.suite import Profiled, make_cases, prepare
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.partition.profile_record import load_profiles
+    from pipebench.partition.profiling.profile_record import load_profiles
 
     machine = detect_machine(None, cpu_processes=len(DEVICES), cpu=True)  # CPU stand-ins, GPUs visible or not
     found = []
@@ -188,7 +188,7 @@ def interpolated(dynamic: list) -> list:
     """What `--chunks auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
     other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
     from pipebench.bench.predict.ranking import advice_ranking
-    from pipebench.partition import sizes
+    from pipebench.partition.profiling import sizes
 
     by_count = {p.micro_batches: p for p in dynamic}
     counts = sorted(by_count)
@@ -202,7 +202,7 @@ def pricing(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    from pipebench.bench.strategies import pricing as prices
+    from pipebench.bench.strategies import planned as prices
 
     shared = prices.shared_cores
     prices.shared_cores = lambda profile, devices: None
@@ -296,7 +296,7 @@ def lines(rows_by_label: dict[str, list], profiles: dict[str, dict[str, list]]) 
 
 def load_variants(folder: Path) -> dict[str, dict[str, list]]:
     """{model: {variant: profiles}} from OUT's files, with `auto<round>` made from each `dynamic<round>`."""
-    from pipebench.partition.profile_record import load_profiles
+    from pipebench.partition.profiling.profile_record import load_profiles
 
     found: dict[str, dict[str, list]] = {}
     for path in sorted(folder.glob("*.profile.json")):

@@ -3,7 +3,7 @@ machines of one kind, measured from committed results.
 
 - as printed: for rows that kept their prediction's interval (`predicted_step_spread`), the share of
   measured steps inside it, and the extra spread, added in quadrature, that COVER (0.8) of them needed to
-  lie inside it. That is the widening partition/profile_record.py BETWEEN_RUNS holds. It holds what moves between
+  lie inside it. That is the widening partition/profiling/profile_record.py BETWEEN_RUNS holds. It holds what moves between
   runs and between machines (a profile made on one H200 predicts another's step) and the errors of the
   predictions that wrote those rows, so it is the widening they needed, not a figure of noise alone.
 - between runs: every case measured more than once (rounds, runs, machines of one kind: the same model,

@@ -1,10 +1,10 @@
-"""Fits partition/profile_record.py HOST_BETWEEN_RUNS: how far the host's part of a GPU step moves between runs.
+"""Fits partition/profiling/profile_record.py HOST_BETWEEN_RUNS: how far the host's part of a GPU step moves between runs.
 
     python scripts/launch_widening.py FIT_RUN [FIT_RUN ...] --held-out RUN [RUN ...]
 
 Each RUN is a results folder of `run --strategies single` on a GPU that kept its profiles as profiles.tgz
 (scripts/gpu/fidelity_broad_h200.sh). For each row: the single step predicted again from its profile with
-today's calibration, the profile's own spread with BETWEEN_RUNS, and its launch share (partition/profile_record.py
+today's calibration, the profile's own spread with BETWEEN_RUNS, and its launch share (partition/profiling/profile_record.py
 `launch_share`). The fit is the least factor H that puts 80% of the fit runs' measured steps inside
 hypot(own, H x share); the held-out runs are then scored with it. Measured: run3 fits H = 0.86, and 5 of 6
 held-out steps (run4) fall inside (results/2026-12-04-H200-broad-fidelity)."""
@@ -17,8 +17,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import BETWEEN_RUNS, launch_share, load_profiles, step_spread
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, launch_share, load_profiles, step_spread
 from pipebench.request import Request
 
 COVER = 0.8

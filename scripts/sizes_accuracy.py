@@ -1,4 +1,4 @@
-"""How much `--chunks auto`'s interpolated sizes cost in accuracy (partition/sizes.py), as a benchmark.
+"""How much `--chunks auto`'s interpolated sizes cost in accuracy (partition/profiling/sizes.py), as a benchmark.
 
 For each model, back to back in one process: every micro-batch size measured twice (the second time is
 the noise a measurement has anyway), then the sizes that auto measures taken from the first measurement
@@ -58,7 +58,7 @@ def _errors(got, want, figures) -> dict[str, float]:
 
 def _choice(profiles, devices):
     from pipebench.bench.predict.ranking import rank_strategies
-    from pipebench.partition.plan_choice import make_plan
+    from pipebench.partition.planning.plan_choice import make_plan
 
     plan = make_plan(profiles, Request(devices=devices, schedule="1f1b", link_gbps=0.0))
     advice = rank_strategies(profiles, Request(devices=devices))
@@ -68,9 +68,9 @@ def _choice(profiles, devices):
 def compare(name: str, batch: int) -> dict:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking
-    from pipebench.partition import sizes
-    from pipebench.partition.plan_choice import plan_ranking
-    from pipebench.parse import micro_batch_counts
+    from pipebench.partition.profiling import sizes
+    from pipebench.partition.planning.plan_choice import plan_ranking
+    from pipebench.text.parse import micro_batch_counts
 
     spec = MODELS[name]
     model, example = _llama() if name == "hf-llama" else (name, None)

@@ -14,8 +14,8 @@ from pipebench.bench.predict.ranking import TIE, Advice, Prediction, rank_strate
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.errors import UserError
-from pipebench.partition import costs
-from pipebench.partition.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
+from pipebench.partition.planning import costs
+from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
 from pipebench.training import Training
 from pipebench.request import Request
 
@@ -198,7 +198,7 @@ def test_advise_cli_bad_input_is_one_line(tmp_path, capsys):
 def test_plan_from_a_saved_profile_prices_cuts_with_the_link_it_measured(tmp_path):
     """The profile records the link (and, on the CPU, gloo's latency); a plan made from the file later,
     without a GPU, prices its cuts with them unless --link-gbps says otherwise."""
-    from pipebench.partition.plan import Plan
+    from pipebench.partition.planning.plan import Plan
 
     path = tmp_path / "m.profile.json"
     saved = profiles(link_gbps=100.0)
@@ -370,8 +370,8 @@ def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profi
 
 
 def test_a_plan_carries_its_interval_and_prints_it():
-    from pipebench.partition.plan_choice import make_plan
-    from pipebench.partition.plan_text import format_plan
+    from pipebench.partition.planning.plan_choice import make_plan
+    from pipebench.partition.planning.plan_text import format_plan
 
     plan = make_plan(profiles(spread=0.07), Request(devices=["cuda:0", "cuda:1"], schedule="1f1b", link_gbps=0.0))
     widened = math.hypot(0.07, BETWEEN_RUNS["gpu"])

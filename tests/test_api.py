@@ -126,7 +126,7 @@ def _tiny_net():
 def test_wrong_types_are_refused_before_anything_is_measured(kwargs, message, monkeypatch):
     """The Python API checks its arguments as the command line does (issue 42): one UserError each, before
     any model is built or timed (a measurement here would fail the test)."""
-    from pipebench.partition import measure
+    from pipebench.partition.profiling import measure
 
     monkeypatch.setattr(measure, "profile_sizes", lambda *a, **k: pytest.fail("measured before refusing"))
     with pytest.raises(UserError, match=message):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import pipebench
-from pipebench.partition import measure
-from pipebench.partition.cache import ProfileCache
-from pipebench.parse import micro_batch_counts
+from pipebench.partition.profiling import measure
+from pipebench.partition.profiling.cache import ProfileCache
+from pipebench.text.parse import micro_batch_counts
 
 AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
 
@@ -84,8 +84,8 @@ def test_a_model_that_fixes_its_batch_is_captured_once_per_size_with_a_note(coun
 
 def test_one_dynamic_capture_records_each_size_as_its_own_capture_would():
     from pipebench import models
-    from pipebench.partition.graph import capture
-    from pipebench.partition.graph_errors import GraphError
+    from pipebench.partition.capture.graph import capture
+    from pipebench.partition.capture.graph_errors import GraphError
 
     model = models.get_model("gpt", "tiny")
     module = model.module.train()

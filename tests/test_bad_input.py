@@ -23,7 +23,7 @@ def nothing_runs(monkeypatch):
     """No GPU (the CPU path), and neither measuring nor the suite may start: bad input stops before both."""
     import torch
 
-    from pipebench.partition import measure
+    from pipebench.partition.profiling import measure
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -270,7 +270,7 @@ def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
 ])
 def test_the_solver_refuses_nan_and_infinity(costs, speeds):
     """From Python too: speeds=[nan, 1] was an AssertionError deep in the solver's bisection."""
-    from pipebench.partition.solver import solve
+    from pipebench.partition.planning.solver import solve
 
     with pytest.raises(ValueError, match="must be finite"):
         solve(costs, 2, speeds=speeds)

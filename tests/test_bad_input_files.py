@@ -172,7 +172,7 @@ def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
     """`--save-profile null` replaced the device as --json did (the write both go through: files.write_text)."""
     import stat
 
-    from pipebench.partition.profile_record import load_profiles, save_profiles
+    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
 
     null = character_device(tmp_path / "null")
     save_profiles(load_profiles(profile_file(tmp_path / "p.json")), null)
@@ -233,7 +233,7 @@ def test_a_link_to_dev_zero_is_refused_before_a_byte_is_read(capsys, tmp_path, w
 
 def test_reads_are_bounded(tmp_path):
     from pipebench.errors import UserError
-    from pipebench.files import read_text
+    from pipebench.fileio.files import read_text
 
     (tmp_path / "big.json").write_text("x" * 2000)
     with pytest.raises(UserError, match="big.json: larger than"):

@@ -256,7 +256,7 @@ def test_a_zoo_model_larger_than_the_free_memory_is_refused_before_it_is_built(c
 def test_repeated_chunks_count_once():
     """`P --chunks auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
     from pipebench.errors import UserError
-    from pipebench.parse import parse_chunks
+    from pipebench.text.parse import parse_chunks
 
     assert parse_chunks("auto,auto", single=True) == [None]
     assert parse_chunks("4, 4", single=True) == [4]

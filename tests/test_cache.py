@@ -1,4 +1,4 @@
-"""The profile cache (partition/cache.py): a size measured once is served again, and only when
+"""The profile cache (partition/profiling/cache.py): a size measured once is served again, and only when
 everything that changes its figures is the same; a stale or corrupt entry is measured again."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import pipebench
-from pipebench.partition import measure
-from pipebench.partition.cache import ProfileCache
+from pipebench.partition.profiling import measure
+from pipebench.partition.profiling.cache import ProfileCache
 
 TINY = dict(batch=4, device="cpu", flavour="tiny", micro_batches=[1, 2], repeats=1)
 

@@ -13,7 +13,7 @@ from pipebench import models
 from pipebench.bench.launch.job import Job
 from pipebench.bench.report.tables import frame, summarise
 from pipebench.bench.report.report_notes import compile_notes
-from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.bench.launch.worker import error_record, graph_breaks
 from pipebench.errors import UserError
 from pipebench.training import Training
@@ -175,7 +175,7 @@ def test_training_refuses_unknown_and_impossible_modes():
 def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     """Before anything is profiled or run (both would fail the test)."""
     from pipebench.bench.cases import rounds as suite_run
-    from pipebench.partition import measure
+    from pipebench.partition.profiling import measure
     from test_bad_input import refused
 
     def too_far(*args, **kwargs):

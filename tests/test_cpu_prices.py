@@ -8,10 +8,10 @@ import random
 import pytest
 
 from pipebench.bench.predict.ranking import predict
-from pipebench.partition import costs
-from pipebench.partition.profile_record import LayerProfile, Profile
-from pipebench.partition.schedule import SCHEDULES
-from pipebench.partition.simulator import SharedCores, simulate
+from pipebench.partition.planning import costs
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.partition.planning.schedule import SCHEDULES
+from pipebench.partition.planning.simulator import SharedCores, simulate
 from pipebench.request import Request
 
 
@@ -111,7 +111,7 @@ def test_one_process_driving_cpu_stand_ins_shares_nothing():
 
 
 def test_the_plan_keeps_what_its_simulator_charged():
-    from pipebench.partition.plan import Plan
+    from pipebench.partition.planning.plan import Plan
 
     plan = predict("pp-1f1b", _profiles("cpu", 1.6, 0.2), Request(devices=["cpu", "cpu"]), micro_batches=4).plan
     assert (plan.cores_shared, plan.contention, plan.action_ms) == (True, 1.6, 0.2)
@@ -121,7 +121,7 @@ def test_the_plan_keeps_what_its_simulator_charged():
 
 def test_the_probe_measures_the_processes_and_their_runtimes():
     from pipebench.hardware.probes import measure_cpu_processes
-    from pipebench.partition.cache import LINK_FIELDS
+    from pipebench.partition.profiling.cache import LINK_FIELDS
 
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
     assert set(figures) == set(LINK_FIELDS) - {"machine_drift"}  # that one is the profiling process's own
@@ -147,7 +147,7 @@ def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
 
 def test_plan_and_advise_price_a_cpu_pipeline_alike():
     import pipebench
-    from pipebench.partition.plan import shared_cores
+    from pipebench.partition.planning.plan import shared_cores
 
     profiles = _profiles("cpu", 1.6, 0.2)
     assert shared_cores(profiles[0], ["cpu", "cpu"]) == SharedCores(1.6, 0.2)

@@ -17,7 +17,7 @@ from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.cases.suite import Case, CaseUnavailable, Profiled, prepare
 from pipebench.bench.cases.machine import Machine
-from pipebench.partition.measure import profile_model
+from pipebench.partition.profiling.measure import profile_model
 
 from test_distributed import SEED, check
 
@@ -110,7 +110,7 @@ def test_run_on_one_device_with_local_mnist(tmp_path):
     import json
 
     from pipebench.bench.cli import main
-    from pipebench.bench.strategies.single import SingleTrainer
+    from pipebench.bench.strategies.planned.single import SingleTrainer
 
     from test_models import write_idx_mnist
 

@@ -14,11 +14,11 @@ from pipebench.errors import UserError
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.launch.spawn import WorkerError, visible_devices
-from pipebench.bench.strategies.pipeline import PipelineTrainer
-from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition.plan import hand_plan
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.measure import profile_model
+from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
+from pipebench.bench.strategies.planned.single import SingleTrainer
+from pipebench.partition.planning.plan import hand_plan
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.measure import profile_model
 from pipebench.request import Request
 
 SEED = 0
@@ -288,7 +288,7 @@ def test_hugging_face_models_train_like_one_device(tmp_path, groups, name, strat
 
 def test_integer_positions_crossing_the_first_cut_train_like_one_device(tmp_path, groups):
     """GPT-2 cut after its token embedding (stages [1, n - 1]): the first stage makes the position ids, which
-    cross the cut as floats (bench/strategies/float_coding.py) to the position embedding on the second.
+    cross the cut as floats (bench/strategies/planned/float_coding.py) to the position embedding on the second.
     torch 2.14's schedule first runs each stage on tensors made from the shapes alone (torch.empty): such
     positions would index the embedding out of range unless the stage gets zeros, as torch 2.11 gives it."""
     model = f"{FIXTURES / 'hf_models.py'}:gpt2"

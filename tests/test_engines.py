@@ -13,10 +13,10 @@ import torch
 
 import pipebench
 from pipebench.errors import UserError
-from pipebench.partition.engines import block, export
-from pipebench.partition.plan import plan_with_bounds
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile
+from pipebench.partition.planning.engines import block, export
+from pipebench.partition.planning.plan import plan_with_bounds
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.request import Request
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -129,7 +129,7 @@ def test_what_an_engine_cannot_express_is_one_line():
 
 def test_the_command_writes_the_export_and_says_what_moved(tmp_path, capsys):
     from pipebench.bench.cli import main
-    from pipebench.partition.profile_record import save_profiles
+    from pipebench.partition.profiling.profile_record import save_profiles
 
     _, profile = zoo_gpt_plan()
     save_profiles([profile], tmp_path / "profile.json")

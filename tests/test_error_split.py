@@ -10,7 +10,7 @@ import pytest
 
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.store.results import Row
-from pipebench.partition.profile_record import LayerProfile, Profile, save_profiles
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile, save_profiles
 from pipebench.request import Request
 
 _SPEC = importlib.util.spec_from_file_location(

@@ -1,5 +1,5 @@
 """FSDP2: two gloo processes train like one device (fp32 exactly, bf16 within its rounding), the blocks it
-shards, and its price (partition/costs.py fsdp_step and fsdp_memory, bench/strategies/fsdp/) in closed form."""
+shards, and its price (partition/planning/costs.py fsdp_step and fsdp_memory, bench/strategies/fsdp/) in closed form."""
 from __future__ import annotations
 
 import pytest
@@ -10,8 +10,8 @@ from pipebench import models
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies.fsdp.trainer import blocks
-from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition import costs
+from pipebench.bench.strategies.planned.single import SingleTrainer
+from pipebench.partition.planning import costs
 from pipebench.training import Training
 from pipebench.request import Request
 from test_advise import layer, profiles

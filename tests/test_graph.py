@@ -1,4 +1,4 @@
-"""partition/graph.py, split.py, call_tree.py and graph_errors.py: capture any nn.Module with torch.export,
+"""partition/capture/graph.py, split.py, call_tree.py and graph_errors.py: capture any nn.Module with torch.export,
 find where it can be cut, price each cut, split it into stages, and run each fine segment on its own."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pipebench.partition.graph import capture, run_segment, segments
-from pipebench.partition.graph_errors import CaptureError, GraphError, InputError, SplitError, TooFewCandidates
-from pipebench.partition.split import split_model
+from pipebench.partition.capture.graph import capture, run_segment, segments
+from pipebench.partition.capture.graph_errors import CaptureError, GraphError, InputError, SplitError, TooFewCandidates
+from pipebench.partition.capture.split import split_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

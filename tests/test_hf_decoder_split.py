@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from pipebench.bench.cli import main
-from pipebench.partition.graph import capture
-from pipebench.partition.split import split_model
+from pipebench.partition.capture.graph import capture
+from pipebench.partition.capture.split import split_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 LAYERDROP_BRANCH = tuple(int(p) for p in transformers.__version__.split(".")[:2]) < (5, 23)
 """transformers before 5.23: the LayerDrop of BART, Whisper and wav2vec2 branches on a random number in
-training, which torch.export cannot capture (partition/graph.py says so in the line)."""
+training, which torch.export cannot capture (partition/capture/graph.py says so in the line)."""
 LAYERDROP = ("bart", "whisper", "wav2vec2")
 
 

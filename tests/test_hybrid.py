@@ -12,10 +12,10 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.hybrid.trainer import _buckets
-from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.errors import UserError
-from pipebench.partition import costs
-from pipebench.partition.profile_record import LayerProfile, Profile
+from pipebench.partition.planning import costs
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request
 

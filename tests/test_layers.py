@@ -93,8 +93,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert {"pipebench.api", "pipebench.bench.cases.rounds", "pipebench.bench.strategies", "pipebench.partition.plan"} <= graph.keys()
-    assert "pipebench.partition.schedule" in graph["pipebench.partition.plan"]
+    assert {"pipebench.api", "pipebench.bench.cases.rounds", "pipebench.bench.strategies", "pipebench.partition.planning.plan"} <= graph.keys()
+    assert "pipebench.partition.planning.schedule" in graph["pipebench.partition.planning.plan"]
     assert "pipebench.bench.store.results" in graph["pipebench.bench.cases.rounds"]  # from pipebench.bench import results as res
 
 

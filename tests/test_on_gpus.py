@@ -6,7 +6,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.cli import main
-from pipebench.partition.measure import profile_model
+from pipebench.partition.profiling.measure import profile_model
 from pipebench.request import Request
 from pipebench.training import Training
 
@@ -67,7 +67,7 @@ def test_the_single_baseline_predicts_the_peak_it_measures():
     peak the trainer then measures (issue 24's memory target)."""
     from pipebench.bench.launch.job import Job
     from pipebench.bench.launch.run_job import launch
-    from pipebench.partition.plan_choice import make_plan
+    from pipebench.partition.planning.plan_choice import make_plan
 
     model = models.get_model("resnet18", "full")
     profile = profile_model(model, "cuda", micro_batch=32, batch=32, repeats=2, warmup=1)

@@ -26,14 +26,16 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_claims_only_pipebench_and_ships_every_subpackage(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"pipebench", wheel.name.split("-py3")[0] + ".dist-info"}
-    for module in ("pipebench/api.py", "pipebench/bench/strategies/pp.py", "pipebench/bench/cli/__init__.py",
-                   "pipebench/bench/launch/worker.py", "pipebench/partition/solver.py", "pipebench/models/gpt.py",
+    for module in ("pipebench/api.py", "pipebench/bench/strategies/planned/pp.py", "pipebench/bench/cli/__init__.py",
+                   "pipebench/bench/launch/worker.py", "pipebench/partition/planning/solver.py", "pipebench/models/gpt.py",
                    "pipebench/hardware/gpus.py"):
         assert module in names
     # Every package folder of the source tree is in the wheel: pyproject lists them by hand.
     for folder in ("bench", "hardware", "models", "partition"):
         for init in (ROOT / folder).rglob("__init__.py"):
             assert f"pipebench/{init.relative_to(ROOT)}" in names
+    for init in (ROOT / "pipebench").rglob("__init__.py"):
+        assert init.relative_to(ROOT).as_posix() in names
     # Diagnostic GPU scripts and pytest-benchmark files are not library modules.
     assert not [n for n in names if "/gpu/" in n or "/benchmarks/" in n or n.endswith("conftest.py")]
     top_level = [n for n in names if n.endswith("top_level.txt")]

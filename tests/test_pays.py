@@ -5,8 +5,8 @@ from dataclasses import replace
 
 from pipebench.bench.predict.ranking import Prediction, rank_strategies, predict
 from pipebench.bench.predict.pays import no_pipeline_pays, plan_verdict
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.request import Request
 
 DEVICES = ("cuda:0", "cuda:1")

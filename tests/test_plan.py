@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from pipebench.partition.plan import Plan, uniform_bounds
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile
-from pipebench.partition.simulator import simulate
-from pipebench.partition.plan_choice import PROFILE_NOISE, choose_micro_batches
-from pipebench.partition.solver import InfeasibleError, solve, stage_times
+from pipebench.partition.planning.plan import Plan, uniform_bounds
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.partition.planning.simulator import simulate
+from pipebench.partition.planning.plan_choice import PROFILE_NOISE, choose_micro_batches
+from pipebench.partition.planning.solver import InfeasibleError, solve, stage_times
 from pipebench.request import Request
 from pipebench.training import Training
 
@@ -33,7 +33,7 @@ def test_time_balance_uses_the_exact_solver():
     the first stage alone, so a first stage 0.8 ms longer and a last 8 ms shorter save 3.2 ms a step)."""
     from itertools import combinations
 
-    from pipebench.partition.plan import plan_with_bounds
+    from pipebench.partition.planning.plan import plan_with_bounds
 
     profile = gpt_like()
     plan = make_plan([profile], Request(devices=["cpu", "cpu"], micro_batches=8))
@@ -162,7 +162,7 @@ def test_json_round_trip(tmp_path):
 
 
 def test_plan_imports_no_torch():
-    code = "import sys, partition.plan, partition.plan_choice, partition.profile_record; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.planning.plan, partition.planning.plan_choice, partition.profiling.profile_record; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -343,7 +343,7 @@ def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it
 
     from hypothesis import given, settings, strategies as st
 
-    from pipebench.partition.plan import plan_with_bounds
+    from pipebench.partition.planning.plan import plan_with_bounds
 
     layer = st.tuples(st.floats(0.05, 5.0), st.floats(0.05, 10.0), st.integers(1, 10_000), st.integers(1, 10**8))
 
@@ -404,7 +404,7 @@ def test_the_plan_is_compared_only_with_a_baseline_that_fits(stages, tmp_path, c
     caps: where that split breaks a cap the line says so and claims no speed-up over it; where it fits the
     plan is never predicted slower than it."""
     from pipebench.bench.cli import main
-    from pipebench.partition.profile_record import save_profiles
+    from pipebench.partition.profiling.profile_record import save_profiles
 
     def layer(name, params):  # equal times and activations; the head holds most of the parameters
         return LayerProfile(name, params, 4 * params, 1.0, 2.0, 1000 * 8, [8, 1000], "float32", 5000 * 8)

@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 
 from pipebench import models
-from pipebench.partition.profile_record import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
+from pipebench.partition.profiling.profile_record import (LayerProfile, Profile, ProfileError, kept_bytes, load_profiles,
                                          relative_spread, save_profiles, step_spread)
-from pipebench.partition.measure import profile_model, profile_sizes
+from pipebench.partition.profiling.measure import profile_model, profile_sizes
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -383,7 +383,7 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_unloaded_spee
     The reference is the unloaded speed, not the median: most readings slow (a long burst) leave it be, and
     one lucky fast reading does not set it."""
     from pipebench.hardware.cpu import SpeedGauge
-    from pipebench.partition.measure import _at_speed
+    from pipebench.partition.profiling.measure import _at_speed
 
     gauge = SpeedGauge(settle=0)
     gauge.readings = [2.0] * 6 + [1.0] * 4
@@ -446,7 +446,7 @@ class _BurstyModel:
 
 
 def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_median_of_its_repeats():
-    from pipebench.partition.measure import _whole_step
+    from pipebench.partition.profiling.measure import _whole_step
     from pipebench.training import Training
 
     model = _BurstyModel()
@@ -466,7 +466,7 @@ def test_a_gpu_step_that_waits_on_its_host_gets_the_hosts_spread_between_runs(de
     keeps BETWEEN_RUNS alone. The profile's own spread, by which predictions are told apart, never moves."""
     import math
 
-    from pipebench.partition.profile_record import BETWEEN_RUNS, HOST_BETWEEN_RUNS, launch_share, step_spread
+    from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, HOST_BETWEEN_RUNS, launch_share, step_spread
 
     layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100, forward_spread=0.01,
                            backward_spread=0.01) for i in range(3)]

@@ -303,7 +303,7 @@ def test_a_path_that_is_not_there_is_named(tmp_path):
 
 
 def test_timeline_from_schedule_ops():
-    from pipebench.partition.simulator import simulate
+    from pipebench.partition.planning.simulator import simulate
 
     timeline = timeline_from_ops(simulate([1.0, 2.0], [2.0, 4.0], 2, "1f1b").ops)
     assert timeline[0] == {"stage": 0, "device": 0, "kind": "F", "micro": 0, "start_ms": 0.0, "end_ms": 1.0}
@@ -347,7 +347,7 @@ def test_two_processes_appending_to_one_file_lose_no_row(paths):
 def test_every_atomic_write_has_its_own_temporary_name(tmp_path, monkeypatch):
     """A fixed name (or one per process) lets two writers of one file, say two threads, clobber each other's
     temporary file."""
-    from pipebench import files
+    from pipebench.fileio import files
 
     used = []
     real_replace = os.replace

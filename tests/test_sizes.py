@@ -1,4 +1,4 @@
-"""partition/sizes.py: which micro-batch sizes are measured, the ones between predicted, and the close
+"""partition/profiling/sizes.py: which micro-batch sizes are measured, the ones between predicted, and the close
 ones measured before the choice is made. Synthetic profiles, no torch."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipebench.partition.profile_record import LayerProfile, Profile
-from pipebench.partition.sizes import MARGIN, anchors, close_counts, complete, interpolate, refine
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.partition.profiling.sizes import MARGIN, anchors, close_counts, complete, interpolate, refine
 
 BATCH = 64
 
@@ -125,12 +125,12 @@ def test_refine_drops_a_count_that_fails_and_measures_nothing_without_a_ranking(
 
 
 def test_sizes_imports_no_torch():
-    code = "import sys, partition.sizes; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.profiling.sizes; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_an_interpolated_profile_says_so_in_its_file(tmp_path):
-    from pipebench.partition.profile_record import load_profiles, save_profiles
+    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
 
     measured = [profile(1), profile(8)]
     save_profiles([measured[0], interpolate(measured, 2), measured[1]], tmp_path / "p.json")

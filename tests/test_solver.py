@@ -7,8 +7,8 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipebench.partition import solver
-from pipebench.partition.solver import InfeasibleError, bottleneck, solve, stage_memory
+from pipebench.partition.planning import solver
+from pipebench.partition.planning.solver import InfeasibleError, bottleneck, solve, stage_memory
 
 
 def brute_force(costs, stages, speeds=None, memory=None, caps=None, prices=None):
@@ -179,7 +179,7 @@ def test_large_chain_is_balanced():
 
 def test_solver_imports_no_torch():
     import subprocess
-    code = "import sys, partition.solver, partition.schedule, partition.simulator; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.planning.solver, partition.planning.schedule, partition.planning.simulator; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

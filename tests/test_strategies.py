@@ -8,10 +8,10 @@ from pipebench import models
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.dataparallel.trainer import DataParallelTrainer
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer
-from pipebench.bench.strategies.modelparallel import ModelParallelTrainer
-from pipebench.bench.strategies.pipeline import PipelineTrainer
-from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition.plan import hand_plan
+from pipebench.bench.strategies.planned.modelparallel import ModelParallelTrainer
+from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
+from pipebench.bench.strategies.planned.single import SingleTrainer
+from pipebench.partition.planning.plan import hand_plan
 
 DEVICES = ["cpu", "cpu"]
 
@@ -95,7 +95,7 @@ def test_the_registry_declares_every_strategy_once():
     """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
     schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
     from pipebench.bench.strategies.trainers import Trainer
-    from pipebench.partition.schedule import SCHEDULES
+    from pipebench.partition.planning.schedule import SCHEDULES
 
     assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "zero1", "fsdp", "device-map", "modelparallel", "pipeline",
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]

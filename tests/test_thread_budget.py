@@ -9,7 +9,7 @@ import torch
 
 import pipebench
 from pipebench.hardware import cpu
-from pipebench.partition import measure
+from pipebench.partition.profiling import measure
 
 
 def test_threads_per_device_share_the_cores(monkeypatch):

@@ -12,13 +12,13 @@ import torch
 from pipebench import models
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
-from pipebench.bench.strategies.pipeline import PipelineTrainer
-from pipebench.bench.strategies.single import SingleTrainer
+from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
+from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.errors import UserError
-from pipebench.partition import costs
-from pipebench.partition.plan import Plan, hand_plan
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile
+from pipebench.partition.planning import costs
+from pipebench.partition.planning.plan import Plan, hand_plan
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.training import Training
 from pipebench.request import Request
 
@@ -91,7 +91,7 @@ def test_checkpoint_auto_runs_a_strategy_that_cannot_recompute_without(strategy)
 def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
     """Under autocast the saved tensors of a linear layer include the bf16 copy of its weight, made once
     per step: the profile counts it once (cast_bytes), not per micro-batch, and the activations shrink."""
-    from pipebench.partition.measure import profile_model
+    from pipebench.partition.profiling.measure import profile_model
 
     model = models.get_model("gpt", "tiny")
     with torch.random.fork_rng():
@@ -110,7 +110,7 @@ def test_a_bf16_profile_feeds_each_segment_what_autocast_makes():
     """A convolution's output under autocast is bf16, so the BatchNorm after it receives and saves bf16, as
     in the trainers' step. Fed the fp32 inputs of an fp32 run, ResNet-101's bf16 profile overstated its
     activations by 36-44% on an H200."""
-    from pipebench.partition.measure import profile_model
+    from pipebench.partition.profiling.measure import profile_model
 
     model = models.get_model("resnet18", "tiny")
     with torch.random.fork_rng():
@@ -261,7 +261,7 @@ def test_plans_and_profiles_written_with_three_flat_strings_still_load():
     """Every Plan and Profile under results/ was written before the Training was one field (precision,
     optimizer and checkpoint as flat strings, or only the optimizer): each loads with its Training whole,
     the values it wrote, and a saved plan keeps the plan_id its rows name it by."""
-    from pipebench.partition.profile_record import load_profiles
+    from pipebench.partition.profiling.profile_record import load_profiles
 
     plans = sorted(RESULTS.rglob("*.plan.json"))
     assert plans

@@ -14,7 +14,7 @@ from pipebench.bench.report.tables import frame, markdown_table, ranking, summar
 from pipebench.bench.store.results import Row, append, case_key, load
 from pipebench.bench.cases.suite import Case, Profiled, case_caps, make_row, prepare
 from pipebench.bench.cases.machine import Machine
-from pipebench.partition.profile_record import LayerProfile, Profile
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.training import Training
 
 MB = 10**6

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from pipebench.errors import DeviceError, UserError
-from pipebench.parse import (AutoGpus, micro_batch_counts, parse_chunks, parse_gpus, parse_int, parse_number,
+from pipebench.text.parse import (AutoGpus, micro_batch_counts, parse_chunks, parse_gpus, parse_int, parse_number,
                              parse_override, parse_speeds)
 from pipebench.request import virtual_stages
-from pipebench.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
+from pipebench.text.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
 
 
 def test_parse_size():

@@ -10,8 +10,8 @@ from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.strategies.single import SingleTrainer
-from pipebench.partition import costs
+from pipebench.bench.strategies.planned.single import SingleTrainer
+from pipebench.partition.planning import costs
 from pipebench.training import Training
 from pipebench.request import Request
 from test_advise import profiles

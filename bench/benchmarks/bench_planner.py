@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import LayerProfile, Profile
-from pipebench.partition.solver import solve
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.partition.planning.solver import solve
 
 LAYERS, STAGES = 1000, 8
 SPEEDS = [1.0, 1.0, 1.5, 1.5, 1.0, 1.0, 0.5, 1.0]

@@ -24,7 +24,7 @@ from pipebench.errors import UserError
 from pipebench.bench.store import results as res
 from pipebench.bench.cases.rounds import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
-from pipebench.parse import parse_chunks
+from pipebench.text.parse import parse_chunks
 from pipebench.training import Training
 from pipebench.bench.cases.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
 from pipebench.bench.cases.machine import detect_machine
@@ -42,7 +42,7 @@ def suite_options(config) -> tuple[RunOptions, object]:
 
 
 def _parse_options(config) -> tuple[RunOptions, object]:
-    from pipebench.parse import AutoGpus, parse_gpus
+    from pipebench.text.parse import AutoGpus, parse_gpus
 
     gpus = parse_gpus(config.getoption("--suite-gpus")) if config.getoption("--suite-gpus") else None
     if isinstance(gpus, AutoGpus):

@@ -27,7 +27,7 @@ from pipebench.bench.cases.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, Case
 from pipebench.errors import UserError
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training
-from pipebench.units import format_gib
+from pipebench.text.units import format_gib
 
 QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1, "rounds": 3}
 """What --quick, and every run on the CPU, uses for each of these options the user did not give."""
@@ -169,7 +169,7 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
 def check_folders(folders: Sequence[Path]) -> None:
     """The folders a run keeps beside its results (claims, plans, profiles), made now and written in once,
     so that a file in the way, or one that cannot be written, is one line before any case runs."""
-    from pipebench.files import writable_folder
+    from pipebench.fileio.files import writable_folder
 
     for folder in folders:
         if folder.exists() and not folder.is_dir():
@@ -305,7 +305,7 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
 def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True) -> None:
     """Everything a run is asked, refused in one line before anything is profiled: the options against the
     machine (check_options), the results and profiles folders writable (made now, absolute after)."""
-    from pipebench.files import writable_folder
+    from pipebench.fileio.files import writable_folder
 
     check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
     options.out = writable_folder(options.out, "--out")

@@ -29,12 +29,12 @@ from pipebench.bench.store.row import Row, settings_text, timeline_from_ops
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.errors import UserError
 from pipebench.models.source import ModelSource
-from pipebench.parse import is_user_model
-from pipebench.partition.plan import Plan
-from pipebench.partition.profile_record import Profile, load_profiles, save_profiles
+from pipebench.text.parse import is_user_model
+from pipebench.partition.planning.plan import Plan
+from pipebench.partition.profiling.profile_record import Profile, load_profiles, save_profiles
 from pipebench.request import Request
 from pipebench.training import DEFAULT_PRECISION, Training
-from pipebench.units import format_bytes
+from pipebench.text.units import format_bytes
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
 """The default suite's models and global batches (the README's GPU figures are for these)."""
@@ -151,7 +151,7 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
     from pipebench.api import profile
     from pipebench.bench.predict.ranking import advice_ranking
-    from pipebench.progress import ProgressBar, say
+    from pipebench.text.progress import ProgressBar, say
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
                         compile=case.training.compile)

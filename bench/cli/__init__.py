@@ -2,7 +2,7 @@
 
 A thin layer: one module per command (models, plan, advise, run, devices, report), each with `add_parser`
 and the command, and bench/cli/common.py for the options and helpers they share; reading options is
-pipebench.parse and pipebench.units, the work is the library's.
+pipebench.text.parse and pipebench.text.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
 and exit status 2, never a traceback.
@@ -84,7 +84,7 @@ def _command(args) -> int:
         from pipebench.hardware.probes import drift_seconds
 
         drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
-        from pipebench.partition.cache import check_cache_folders
+        from pipebench.partition.profiling.cache import check_cache_folders
 
         check_cache_folders()  # and a cache folder that is a file
         code = args.handler(args)
@@ -203,7 +203,7 @@ def _version() -> str:
 def _read_counts(args) -> None:
     """Every count and number option of every command (--batch, --stages, --steps, --timeout...: the keys
     of parse.LIMITS), read from its text by the one strict parser, before the command starts."""
-    from pipebench.parse import LIMITS, parse_option
+    from pipebench.text.parse import LIMITS, parse_option
 
     for name in LIMITS:
         text = getattr(args, name, None)

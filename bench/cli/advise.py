@@ -33,8 +33,8 @@ def cmd_advise(args) -> int:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
     from pipebench.bench.cli.plan import check_outputs, load_or_profile
-    from pipebench.files import write_json
-    from pipebench.parse import parse_chunks
+    from pipebench.fileio.files import write_json
+    from pipebench.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
     check_outputs(args)
@@ -67,9 +67,9 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
 
     from pipebench.bench.predict.ranking import tie
     from pipebench.bench.predict.pays import no_pipeline_pays
-    from pipebench.partition.plan_text import model_label
-    from pipebench.partition.profile_record import between_runs_spread, launch_share
-    from pipebench.units import format_bytes
+    from pipebench.partition.planning.plan_text import model_label
+    from pipebench.partition.profiling.profile_record import between_runs_spread, launch_share
+    from pipebench.text.units import format_bytes
 
     from pipebench.bench.strategies import BASELINE
 
@@ -132,10 +132,10 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     if between > NOISY and share:
         noisy.append(f"{share:.0%} of the step waits on the host's launches, not the device's work, and that part "
                      f"moves with the host's CPU between runs: every interval is at least ±{between:.0%} "
-                     "(partition/profile_record.py HOST_BETWEEN_RUNS); a larger batch makes the device set the step")
+                     "(partition/profiling/profile_record.py HOST_BETWEEN_RUNS); a larger batch makes the device set the step")
     elif between > NOISY:
         noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured: "
-                     "partition/profile_record.py BETWEEN_RUNS), so every interval is at least that wide and most "
+                     "partition/profiling/profile_record.py BETWEEN_RUNS), so every interval is at least that wide and most "
                      "strategies tie; a tie goes to the simplest")
     noisy += [""] if noisy else []
     pipelines = [p for p in advice.predictions if is_pipeline(p.strategy) and p.fits and p.predicted_samples_per_s]
@@ -149,7 +149,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
 
 def _peaks(peaks: list[int]) -> str:
     """Each device's peak, or for many devices (a device map over dozens) the largest and the count."""
-    from pipebench.units import format_bytes
+    from pipebench.text.units import format_bytes
 
     if len(peaks) > 4:
         return f"{format_bytes(max(peaks))} max on {len(peaks)}"

@@ -12,7 +12,7 @@ EXIT_INTERRUPTED = 130
 def note(message: str, end: str = "\n") -> None:
     """Progress and remarks go to stderr, so stdout holds only the command's answer (through tqdm, which
     keeps a progress bar whole)."""
-    from pipebench.progress import say
+    from pipebench.text.progress import say
 
     say(message, end=end)
 
@@ -87,7 +87,7 @@ def training_of(args):
 
 def speeds(text: str | None, devices: list[str]) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU now), or one factor per device."""
-    from pipebench.parse import parse_speeds
+    from pipebench.text.parse import parse_speeds
 
     factors = parse_speeds(text, len(devices))
     if factors != "auto":
@@ -132,7 +132,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_settings(args, names: list[str]) -> dict:
     """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
-    from pipebench.parse import is_user_model
+    from pipebench.text.parse import is_user_model
 
     given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
              "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}
@@ -144,7 +144,7 @@ def model_settings(args, names: list[str]) -> dict:
         option = "--" + next(iter(given)).replace("_", "-")
         raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
     if "input_shape" in given:
-        from pipebench.parse import parse_int
+        from pipebench.text.parse import parse_int
 
         try:
             given["input_shape"] = [parse_int(d, "--input-shape", 1, 2**31) for d in given["input_shape"].split(",")]

@@ -17,7 +17,7 @@ def add_parser(subparsers) -> None:
 def cmd_devices(args) -> int:
     from pipebench.hardware.gpus import format_gpus, parse_gpu_choice, query_gpus
     from pipebench.errors import DeviceError
-    from pipebench.parse import parse_gpus
+    from pipebench.text.parse import parse_gpus
 
     if args.gpus is not None:
         parse_gpus(args.gpus)  # the text first: '--gpus a,b' is wrong whether or not there are GPUs

@@ -8,8 +8,8 @@ from typing import NamedTuple
 from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_file, model_settings, auto_gpus, note, speeds
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count
-from pipebench.parse import is_user_model
-from pipebench.partition.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.text.parse import is_user_model
+from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.training import DEFAULT_PRECISION
 
 
@@ -82,7 +82,7 @@ def check_outputs(args) -> None:
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
     folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
     file) are refused: the second write would replace the first."""
-    from pipebench.files import same_outputs, writable_file
+    from pipebench.fileio.files import same_outputs, writable_file
 
     if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
         raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
@@ -105,10 +105,10 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     options say (`asked`: the command's own fields of it, e.g. plan's schedule). ranking(request): what
     ranks the counts under auto (pipebench.profile's rank)."""
     import pipebench
-    from pipebench.partition.profile_record import load_profiles, save_profiles
-    from pipebench.progress import ProgressBar
-    from pipebench.parse import parse_link_gbps
-    from pipebench.units import parse_size
+    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
+    from pipebench.text.progress import ProgressBar
+    from pipebench.text.parse import parse_link_gbps
+    from pipebench.text.units import parse_size
 
     caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     common = dict(link_gbps=parse_link_gbps(args.link_gbps), training=training_of(args), repeats=args.repeats,
@@ -159,15 +159,15 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
 
 def cmd_plan(args) -> int:
     import pipebench
-    from pipebench.partition.schedule import get_schedule
+    from pipebench.partition.planning.schedule import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
     from pipebench.bench.predict.pays import plan_verdict
-    from pipebench.files import write_json
-    from pipebench.partition.engines import check_engine, summary
-    from pipebench.partition.plan_choice import plan_ranking
-    from pipebench.partition.plan_text import format_plan
-    from pipebench.parse import parse_chunks
+    from pipebench.fileio.files import write_json
+    from pipebench.partition.planning.engines import check_engine, summary
+    from pipebench.partition.planning.plan_choice import plan_ranking
+    from pipebench.partition.planning.plan_text import format_plan
+    from pipebench.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]
     check_outputs(args)
@@ -197,7 +197,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
     (checked to exist when `check`), else --stages on --device."""
     from pipebench.hardware.probes import check_gpus, resolve_device
-    from pipebench.parse import parse_gpus
+    from pipebench.text.parse import parse_gpus
 
     if args.gpus is not None:
         if args.gpus.startswith("auto"):
@@ -219,7 +219,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 def _settings(args) -> dict:
     """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model)."""
-    from pipebench.parse import parse_override
+    from pipebench.text.parse import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data_folder(args.data_dir)

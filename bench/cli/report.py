@@ -23,8 +23,8 @@ def cmd_report(args) -> int:
     from pipebench.bench.report.tables import frame, summarise, text_report, write_report
     from pipebench.bench.store.results import files as results_files, load
     from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
-    from pipebench.files import writable_folder
-    from pipebench.progress import ProgressBar
+    from pipebench.fileio.files import writable_folder
+    from pipebench.text.progress import ProgressBar
 
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:

@@ -76,8 +76,8 @@ def cmd_run(args) -> int:
     from pipebench.bench.cases import rounds as suite_run
     from pipebench.bench.report.tables import summary_table
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.parse import parse_chunks, parse_gpus, parse_override
-    from pipebench.units import parse_size
+    from pipebench.text.parse import parse_chunks, parse_gpus, parse_override
+    from pipebench.text.units import parse_size
 
     from pipebench.bench.cli.common import compile_modes
 
@@ -158,7 +158,7 @@ def _on_cpu(args) -> bool:
 
 def parse_gpu_memory(text: str | None) -> int | None:
     """--gpu-memory SIZE -> bytes (None when not given); anything but a positive size is one line."""
-    from pipebench.units import parse_size
+    from pipebench.text.units import parse_size
 
     if text is None:
         return None

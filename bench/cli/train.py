@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
 
 
 def _count(text, option: str, low: int = 1) -> int | None:
-    from pipebench.parse import parse_int
+    from pipebench.text.parse import parse_int
 
     return None if text is None else parse_int(str(text), option, low, 2**40)
 
@@ -72,7 +72,7 @@ def check_outputs(args) -> None:
     the write would replace it."""
     from pathlib import Path
 
-    from pipebench.files import creatable_folder, same_outputs, writable_file
+    from pipebench.fileio.files import creatable_folder, same_outputs, writable_file
 
     outputs = {}
     if args.save is not None:  # --save '' was no --save: the training ran and nothing was saved
@@ -108,7 +108,7 @@ def cmd_train(args) -> int:
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import TrainOptions, run_training
     from pipebench.bench.train.data import parse_data
-    from pipebench.parse import parse_gpus, parse_override
+    from pipebench.text.parse import parse_gpus, parse_override
 
     check_outputs(args)
     training = training_of(args)

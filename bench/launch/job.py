@@ -14,8 +14,8 @@ from typing import Any
 
 from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
-from pipebench.files import read_json, record, write_json
-from pipebench.partition.plan import Plan
+from pipebench.fileio.files import read_json, record, write_json
+from pipebench.partition.planning.plan import Plan
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training, nest_training
 
@@ -131,7 +131,7 @@ class Job:
         a split of your own, and how the tests run many splits. `stages_per_device` defaults to the
         strategy's; so does `stages_per_replica` (a replicated strategy's Plan covers that many of the
         `devices`, for batch / replicas)."""
-        from pipebench.partition.plan import hand_plan
+        from pipebench.partition.planning.plan import hand_plan
 
         kind = get_strategy(strategy)
         overrides = dict(overrides or {})
@@ -164,13 +164,13 @@ class Job:
 
 def cut_candidates(model: str, flavour: str | None, settings: dict[str, Any]) -> list[str]:
     """Where a model may be cut: the zoo's layers (read on the meta device, no memory), or for a model
-    of your own the candidates its captured graph offers (partition/graph.py)."""
+    of your own the candidates its captured graph offers (partition/capture/graph.py)."""
     from pipebench import models
 
     if not models.is_user_model(model):
         return models.get_model(model, flavour, device="meta", **settings).layer_names
     from pipebench.bench.strategies.micro_batches import as_args
-    from pipebench.partition.graph import capture
+    from pipebench.partition.capture.graph import capture
 
     built = models.get_model(model, flavour, **settings)
     inputs, _ = built.make_batch(2, seed=0)

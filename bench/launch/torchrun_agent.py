@@ -54,7 +54,7 @@ def agent(argv: Sequence[str]) -> int:
 def record_deaths(failures: dict, out_dir: Path) -> None:
     """Write error-rank<r>.json for each failed worker that wrote none: killed by a signal (SIGKILL from
     the out-of-memory killer or a user), or crashed in C++. `failures`: torchrun's, by rank."""
-    from pipebench.files import write_json
+    from pipebench.fileio.files import write_json
 
     for rank, failure in failures.items():
         path = out_dir / f"error-rank{rank}.json"

@@ -32,7 +32,7 @@ from pipebench.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.strategies.micro_batches import to_device
-from pipebench.files import write_json
+from pipebench.fileio.files import write_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
 
@@ -316,7 +316,7 @@ def _result(job: Job, world: int, distributed: bool, trainer, measured: dict) ->
     step_ms, warmup_ms = measured["step_ms"], measured["warmup_ms"]
     mean = statistics.fmean(step_ms) if step_ms else None
     first_loss = trainer.first_loss if trainer.first_loss is not None and math.isfinite(trainer.first_loss) else None
-    from pipebench.partition.measure import device_name
+    from pipebench.partition.profiling.measure import device_name
 
     return {
         "strategy": job.strategy,

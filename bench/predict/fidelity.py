@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.text_tables import text_table
+from pipebench.text.text_tables import text_table
 
 __all__ = ["Fidelity", "fidelity", "noise_floor", "kendall_tau", "TARGETS"]
 

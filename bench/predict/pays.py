@@ -17,7 +17,7 @@ The largest of these, in device-ms, is the reason given. A split where one devic
 from __future__ import annotations
 
 from pipebench.bench.predict.ranking import Prediction, tie
-from pipebench.partition.plan import Plan, transfer_ms
+from pipebench.partition.planning.plan import Plan, transfer_ms
 
 __all__ = ["DEGENERATE", "no_pipeline_pays", "plan_verdict", "costs_of"]
 
@@ -72,7 +72,7 @@ def plan_verdict(plan: Plan, profiles, request) -> str:
     `predict`); "" where the plan pays or single has no figure (the whole batch was not profiled)."""
     from pipebench.bench.predict.ranking import predict
     from pipebench.bench.strategies import BASELINE
-    from pipebench.partition.profile_record import step_spread
+    from pipebench.partition.profiling.profile_record import step_spread
 
     mine = Prediction("this plan", plan.predicted_step_ms, plan.predicted_samples_per_s, plan.memory_per_device(),
                       True, plan.micro_batches, plan.schedule, plan=plan, step_spread=plan.step_spread,

@@ -17,10 +17,10 @@ from typing import Any, Sequence
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
-from pipebench.partition import costs
-from pipebench.partition.profile_record import Profile, step_spread
+from pipebench.partition.planning import costs
+from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.request import Request, caps_per_device, link_of, within_caps
-from pipebench.units import format_bytes
+from pipebench.text.units import format_bytes
 
 __all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
@@ -185,11 +185,11 @@ def advise_counts(devices: int, micro_batches) -> tuple[int, ...] | None:
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
-    """The ranking that partition/sizes.py's refine asks for, for rank_strategies(profiles, request): one group per
+    """The ranking that partition/profiling/sizes.py's refine asks for, for rank_strategies(profiles, request): one group per
     pipeline, the micro-batch counts its planner considered, and one group of every strategy's prediction,
     each pipeline's at its chosen count, a replica strategy's at its replicas' share. strategies: those of
     them to rank (None: every usable one)."""
-    from pipebench.partition.plan_choice import candidate_steps
+    from pipebench.partition.planning.plan_choice import candidate_steps
 
     devices = request.devices
     usable = usable_strategies(devices)

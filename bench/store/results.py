@@ -37,9 +37,9 @@ from typing import Any, Callable, Iterable
 from filelock import FileLock
 
 from pipebench.bench.store.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
-from pipebench.csvtext import csv_rows, csv_text
+from pipebench.fileio.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
-from pipebench.files import read_json, write_text
+from pipebench.fileio.files import read_json, write_text
 
 __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "claim"]
@@ -229,7 +229,7 @@ def _csv_text(rows: list[Row]) -> str:
 
 
 def _csv_table(lines: list[tuple[str, ...]]) -> str:
-    return csv_text(CSV_COLUMNS, lines)  # each cell spreadsheet-safe (pipebench/csvtext.py)
+    return csv_text(CSV_COLUMNS, lines)  # each cell spreadsheet-safe (pipebench/fileio/csvtext.py)
 
 
 def _csv_cells(row: Row) -> tuple[str, ...]:
@@ -246,7 +246,7 @@ def _csv_cell(value: Any) -> str:
 
 def _read_text(path: Path) -> str:
     """A results file's text: a regular file only, bounded (files.read_text), a byte-order mark dropped."""
-    from pipebench.files import read_text
+    from pipebench.fileio.files import read_text
 
     return read_text(path, kind="results", error=ResultsError)
 

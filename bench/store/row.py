@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterable
 
 from pipebench.errors import UserError
-from pipebench.files import check
+from pipebench.fileio.files import check
 from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["STATUSES", "DONE_STATUSES", "FIELDS", "CSV_COLUMNS", "LATER_FIELDS", "CASE_FIELDS", "ResultsError", "Row", "case_key",
@@ -212,7 +212,7 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 
 def timeline_from_ops(ops: Iterable[Any]) -> list[dict]:
-    """Timeline dicts from `partition.simulator.Op`s (times in ms); an Op without a device (None, or an
+    """Timeline dicts from `partition.planning.simulator.Op`s (times in ms); an Op without a device (None, or an
     older Op without the field) runs on the device numbered like its stage."""
     return [{"stage": op.stage, "device": op.stage if getattr(op, "device", None) is None else op.device,
              "kind": op.kind, "micro": op.micro, "start_ms": float(op.start), "end_ms": float(op.end)} for op in ops]

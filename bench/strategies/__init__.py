@@ -3,7 +3,7 @@
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
 Trainer and its price (the function bench/predict/ranking.py calls to predict it). A strategy that follows a Plan
-is priced by the planner (pricing.py price_plan); any other is a package of its own here, its price in
+is priced by the planner (planned/__init__.py price_plan); any other is a package of its own here, its price in
 the package's __init__.py (no torch) and its Trainer in its trainer.py (ddp/, zero1/, dataparallel/,
 fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
 schedule, its Trainer's module) and its tests.
@@ -30,10 +30,11 @@ from pipebench.bench.strategies.devicemap import price_device_map
 from pipebench.bench.strategies.fsdp import price_fsdp
 from pipebench.bench.strategies.hybrid import price_hybrid
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import Pricing, price_plan
+from pipebench.bench.strategies.planned import price_plan
+from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
-from pipebench.partition.schedule import SCHEDULES, Schedule
+from pipebench.partition.planning.schedule import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
            "parse_auto"]
@@ -54,7 +55,7 @@ class Strategy:
     Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
     the links, the Training and the micro-batch count."""
     schedule: Schedule | None = None
-    """The schedule the Plan is made for (partition.schedule.SCHEDULES); None: runs without a Plan."""
+    """The schedule the Plan is made for (partition.planning.schedule.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False
     """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False
@@ -124,7 +125,7 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy("single", "the whole model on one device: the baseline", "single:SingleTrainer", False,
+    Strategy("single", "the whole model on one device: the baseline", "planned.single:SingleTrainer", False,
              schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
              "dataparallel.trainer:DataParallelTrainer", False, price=price_dataparallel, can_checkpoint=False),
@@ -138,21 +139,21 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
              "devicemap.trainer:DeviceMapTrainer", False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
-             "modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
-    Strategy("pipeline", "GPipe in one process over CUDA streams", "pipeline:PipelineTrainer", False,
+             "planned.modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
+    Strategy("pipeline", "GPipe in one process over CUDA streams", "planned.pipeline:PipelineTrainer", False,
              schedule=SCHEDULES["gpipe"], micro_batched=True),
     Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
-             "pp:PipelineParallelTrainer", True, schedule=SCHEDULES["gpipe"], micro_batched=True,
+             "planned.pp:PipelineParallelTrainer", True, schedule=SCHEDULES["gpipe"], micro_batched=True,
              runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", "pp:PipelineParallelTrainer", True,
+    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", "planned.pp:PipelineParallelTrainer", True,
              schedule=SCHEDULES["1f1b"], micro_batched=True, runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
+    Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", "planned.pp:PipelineParallelTrainer",
              True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
              named_after_schedule=True),
-    Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "pp:PipelineParallelTrainer",
+    Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "planned.pp:PipelineParallelTrainer",
              True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True, runs_torch_schedule=True,
              can_checkpoint=False, named_after_schedule=True),
-    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "pp:PipelineParallelTrainer", True,
+    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "planned.pp:PipelineParallelTrainer", True,
              schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
              named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
@@ -209,7 +210,7 @@ def parse_auto(text: str | None) -> int | None:
     """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
     if text is None or not text.strip().startswith("auto"):
         return None
-    from pipebench.parse import parse_int
+    from pipebench.text.parse import parse_int
 
     head, _, count = text.strip().partition(":")
     if head == "auto":

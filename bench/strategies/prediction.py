@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipebench.partition.plan import Plan
+from pipebench.partition.planning.plan import Plan
 
 __all__ = ["Prediction"]
 

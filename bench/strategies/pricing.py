@@ -1,4 +1,4 @@
-"""What the strategies' prices share, and the price of every strategy that follows a Plan.
+"""What the strategies' prices share: the `Pricing` each is asked, and the replicas' common price.
 
 A price is the function a registry entry holds (`Strategy.price`): it predicts the strategy's step and
 its memory per device from the profiles, without running it. Each takes one `Pricing`, the frozen value
@@ -6,8 +6,8 @@ of what it is asked (the strategy, the profiles, the devices, their caps and spe
 Training and the micro-batch count), and returns a `Prediction`. bench/predict/ranking.py builds the
 Pricing (`predict`) and ranks what the prices say.
 
-- the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule): `price_plan`,
-  the planner with its exact solver, schedule simulator and micro-batch choice (partition/plan_choice.py);
+- the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule) share the
+  package planned/: its `price_plan` is the planner (exact solver, schedule simulator, micro-batch choice);
 - the others each have a package of their own, their price (with their cost model) in its `__init__.py`
   and their Trainer in its `trainer.py`: ddp/, zero1/, dataparallel/, fsdp/, devicemap/ and hybrid/. The
   replicas among them (ddp, zero1, fsdp, dataparallel) give `price_replicas` their cost model; it opens
@@ -18,21 +18,17 @@ report, the results store and a cached `pipebench advise`, none of which may loa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.errors import UserError
-from pipebench.partition.costs import Links
-from pipebench.partition.memory import unmodelled_bytes
-from pipebench.partition.plan import shared_cores
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import Profile, calibration
-from pipebench.partition.solver import InfeasibleError
-from pipebench.request import Request, split_error, within_caps
+from pipebench.partition.planning.costs import Links
+from pipebench.partition.planning.memory import unmodelled_bytes
+from pipebench.partition.profiling.profile_record import Profile, calibration
+from pipebench.request import split_error, within_caps
 from pipebench.training import Training
 
-__all__ = ["Pricing", "price_plan", "one_cpu_process", "Replicas", "price_replicas"]
+__all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,7 @@ class Pricing:
     speeds: tuple[float, ...] | None
     """Speed per device used, relative to the profiled one; None: all alike."""
     links: Links
-    """The links between the devices (partition/costs.py), and what sharing CPU cores costs."""
+    """The links between the devices (partition/planning/costs.py), and what sharing CPU cores costs."""
     training: Training
     """Its optimizer (whose states the memory counts) and checkpoint mode; the precision is the profiles'."""
     micro_batches: int | None = None
@@ -77,7 +73,7 @@ class Pricing:
 
     @property
     def calibration(self) -> float:
-        """The profiles' measured whole step over their segments' sum (partition/profile_record.py calibration):
+        """The profiles' measured whole step over their segments' sum (partition/profiling/profile_record.py calibration):
         the scale of the replicas' cost models."""
         return calibration(list(self.profiles))
 
@@ -99,34 +95,6 @@ class Pricing:
         return Replicas(p, by_count, by_count[p].layers, unmodelled_bytes(self.profiles, by_count[p].micro_batch))
 
 
-def price_plan(pricing: Pricing) -> Prediction:
-    """A strategy that follows a Plan: the planner's prediction on its schedule."""
-    strategy, devices, micro_batches = pricing.strategy, pricing.devices, pricing.micro_batches
-    schedule = strategy.torch_schedule or strategy.schedule.name
-    try:
-        request = Request(devices=devices, schedule=strategy.schedule.name,
-                          virtual_stages=strategy.stages_per_device,
-                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=pricing.caps,
-                          speeds=pricing.speeds, link_gbps=pricing.links.copy_gbps if len(devices) > 1 else 0.0,
-                          link_latency_ms=pricing.links.latency_ms,
-                          min_micro_batches=strategy.min_micro_batches(len(devices)),
-                          training=pricing.training if strategy.can_checkpoint
-                          else replace(pricing.training, checkpoint="never"))
-        plan = make_plan(pricing.profiles, request,
-                         shared_cores=shared_cores(pricing.profiles[0], devices) if strategy.process_per_device
-                         else None)
-    except InfeasibleError as exc:
-        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule,
-                                 memory=[int(exc.needed)] * len(devices))
-    except UserError as exc:
-        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule)
-    step = plan.predicted_step_ms
-    if one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
-        step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
-    return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
-                      True, plan.micro_batches, schedule, plan=plan)
-
-
 def one_cpu_process(strategy, devices: Sequence[str]) -> bool:
     """A strategy that drives several CPU stand-ins for devices from one process runs them in turn: a CPU
     op returns when done, so nothing overlaps as it does on GPUs (and DataParallel runs the module as is)."""
@@ -139,7 +107,7 @@ class Replicas:
     p: int
     by_count: dict[int, Profile]  # every profile, by micro-batch count
     layers: list  # the profile's layers at the replicas' micro-batch
-    unmodelled: int  # memory per device that the layers do not model (partition/memory.py)
+    unmodelled: int  # memory per device that the layers do not model (partition/planning/memory.py)
 
     @property
     def profile(self) -> Profile:

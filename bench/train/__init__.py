@@ -60,7 +60,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     auto advise's recommendation from the (cached) profile, said in one line."""
     from pipebench.bench.strategies import BASELINE, get_strategy
     from pipebench.bench.cases.suite import make_cases, profile_case_model
-    from pipebench.partition.cache import cache_folder
+    from pipebench.partition.profiling.cache import cache_folder
 
     auto = options.strategy == "auto"
     if not auto:
@@ -69,7 +69,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
             return options.strategy, None
     probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
                        overrides=options.overrides, training=training)[0]
-    from pipebench.partition.cache import cache_enabled
+    from pipebench.partition.profiling.cache import cache_enabled
 
     folder = cache_folder() / "train-profiles" if cache_enabled() else Path(tempfile.mkdtemp(prefix="pipebench-profile-"))
     profiled = profile_case_model(probe, machine, folder, note=note)
@@ -166,7 +166,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
     benchmark's worker is. Nobody watches its progress file there, so rank 0 prints the log lines."""
     from dataclasses import replace
 
-    from pipebench.files import write_json
+    from pipebench.fileio.files import write_json
     from pipebench.hardware.cpu import threads_per_device
 
     nodes = options.nodes
@@ -196,7 +196,7 @@ def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
     """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
     from pipebench.bench.launch.spawn import collect_result, start_workers
     from pipebench.processes import kill_child
-    from pipebench.files import write_json
+    from pipebench.fileio.files import write_json
 
     with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
         out_dir = Path(tmp)

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from pipebench.errors import UserError
-from pipebench.files import read_json, write_atomically, write_json
+from pipebench.fileio.files import read_json, write_atomically, write_json
 
 __all__ = ["model_state", "save_checkpoint", "load_weights", "check_weights", "rank_state_path", "check_layout",
            "parameter_names", "state_folder"]

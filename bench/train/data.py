@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from pipebench.errors import UserError
-from pipebench.files import check_regular
+from pipebench.fileio.files import check_regular
 
 __all__ = ["DataSpec", "parse_data", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
 

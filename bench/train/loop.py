@@ -40,8 +40,8 @@ from pipebench.bench.train import checkpoint as ckpt
 from pipebench.bench.train import log_line
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
-from pipebench.csvtext import csv_line
-from pipebench.files import read_json
+from pipebench.fileio.csvtext import csv_line
+from pipebench.fileio.files import read_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.store.results import load
-from pipebench.partition.profile_record import load_profiles
+from pipebench.partition.profiling.profile_record import load_profiles
 
 folder = Path(sys.argv[1])
 profiles = {p.name: load_profiles(p) for p in folder.glob("*-profiles/*.profile.json")}

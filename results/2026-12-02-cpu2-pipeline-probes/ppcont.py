@@ -6,7 +6,7 @@ def main(rank):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='29581')
     dist.init_process_group('gloo', rank=rank, world_size=2)
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-    from pipebench.partition.schedule import SharedCores, simulate
+    from pipebench.partition.planning.schedule import SharedCores, simulate
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3, padding=1))
     x = torch.randn(8, 16, 32, 32)

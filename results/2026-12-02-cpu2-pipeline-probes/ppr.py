@@ -5,7 +5,7 @@ def main(rank, name, flav, batch, cut, secs):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='29541')
     dist.init_process_group('gloo', rank=rank, world_size=2)
     from pipebench.models import get_model
-    from pipebench.partition.graph import split_model
+    from pipebench.partition.capture.graph import split_model
     from pipebench.bench.strategies.common import as_args, chain_stages
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
     m = get_model(name, flav); mod = m.module

@@ -7,7 +7,7 @@ def main(rank, planfile, strategy, secs, port):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     dist.init_process_group('gloo', rank=rank, world_size=2)
     from pipebench.models import get_model
-    from pipebench.partition.plan import Plan
+    from pipebench.partition.planning.plan import Plan
     from pipebench.bench.strategies import get_strategy
     from pipebench.training import Training
     plan = Plan.from_dict(json.load(open(planfile)))

@@ -5,7 +5,7 @@ def main(rank, cut, m, secs, port):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     dist.init_process_group('gloo', rank=rank, world_size=2)
     from pipebench.models import get_model
-    from pipebench.partition.graph import split_model
+    from pipebench.partition.capture.graph import split_model
     from pipebench.bench.strategies.common import as_args, chain_stages
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
     mm = get_model("torchvision.models:resnet18", input_shape=(3,64,64)); mod = mm.module

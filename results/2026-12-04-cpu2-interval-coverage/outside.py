@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipebench.bench.store import results
 from pipebench.bench.predict.fidelity import measured_step
-from pipebench.partition.profile_record import BETWEEN_RUNS
+from pipebench.partition.profiling.profile_record import BETWEEN_RUNS
 
 rows = [r for r in results.load([Path(p) for p in sys.argv[1:]])
         if r.status == "ok" and r.predicted_step_ms and r.predicted_step_spread is not None]

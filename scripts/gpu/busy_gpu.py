@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     from pipebench.bench.launch.job import Job
     from pipebench.bench.launch.sessions import Session
     from pipebench.hardware.probes import measure_speeds
-    from pipebench.partition.plan_choice import make_plan
-    from pipebench.partition.profile_record import load_profiles
+    from pipebench.partition.planning.plan_choice import make_plan
+    from pipebench.partition.profiling.profile_record import load_profiles
 
     cli = [sys.executable, "-P", "-m", "pipebench.bench.cli"]
     profile_path, plan_path = out / "profile.json", out / "plan-idle-cli.json"

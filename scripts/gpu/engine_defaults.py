@@ -14,10 +14,10 @@ from __future__ import annotations
 import sys
 
 from pipebench.bench.strategies.devicemap.trainer import layer_size_bounds
-from pipebench.partition.engines import block
-from pipebench.partition.plan import plan_with_bounds
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import load_profiles
+from pipebench.partition.planning.engines import block
+from pipebench.partition.planning.plan import plan_with_bounds
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import load_profiles
 from pipebench.request import Request
 
 

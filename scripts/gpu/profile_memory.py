@@ -6,8 +6,8 @@ import sys
 import torch
 
 from pipebench import models
-from pipebench.partition import measure
-from pipebench.partition.graph import capture, segments
+from pipebench.partition.profiling import measure
+from pipebench.partition.capture.graph import capture, segments
 from pipebench.training import Training, set_precision
 
 size = int(sys.argv[1]) if len(sys.argv) > 1 else 2

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.strategies import get_strategy
-from pipebench.partition.cuts import StageCost, cut_prices, simulate_stages, stage_scale
-from pipebench.partition.plan import Plan
-from pipebench.partition.profile_record import load_profiles
+from pipebench.partition.planning.cuts import StageCost, cut_prices, simulate_stages, stage_scale
+from pipebench.partition.planning.plan import Plan
+from pipebench.partition.profiling.profile_record import load_profiles
 from pipebench.request import Request
 
 

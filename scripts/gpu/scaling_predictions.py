@@ -11,10 +11,10 @@ import argparse
 import csv
 import sys
 
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import load_profiles
-from pipebench.partition.schedule import IN_TURN, SCHEDULES, ideal_efficiency
-from pipebench.units import GIB
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import load_profiles
+from pipebench.partition.planning.schedule import IN_TURN, SCHEDULES, ideal_efficiency
+from pipebench.text.units import GIB
 from pipebench.request import Request
 
 def main(argv=None) -> int:

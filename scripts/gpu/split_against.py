@@ -16,9 +16,9 @@ import pipebench
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import call_in_child
-from pipebench.partition.plan_choice import make_plan
-from pipebench.partition.profile_record import load_profiles, save_profiles
-from pipebench.parse import parse_override
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
+from pipebench.text.parse import parse_override
 from pipebench.request import Request
 
 
@@ -28,7 +28,7 @@ def profile_to(path: str, model: str, batch: int, counts: list[int], settings: d
     if torch.__version__.startswith("2.11"):
         # torch 2.11's pipeline() cannot split a Llama at its rotary embedding ("unexpected placeholder node
         # at index 1" in torch/export/unflatten.py; 2.14 can): leave that module out of the cut candidates.
-        from pipebench.partition import graph
+        from pipebench.partition.capture import graph
 
         frontier = graph.frontier_of
         graph.frontier_of = lambda calls, depth: (lambda names, dropped: (

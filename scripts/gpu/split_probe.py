@@ -13,8 +13,8 @@ import json
 import torch
 
 from pipebench.models import get_model
-from pipebench.partition.graph import Segment
-from pipebench.partition.segment_timing import profile_segment
+from pipebench.partition.capture.graph import Segment
+from pipebench.partition.profiling.segment_timing import profile_segment
 from pipebench.training import Training, set_precision
 
 

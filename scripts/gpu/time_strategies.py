@@ -16,9 +16,9 @@ import torch
 
 from pipebench import models
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.partition.plan import Plan
+from pipebench.partition.planning.plan import Plan
 from pipebench.training import Training, set_precision
-from pipebench.units import format_gib
+from pipebench.text.units import format_gib
 
 
 def main() -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, one_cpu_process, price_replicas
-from pipebench.partition import costs
+from pipebench.partition.planning import costs
 
 __all__ = ["price_dataparallel"]
 
 def price_dataparallel(pricing: Pricing) -> Prediction:
     """nn.DataParallel: one process copies the model to every device each step, scatters the batch and
-    gathers the outputs (partition/costs.py dataparallel_step); it cannot recompute (its replicas'
+    gathers the outputs (partition/planning/costs.py dataparallel_step); it cannot recompute (its replicas'
     threads). On CPU stand-ins it runs the module as it is, on the whole batch, in one process: the
     profile's whole step timed at the whole batch (the calibrated layers' sum where it was not timed)."""
     states = 2 + pricing.training.states

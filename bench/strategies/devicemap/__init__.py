@@ -9,10 +9,10 @@ from typing import Any, Sequence
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
 from pipebench.errors import UserError
-from pipebench.partition.cuts import transfer_ms
-from pipebench.partition.plan import plan_with_bounds
-from pipebench.partition.profile_record import Profile
-from pipebench.partition.schedule import IN_TURN
+from pipebench.partition.planning.cuts import transfer_ms
+from pipebench.partition.planning.plan import plan_with_bounds
+from pipebench.partition.profiling.profile_record import Profile
+from pipebench.partition.planning.schedule import IN_TURN
 from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]
@@ -61,7 +61,7 @@ def device_map_cuts(whole: Profile, devices: int, caps: Sequence[float] | None) 
     bounds, "estimated": why they come from a stand-in, or ""}, or {"error": why there are none}. Kept in
     the profile cache beside the profile they were read for (its profile_id), since reading the sizes
     builds the model, which a cached answer must not wait for."""
-    from pipebench.partition.cache import ProfileCache, cache_enabled, file_digest, library_versions
+    from pipebench.partition.profiling.cache import ProfileCache, cache_enabled, file_digest, library_versions
 
     # Caps that hold the parameters twice over change nothing in accelerate's arithmetic (each device but
     # the last gets the model's share plus a buffer, the last whatever is left): one key for all of them,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
-from pipebench.partition import costs
+from pipebench.partition.planning import costs
 
 __all__ = ["price_fsdp"]
 
 def price_fsdp(pricing: Pricing) -> Prediction:
     """FSDP2: every device runs the whole model on batch / p samples, as DDP, with 1/p of the parameters,
     gradients and optimizer states, gathering each layer's parameters for its forward and backward
-    (partition/costs.py fsdp_step, fsdp_memory). bf16 when the profile was timed in bf16; checkpoint
+    (partition/planning/costs.py fsdp_step, fsdp_memory). bf16 when the profile was timed in bf16; checkpoint
     always recomputes every layer, auto every layer where it would not fit otherwise."""
     def cost(replicas: Replicas, recompute: bool):
         p, layers, bf16 = replicas.p, replicas.layers, replicas.profile.training.bf16

@@ -1,14 +1,15 @@
 """Pipeline stages replicated with DDP, its home: the price here (no torch), the Trainer in trainer.py.
-Priced as one replica's Plan (bench/strategies/pricing.py price_plan) plus each stage's gradient
-all-reduce (partition/costs.py allreduce_ms).
+Priced as one replica's Plan (bench/strategies/planned/__init__.py price_plan) plus each stage's gradient
+all-reduce (partition/planning/costs.py allreduce_ms).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import Pricing, price_plan
-from pipebench.partition import costs
+from pipebench.bench.strategies.planned import price_plan
+from pipebench.bench.strategies.pricing import Pricing
+from pipebench.partition.planning import costs
 from pipebench.request import split_error
 
 __all__ = ["price_hybrid"]

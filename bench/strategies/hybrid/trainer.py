@@ -8,13 +8,13 @@
 
 Each replica runs the Plan (made for one replica: its devices are one replica's stages, its batch one
 replica's share) with torch's Schedule1F1B over its "pp" group, on its slice of the global batch, exactly
-as pp-1f1b would (bench/strategies/pp.py). After the schedule, each stage's copies average their
+as pp-1f1b would (bench/strategies/planned/pp.py). After the schedule, each stage's copies average their
 gradients over the "dp" group, as DistributedDataParallel does, so that every replica takes the step
 of the whole batch's mean loss, as one device does.
 
 The all-reduce is by hand, in buckets, after the schedule: torch's schedules run one backward per
 micro-batch, so a DDP-wrapped stage would need no_sync on all but the last, and DDP refuses a stage
-whose tied original sits unused beside its trained copy (bench/strategies/stages.py: shared_parameters)
+whose tied original sits unused beside its trained copy (bench/strategies/planned/stages.py: shared_parameters)
 unless it searches the graph for unused parameters on every step.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from pipebench.bench.strategies.micro_batches import split
-from pipebench.bench.strategies.pp import PipelineParallelTrainer
+from pipebench.bench.strategies.planned.pp import PipelineParallelTrainer
 from pipebench.errors import UserError
-from pipebench.partition.costs import DDP_BUCKET_BYTES
+from pipebench.partition.planning.costs import DDP_BUCKET_BYTES
 
 
 class HybridTrainer(PipelineParallelTrainer):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
-from pipebench.partition import costs
-from pipebench.partition.memory import recomputing
+from pipebench.partition.planning import costs
+from pipebench.partition.planning.memory import recomputing
 
 __all__ = ["price_zero1"]
 
 def price_zero1(pricing: Pricing) -> Prediction:
-    """ZeRO-1 (trainer.py): DDP's step (partition/costs.py ddp_step) plus the broadcast of the
+    """ZeRO-1 (trainer.py): DDP's step (partition/planning/costs.py ddp_step) plus the broadcast of the
     updated shards after it, which moves what an all-gather of the parameters does (costs.gather_ms); DDP's
     memory with the optimizer's states divided over the p replicas."""
     links = pricing.links

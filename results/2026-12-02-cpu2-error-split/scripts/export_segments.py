@@ -4,8 +4,8 @@ import os, sys, statistics
 os.environ["PIPEBENCH_CACHE"] = "off"
 import torch
 from pipebench.models import get_model
-from pipebench.partition.graph import capture, segments
-from pipebench.partition.measure import _Clock, _profile_segment, _inputs
+from pipebench.partition.capture.graph import capture, segments
+from pipebench.partition.profiling.measure import _Clock, _profile_segment, _inputs
 
 torch.set_num_threads(1)
 size = int(sys.argv[2]) if len(sys.argv) > 2 else 8

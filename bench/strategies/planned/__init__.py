@@ -1,0 +1,51 @@
+"""The strategies that follow a Plan, and their one price: the planner's.
+
+single, modelparallel (the blog recipe's hand placement, generalised), pipeline (GPipe in one process) and
+every pp-* schedule (torch.distributed.pipelining, a process per device) run the Plan's cuts, placement and
+micro-batch count as `make_plan` chose them, so they share one price, `price_plan`, here; their Trainers
+are this package's modules (single.py, modelparallel.py, pipeline.py, pp.py), on stages.py (the Plan's
+stages: split, placed, chained) and float_coding.py (integer tensors crossing stages).
+
+No torch here: the registry imports this price where torch must not load.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipebench.bench.strategies.prediction import Prediction
+from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
+from pipebench.errors import UserError
+from pipebench.partition.planning.plan import shared_cores
+from pipebench.partition.planning.plan_choice import make_plan
+from pipebench.partition.planning.solver import InfeasibleError
+from pipebench.request import Request
+
+__all__ = ["price_plan"]
+
+
+def price_plan(pricing: Pricing) -> Prediction:
+    """A strategy that follows a Plan: the planner's prediction on its schedule."""
+    strategy, devices, micro_batches = pricing.strategy, pricing.devices, pricing.micro_batches
+    schedule = strategy.torch_schedule or strategy.schedule.name
+    try:
+        request = Request(devices=devices, schedule=strategy.schedule.name,
+                          virtual_stages=strategy.stages_per_device,
+                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=pricing.caps,
+                          speeds=pricing.speeds, link_gbps=pricing.links.copy_gbps if len(devices) > 1 else 0.0,
+                          link_latency_ms=pricing.links.latency_ms,
+                          min_micro_batches=strategy.min_micro_batches(len(devices)),
+                          training=pricing.training if strategy.can_checkpoint
+                          else replace(pricing.training, checkpoint="never"))
+        plan = make_plan(pricing.profiles, request,
+                         shared_cores=shared_cores(pricing.profiles[0], devices) if strategy.process_per_device
+                         else None)
+    except InfeasibleError as exc:
+        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule,
+                                 memory=[int(exc.needed)] * len(devices))
+    except UserError as exc:
+        return pricing.no_figure(str(exc).splitlines()[0], micro_batches=micro_batches or 1, schedule=schedule)
+    step = plan.predicted_step_ms
+    if one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
+        step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
+    return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
+                      True, plan.micro_batches, schedule, plan=plan)

@@ -1,0 +1,153 @@
+"""Which micro-batch sizes to measure, and the sizes between them predicted instead of measured.
+
+Measuring a size is the slow part of an answer (every segment timed forward and backward), and
+`--chunks auto` considers up to seven sizes. Per layer, the time of one micro-batch against its size is
+smooth: flat while the device is bound by launches, then affine; the bytes a layer saves and sends are
+affine in the size (per-sample activations plus what does not scale, such as a mask or RoPE table), and
+its parameters do not depend on it (and a figure's spread, its noise, is taken from the noisier
+neighbour). So a few sizes are measured (`anchors`: the whole batch, the smallest
+micro-batch any count asks for, one in between, and whatever the caller needs measured), and every figure
+of every layer at a size between two measured ones is the straight line between them (`interpolate`).
+A straight chord over a curve that bends upwards (flat, then rising) overstates the sizes between, so
+where the choice is close it is measured (`refine`): after the caller ranks the counts from the
+interpolated profiles, the interpolated counts predicted within `MARGIN` of the best are measured and
+the ranking made again, until every close one is measured.
+
+An interpolated Profile says so (`Profile.interpolated_from`, the sizes it came from); it is never put
+in the profile cache, and plans made from it carry the same field.
+
+No torch here (partition/'s pure modules stay importable without it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+from typing import Callable, Iterable, Sequence
+
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+
+__all__ = ["MARGIN", "anchors", "interpolate", "complete", "close_counts", "refine"]
+
+MARGIN = 0.05
+"""An interpolated count predicted within this share of the best step (slower by at most 5%) is
+measured before the choice is made. The margin is advise's tie (bench/predict/ranking.py TIE): closer than this,
+two predictions are a tie anyway. It is not a bound on the interpolation's error: on the loaded 2-core
+CPU the interpolated figures were off by as much as measuring the same size again
+(results/2026-12-01-cpu2-sizes-accuracy), and a count outside the margin keeps the interpolated
+ranking."""
+
+SIZE_INDEPENDENT = ("params", "param_bytes")
+"""LayerProfile figures that do not depend on the micro-batch size: taken from a measured neighbour."""
+
+
+def anchors(counts: Sequence[int], required: Iterable[int] = ()) -> list[int]:
+    """The micro-batch counts to measure among `counts`: the fewest (the whole batch, which also times
+    the calibrating whole step), the most (the smallest micro-batch), those `required`, and, unless one
+    of those already lies between the two ends, the middle one (by position in the sorted counts, the
+    geometric middle of powers of two)."""
+    ordered = sorted(set(counts))
+    if len(ordered) <= 2:
+        return ordered
+    chosen = {ordered[0], ordered[-1], *(m for m in required if m in ordered)}
+    if not any(ordered[0] < m < ordered[-1] for m in chosen):
+        chosen.add(ordered[len(ordered) // 2])
+    return sorted(chosen)
+
+
+def _between(a: float | None, b: float | None, t: float) -> float | None:
+    if a is None or b is None:
+        return None
+    return a + (b - a) * t
+
+
+def _layer_at(lo: LayerProfile, hi: LayerProfile, size: int, lo_size: int, hi_size: int) -> LayerProfile:
+    """One layer's figures at `size`, on the straight line between its figures at two measured sizes."""
+    t = (size - lo_size) / (hi_size - lo_size)
+    values = {}
+    for f in fields(LayerProfile):
+        a, b = getattr(lo, f.name), getattr(hi, f.name)
+        if f.name in SIZE_INDEPENDENT or isinstance(a, (str, bool)) or a is None or b is None:
+            values[f.name] = a if f.name in SIZE_INDEPENDENT or isinstance(a, (str, bool)) else None
+        elif f.name.endswith("_spread"):  # noise is no line: the noisier neighbour's
+            values[f.name] = max(a, b)
+        elif isinstance(a, list):  # a shape: its batch dimension follows the size
+            values[f.name] = [size if i == 0 and d == lo_size else d for i, d in enumerate(a)]
+        elif isinstance(a, int) and isinstance(b, int):
+            values[f.name] = max(0, round(_between(a, b, t)))
+        else:
+            values[f.name] = max(0.0, _between(float(a), float(b), t))
+    return LayerProfile(**values)
+
+
+def interpolate(measured: Sequence[Profile], count: int) -> Profile:
+    """The profile at `count` micro-batches of the global batch, every figure of every layer on the
+    straight line between the two measured sizes around it. ValueError when no measured size lies on
+    each side (no extrapolation), or the measured profiles are of different layers."""
+    batch = measured[0].batch
+    size = batch // count
+    by_size = {p.micro_batch: p for p in measured}
+    if size in by_size:
+        return by_size[size]
+    below = [s for s in by_size if s < size]
+    above = [s for s in by_size if s > size]
+    if not below or not above:
+        raise ValueError(f"micro-batch {size} lies outside the measured sizes {sorted(by_size)}")
+    lo, hi = by_size[max(below)], by_size[min(above)]
+    if [l.name for l in lo.layers] != [l.name for l in hi.layers]:
+        raise ValueError(f"the profiles at micro-batch {lo.micro_batch} and {hi.micro_batch} have other layers")
+    layers = [_layer_at(a, b, size, lo.micro_batch, hi.micro_batch) for a, b in zip(lo.layers, hi.layers)]
+    shape = [size if i == 0 and d == lo.micro_batch else d for i, d in enumerate(lo.input_shape)]
+    return replace(lo, micro_batch=size, layers=layers, input_shape=shape, whole_step_ms=None,
+                   whole_step_peak_bytes=None, whole_step_spread=0.0, profile_id=None, interpolated_from=[lo.micro_batch, hi.micro_batch])
+
+
+def complete(measured: Sequence[Profile], counts: Sequence[int]) -> list[Profile]:
+    """A profile for each of `counts` (ascending): the measured one, else one interpolated between its
+    measured neighbours; counts outside the measured sizes are left out."""
+    out = []
+    for m in sorted(set(counts)):
+        try:
+            out.append(interpolate(measured, m))
+        except ValueError:
+            continue
+    return out
+
+
+Ranking = Callable[[list[Profile]], Sequence[Sequence[tuple[int | None, float | None]]]]
+"""rank(profiles) -> groups, each a choice the caller makes: (micro-batch count, predicted step ms) per
+option (count None: an option that depends on no interpolated profile; step None: it does not fit)."""
+
+
+def close_counts(groups: Sequence[Sequence[tuple[int | None, float | None]]], margin: float = MARGIN) -> set[int]:
+    """The counts whose option is predicted within `margin` of its group's best step."""
+    close: set[int] = set()
+    for group in groups:
+        steps = [step for _, step in group if step is not None and math.isfinite(step) and step > 0]
+        if not steps:
+            continue
+        best = min(steps)
+        close |= {m for m, step in group if m is not None and step is not None and step <= best * (1 + margin)}
+    return close
+
+
+def refine(measured: Sequence[Profile], counts: Sequence[int], rank: Ranking | None,
+           measure: Callable[[list[int]], Sequence[Profile]], margin: float = MARGIN) -> list[Profile]:
+    """Profiles for `counts`, measured where the choice is close: rank the counts from `measured` and
+    the profiles interpolated between them, measure (`measure(counts) -> profiles`, which may leave out
+    a size that failed) the interpolated counts within `margin` of their group's best, and rank again,
+    until every close count is measured or has failed. A failed count is no longer offered. rank None:
+    no ranking, the interpolated profiles as they are."""
+    measured = list(measured)
+    counts = sorted(set(counts))
+    while True:
+        profiles = complete(measured, counts)
+        if rank is None:
+            return profiles
+        wanted = sorted(m for m in close_counts(rank(profiles), margin)
+                        if any(p.micro_batches == m and p.interpolated_from for p in profiles))
+        if not wanted:
+            return profiles
+        got = list(measure(wanted))
+        measured.extend(got)
+        done = {p.micro_batches for p in got}
+        counts = [m for m in counts if m not in wanted or m in done]

@@ -1,0 +1,230 @@
+"""What a user types, read into values: counts, numbers, micro-batch counts, GPU choices, speed factors,
+KEY=VALUE settings.
+
+One strict parser per kind of value, used by every option of every command: `parse_int` (ASCII digits
+only: `int()` would also take other scripts' digits such as '١٢', and '+1' or '1_0'; '²' passes
+`str.isdigit()` and then fails `int()`), `parse_number`
+(finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.text.units.parse_size.
+Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
+an OverflowError or an allocation of exabytes.
+
+Every function here checks its text and raises `pipebench.errors.UserError` (or a subclass) with a one-line
+message naming the option and the fix; the command line prints it and exits 2. Nothing here touches a GPU:
+`parse_gpus("auto:2")` only says "the 2 freest", and hardware.gpus.choose_gpus picks them.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal, NamedTuple
+
+from pipebench.errors import UserError
+from pipebench.errors import DeviceError
+
+__all__ = ["AUTO_CHUNK_COUNTS", "LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
+           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "parse_link_gbps", "parse_override"]
+
+AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""The micro-batch counts `--chunks auto` considers (those that split the batch)."""
+
+LIMITS: dict[str, tuple[float, float]] = {
+    "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
+    "stages": (1, 1024),
+    "steps": (1, 10**6),
+    "warmup": (0, 10**6),
+    "rounds": (1, 1000),
+    "repeats": (1, 1000),
+    "virtual_stages": (1, 64),
+    "granularity": (1, 64),
+    "num_classes": (1, 2**24),
+    "token_range": (1, 2**31),
+    "timeout": (1e-3, 1e7),       # seconds: 115 days
+    "min_seconds": (0.0, 86400.0),  # a day of timed steps per case
+}
+"""Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
+MAX_CHUNKS = 2**16
+"""The most micro-batches `--chunks` takes."""
+MAX_GPUS = 1024
+"""`--gpus auto:N` and GPU ids stay below this."""
+SETTING_RANGE = (-2**31, 2**31)
+"""An integer `--set` value (depth, width...) lies within this."""
+MAX_DEPTH = 512
+"""`--set depth` (blocks of gpt and vit, hidden layers of mlp) takes at most this: each block is a layer or
+two to build, capture and time, and depth=20000 kept `plan` building 40,000 layers for minutes before it
+said anything. The solver takes thousands of layers in milliseconds; profiling is what grows."""
+
+_DIGITS = re.compile(r"-?[0-9]{1,30}")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
+
+
+def _float(text: str) -> float:
+    """A number written in ASCII (float() also reads other scripts' digits); NaN when it is not one."""
+    return float(text) if _NUMBER.fullmatch(str(text).strip()) else math.nan
+
+
+def parse_int(text: str, option: str, low: int, high: int) -> int:
+    """`text` as an integer from `low` to `high`, in ASCII digits (an optional leading '-')."""
+    text = str(text).strip()
+    if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
+        what = "a positive integer" if low == 1 else "an integer" if low < 0 else f"an integer from {low}"
+        raise UserError(f"{option} takes {what} up to {high:,} (got {text[:40]!r})")
+    return int(text)
+
+
+def parse_number(text: str, option: str, low: float, high: float) -> float:
+    """`text` as a finite decimal number from `low` to `high` (no NaN, no infinities, ASCII digits)."""
+    text = str(text).strip()
+    value = _float(text)
+    if not low <= value <= high:  # also NaN
+        raise UserError(f"{option} takes a number from {low:g} to {high:g} (got {text[:40]!r})")
+    return value
+
+
+def parse_option(name: str, text: str) -> int | float:
+    """The value of option `name` (a key of LIMITS, e.g. "batch" for --batch) from its text."""
+    low, high = LIMITS[name]
+    option = "--" + name.replace("_", "-")
+    if isinstance(high, float):
+        return parse_number(text, option, low, high)
+    return parse_int(text, option, low, high)
+
+
+# ------------------------------------------------------------------------------------------ micro-batches
+
+def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
+    """`--chunks`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None], each count once; `single`
+    (plan): exactly one count, or auto."""
+    counts: list[int | None] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if part != "auto" and not (re.fullmatch(r"[0-9]{1,30}", part) and 1 <= int(part) <= MAX_CHUNKS):
+            what = "a positive integer or auto" if single else "positive integers and/or auto, comma-separated"
+            raise UserError(f"--chunks takes {what}, counts up to {MAX_CHUNKS:,} (got {text[:40]!r})")
+        counts.append(None if part == "auto" else int(part))
+    counts = list(dict.fromkeys(counts))  # '--chunks auto,auto' is one case, not two
+    if single and len(counts) != 1:
+        raise UserError(f"--chunks takes one count or auto here (got {text[:40]!r})")
+    return counts
+
+
+def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
+    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
+    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
+    if parts is None or (parts >= 1 and batch % parts == 0):
+        return None
+    if replicas is not None:
+        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
+    return f"batch {batch} does not split into {parts} equal micro-batches"
+
+
+def micro_batch_counts(chunks: int | None, batch: int) -> list[int]:
+    """The micro-batch counts to profile for `batch`: the one asked for, or (None, auto) the powers of two
+    up to 64 that split the batch into equal micro-batches."""
+    if chunks is None:
+        return [m for m in AUTO_CHUNK_COUNTS if m <= batch and batch % m == 0]
+    if (why := split_error(batch, chunks)) is not None:
+        raise UserError(why)
+    return [chunks]
+
+
+# ------------------------------------------------------------------------------------------------- GPUs
+
+class AutoGpus(NamedTuple):
+    """`--gpus auto:N`: the N freest GPUs at the time they are chosen."""
+
+    count: int
+
+
+def parse_gpus(text: str) -> list[int] | AutoGpus:
+    """'0,1' -> [0, 1] (CUDA ordinals, within CUDA_VISIBLE_DEVICES); 'auto:2' -> AutoGpus(2).
+
+    Rejects empty, negative, repeated or non-numeric ids, and auto without a positive count."""
+    if text.startswith("auto"):
+        head, _, n = text.partition(":")
+        if head != "auto" or not re.fullmatch(r"[0-9]{1,30}", n):
+            raise DeviceError(f"--gpus auto:N takes a number of GPUs, e.g. auto:2 (got {text[:40]!r})")
+        if int(n) < 1:
+            raise DeviceError(f"auto:N takes N >= 1 (got {int(n)})")
+        try:
+            return AutoGpus(parse_int(n, "--gpus auto:N", 1, MAX_GPUS))
+        except UserError as exc:
+            raise DeviceError(str(exc)) from None
+    parts = [part.strip() for part in text.split(",") if part.strip() != ""]
+    if any(part.startswith("-") and part[1:].isdigit() for part in parts):
+        raise DeviceError(f"GPU ids are >= 0 (got {text!r})")
+    # ASCII digits only: int() would also take '+1', '1_0' or other scripts' digits.
+    if not all(re.fullmatch(r"[0-9]{1,4}", part) for part in parts):
+        raise DeviceError(f"--gpus takes comma-separated GPU ids such as 0,1 (got {text[:40]!r})")
+    ids = [int(part) for part in parts]
+    if not ids:
+        raise DeviceError(f"--gpus names no GPU (got {text!r})")
+    if len(set(ids)) != len(ids):
+        raise DeviceError(f"--gpus names a GPU twice (got {text!r}); use --stages to put several stages on one device")
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------- options
+
+def parse_device(text: str) -> str:
+    """`plan --device`: cpu, cuda or cuda:N, the devices pipebench profiles on; anything else is refused
+    here in one line rather than by torch, deep in profiling."""
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", text):
+        raise UserError(f"--device takes cpu, cuda or cuda:N (got {text!r})")
+    return text
+
+
+SPEED_RANGE = 1e3
+"""Speed factors lie within [1/SPEED_RANGE, SPEED_RANGE] and within SPEED_RANGE x of each other: GPUs a
+thousand times apart do not share a pipeline, and factors beyond that (1e-300, inf) only break the
+solver's arithmetic."""
+
+
+def is_user_model(name: str) -> bool:
+    """`--model`: True for a model of your own, `file.py:NAME` or `package.module:NAME` (the zoo's names
+    have no colon). Here, not in models/, so that asking imports no torch."""
+    return ":" in name
+
+
+def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | None:
+    """`--speeds`: None (all equal) -> None; 'auto' -> 'auto' (the caller probes the GPUs); else one
+    positive factor per device, e.g. '1,0.5' for n = 2 (NaN, infinities and factors beyond SPEED_RANGE
+    are refused)."""
+    if text is None or text == "auto":
+        return text
+    speeds = [_float(part) for part in text.split(",")]
+    if not all(_NUMBER.fullmatch(part.strip()) for part in text.split(",")):
+        raise UserError(f"--speeds takes auto or comma-separated positive numbers (got {text[:40]!r})")
+    if len(speeds) != n or not all(s > 0 for s in speeds):  # `not all(> 0)` also refuses NaN
+        raise UserError(f"--speeds needs one positive factor per device ({n}), got {text!r}")
+    low, high = 1 / SPEED_RANGE, SPEED_RANGE
+    if not all(low <= s <= high for s in speeds) or max(speeds) > SPEED_RANGE * min(speeds):
+        raise UserError(f"--speeds factors lie between {low:g} and {high:g} and within {high:g}x of each other "
+                        f"(got {text!r})")
+    return speeds
+
+
+def parse_link_gbps(text: str | None) -> float | None:
+    """`plan --link-gbps`: None (measure it), 0 (transfers are not priced) or a finite number of GB/s of at
+    least 0.001 (a slower link would price a cut in hours, and NaN or a negative price no cut at all)."""
+    if text is None:
+        return None
+    gbps = _float(text)
+    if not (gbps == 0 or 1e-3 <= gbps < math.inf):
+        raise UserError(f"--link-gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got {text!r})")
+    return gbps
+
+
+def parse_override(text: str) -> tuple[str, int | float | str]:
+    """`--set KEY=VALUE`: ('depth', 8) from 'depth=8'; the value is an int (ASCII digits, within
+    SETTING_RANGE, and depth within MAX_DEPTH), else a finite float, else the text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set takes KEY=VALUE (got {text[:40]!r})")
+    if _DIGITS.fullmatch(value.strip()):
+        number = parse_int(value, f"--set {key}", *SETTING_RANGE)
+        if key == "depth" and number > MAX_DEPTH:
+            raise UserError(f"--set depth={number}: pipebench plans models of at most {MAX_DEPTH} blocks")
+        return key, number
+    if _NUMBER.fullmatch(value.strip()):
+        return key, parse_number(value, f"--set {key}", -1e300, 1e300)  # a finite float
+    return key, value
