@@ -84,6 +84,12 @@ def _request(request: Request | None, asked: dict[str, Any], *, stages: int | No
     return Request(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
 
 
+def _needs_batch(request: Request, what: str) -> None:
+    """A model profiled here needs the global batch (a plan from profiles takes theirs)."""
+    if request.batch is None:
+        raise UserError(f"{what} needs the global batch size, e.g. batch=256")
+
+
 def _leaves_as_given(function):
     """`function(model, ...)` leaving the caller's nn.Module object and torch's global state as they were
     (pipebench/snapshot.py: restored on return, however it returns), and run in torch's default state
@@ -152,8 +158,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
     request = _request(request, asked, stages=1)
-    if request.batch is None:
-        raise UserError("profile needs the global batch size, e.g. batch=64")
+    _needs_batch(request, "profile")
     counts, devices = counts_and_devices(request)
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
@@ -214,8 +219,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     if profiles is None:
         if model is None:
             raise UserError("plan needs a model (or profiles)")
-        if request.batch is None:
-            raise UserError("plan needs the global batch size, e.g. batch=256")
+        _needs_batch(request, "plan")
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
@@ -224,11 +228,8 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         if isinstance(profiles, Profile):
             profiles = [profiles]
         check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
-        request.check_profiles(profiles)
-        for name in ("precision", "compile"):  # as --precision and --compile with --profile
-            given, measured = getattr(request.training, name), getattr(profiles[0].training, name)
-            if (asked.get(name) is not None or asked.get("training") is not None) and given != measured:
-                raise UserError(f"{name} {given} does not match the profiles' {measured}; profile again with it")
+        request.check_profiles(profiles, training_given=[name for name in ("precision", "compile")
+                                                         if asked.get(name) is not None or "training" in asked])
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
 
 
@@ -255,8 +256,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     if profiles is None:
         if model is None:
             raise UserError("advise needs a model (or profiles)")
-        if request.batch is None:
-            raise UserError("advise needs the global batch size, e.g. batch=256")
+        _needs_batch(request, "advise")
         measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
         profiles = profile(model, example_inputs, measured, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=advice_ranking(request, strategies))

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
 from pipebench.request import count_of
+from pipebench.time_limit import LIMIT_SECONDS
 
 __all__ = ["run"]
 
@@ -45,7 +46,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     if unknown := sorted(set(options) - known):
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
     options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
-               "timeout": 1800, **rounds.FULL, **options}
+               "timeout": LIMIT_SECONDS, **rounds.FULL, **options}
     options["out"] = Path(options["out"])
     run_options = rounds.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
     if machine is None:

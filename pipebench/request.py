@@ -154,9 +154,11 @@ class Request:
         """(GB/s, latency ms) that price a cut: link_of(profile, link_gbps, link_latency_ms)."""
         return link_of(profile, self.link_gbps, self.link_latency_ms)
 
-    def check_profiles(self, profiles: Sequence[Any]) -> None:
+    def check_profiles(self, profiles: Sequence[Any], *, training_given: Sequence[str] = ()) -> None:
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
-        theirs, the stages do not outnumber their layers, the micro-batch count splits their batch."""
+        theirs, the stages do not outnumber their layers, the micro-batch count splits their batch, and
+        each part of the Training the caller gave (`training_given`: "precision", "compile") is the one
+        they were measured in (a part not given is the profiles' own: a saved profile keeps its precision)."""
         from pipebench.partition.profiling.profile_record import check_profile_list
 
         check_profile_list(profiles)
@@ -165,6 +167,12 @@ class Request:
             raise UserError(f"batch {self.batch} does not match the profile's batch {first.batch}")
         check_stage_count(self.stages, len(first.layers))
         self.check_split(first.batch)
+        for name in training_given:
+            given, measured = getattr(self.training, name), getattr(first.training, name)
+            if given != measured:
+                said = {None: "eager"}
+                raise UserError(f"{name} {said.get(given, given)} does not match the profiles' "
+                                f"{said.get(measured, measured)}; profile again with it")
 
     def check_split(self, batch: int) -> None:
         """Refuse a micro-batch count that does not split `batch` into equal micro-batches."""

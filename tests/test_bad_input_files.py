@@ -224,6 +224,32 @@ def test_a_fifo_is_refused_not_waited_on(capsys, tmp_path, within_seconds, argv)
     refused(capsys, [*argv, str(fifo)], "x.json: is a FIFO, not a")
 
 
+def test_a_fifo_output_without_a_reader_is_refused_before_any_work(capsys, tmp_path, within_seconds, nothing_runs):
+    """`--json FIFO` with nothing reading it was refused only when the plan was written, after profiling."""
+    import os
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8", "--json",
+                     str(fifo)], "out.json: a FIFO that nothing reads; start its reader first")
+
+
+def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, within_seconds):
+    """The FIFO is opened when checked and held to the write: its reader sees one plan, then the end."""
+    import json
+    import os
+    import threading
+
+    fifo, got = tmp_path / "out.json", []
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(fifo)]) == 0, capsys.readouterr().err
+    reader.join(30)
+    assert json.loads(got[0])["format"] == "pipebench-plan"
+
+
 @pytest.mark.parametrize("argv", [["plan", "--stages", "2", "--profile"], ["report"]])
 def test_a_link_to_dev_zero_is_refused_before_a_byte_is_read(capsys, tmp_path, within_seconds, argv):
     """A `*.json` link to /dev/zero: a MemoryError traceback, or the machine's memory without a limit."""
@@ -255,6 +281,20 @@ def test_two_outputs_of_one_path_are_refused(capsys, tmp_path, monkeypatch, outp
     source = (["--model", "mlp", "--flavour", "tiny", "--device", "cpu", "--batch", "8"] if "--save-profile" in outputs
               else ["--profile", "p.json"])
     refused(capsys, ["plan", *source, "--stages", "2", *outputs], message)
+
+
+@pytest.mark.parametrize("option", [["--json"], ["--save-profile"], ["--export", "deepspeed"]])
+def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_path, option):
+    """`--json layers.py`, layers.py a helper the model file imports (`from layers import Block`), replaced the
+    helper with JSON: the model file no longer imported. Python source is never an output."""
+    (tmp_path / "layers.py").write_text("from torch import nn\nBlock = nn.Linear\n")
+    (tmp_path / "net.py").write_text("open(__file__ + '.imported', 'w').close()\nfrom torch import nn\n"
+                                     "from layers import Block\n\n\ndef Net():\n    return nn.Sequential(Block(4, 4), "
+                                     "Block(4, 4))\n")
+    refused(capsys, ["plan", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
+                     *option, str(tmp_path / "layers.py")], "layers.py: is Python source, which the output would replace")
+    assert (tmp_path / "layers.py").read_text().startswith("from torch")
+    assert not (tmp_path / "net.py.imported").exists()
 
 
 def test_an_export_into_a_folder_is_refused_before_profiling(capsys, tmp_path):

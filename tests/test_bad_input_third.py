@@ -187,6 +187,45 @@ def test_an_import_that_hangs_or_exits_is_one_line(tmp_path, body, message):
     one_line(result, message)
 
 
+LATE = '''
+import time
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    calls = 0
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        Net.calls += 1
+        if Net.calls > 3:  # after the checked first forward, once profiling is under way
+            {hang}
+        return self.b(self.a(x))
+'''
+
+
+@pytest.mark.parametrize("hang", [
+    "while True:\n                time.sleep(0.05)",  # stopped by the timer's exception
+    "while True:\n                try:\n                    time.sleep(0.05)\n                except BaseException:\n"
+    "                    pass",  # swallows it: the watchdog ends the process
+])
+def test_a_forward_that_hangs_while_profiling_stops_at_the_time_limit(tmp_path, hang):
+    """plan's profiling had no time limit (run's has --timeout): a forward that hung after its first call
+    hung the command. Now --timeout bounds it and the line names what it waited for."""
+    (tmp_path / "late.py").write_text(LATE.format(hang=hang))
+    result = pipebench(tmp_path, "plan", "--model", tmp_path / "late.py:Net", "--input-shape", "4", "--stages", "2",
+                       "--batch", "8", "--timeout", "3", "--fresh", timeout=120)
+    last = result.stderr.strip().splitlines()[-1]  # after the profile's own progress lines
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert last.startswith("pipebench: error: profiling ") and "late.py:Net did not finish within --timeout 3 s (at: " \
+        in last and last.endswith("a forward or backward that never returns, or give a longer --timeout"), last
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "soon", "inf"])
 def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
     from test_bad_input import refused as refused_here
@@ -762,6 +801,7 @@ def test_the_checkpoint_the_damage_test_spoils_is_read():
 @pytest.mark.parametrize("edit, message", [
     (dict(micro_batches=0), "plan: micro_batches must be at least 1, got 0"),
     (dict(virtual_stages=0), "plan: virtual_stages must be at least 1, got 0"),
+    (dict(batch=7), "plan: batch 7 is not "),  # its micro-batches would not be the batch
     (dict(schedule="bogus"), "unknown schedule 'bogus'"),
     (dict(placement=[5, 9]), "plan: placement [5, 9] names devices beyond the 2 of 2 stages"),
     (dict(bounds=[0, 3, 4]), "plan: bounds [0, 3, 4] and the stages' layers are not contiguous"),

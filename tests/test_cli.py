@@ -117,6 +117,14 @@ def test_profile_mismatch(capsys, tmp_path):
                        "does not match the profile's model gpt")
     assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--stages", "2", "--chunks", "2"],
                        "no profile at micro-batch size 4")
+    # What a saved profile was measured in is checked where given, and otherwise taken as the profile's own.
+    saved = ["plan", "--profile", str(profile_file), "--stages", "2", "--chunks", "1"]
+    assert_usage_error(capsys, [*saved, "--precision", "bf16"], "precision bf16 does not match the profiles' tf32")
+    assert_usage_error(capsys, [*saved, "--compile", "default"], "compile default does not match the profiles' eager")
+    assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--gpus", "0,1", "--speeds", "auto"],
+                       "--speeds auto probes the GPUs; with --profile give the factors")
+    assert run(capsys, *saved, "--precision", "tf32")[0] == 0
+    assert run(capsys, *saved)[0] == 0
 
 
 @pytest.mark.ci  # process handling, run by CI after the default run

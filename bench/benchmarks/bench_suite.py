@@ -28,6 +28,7 @@ from pipebench.text.parse import parse_chunks
 from pipebench.training import Training
 from pipebench.bench.cases.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
 from pipebench.bench.cases.machine import detect_machine
+from pipebench.time_limit import LIMIT_SECONDS
 
 
 def suite_options(config) -> tuple[RunOptions, object]:
@@ -55,7 +56,7 @@ def _parse_options(config) -> tuple[RunOptions, object]:
         strategies=parse_strategies(config.getoption("--suite-strategies")),
         chunks=parse_chunks(config.getoption("--suite-chunks")), flavour=None, overrides={},
         out=Path(config.getoption("--suite-out") or "."), resume=False,
-        steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=1800,
+        steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=LIMIT_SECONDS,
         training=Training(config.getoption("--suite-precision"), config.getoption("--suite-optimizer")),
     )
     if config.getoption("--suite-quick") or machine.gpus is None:

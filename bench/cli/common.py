@@ -39,9 +39,9 @@ def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: b
     """--precision, --optimizer, --checkpoint and --compile (pipebench/training.py), which run, plan and
     advise share; `training_of(args)` reads them, an unknown value in one line. several_compiles: --compile
     takes a list, each mode a case of its own, eager among them (run: compiled beside eager)."""
-    from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
+    from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, OPTIMIZERS, PRECISIONS
 
-    parser.add_argument("--precision", default=DEFAULT_PRECISION, metavar="|".join(PRECISIONS),
+    parser.add_argument("--precision", metavar="|".join(PRECISIONS),
                         help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
                         "runs and what profiles are measured in (a saved profile keeps its own)")
     parser.add_argument("--optimizer", default="sgd", metavar="|".join(OPTIMIZERS),
@@ -82,11 +82,19 @@ def training_of(args):
     modes = compile_modes(getattr(args, "compile", None))
     if len(modes) > 1:
         raise UserError(f"--compile takes one mode here (got {args.compile!r}); run measures several side by side")
-    return Training(args.precision, args.optimizer, args.checkpoint, modes[0])
+    given = {"precision": args.precision, "optimizer": args.optimizer, "checkpoint": args.checkpoint}
+    return Training(**{name: value for name, value in given.items() if value is not None}, compile=modes[0])
 
 
-def speeds(text: str | None, devices: list[str]) -> list[float] | None:
-    """--speeds: None (equal), 'auto' (probe each GPU now), or one factor per device."""
+def training_given(args) -> list[str]:
+    """The parts of the Training that a saved profile must have been measured in: those given on the
+    command line (--precision, --compile); the others are the profile's own."""
+    return [name for name in ("precision", "compile") if getattr(args, name, None) is not None]
+
+
+def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[float] | None:
+    """--speeds: None (equal), 'auto' (probe each GPU now: only on GPUs, and only where `probe`, i.e. not
+    with a saved profile, which touches no GPU), or one factor per device."""
     from pipebench.text.parse import parse_speeds
 
     factors = parse_speeds(text, len(devices))
@@ -94,6 +102,8 @@ def speeds(text: str | None, devices: list[str]) -> list[float] | None:
         return factors
     if not devices[0].startswith("cuda"):
         raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+    if not probe:
+        raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
     from pipebench.hardware.probes import measure_speeds
 
     distinct = list(dict.fromkeys(devices))

@@ -5,12 +5,14 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from pipebench.bench.cli.common import add_model_options, add_server_options, add_training_options, answer, data_folder, training_of, model_file, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, answer, auto_gpus,
+                                        data_folder, model_file, model_settings, note, speeds, training_given,
+                                        training_of)
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count
 from pipebench.text.parse import is_user_model
+from pipebench.time_limit import LIMIT_SECONDS, time_limit
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
-from pipebench.training import DEFAULT_PRECISION
 
 
 def add_parser(subparsers) -> None:
@@ -66,6 +68,8 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     parser.add_argument("--json", metavar="FILE", help=f"write the {command} as JSON" if command != "advise"
                         else "write the ranking as JSON")
     parser.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
+    parser.add_argument("--timeout", default=LIMIT_SECONDS,
+                        help=f"seconds the profiling may take before it is stopped (default: {LIMIT_SECONDS:g})")
     add_model_options(parser)
 
 
@@ -92,59 +96,32 @@ def check_outputs(args) -> None:
     for option, path in outputs.items():
         if path is not None:
             outputs[option] = str(writable_file(path, option))
-    same_outputs({"--model": model_file(args.model), "--profile": args.profile, **outputs})
+    same_outputs({"--model": model_file(args.model), "--profile": args.profile}, outputs)
     args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
     if export:
         args.export = [export[0], outputs["--export"]]
 
 
 def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
-    """The saved profile (--profile, checked against --model and --batch; no GPU touched), or a new one
-    measured through pipebench.profile on the devices asked for, at the micro-batch counts `counts(device
-    count)` gives (None: the request's), and saved when --save-profile says so; with the Request the
-    options say (`asked`: the command's own fields of it, e.g. plan's schedule). ranking(request): what
-    ranks the counts under auto (pipebench.profile's rank)."""
-    import pipebench
-    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
-    from pipebench.text.progress import ProgressBar
-    from pipebench.text.parse import parse_link_gbps
-    from pipebench.text.units import parse_size
-
-    caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    common = dict(link_gbps=parse_link_gbps(args.link_gbps), training=training_of(args), repeats=args.repeats,
-                  fresh=args.fresh, **asked)
+    """The saved profile (--profile: no GPU touched), or a new one measured through pipebench.profile on the
+    devices asked for at the micro-batch counts `counts(device count)` gives (None: the request's) and
+    saved when --save-profile says so; with the Request the options say (`asked`: the command's own fields
+    of it, e.g. plan's schedule), checked against the profiles by `Request.check_profiles`.
+    ranking(request): what ranks the counts under auto (pipebench.profile's rank)."""
     if args.profile:
-        profiles = load_profiles(args.profile)
-        first = profiles[0]
-        if args.model and args.model != first.model:
-            raise UserError(f"--model {args.model} does not match the profile's model {first.model}")
-        if args.precision != DEFAULT_PRECISION and args.precision != first.training.precision:
-            raise UserError(f"--precision {args.precision} does not match the profile's {first.training.precision}; "
-                            "profile again in that precision")
-        if args.compile is not None and training_of(args).compile != first.training.compile:
-            raise UserError(f"--compile {args.compile} does not match the profile, measured "
-                            f"{'eager' if first.training.compile is None else 'compiled ' + first.training.compile}; profile again "
-                            "with that --compile")
-        if args.speeds == "auto":
-            raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-        devices, _ = _devices(args, check=False)
-        request = Request(devices=devices, batch=first.batch if args.batch is None else args.batch, max_memory=caps,
-                          speeds=speeds(args.speeds, devices), **common)
-        request.check_profiles(profiles)  # the batch, the stages against the layers, the split: before any work
-        return Source(profiles, request)
+        return _saved_source(args, asked)
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
+    import pipebench
+    from pipebench.partition.profiling.profile_record import save_profiles
+    from pipebench.text.progress import ProgressBar
+
     devices, infos = _devices(args, check=True)
     overrides = _settings(args)
-    if caps is None and infos:
-        from pipebench.hardware.gpus import free_memory_caps
-
-        caps = free_memory_caps(infos)
-    batch = args.batch if args.batch is not None else (256 if devices[0].startswith("cuda") else 8)
-    request = Request(devices=devices, batch=batch, max_memory=caps, speeds=speeds(args.speeds, devices), **common)
+    request = _request(args, devices, infos, batch=args.batch, **asked)
     if counts:
         request = request.with_(micro_batches=counts(len(devices)))
-    with ProgressBar() as progress:
+    with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
         profiles = pipebench.profile(args.model, None, request, flavour=args.flavour, settings=overrides,
                                      data_dir=args.data_dir, note=note, progress=progress,
                                      before_measuring=lambda: _check_stages(args, overrides, request.stages),
@@ -155,6 +132,47 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
         save_profiles(profiles, args.save_profile)
         note(f"profile written to {args.save_profile}")
     return Source(profiles, request)
+
+
+def _late(args, progress) -> str:
+    """The line of a profile that ran past --timeout: what it was doing then."""
+    return (f"profiling {args.model} did not finish within --timeout {args.timeout:g} s (at: "
+            f"{progress.doing or 'the capture, before the first segment'}); a forward or backward that never returns, or give a longer --timeout")
+
+
+def _saved_source(args, asked: dict) -> Source:
+    """--profile FILE: the profiles read back, and the Request of the options, checked against them before
+    any work (the model named, the batch, the stages against the layers, the split, --precision and
+    --compile where given). The batch defaults to theirs."""
+    from pipebench.partition.profiling.profile_record import load_profiles
+
+    profiles = load_profiles(args.profile)
+    if args.model and args.model != profiles[0].model:
+        raise UserError(f"--model {args.model} does not match the profile's model {profiles[0].model}")
+    devices, _ = _devices(args, check=False)
+    request = _request(args, devices, None, batch=profiles[0].batch if args.batch is None else args.batch,
+                       measuring=False, **asked)
+    request.check_profiles(profiles, training_given=training_given(args))
+    return Source(profiles, request)
+
+
+def _request(args, devices: list[str], infos, *, batch, measuring: bool = True, **asked) -> Request:
+    """The Request the options say, on `devices`: the batch (default: 256 on GPUs, 8 on the CPU), the caps
+    (--max-memory, else what NVML says is free on the GPUs taken: `infos`), the speeds (--speeds auto
+    probes them now, only when `measuring`), the link, the Training and the profiling settings."""
+    from pipebench.text.parse import parse_link_gbps
+    from pipebench.text.units import parse_size
+
+    caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
+    if caps is None and infos:
+        from pipebench.hardware.gpus import free_memory_caps
+
+        caps = free_memory_caps(infos)
+    if batch is None:
+        batch = 256 if devices[0].startswith("cuda") else 8
+    return Request(devices=devices, batch=batch, max_memory=caps,
+                   speeds=speeds(args.speeds, devices, probe=measuring), link_gbps=parse_link_gbps(args.link_gbps),
+                   training=training_of(args), repeats=args.repeats, fresh=args.fresh, **asked)
 
 
 def cmd_plan(args) -> int:

@@ -9,6 +9,7 @@ from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
+from pipebench.time_limit import LIMIT_SECONDS
 
 
 def add_parser(subparsers) -> None:
@@ -54,7 +55,8 @@ def add_parser(subparsers) -> None:
     run.add_argument("--min-seconds", default=None,
                      help="keep timing steps until this many seconds have passed, --steps at the least "
                      "(default: 0); on a CPU stand-in a few seconds see past the bursts of other load")
-    run.add_argument("--timeout", default=1800, help="seconds before a case is stopped (default: 1800)")
+    run.add_argument("--timeout", default=LIMIT_SECONDS,
+                     help=f"seconds before a case is stopped (default: {LIMIT_SECONDS:g})")
     run.add_argument("--repeats", default=None, help="timed repeats per layer when profiling")
     run.add_argument("--fresh", action="store_true",
                      help="profile again instead of reusing the profile cache (~/.cache/pipebench) and --profiles")

@@ -90,7 +90,7 @@ def check_outputs(args) -> None:
             outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
                                                    if folder.is_dir() else folder / name)
     inputs = {"--data": _data_file(args.data), "--model": model_file(args.model)}
-    same_outputs({**inputs, **outputs})
+    same_outputs(inputs, outputs)
 
 
 def _data_file(text: str) -> str | None:

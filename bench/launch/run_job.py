@@ -20,11 +20,12 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session, WorkerGroups
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
 from pipebench.processes import kill_child
+from pipebench.time_limit import LIMIT_SECONDS
 
 __all__ = ["launch"]
 
 
-def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
+def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = LIMIT_SECONDS,
            torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
            groups: WorkerGroups | None = None) -> dict:
     """Run `job` in fresh processes (or a warm group's: `groups`), timing its steps in the workers, and

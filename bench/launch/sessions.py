@@ -29,6 +29,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import loopback_store
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
 from pipebench.processes import kill_child
+from pipebench.time_limit import LIMIT_SECONDS
 
 __all__ = ["Session", "WorkerGroup", "WorkerGroups"]
 
@@ -49,7 +50,7 @@ class Session:
     interrupted.
     """
 
-    def __init__(self, job: Job, *, gpus: Sequence[int] | None = None, timeout: float = 1800.0,
+    def __init__(self, job: Job, *, gpus: Sequence[int] | None = None, timeout: float = LIMIT_SECONDS,
                  torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
                  groups: "WorkerGroups | None" = None):
         self.job, self.gpus, self.timeout, self.torchrun_args, self.keep = job, gpus, timeout, torchrun_args, keep

@@ -132,6 +132,9 @@ class Plan:
         for name in ("micro_batches", "micro_batch_size", "virtual_stages"):  # an edited file's 0: a
             if getattr(self, name) < 1:                                      # ZeroDivisionError later
                 raise PlanError(f"plan: {name} must be at least 1, got {getattr(self, name)}")
+        if self.batch != self.micro_batches * self.micro_batch_size:  # an edited file: the stages would run
+            raise PlanError(f"plan: batch {self.batch} is not {self.micro_batches} micro-batches of "  # other shapes
+                            f"{self.micro_batch_size} samples")
         sched.get_schedule(self.schedule)  # an unknown one: one line now, not when it is simulated
         if not self.placement:  # plans written before placement was stored
             self.placement = sched.placement(self.schedule, len(self.stages), len(self.stages) // self.virtual_stages)

@@ -98,6 +98,8 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
         if kind == "a stream" and _kernel_file(path):
             raise UserError(f"{option} {_shown(path)}: is a file of the kernel's (in /proc or /sys), not an output; "
                             "name a file")
+        if kind == "a FIFO":
+            _hold_fifo(path, option)
         return path
     if len(os.fsencode(path.name)) + 18 > NAME_MAX:  # with the ".", ".<12 hex>.tmp" of write_text's temporary
         raise UserError(f"{option}: the file name is {len(path.name):,} characters; at most "
@@ -187,12 +189,13 @@ def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
     raise error(f"{what}'s path must be a str or a pathlib.Path, got {short(path)} ({type(path).__name__})")
 
 
-def same_outputs(paths: dict[str, str | Path | None]) -> None:
-    """Refuse two options that name one file (after links), which the later write would silently replace:
-    `paths` maps each option to its path (None: not given). Standard streams and /dev/null may be named
-    twice: what is written through them is not replaced."""
+def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | Path | None]) -> None:
+    """Refuse two options that name one file (after links), which the later write would silently replace,
+    and an output onto Python source (a helper the model file imports, `from layers import Block`, would
+    be replaced by JSON): each dict maps an option to its path (None: not given). Standard streams and
+    /dev/null may be named twice: what is written through them is not replaced."""
     seen: dict[str, str] = {}
-    for option, path in paths.items():
+    for option, path in {**inputs, **outputs}.items():
         if path is None:
             continue
         if _special(Path(path)) is not None:
@@ -202,6 +205,10 @@ def same_outputs(paths: dict[str, str | Path | None]) -> None:
             raise UserError(f"{seen[real]} and {option} name the same file {_shown(Path(path))}; the second would "
                             "replace the first: give two names")
         seen[real] = option
+    for option, path in outputs.items():
+        if path is not None and Path(path).suffix == ".py" and Path(path).exists():
+            raise UserError(f"{option} {_shown(Path(path))}: is Python source, which the output would replace; "
+                            "name another file")
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -216,6 +223,24 @@ def write_text(path: str | Path, text: str) -> None:
     if real.is_dir():  # os.replace's IsADirectoryError, where the API's Plan.save or save_profiles named a folder
         raise UserError(f"{_shown(path)}: is a folder; name a file")
     _write_atomically(real, text)  # a link stays a link: its target is replaced
+
+
+_HELD_FIFOS: dict[Path, int] = {}
+"""FIFOs named as outputs, opened for writing when checked (`_hold_fifo`) and written at the end."""
+
+
+def _hold_fifo(path: Path, option: str) -> None:
+    """A FIFO output is opened for writing when it is checked, without waiting: nothing reading it is one
+    line now, before any work, not after it. The descriptor is held until the write (`_write_through`):
+    opened and closed now, it would hand its reader an end of file."""
+    if path in _HELD_FIFOS:
+        return
+    try:
+        _HELD_FIFOS[path] = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UserError(f"{option} {_shown(path)}: a FIFO that nothing reads; start its reader first") from None
+        raise UserError(f"{option} {_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
 
 
 def _write_through(path: Path, text: str, kind: str) -> None:
@@ -233,7 +258,7 @@ def _write_through(path: Path, text: str, kind: str) -> None:
         return
     flags = os.O_WRONLY | (os.O_NONBLOCK if kind == "a FIFO" else 0) | (os.O_APPEND if kind == "a stream" else 0)
     try:
-        fd = os.open(path, flags)
+        fd = _HELD_FIFOS.pop(path) if path in _HELD_FIFOS else os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise UserError(f"{_shown(path)}: a FIFO that nothing reads; start its reader first") from None

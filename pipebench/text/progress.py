@@ -26,8 +26,11 @@ class ProgressBar:
     def __init__(self, unit: str = "segment"):
         self.unit = unit
         self._bar = None
+        self.doing: str | None = None
+        """What the last call said was starting (a time limit names it: pipebench/time_limit.py)."""
 
     def __call__(self, done: int, total: int, what: str) -> None:
+        self.doing = what
         if not sys.stderr.isatty():
             return
         from tqdm import tqdm
