@@ -147,7 +147,8 @@ def module_state(module: Any, values: bool = True) -> Callable[[], None]:
         for m, saved in tables:
             for key, table in saved.items():
                 now = getattr(m, key)
-                if now != table or list(now) != list(table):
+                if list(now) != list(table) or any(now[k] is not v for k, v in table.items()):  # by identity: a
+                    # tensor's == compares values, and fails across devices (a buffer .to() replaced on cuda)
                     now.clear()
                     now.update(table)  # in place: a view such as AsTrained shares these dicts
         for m, saved in methods:

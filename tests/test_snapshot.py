@@ -112,3 +112,20 @@ def test_the_model_and_the_global_state_come_back_as_given(odd_global_state, mak
                 assert torch.equal(model(example).logits, reference)
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def test_a_buffer_replaced_by_another_tensor_is_put_back():
+    """Profiling on cuda replaces a CPU model's buffers (Module.to makes new tensors); the restore compared the
+    tables with ==, a tensor's elementwise comparison: RuntimeError on the H200 (cuda:0 against cpu), and
+    'ambiguous' for any buffer of more than one value. Tables are compared by identity."""
+    import torch
+    from torch import nn
+
+    from pipebench.snapshot import module_state
+
+    norm = nn.BatchNorm1d(4)
+    mean = norm.running_mean
+    restore = module_state(norm)
+    norm._buffers["running_mean"] = torch.ones(4, dtype=torch.float64)
+    restore()
+    assert norm.running_mean is mean and torch.equal(mean, torch.zeros(4))
