@@ -22,7 +22,7 @@ from typing import Sequence
 
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, device_orders, per_stage, placement
 
-__all__ = ["Op", "Timeline", "simulate", "SharedCores"]
+__all__ = ["Op", "Timeline", "simulate", "SimulationOptions", "SharedCores"]
 
 
 @dataclass(frozen=True)
@@ -53,46 +53,78 @@ class Timeline:
     backward (B, or W in zero-bubble schedules, since the weight gradient still needs them)."""
 
 
+@dataclass(frozen=True)
+class SimulationOptions:
+    """What `simulate` may be told besides each stage's forward and backward, the micro-batch count, the
+    schedule and the transfers: its keyword arguments, by name, each with its default."""
+
+    devices: int | None = None
+    """How many devices the stages are placed on (schedule.placement); None: one per stage."""
+    weight_fraction: float = 0.5
+    """Without measured I and W, the share of each backward taken to be W (the rest is I): an assumption,
+    since W is roughly the weight-gradient matmuls, about half of a transformer block's backward."""
+    backward_input: Sequence[float] | None = None
+    """In zero-bubble schedules, the measured I (input gradient) of each stage; given with
+    backward_weight (the profiler measures both; together they exceed the backward), or neither."""
+    backward_weight: Sequence[float] | None = None
+    """The measured W (weight gradient) of each stage, with backward_input."""
+    launch: dict[str, Sequence[float]] | None = None
+    """On GPUs, the CPU's time to launch each kind ("F", "B", "I", "W") of operation of each stage.
+    Each device then has two clocks: its CPU launches the operations one after another, running ahead of
+    the GPU and of the data (a receive makes the GPU wait, not the CPU), and an operation's kernels can
+    neither start before its launch starts nor end before its launch ends. With short kernels the CPU is
+    the bottleneck; with long ones it hides entirely behind the GPU. Without "I", a split backward's
+    launch splits as its duration does."""
+    shared_cores: SharedCores | None = None
+    """The devices are CPU processes sharing one machine's cores (SharedCores); None: each device
+    computes on its own."""
+
+
 def simulate(
     forward: Sequence[float],
     backward: Sequence[float],
     micro_batches: int,
     schedule: str = DEFAULT_SCHEDULE,
     transfer: Sequence[float] | None = None,
-    *,
-    devices: int | None = None,
-    weight_fraction: float = 0.5,
-    backward_input: Sequence[float] | None = None,
-    backward_weight: Sequence[float] | None = None,
-    launch: dict[str, Sequence[float]] | None = None,
-    shared_cores: SharedCores | None = None,
+    **options,
 ) -> Timeline:
     """Simulate one step.
 
     forward[s], backward[s]: time of one micro-batch's forward / backward on stage s.
     transfer[s]: time to move one micro-batch's activation (or its gradient) across the cut after stage s
     (len(forward) - 1 values; zero when omitted; ignored, as free, where both stages share a device).
-    devices: how many devices the stages are placed on (see placement); defaults to one per stage.
-    backward_input[s], backward_weight[s]: in zero-bubble schedules, the measured I (input gradient) and W
-    (weight gradient) of stage s (the profiler measures them; together they exceed `backward`).
-    weight_fraction: without those, the share of each backward taken to be W (the rest is I): an
-    assumption, since W is roughly the weight-gradient matmuls, about half of a transformer block's backward.
-    launch: on GPUs, the CPU's time to launch each kind ("F", "B", "I", "W") of operation of each stage.
-    Each device then has two clocks: its CPU launches the operations one after another, running ahead of
-    the GPU and of the data (a receive makes the GPU wait, not the CPU), and an operation's kernels can
-    neither start before its launch starts nor end before its launch ends. With short kernels the CPU is
-    the bottleneck; with long ones it hides entirely behind the GPU.
-    shared_cores: the devices are CPU processes sharing one machine's cores (see SharedCores); None: each
-    device computes on its own.
+    options: SimulationOptions' fields by name (devices, weight_fraction, backward_input, backward_weight,
+    launch, shared_cores); a name it does not have is a TypeError.
     """
+    how = SimulationOptions(**options)
+    p = len(forward)
+    transfer, backward_input, backward_weight = _checked_times(forward, backward, transfer, how)
+    orders = device_orders(schedule, p, micro_batches, how.devices)
+    hop = _hops(transfer, placement(schedule, p, how.devices))
+    duration = {"F": list(forward), "B": list(backward), "I": list(backward_input), "W": list(backward_weight)}
+    if how.shared_cores is not None:
+        if how.launch:
+            raise ValueError("launch times are a GPU's; shared cores are CPU processes'")
+        ops = how.shared_cores.run(orders, duration, hop)
+        return _timeline(ops, len(orders), p, orders, how.shared_cores.step_end_ms)
+    ops = _play_on_own_devices(orders, duration, _launch_times(how, p), hop, schedule)
+    return _timeline(ops, len(orders), p, orders)
+
+
+def _checked_times(forward, backward, transfer, how: SimulationOptions) -> tuple[list, Sequence, Sequence]:
+    """(transfer, I, W) of every stage, checked against the stage count: transfers zero where not given,
+    I and W as measured, else each backward split by `how.weight_fraction`. ValueError names what is
+    wrong, in the order checked."""
     p = len(forward)
     if len(backward) != p:
         raise ValueError(f"need one backward time per stage ({len(backward)} != {p})")
     transfer = [0.0] * (p - 1) if transfer is None else list(transfer)
     if len(transfer) != p - 1:
         raise ValueError(f"need one transfer time per cut ({len(transfer)} != {p - 1})")
+    weight_fraction = how.weight_fraction
     if not 0 <= weight_fraction <= 1:
         raise ValueError(f"weight_fraction is a share of the backward, between 0 and 1 (got {weight_fraction})")
+    backward_input, backward_weight = how.backward_input, how.backward_weight
     if (backward_input is None) != (backward_weight is None):
         raise ValueError("give both backward_input and backward_weight, or neither")
     if backward_input is None:
@@ -100,25 +132,33 @@ def simulate(
         backward_weight = [weight_fraction * b for b in backward]
     if len(backward_input) != p or len(backward_weight) != p:
         raise ValueError(f"need one input and one weight gradient time per stage ({p})")
-    orders = device_orders(schedule, p, micro_batches, devices)
-    where = placement(schedule, p, devices)
-    hop = [t if where[s] != where[s + 1] else 0.0 for s, t in enumerate(transfer)]
-    duration = {
-        "F": list(forward),
-        "B": list(backward),
-        "I": list(backward_input),
-        "W": list(backward_weight),
-    }
-    if shared_cores is not None:
-        if launch:
-            raise ValueError("launch times are a GPU's; shared cores are CPU processes'")
-        ops = shared_cores.run(orders, duration, hop)
-        return _timeline(ops, len(orders), p, orders, shared_cores.step_end_ms)
+    return transfer, backward_input, backward_weight
 
+
+def _hops(transfer: list[float], where: list[int]) -> list[float]:
+    """What each cut's transfer costs the receiver: nothing between two stages on one device, which
+    torch.distributed.pipelining hands the tensor over locally instead of sending it."""
+    return [t if where[s] != where[s + 1] else 0.0 for s, t in enumerate(transfer)]
+
+
+def _launch_times(how: SimulationOptions, p: int) -> dict[str, list[float]]:
+    """The CPU's launch time of each kind of operation on each stage: as given, zero where not given
+    (the CPU, whose one clock is the device's), and a split backward's I and W, where only the whole
+    backward's launch was given, split as the duration is (weight_fraction)."""
+    launch, weight_fraction = how.launch, how.weight_fraction
     cpu = {kind: list(launch[kind]) if launch and kind in launch else [0.0] * p for kind in "FBIW"}
-    if launch and "I" not in launch:  # the launch of a split backward: as the duration splits
+    if launch and "I" not in launch:
         cpu["I"] = [c * (1 - weight_fraction) for c in cpu["B"]]
         cpu["W"] = [c * weight_fraction for c in cpu["B"]]
+    return cpu
+
+
+def _play_on_own_devices(orders, duration: dict[str, list[float]], cpu: dict[str, list[float]],
+                         hop: list[float], schedule: str) -> list[Op]:
+    """Play the devices' orders where each device computes on its own: an operation starts once its
+    input has arrived, its device is free and its CPU has begun launching it, and ends no sooner than
+    its launch does; each device's CPU launches its operations one after another (`cpu`)."""
+    stages = len(duration["F"])
     done: dict[tuple[str, int, int], float] = {}  # (kind, stage, micro) -> end time
     position = [0] * len(orders)
     free_at = [0.0] * len(orders)
@@ -130,7 +170,7 @@ def simulate(
         for d, order in enumerate(orders):
             while position[d] < len(order):
                 kind, s, i = order[position[d]]
-                ready = _ready_time(kind, s, i, p, done, hop)
+                ready = _ready_time(kind, s, i, stages, done, hop)
                 if ready is None:
                     break
                 launch_start = launched_at[d]
@@ -145,8 +185,7 @@ def simulate(
                 progressed = True
         if not progressed:  # pragma: no cover - device_orders never produces a cycle
             raise RuntimeError(f"schedule {schedule!r} deadlocks")
-
-    return _timeline(ops, len(orders), p, orders)
+    return ops
 
 
 def _timeline(ops: list[Op], devices: int, stages: int, orders, step_end: float = 0.0) -> Timeline:
