@@ -153,10 +153,7 @@ def solve_intervals(
         best = new
     if best[n] == inf:
         raise InfeasibleError(f"no split into {stages} stages fits the memory caps", 0.0)
-    bounds = [n]
-    for s in range(stages - 1, -1, -1):
-        bounds.append(parents[s][bounds[-1]])
-    return bounds[::-1]
+    return _walk_back(parents, n)
 
 
 def stage_times(
@@ -284,61 +281,91 @@ def _fits_scan(problem: _Problem, limit: float) -> list[int] | None:
     Only ends inside a band are scanned: the stages up to s cannot have done more than limit x their
     speeds, and the stages after s cannot do more either. Near the optimum that band is narrow.
     """
-    n, p = problem.n, problem.stages
-    prefix, mem, caps, in_price = problem.prefix, problem.mem_prefix, problem.caps, problem.in_price
-    slack = 1 + 1e-9  # the band is only a shortcut: keep it wider than rounding could matter
+    n = problem.n
     speed_before = list(accumulate(problem.speeds))  # speed_before[s] = speeds[0] + ... + speeds[s]
-    total_speed = speed_before[-1]
     reachable = [False] * (n + 1)
     reachable[0] = True
-    reach_lo = 0  # reachable ends of the previous stage lie in [reach_lo, reach_hi]
+    reach_lo = 0  # reachable ends of the previous stage lie in [reach_lo, n]
     parents: list[list[int]] = []
-    for s in range(p):
-        v = problem.speeds[s]
-        first_end = max(n if s == p - 1 else s + 1, reach_lo + 1)  # the last stage must end the chain
-        last_end = n - (p - 1 - s)
-        if limit != float("inf"):
-            done_at_most = limit * speed_before[s] * slack
-            left_at_most = limit * (total_speed - speed_before[s]) * slack
-            last_end = min(last_end, bisect_right(prefix, done_at_most) - 1)
-            first_end = max(first_end, bisect_left(prefix, prefix[n] - left_at_most))
-        parent = [-1] * (n + 1)
-        next_reachable = [False] * (n + 1)
-        next_lo = n + 1
-        window: deque[int] = deque()  # candidate starts, score decreasing
-        pushed = reach_lo  # starts < pushed have been considered
-        low = reach_lo  # starts < low are too far back for time or memory
-        for b in range(first_end, last_end + 1):
-            while pushed < b:  # starts a < b become candidates
-                if reachable[pushed]:
-                    score = prefix[pushed] / v - in_price[pushed]
-                    while window and prefix[window[-1]] / v - in_price[window[-1]] <= score:
-                        window.pop()
-                    window.append(pushed)
-                pushed += 1
-            # A start a is out of reach when even without prices the work from a to b exceeds limit.
-            while low < b and (prefix[b] - prefix[low]) / v > limit:
-                low += 1
-            if mem is not None:
-                while low < b and mem[b] - mem[low] > caps[s]:
-                    low += 1
-            while window and window[0] < low:
-                window.popleft()
-            if not window:
-                continue
-            a = window[0]  # the start that leaves stage s most time
-            if problem.time(s, a, b) <= limit:
-                next_reachable[b] = True
-                parent[b] = a
-                next_lo = min(next_lo, b)
-        if next_lo > n:
+    for s in range(problem.stages):
+        ends = _end_band(problem, s, limit, reach_lo, speed_before)
+        parent, reachable, reach_lo = _reachable_ends(problem, s, limit, reachable, reach_lo, ends)
+        if reach_lo > n:
             return None
         parents.append(parent)
-        reachable, reach_lo = next_reachable, next_lo
     if not reachable[n]:
         return None
+    return _walk_back(parents, n)
+
+
+_BAND_SLACK = 1 + 1e-9
+"""_end_band's band is only a shortcut: keep it wider than rounding could matter."""
+
+
+def _end_band(problem: _Problem, s: int, limit: float, reach_lo: int, speed_before: list[float]) -> range:
+    """The ends stage s may have: past the previous stage's first reachable end, leaving a layer to each
+    later stage (the last stage ends the chain); under a finite limit, no more work done by the stages up
+    to s, nor left for those after it, than `limit` x their speeds allows."""
+    n, p, prefix = problem.n, problem.stages, problem.prefix
+    first_end = max(n if s == p - 1 else s + 1, reach_lo + 1)
+    last_end = n - (p - 1 - s)
+    if limit != float("inf"):
+        done_at_most = limit * speed_before[s] * _BAND_SLACK
+        left_at_most = limit * (speed_before[-1] - speed_before[s]) * _BAND_SLACK
+        last_end = min(last_end, bisect_right(prefix, done_at_most) - 1)
+        first_end = max(first_end, bisect_left(prefix, prefix[n] - left_at_most))
+    return range(first_end, last_end + 1)
+
+
+def _reachable_ends(problem: _Problem, s: int, limit: float, reachable: list[bool], reach_lo: int,
+                    ends: range) -> tuple[list[int], list[bool], int]:
+    """Which of `ends` stage s reaches within `limit` from the previous stage's `reachable` ends: per end,
+    the start it comes from (-1: none) and whether it is reached, and the first end reached (n + 1:
+    none). The candidate starts wait in a deque, best (most time left to stage s) first."""
+    n, prefix, in_price, v = problem.n, problem.prefix, problem.in_price, problem.speeds[s]
+
+    def score(a: int) -> float:  # the larger, the more of `limit` a start at a leaves stage s
+        return prefix[a] / v - in_price[a]
+
+    parent = [-1] * (n + 1)
+    next_reachable = [False] * (n + 1)
+    next_lo = n + 1
+    window: deque[int] = deque()  # candidate starts, score decreasing
+    pushed = reach_lo  # starts < pushed have been considered
+    low = reach_lo  # starts < low are too far back for time or memory
+    for b in ends:
+        while pushed < b:  # starts a < b become candidates
+            if reachable[pushed]:
+                while window and score(window[-1]) <= score(pushed):
+                    window.pop()
+                window.append(pushed)
+            pushed += 1
+        low = _first_start_in_reach(problem, s, limit, low, b)
+        while window and window[0] < low:
+            window.popleft()
+        if window and problem.time(s, window[0], b) <= limit:  # window[0]: the start that leaves most time
+            next_reachable[b] = True
+            parent[b] = window[0]
+            next_lo = min(next_lo, b)
+    return parent, next_reachable, next_lo
+
+
+def _first_start_in_reach(problem: _Problem, s: int, limit: float, low: int, b: int) -> int:
+    """The first start from `low` on from which stage s can end at b: out of reach are the starts whose
+    work to b exceeds `limit` even without cut prices, or whose memory exceeds the stage's cap."""
+    prefix, mem, v = problem.prefix, problem.mem_prefix, problem.speeds[s]
+    while low < b and (prefix[b] - prefix[low]) / v > limit:
+        low += 1
+    if mem is not None:
+        while low < b and mem[b] - mem[low] > problem.caps[s]:
+            low += 1
+    return low
+
+
+def _walk_back(parents: list[list[int]], n: int) -> list[int]:
+    """The bounds [0, ..., n] that the stages' parents lead to, from the last stage's end at n back."""
     bounds = [n]
-    for s in range(p - 1, -1, -1):
+    for s in range(len(parents) - 1, -1, -1):
         bounds.append(parents[s][bounds[-1]])
     return bounds[::-1]
 
