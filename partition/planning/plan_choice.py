@@ -44,8 +44,27 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: si
         raise UserError(f"make_plan(profiles, request) takes a pipebench Request, got a {type(request).__name__}")
     request.check_profiles(profiles)
     sched.placement(request.schedule, request.stages, len(request.devices))  # one clear error if it does not fit
-    batch, minimum = profiles[0].batch, request.min_micro_batches
     by_count = {p.micro_batches: p for p in profiles}
+    counts = _counts_to_try(request, by_count, profiles[0].batch)
+    links = request.links(profiles[0])
+
+    def plan_of(m: int, polish: bool = False) -> Plan:
+        return plan_for(by_count[m], request, links=links, others=profiles, shared=shared_cores, polish=polish)
+
+    plans, candidates = _plan_each_count(counts, plan_of)
+    best = choose_micro_batches(plans)
+    if request.balance == "time":
+        best = plan_of(best.micro_batches, polish=True)
+        candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
+    best.candidates = candidates
+    return best
+
+
+def _counts_to_try(request: Request, by_count: dict[int, Profile], batch: int) -> list[int]:
+    """The micro-batch counts to plan: the one the request chose (it must be profiled and not below
+    request.min_micro_batches), else every profiled count from that minimum up that torch's class of the
+    schedule can run; UserError where there is none."""
+    minimum = request.min_micro_batches
     if (chosen := request.chosen) is not None:
         if chosen not in by_count:
             have = ", ".join(str(m) for m in sorted(by_count))
@@ -53,21 +72,25 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: si
                              f"({chosen} micro-batches); profiled counts: {have}")
         if chosen < minimum:
             raise UserError(f"{chosen} micro-batch(es) are too few: this schedule needs at least {minimum}")
-        counts = [chosen]
-    else:
-        counts = [m for m in sorted(by_count) if m >= minimum  # and that torch's schedule can run
-                  and sched.takes_micro_batches(request.schedule, len(request.devices), m)]
-        if not counts:
-            raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
-                             f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
-    links = request.links(profiles[0])
+        return [chosen]
+    counts = [m for m in sorted(by_count) if m >= minimum  # and that torch's schedule can run
+              and sched.takes_micro_batches(request.schedule, len(request.devices), m)]
+    if not counts:
+        raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
+                         f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")
+    return counts
 
+
+def _plan_each_count(counts: list[int], plan_of: Callable[[int], Plan]) -> tuple[list[Plan], list[dict[str, Any]]]:
+    """(the plans that fit, what Plan.candidates records of every count), each count planned by
+    `plan_of`; where none fits, the InfeasibleError of the count that needed the least memory, whose
+    figure says what caps would make a plan possible."""
     candidates: list[dict[str, Any]] = []
     plans: list[Plan] = []
     first_error: InfeasibleError | None = None
     for m in counts:
         try:
-            plan = plan_for(by_count[m], request, links=links, others=profiles, shared=shared_cores)
+            plan = plan_of(m)
         except InfeasibleError as exc:
             candidates.append({"micro_batches": m, "infeasible": str(exc)})
             if first_error is None or exc.needed < first_error.needed:
@@ -78,13 +101,7 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: si
     if not plans:
         assert first_error is not None
         raise first_error
-    best = choose_micro_batches(plans)
-    if request.balance == "time":
-        best = plan_for(by_count[best.micro_batches], request, links=links, others=profiles, shared=shared_cores,
-                         polish=True)
-        candidates = [_candidate(best) if c["micro_batches"] == best.micro_batches else c for c in candidates]
-    best.candidates = candidates
-    return best
+    return plans, candidates
 
 
 def plan_ranking(request: Request) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
