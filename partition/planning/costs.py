@@ -218,42 +218,89 @@ def fsdp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, sca
         return 0.0
     scale *= links.contention
     starts = [bool(l.param_bytes) for l in layers] if blocks is None else list(blocks)
+    shards = _sharded_blocks(layers, starts, scale, bf16, recompute, links.fsdp_layer_ms)
+    fixed = 0.0 if links.fsdp_layer_ms else links.collective  # the runtime's measured cost holds the calls'
+    link = _FsdpLink(devices, replace(links, collective_ms=fixed), contention)
+    clock = _fsdp_pass(shards, link, 0.0, backward=False)
+    clock = _fsdp_pass(shards, link, clock, backward=True)
+    return max(clock, link.free) + step_end(devices, links)
+
+
+@dataclass(frozen=True)
+class _ShardedBlock:
+    """One block as fsdp_step prices it: what its collectives move and what it computes."""
+
+    gathered: float
+    """Bytes of its parameters all-gathered before its forward and again before its backward."""
+    reduced: float
+    """Bytes of its gradients reduce-scattered after its backward."""
+    runtime_ms: float
+    """FSDP2's own cost of the block a step, half before each pass (0 where not measured)."""
+    forward_ms: float
+    backward_ms: float
+    """Its backward, its forward again first where it recomputes."""
+
+
+def _sharded_blocks(layers: Sequence[LayerProfile], starts: Sequence[bool], scale: float, bf16: bool,
+                    recompute: bool, runtime_ms: float) -> list[_ShardedBlock]:
+    """The blocks that `starts` begin (layers before the first belong to the first), each with its bytes
+    (gathered in bf16 at half of them), its runtime cost where it begins one of FSDP2's units, and its
+    compute at `scale`."""
     units: list[list[int]] = []
     for i, begins in enumerate(starts):
         if begins or not units:
             units.append([])
         units[-1].append(i)
     reduced = [sum(layers[i].param_bytes for i in unit) for unit in units]
-    gathered = [b / 2 if bf16 else b for b in reduced]
-    runtime = [links.fsdp_layer_ms if starts[unit[0]] else 0.0 for unit in units]
-    fixed = 0.0 if links.fsdp_layer_ms else links.collective
-    clock = link_free = slowed = 0.0
+    return [_ShardedBlock(
+        gathered=b / 2 if bf16 else b,
+        reduced=b,
+        runtime_ms=runtime_ms if starts[unit[0]] else 0.0,
+        forward_ms=scale * sum(layers[i].forward_ms for i in unit),
+        backward_ms=scale * sum(layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0) for i in unit),
+    ) for unit, b in zip(units, reduced)]
 
-    def on_link(nbytes: float, at: float, scatter: bool = False) -> float:
-        """Queue a collective issued at `at`; when it is done. The compute it overlaps pays `contention`
-        of its time (the first gather of each pass overlaps nothing)."""
-        nonlocal link_free, slowed
-        took = gather_ms(nbytes, devices, replace(links, collective_ms=fixed), scatter=scatter)
-        link_free = max(link_free, at) + took
-        slowed += contention * took
-        return link_free
 
-    for backward in (False, True):
-        order = list(reversed(range(len(units)))) if backward else list(range(len(units)))
-        ready = on_link(gathered[order[0]], clock)
-        slowed = 0.0  # that first gather waits, overlapping nothing
-        for k, u in enumerate(order):
-            start = max(clock, ready) + slowed + runtime[u] / 2
-            slowed = 0.0
-            if k + 1 < len(order):  # prefetch the next block's parameters while this one computes
-                ready = on_link(gathered[order[k + 1]], start)
-            if not backward:
-                clock = start + scale * sum(layers[i].forward_ms for i in units[u])
-                continue
-            clock = start + scale * sum(layers[i].backward_ms + (layers[i].forward_ms if recompute else 0.0)
-                                        for i in units[u])
-            on_link(reduced[u], clock, scatter=True)  # its gradients, reduce-scattered once they exist
-    return max(clock, link_free) + step_end(devices, links)
+@dataclass
+class _FsdpLink:
+    """The link FSDP2's collectives queue on, one after another, and what they slow the compute by."""
+
+    devices: int
+    links: Links
+    contention: float
+    free: float = 0.0
+    """When the link is done with everything queued."""
+    slowed: float = 0.0
+    """What the collectives queued since the compute last started cost it (`contention` of their time)."""
+
+    def queue(self, nbytes: float, at: float, scatter: bool = False) -> float:
+        """Queue a collective issued at `at`; when it is done."""
+        took = gather_ms(nbytes, self.devices, self.links, scatter=scatter)
+        self.free = max(self.free, at) + took
+        self.slowed += self.contention * took
+        return self.free
+
+    def take_slowed(self) -> float:
+        """What the compute about to start pays for the collectives it overlapped; counted once."""
+        slowed, self.slowed = self.slowed, 0.0
+        return slowed
+
+
+def _fsdp_pass(blocks: list[_ShardedBlock], link: _FsdpLink, clock: float, *, backward: bool) -> float:
+    """One pass over the blocks from `clock`, forward in order or backward in reverse; when its compute
+    ends. A block computes once its gather is done; the next block's gather is issued as it starts (one
+    prefetched), and in the backward its gradients are reduce-scattered once they exist."""
+    order = blocks[::-1] if backward else blocks
+    ready = link.queue(order[0].gathered, clock)
+    link.take_slowed()  # that first gather waits, overlapping nothing
+    for k, block in enumerate(order):
+        start = max(clock, ready) + link.take_slowed() + block.runtime_ms / 2
+        if k + 1 < len(order):
+            ready = link.queue(order[k + 1].gathered, start)
+        clock = start + (block.backward_ms if backward else block.forward_ms)
+        if backward:
+            link.queue(block.reduced, clock, scatter=True)
+    return clock
 
 
 def fsdp_memory(layers: Sequence[LayerProfile], devices: int, states: int, bf16: bool = False, *,
