@@ -22,7 +22,7 @@ from typing import Sequence
 
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, device_orders, per_stage, placement
 
-__all__ = ["Op", "Timeline", "simulate", "SimulationOptions", "SharedCores"]
+__all__ = ["Op", "Timeline", "simulate", "SharedCores"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ class Timeline:
 
 @dataclass(frozen=True)
 class SimulationOptions:
-    """What `simulate` may be told besides each stage's forward and backward, the micro-batch count, the
-    schedule and the transfers: its keyword arguments, by name, each with its default."""
+    """What `simulate` is told besides each stage's forward and backward, the micro-batch count, the
+    schedule and the transfers (its keyword arguments), as one value for the steps of the simulation."""
 
     devices: int | None = None
     """How many devices the stages are placed on (schedule.placement); None: one per stage."""
@@ -86,17 +86,23 @@ def simulate(
     micro_batches: int,
     schedule: str = DEFAULT_SCHEDULE,
     transfer: Sequence[float] | None = None,
-    **options,
+    *,
+    devices: int | None = None,
+    weight_fraction: float = 0.5,
+    backward_input: Sequence[float] | None = None,
+    backward_weight: Sequence[float] | None = None,
+    launch: dict[str, Sequence[float]] | None = None,
+    shared_cores: SharedCores | None = None,
 ) -> Timeline:
     """Simulate one step.
 
     forward[s], backward[s]: time of one micro-batch's forward / backward on stage s.
     transfer[s]: time to move one micro-batch's activation (or its gradient) across the cut after stage s
     (len(forward) - 1 values; zero when omitted; ignored, as free, where both stages share a device).
-    options: SimulationOptions' fields by name (devices, weight_fraction, backward_input, backward_weight,
-    launch, shared_cores); a name it does not have is a TypeError.
+    devices, weight_fraction, backward_input, backward_weight, launch, shared_cores: as SimulationOptions'
+    fields say (the record the steps below share).
     """
-    how = SimulationOptions(**options)
+    how = SimulationOptions(devices, weight_fraction, backward_input, backward_weight, launch, shared_cores)
     p = len(forward)
     transfer, backward_input, backward_weight = _checked_times(forward, backward, transfer, how)
     orders = device_orders(schedule, p, micro_batches, how.devices)
