@@ -358,3 +358,36 @@ def test_kill_9_of_the_whole_process_group_leaves_nothing(tmp_path):
     finally:
         proc.kill()
     assert_the_run_left_nothing(temp)
+
+
+SWALLOWS = '''
+import time
+from pathlib import Path
+
+from torch import nn
+
+Path(__file__).with_suffix(".importing").touch()
+try:
+    time.sleep(60)
+except BaseException:  # a bare except, as some libraries keep around an import: the interrupt is lost
+    pass
+raise RuntimeError("half imported")
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, sig):
+    """A torchvision import cut short by SIGTERM on the H200 ended as "cannot import torchvision.models:
+    RecursionError", exit 2: something in the import swallowed the KeyboardInterrupt and failed later. What
+    follows a signal is the interrupt: one line, exit 130."""
+    (tmp_path / "slow.py").write_text(SWALLOWS)
+    proc = subprocess.Popen([sys.executable, "-m", "pipebench", "plan", "--model", f"{tmp_path / 'slow.py'}:Net",
+                             "--input-shape", "4", "--stages", "2"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, start_new_session=True)
+    try:
+        wait_until(lambda: (tmp_path / "slow.importing").exists(), "the model file's import began")
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 130
+        assert proc.stderr.read().strip().splitlines()[-1] == "pipebench: interrupted"
+    finally:
+        proc.kill()

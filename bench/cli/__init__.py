@@ -89,16 +89,27 @@ def _command(args) -> int:
         check_cache_folders()  # and a cache folder that is a file
         code = args.handler(args)
         sys.stdout.flush()  # the answer is written now, where a full disk or a closed pipe can be said
-        return code
+        return _stopped() if _signalled else code
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
-        return _fail(str(exc))
+        return _stopped() if _signalled else _fail(str(exc))
     except OSError as exc:
         if not _output_lost(exc):
             raise
         return _fail(f"cannot write the output ({exc.strerror or exc})")
     except KeyboardInterrupt:
-        print("pipebench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped()
+    except Exception:
+        if _signalled:  # what followed an interrupt that the user's code or a library swallowed
+            return _stopped()
+        raise
+
+
+def _stopped() -> int:
+    """A command asked to stop (SIGINT, SIGTERM) says so and exits 130, whatever followed the signal: a
+    library's bare `except:` around an import can swallow the KeyboardInterrupt and fail later (a
+    torchvision import cut short ended as "cannot import torchvision.models: RecursionError" on the H200)."""
+    print("pipebench: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 class _UsageError(Exception):
@@ -178,6 +189,7 @@ def _catch_signals() -> dict:
     the first also ignores both from then on, so that a second one cannot cut the clean-up short (which
     left processes and folders behind, and exited -15 or -2). A SIGINT ignored from the start (a shell's
     background job) stays ignored. Returns the handlers to restore."""
+    _signalled.clear()  # a command's own: main may run many in one process (the tests do)
     previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -227,7 +239,12 @@ def _output_lost(exc: OSError) -> bool:
     return True
 
 
+_signalled: list[int] = []
+"""The signal that asked the command to stop, once one has (_interrupt)."""
+
+
 def _interrupt(signum, frame):
+    _signalled.append(signum)
     for sig in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(sig) is _interrupt:
             signal.signal(sig, signal.SIG_IGN)
