@@ -249,10 +249,10 @@ def capture(module: nn.Module, args, kwargs: dict | None = None, *, granularity:
     names = [n for n in names if n not in dropped]
     enough()
     split = split_graph(module, gm, fired, names[1:])
-    captured = _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in)
+    exported = _Exported(module, depth, counts, frontier, names, dropped, split, run_in)
+    captured = _finish(exported, args, kwargs)
     if dynamic_batch:
-        captured._finish_at = lambda a, kw: _finish(module, a, kw, depth, counts, frontier, names, dropped, split,
-                                                    run_in, again=captured)
+        captured._finish_at = lambda a, kw: _finish(exported, a, kw, again=captured)
     return captured
 
 
@@ -285,20 +285,44 @@ def _batch_dims(module: nn.Module, args: tuple, kwargs: dict) -> dict:
     return shapes
 
 
-def _finish(module, args, kwargs, depth, counts, frontier, names, dropped, split, run_in=None,
-            again: Captured | None = None) -> Captured:
-    """The Captured of ``split`` at ``args``: the split run once, then every value's producer and last
-    user read from the root graph, and from those the tensors that cross each cut."""
-    inputs, outputs = _record_stage_io(module, split, args, kwargs, run_in)
+@dataclass(frozen=True)
+class _Exported:
+    """What one export and its finest split fix for every batch size they are recorded at (``_finish``):
+    a graph captured with a dynamic batch keeps one and records each size on it (``Captured.at``)."""
+
+    module: nn.Module
+    """The model as given to ``capture``."""
+    depth: int
+    """The call depth of the candidates (the Captured's granularity)."""
+    depth_counts: dict[int, int]
+    """The raw candidate count per depth (call_tree.choose_depth)."""
+    frontier: list[str]
+    """The call tree's modules at ``depth``, in call order, cut candidates or not."""
+    candidates: list[str]
+    """The frontier's modules that may begin a stage, in call order."""
+    dropped: dict[str, str]
+    """Frontier module -> why it is no cut."""
+    split: Split
+    """The finest split: one stage per candidate."""
+    run_in: Callable[[], ContextManager] | None
+    """The context the split graph's one run is made in (capture's ``run_in``); None: none."""
+
+
+def _finish(exported: _Exported, args, kwargs, again: Captured | None = None) -> Captured:
+    """The Captured of the exported split at ``args``: the split run once, then every value's producer and
+    last user read from the root graph, and from those the tensors that cross each cut. ``again``: the
+    Captured of the same export at another size, whose ``Captured.at`` this one shares."""
+    module, split, names = exported.module, exported.split, exported.candidates
+    inputs, outputs = _record_stage_io(module, split, args, kwargs, exported.run_in)
     call_nodes, producer = _stage_calls(module, split)
     values = _last_uses(split, call_nodes, inputs, producer)
     S = split.num_stages
     cuts = [Cut(ci, names[ci], _crossing(ci, values, names, split, outputs)) for ci in range(1, S)]
     seg_infos = [SegmentInfo(i, names[i], modules, *_sizes(split.stage(i)))
-                 for i, modules in enumerate(_modules_per_segment(frontier, names))]
-    return Captured(module=module, args=args, kwargs=kwargs, granularity=depth, candidates=list(names),
-                    segments=seg_infos, cuts=cuts, split=split, depth_counts=counts, dropped=dropped,
-                    shared_params=split.shared(),
+                 for i, modules in enumerate(_modules_per_segment(exported.frontier, names))]
+    return Captured(module=module, args=args, kwargs=kwargs, granularity=exported.depth, candidates=list(names),
+                    segments=seg_infos, cuts=cuts, split=split, depth_counts=exported.depth_counts,
+                    dropped=exported.dropped, shared_params=split.shared(),
                     _inputs=[x if x is not None else ((), {}) for x in inputs], _outputs=outputs,
                     _stage_names=[n.target for n in call_nodes],
                     _arg_sources=[[producer(a) if hasattr(a, "op") else -1 for a in node.args] for node in call_nodes],
