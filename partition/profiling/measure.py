@@ -36,6 +36,7 @@ from __future__ import annotations
 import gc
 import platform
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -51,7 +52,7 @@ from pipebench.partition.profiling.segment_timing import profile_segment
 from pipebench.snapshot import module_state
 from pipebench.training import Training, autocast, compile_module, make_optimizer
 
-__all__ = ["profile_model", "profile_sizes", "device_name", "Captures"]
+__all__ = ["profile_model", "profile_sizes", "device_name", "Captures", "SizeSweep"]
 
 
 def device_name(device: torch.device | str) -> str:
@@ -61,117 +62,131 @@ def device_name(device: torch.device | str) -> str:
     return platform.processor() or platform.machine() or device.type
 
 
-def profile_model(
-    model: Any,
-    device: torch.device | str,
-    micro_batch: int,
-    *,
-    batch: int | None = None,
-    repeats: int = 5,
-    warmup: int = 2,
-    progress: Callable[[int, int, str], None] | None = None,
-    granularity: int | None = None,
-    training: Training = Training(),
-    captures: "Captures | None" = None,
-    gauge: "SpeedGauge | None" = None,
-) -> Profile:
+@dataclass(frozen=True)
+class SizeSweep:
+    """What every micro-batch size of one model shares while they are profiled one after another
+    (profile_sizes makes one and hands it to profile_model at each size): the depth the model is cut at,
+    its one capture at that depth, and on CPU stand-ins the gauge of the machine's speed."""
+
+    granularity: int | None = None
+    """Module depth of the cuts (see partition/capture/graph.py); None: the model's own (`model.granularity`),
+    and None there: graph.py's default."""
+    captures: Captures | None = None
+    """The capture shared by every size of the model (Captures); None: each size is captured on its own."""
+    gauge: SpeedGauge | None = None
+    """On CPU stand-ins, the machine's speed (hardware/cpu.py SpeedGauge), read around each segment: their
+    times are rescaled to the machine's unloaded speed (SpeedGauge.rescale), and the whole step is the
+    fastest of those timed over hardware/probes.py drift_seconds() (_whole_step). None: as timed."""
+
+
+def profile_model(model: Any, device: torch.device | str, micro_batch: int, *, batch: int | None = None,
+                  repeats: int = 5, warmup: int = 2, progress: Callable[[int, int, str], None] | None = None,
+                  training: Training = Training(), sweep: SizeSweep = SizeSweep()) -> Profile:
     """Profile every segment of `model` on `device` with micro-batches of `micro_batch` samples, in the
     training's precision (bf16: under autocast, as the trainers run) and, for the whole step, with its
     optimizer.
 
     model: has .module (the nn.Module), .make_batch(batch_size, seed=0, device=...) -> (inputs,
     targets) with inputs a tensor or a tuple of forward's positional args, .name, .flavour, .config and
-    .granularity. granularity: module depth of the cuts (see partition/capture/graph.py); None takes
-    model.granularity, and None there takes graph.py's default.
+    .granularity.
     batch: the global batch the plan is for (recorded; defaults to micro_batch).
     progress(i, n, segment_name) is called before each segment.
-    captures: the capture shared by every size of one model (Captures); None: captured here, for this size.
-    gauge: on CPU stand-ins, the machine's speed (hardware/cpu.py SpeedGauge), read around each segment:
-    their times are rescaled to the machine's unloaded speed (SpeedGauge.rescale). None: as timed. With a
-    gauge, the whole step is the fastest of those timed over hardware/probes.py drift_seconds() (_whole_step).
+    sweep: what this size shares with the model's other sizes (SizeSweep: the cuts' depth, the one capture,
+    the CPU's speed gauge); the default: the model's own depth, captured here for this size, as timed.
     """
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = _device_of(device)
     if repeats < 1 or warmup < 0:
         raise UserError(f"need repeats >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     module = model.module
-    if granularity is None:
-        granularity = model.granularity
     if training.compile is not None:  # this size's compilations only, each static as a stage's
         from torch import _dynamo
 
         _dynamo.reset()
-    compile_s = 0.0
     restore = module_state(module, values=False)
     try:
         module.to(device)
         module.train()
         args = _inputs(model, micro_batch, device)
-        first = args[0]
-        # Each segment receives what it would in the trainers' step: under bf16 autocast a convolution's
-        # output is bf16, and what the next segment saves of it is half of fp32's.
-        run_in = lambda: autocast(training, device.type)  # noqa: E731
-        captured = (captures.at(module, args, granularity, run_in, lambda n: _inputs(model, n, device))
-                    if captures is not None
-                    else capture(module, args, granularity=granularity, run_in=run_in))
-        segs = segments(captured)
-        clock = Clock(device)
-        param_storages = {p.untyped_storage().data_ptr()
-                          for m in (module, *(s.module for s in segs)) for p in m.parameters()}
-        measured_all = []
-        for i, segment in enumerate(segs):
-            if progress:
-                progress(i, len(segs), segment.begins_at)
-            # An autocast context per segment, as a trainer's step holds one: the weights' bf16 copies are
-            # made once per context and kept (see segment_timing.profile_segment), and freed before the next.
-            before = gauge.read() if gauge is not None else None
-            compile_module(segment.module, training)
-            with autocast(training, device.type):
-                measured = profile_segment(segment, clock, repeats, warmup, param_storages,
-                                           compiled=training.compile is not None)
-            compile_s += measured.pop("compile_s")
-            if gauge is not None:
-                measured = _at_speed(measured, gauge.rescale(before, gauge.read()))
-            measured_all.append(measured)
-        layers = _layer_profiles(captured, segs, measured_all)
-        depth = captured.granularity
-        del captured, segs  # the stages hold copies of replicated parameters
-        # The whole batch on one device: time one whole step too, which calibrates every prediction.
-        whole, whole_spread, whole_peak = None, 0.0, None
-        # On CPU stand-ins it is timed for as long as the machine's drift is watched, and its fastest step
-        # is the figure: already at the machine's unloaded speed, so the gauge does not rescale it.
+        layers, depth, compile_s = _segment_layers(model, args, device, repeats, warmup, training, progress, sweep)
+        # The whole batch on one device: time one whole step too, which calibrates every prediction. On CPU
+        # stand-ins it is timed for as long as the machine's drift is watched, and its fastest step is the
+        # figure: already at the machine's unloaded speed, so the gauge does not rescale it.
+        whole_ms, whole_spread, whole_peak = None, 0.0, None
         if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn"):
             from pipebench.hardware.probes import drift_seconds
 
-            whole, whole_spread, whole_peak, whole_compile_s = _whole_step(
+            whole_ms, whole_spread, whole_peak, whole_compile_s = _whole_step(
                 model, module, device, micro_batch, repeats, warmup, training,
-                seconds=drift_seconds() if gauge else 0.0)
+                seconds=drift_seconds() if sweep.gauge else 0.0)
             compile_s += whole_compile_s
     finally:
         restore()
     return Profile(
-        model=model.name,
-        flavour=model.flavour,
-        config=dict(model.config),
-        device=str(device),
-        device_name=device_name(device),
-        torch_version=torch.__version__,
-        batch=batch or micro_batch,
-        micro_batch=micro_batch,
-        repeats=repeats,
-        warmup=warmup,
-        input_shape=list(first.shape),
-        input_dtype=_dtype_name(first.dtype),
-        layers=layers,
-        granularity=depth,
-        whole_step_ms=whole,
-        whole_step_peak_bytes=whole_peak,
-        whole_step_spread=whole_spread,
+        model=model.name, flavour=model.flavour, config=dict(model.config), device=str(device),
+        device_name=device_name(device), torch_version=torch.__version__, batch=batch or micro_batch,
+        micro_batch=micro_batch, repeats=repeats, warmup=warmup, input_shape=list(args[0].shape),
+        input_dtype=_dtype_name(args[0].dtype), layers=layers, granularity=depth, whole_step_ms=whole_ms,
+        whole_step_peak_bytes=whole_peak, whole_step_spread=whole_spread,
         training=Training(training.precision, training.optimizer, compile=training.compile),
         compile_s=compile_s if training.compile is not None else None,
     )
 
+
+def _device_of(device: torch.device | str) -> torch.device:
+    """`device` as a torch.device, a GPU with its index ("cuda" is the current one)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _segment_layers(model, args: tuple, device: torch.device, repeats: int, warmup: int, training: Training,
+                    progress, sweep: SizeSweep) -> tuple[list[LayerProfile], int, float]:
+    """The model captured at `args` and each of its segments timed (`_time_segment`): their LayerProfiles,
+    the depth they were cut at, and the seconds compiling them took. The capture and its stages are freed
+    on return, before the whole step runs: the stages hold copies of replicated parameters."""
+    granularity = sweep.granularity if sweep.granularity is not None else model.granularity
+    captured = _capture(model, args, device, granularity, training, sweep.captures)
+    segs = segments(captured)
+    clock = Clock(device)
+    param_storages = {p.untyped_storage().data_ptr()
+                      for m in (model.module, *(s.module for s in segs)) for p in m.parameters()}
+    measured_all, compile_s = [], 0.0
+    for i, segment in enumerate(segs):
+        if progress:
+            progress(i, len(segs), segment.begins_at)
+        measured = _time_segment(segment, clock, param_storages, repeats, warmup, training, sweep.gauge)
+        compile_s += measured.pop("compile_s")
+        measured_all.append(measured)
+    return _layer_profiles(captured, segs, measured_all), captured.granularity, compile_s
+
+
+def _capture(model, args: tuple, device: torch.device, granularity: int | None, training: Training,
+             captures: Captures | None):
+    """The model's graph recorded at `args`, from the model's one capture (Captures.at) or captured here
+    alone. Its one run is under the training's autocast, so that each segment receives what it would in
+    the trainers' step: under bf16 a convolution's output is bf16, and what the next segment saves of it
+    is half of fp32's."""
+    run_in = lambda: autocast(training, device.type)  # noqa: E731
+    if captures is not None:
+        return captures.at(model.module, args, granularity, run_in, lambda n: _inputs(model, n, device))
+    return capture(model.module, args, granularity=granularity, run_in=run_in)
+
+
+def _time_segment(segment, clock: Clock, param_storages: set[int], repeats: int, warmup: int, training: Training,
+                  gauge: SpeedGauge | None) -> dict:
+    """One segment's figures (segment_timing.profile_segment), compiled as the training says and under its
+    autocast; with a gauge, every time rescaled to the machine's unloaded speed (`_at_speed`)."""
+    # An autocast context per segment, as a trainer's step holds one: the weights' bf16 copies are
+    # made once per context and kept (see segment_timing.profile_segment), and freed before the next.
+    before = gauge.read() if gauge is not None else None
+    compile_module(segment.module, training)
+    with autocast(training, clock.device.type):
+        measured = profile_segment(segment, clock, repeats, warmup, param_storages,
+                                   compiled=training.compile is not None)
+    if gauge is not None:
+        measured = _at_speed(measured, gauge.rescale(before, gauge.read()))
+    return measured
 
 
 def _layer_profiles(captured, segs: list, measured_all: list[dict]) -> list[LayerProfile]:
@@ -326,21 +341,10 @@ def _inputs(model, size: int, device: torch.device) -> tuple:
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
-def profile_sizes(
-    model: Any,
-    device: torch.device | str,
-    batch: int,
-    counts: list[int],
-    *,
-    repeats: int,
-    warmup: int,
-    note: Callable[[str], None] | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-    granularity: int | None = None,
-    training: Training = Training(),
-    already: int = 0,
-    captures: Captures | None = None,
-) -> list[Profile]:
+def profile_sizes(model: Any, device: torch.device | str, batch: int, counts: list[int], *, repeats: int, warmup: int,
+                  note: Callable[[str], None] | None = None, progress: Callable[[int, int, str], None] | None = None,
+                  granularity: int | None = None, training: Training = Training(), already: int = 0,
+                  captures: Captures | None = None) -> list[Profile]:
     """Profile `model` once per micro-batch count in `counts` (micro-batches of batch // m samples).
 
     A size that fails (out of memory, BatchNorm over one value, ...) is skipped with a note; UserError
@@ -348,13 +352,14 @@ def profile_sizes(
     has (from the profile cache), which count as working ones. note(line) receives what is worth telling
     (sizes, skips, times); progress(done, total, what) hears each segment as it starts, counted over
     every size (a progress bar).
-    granularity: as for profile_model. A model that torch.export cannot capture is a UserError at once.
+    granularity: module depth of the cuts (SizeSweep.granularity). A model that torch.export cannot capture
+    is a UserError at once.
     captures: the model's one capture, shared with other calls for the same model (None: one for these
     sizes)."""
     say = note or (lambda line: None)
-    captures = captures if captures is not None else Captures(say)
     device = torch.device(device)
-    gauge = SpeedGauge() if device.type == "cpu" else None
+    sweep = SizeSweep(granularity, captures if captures is not None else Captures(say),
+                      SpeedGauge() if device.type == "cpu" else None)
     profiles = []
     last_error = ""
     started = time.perf_counter()
@@ -365,15 +370,10 @@ def profile_sizes(
     for k, m in enumerate(sorted(counts, reverse=True), 1):
         size = batch // m
         t0 = time.perf_counter()
-
-        def layer_progress(i, n, name, size=size, k=k):
-            progress((k - 1) * n + i, len(counts) * n, f"micro-batch {size} ({k}/{len(counts)}): {name}")
-
         try:
             profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
-                                          progress=layer_progress if progress else None,
-                                          granularity=granularity, training=training, captures=captures,
-                                          gauge=gauge))
+                                          progress=_size_progress(progress, size, k, len(counts)),
+                                          training=training, sweep=sweep))
         except (CaptureError, SplitError) as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
@@ -382,15 +382,30 @@ def profile_sizes(
                 raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
             say(f"  micro-batch {size} ({k} of {len(counts)}): skipped, {first_line(exc)}")
             del exc
-            gc.collect()  # what the failed size held (its frames, through the traceback) before the next one
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            _free_failed(device)
             continue
         say(f"  micro-batch {size} ({k} of {len(counts)}): {time.perf_counter() - t0:.1f} s")
     if not profiles and not already:
         raise UserError(f"{model.name} runs at none of the micro-batch sizes tried; the last: {last_error}")
-    if gauge is not None and gauge.factors:
+    if sweep.gauge is not None and sweep.gauge.factors:
+        factors = sweep.gauge.factors
         say(f"  the machine's speed moved while profiling: every figure taken to its unloaded speed "
-            f"(x{min(gauge.factors):.2f} to x{max(gauge.factors):.2f}; hardware/cpu.py SpeedGauge)")
+            f"(x{min(factors):.2f} to x{max(factors):.2f}; hardware/cpu.py SpeedGauge)")
     say(f"profiled in {time.perf_counter() - started:.1f} s")
     return sorted(profiles, key=lambda p: counts.index(p.micro_batches))  # in the order asked
+
+
+def _size_progress(progress: Callable[[int, int, str], None] | None, size: int, k: int,
+                   sizes: int) -> Callable[[int, int, str], None] | None:
+    """profile_model's progress(i, n, segment) for the k-th of `sizes` sizes, told on as profile_sizes's:
+    the segments counted over every size, each named with its micro-batch size. None without `progress`."""
+    if not progress:
+        return None
+    return lambda i, n, name: progress((k - 1) * n + i, sizes * n, f"micro-batch {size} ({k}/{sizes}): {name}")
+
+
+def _free_failed(device: torch.device) -> None:
+    """Free what a failed size held (its frames, reached through its traceback) before the next one runs."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
