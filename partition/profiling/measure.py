@@ -243,11 +243,7 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
     optimizer = make_optimizer(params, training, lr=0.0) if params else None
     on_gpu = device.type == "cuda"
     if on_gpu:
-        own = sum(t.untyped_storage().nbytes() for t in [*module.parameters(), *module.buffers()]
-                  if t.device.type == "cuda")
-        batch_bytes = sum(t.untyped_storage().nbytes() for t in [*args, targets]
-                          if isinstance(t, torch.Tensor) and t.device.type == "cuda")
-        elsewhere = torch.cuda.memory_allocated(device) - own - batch_bytes  # not the model's: left by profiling
+        elsewhere = _allocated_elsewhere(module, [*args, targets], device)
 
     def step() -> None:
         with autocast(training, device.type):
@@ -260,21 +256,10 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
     compiled = training.compile is not None
     first_s = 0.0
     try:
-        times = []
         if compiled:
             compile_module(module, training)
             first_s = wall(step, device)  # compiles
-        for _ in range(warmup):
-            step()
-        if on_gpu:  # the steady state's peak, as the worker measures it
-            torch.cuda.reset_peak_memory_stats(device)
-        end = time.perf_counter() + seconds
-        while len(times) < repeats or time.perf_counter() < end:
-            sync(device)
-            start = time.perf_counter()
-            step()
-            sync(device)
-            times.append(time.perf_counter() - start)
+        times = _step_times(step, device, repeats, warmup, seconds)
         peak = max(torch.cuda.max_memory_allocated(device) - elsewhere, 0) if on_gpu else None
     except RuntimeError:  # out of memory: the whole batch does not fit on one device
         return None, 0.0, None, 0.0
@@ -288,6 +273,36 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
             torch.cuda.empty_cache()
     figure = min(times) if seconds > 0 else sorted(times)[len(times) // 2]
     return figure * 1e3, relative_spread(times), peak, max(0.0, first_s - figure) if compiled else 0.0
+
+
+def _allocated_elsewhere(module, batch: list, device: torch.device) -> int:
+    """Bytes allocated on the GPU that are neither the model's (its parameters and buffers) nor the
+    batch's: what the profiling left, which the whole step's peak leaves out."""
+    own = sum(t.untyped_storage().nbytes() for t in [*module.parameters(), *module.buffers()]
+              if t.device.type == "cuda")
+    batch_bytes = sum(t.untyped_storage().nbytes() for t in batch
+                      if isinstance(t, torch.Tensor) and t.device.type == "cuda")
+    return torch.cuda.memory_allocated(device) - own - batch_bytes
+
+
+def _step_times(step: Callable[[], None], device: torch.device, repeats: int, warmup: int,
+                seconds: float) -> list[float]:
+    """Seconds of each timed `step`, synchronised around each, after `warmup` untimed: `repeats` of them,
+    and more until `seconds` have passed. On a GPU the peak memory is counted from the first timed step:
+    the steady state's peak, as the worker measures it."""
+    for _ in range(warmup):
+        step()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    end = time.perf_counter() + seconds
+    while len(times) < repeats or time.perf_counter() < end:
+        sync(device)
+        start = time.perf_counter()
+        step()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return times
 
 
 
