@@ -61,61 +61,99 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     link between the devices was measured or given (`link_gbps`), a line where no pipeline pays (bench/
     pays.py), then one line: the recommendation, a tie said as one, and `check(compared)`: the command that
     measures it."""
-    import math
+    single = _single(advice)
+    table = _ranking_table(advice, single)
+    head = _heading(profile, devices)
+    tail = _recommendation(advice, single, check)
+    noisy = _noise_notes(advice, profile)
+    verdict = _pipeline_verdict(advice, single)
+    unpriced = _unpriced_link_note(profile, devices, link_gbps)
+    return "\n".join([head, "", table, "", *noisy, *unpriced, *verdict, tail])
 
-    import pandas as pd
 
-    from pipebench.bench.predict.ranking import tie
-    from pipebench.bench.predict.pays import no_pipeline_pays
-    from pipebench.partition.planning.plan_text import model_label
-    from pipebench.partition.profiling.profile_record import between_runs_spread, launch_share
-    from pipebench.text.units import format_bytes
-
+def _single(advice):
+    """The baseline's prediction, what every speed-up is over; None where it has no figure."""
     from pipebench.bench.strategies import BASELINE
 
-    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
-    rows, notes = [], {}  # a note's text -> its number: the table stays narrow, each note is written once below
-    for rank, p in enumerate(advice.predictions, 1):
-        known = p.predicted_samples_per_s is not None
-        rows.append({
-            "rank": rank if known else "-",
-            "strategy": p.strategy,
-            "schedule": (p.schedule or "-") if is_pipeline(p.strategy) else "-",
-            "micro-batches": p.micro_batches,
-            "step ms": f"{p.predicted_step_ms:.2f} ±{p.step_spread:.1%}" if known else "-",
-            "samples/s": f"{p.predicted_samples_per_s:.1f}" if known else "-",
-            "x single": f"{p.predicted_samples_per_s / single.predicted_samples_per_s:.2f}" if known and single else "-",
-            "peak memory per device": _peaks(p.peak_memory_bytes),
-            "fits": "yes" if p.fits else "no",
-            "note": f"[{notes.setdefault(p.reason, len(notes) + 1)}]" if p.reason else "",
-        })
+    return next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
+
+
+def _heading(profile, devices) -> str:
+    """The first line: the model, its batch and the devices it was priced on."""
+    from pipebench.partition.planning.plan_text import model_label
+
+    named = ", ".join(dict.fromkeys(devices)) if len(set(devices)) > 1 else devices[0]
+    return (f"{model_label(profile.model, profile.flavour)}, batch {profile.batch}, on {len(devices)} x "
+            f"{profile.device_name or devices[0]} ({named}); predicted from the profile, nothing run")
+
+
+def _ranking_table(advice, single) -> str:
+    """Every prediction as a row, fastest first, and the notes they name below the table: a note's text
+    is written once, by its number, so that the table stays narrow."""
+    import pandas as pd
+
+    notes: dict[str, int] = {}  # a note's text -> its number
+    rows = [_ranking_row(rank, p, single, notes) for rank, p in enumerate(advice.predictions, 1)]
     table = "\n".join(line.rstrip() for line in pd.DataFrame(rows).to_string(index=False).splitlines())
     if notes:
         table += "\n\n" + "\n".join(f"[{number}] {text}" for text, number in notes.items())
-    head = (f"{model_label(profile.model, profile.flavour)}, batch {profile.batch}, on {len(devices)} x "
-            f"{profile.device_name or devices[0]} ({', '.join(dict.fromkeys(devices)) if len(set(devices)) > 1 else devices[0]}); "
-            f"predicted from the profile, nothing run")
+    return table
+
+
+def _ranking_row(rank: int, p, single, notes: dict[str, int]) -> dict[str, object]:
+    """One prediction's row of the table; its reason, if any, numbered in `notes`."""
+    known = p.predicted_samples_per_s is not None
+    return {
+        "rank": rank if known else "-",
+        "strategy": p.strategy,
+        "schedule": (p.schedule or "-") if is_pipeline(p.strategy) else "-",
+        "micro-batches": p.micro_batches,
+        "step ms": f"{p.predicted_step_ms:.2f} ±{p.step_spread:.1%}" if known else "-",
+        "samples/s": f"{p.predicted_samples_per_s:.1f}" if known else "-",
+        "x single": f"{p.predicted_samples_per_s / single.predicted_samples_per_s:.2f}" if known and single else "-",
+        "peak memory per device": _peaks(p.peak_memory_bytes),
+        "fits": "yes" if p.fits else "no",
+        "note": f"[{notes.setdefault(p.reason, len(notes) + 1)}]" if p.reason else "",
+    }
+
+
+def _recommendation(advice, single, check) -> str:
+    """The last line: the recommendation, its gain over single (a tie said as one), what is predicted
+    faster but ties with it, and the command that measures it (`check(compared)`)."""
+    from pipebench.bench.predict.ranking import tie
+    from pipebench.bench.strategies import BASELINE
+
     if advice.recommended is None:
-        tail = "recommended: none fits; lower --batch, raise --max-memory, or use more devices"
-    else:
-        best = next(p for p in advice.predictions if p.strategy == advice.recommended)
-        tied = [p for p in advice.predictions if p.strategy in advice.tied]
-        # What the check measures beside single: the recommendation and what ties with it, or for single
-        # the runner-up that fits.
-        compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
-            p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
-        # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommendation_of).
-        with_single = tie(best, single) if single and best.strategy != BASELINE else ""
-        gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
-                + (f", a tie with it ({with_single})" if with_single else "")
-                if single and best.strategy != BASELINE else "")
-        tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
-        if tied:
-            tail += (f"; {', '.join(f'{p.strategy} ({advice.tied[p.strategy]})' for p in tied)} predicted "
-                     f"faster, a tie: the simpler is recommended")
-        if compared:
-            tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
-                                           ",".join(p.strategy for p in compared))
+        return "recommended: none fits; lower --batch, raise --max-memory, or use more devices"
+    best = next(p for p in advice.predictions if p.strategy == advice.recommended)
+    tied = [p for p in advice.predictions if p.strategy in advice.tied]
+    # What the check measures beside single: the recommendation and what ties with it, or for single
+    # the runner-up that fits.
+    compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
+        p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
+    # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommendation_of).
+    with_single = tie(best, single) if single and best.strategy != BASELINE else ""
+    gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
+            + (f", a tie with it ({with_single})" if with_single else "")
+            if single and best.strategy != BASELINE else "")
+    tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
+    if tied:
+        tail += (f"; {', '.join(f'{p.strategy} ({advice.tied[p.strategy]})' for p in tied)} predicted "
+                 f"faster, a tie: the simpler is recommended")
+    if compared:
+        tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
+                                       ",".join(p.strategy for p in compared))
+    return tail
+
+
+def _noise_notes(advice, profile) -> list[str]:
+    """The lines that say why the intervals are wide, each where it is wider than NOISY, then a blank
+    line (none: no lines): the machine's drift or the profile's own repeats, then what moves between runs
+    (the host's launches on a GPU, or machines of this kind)."""
+    import math
+
+    from pipebench.partition.profiling.profile_record import between_runs_spread, launch_share
+
     widest = max((p.step_spread for p in advice.predictions if p.predicted_step_ms is not None), default=0.0)
     drift = profile.machine_drift or 0.0
     between = between_runs_spread([profile])
@@ -137,14 +175,27 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
         noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured: "
                      "partition/profiling/profile_record.py BETWEEN_RUNS), so every interval is at least that wide and most "
                      "strategies tie; a tie goes to the simplest")
-    noisy += [""] if noisy else []
+    return [*noisy, ""] if noisy else []
+
+
+def _pipeline_verdict(advice, single) -> list[str]:
+    """Why no pipeline pays, for the fastest pipeline that fits (bench/predict/pays.py), and a blank line;
+    none where one pays or none fits."""
+    from pipebench.bench.predict.pays import no_pipeline_pays
+
     pipelines = [p for p in advice.predictions if is_pipeline(p.strategy) and p.fits and p.predicted_samples_per_s]
     verdict = no_pipeline_pays(pipelines[0], single) if pipelines else ""
-    unpriced = ([f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
-                 "crosses between them (activations, gradients, replicas) is priced as free, which favours the "
-                 "strategies that move most; give --link-gbps (e.g. 400 for NVLink, 25 for PCIe 4) to price it", ""]
-                if len(devices) > 1 and not (link_gbps or profile.link_gbps) else [])
-    return "\n".join([head, "", table, "", *noisy, *unpriced, *([verdict, ""] if verdict else []), tail])
+    return [verdict, ""] if verdict else []
+
+
+def _unpriced_link_note(profile, devices, link_gbps) -> list[str]:
+    """A line (and a blank one) where several devices have no link measured or given: what crosses
+    between them was priced as free."""
+    if len(devices) < 2 or link_gbps or profile.link_gbps:
+        return []
+    return [f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
+            "crosses between them (activations, gradients, replicas) is priced as free, which favours the "
+            "strategies that move most; give --link-gbps (e.g. 400 for NVLink, 25 for PCIe 4) to price it", ""]
 
 
 def _peaks(peaks: list[int]) -> str:
