@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -84,6 +84,24 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
 
 def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None],
                groups: Any) -> tuple[list[res.Row], Path, Path]:
+    """Each model's cases in turn: every case prepared (planned, or found done or taken), then the ones
+    to measure measured together in interleaved rounds; each row written as soon as it is known."""
+    run = _start_run(options, machine, note, groups)
+    numbered = list(enumerate(run.cases, 1))
+    for key_base, model_cases in itertools.groupby(numbered, key=lambda ic: _model_key(ic[1])):
+        with contextlib.ExitStack() as claims:  # each case held from its preparation until its row is written
+            to_measure = []
+            for i, case in model_cases:
+                if (measured := run.admit(i, case, key_base, claims)) is not None:
+                    to_measure.append(measured)
+            if to_measure:
+                run.measure(to_measure, key_base)
+    return run.rows, run.csv_path, run.json_path
+
+
+def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None], groups: Any) -> "_Run":
+    """The results files checked (and the folders beside them made), what --resume skips, the strategies
+    of --strategies auto chosen and the cases listed and said, before any case is prepared."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
     rerun = ["predicted-oom"] if options.try_anyway else []
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
@@ -101,69 +119,107 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each model's cases end")
-    profiled: dict[tuple, Any] = {}
-    rows: list[res.Row] = []
-    singles: dict[tuple, float] = {}
-    start = time.monotonic()
-    numbered = list(enumerate(cases, 1))
-    for key_base, model_cases in itertools.groupby(numbered, key=lambda ic: _model_key(ic[1])):
-        with contextlib.ExitStack() as claims:  # each case held from its preparation until its row is written
-            to_measure: list[tuple[int, Case, Any]] = []
-            for i, case in model_cases:
-                head = f"[{i}/{len(cases)}] {case.label()}"
-                profile_key = (*key_base[:4], case.training.precision, case.training.optimizer,  # recomputation: the same
-                               case.training.compile)
-                prepared = None
-                try:
-                    if profile_key not in profiled:  # every strategy is predicted from it, the pipelines planned
-                        profiled[profile_key] = profile_case_model(
-                            case, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
-                            counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
-                                                  strategies=options.strategies),
-                            strategies=options.strategies, timeout=options.timeout)
-                    prepared = prepare(case, machine, profiled.get(profile_key), steps=options.steps,
-                                       warmup=options.warmup, try_anyway=options.try_anyway)
-                    # The key of the row this case will write (the planner may have chosen its micro-batch count).
-                    row = make_row(prepared, machine, status="unavailable", reason="not run yet")
-                except CaseUnavailable as exc:
-                    row = unavailable_row(case, machine, str(exc))
-                if res.case_key(row) in done:
-                    note(f"{head}: done already (--resume)")
-                    continue
-                mine = claims.enter_context(res.claim(res.case_key(row), json_path))
-                # Another run resuming into this file runs it now, or has written it since this run began.
-                if not mine or (options.resume and res.case_key(row) in res.done_keys(json_path, rerun)):
-                    note(f"{head}: run by another run into {json_path.name}; skipped")
-                    continue
-                if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
-                    row = make_row(prepared, machine, status="predicted-oom", reason=prepared.over_cap,
-                                   started_at=now())
-                elif prepared is not None:
-                    if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
-                        prepared.plan.save(plan_dir / f"{prepared.plan.plan_id}.plan.json")
-                    to_measure.append((i, case, prepared))
-                    continue
-                res.append(row, csv_path, json_path)
-                rows.append(row)
-                note(f"{head}: {_outcome(row, None)} | {_elapsed(time.monotonic() - start)} so far, "
-                     f"{len(cases) - i} left")
-            if not to_measure:
-                continue
-            note(f"measuring {len(to_measure)} case(s) of {to_measure[0][1].model} in {options.rounds} interleaved "
-                 f"round(s) of {options.steps} timed step(s) each: "
-                 + ", ".join(c.strategy for _, c, _ in to_measure)
-                 + "".join(f"; {c.strategy}: --try-anyway: {p.over_cap}" for _, c, p in to_measure if p.over_cap))
-            measured = run_rounds([p for _, _, p in to_measure], machine, rounds=options.rounds, steps=options.steps,
-                                  min_seconds=options.min_seconds, timeout=options.timeout, groups=groups, note=note)
-            for (i, case, _), row in zip(to_measure, measured):
-                res.append(row, csv_path, json_path)
-                rows.append(row)
-                if row.status == "ok" and row.strategy == BASELINE:
-                    singles[key_base] = row.samples_per_s
-            for (i, case, _), row in zip(to_measure, measured):
-                note(f"[{i}/{len(cases)}] {case.label()}: {_outcome(row, singles.get(key_base))} | "
-                     f"{_elapsed(time.monotonic() - start)} so far")
-    return rows, csv_path, json_path
+    return _Run(options, machine, note, groups, csv_path, json_path, profile_dir, plan_dir, rerun, done, cases,
+                start=time.monotonic())
+
+
+@dataclass
+class _Run:
+    """One `pipebench run` under way: where its rows, plans and profiles go, the cases already done, and
+    what it has profiled and written so far."""
+
+    options: RunOptions
+    machine: Machine
+    note: Callable[[str], None]
+    groups: Any
+    """The warm worker groups the cases run in (bench.launch.sessions.WorkerGroups)."""
+    csv_path: Path
+    json_path: Path
+    profile_dir: Path
+    plan_dir: Path
+    rerun: list[str]
+    """The statuses of earlier rows that are run again (--try-anyway: predicted-oom)."""
+    done: set[tuple]
+    """The case keys of the rows already written, which --resume skips."""
+    cases: list[Case]
+    start: float
+    """time.monotonic() when the cases began."""
+    profiled: dict[tuple, Any] = field(default_factory=dict)
+    """Each model's profile, by the key of what it was profiled for: every strategy is priced from it."""
+    rows: list[res.Row] = field(default_factory=list)
+    singles: dict[tuple, float] = field(default_factory=dict)
+    """Single's samples/s per model, what each row's speed-up is said over."""
+
+    def admit(self, i: int, case: Case, key_base: tuple, claims: contextlib.ExitStack) -> tuple | None:
+        """Case `i` prepared and claimed (in `claims`) for measuring: returns (i, case, prepared) to measure;
+        None where it is skipped (done already, run by another run) or its row is written now (unavailable,
+        predicted not to fit)."""
+        options, head = self.options, f"[{i}/{len(self.cases)}] {case.label()}"
+        row, prepared = self.prepare(case, key_base)
+        if res.case_key(row) in self.done:
+            self.note(f"{head}: done already (--resume)")
+            return None
+        mine = claims.enter_context(res.claim(res.case_key(row), self.json_path))
+        # Another run resuming into this file runs it now, or has written it since this run began.
+        if not mine or (options.resume and res.case_key(row) in res.done_keys(self.json_path, self.rerun)):
+            self.note(f"{head}: run by another run into {self.json_path.name}; skipped")
+            return None
+        if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
+            row = make_row(prepared, self.machine, status="predicted-oom", reason=prepared.over_cap, started_at=now())
+        elif prepared is not None:
+            if prepared.plan is not None:  # the row names it by plan_id; the Plan itself is kept beside
+                prepared.plan.save(self.plan_dir / f"{prepared.plan.plan_id}.plan.json")
+            return i, case, prepared
+        self.write(row)
+        self.note(f"{head}: {_outcome(row, None)} | {_elapsed(time.monotonic() - self.start)} so far, "
+                  f"{len(self.cases) - i} left")
+        return None
+
+    def prepare(self, case: Case, key_base: tuple) -> tuple[res.Row, Any]:
+        """The case planned from its model's profile (profiled now, the first time it is needed) and the
+        row it will write, whose key says whether it is done (the planner may have chosen its micro-batch
+        count); an unavailable case's row, and no preparation."""
+        options, machine = self.options, self.machine
+        profile_key = (*key_base[:4], case.training.precision, case.training.optimizer,  # recomputation: the same
+                       case.training.compile)
+        prepared = None
+        try:
+            if profile_key not in self.profiled:  # every strategy is predicted from it, the pipelines planned
+                self.profiled[profile_key] = profile_case_model(
+                    case, machine, self.profile_dir, repeats=options.repeats, reuse=not options.fresh, note=self.note,
+                    counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
+                                          strategies=options.strategies),
+                    strategies=options.strategies, timeout=options.timeout)
+            prepared = prepare(case, machine, self.profiled.get(profile_key), steps=options.steps,
+                               warmup=options.warmup, try_anyway=options.try_anyway)
+            row = make_row(prepared, machine, status="unavailable", reason="not run yet")
+        except CaseUnavailable as exc:
+            row = unavailable_row(case, machine, str(exc))
+        return row, prepared
+
+    def measure(self, to_measure: list[tuple], key_base: tuple) -> None:
+        """One model's prepared cases measured in interleaved rounds; their rows written, then said, each
+        with its speed-up over single's."""
+        options = self.options
+        self.note(f"measuring {len(to_measure)} case(s) of {to_measure[0][1].model} in {options.rounds} interleaved "
+                  f"round(s) of {options.steps} timed step(s) each: "
+                  + ", ".join(c.strategy for _, c, _ in to_measure)
+                  + "".join(f"; {c.strategy}: --try-anyway: {p.over_cap}" for _, c, p in to_measure if p.over_cap))
+        measured = run_rounds([p for _, _, p in to_measure], self.machine, rounds=options.rounds, steps=options.steps,
+                              min_seconds=options.min_seconds, timeout=options.timeout, groups=self.groups,
+                              note=self.note)
+        for _, row in zip(to_measure, measured):
+            self.write(row)
+            if row.status == "ok" and row.strategy == BASELINE:
+                self.singles[key_base] = row.samples_per_s
+        for (i, case, _), row in zip(to_measure, measured):
+            self.note(f"[{i}/{len(self.cases)}] {case.label()}: {_outcome(row, self.singles.get(key_base))} | "
+                      f"{_elapsed(time.monotonic() - self.start)} so far")
+
+    def write(self, row: res.Row) -> None:
+        """The row appended to the results files at once, and kept for the run's summary."""
+        res.append(row, self.csv_path, self.json_path)
+        self.rows.append(row)
 
 
 def check_folders(folders: Sequence[Path]) -> None:
