@@ -221,12 +221,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       copies) per layer, and what is left per step (its forward's own work, the bucket's all-reduce and
       its wait); costs.ddp_step charges both.
 
-    Processes, not threads of one process: a synchronised step ends when the slowest process has been
-    scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
-    2-vCPU VM under other sessions' load, gpt tiny's two DDP processes computed 1.5x slower at once than
-    alone where threads had measured 1.1x, and a message took 0.1 to 1.8 ms one way from one minute to the
-    next, where threads of one process had measured 0.04 to 1.9 ms from run to run."""
-    import subprocess
+    Processes, not threads of one process (_start_peers says why)."""
     import tempfile
 
     from pipebench.hardware.cpu import held_memory, thread_budget, threads_per_device
@@ -234,27 +229,47 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
     devices = max(2, devices)
     threads = threads_per_device(devices)
     sizes = [megabytes, repeats, messages, rounds]
-    from pipebench.processes import PARENT_ENV, TEMP_ENV
-
     with tempfile.TemporaryDirectory(prefix="pipebench-cpu-") as folder:
-        # Each peer ends itself, and removes the folder, within a second of this process ending (exit_with_parent)
-        env = {**os.environ, PARENT_ENV: str(os.getpid()), TEMP_ENV: folder}
-        peers = [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.probes", "--peer", folder,
-                                   *map(str, [threads, rank, devices, *sizes])],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-                 for rank in range(1, devices)]
+        peers = _start_peers(folder, threads, devices, sizes)
         try:
             with thread_budget(threads), held_memory():
                 figures = _peer(folder, 0, devices, *sizes)
         except BaseException as exc:
-            for peer in peers:
-                peer.kill()
-            why = [line for peer in peers for line in peer.communicate()[1].decode(errors="replace").splitlines()]
-            last = f" ({why[-1].strip()})" if why else ""
-            raise DeviceError(f"the CPU processes' probe failed: {exc}{last}") from None
+            raise _probe_failed(exc, peers) from None
         for peer in peers:
             peer.wait()
     return figures
+
+
+def _start_peers(folder: str, threads: int, devices: int, sizes: list[int]) -> list:
+    """The devices - 1 processes of measure_cpu_processes beside this one (ranks 1 on), each `python -P -m
+    pipebench.hardware.probes --peer FOLDER ...` on `threads` threads; their stderr kept for _probe_failed.
+
+    Processes, not threads of one process: a synchronised step ends when the slowest process has been
+    scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
+    2-vCPU VM under other sessions' load, gpt tiny's two DDP processes computed 1.5x slower at once than
+    alone where threads had measured 1.1x, and a message took 0.1 to 1.8 ms one way from one minute to the
+    next, where threads of one process had measured 0.04 to 1.9 ms from run to run."""
+    import subprocess
+
+    from pipebench.processes import PARENT_ENV, TEMP_ENV
+
+    # Each peer ends itself, and removes the folder, within a second of this process ending (exit_with_parent)
+    env = {**os.environ, PARENT_ENV: str(os.getpid()), TEMP_ENV: folder}
+    return [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.probes", "--peer", folder,
+                              *map(str, [threads, rank, devices, *sizes])],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            for rank in range(1, devices)]
+
+
+def _probe_failed(exc: BaseException, peers: list) -> DeviceError:
+    """The probe's failure in one line, once the peers are ended: what failed in this process, and the
+    last line any peer wrote to its stderr."""
+    for peer in peers:
+        peer.kill()
+    why = [line for peer in peers for line in peer.communicate()[1].decode(errors="replace").splitlines()]
+    last = f" ({why[-1].strip()})" if why else ""
+    return DeviceError(f"the CPU processes' probe failed: {exc}{last}")
 
 
 def _peer(folder: str, rank: int, world: int, megabytes: int = 4, repeats: int = 5, messages: int = 20,
