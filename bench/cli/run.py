@@ -76,21 +76,39 @@ def add_parser(subparsers) -> None:
 
 def cmd_run(args) -> int:
     from pipebench.bench.cases import rounds as suite_run
-    from pipebench.bench.report.tables import summary_table
-    from pipebench.bench.cases.machine import detect_machine
-    from pipebench.text.parse import parse_chunks, parse_gpus, parse_override
-    from pipebench.text.units import parse_size
-
     from pipebench.bench.cli.common import compile_modes
 
     compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
     args.compile = None
     training = training_of(args)  # an unknown value: one line now
     gpu_memory = parse_gpu_memory(args.gpu_memory)
+    given = [key for key in ("batch", "flavour", "steps", "warmup", "rounds") if getattr(args, key) is not None]
+    options = _run_options(args, training, compiles)
+    on_cpu = _on_cpu(args)
+    machine = _run_machine(args, on_cpu, gpu_memory)
+    for mode in compiles:  # cudagraphs on the CPU: one line now
+        replace(training, compile=mode).check_device(machine.device_type)
+    probe = args.speeds == "auto" and machine.gpus is not None
+    if args.speeds is not None and not probe:
+        machine.speeds = speeds(args.speeds, machine.device_names)
+    if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
+        options = suite_run.quick_options(options, given)
+    suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
+    _say_where(args, options, machine, on_cpu)
+    if probe:
+        _probe_speeds(machine)
+    return _run_suite(options, machine)
+
+
+def _run_options(args, training, compiles: tuple[str | None, ...]):
+    """The RunOptions the command line gives (rounds.RunOptions), each default filled: the models and
+    their batch, the strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds."""
+    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.text.parse import parse_chunks, parse_override
+
     models = suite_run.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
-    given = [key for key in ("batch", "flavour", "steps", "warmup", "rounds") if getattr(args, key) is not None]
-    options = suite_run.RunOptions(
+    return suite_run.RunOptions(
         models=models,
         strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
             parse_strategies(args.strategies))),
@@ -105,7 +123,16 @@ def cmd_run(args) -> int:
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
         data_dir=data_folder(args.data_dir), compiles=compiles,
     )
-    on_cpu = _on_cpu(args)
+
+
+def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
+    """The machine the cases run on: the GPUs --gpus names (auto:N: the freest now), else every visible
+    one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
+    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases.machine import detect_machine
+    from pipebench.text.parse import parse_gpus
+    from pipebench.text.units import parse_size
+
     ids = None
     if args.gpus and args.gpus.startswith("auto"):
         ids, _ = auto_gpus(args.gpus)
@@ -113,26 +140,35 @@ def cmd_run(args) -> int:
         ids = parse_gpus(args.gpus)
     cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     machine = detect_machine(ids, args.stages, cpu=on_cpu)
-    machine = suite_run.cap_machine(machine, cap, gpu_memory)
-    for mode in compiles:  # cudagraphs on the CPU: one line now
-        replace(training, compile=mode).check_device(machine.device_type)
-    probe = args.speeds == "auto" and machine.gpus is not None
-    if args.speeds is not None and not probe:
-        machine.speeds = speeds(args.speeds, machine.device_names)
-    if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
-        options = suite_run.quick_options(options, given)
-    suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
+    return suite_run.cap_machine(machine, cap, gpu_memory)
+
+
+def _say_where(args, options, machine, on_cpu: bool) -> None:
+    """One line on the CPU (why there, how many processes) or under --quick: what every case runs with."""
+    from pipebench.bench.cases import rounds as suite_run
+
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
         why = "--device cpu" if on_cpu else "no CUDA GPU visible"
         note(f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}")
     elif args.quick:
         note(f"--quick: {uses}")
-    if probe:
-        from pipebench.bench.cases.machine import probe_speeds
 
-        machine.speeds = probe_speeds(machine)
-        note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+
+def _probe_speeds(machine) -> None:
+    """--speeds auto on GPUs: each GPU's speed probed now, and said."""
+    from pipebench.bench.cases.machine import probe_speeds
+
+    machine.speeds = probe_speeds(machine)
+    note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+
+
+def _run_suite(options, machine) -> int:
+    """Every case run (rounds.run_suite), then the summary table and where the results went; Ctrl-C
+    keeps the rows finished."""
+    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.report.tables import summary_table
+
     try:
         rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
     except KeyboardInterrupt:
