@@ -195,66 +195,109 @@ def _plot_timeline(labels: _Labels, key: tuple, group: pd.DataFrame, timelines: 
     simulated one, one lane per (device, stage), so the bubble shows as grey. Each panel has its own time
     axis: a prediction 20x off must not squeeze the measured step into a sliver."""
     name = labels.plain[key]
-    key_columns = _TIMELINE_KEY
-    pipelines = group[(group["status"] == "ok") & group["strategy"].map(is_pipeline)]
-    ok = pipelines[[k in timelines for k in zip(*(pipelines[c] for c in key_columns))]]
-    if ok.empty:
-        if not pipelines.empty and csv_files:
-            notes.append(f"timeline for {name}: not drawn, a results CSV holds no timelines "
-                         f"({', '.join(f.name for f in csv_files)}); report the .json file beside it to draw them")
-        else:
-            notes.append(f"timeline for {name}: not drawn, no ok pipeline case recorded a measured timeline")
+    best = _timeline_case(name, group, timelines, notes, csv_files)
+    if best is None:
         return None
-    best = ok.loc[ok["samples_per_s"].idxmax()]
-    case = timelines[tuple(best[c] for c in key_columns)]
+    panels = _timeline_panels(name, best, timelines[tuple(best[c] for c in _TIMELINE_KEY)], notes)
+    from matplotlib.figure import Figure
+
+    lanes, panels = _drawn_lanes(name, panels, notes)
+    fig = Figure(figsize=(11, 1.4 + len(panels) * (0.45 * len(lanes) + 1.1)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    spans = [max(op["end_ms"] for op in ops) - min(op["start_ms"] for op in ops) for _, ops, _ in panels]
+    own_scales = max(spans) > 1.5 * min(spans)  # then say so: the bars' lengths do not compare across panels
+    kinds: set[str] = set()
+    for ax, panel in zip(axes, panels):
+        kinds |= _draw_timeline_panel(ax, panel, lanes, None if own_scales else max(spans))
+    _kinds_legend(fig, kinds)
+    fig.suptitle(_wrap(_timeline_title(labels.with_batch[key], best), 100))
+    return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
+
+
+def _timeline_case(name: str, group: pd.DataFrame, timelines: dict[tuple, Any], notes: list[str],
+                   csv_files: Sequence[Path]) -> pd.Series | None:
+    """The summary row of the fastest ok pipeline case of `group` that recorded a timeline; None, and a
+    note that says why (the CSV files hold none, or no case recorded one), where there is none."""
+    pipelines = group[(group["status"] == "ok") & group["strategy"].map(is_pipeline)]
+    ok = pipelines[[k in timelines for k in zip(*(pipelines[c] for c in _TIMELINE_KEY))]]
+    if not ok.empty:
+        return ok.loc[ok["samples_per_s"].idxmax()]
+    if not pipelines.empty and csv_files:
+        notes.append(f"timeline for {name}: not drawn, a results CSV holds no timelines "
+                     f"({', '.join(f.name for f in csv_files)}); report the .json file beside it to draw them")
+    else:
+        notes.append(f"timeline for {name}: not drawn, no ok pipeline case recorded a measured timeline")
+    return None
+
+
+def _timeline_panels(name: str, best: pd.Series, case: dict, notes: list[str]) -> list[tuple[str, list, str]]:
+    """The panels to draw, each (title, operations, what its title adds): the measured step, and the
+    simulated one where the case has it (a note where it has not)."""
     mean = f" (the timed steps' mean, untraced: {best['step_ms']:.1f} ms)"
     panels = [("the last timed step, traced", case["timeline"], mean)]
     if case["predicted_timeline"]:
         panels.append(("simulated by the plan", case["predicted_timeline"], ""))
     else:
         notes.append(f"timeline for {name}: {best['case']} has no predicted timeline; measured step drawn alone")
-    from matplotlib.figure import Figure
+    return panels
+
+
+def _drawn_lanes(name: str, panels: list[tuple[str, list, str]],
+                 notes: list[str]) -> tuple[list[tuple], list[tuple[str, list, str]]]:
+    """The (device, stage) lanes the panels use, in order, and the panels; beyond MAX_LANES lanes, the
+    first MAX_LANES, each panel's operations on them alone, a panel left with none dropped, and a note."""
+    lanes = sorted({(op["device"], op["stage"]) for _, ops, _ in panels for op in ops}, key=lambda l: (str(l[0]), l[1]))
+    if len(lanes) <= MAX_LANES:
+        return lanes, panels
+    notes.append(f"timeline for {name}: the first {MAX_LANES} of {len(lanes)} lanes drawn")
+    lanes = lanes[:MAX_LANES]
+    drawn = set(lanes)
+    return lanes, [(title, kept, aside) for title, ops, aside in panels
+                   if (kept := [op for op in ops if (op["device"], op["stage"]) in drawn])]
+
+
+def _draw_timeline_panel(ax, panel: tuple[str, list, str], lanes: list[tuple], widest: float | None) -> set[str]:
+    """One panel: each lane's idle time in grey under its operations, coloured by kind and numbered by
+    micro-batch where wide enough, on the time axis of the widest panel (`widest`; None: its own).
+    Returns the kinds of operation drawn."""
+    title, ops, aside = panel
+    origin = min(op["start_ms"] for op in ops)
+    span = max(op["end_ms"] for op in ops) - origin
+    kinds: set[str] = set()
+    for y, lane in enumerate(lanes):
+        ax.barh(y, span, left=0, height=0.8, color=_IDLE)  # idle time shows through between operations
+        for op in (op for op in ops if (op["device"], op["stage"]) == lane):
+            start, width = op["start_ms"] - origin, op["end_ms"] - op["start_ms"]
+            kinds.add(op["kind"])
+            ax.barh(y, width, left=start, height=0.8, color=_KIND_COLOURS.get(op["kind"], _OTHER_KIND),
+                    edgecolor="white", linewidth=0.5)
+            if width > span / 60:
+                ax.text(start + width / 2, y, str(op["micro"]), ha="center", va="center", fontsize=7, color="white")
+    ax.set_yticks(range(len(lanes)), [f"device {d}, stage {s}" for d, s in lanes])
+    ax.invert_yaxis()
+    ax.set_xlim(0, (span if widest is None else widest) * 1.01)  # one scale, unless the panels say otherwise
+    ax.set_xlabel("time since the step's first operation (ms)" + (", this panel's own scale" if widest is None else ""))
+    ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
+    return kinds
+
+
+def _kinds_legend(fig, kinds: set[str]) -> None:
+    """The legend of the kinds of operation drawn (F, B, I, W, then any other) and of idle time."""
     from matplotlib.patches import Patch
 
-    lanes = sorted({(op["device"], op["stage"]) for _, ops, _ in panels for op in ops}, key=lambda l: (str(l[0]), l[1]))
-    if len(lanes) > MAX_LANES:
-        notes.append(f"timeline for {name}: the first {MAX_LANES} of {len(lanes)} lanes drawn")
-        lanes = lanes[:MAX_LANES]
-        drawn = set(lanes)
-        panels = [(title, kept, aside) for title, ops, aside in panels
-                  if (kept := [op for op in ops if (op["device"], op["stage"]) in drawn])]
-    fig = Figure(figsize=(11, 1.4 + len(panels) * (0.45 * len(lanes) + 1.1)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    spans = [max(op["end_ms"] for op in ops) - min(op["start_ms"] for op in ops) for _, ops, _ in panels]
-    own_scales = max(spans) > 1.5 * min(spans)  # then say so: the bars' lengths do not compare across panels
-    kinds: set[str] = set()
-    for ax, (title, ops, aside) in zip(axes, panels):
-        origin = min(op["start_ms"] for op in ops)
-        span = max(op["end_ms"] for op in ops) - origin
-        for y, lane in enumerate(lanes):
-            ax.barh(y, span, left=0, height=0.8, color=_IDLE)  # idle time shows through between operations
-            for op in (op for op in ops if (op["device"], op["stage"]) == lane):
-                start, width = op["start_ms"] - origin, op["end_ms"] - op["start_ms"]
-                kinds.add(op["kind"])
-                ax.barh(y, width, left=start, height=0.8, color=_KIND_COLOURS.get(op["kind"], _OTHER_KIND),
-                        edgecolor="white", linewidth=0.5)
-                if width > span / 60:
-                    ax.text(start + width / 2, y, str(op["micro"]), ha="center", va="center", fontsize=7, color="white")
-        ax.set_yticks(range(len(lanes)), [f"device {d}, stage {s}" for d, s in lanes])
-        ax.invert_yaxis()
-        ax.set_xlim(0, (span if own_scales else max(spans)) * 1.01)  # one scale, unless the panels say otherwise
-        ax.set_xlabel("time since the step's first operation (ms)" + (", this panel's own scale" if own_scales else ""))
-        ax.set_title(_wrap(f"{title}: {span:.1f} ms from first to last operation{aside}", 120), fontsize=10)
     order = [k for k in _KIND_COLOURS if k in kinds] + sorted(kinds - set(_KIND_COLOURS))  # F, B, I, W, others
     handles = [Patch(color=_KIND_COLOURS.get(k, _OTHER_KIND), label=_KIND_NAMES.get(k, k)) for k in order]
     # Beside the panels, not their top corner: the title spans the figure's width and would run under it.
     fig.legend(handles=handles + [Patch(color=_IDLE, label="idle (bubble)")], fontsize=8, loc="outside right center")
+
+
+def _timeline_title(label: str, best: pd.Series) -> str:
+    """The figure's title: the case, where it ran, and its measured step against the predicted one."""
     versus = f"measured {best['step_ms']:.1f} ms"
     if pd.notna(best["predicted_step_ms"]):
         versus += f" vs predicted {best['predicted_step_ms']:.1f} ms ({best['step_error_pct']:+.1f}%)"
     where = "on the CPU" if best["gpus"] == "cpu" else f"on GPUs {best['gpus']}"
-    fig.suptitle(_wrap(f"{labels.with_batch[key]}, {best['case']} {where}: {versus} per step", 100))
-    return _save(fig, path, f"{footer}; the number in a bar is its micro-batch")
+    return f"{label}, {best['case']} {where}: {versus} per step"
 
 
 def _wrap(title: str, width: int) -> str:
