@@ -102,11 +102,9 @@ def _data_file(text: str) -> str | None:
 
 
 def cmd_train(args) -> int:
-    from pathlib import Path
-
     from pipebench.bench.cli.run import _on_cpu
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.bench.train import TrainOptions, run_training
+    from pipebench.bench.train import run_training
     from pipebench.bench.train.data import parse_data
     from pipebench.text.parse import parse_gpus, parse_override
 
@@ -114,32 +112,16 @@ def cmd_train(args) -> int:
     training = training_of(args)
     batch = _count(args.batch, "--batch")
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
-    seq_len = None
-    if "input_shape" in overrides and len(overrides["input_shape"]) == 1:
-        seq_len = overrides["input_shape"][0]
-    elif args.model == "gpt":
-        from pipebench import models
-
-        seq_len = models.get_model("gpt", args.flavour, device="meta", **overrides).config["seq_len"]
-    data = parse_data(args.data, seq_len)
+    data = parse_data(args.data, _seq_len(args, overrides))
     if args.lr is not None and not (args.lr > 0 and args.lr < float("inf")):
         raise UserError(f"--lr must be a positive number (got {args.lr})")
-    save, csv = args.save, args.csv
     on_cpu = _on_cpu(args)
     machine = detect_machine(parse_gpus(args.gpus) if args.gpus else None, _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)
     nodes = _count(args.nodes, "--nodes") or 1
-    if nodes > 1:  # the plan spans every node's devices, each node like this one
-        from dataclasses import replace
-
-        machine = replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
-    options = TrainOptions(
-        model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
-        epochs=_count(args.epochs, "--epochs"), steps=_count(args.steps, "--steps"), lr=args.lr, save=save,
-        save_every=_count(args.save_every, "--save-every"), resume=args.resume,
-        log_every=_count(args.log_every, "--log-every", 0) if args.log_every is not None else 10, csv=csv,
-        workers=workers if workers is not None else (0 if machine.gpus is None else 4),
-        write_job=args.write_job, nodes=nodes)
+    machine = _over_nodes(machine, nodes)
+    options = _train_options(args, data, batch, overrides,
+                             workers=workers if workers is not None else (0 if machine.gpus is None else 4), nodes=nodes)
     if machine.gpus is None:
         note(f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
              "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
@@ -151,6 +133,47 @@ def cmd_train(args) -> int:
     except WorkerError as exc:  # a worker's own failure: its rank and reason in one line, not the parent's stack
         print(f"pipebench train: failed: {printable(str(exc))}", file=sys.stderr)
         return 1
+    return _answer(result, options.save)
+
+
+def _seq_len(args, overrides: dict) -> int | None:
+    """The tokens a sample of a token file takes: --input-shape's one dimension, else gpt's own (its
+    flavour's, or --set's); None for another model."""
+    if "input_shape" in overrides and len(overrides["input_shape"]) == 1:
+        return overrides["input_shape"][0]
+    if args.model == "gpt":
+        from pipebench import models
+
+        return models.get_model("gpt", args.flavour, device="meta", **overrides).config["seq_len"]
+    return None
+
+
+def _over_nodes(machine, nodes: int):
+    """The machine a job over `nodes` machines is planned for: every node's devices (and their caps),
+    each node like this one."""
+    if nodes <= 1:
+        return machine
+    from dataclasses import replace
+
+    return replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
+
+
+def _train_options(args, data, batch: int, overrides: dict, *, workers: int, nodes: int):
+    """The TrainOptions the command line gives (bench/train), each count read and its default filled."""
+    from pipebench.bench.train import TrainOptions
+
+    return TrainOptions(
+        model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
+        epochs=_count(args.epochs, "--epochs"), steps=_count(args.steps, "--steps"), lr=args.lr, save=args.save,
+        save_every=_count(args.save_every, "--save-every"), resume=args.resume,
+        log_every=_count(args.log_every, "--log-every", 0) if args.log_every is not None else 10, csv=args.csv,
+        workers=workers, write_job=args.write_job, nodes=nodes)
+
+
+def _answer(result: dict, save: str | None) -> int:
+    """The training's end in one line, and its exit status: done (0), stopped by Ctrl-C (EXIT_INTERRUPTED,
+    its checkpoint said) or diverged (EXIT_DIVERGED, the NaN weights not saved); nothing for a job
+    written (--write-job), which said where."""
     if "written" in result:
         return 0
     if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
