@@ -97,12 +97,29 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
 
 def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
-    from pipebench import models
+    _check_nodes(options)
+    dataset, described, saved = _check_data_and_model(options)  # before any worker
+    name, profiled = choose_strategy(options, machine, training, note)
+    if options.resume and saved.get("strategy") != name:
+        raise UserError(f"{options.save}: the training state is of strategy {saved.get('strategy')}, this run's "
+                        f"is {name}; resume with --strategy {saved.get('strategy')}")
+    per_epoch = len(dataset) // options.batch
+    total = options.steps or (options.epochs or 1) * per_epoch
+    prepared = _prepare_job(options, machine, training, name, profiled)
+    job, plan = prepared.job, prepared.plan
+    where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
+    note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
+         + (f", checkpoint {options.save}" if options.save else ""))
+    settings = _worker_settings(options)
+    if options.write_job:
+        return write_job(job, settings, options, machine.devices // options.nodes, note)
+    return _launch(job, settings, prepared.gpus, options, note)
+
+
+def _check_nodes(options: TrainOptions) -> None:
+    """A job over several machines only as files for torchrun (--write-job), and only of a strategy of one
+    process per device."""
     from pipebench.bench.strategies import get_strategy
-    from pipebench.bench.cases.suite import CaseUnavailable, Case, prepare
-    from pipebench.bench.train import checkpoint as ckpt
-    from pipebench.bench.train.data import check_fits, open_dataset
-    from pipebench.request import split_error
 
     if options.nodes > 1 and not options.write_job:
         raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "
@@ -112,8 +129,18 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
         if options.nodes > 1 and not named.process_per_device:
             raise UserError(f"--nodes {options.nodes}: {named.name} runs in one process, on one machine; choose a "
                             "strategy of one process per device (ddp, fsdp, zero1, pp-*, hybrid)")
-    # Before any worker: the data, the model it must fit, the checkpoint.
+
+
+def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
+    """What can fail before any worker starts, checked now: the model built, the checkpoint --resume
+    continues (its weights must fit the model), the data opened and fitting the model. Returns the
+    dataset, its description, and the layout the checkpoint was saved in ({} without --resume)."""
+    from pipebench import models
+    from pipebench.bench.train import checkpoint as ckpt
+    from pipebench.bench.train.data import check_fits, open_dataset
+
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
+    saved: dict = {}
     if options.resume:
         if not options.save:
             raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
@@ -123,13 +150,19 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     dataset = open_dataset(options.data)
     described = check_fits(dataset, model, options.batch, 1)
     del model
-    name, profiled = choose_strategy(options, machine, training, note)
+    return dataset, described, saved
+
+
+def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) -> Any:
+    """The training planned as `pipebench run` plans a case (bench/cases/suite.py prepare, from its
+    profile) and its Job made; UserError where the strategy cannot train the model here, it is predicted
+    not to fit, or the batch does not split over its replicas. A profile kept only for this (the cache
+    off) is removed."""
+    from pipebench.bench.cases.suite import CaseUnavailable, Case, prepare
+    from pipebench.bench.strategies import get_strategy
+    from pipebench.request import split_error
+
     strategy = get_strategy(name)
-    if options.resume and saved.get("strategy") != name:
-        raise UserError(f"{options.save}: the training state is of strategy {saved.get('strategy')}, this run's "
-                        f"is {name}; resume with --strategy {saved.get('strategy')}")
-    per_epoch = len(dataset) // options.batch
-    total = options.steps or (options.epochs or 1) * per_epoch
     case = Case(options.model, options.flavour, options.batch, name,
                 overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
                 training=training)
@@ -147,17 +180,16 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     replicas = strategy.replicas_here(job.processes) if strategy.replicated else job.processes
     if strategy.splits_batch and (why := split_error(options.batch, replicas, name)) is not None:
         raise UserError(why)
-    plan = prepared.plan
-    where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
-    note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
-         + (f", checkpoint {options.save}" if options.save else ""))
-    settings = {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
-                "lr": options.lr, "save": str(Path(options.save).resolve()) if options.save else None,
-                "save_every": options.save_every, "resume": options.resume,
-                "csv": str(Path(options.csv).resolve()) if options.csv else None, "workers": options.workers}
-    if options.write_job:
-        return write_job(job, settings, options, machine.devices // options.nodes, note)
-    return _launch(job, settings, prepared.gpus, options, note)
+    return prepared
+
+
+def _worker_settings(options: TrainOptions) -> dict:
+    """What every worker of bench/train/loop.py reads from train.json: the data, the length, the
+    checkpoints and the log, with absolute paths."""
+    return {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
+            "lr": options.lr, "save": str(Path(options.save).resolve()) if options.save else None,
+            "save_every": options.save_every, "resume": options.resume,
+            "csv": str(Path(options.csv).resolve()) if options.csv else None, "workers": options.workers}
 
 
 def write_job(job, settings: dict, options: TrainOptions, node_devices: int, note) -> dict:
