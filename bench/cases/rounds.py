@@ -92,8 +92,8 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
         with contextlib.ExitStack() as claims:  # each case held from its preparation until its row is written
             to_measure = []
             for i, case in model_cases:
-                if (measured := run.admit(i, case, key_base, claims)) is not None:
-                    to_measure.append(measured)
+                if (admitted := run.admit(i, case, key_base, claims)) is not None:
+                    to_measure.append(admitted)
             if to_measure:
                 run.measure(to_measure, key_base)
     return run.rows, run.csv_path, run.json_path
@@ -155,7 +155,7 @@ class _Run:
         None where it is skipped (done already, run by another run) or its row is written now (unavailable,
         predicted not to fit)."""
         options, head = self.options, f"[{i}/{len(self.cases)}] {case.label()}"
-        row, prepared = self.prepare(case, key_base)
+        row, prepared = self.prepare_case(case, key_base)
         if res.case_key(row) in self.done:
             self.note(f"{head}: done already (--resume)")
             return None
@@ -175,7 +175,7 @@ class _Run:
                   f"{len(self.cases) - i} left")
         return None
 
-    def prepare(self, case: Case, key_base: tuple) -> tuple[res.Row, Any]:
+    def prepare_case(self, case: Case, key_base: tuple) -> tuple[res.Row, Any]:
         """The case planned from its model's profile (profiled now, the first time it is needed) and the
         row it will write, whose key says whether it is done (the planner may have chosen its micro-batch
         count); an unavailable case's row, and no preparation."""
