@@ -1,6 +1,6 @@
 """`pipebench.run`: the benchmark suite from Python, as `pipebench run` runs it.
 
-Apart from pipebench/api.py because the suite's cases profile through the API (bench/cases/suite.py):
+Apart from pipebench/api.py because the suite's cases profile through the API (bench/cases/prepare.py):
 here above both, the import graph stays without cycles (tests/test_layers.py).
 """
 from __future__ import annotations
@@ -24,12 +24,12 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     models: {name: global batch}, or names (each at its default batch); a name is the zoo's, FILE.py:NAME
         or package.module:NAME. strategies: names (default: every one). machine: a Machine
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
-        else 2 CPU processes). options: the fields of RunOptions (bench/cases/rounds.py), e.g. flavour,
+        else 2 CPU processes). options: the fields of RunOptions (bench/cases/suite_run.py), e.g. flavour,
         out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
-    Everything is checked, one UserError, before anything is profiled (rounds.check_run)."""
+    Everything is checked, one UserError, before anything is profiled (suite_run.check_run)."""
     from dataclasses import fields as fields_of
 
-    from pipebench.bench.cases import rounds
+    from pipebench.bench.cases import suite_run
     from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.store.results import DEFAULT_OUT
     from pipebench.bench.strategies import strategy_list, strategy_names
@@ -37,21 +37,21 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
         raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
     if not isinstance(models, dict):
-        models = rounds.model_batches([str(name) for name in models], None)
+        models = suite_run.model_batches([str(name) for name in models], None)
     else:
-        rounds.model_batches([str(name) for name in models], None)  # an unknown name: one line
+        suite_run.model_batches([str(name) for name in models], None)  # an unknown name: one line
         models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
     names = strategy_names() if strategies is None else strategy_list(strategies)
-    known = {f.name for f in fields_of(rounds.RunOptions)} - {"models", "strategies"}
+    known = {f.name for f in fields_of(suite_run.RunOptions)} - {"models", "strategies"}
     if unknown := sorted(set(options) - known):
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
     options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
-               "timeout": LIMIT_SECONDS, **rounds.FULL, **options}
+               "timeout": LIMIT_SECONDS, **suite_run.FULL, **options}
     options["out"] = Path(options["out"])
-    run_options = rounds.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
+    run_options = suite_run.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
     if machine is None:
         machine = detect_machine(None)
     elif not isinstance(machine, Machine):
         raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
-    rounds.check_run(run_options, machine)
-    return rounds.run_suite(run_options, machine, note=note or (lambda line: None))
+    suite_run.check_run(run_options, machine)
+    return suite_run.run_suite(run_options, machine, note=note or (lambda line: None))

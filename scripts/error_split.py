@@ -132,7 +132,8 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     command's round trip through the store included: the clock of rows before the workers' own) and by
     the workers (what rows hold now). Saved as OUT/clocks.json."""
     from pipebench.bench.launch.sessions import Session, WorkerGroups
-    from pipebench.bench.cases.suite import Profiled, make_cases, prepare
+    from pipebench.bench.cases.prepare import Profiled, prepare
+    from pipebench.bench.cases.case import make_cases
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.partition.profiling.profile_record import load_profiles
 

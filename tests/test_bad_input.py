@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.cases import rounds as suite_run
+from pipebench.bench.cases import suite_run
 from pipebench.bench.cli import main
 
 TINY = ["--flavour", "tiny", "--batch", "8", "--repeats", "1"]

@@ -174,7 +174,7 @@ def test_training_refuses_unknown_and_impossible_modes():
 ])
 def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     """Before anything is profiled or run (both would fail the test)."""
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
     from pipebench.partition.profiling import measure
     from test_bad_input import refused
 

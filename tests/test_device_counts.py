@@ -1,7 +1,7 @@
 """Every strategy of the registry on every device count: it trains equal to one device, or it is
 `unavailable` with a reason, never failed.
 
-Each case goes the way `pipebench run` takes it (bench/cases/suite.py prepare: predicted from a profile,
+Each case goes the way `pipebench run` takes it (bench/cases/prepare.py prepare: predicted from a profile,
 planned, a Job or CaseUnavailable), then runs in the session's warm worker groups (CPU processes
 through gloo, as GPUs through NCCL) and is checked against one device after a step. Planning and
 prediction alone (no processes) sweep 1 to 8 devices."""
@@ -15,7 +15,8 @@ from pipebench import models
 from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.bench.cases.suite import Case, CaseUnavailable, Profiled, prepare
+from pipebench.bench.cases.case import Case, CaseUnavailable
+from pipebench.bench.cases.prepare import Profiled, prepare
 from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.measure import profile_model
 

@@ -133,7 +133,8 @@ def test_case_key_holds_every_setting_that_changes_what_runs():
 
 
 def test_the_suite_records_overrides_and_caps_in_the_row():
-    from pipebench.bench.cases.suite import Case, case_caps, unavailable_row
+    from pipebench.bench.cases.case import Case
+    from pipebench.bench.cases.case_rows import case_caps, unavailable_row
     from pipebench.bench.cases.machine import Machine
 
     machine = Machine(None, 2, "cpu", caps=[2**30, 2**30])

@@ -1,9 +1,9 @@
-"""Cases measured in interleaved rounds (bench/cases/suite.py run_rounds), and the strategies that do the same
+"""Cases measured in interleaved rounds (bench/cases/measure.py run_rounds), and the strategies that do the same
 work as single on a machine (the registry's compute_devices): no processes start here."""
 import pytest
 
-from pipebench.bench.cases import suite
-from pipebench.bench.cases.suite import same_work_as
+from pipebench.bench.cases import measure
+from pipebench.bench.cases.case_rows import same_work_as
 from pipebench.bench.cases.machine import Machine
 
 
@@ -25,9 +25,9 @@ def test_rounds_interleave_the_cases_and_the_row_keeps_each_rounds_mean(monkeypa
         ran.append((prepared, trace))
         return [10.0 * (len(ran)), 10.0 * (len(ran)) + 2], {"r": len(ran)}
 
-    monkeypatch.setattr(suite, "measure_round", measure_round)
-    monkeypatch.setattr(suite, "make_row", lambda prepared, machine, **kw: (prepared, kw))
-    rows = suite.run_rounds(["A", "B", "C"], Machine(None, 2, "cpu"), rounds=3, steps=2, timeout=60)
+    monkeypatch.setattr(measure, "measure_round", measure_round)
+    monkeypatch.setattr(measure, "make_row", lambda prepared, machine, **kw: (prepared, kw))
+    rows = measure.run_rounds(["A", "B", "C"], Machine(None, 2, "cpu"), rounds=3, steps=2, timeout=60)
     assert [p for p, _ in ran] == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]
     assert [t for _, t in ran] == [False] * 6 + [True] * 3
     (a, kw), = [row for row in rows if row[0] == "A"]
@@ -41,10 +41,10 @@ def test_a_case_that_fails_leaves_the_later_rounds(monkeypatch):
     def measure_round(prepared, **_):
         ran.append(prepared)
         if prepared == "B":
-            raise suite._RoundFailed("oom", "out of memory")
+            raise measure._RoundFailed("oom", "out of memory")
         return [5.0], {}
 
-    monkeypatch.setattr(suite, "measure_round", measure_round)
-    monkeypatch.setattr(suite, "make_row", lambda prepared, machine, **kw: (prepared, kw["status"]))
-    rows = suite.run_rounds(["A", "B"], Machine(None, 2, "cpu"), rounds=2, steps=1, timeout=60)
+    monkeypatch.setattr(measure, "measure_round", measure_round)
+    monkeypatch.setattr(measure, "make_row", lambda prepared, machine, **kw: (prepared, kw["status"]))
+    rows = measure.run_rounds(["A", "B"], Machine(None, 2, "cpu"), rounds=2, steps=1, timeout=60)
     assert ran == ["A", "B", "A"] and rows == [("A", "ok"), ("B", "oom")]

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipebench.bench.cases import rounds as suite_run
+from pipebench.bench.cases import suite_run
 from pipebench.bench.store.results import ResultsError, load
-from pipebench.bench.cases.suite import Prepared, make_row
+from pipebench.bench.cases.prepare import Prepared
+from pipebench.bench.cases.case_rows import make_row
 from pipebench.bench.cases.machine import Machine
 
 
@@ -127,7 +128,8 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
     """The parent's clock holds its command's round trip through the store; the row takes the workers' own
     times of the timed steps (the traced step after them left out), the parent's only where those lack."""
     from pipebench.bench.launch import sessions
-    from pipebench.bench.cases.suite import Case, run_prepared
+    from pipebench.bench.cases.case import Case
+    from pipebench.bench.cases.measure import run_prepared
 
     class Workers:
         own = [1.0, 2.0, 3.0, 50.0]
@@ -207,7 +209,7 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     from pipebench.bench.launch.job import Job
     from pipebench.bench.report.tables import frame, markdown_table, summarise
     from pipebench.bench.store.results import append
-    from pipebench.bench.cases.suite import run_prepared
+    from pipebench.bench.cases.measure import run_prepared
 
     model = f"{Path(__file__).parent / 'fixtures' / 'diverging_model.py'}:Diverges"
     job = Job.by_hand(model, "single", batch=4, devices=1, device_type="cpu", steps=2, warmup=1)

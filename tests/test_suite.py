@@ -82,7 +82,7 @@ def resumed(tmp_path_factory, profiles):
     import contextlib
     import io
 
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
 
     from pipebench.bench.launch import sessions
 

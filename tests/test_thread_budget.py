@@ -47,7 +47,8 @@ def test_the_profile_is_timed_with_one_devices_share_of_the_cores(monkeypatch):
 
 
 def test_every_cpu_worker_gets_the_same_budget_whatever_its_strategy():
-    from pipebench.bench.cases.suite import Case, prepare
+    from pipebench.bench.cases.case import Case
+    from pipebench.bench.cases.prepare import prepare
     from pipebench.bench.cases.machine import Machine
 
     machine = Machine(None, 2, "cpu")

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.cases import rounds as suite_run
+from pipebench.bench.cases import suite_run
 from pipebench.bench.cli import main
 from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
 from pipebench.bench.store.results import Row, append, case_key, load
-from pipebench.bench.cases.suite import Case, Profiled, case_caps, make_row, prepare
+from pipebench.bench.cases.case import Case
+from pipebench.bench.cases.prepare import Profiled, prepare
+from pipebench.bench.cases.case_rows import case_caps, make_row
 from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.training import Training

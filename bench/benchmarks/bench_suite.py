@@ -22,11 +22,13 @@ import pytest
 from pipebench.errors import UserError
 
 from pipebench.bench.store import results as res
-from pipebench.bench.cases.rounds import RunOptions, parse_models, quick_options
+from pipebench.bench.cases.suite_run import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
 from pipebench.text.parse import parse_chunks
 from pipebench.training import Training
-from pipebench.bench.cases.suite import CaseUnavailable, make_cases, make_row, now, prepare, profile_case_model
+from pipebench.bench.cases.case import CaseUnavailable, make_cases, now
+from pipebench.bench.cases.case_rows import make_row
+from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.machine import detect_machine
 from pipebench.time_limit import LIMIT_SECONDS
 

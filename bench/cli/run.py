@@ -75,7 +75,7 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
     from pipebench.bench.cli.common import compile_modes
 
     compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
@@ -101,9 +101,9 @@ def cmd_run(args) -> int:
 
 
 def _run_options(args, training, compiles: tuple[str | None, ...]):
-    """The RunOptions the command line gives (rounds.RunOptions), each default filled: the models and
+    """The RunOptions the command line gives (suite_run.RunOptions), each default filled: the models and
     their batch, the strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds."""
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
     from pipebench.text.parse import parse_chunks, parse_override
 
     models = suite_run.parse_models(args.models, args.batch)
@@ -128,7 +128,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
 def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
     """The machine the cases run on: the GPUs --gpus names (auto:N: the freest now), else every visible
     one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.text.parse import parse_gpus
     from pipebench.text.units import parse_size
@@ -145,7 +145,7 @@ def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
 
 def _say_where(args, options, machine, on_cpu: bool) -> None:
     """One line on the CPU (why there, how many processes) or under --quick: what every case runs with."""
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
 
     uses = suite_run.describe_options(options)
     if machine.gpus is None:
@@ -164,9 +164,9 @@ def _probe_speeds(machine) -> None:
 
 
 def _run_suite(options, machine) -> int:
-    """Every case run (rounds.run_suite), then the summary table and where the results went; Ctrl-C
+    """Every case run (suite_run.run_suite), then the summary table and where the results went; Ctrl-C
     keeps the rows finished."""
-    from pipebench.bench.cases import rounds as suite_run
+    from pipebench.bench.cases import suite_run
     from pipebench.bench.report.tables import summary_table
 
     try:

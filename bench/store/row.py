@@ -77,13 +77,13 @@ class Row:
     bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
     GPU it is within a few percent of the mean. None in files written before the field."""
     round_ms: list[float] = field(default_factory=list)
-    """The mean step of each round the case was measured in, in the order they ran (bench/cases/suite.py
+    """The mean step of each round the case was measured in, in the order they ran (bench/cases/measure.py
     run_rounds: cases interleaved A B C, C B A, ...): their spread is the case's noise, which the report
     judges "faster" by; empty for a case measured in one round, or in files written before the field."""
     same_work_as: str = ""
     """The strategy this case does the same computation as on its machine ("single" for a one-process
     strategy on one device: every one on the CPU), so that it can only measure a tie with it, or slower;
-    "" otherwise (bench/cases/suite.py same_work_as)."""
+    "" otherwise (bench/cases/case_rows.py same_work_as)."""
     peak_memory_bytes: list[int] = field(default_factory=list)
     """Peak bytes allocated per device during the timed steps (0 for a CPU)."""
     first_loss: float | None = None

@@ -1,7 +1,7 @@
 """`pipebench train`: the planned split trained on your data, to a checkpoint your model loads.
 
 The parent (`run_training`) checks everything it can before any worker starts (the data, the model it
-must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/cases/suite.py's
+must fit, the checkpoint path), plans the strategy as `pipebench run` plans a case (bench/cases/prepare.py's
 `prepare`, from the cached profile: the same Plan the benchmark measured), and starts the workers through
 bench/launch/spawn.py with bench/train/loop.py as their module. It draws their progress from the file rank 0
 appends to, prints the recipe's log line every `log_every` steps, and on Ctrl-C asks the workers to
@@ -59,7 +59,8 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     """The strategy to train with and its profile (None where none is needed): the one named, or under
     auto advise's recommendation from the (cached) profile, said in one line."""
     from pipebench.bench.strategies import BASELINE, get_strategy
-    from pipebench.bench.cases.suite import make_cases, profile_case_model
+    from pipebench.bench.cases.case import make_cases
+    from pipebench.bench.cases.prepare import profile_case_model
     from pipebench.partition.profiling.cache import cache_folder
 
     auto = options.strategy == "auto"
@@ -154,11 +155,12 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
 
 
 def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) -> Any:
-    """The training planned as `pipebench run` plans a case (bench/cases/suite.py prepare, from its
+    """The training planned as `pipebench run` plans a case (bench/cases/prepare.py prepare, from its
     profile) and its Job made; UserError where the strategy cannot train the model here, it is predicted
     not to fit, or the batch does not split over its replicas. A profile kept only for this (the cache
     off) is removed."""
-    from pipebench.bench.cases.suite import CaseUnavailable, Case, prepare
+    from pipebench.bench.cases.case import CaseUnavailable, Case
+    from pipebench.bench.cases.prepare import prepare
     from pipebench.bench.strategies import get_strategy
     from pipebench.request import split_error
 

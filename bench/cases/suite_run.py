@@ -22,8 +22,10 @@ from typing import Any, Callable, Sequence
 from pipebench.bench.store import results as res
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.bench.cases.machine import Machine
-from pipebench.bench.cases.suite import (DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, make_cases, make_row, now,
-                                   prepare, profile_case_model, run_rounds, unavailable_row)
+from pipebench.bench.cases.case import DEFAULT_MODELS, QUICK_BATCH, Case, CaseUnavailable, make_cases, now
+from pipebench.bench.cases.case_rows import make_row, unavailable_row
+from pipebench.bench.cases.prepare import prepare, profile_case_model
+from pipebench.bench.cases.measure import run_rounds
 from pipebench.errors import UserError
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training
@@ -67,7 +69,7 @@ class RunOptions:
     the later row of a case); the check command `pipebench advise` prints runs so, into a folder of its own."""
     rounds: int = 1
     """--rounds: each model's cases are measured in this many interleaved rounds (A B C, C B A, ...), each
-    `steps` timed steps after `warmup` (bench/cases/suite.py run_rounds)."""
+    `steps` timed steps after `warmup` (bench/cases/measure.py run_rounds)."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
