@@ -371,7 +371,7 @@ def test_a_prediction_is_an_interval_around_its_point_that_widens_with_the_profi
 
 def test_a_plan_carries_its_interval_and_prints_it():
     from pipebench.partition.planning.plan_choice import make_plan
-    from pipebench.partition.planning.plan_text import format_plan
+    from pipebench.bench.report.plan_text import format_plan
 
     plan = make_plan(profiles(spread=0.07), Request(devices=["cuda:0", "cuda:1"], schedule="1f1b", link_gbps=0.0))
     widened = math.hypot(0.07, BETWEEN_RUNS["gpu"])

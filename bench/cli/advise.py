@@ -80,7 +80,7 @@ def _single(advice):
 
 def _heading(profile, devices) -> str:
     """The first line: the model, its batch and the devices it was priced on."""
-    from pipebench.partition.planning.plan_text import model_label
+    from pipebench.partition.profiling.profile_record import model_label
 
     named = ", ".join(dict.fromkeys(devices)) if len(set(devices)) > 1 else devices[0]
     return (f"{model_label(profile.model, profile.flavour)}, batch {profile.batch}, on {len(devices)} x "

@@ -184,7 +184,7 @@ def cmd_plan(args) -> int:
     from pipebench.fileio.files import write_json
     from pipebench.partition.planning.engines import check_engine, summary
     from pipebench.partition.planning.plan_choice import plan_ranking
-    from pipebench.partition.planning.plan_text import format_plan
+    from pipebench.bench.report.plan_text import format_plan
     from pipebench.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]

@@ -46,7 +46,7 @@ from pipebench.hardware.cpu import SpeedGauge
 from pipebench.partition.profiling.clock import Clock, sync, wall
 from pipebench.partition.capture.graph import capture, segments
 from pipebench.partition.capture.graph_errors import CaptureError, SplitError
-from pipebench.partition.planning.plan_text import model_label
+from pipebench.partition.profiling.profile_record import model_label
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, relative_spread
 from pipebench.partition.profiling.segment_timing import profile_segment
 from pipebench.snapshot import module_state

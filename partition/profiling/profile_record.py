@@ -45,7 +45,7 @@ from pipebench.errors import UserError
 from pipebench.fileio.files import read_json, record, write_json
 from pipebench.training import Training, nest_training
 
-__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes",
+__all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes", "model_label",
            "relative_spread", "step_spread"]
 
 FORMAT = "pipebench-profile"
@@ -53,6 +53,15 @@ VERSION = 1
 MAX_LAYER_MS = 1e9
 """A layer time above this (11 days per micro-batch) is not a measurement: sums of such times overflow
 and the plan prints nonsense."""
+
+
+def model_label(name: str, flavour: str | None) -> str:
+    """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone
+    (`printable`: a line feed in a file's name does not break the line it heads). What a profile, its plan
+    and the progress lines call the model."""
+    from pipebench.errors import printable
+
+    return printable(f"{name} ({flavour})" if flavour else name)
 
 
 class ProfileError(UserError):

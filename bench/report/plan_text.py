@@ -7,18 +7,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipebench.errors import printable
+from pipebench.partition.profiling.profile_record import model_label
 from pipebench.partition.planning.schedule import get_schedule
 from pipebench.request import caps_per_device, within_caps
 from pipebench.text.units import format_bytes, format_count
 
 __all__ = ["format_plan"]
 
-
-
-def model_label(name: str, flavour: str | None) -> str:
-    """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone
-    (`printable`: a line feed in a file's name does not break the line it heads)."""
-    return printable(f"{name} ({flavour})" if flavour else name)
 
 
 def format_plan(plan, baseline, max_memory: float | Sequence[float] | None = None) -> str:
