@@ -22,10 +22,13 @@ from typing import Callable, Iterator
 
 from pipebench.errors import UserError, printable
 
-__all__ = ["LIMIT_SECONDS", "time_limit"]
+__all__ = ["LIMIT_SECONDS", "WEEK_SECONDS", "time_limit"]
 
 LIMIT_SECONDS = 1800.0
 """Seconds a case of `run`, or the profiling of `plan` and `advise`, may take (--timeout)."""
+WEEK_SECONDS = 7 * 24 * 3600.0
+"""What stands for no limit where a timeout must be given (a store's wait, a training): a week, while the
+parent lives (what it started ends with it: pipebench/processes.py)."""
 GRACE_SECONDS = 2.0
 """How long past the limit the watchdog waits for the timer's exception to end the work."""
 

@@ -215,7 +215,7 @@ class WorkerGroup:
         self.cases = 0
         self.awaiting = ""
         """The store key a Session waits for now: set to "exited" when the workers end."""
-        self.store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=1800))
+        self.store = loopback_store(wait_for_workers=False, timeout=timedelta(seconds=LIMIT_SECONDS))
         self._tmp = tempfile.TemporaryDirectory(prefix="pipebench-")
         self.folder = Path(self._tmp.name)
         try:

@@ -35,6 +35,7 @@ from pipebench.bench.strategies.micro_batches import to_device
 from pipebench.fileio.files import write_json
 from pipebench.hardware.cpu import hold_memory
 from pipebench.training import set_precision
+from pipebench.time_limit import LIMIT_SECONDS, WEEK_SECONDS
 
 
 COMMANDS = ("step", "trace", "stop")
@@ -42,9 +43,9 @@ COMMANDS = ("step", "trace", "stop")
 
 CONNECT_TIMEOUT_S = 30
 """Reaching the parent's store, which listens before we start: longer means the parent is gone."""
-COMMAND_TIMEOUT_S = 1800
+COMMAND_TIMEOUT_S = LIMIT_SECONDS
 """Waiting for the parent's next command (the parent's own default timeout per case)."""
-IDLE_TIMEOUT_S = 7 * 24 * 3600
+IDLE_TIMEOUT_S = WEEK_SECONDS
 """A worker group waiting for its next case: as long as the parent lives (exit_with_parent ends it then)."""
 
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch")
