@@ -25,13 +25,21 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-__all__ = ["cores", "threads_per_device", "thread_budget", "hold_memory", "held_memory", "SpeedGauge"]
+__all__ = ["cpu_name", "cores", "threads_per_device", "thread_budget", "hold_memory", "held_memory", "SpeedGauge"]
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 """glibc's mallopt parameters (malloc.h)."""
 GLIBC_DEFAULTS = {M_TRIM_THRESHOLD: 128 * 1024, M_MMAP_MAX: 65536}
 HELD = {M_TRIM_THRESHOLD: 2**31 - 1, M_MMAP_MAX: 0}
 """No block is mapped on its own (each would be unmapped when freed) and the heap is never trimmed."""
+
+
+def cpu_name() -> str:
+    """The CPU's name, as profiles, their cache keys and the rows of CPU stand-ins record it: the processor
+    where Python can tell (x86_64 on Linux says only the architecture), else the machine, else "cpu"."""
+    import platform
+
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def cores() -> int:

@@ -4,10 +4,10 @@ pytest-benchmark suite each detect it once (`detect_machine`) and hand it to eve
 it makes (`Machine.request`)."""
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from typing import Sequence
 
+from pipebench.hardware.cpu import cpu_name
 from pipebench.errors import UserError
 from pipebench.request import Request
 from pipebench.training import Training
@@ -72,7 +72,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     if count == 0:
         if gpus is not None:
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
-        return Machine(None, cpu_processes or 2, platform.processor() or platform.machine() or "cpu")
+        return Machine(None, cpu_processes or 2, cpu_name())
     if cpu_processes is not None:
         raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
                         "with --gpus")

@@ -265,9 +265,9 @@ def device_label(device: str) -> str:
         import torch
 
         return torch.cuda.get_device_name(index)
-    import platform
+    from pipebench.hardware.cpu import cpu_name
 
-    return platform.processor() or platform.machine() or device
+    return cpu_name()
 
 
 @lru_cache(maxsize=1)

@@ -34,7 +34,6 @@ compiled for the whole step, then eager again).
 from __future__ import annotations
 
 import gc
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -42,7 +41,7 @@ from typing import Any, Callable
 import torch
 
 from pipebench.errors import UserError, first_line
-from pipebench.hardware.cpu import SpeedGauge
+from pipebench.hardware.cpu import SpeedGauge, cpu_name
 from pipebench.partition.profiling.clock import Clock, sync, wall
 from pipebench.partition.capture.graph import capture, segments
 from pipebench.partition.capture.graph_errors import CaptureError, SplitError
@@ -59,7 +58,7 @@ def device_name(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine() or device.type
+    return cpu_name()
 
 
 @dataclass(frozen=True)
