@@ -13,7 +13,7 @@ against the mean steps follows. On GPUs it is the mean step: the profile's whole
 its repeats, and a launch-bound model's fastest step lies well below it on a busy host (bert-base at batch
 16 x 256 on one H200: fastest 26.5 ms, mean 32.4).
 
-Several rows of one case (the rounds of bench/cpu_fidelity.sh, each in its own folder) are one case: its
+Several rows of one case (the rounds of scripts/cpu_fidelity.sh, each in its own folder) are one case: its
 measured and its predicted step are the medians of theirs. A CPU stand-in's speed moves with the host's
 other load, by up to 1.9x within minutes on our 2-vCPU VM (every copy of a model in one process slowed
 together: results/2026-12-02-cpu2-machine-drift), so a case measured once judges the machine as much as
