@@ -112,13 +112,25 @@ def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[
     return factors
 
 
-def auto_gpus(text: str):
-    """--gpus auto:N -> the N freest GPUs now, as (ids, what NVML says of them); says which it took, and why."""
+def chosen_gpus(text: str | None, *, now: bool = True) -> tuple[list[int] | None, list | None]:
+    """--gpus, read the same way by plan, advise, run and train: (the GPU ids, what NVML says of them, for
+    the default memory caps; None where it cannot tell), or (None, None) when not given. auto:N takes the
+    N freest GPUs now and says which it took, and why. `now` False (a saved profile, which touches no
+    GPU): the ids as named, and auto:N refused."""
+    from pipebench.text.parse import parse_gpus
+
+    if text is None:
+        return None, None
+    if not now:
+        if text.startswith("auto"):
+            raise UserError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
+        return parse_gpus(text), None
     from pipebench.hardware.gpus import describe_choice, parse_gpu_choice
 
     ids, infos = parse_gpu_choice(text)
-    note(describe_choice(infos))
-    return ids, infos
+    if text.startswith("auto"):
+        note(describe_choice(infos))
+    return ids, infos or None
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

@@ -1,11 +1,9 @@
 """`pipebench plan`: profile a model (or load a saved profile) and print a balanced pipeline plan."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import NamedTuple
 
-from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, answer, auto_gpus,
+from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, answer, chosen_gpus,
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
 from pipebench.errors import UserError
@@ -215,21 +213,10 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
     (checked to exist when `check`), else --stages on --device."""
     from pipebench.hardware.probes import check_gpus, resolve_device
-    from pipebench.text.parse import parse_gpus
 
     if args.gpus is not None:
-        if args.gpus.startswith("auto"):
-            if not check:
-                raise UserError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
-            ids, infos = auto_gpus(args.gpus)
-            return check_gpus(ids), infos
-        ids = parse_gpus(args.gpus)
-        if not check:
-            return [f"cuda:{i}" for i in ids], None
-        devices = check_gpus(ids)
-        from pipebench.hardware.gpus import parse_gpu_choice
-
-        return devices, parse_gpu_choice(args.gpus)[1] or None
+        ids, infos = chosen_gpus(args.gpus, now=check)
+        return (check_gpus(ids) if check else [f"cuda:{i}" for i in ids]), infos
     stages = 2 if args.stages is None else args.stages
     return [resolve_device(args.device, check=check)] * stages, None
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, auto_gpus, note, speeds
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError
 from pipebench.time_limit import LIMIT_SECONDS
@@ -130,14 +130,9 @@ def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
     one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
     from pipebench.bench.cases import suite_run
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.text.parse import parse_gpus
     from pipebench.text.units import parse_size
 
-    ids = None
-    if args.gpus and args.gpus.startswith("auto"):
-        ids, _ = auto_gpus(args.gpus)
-    elif args.gpus:
-        ids = parse_gpus(args.gpus)
+    ids, _ = chosen_gpus(args.gpus or None)
     cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     machine = detect_machine(ids, args.stages, cpu=on_cpu)
     return suite_run.cap_machine(machine, cap, gpu_memory)
