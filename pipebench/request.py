@@ -26,7 +26,7 @@ from pipebench.text.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
-__all__ = ["Request", "BALANCES", "caps_per_device", "within_caps", "link_of", "check_stage_count", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "BALANCES", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -215,6 +215,15 @@ def check_stage_count(stages: int, layers: int) -> None:
         raise UserError(f"need at least one stage (got {stages})")
     if stages > layers:
         raise UserError(f"more stages than layers ({stages} > {layers})")
+
+
+def copies_error(devices: int, stages: int) -> str | None:
+    """Why `devices` do not hold two or more copies of a `stages`-device pipeline (a replicated pipeline,
+    the hybrid: its registry entry, its price, its Job and its Trainer ask here), or None."""
+    if devices < 2 * stages or devices % stages:
+        return (f"needs {2 * stages} or more devices, a multiple of {stages} ({stages} pipeline stages x 2 or more "
+                f"replicas): {devices} do not make 2 or more copies of a {stages}-device pipeline")
+    return None
 
 
 def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[Any] = ()) -> None:

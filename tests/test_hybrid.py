@@ -128,7 +128,8 @@ def test_hybrid_is_priced_as_one_replicas_plan_plus_the_allreduce_of_its_stages(
 def test_hybrid_needs_two_copies_of_its_stages():
     three = predict("hybrid", _profiles(), Request(devices=["cuda:0", "cuda:1", "cuda:2"]))
     assert three.plan is None and three.reason == ("needs 4 or more devices, a multiple of 2 (2 pipeline stages x 2 "
-                                                   "or more replicas); this run has 3")
+                                                   "or more replicas): 3 do not make 2 or more copies of a 2-device "
+                                                   "pipeline")
     assert "hybrid" not in [p.strategy for p in rank_strategies(_profiles(), Request(devices=["cuda:0", "cuda:1"])).predictions]
     assert "hybrid" in [p.strategy for p in rank_strategies(_profiles(), Request(devices=[f"cuda:{i}" for i in range(4)])).predictions]
 

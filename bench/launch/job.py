@@ -16,7 +16,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.errors import UserError
 from pipebench.fileio.files import read_json, record, write_json
 from pipebench.partition.planning.plan import Plan
-from pipebench.request import check_recompute, split_error
+from pipebench.request import check_recompute, copies_error, split_error
 from pipebench.training import Training, nest_training
 
 __all__ = ["Job"]
@@ -74,9 +74,8 @@ class Job:
             raise UserError(f"{self.strategy} runs a Plan; the job has none")
         plan = self.the_plan
         if plan is not None and strategy.replicated:  # copies of one replica's pipeline
-            if self.devices % plan.device_count or self.devices < 2 * plan.device_count:
-                raise UserError(f"{self.strategy} copies a {plan.device_count}-device plan: {self.devices} devices "
-                                f"do not make 2 or more copies of it")
+            if (why := copies_error(self.devices, plan.device_count)) is not None:
+                raise UserError(f"{self.strategy}: {why}")
             if plan.batch * self.replicas != self.batch:
                 raise UserError(f"the plan is for batch {plan.batch} per replica; {self.replicas} replicas of it "
                                 f"train {plan.batch * self.replicas}, the job {self.batch}")
@@ -141,7 +140,9 @@ class Job:
             replica_batch = batch
             if kind.replicated:
                 p = stages_per_replica or kind.stages_per_replica
-                if devices < p or devices % p or batch % (devices // p):
+                if (why := copies_error(devices, p)) is not None:
+                    raise UserError(f"{strategy}: {why}")
+                if batch % (devices // p):
                     raise UserError(f"{strategy}: {devices} devices and batch {batch} do not make copies of a "
                                     f"{p}-device pipeline, each with an equal share of the batch")
                 replica_batch = batch // (devices // p)

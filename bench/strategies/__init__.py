@@ -34,6 +34,7 @@ from pipebench.bench.strategies.planned import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
+from pipebench.request import copies_error
 from pipebench.partition.planning.schedule import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
@@ -109,7 +110,7 @@ class Strategy:
     def replicas_here(self, devices: int) -> int:
         """Copies of a replicated strategy's pipeline on `devices` (1: not replicated, or it cannot run)."""
         k = self.stages_per_replica
-        if k is None or devices < 2 * k or devices % k:
+        if k is None or copies_error(devices, k) is not None:
             return 1
         return devices // k
 

@@ -10,7 +10,7 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.partition.planning import costs
-from pipebench.request import split_error
+from pipebench.request import copies_error, split_error
 
 __all__ = ["price_hybrid"]
 
@@ -24,9 +24,8 @@ def price_hybrid(pricing: Pricing) -> Prediction:
     k, p, batch = strategy.stages_per_replica, len(devices), pricing.batch
     unavailable = lambda why: pricing.no_figure(why, micro_batches=pricing.micro_batches or 1,  # noqa: E731
                                                 schedule=strategy.torch_schedule)
-    if p < 2 * k or p % k:
-        return unavailable(f"needs {2 * k} or more devices, a multiple of {k} ({k} pipeline stages x 2 or more "
-                           f"replicas); this run has {p}")
+    if (why := copies_error(p, k)) is not None:
+        return unavailable(why)
     replicas = p // k
     if (why := split_error(batch, replicas, strategy.name)) is not None:
         return unavailable(why)

@@ -26,6 +26,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from pipebench.bench.strategies.micro_batches import split
 from pipebench.bench.strategies.planned.pp import PipelineParallelTrainer
 from pipebench.errors import UserError
+from pipebench.request import copies_error
 from pipebench.partition.planning.costs import DDP_BUCKET_BYTES
 
 
@@ -39,9 +40,8 @@ class HybridTrainer(PipelineParallelTrainer):
         from torch.distributed.device_mesh import init_device_mesh
 
         world, stages = dist.get_world_size(), plan.device_count
-        if world % stages or world < 2 * stages:
-            raise UserError(f"{strategy.name} copies a {stages}-device plan: {world} processes do not make 2 or more "
-                            f"copies of it")
+        if (why := copies_error(world, stages)) is not None:
+            raise UserError(f"{strategy.name}: {why}")
         self.replicas = world // stages
         mesh = init_device_mesh(torch.device(devices[0]).type, (self.replicas, stages), mesh_dim_names=("dp", "pp"))
         self.dp_group = mesh.get_group("dp")
