@@ -62,21 +62,8 @@ from pipebench.partition.capture.call_tree import choose_depth, eager_calls, fro
 from pipebench.partition.capture.graph_errors import CaptureError, GraphError, SplitError, TooFewCandidates
 from pipebench.partition.capture.split import Split, export_marked, ops_after, preserved_buffers, split_graph
 
-__all__ = [
-    "GraphError",
-    "CaptureError",
-    "TooFewCandidates",
-    "SplitError",
-    "TensorInfo",
-    "CrossingTensor",
-    "Cut",
-    "SegmentInfo",
-    "Captured",
-    "Segment",
-    "capture",
-    "segments",
-    "run_segment",
-]
+__all__ = ["GraphError", "CaptureError", "TooFewCandidates", "SplitError", "TensorInfo", "CrossingTensor", "Cut",
+           "SegmentInfo", "Captured", "Segment", "capture", "segments", "run_segment"]
 
 
 # ----------------------------------------------------------------------------------- data types
