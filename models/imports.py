@@ -58,7 +58,11 @@ def import_target(target: str) -> tuple[dict[str, Any], str]:
         raise UserError(f"--model {target!r}: write it as path/to/file.py:NAME or package.module:NAME")
     if where_.endswith(".py"):
         path = Path(where_)
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as exc:  # a name longer than the file system takes (ENAMETOOLONG): not "no such file"
+            raise UserError(f"{target}: cannot read {where_}: {exc.strerror or exc}") from None
+        if not found:
             raise UserError(f"{target}: no such file {where_}")
         return vars(_import_file(path.resolve(), target)), name
     try:

@@ -1,0 +1,63 @@
+"""Bad input, the user's own code (issue 42, third battery: F1, F2, F9, F10, F12, F16): a model's builder or
+a --data function that exits, a BaseException that is no Exception, names too long for the file system, one
+file for --model and --data, data sets whose samples or length are wrong, and an import that hangs off the
+main thread.
+
+Each was a silent exit with the file's own code, a traceback, a false refusal or a hang; now it is one line
+and exit 2 (a UserError from Python), or, for the one file read twice, the training."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from test_bad_input import refused
+from test_bad_input_third import one_line, pipebench
+
+NET = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    return torch.utils.data.TensorDataset(torch.randn(32, 4, generator=g), torch.randint(0, 3, (32,), generator=g))
+'''
+
+def refused_after_notes(capsys, argv: list[str], message: str) -> None:
+    """refused, for train: its last line, after the note of where it trains ("training on the CPU ...")."""
+    from pipebench.bench.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("pipebench: error: ") and message in last, err
+
+
+TRAIN = ["--input-shape", "4", "--batch", "8", "--steps", "2", "--strategy", "single", "--device", "cpu"]
+
+
+# ----------------------------------------------------------------------------- F9: names too long to exist
+
+def test_a_model_file_name_too_long_is_one_line(capsys, tmp_path):
+    """--model /tmp/aaa...(300).py:Net was a traceback of OSError [Errno 36] (pathlib's is_file)."""
+    refused(capsys, ["plan", "--model", f"{tmp_path / ('a' * 300)}.py:Net", "--input-shape", "4", "--stages", "2"],
+            "File name too long")
+
+
+def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
+    """train --write-job /tmp/aaa...(300) was a traceback of OSError [Errno 36] (creatable_folder's exists)."""
+    (tmp_path / "net.py").write_text(NET)
+    refused(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data", f"{tmp_path / 'net.py'}:data",
+                     *TRAIN, "--write-job", str(tmp_path / ("a" * 300))],
+            "--write-job: the folder's name is not one the file system takes (File name too long)")
