@@ -61,3 +61,26 @@ def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
     refused(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data", f"{tmp_path / 'net.py'}:data",
                      *TRAIN, "--write-job", str(tmp_path / ("a" * 300))],
             "--write-job: the folder's name is not one the file system takes (File name too long)")
+
+
+# ------------------------------------------------------------------------- F10: one file, two inputs
+
+def test_two_inputs_may_name_one_file_but_an_output_may_not():
+    """same_outputs compared the inputs with each other: --model F.py:Net --data F.py:data was refused with
+    "the second would replace the first", though nothing writes either."""
+    from pipebench.errors import UserError
+    from pipebench.fileio.files import same_outputs
+
+    same_outputs({"--data": __file__, "--model": __file__}, {"--csv": None})
+    with pytest.raises(UserError, match="--data and --save name the same file"):
+        same_outputs({"--data": __file__, "--model": __file__}, {"--save": __file__})
+    with pytest.raises(UserError, match="--save and --csv name the same file"):
+        same_outputs({}, {"--save": "/tmp/x.pt", "--csv": "/tmp/x.pt"})
+
+
+def test_train_takes_its_model_and_data_from_one_file(tmp_path):
+    (tmp_path / "both.py").write_text(NET)
+    result = pipebench(tmp_path, "train", "--model", f"{tmp_path / 'both.py'}:Net", "--data",
+                       f"{tmp_path / 'both.py'}:data", *TRAIN)
+    assert result.returncode == 0, result.stderr
+    assert "done: 2/2 steps" in result.stdout + result.stderr

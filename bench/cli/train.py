@@ -69,7 +69,7 @@ def check_outputs(args) -> None:
     checked together before any model file is imported and any work (files.writable_file), and made
     absolute. Regular files only: the workers append to --csv row by row and --resume reads --save back,
     which a FIFO would hang. None may be another output, the --data file or the model file (files.same_outputs):
-    the write would replace it."""
+    the write would replace it; --data and --model may name one file, both read."""
     from pathlib import Path
 
     from pipebench.fileio.files import creatable_folder, same_outputs, writable_file

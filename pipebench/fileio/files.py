@@ -190,10 +190,11 @@ def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
 
 
 def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | Path | None]) -> None:
-    """Refuse two options that name one file (after links), which the later write would silently replace,
-    and an output onto Python source (a helper the model file imports, `from layers import Block`, would
-    be replaced by JSON): each dict maps an option to its path (None: not given). Standard streams and
-    /dev/null may be named twice: what is written through them is not replaced."""
+    """Refuse an output that names (after links) an input or another output, which the later write would
+    silently replace, and an output onto Python source (a helper the model file imports, `from layers
+    import Block`, would be replaced by JSON): each dict maps an option to its path (None: not given). Two
+    inputs may name one file (train --model F.py:Net --data F.py:data): reading it twice replaces nothing.
+    Standard streams and /dev/null may be named twice: what is written through them is not replaced."""
     seen: dict[str, str] = {}
     for option, path in {**inputs, **outputs}.items():
         if path is None:
@@ -201,10 +202,10 @@ def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | 
         if _special(Path(path)) is not None:
             continue
         real = os.path.realpath(path)
-        if real in seen:
+        if real in seen and option in outputs:  # inputs come first: the second of two inputs is no write
             raise UserError(f"{seen[real]} and {option} name the same file {_shown(Path(path))}; the second would "
                             "replace the first: give two names")
-        seen[real] = option
+        seen.setdefault(real, option)
     for option, path in outputs.items():
         if path is not None and Path(path).suffix == ".py" and Path(path).exists():
             raise UserError(f"{option} {_shown(Path(path))}: is Python source, which the output would replace; "
