@@ -84,3 +84,51 @@ def test_train_takes_its_model_and_data_from_one_file(tmp_path):
                        f"{tmp_path / 'both.py'}:data", *TRAIN)
     assert result.returncode == 0, result.stderr
     assert "done: 2/2 steps" in result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------ F12: data sets of other shapes
+
+DATASETS = '''
+import torch
+from torch.utils.data import Dataset
+
+X, Y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+
+
+def dataset(length, item):
+    class D(Dataset):
+        def __len__(self):
+            return length()
+
+        def __getitem__(self, i):
+            return item(i)
+    return D()
+
+
+def dicts():
+    return dataset(lambda: 32, lambda i: {"x": X[i], "y": Y[i]})
+
+
+def len_raises():
+    def length():
+        raise RuntimeError("no len")
+    return dataset(length, lambda i: (X[i], Y[i]))
+
+
+def neg_len():
+    return dataset(lambda: -5, lambda i: (X[i], Y[i]))
+'''
+
+
+@pytest.mark.parametrize("name, message", [
+    ("dicts", "the data set's sample 0 is no (input, target) pair (TypeError: a dict of 'x', 'y'; return "
+              "(input, target))"),
+    ("len_raises", "the data set's length cannot be read (len() raised RuntimeError: no len)"),
+    ("neg_len", "the data set's length cannot be read (len() raised ValueError: __len__() should return >= 0)"),
+])
+def test_a_data_set_of_dicts_or_without_a_length_is_one_line(capsys, tmp_path, name, message):
+    """Samples that are dicts were a KeyError: 1 traceback; a __len__ that raises or is negative, theirs."""
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "ds.py").write_text(DATASETS)
+    refused_after_notes(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",
+                                 f"{tmp_path / 'ds.py'}:{name}", *TRAIN], message)

@@ -178,7 +178,10 @@ def _checked_samples(dataset, count: int) -> tuple[int | None, int | None]:
     labels: list[torch.Tensor] = []
     for i in indices:
         try:
-            inputs, targets = dataset[i]
+            sample = dataset[i]
+            if isinstance(sample, dict):  # unpacked, a dict of two gives its keys; collated, no pair[1]
+                raise TypeError(f"a dict of {', '.join(map(repr, list(sample)[:4]))}; return (input, target)")
+            inputs, targets = sample
         except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line
             raise UserError(f"the data set's sample {i} is no (input, target) pair ({type(exc).__name__}: "
                             f"{str(exc)[:200]})") from None
@@ -218,8 +221,13 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
     """That `dataset` can train `model` at `batch`: not empty, at least one batch, samples that are
     (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary, no
     NaN or infinite value (in the samples `_checked_samples` reads).
-    Returns one line that says what the data is."""
-    count = len(dataset)
+    Returns one line that says what the data is. A length that cannot be read (a __len__ that raises, or
+    returns a negative number, which len() refuses) is one line too."""
+    try:
+        count = len(dataset)
+    except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line
+        raise UserError(f"the data set's length cannot be read (len() raised {type(exc).__name__}: "
+                        f"{str(exc)[:200]})") from None
     if count == 0:
         raise UserError("the data set is empty")
     if count < batch:
