@@ -20,8 +20,9 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
 Importing the file in a child process first would catch the first two as well, but it costs a second
 interpreter and torch's import (1.5 s here, 3 s with transformers) on every command and in every worker,
 imports every file twice, and still leaves the thread to the process that builds the model. Off the main
-thread (pipebench.plan called from a thread of the caller's) no timer can be set: the import has no limit
-there.
+thread (pipebench.plan called from a thread of the caller's) no timer can be set, so no exception can stop
+the import: at the limit the watchdog ends the process with the line and exit status 2, as it does on the
+main thread for a file that will not be stopped (a hang for ever was the alternative).
 """
 from __future__ import annotations
 
@@ -152,7 +153,10 @@ def _die(message: str) -> None:
 def _guarded(target: str, what: str, doing: str = "importing", when: str = "when imported",
              rule: str = "a model file must only define things"):
     """Run a model file's import under a time limit, with os._exit turned into one line; see the module
-    docstring. The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
+    docstring. Off the main thread no timer can be set (Python runs signal handlers there only): the
+    watchdog alone keeps the limit, and ends the process with the line at it (such an import had no limit:
+    pipebench.plan from a thread of the caller's hung for ever). The timer, and the handlers of SIGALRM,
+    SIGINT and SIGTERM (a file that ignores Ctrl-C would
     make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
     pipebench's (`_exit`, also where the file replaced it), for the threads the file started."""
     seconds = import_seconds()
@@ -163,19 +167,20 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
             "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
 
     timed = me is threading.main_thread()
+
+    def watchdog():  # the file stopped the timer, replaced its handler, or swallows what it raises
+        if not finished.wait(seconds + (WATCHDOG_GRACE_SECONDS if timed else 0)):  # no timer: at the limit
+            _die(late)
+
     if timed:
         def on_alarm(signum, frame):
             if not finished.is_set():
                 raise _Stopped
 
-        def watchdog():  # the file stopped the timer, replaced its handler, or swallows what it raises
-            if not finished.wait(seconds + WATCHDOG_GRACE_SECONDS):
-                _die(late)
-
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
         signal.signal(signal.SIGALRM, on_alarm)
         earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-        threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
+    threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
     going = (target, me, set(threading.enumerate()), exits)
     os._exit = _exit
     _going.append(going)

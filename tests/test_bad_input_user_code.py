@@ -132,3 +132,22 @@ def test_a_data_set_of_dicts_or_without_a_length_is_one_line(capsys, tmp_path, n
     (tmp_path / "ds.py").write_text(DATASETS)
     refused_after_notes(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",
                                  f"{tmp_path / 'ds.py'}:{name}", *TRAIN], message)
+
+
+# --------------------------------------------------------------------- F16: a hanging import off the main thread
+
+def test_a_hanging_import_off_the_main_thread_is_stopped(tmp_path):
+    """pipebench.plan("hang.py:Net") from a thread of the caller's hung for ever: no timer can be set off the
+    main thread. Now the watchdog ends the process at the limit with the line, exit status 2."""
+    import os
+    import subprocess
+
+    (tmp_path / "hang.py").write_text("import time\ntime.sleep(1000)\n")
+    script = ("import threading, pipebench\n"
+              f"target = {str(tmp_path / 'hang.py') + ':Net'!r}\n"
+              "t = threading.Thread(target=lambda: pipebench.plan(target, batch=8, stages=2, "
+              "settings={'input_shape': [4]}))\n"
+              "t.start(); t.join()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=200, cwd=tmp_path,
+                            env={**os.environ, "PIPEBENCH_IMPORT_SECONDS": "1", "CUDA_VISIBLE_DEVICES": ""})
+    one_line(result, "hang.py:Net: importing " + str(tmp_path / "hang.py") + " did not finish within 1 s")
