@@ -69,9 +69,9 @@ def import_target(target: str) -> tuple[dict[str, Any], str]:
     try:
         with _guarded(target, where_):
             loaded = importlib.import_module(where_)
-    except UserError:  # _guarded's own line
+    except (UserError, KeyboardInterrupt):  # _guarded's own line; Ctrl-C stays "interrupted"
         raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - a class of its own that is no Exception, GeneratorExit
         raise UserError(f"{target}: cannot import {where_}: {raised(exc)}") from None
     return vars(loaded), name
 
@@ -90,10 +90,12 @@ def _import_file(path: Path, target: str):
     try:
         with _guarded(target, str(path)):
             spec.loader.exec_module(loaded)
+    except KeyboardInterrupt:  # Ctrl-C stays "interrupted"
+        raise
     except UserError:  # _guarded's own line
         del sys.modules[module_name]
         raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's file: what it raised, in one line
+    except BaseException as exc:  # noqa: BLE001 - the user's file: what it raised (of any class), in one line
         del sys.modules[module_name]
         raise UserError(f"{target}: importing {path} failed: {raised(exc)}") from None
     return loaded
@@ -209,13 +211,19 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
 def forward_guarded(target: str):
     """The model's first forward (models/source.py run_forward) guarded as its import is (`_guarded`): one
     that never returns is stopped at the import's time limit, and sys.exit() or os._exit(N) in it is one
-    UserError line; each hung or ended pipebench with no word (in a run's parent, at its check of the model)."""
+    UserError line; each hung or ended pipebench with no word (in a run's parent, at its check of the model).
+    So is a BaseException that is no Exception (a class of the file's own, GeneratorExit), which was a
+    traceback; an Exception is the caller's to say (the model rejects the input)."""
     rule = "a model must not end the process"
     try:
         with _guarded(target, "its forward", doing="running", when="in its forward", rule=rule):
             yield
     except SystemExit as exc:
         raise UserError(f"{target}: it calls sys.exit({exc.code!r}) or exit() in its forward; {rule}") from None
+    except (Exception, KeyboardInterrupt):  # the caller's (run_forward: the model rejects the input); Ctrl-C
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a class of the file's own that is no Exception, GeneratorExit
+        raise UserError(f"{target}: its forward raised {raised(exc)}") from None
 
 
 def raised(exc: BaseException) -> str:
@@ -247,7 +255,9 @@ def build(factory: Any, target: str, device) -> nn.Module:
     try:
         with context:
             module = factory()
-    except (Exception, SystemExit) as exc:  # noqa: BLE001
+    except KeyboardInterrupt:  # Ctrl-C stays "interrupted"
+        raise
+    except BaseException as exc:  # noqa: BLE001 - of any class: one of the file's own that is no Exception
         raise UserError(f"{target}: building it failed: {raised(exc)}") from None
     if not isinstance(module, nn.Module):
         raise UserError(f"{target}: returned a {type(module).__name__}, not an nn.Module")
@@ -277,7 +287,9 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             made = make()
-    except Exception:  # noqa: BLE001 - not buildable on meta: the real build says what is wrong
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - not buildable on meta (or a BaseException of the file's): the real build says it
         return
     module = getattr(made, "layers", made)
     if isinstance(module, nn.Module):

@@ -47,6 +47,34 @@ def refused_after_notes(capsys, argv: list[str], message: str) -> None:
 TRAIN = ["--input-shape", "4", "--batch", "8", "--steps", "2", "--strategy", "single", "--device", "cpu"]
 
 
+# ------------------------------------------------------------------- F2: BaseExceptions that are no Exception
+
+OWN = "class E(BaseException):\n    pass\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    (OWN + "raise E('weird')\n", "importing {path} failed: E: weird"),
+    ("raise GeneratorExit('ge')\n", "importing {path} failed: GeneratorExit: ge"),
+    (OWN + NET.replace("super().__init__()", "super().__init__()\n        raise E('in init')"),
+     "building it failed: E: in init"),
+    (OWN + NET.replace("return self.b(self.a(x))", "raise E('in forward')"), "its forward raised E: in forward"),
+])
+def test_a_base_exception_of_the_model_file_is_one_line(capsys, tmp_path, body, message):
+    """A model file's own BaseException subclass (or GeneratorExit), at import, in __init__ or in forward, was
+    a traceback and exit 1: pipebench caught Exception and SystemExit only."""
+    path = tmp_path / "baseexc.py"
+    path.write_text(body)
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--input-shape", "4", "--stages", "2", "--batch", "8"],
+            message.format(path=path))
+
+
+def test_a_base_exception_at_import_is_a_user_error_for_run_too(capsys, tmp_path):
+    path = tmp_path / "baseexc.py"
+    path.write_text(OWN + "raise E('weird')\n")
+    refused(capsys, ["run", "--models", f"{path}:Net", "--input-shape", "4", "--strategies", "single", "--out",
+                     str(tmp_path / "out")], "failed: E: weird")
+
+
 # ----------------------------------------------------------------------------- F9: names too long to exist
 
 def test_a_model_file_name_too_long_is_one_line(capsys, tmp_path):
