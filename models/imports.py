@@ -23,6 +23,9 @@ imports every file twice, and still leaves the thread to the process that builds
 thread (pipebench.plan called from a thread of the caller's) no timer can be set, so no exception can stop
 the import: at the limit the watchdog ends the process with the line and exit status 2, as it does on the
 main thread for a file that will not be stopped (a hang for ever was the alternative).
+The model's builder (the NAME class or function) and a --data file's import and function run under
+`call_user`: os._exit and sys.exit there, and an exception of any class (a BaseException of the file's
+own), are one line as well; they have no time limit (a large model takes minutes to build).
 """
 from __future__ import annotations
 
@@ -153,12 +156,12 @@ def _die(message: str) -> None:
 
 @contextlib.contextmanager
 def _guarded(target: str, what: str, doing: str = "importing", when: str = "when imported",
-             rule: str = "a model file must only define things"):
-    """Run a model file's import under a time limit, with os._exit turned into one line; see the module
-    docstring. Off the main thread no timer can be set (Python runs signal handlers there only): the
-    watchdog alone keeps the limit, and ends the process with the line at it (such an import had no limit:
-    pipebench.plan from a thread of the caller's hung for ever). The timer, and the handlers of SIGALRM,
-    SIGINT and SIGTERM (a file that ignores Ctrl-C would
+             rule: str = "a model file must only define things", limit: bool = True):
+    """Run a model file's import under a time limit (none where `limit` is False), with os._exit turned
+    into one line; see the module docstring. Off the main thread no timer can be set (Python runs signal
+    handlers there only): the watchdog alone keeps the limit, and ends the process with the line at it
+    (such an import had no limit: pipebench.plan from a thread of the caller's hung for ever). The timer,
+    and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
     make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
     pipebench's (`_exit`, also where the file replaced it), for the threads the file started."""
     seconds = import_seconds()
@@ -168,7 +171,7 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     late = (f"{target}: {doing} {what} did not finish within {seconds:g} s (an endless loop, or something it "
             "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
 
-    timed = me is threading.main_thread()
+    timed = limit and me is threading.main_thread()
 
     def watchdog():  # the file stopped the timer, replaced its handler, or swallows what it raises
         if not finished.wait(seconds + (WATCHDOG_GRACE_SECONDS if timed else 0)):  # no timer: at the limit
@@ -182,7 +185,8 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
         signal.signal(signal.SIGALRM, on_alarm)
         earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
+    if limit:
+        threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
     going = (target, me, set(threading.enumerate()), exits)
     os._exit = _exit
     _going.append(going)
@@ -226,12 +230,30 @@ def forward_guarded(target: str):
         raise UserError(f"{target}: its forward raised {raised(exc)}") from None
 
 
-def raised(exc: BaseException) -> str:
+def raised(exc: BaseException, when: str = "when imported", rule: str = "a model file must only define things") -> str:
     """What a user's code raised, in one line; sys.exit() and exit() in a model file too, which would
-    otherwise end pipebench with no word."""
+    otherwise end pipebench with no word (`when`: where it ran, "when built")."""
     if isinstance(exc, SystemExit):
-        return f"it calls sys.exit({exc.code!r}) or exit() when imported; a model file must only define things"
+        return f"it calls sys.exit({exc.code!r}) or exit() {when}; {rule}"
     return f"{type(exc).__name__}: {first_line(exc)}"
+
+
+BUILD_RULE = "a model must not end the process"
+
+
+def call_user(call: Callable[[], Any], target: str, what: str, when: str, rule: str = BUILD_RULE) -> Any:
+    """`call()`, the user's own code (a model's builder, a --data file's import and its function), with
+    everything it may do to end pipebench turned into one UserError line, `target: what failed: ...`: an
+    exception of any class (one of the file's own that is no Exception, GeneratorExit), sys.exit() and
+    os._exit(N) (_guarded, without its time limit: building a large model takes minutes). Only Ctrl-C
+    (KeyboardInterrupt) goes through, to be "interrupted", exit 130."""
+    try:
+        with _guarded(target, what, when=when, rule=rule, limit=False):
+            return call()
+    except (UserError, KeyboardInterrupt):  # _guarded's os._exit line; Ctrl-C
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code: what it raised, in one line
+        raise UserError(f"{target}: {what} failed: {raised(exc, when, rule)}") from None
 
 
 def where(target: str) -> str:
@@ -250,15 +272,14 @@ def build(factory: Any, target: str, device) -> nn.Module:
     if required:
         raise UserError(f"{target}: needs argument(s) {', '.join(required)}; pipebench builds it with none (write a "
                         "function without arguments that returns the module)")
-    check_fits(factory, target, device)
     context = torch.device(device) if device is not None else contextlib.nullcontext()
-    try:
+
+    def built():  # the meta build of check_fits, too, is the user's code: sys.exit there ended pipebench
+        check_fits(factory, target, device)
         with context:
-            module = factory()
-    except KeyboardInterrupt:  # Ctrl-C stays "interrupted"
-        raise
-    except BaseException as exc:  # noqa: BLE001 - of any class: one of the file's own that is no Exception
-        raise UserError(f"{target}: building it failed: {raised(exc)}") from None
+            return factory()
+
+    module = call_user(built, target, "building it", "when built")
     if not isinstance(module, nn.Module):
         raise UserError(f"{target}: returned a {type(module).__name__}, not an nn.Module")
     if not any(p.requires_grad for p in module.parameters()):
@@ -287,9 +308,9 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             made = make()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stopped):  # Ctrl-C; os._exit under call_user: its line
         raise
-    except BaseException:  # noqa: BLE001 - not buildable on meta (or a BaseException of the file's): the real build says it
+    except BaseException:  # noqa: BLE001 - not buildable on meta (or sys.exit there): the real build says it
         return
     module = getattr(made, "layers", made)
     if isinstance(module, nn.Module):

@@ -47,6 +47,59 @@ def refused_after_notes(capsys, argv: list[str], message: str) -> None:
 TRAIN = ["--input-shape", "4", "--batch", "8", "--steps", "2", "--strategy", "single", "--device", "cpu"]
 
 
+# ----------------------------------------------------------------------- F1: exits in the builder, the data
+
+@pytest.mark.parametrize("body, name, message", [
+    ("import sys\ndef Net():\n    sys.exit(3)\n", "Net",
+     "exits.py:Net: building it failed: it calls sys.exit(3) or exit() when built; a model must not end the process"),
+    ("import os\ndef Net():\n    os._exit(6)\n", "Net",
+     "exits.py:Net: it calls os._exit(6) when built; a model must not end the process"),
+    (NET.replace("super().__init__()", "super().__init__()\n        import sys; sys.exit(5)"), "Net",
+     "building it failed: it calls sys.exit(5) or exit() when built"),
+])
+def test_an_exit_in_the_model_builder_is_one_line(tmp_path, body, name, message):
+    """sys.exit(3) in NAME (or its __init__) ended plan with exit 3 and no word; os._exit(6) with 6."""
+    (tmp_path / "exits.py").write_text(body)
+    result = pipebench(tmp_path, "plan", "--model", f"{tmp_path / 'exits.py'}:{name}", "--input-shape", "4",
+                       "--stages", "2", "--batch", "8")
+    one_line(result, message)
+
+
+def test_builtins_exit_as_a_model_is_one_line_not_exit_0(tmp_path):
+    """--model builtins:exit exited 0 with no output, as if the plan had been made."""
+    result = pipebench(tmp_path, "plan", "--model", "builtins:exit", "--input-shape", "4", "--stages", "2",
+                       "--batch", "8")
+    one_line(result, "builtins:exit: building it failed: it calls sys.exit(None) or exit() when built")
+
+
+def test_an_exit_in_the_builder_is_a_user_error_from_python():
+    """pipebench.plan("builtins:exit") let SystemExit through to the caller."""
+    import pipebench
+    from pipebench.errors import UserError
+
+    with pytest.raises(UserError, match="it calls sys.exit"):
+        pipebench.plan("builtins:exit", batch=8, stages=2)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("import sys\ndef d():\n    sys.exit(4)\n",
+     "exitdata.py:d: d() failed: it calls sys.exit(4) or exit() in d(); a data file must not end the process"),
+    ("import os\ndef d():\n    os._exit(5)\n", "exitdata.py:d: it calls os._exit(5) in d()"),
+    ("import sys\nsys.exit(7)\ndef d():\n    pass\n",
+     "importing the file failed: it calls sys.exit(7) or exit() when imported"),
+])
+def test_an_exit_in_the_data_function_is_one_line(tmp_path, body, message):
+    """train --data exitdata.py:d whose d() calls sys.exit(4) ended train with exit 4, after the devices line."""
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "exitdata.py").write_text(body)
+    result = pipebench(tmp_path, "train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",
+                       f"{tmp_path / 'exitdata.py'}:d", *TRAIN)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]  # after the "training on the CPU" note
+    assert last.startswith("pipebench: error: ") and message in last and "Traceback" not in result.stderr, \
+        result.stderr
+
+
 # ------------------------------------------------------------------- F2: BaseExceptions that are no Exception
 
 OWN = "class E(BaseException):\n    pass\n"

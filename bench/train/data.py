@@ -142,24 +142,25 @@ def open_dataset(spec: DataSpec) -> torch.utils.data.Dataset:
 
 
 def _user_dataset(spec: DataSpec):
+    """The Dataset the file's function returns. Its import and its call are the user's code, run as a model
+    file's builder is (models/imports.py call_user): sys.exit(), os._exit(N) and an exception of any class
+    are one line naming the file and what it did (sys.exit ended pipebench with the file's own code and no
+    word)."""
     import importlib.util
+
+    from pipebench.models.imports import call_user
 
     file = Path(spec.path)
     where = f"--data {spec.label()}"
     check_regular(file, kind="data", label=where)
     module_spec = importlib.util.spec_from_file_location(f"pipebench_data_{file.stem}", file)
     module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's file: its error in one line
-        raise UserError(f"{where}: importing the file failed ({type(exc).__name__}: {exc})") from None
+    rule = "a data file must not end the process"
+    call_user(lambda: module_spec.loader.exec_module(module), where, "importing the file", "when imported", rule)
     function = getattr(module, spec.name, None)
     if not callable(function):
         raise UserError(f"{where}: the file has no function {spec.name!r}")
-    try:
-        dataset = function()
-    except Exception as exc:  # noqa: BLE001
-        raise UserError(f"{where}: {spec.name}() failed ({type(exc).__name__}: {exc})") from None
+    dataset = call_user(function, where, f"{spec.name}()", f"in {spec.name}()", rule)
     if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
         raise UserError(f"{where}: {spec.name}() returned a {type(dataset).__name__}, not a torch Dataset "
                         "with a length")
