@@ -173,3 +173,27 @@ def test_gpus_are_checked_through_nvml_without_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(DeviceError, match="GPU 2 does not exist: GPUs 0-1 visible"):
         check_gpus([2])
+
+
+@pytest.mark.parametrize("command", ["train", "run"])
+def test_gpus_auto_takes_the_chosen_ids_in_every_command(monkeypatch, tmp_path, command):
+    """`train --gpus auto:2` read 'auto:2' as the GPU list [2] (parse_gpus's AutoGpus iterates as its count):
+    it would have trained on GPU 2 alone. Every command reads --gpus through cli/common.py chosen_gpus."""
+    from pipebench.bench.cases import machine
+    from pipebench.hardware import gpus
+
+    taken = []
+    monkeypatch.setattr(gpus, "parse_gpu_choice", lambda spec, nvml=None: ([1, 3], []))
+
+    def detect(ids, *args, **kwargs):
+        taken.append(ids)
+        raise DeviceError("stop here")
+
+    monkeypatch.setattr(machine, "detect_machine", detect)
+    (tmp_path / "data.py").write_text("import torch\n\n\ndef data():\n    return torch.utils.data.TensorDataset("
+                                      "torch.randn(8, 4), torch.randint(0, 4, (8,)))\n")
+    argv = {"train": ["train", "--model", "mlp", "--flavour", "tiny", "--data", f"{tmp_path / 'data.py'}:data",
+                      "--batch", "8", "--steps", "1"],
+            "run": ["run", "--models", "mlp", "--flavour", "tiny", "--strategies", "single", "--out", str(tmp_path)]}
+    assert main([*argv[command], "--gpus", "auto:2"]) == 2
+    assert taken == [[1, 3]]

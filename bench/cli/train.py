@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, model_file,
-                                        model_settings, note, training_of)
+from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, chosen_gpus,
+                                        model_file, model_settings, note, training_of)
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import help_text
 from pipebench.errors import UserError, printable
@@ -49,7 +49,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--flavour", help="size flavour of a zoo model (default: full size)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a model setting (repeatable)")
-    train.add_argument("--gpus", help="GPU ids, e.g. 0,1 (default: every visible GPU; the CPU when there is none)")
+    train.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every visible GPU; "
+                       "the CPU when there is none)")
     train.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo)")
     train.add_argument("--stages", help="on the CPU, how many processes stand in for devices (default: 2)")
     add_training_options(train)
@@ -110,7 +111,7 @@ def cmd_train(args) -> int:
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import run_training
     from pipebench.bench.train.data import parse_data
-    from pipebench.text.parse import parse_gpus, parse_override
+    from pipebench.text.parse import parse_override
 
     check_outputs(args)
     training = training_of(args)
@@ -120,7 +121,7 @@ def cmd_train(args) -> int:
     if args.lr is not None and not (args.lr > 0 and args.lr < float("inf")):
         raise UserError(f"--lr must be a positive number (got {args.lr})")
     on_cpu = _on_cpu(args)
-    machine = detect_machine(parse_gpus(args.gpus) if args.gpus else None, _count(args.stages, "--stages"), cpu=on_cpu)
+    machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)
     nodes = _count(args.nodes, "--nodes") or 1
     machine = _over_nodes(machine, nodes)
