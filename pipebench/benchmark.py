@@ -5,7 +5,6 @@ here above both, the import graph stays without cycles (tests/test_layers.py).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -26,7 +25,8 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/suite_run.py), e.g. flavour,
         out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
-    Everything is checked, one UserError, before anything is profiled (suite_run.check_run)."""
+    Everything is checked, one UserError, before anything is profiled or written: each option's type and
+    the command line's bound (suite_run.check_values, parse.LIMITS), then what check_run checks for `pipebench run`."""
     from dataclasses import fields as fields_of
 
     from pipebench.bench.cases import suite_run
@@ -47,7 +47,6 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
     options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
                "timeout": LIMIT_SECONDS, **suite_run.FULL, **options}
-    options["out"] = Path(options["out"])
     run_options = suite_run.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
     if machine is None:
         machine = detect_machine(None)

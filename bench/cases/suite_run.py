@@ -365,6 +365,7 @@ def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True
     machine (check_options), the results and profiles folders writable (made now, absolute after)."""
     from pipebench.fileio.files import writable_folder
 
+    check_values(options)
     check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
     options.out = writable_folder(options.out, "--out")
     if options.profiles is not None:
@@ -372,6 +373,52 @@ def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True
         if options.profiles.resolve() == options.out.resolve():  # its .json files would spoil `report OUT`
             raise UserError(f"--profiles and --out name one folder {options.out}; report reads every .json there as "
                             "results: give --profiles a folder of its own (by default they go beside the results)")
+
+
+def check_values(options: RunOptions) -> None:
+    """Each option of its type and within the command line's bound (pipebench/text/parse.py LIMITS, MAX_CHUNKS,
+    the count of strategies for auto:K), refused in one line. The command line's parsers make these types
+    already; `pipebench.run` passes what the caller gave, and steps=0, timeout=nan, chunks="2" or
+    training="bf16" got past it into the cases (a StatisticsError after the run, failed rows, a TypeError)."""
+    import os
+    from numbers import Integral, Real
+
+    from pipebench.request import count_of
+    from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_number
+
+    for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
+        value, (low, high) = getattr(options, name), LIMITS[name]
+        if value is None and name == "repeats":  # the profiler's own count
+            continue
+        if isinstance(high, float):
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise UserError(f"{name} takes a number from {low:g} to {high:g} (got {type(value).__name__} "
+                                f"{value!r:.40})")
+            parse_number(repr(float(value)), name, low, high)  # NaN and infinities too
+        else:
+            count_of(value, name, int(low))
+    if not isinstance(options.chunks, (list, tuple)) or not options.chunks or not all(
+            c is None or (isinstance(c, Integral) and not isinstance(c, bool) and 1 <= c <= MAX_CHUNKS)
+            for c in options.chunks):
+        raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
+                        f"auto), e.g. [2, 4, None] (got {options.chunks!r:.40})")
+    for name in ("out", "profiles", "data_dir"):
+        value = getattr(options, name)
+        if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
+            raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
+    if options.data_dir is not None and not Path(options.data_dir).is_dir():
+        where = "not a folder" if Path(options.data_dir).exists() else "no such folder"
+        raise UserError(f"data_dir {options.data_dir}: {where}")
+    if not isinstance(options.training, Training):
+        raise UserError(f"training takes a pipebench.training.Training (got {type(options.training).__name__} "
+                        f"{options.training!r:.40})")
+    for name in ("resume", "again", "fresh", "try_anyway"):
+        if not isinstance(getattr(options, name), bool):
+            raise UserError(f"{name} takes True or False (got {getattr(options, name)!r:.40})")
+    if options.auto is not None:
+        count_of(options.auto, "auto", 1, len(STRATEGIES))
+    options.out = Path(options.out)
+    options.profiles = None if options.profiles is None else Path(options.profiles)
 
 
 def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:
