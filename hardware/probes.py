@@ -235,7 +235,10 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
             with thread_budget(threads), held_memory():
                 figures = _peer(folder, 0, devices, *sizes)
         except BaseException as exc:
-            raise _probe_failed(exc, peers) from None
+            failure = _probe_failed(exc, peers)  # the peers ended, whatever ended the probe
+            if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (the CLI's KeyboardInterrupt): the caller's
+                raise  # "interrupted", exit 130, not a "probe failed" DeviceError with no reason
+            raise failure from None
         for peer in peers:
             peer.wait()
     return figures
@@ -478,6 +481,11 @@ if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DI
     from pipebench.processes import exit_with_parent
 
     exit_with_parent()  # before torch's import: a parent killed meanwhile is noticed too
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent is the one to stop (it ends this peer); a peer
+    # that died of it first made the parent's probe fail with gloo's "Connection reset by peer".
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
     from pipebench.hardware.cpu import hold_memory

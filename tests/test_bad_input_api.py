@@ -48,3 +48,28 @@ def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, mes
     with pytest.raises(UserError, match=message):
         pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", note=None, **options)
     assert not out.exists()
+
+
+# ----------------------------------------------------------------- F5: a signal during the in-process CPU probe
+
+def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
+    """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe ran became
+    DeviceError "the CPU processes' probe failed: " with no reason (exit 2, not 130); it is the
+    KeyboardInterrupt again now, once the peer processes are ended."""
+    from pipebench.hardware import probes
+
+    started = []
+    start = probes._start_peers
+
+    def start_peers(*args):
+        started.extend(start(*args))
+        return started
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probes, "_start_peers", start_peers)
+    monkeypatch.setattr(probes, "_peer", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        probes.measure_cpu_processes(2)
+    assert started and all(peer.poll() is not None for peer in started)
