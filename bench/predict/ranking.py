@@ -92,8 +92,15 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     (bytes per device), at its speeds and links. The precision is the profiles' own (they were timed in
     it); the request's Training gives the optimizer, whose state the memory counts, and the checkpoint mode.
 
-    micro_batches: the count a micro-batched strategy must use (None: the planner's choice)."""
+    micro_batches: the count a micro-batched strategy must use (None: the planner's choice).
+
+    Under --checkpoint always a strategy that cannot recompute (its can_checkpoint) has no figure: `run`
+    refuses it there (pipebench/request.py check_recompute), so advise must neither call it fitting nor
+    recommend it nor put it in the command that checks the recommendation."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    if request.training.checkpoint == "always" and not strategy.can_checkpoint:
+        return Prediction(strategy.name, None, None, [], False, micro_batches or 1, strategy.torch_schedule,
+                          f"{strategy.name} cannot recompute activations (--checkpoint always)")
     devices = request.devices
     used = list(devices[:strategy.devices_used(len(devices))])
     p = len(used)
