@@ -51,3 +51,54 @@ def test_advise_never_fits_a_strategy_that_cannot_recompute(capsys, tmp_path):
     check = out.split("check it with: ")[1].split()
     strategies = check[check.index("--strategies") + 1].split(",")
     assert not set(strategies) & set(CANNOT), out
+
+
+# ------------------------------------------------------------------------------- F18 Plan files
+
+@pytest.fixture(scope="module")
+def plan_dict(tmp_path_factory):
+    """A good plan of the profile the other tests spoil, as its file holds it."""
+    import pipebench
+
+    folder = tmp_path_factory.mktemp("plan")
+    plan = pipebench.plan(profiles=pipebench.load_profiles(str(profile_file(folder / "p.json"))), stages=2)
+    plan.save(folder / "plan.json")
+    return json.loads((folder / "plan.json").read_text())
+
+
+def stage_edit(**values):
+    def edit(data):
+        data["stages"][0].update(values)
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(predicted_step_ms=-5.0), "plan: predicted_step_ms must be from 0 to 1e+12, got -5.0"),
+    (dict(predicted_samples_per_s=-1.0), "plan: predicted_samples_per_s must be from 0"),
+    (dict(link_gbps=-1.0), "plan: link_gbps must be from 0"),
+    (dict(bubble_fraction=5.0), "plan: bubble_fraction must be from 0 to 1, got 5.0"),
+    (dict(calibration=0.0), "plan: calibration must be above 0, got 0.0"),
+    (dict(step_spread=-1.0), "plan: step_spread must be from 0"),
+    (dict(predicted_step_ms=1e300), "plan: predicted_step_ms must be from 0 to 1e+12, got 1e+300"),
+    (stage_edit(params=-1), "plan: stages[0]: params must be >= 0, got -1"),
+    (stage_edit(forward_ms=-1.0), "plan: stages[0]: forward_ms must be from 0"),
+    (stage_edit(layers=[]), "plan: stages[0]: layers [0, 2) but 0 layer names"),
+])
+def test_a_plan_file_a_profile_would_refuse_is_refused(tmp_path, plan_dict, edit, message):
+    """Plan.load took a step of -5 ms, a bubble of 5.0, a calibration of 0 and a stage of no layers, and
+    split_spec() and export() worked on them."""
+    from pipebench.partition.planning.plan import Plan, PlanError
+
+    data = json.loads(json.dumps(plan_dict))
+    edit(data) if callable(edit) else data.update(edit)
+    (tmp_path / "e.json").write_text(json.dumps(data))
+    with pytest.raises(PlanError) as raised:
+        Plan.load(tmp_path / "e.json")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_good_plan_loads(tmp_path, plan_dict):
+    from pipebench.partition.planning.plan import Plan
+
+    (tmp_path / "plan.json").write_text(json.dumps(plan_dict))
+    assert Plan.load(tmp_path / "plan.json").to_dict() == plan_dict

@@ -36,6 +36,26 @@ class PlanError(UserError):
     """A plan file that is missing, unreadable or malformed; the message names the field."""
 
 
+MAX_PLAN_MS = 1e12
+"""The longest time a plan may hold (30 years): the results row its run writes refuses more (bench/store/
+row.py MAX_FIGURE), and a sum of such times overflows. An edited plan's 1e300 is no prediction."""
+
+
+def _figures(where: str, record: Any, names: Sequence[str], *, positive: Sequence[str] = (), at_most: float = MAX_PLAN_MS) -> None:
+    """Each of `names` (None skipped) a number from 0 to `at_most`, and those of `positive` above 0, else
+    PlanError naming the field: what a profile file refuses (a negative time, 1e300 ms), a plan file
+    refuses too, rather than pricing or exporting it (a step of -5 ms, a calibration of 0)."""
+    for name in names:
+        value = getattr(record, name)
+        if value is None:
+            continue
+        if not 0 <= value <= at_most:  # NaN fails too
+            bound = "must be >= 0" if at_most == float("inf") else f"must be from 0 to {at_most:g}"
+            raise PlanError(f"{where}: {name} {bound}, got {value!r}")
+        if name in positive and value == 0:
+            raise PlanError(f"{where}: {name} must be above 0, got {value!r}")
+
+
 @dataclass
 class StagePlan:
     index: int
@@ -67,6 +87,19 @@ class StagePlan:
     """Activation checkpointing: the stage keeps only what it receives per micro-batch and runs its
     forward again in the backward (whose time above includes it). A one-stage plan (the single baseline)
     recomputes layer by layer instead, keeping each layer's input."""
+
+    def __post_init__(self):
+        """Counts and times no profile could give are refused (`_figures`), and a stage holds its layers:
+        one of no layers (an edited file) split and exported as a stage that computes nothing."""
+        where = f"plan: stages[{self.index}]"
+        _figures(where, self, ("index", "first_layer", "params", "activation_out_bytes", "peak_in_flight",
+                               "predicted_memory_bytes"), at_most=float("inf"))
+        _figures(where, self, ("forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms"))
+        if not self.layers or len(self.layers) != self.end_layer - self.first_layer:
+            raise PlanError(f"{where}: layers [{self.first_layer}, {self.end_layer}) but {len(self.layers)} layer "
+                            "names; a stage holds one name per layer, at least one")
+        if any(not 0 <= ms <= MAX_PLAN_MS for ms in (self.launch_ms or {}).values()):
+            raise PlanError(f"{where}: launch_ms must be from 0 to {MAX_PLAN_MS:g} each, got {self.launch_ms}")
 
 
 @dataclass
@@ -129,6 +162,10 @@ class Plan:
     """With cores_shared: the collective that ends every step (the loss's broadcast; measured per machine)."""
 
     def __post_init__(self):
+        _figures("plan", self, ("predicted_step_ms", "predicted_samples_per_s", "balance_ratio", "link_gbps",
+                                "link_latency_ms", "step_spread", "action_ms", "step_end_ms", "calibration",
+                                "contention"), positive=("calibration", "contention"))
+        _figures("plan", self, ("bubble_fraction",), at_most=1.0)  # a fraction of the step
         for name in ("micro_batches", "micro_batch_size", "virtual_stages"):  # an edited file's 0: a
             if getattr(self, name) < 1:                                      # ZeroDivisionError later
                 raise PlanError(f"plan: {name} must be at least 1, got {getattr(self, name)}")
