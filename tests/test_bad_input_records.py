@@ -102,3 +102,24 @@ def test_the_good_plan_loads(tmp_path, plan_dict):
 
     (tmp_path / "plan.json").write_text(json.dumps(plan_dict))
     assert Plan.load(tmp_path / "plan.json").to_dict() == plan_dict
+
+
+# ------------------------------------------------------------------------------- F19 ok rows of no speed
+
+@pytest.mark.parametrize("field", ["samples_per_s", "step_ms"])
+def test_an_ok_row_of_zero_is_refused_when_read(capsys, tmp_path, field):
+    """An ok row of 0 samples/s was read, and the report said "infx one CPU process" and wrote inf into
+    summary.csv; now reading it (and so `report`) refuses it in one line."""
+    from test_results_file import _row_dict, _write_json
+
+    from pipebench.bench.store.results import ResultsError, load
+
+    path = tmp_path / "r.json"
+    _write_json(path, [_row_dict(strategy="single", gpus="0", world_size=1, micro_batches=1, **{field: 0.0}),
+                       _row_dict()])
+    with pytest.raises(ResultsError) as raised:
+        load(path)
+    assert f"rows[0]: field '{field}'" in str(raised.value) or f"Row.{field}" in str(raised.value)
+    assert "an ok row measures more than 0" in str(raised.value)
+    refused(capsys, ["report", str(path), "--out", str(tmp_path / "rep")], "an ok row measures more than 0")
+    assert not (tmp_path / "rep" / "summary.csv").exists()

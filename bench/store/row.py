@@ -179,6 +179,9 @@ class Row:
         if self.status == "ok" and (self.samples_per_s is None or self.step_ms is None):
             raise ValueError(f"Row: status 'ok' needs samples_per_s and step_ms "
                              f"(got {self.samples_per_s!r}, {self.step_ms!r})")
+        for name in ("samples_per_s", "step_ms"):  # a step that took no time: every ratio of it is inf
+            if self.status == "ok" and getattr(self, name) == 0:
+                raise ResultsError(f"Row.{name}: an ok row measures more than 0 (got {getattr(self, name)!r})")
         if self.status != "ok" and not self.reason.strip():
             raise ValueError(f"Row.reason: say why the case is {self.status!r}")
 
