@@ -123,3 +123,48 @@ def test_an_ok_row_of_zero_is_refused_when_read(capsys, tmp_path, field):
     assert "an ok row measures more than 0" in str(raised.value)
     refused(capsys, ["report", str(path), "--out", str(tmp_path / "rep")], "an ok row measures more than 0")
     assert not (tmp_path / "rep" / "summary.csv").exists()
+
+
+# ------------------------------------------------------------------------------- F15 --resume special CSV
+
+def resume_folder(tmp_path):
+    from test_results_file import _row_dict, _write_json
+
+    csv_path, json_path = tmp_path / "r.csv", tmp_path / "r.json"
+    _write_json(json_path, [_row_dict()])
+    return csv_path, json_path
+
+
+def test_a_resumed_csv_that_is_a_fifo_is_refused_unopened(tmp_path):
+    """run --resume waited forever on a results CSV that is a FIFO (the JSON twin as a FIFO was refused)."""
+    import os
+    import threading
+
+    from pipebench.bench.store.results import ResultsError, start_run
+
+    csv_path, json_path = resume_folder(tmp_path)
+    os.mkfifo(csv_path)
+    # A writer that lets an open for reading (the old code's) end at once, so that it fails, not hangs.
+    writer = threading.Thread(target=lambda: os.close(os.open(csv_path, os.O_WRONLY)), daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(ResultsError) as raised:
+            start_run(csv_path, json_path, resume=True)
+        assert f"{csv_path}: is a FIFO, not a results file; give a regular file" == str(raised.value)
+    finally:
+        os.close(os.open(csv_path, os.O_RDONLY | os.O_NONBLOCK))  # frees the writer if nothing read it
+        writer.join()
+
+
+def test_a_resumed_csv_that_links_to_dev_null_is_refused_not_replaced(tmp_path):
+    """A results CSV that is a link to /dev/null was moved aside and replaced by a regular file."""
+    import os
+
+    from pipebench.bench.store.results import ResultsError, start_run
+
+    csv_path, json_path = resume_folder(tmp_path)
+    os.symlink("/dev/null", csv_path)
+    with pytest.raises(ResultsError) as raised:
+        start_run(csv_path, json_path, resume=True)
+    assert "is a character device, not a results file; give a regular file" in str(raised.value)
+    assert os.readlink(csv_path) == "/dev/null"

@@ -88,10 +88,17 @@ def start_run(csv_path: str | Path, json_path: str | Path, *, resume: bool, reru
 def _check_rewritable(*paths: Path) -> None:
     """Each existing file rewritten with its own text, as `append` will rewrite it after every case: a
     file that cannot be replaced (immutable, in a folder that takes no new file) is refused now, before a
-    case runs only to lose its row."""
+    case runs only to lose its row.
+
+    A file that is not a regular one is refused by its type before it is opened, as read_json refuses the
+    JSON twin: a FIFO would wait here for a writer that never comes, and a link to /dev/null would be
+    moved aside as unreadable and replaced by a regular file."""
+    from pipebench.fileio.files import check_regular
+
     for path in paths:
         if not path.exists():
             continue
+        check_regular(path, kind="results", error=ResultsError)
         try:
             write_text(path, path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, UserError) as exc:  # write_text: UserError for an OSError
