@@ -168,3 +168,48 @@ def test_a_resumed_csv_that_links_to_dev_null_is_refused_not_replaced(tmp_path):
         start_run(csv_path, json_path, resume=True)
     assert "is a character device, not a results file; give a regular file" in str(raised.value)
     assert os.readlink(csv_path) == "/dev/null"
+
+
+# ------------------------------------------------------------------------------- F11 train --resume settings
+
+def _with_optimizer(name):
+    def spoil(state):
+        latest = json.loads((state / "latest.json").read_text())
+        latest["layout"]["optimizer"] = name
+        (state / "latest.json").write_text(json.dumps(latest))
+    return spoil
+
+
+@pytest.mark.parametrize("spoil, extra, message", [
+    (lambda state: None, ["--batch", "4"],
+     "the training state is of batch 8, this run's is 4; resume with --batch 8"),
+    (_with_optimizer("sgd"), ["--batch", "8", "--optimizer", "adamw"],
+     "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
+])
+def test_resume_with_another_batch_or_optimizer_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil,
+                                                                            extra, message):
+    """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its
+    "KeyError: 'betas'", exit 1, after the workers had started."""
+    from test_bad_input_third import DATA, checkpoint
+
+    from pipebench.bench import train
+
+    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    path = checkpoint(tmp_path, spoil)
+    (tmp_path / "data.py").write_text(DATA)
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+                 f"{tmp_path / 'data.py'}:data", *extra, "--steps", "4", "--device", "cpu", "--strategy",
+                 "single", "--save", str(path), "--resume"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after train's line of the devices
+    assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
+def test_a_checkpoint_layout_names_its_optimizer():
+    """The layout a worker saves and checks holds the optimizer, so that the parent can check it."""
+    from pipebench.bench.train import checkpoint as ckpt
+
+    ckpt.check_resumed_settings({"strategy": "single", "batch": 8}, {"strategy": "single", "batch": 8,
+                                                                     "optimizer": "adamw"}, "m.pt")  # an old one
+    with pytest.raises(Exception, match="resume with --optimizer sgd"):
+        ckpt.check_layout({"strategy": "single", "processes": 1, "batch": 8, "optimizer": "sgd", "params": []},
+                          {"strategy": "single", "processes": 1, "batch": 8, "optimizer": "adamw", "params": []}, "m.pt")

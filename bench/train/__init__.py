@@ -101,9 +101,11 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     _check_nodes(options)
     dataset, described, saved = _check_data_and_model(options)  # before any worker
     name, profiled = choose_strategy(options, machine, training, note)
-    if options.resume and saved.get("strategy") != name:
-        raise UserError(f"{options.save}: the training state is of strategy {saved.get('strategy')}, this run's "
-                        f"is {name}; resume with --strategy {saved.get('strategy')}")
+    if options.resume:  # before any worker: another batch or optimizer was found only inside them
+        from pipebench.bench.train import checkpoint as ckpt
+
+        ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
+                                            "optimizer": training.optimizer}, options.save)
     per_epoch = len(dataset) // options.batch
     total = options.steps or (options.epochs or 1) * per_epoch
     prepared = _prepare_job(options, machine, training, name, profiled)

@@ -167,12 +167,27 @@ def check_weights(state: dict, module: torch.nn.Module, path) -> None:
         raise UserError(f"{path} is a checkpoint of another model: it has {extra[0]!r}, which this one has not")
 
 
+RESUMED_AS = {"strategy": "--strategy", "batch": "--batch", "optimizer": "--optimizer", "processes": None}
+"""The layout's settings a resumed run must share with its checkpoint, and the option that sets each."""
+
+
+def check_resumed_settings(saved: dict, now: dict, path) -> None:
+    """The checkpoint's layout (latest.json's, or a process's state's) is of this run's settings: the first
+    of RESUMED_AS that differs named, with the option that resumes it. The parent checks what it knows
+    before any worker starts (bench/train/__init__.py run_training): another --batch or --optimizer was a
+    worker's "rank 1: UserError" or "KeyError: 'betas'", exit 1. A checkpoint written before the layout held
+    the optimizer is not checked for it."""
+    for key, option in RESUMED_AS.items():
+        if key not in now or (key == "optimizer" and key not in saved):
+            continue
+        if saved.get(key) != now[key]:
+            how = f"resume with {option} {saved.get(key)}" if option else f"resume with the same {key}"
+            raise UserError(f"{path}: the training state is of {key} {saved.get(key)}, this run's is {now[key]}; {how}")
+
+
 def check_layout(saved: dict, now: dict, path) -> None:
     """The training state is of this run's layout: the first difference named."""
-    for key in ("strategy", "processes", "batch"):
-        if saved.get(key) != now.get(key):
-            raise UserError(f"{path}: the training state is of {key} {saved.get(key)}, this run's is {now.get(key)}; "
-                            f"resume with the same {key}")
+    check_resumed_settings(saved, now, path)
     for a, b in zip(saved.get("params", []), now.get("params", [])):
         if a != b:
             raise UserError(f"{path}: another layout: this process's parameters begin to differ at {a!r} (saved) "

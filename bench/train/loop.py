@@ -122,7 +122,8 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     save = settings.get("save")
     resume = settings.get("resume") and save
     trainer, optimizer = _build(job, settings, local_rank, save if resume else None)
-    layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "params": ckpt.parameter_names(trainer)}
+    layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "optimizer": job.training.optimizer,
+              "params": ckpt.parameter_names(trainer)}
     step = _resume(optimizer, save, rank, layout) if resume else _fresh_start(job, rank)
     run = _Run(job, settings, out_dir, rank, world, trainer, strategy, optimizer, layout, step)
     run.epochs()
