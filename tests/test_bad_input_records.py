@@ -213,3 +213,25 @@ def test_a_checkpoint_layout_names_its_optimizer():
     with pytest.raises(Exception, match="resume with --optimizer sgd"):
         ckpt.check_layout({"strategy": "single", "processes": 1, "batch": 8, "optimizer": "sgd", "params": []},
                           {"strategy": "single", "processes": 1, "batch": 8, "optimizer": "adamw", "params": []}, "m.pt")
+
+
+# ------------------------------------------------------------------------------- F13 unbounded counts
+
+@pytest.mark.parametrize("extra, message", [
+    (["--loader-workers", "5000"], "--loader-workers takes an integer from 0 up to 64 (got '5000')"),
+    (["--lr", "1e300"], "--lr takes a number from 0 up to 1e+06 (got 1e+300)"),
+])
+def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra, message):
+    """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
+    from test_bad_input_third import DATA, NET
+
+    from pipebench.bench import train
+
+    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "data.py").write_text(DATA)
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+                 f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "2", "--device", "cpu", "--strategy",
+                 "single", *extra])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("pipebench: error: ") and message in last, last

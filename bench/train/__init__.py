@@ -98,6 +98,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
 
 def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
+    _check_bounds(options)
     _check_nodes(options)
     dataset, described, saved = _check_data_and_model(options)  # before any worker
     name, profiled = choose_strategy(options, machine, training, note)
@@ -117,6 +118,18 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     if options.write_job:
         return write_job(job, settings, options, machine.devices // options.nodes, note)
     return _launch(job, settings, prepared.gpus, options, note)
+
+
+def _check_bounds(options: TrainOptions) -> None:
+    """--lr and --loader-workers within the table of limits (pipebench/text/parse.py LIMITS), before any
+    work: the command line bounds the counts from that table as it reads them, but --lr arrives here as a
+    float (1e300 overflowed in a worker, exit 1), and a caller of run_training passes what it has."""
+    from pipebench.text.parse import LIMITS
+
+    for name, option, value in (("lr", "--lr", options.lr), ("loader_workers", "--loader-workers", options.workers)):
+        low, high = LIMITS[name]
+        if value is not None and not low <= value <= high:
+            raise UserError(f"{option} takes a number from {low:g} up to {high:g} (got {value:g})")
 
 
 def _check_nodes(options: TrainOptions) -> None:
