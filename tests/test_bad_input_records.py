@@ -235,3 +235,14 @@ def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra
                  "single", *extra])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
+# ------------------------------------------------------------------------------- note: --json -
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_json_dash_is_refused_not_a_file_named_dash(capsys, monkeypatch, tmp_path, command):
+    """`--json -` wrote a file named "-" in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    refused(capsys, [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--json", "-"],
+            "--json -: --json writes a file, and stdout carries the answer; name a file")
+    assert not (tmp_path / "-").exists()

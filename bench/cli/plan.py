@@ -92,6 +92,9 @@ def check_outputs(args) -> None:
     export = getattr(args, "export", None)
     outputs = {"--json": args.json, "--save-profile": args.save_profile, "--export": export[1] if export else None}
     for option, path in outputs.items():
+        if path == "-":  # no stdout convention: stdout carries the answer, and a file named "-" was written
+            raise UserError(f"{option} -: {option} writes a file, and stdout carries the answer; name a file "
+                            "(/dev/stdout, if the answer may mix in)")
         if path is not None:
             outputs[option] = str(writable_file(path, option))
     same_outputs({"--model": model_file(args.model), "--profile": args.profile}, outputs)
