@@ -219,7 +219,7 @@ def test_a_checkpoint_layout_names_its_optimizer():
 
 @pytest.mark.parametrize("extra, message", [
     (["--loader-workers", "5000"], "--loader-workers takes an integer from 0 up to 64 (got '5000')"),
-    (["--lr", "1e300"], "--lr takes a number from 0 up to 1e+06 (got 1e+300)"),
+    (["--lr", "1e300"], "--lr takes a number from 0 up to 1e+38 (got 1e+300)"),
 ])
 def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra, message):
     """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
