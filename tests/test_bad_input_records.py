@@ -186,6 +186,7 @@ def _with_optimizer(name):
     (_with_optimizer("sgd"), ["--batch", "8", "--optimizer", "adamw"],
      "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
 ])
+@pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_resume_with_another_batch_or_optimizer_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil,
                                                                             extra, message):
     """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its

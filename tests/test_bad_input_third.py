@@ -214,6 +214,7 @@ class Net(nn.Module):
     "while True:\n                try:\n                    time.sleep(0.05)\n                except BaseException:\n"
     "                    pass",  # swallows it: the watchdog ends the process
 ])
+@pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_a_forward_that_hangs_while_profiling_stops_at_the_time_limit(tmp_path, hang):
     """plan's profiling had no time limit (run's has --timeout): a forward that hung after its first call
     hung the command. Now --timeout bounds it and the line names what it waited for."""

@@ -159,6 +159,7 @@ def test_two_inputs_may_name_one_file_but_an_output_may_not():
         same_outputs({}, {"--save": "/tmp/x.pt", "--csv": "/tmp/x.pt"})
 
 
+@pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_train_takes_its_model_and_data_from_one_file(tmp_path):
     (tmp_path / "both.py").write_text(NET)
     result = pipebench(tmp_path, "train", "--model", f"{tmp_path / 'both.py'}:Net", "--data",
@@ -217,6 +218,7 @@ def test_a_data_set_of_dicts_or_without_a_length_is_one_line(capsys, tmp_path, n
 
 # --------------------------------------------------------------------- F16: a hanging import off the main thread
 
+@pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_a_hanging_import_off_the_main_thread_is_stopped(tmp_path):
     """pipebench.plan("hang.py:Net") from a thread of the caller's hung for ever: no timer can be set off the
     main thread. Now the watchdog ends the process at the limit with the line, exit status 2."""

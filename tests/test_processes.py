@@ -375,6 +375,7 @@ raise RuntimeError("half imported")
 '''
 
 
+@pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, sig):
     """A torchvision import cut short by SIGTERM on the H200 ended as "cannot import torchvision.models:
