@@ -70,13 +70,16 @@ def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, precision, o
         for key in params:
             torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
         return
-    # bf16 rounds differently per micro-batch; AdamW's first step moves each weight by about lr * sign(grad).
+    # bf16 rounds differently per micro-batch; AdamW's first step moves each weight by about lr * sign(grad), so
+    # a weight whose gradient is near zero may step the other way (2 * lr apart). Few do, over the whole model;
+    # a small tensor (a 64-wide bias) can hold one or two of them.
     assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-2)
     lr = training.lr
-    for key in params:
-        diff = (params[key] - ref[key]).abs()
-        assert diff.max() <= 2 * lr, key
-        assert (diff <= 1e-4).float().mean() >= 0.99, key
+    diffs = {key: (params[key] - ref[key]).abs() for key in params}
+    for key, diff in diffs.items():
+        assert diff.max() <= 2 * lr + 1e-6, key
+    flipped = sum(int((diff > 1e-4).sum()) for diff in diffs.values())
+    assert flipped <= 0.01 * sum(diff.numel() for diff in diffs.values()), flipped
 
 
 def test_a_hybrid_job_is_copies_of_one_replicas_plan():
