@@ -39,9 +39,10 @@ def ran(monkeypatch):
     return cases
 
 
-def run(out: Path, *, resume=False, **overrides):
+def run(out: Path, *, resume=False, again=False, **overrides):
     options = suite_run.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
-                                   overrides=overrides, out=out, resume=resume, steps=1, warmup=0, timeout=60)
+                                   overrides=overrides, out=out, resume=resume, again=again, steps=1, warmup=0,
+                                   timeout=60)
     notes = []
     rows, _, json_path = suite_run.run_suite(options, Machine(None, 2, "cpu"), note=notes.append)
     return rows, json_path, notes
@@ -122,6 +123,15 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
     _, _, notes = run(tmp_path, resume=True, depth=2)
     assert len(ran) == 1 and any("run by another run" in n for n in notes)
     assert sorted(r.settings for r in load(json_path)) == ["depth=1", "depth=2"]
+
+
+def test_again_with_resume_runs_a_case_the_file_held_before_it_began(tmp_path, ran):
+    """`--again --resume` said "run by another run ...; skipped" of a case the file held from before, with
+    no other run alive."""
+    run(tmp_path)
+    _, json_path, notes = run(tmp_path, resume=True, again=True)
+    assert len(ran) == 2 and not any("another run" in n for n in notes)
+    assert len(load(json_path)) == 2
 
 
 def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):

@@ -109,10 +109,9 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
     profile_dir = options.profiles or json_path.with_name(json_path.stem + "-profiles")
     plan_dir = json_path.with_name(json_path.stem + "-plans")
     check_folders([res.claims_folder(json_path), plan_dir, profile_dir])
-    done = res.start_run(csv_path, json_path, resume=options.resume or options.again,  # a bad or taken file: refused now
-                         rerun=rerun)
-    if options.again:  # every case measured anew, beside the earlier rows (the report keeps the later)
-        done = set()
+    earlier = res.start_run(csv_path, json_path, resume=options.resume or options.again,  # a bad or taken file: refused now
+                            rerun=rerun)
+    done = set() if options.again else earlier  # --again: every case measured anew, beside the earlier rows
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options.strategies = auto_strategies(options, machine, profile_dir, note)
     cases = [case for mode in options.compiles
@@ -121,8 +120,8 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each model's cases end")
-    return _Run(options, machine, note, groups, csv_path, json_path, profile_dir, plan_dir, rerun, done, cases,
-                start=time.monotonic())
+    return _Run(options, machine, note, groups, csv_path, json_path, profile_dir, plan_dir, rerun, done, earlier,
+                cases, start=time.monotonic())
 
 
 @dataclass
@@ -143,6 +142,8 @@ class _Run:
     """The statuses of earlier rows that are run again (--try-anyway: predicted-oom)."""
     done: set[tuple]
     """The case keys of the rows already written, which --resume skips."""
+    earlier: set[tuple]
+    """The case keys the file held when this run began: only a key written since is another run's."""
     cases: list[Case]
     start: float
     """time.monotonic() when the cases began."""
@@ -163,7 +164,8 @@ class _Run:
             return None
         mine = claims.enter_context(res.claim(res.case_key(row), self.json_path))
         # Another run resuming into this file runs it now, or has written it since this run began.
-        if not mine or (options.resume and res.case_key(row) in res.done_keys(self.json_path, self.rerun)):
+        written_since = res.done_keys(self.json_path, self.rerun) - self.earlier if options.resume else set()
+        if not mine or res.case_key(row) in written_since:
             self.note(f"{head}: run by another run into {self.json_path.name}; skipped")
             return None
         if prepared is not None and prepared.job is None:  # predicted not to fit: nothing is launched
