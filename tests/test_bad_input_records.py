@@ -180,17 +180,27 @@ def _with_optimizer(name):
     return spoil
 
 
+def _at_step(step):
+    def spoil(state):
+        latest = json.loads((state / "latest.json").read_text())
+        latest["step"] = step
+        (state / "latest.json").write_text(json.dumps(latest))
+    return spoil
+
+
 @pytest.mark.parametrize("spoil, extra, message", [
+    (_at_step(800), ["--batch", "8"],  # it said "done: 800/4 steps in 0.0 s", exit 0
+     "is at step 800, and --steps 4 ends there or before: nothing is left to train"),
     (lambda state: None, ["--batch", "4"],
      "the training state is of batch 8, this run's is 4; resume with --batch 8"),
     (_with_optimizer("sgd"), ["--batch", "8", "--optimizer", "adamw"],
      "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
 ])
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
-def test_resume_with_another_batch_or_optimizer_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil,
+def test_resume_with_another_batch_optimizer_or_past_its_length_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil,
                                                                             extra, message):
     """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its
-    "KeyError: 'betas'", exit 1, after the workers had started."""
+    "KeyError: 'betas'", exit 1, after the workers had started; past its length, "done: 800/4 steps"."""
     from test_bad_input_third import DATA, checkpoint
 
     from pipebench.bench import train

@@ -109,6 +109,10 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
                                             "optimizer": training.optimizer}, options.save)
     per_epoch = len(dataset) // options.batch
     total = options.steps or (options.epochs or 1) * per_epoch
+    if options.resume and saved["step"] >= total:  # it said "done: 800/4 steps in 0.0 s"
+        length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
+        raise UserError(f"--resume: {options.save} is at step {saved['step']:,}, and {length} ends there or before: "
+                        "nothing is left to train; give a larger --steps or --epochs")
     prepared = _prepare_job(options, machine, training, name, profiled)
     job, plan = prepared.job, prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
@@ -150,7 +154,8 @@ def _check_nodes(options: TrainOptions) -> None:
 def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
     """What can fail before any worker starts, checked now: the model built, the checkpoint --resume
     continues (its weights must fit the model), the data opened and fitting the model. Returns the
-    dataset, its description, and the layout the checkpoint was saved in ({} without --resume)."""
+    dataset, its description, and the layout the checkpoint was saved in with its step ({} without
+    --resume)."""
     from pipebench import models
     from pipebench.bench.train import checkpoint as ckpt
     from pipebench.bench.train.data import check_fits, open_dataset
@@ -162,7 +167,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
             raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
         record = ckpt.read_latest(options.save)
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
-        saved = record.get("layout", {})
+        saved = {**record.get("layout", {}), "step": record["step"]}
     dataset = open_dataset(options.data)
     described = check_fits(dataset, model, options.batch, 1)
     del model
