@@ -197,8 +197,8 @@ def _at_step(step):
      "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
 ])
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
-def test_resume_with_another_batch_optimizer_or_past_its_length_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil,
-                                                                            extra, message):
+def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil, extra,
+                                                                   message):
     """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its
     "KeyError: 'betas'", exit 1, after the workers had started; past its length, "done: 800/4 steps"."""
     from test_bad_input_third import DATA, checkpoint
