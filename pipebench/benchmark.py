@@ -26,7 +26,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/suite_run.py), e.g. flavour,
         out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
-    the command line's bound (suite_run.check_values, parse.LIMITS), then what check_run checks for `pipebench run`."""
+    the command line's bound (RunOptions, parse.LIMITS), then what check_run checks for `pipebench run`."""
     from dataclasses import fields as fields_of
 
     from pipebench.bench.cases import suite_run
@@ -52,5 +52,5 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         machine = detect_machine(None)
     elif not isinstance(machine, Machine):
         raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
-    suite_run.check_run(run_options, machine)
+    run_options = suite_run.check_run(run_options, machine)
     return suite_run.run_suite(run_options, machine, note=note or (lambda line: None))

@@ -233,3 +233,27 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     assert again.status == "diverged"
     table = markdown_table(summarise(frame([again])))
     assert "diverged: the loss became nan" in table
+
+
+def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_path):
+    """RunOptions were checked late (check_run) and changed in place by quick_options and check_run: now
+    frozen, refused when made, and each change a new value, checked again."""
+    import dataclasses
+
+    from pipebench.errors import UserError
+
+    asked = dict(models={"mlp": 64}, strategies=["single"], chunks=[None], flavour=None, overrides={},
+                 out=str(tmp_path / "out"), resume=False, steps=5, warmup=2, timeout=60)
+    with pytest.raises(UserError, match="steps takes a positive integer"):
+        suite_run.RunOptions(**{**asked, "steps": 0})
+    options = suite_run.RunOptions(**asked)
+    assert options.out == tmp_path / "out"  # a Path, once
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.steps = 1
+    quick = suite_run.quick_options(options, given=["steps"])
+    assert (quick.models, quick.flavour, quick.steps, quick.warmup, quick.rounds) == ({"mlp": 8}, "tiny", 5, 1, 3)
+    assert (options.models, options.flavour, options.rounds) == ({"mlp": 64}, None, 1)  # the original as it was
+    with pytest.raises(UserError, match="rounds takes a positive integer"):
+        dataclasses.replace(options, rounds=0)
+    checked = suite_run.check_run(quick, Machine(None, 2, "cpu"))
+    assert checked.out.is_dir() and checked.out.is_absolute() and checked is not quick

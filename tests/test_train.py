@@ -4,6 +4,7 @@ scikit-learn). Bad input is refused in one line before any worker starts."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import sysconfig
@@ -90,6 +91,25 @@ def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path,
     assert "one process" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{text}", "--nodes", 2,
                                     "--write-job", tmp_path / "job")
     assert not (tmp_path / "job").exists()
+
+
+def test_train_options_are_checked_once_when_made():
+    """TrainOptions were checked inside run_training (and --lr's sign in the command line apart): now
+    frozen, and its bounds and nodes refused when made, with the lines the command line prints."""
+    import dataclasses
+
+    from pipebench.bench.train import TrainOptions
+    from pipebench.errors import UserError
+
+    options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.lr = 1.0
+    for changes, message in ((dict(lr=-1.0), "--lr must be a positive number (got -1.0)"),
+                             (dict(lr=1e300), "--lr takes a number from 0 up to 1e+38"),
+                             (dict(workers=65), "--loader-workers takes a number from 0 up to 64"),
+                             (dict(nodes=2), "give --write-job DIR")):
+        with pytest.raises(UserError, match=re.escape(message)):
+            dataclasses.replace(options, **changes)
 
 
 # ------------------------------------------------------------------------------------------ training

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_describe_options_names_the_training_when_not_the_default():
     options = suite_run.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
                                    overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
     assert "sgd" not in suite_run.describe_options(options)
-    options.training = Training("bf16", "adamw", "auto")
+    options = replace(options, training=Training("bf16", "adamw", "auto"))
     assert "bf16 adamw, recompute auto" in suite_run.describe_options(options)
 
 

@@ -37,8 +37,11 @@ FULL = {"steps": 5, "warmup": 2, "rounds": 2}
 """The defaults otherwise (batch: each model's own, DEFAULT_MODELS; flavour: its full size)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
+    """What `pipebench run` (and `pipebench.run`) is asked, checked once when made; a change is a new
+    value (dataclasses.replace), checked again."""
+
     models: dict[str, int]
     strategies: list[str]
     chunks: list[int | None]
@@ -73,6 +76,52 @@ class RunOptions:
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""
+
+    def __post_init__(self):
+        """Each option of its type and within the command line's bound (pipebench/text/parse.py LIMITS,
+        MAX_CHUNKS, the count of strategies for auto:K), refused in one line when the options are made. The
+        command line's parsers make these types already; `pipebench.run` passes what the caller gave, and
+        steps=0, timeout=nan, chunks="2" or training="bf16" got past it into the cases (a StatisticsError
+        after the run, failed rows, a TypeError)."""
+        import os
+        from numbers import Integral, Real
+
+        from pipebench.request import count_of
+        from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_number
+
+        for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
+            value, (low, high) = getattr(self, name), LIMITS[name]
+            if value is None and name == "repeats":  # the profiler's own count
+                continue
+            if isinstance(high, float):
+                if isinstance(value, bool) or not isinstance(value, Real):
+                    raise UserError(f"{name} takes a number from {low:g} to {high:g} (got {type(value).__name__} "
+                                    f"{value!r:.40})")
+                parse_number(repr(float(value)), name, low, high)  # NaN and infinities too
+            else:
+                count_of(value, name, int(low))
+        if not isinstance(self.chunks, (list, tuple)) or not self.chunks or not all(
+                c is None or (isinstance(c, Integral) and not isinstance(c, bool) and 1 <= c <= MAX_CHUNKS)
+                for c in self.chunks):
+            raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
+                            f"auto), e.g. [2, 4, None] (got {self.chunks!r:.40})")
+        for name in ("out", "profiles", "data_dir"):
+            value = getattr(self, name)
+            if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
+                raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
+        if self.data_dir is not None and not Path(self.data_dir).is_dir():
+            where = "not a folder" if Path(self.data_dir).exists() else "no such folder"
+            raise UserError(f"data_dir {self.data_dir}: {where}")
+        if not isinstance(self.training, Training):
+            raise UserError(f"training takes a pipebench.training.Training (got {type(self.training).__name__} "
+                            f"{self.training!r:.40})")
+        for name in ("resume", "again", "fresh", "try_anyway"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} takes True or False (got {getattr(self, name)!r:.40})")
+        if self.auto is not None:
+            count_of(self.auto, "auto", 1, len(STRATEGIES))
+        object.__setattr__(self, "out", Path(self.out))  # frozen: normalised once, here
+        object.__setattr__(self, "profiles", None if self.profiles is None else Path(self.profiles))
 
 
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
@@ -113,7 +162,7 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
                             rerun=rerun)
     done = set() if options.again else earlier  # --again: every case measured anew, beside the earlier rows
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
-        options.strategies = auto_strategies(options, machine, profile_dir, note)
+        options = replace(options, strategies=auto_strategies(options, machine, profile_dir, note))
     cases = [case for mode in options.compiles
              for case in make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
                                     overrides=options.overrides, training=replace(options.training, compile=mode),
@@ -315,17 +364,18 @@ def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
     """--quick: tiny flavours, batch 8, 3 interleaved rounds of 2 timed steps after 1 warm-up (QUICK), except for the options
     named in `given` ("batch", "flavour", "steps", "warmup", "rounds"), which keep what the user asked for: a run
     on the CPU must not silently run batch 8 when --batch 1000000000 was asked."""
+    changes: dict[str, Any] = {}
     if "batch" not in given:
-        options.models = {name: QUICK["batch"] for name in options.models}
+        changes["models"] = {name: QUICK["batch"] for name in options.models}
     if "flavour" not in given:
-        options.flavour = QUICK["flavour"]
+        changes["flavour"] = QUICK["flavour"]
     if "steps" not in given:
-        options.steps = min(options.steps, QUICK["steps"])
+        changes["steps"] = min(options.steps, QUICK["steps"])
     if "warmup" not in given:
-        options.warmup = min(options.warmup, QUICK["warmup"])
+        changes["warmup"] = min(options.warmup, QUICK["warmup"])
     if "rounds" not in given:
-        options.rounds = QUICK["rounds"]
-    return options
+        changes["rounds"] = QUICK["rounds"]
+    return replace(options, **changes)
 
 
 def describe_options(options: RunOptions) -> str:
@@ -362,65 +412,19 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
     return machine
 
 
-def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True) -> None:
-    """Everything a run is asked, refused in one line before anything is profiled: the options against the
-    machine (check_options), the results and profiles folders writable (made now, absolute after)."""
+def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True) -> RunOptions:
+    """Everything a run is asked against the machine, refused in one line before anything is profiled
+    (check_options), and the results and profiles folders writable: returns the options with those
+    folders made and absolute."""
     from pipebench.fileio.files import writable_folder
 
-    check_values(options)
     check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
-    options.out = writable_folder(options.out, "--out")
-    if options.profiles is not None:
-        options.profiles = writable_folder(options.profiles, "--profiles")
-        if options.profiles.resolve() == options.out.resolve():  # its .json files would spoil `report OUT`
-            raise UserError(f"--profiles and --out name one folder {options.out}; report reads every .json there as "
-                            "results: give --profiles a folder of its own (by default they go beside the results)")
-
-
-def check_values(options: RunOptions) -> None:
-    """Each option of its type and within the command line's bound (pipebench/text/parse.py LIMITS, MAX_CHUNKS,
-    the count of strategies for auto:K), refused in one line. The command line's parsers make these types
-    already; `pipebench.run` passes what the caller gave, and steps=0, timeout=nan, chunks="2" or
-    training="bf16" got past it into the cases (a StatisticsError after the run, failed rows, a TypeError)."""
-    import os
-    from numbers import Integral, Real
-
-    from pipebench.request import count_of
-    from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_number
-
-    for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
-        value, (low, high) = getattr(options, name), LIMITS[name]
-        if value is None and name == "repeats":  # the profiler's own count
-            continue
-        if isinstance(high, float):
-            if isinstance(value, bool) or not isinstance(value, Real):
-                raise UserError(f"{name} takes a number from {low:g} to {high:g} (got {type(value).__name__} "
-                                f"{value!r:.40})")
-            parse_number(repr(float(value)), name, low, high)  # NaN and infinities too
-        else:
-            count_of(value, name, int(low))
-    if not isinstance(options.chunks, (list, tuple)) or not options.chunks or not all(
-            c is None or (isinstance(c, Integral) and not isinstance(c, bool) and 1 <= c <= MAX_CHUNKS)
-            for c in options.chunks):
-        raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
-                        f"auto), e.g. [2, 4, None] (got {options.chunks!r:.40})")
-    for name in ("out", "profiles", "data_dir"):
-        value = getattr(options, name)
-        if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
-            raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
-    if options.data_dir is not None and not Path(options.data_dir).is_dir():
-        where = "not a folder" if Path(options.data_dir).exists() else "no such folder"
-        raise UserError(f"data_dir {options.data_dir}: {where}")
-    if not isinstance(options.training, Training):
-        raise UserError(f"training takes a pipebench.training.Training (got {type(options.training).__name__} "
-                        f"{options.training!r:.40})")
-    for name in ("resume", "again", "fresh", "try_anyway"):
-        if not isinstance(getattr(options, name), bool):
-            raise UserError(f"{name} takes True or False (got {getattr(options, name)!r:.40})")
-    if options.auto is not None:
-        count_of(options.auto, "auto", 1, len(STRATEGIES))
-    options.out = Path(options.out)
-    options.profiles = None if options.profiles is None else Path(options.profiles)
+    out = writable_folder(options.out, "--out")
+    profiles = None if options.profiles is None else writable_folder(options.profiles, "--profiles")
+    if profiles is not None and profiles.resolve() == out.resolve():  # its .json files would spoil `report OUT`
+        raise UserError(f"--profiles and --out name one folder {out}; report reads every .json there as "
+                        "results: give --profiles a folder of its own (by default they go beside the results)")
+    return replace(options, out=out, profiles=profiles)
 
 
 def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:

@@ -93,7 +93,7 @@ def cmd_run(args) -> int:
         machine.speeds = speeds(args.speeds, machine.device_names)
     if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
         options = suite_run.quick_options(options, given)
-    suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
+    options = suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
     _say_where(args, options, machine, on_cpu)
     if probe:
         _probe_speeds(machine)

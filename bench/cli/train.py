@@ -118,8 +118,6 @@ def cmd_train(args) -> int:
     batch = _count(args.batch, "--batch")
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data = parse_data(args.data, _seq_len(args, overrides))
-    if args.lr is not None and not (args.lr > 0 and args.lr < float("inf")):
-        raise UserError(f"--lr must be a positive number (got {args.lr})")
     on_cpu = _on_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)

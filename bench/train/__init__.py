@@ -27,8 +27,11 @@ from pipebench.errors import UserError
 __all__ = ["TrainOptions", "run_training", "choose_strategy"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainOptions:
+    """What `pipebench train` is asked, checked once when made (the bounds, the nodes); what needs the
+    model, the data or the machine is checked by run_training before any worker starts."""
+
     model: str
     strategy: str
     """A registry name, or "auto" (advise's recommendation)."""
@@ -53,6 +56,10 @@ class TrainOptions:
     each node, instead of starting the workers here (docs/several-machines.md)."""
     nodes: int = 1
     """Machines the job spans, each with this one's devices (with write_job)."""
+
+    def __post_init__(self):
+        _check_bounds(self)
+        _check_nodes(self)
 
 
 def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
@@ -98,8 +105,6 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
 
 def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
-    _check_bounds(options)
-    _check_nodes(options)
     dataset, described, saved = _check_data_and_model(options)  # before any worker
     name, profiled = choose_strategy(options, machine, training, note)
     if options.resume:  # before any worker: another batch or optimizer was found only inside them
@@ -125,11 +130,14 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
 
 
 def _check_bounds(options: TrainOptions) -> None:
-    """--lr and --loader-workers within the table of limits (pipebench/text/parse.py LIMITS), before any
-    work: the command line bounds the counts from that table as it reads them, but --lr arrives here as a
-    float (1e300 overflowed in a worker, exit 1), and a caller of run_training passes what it has."""
+    """--lr positive and finite, and within the table of limits with --loader-workers (pipebench/text/parse.py
+    LIMITS), before any work: the command line bounds the counts from that table as it reads them, but --lr
+    arrives here as a float (1e300 overflowed in a worker, exit 1), and a caller of run_training passes what
+    it has."""
     from pipebench.text.parse import LIMITS
 
+    if options.lr is not None and not (options.lr > 0 and options.lr < float("inf")):
+        raise UserError(f"--lr must be a positive number (got {options.lr})")
     for name, option, value in (("lr", "--lr", options.lr), ("loader_workers", "--loader-workers", options.workers)):
         low, high = LIMITS[name]
         if value is not None and not low <= value <= high:
