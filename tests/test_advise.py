@@ -264,7 +264,7 @@ def test_advise_on_one_device_profiles_the_whole_batch_alone(monkeypatch, capsys
 
 def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
     from pipebench.bench.predict import ranking as advise_module
-    from pipebench.bench.cli.advise import format_advice
+    from pipebench.bench.report.advice_text import format_advice
 
     def pred(name, rate):
         return Prediction(name, 64 / rate * 1e3, rate, [1 << 30, 1 << 30], True, 1, None)
@@ -283,7 +283,7 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
     """Predicted 20% apart, beyond TIE: the faster wins while the figures are exact, and ties once the
     profile's noise makes their intervals overlap; the line says which rule tied them."""
     from pipebench.bench.predict import ranking as advise_module
-    from pipebench.bench.cli.advise import format_advice
+    from pipebench.bench.report.advice_text import format_advice
 
     def advice_with(spread):
         predictions = [Prediction("pp-zbv", 64 / rate * 1e3, rate, [1], True, 1, None, step_spread=spread)
@@ -384,7 +384,7 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
     """One GPU standing in for two (--stages 2 --device cuda:0) measures no link: what crosses is priced
     free, and the advice says so; a measured or given link needs no such line."""
     from pipebench.bench.predict import ranking as advise_module
-    from pipebench.bench.cli.advise import format_advice
+    from pipebench.bench.report.advice_text import format_advice
 
     predictions = [Prediction("ddp", 50.0, 1280.0, [1], True, 1, None), Prediction("single", 100.0, 640.0, [1], True, 1, None)]
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
@@ -402,7 +402,7 @@ def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
     """A GPU whole step of 12 ms over 3 ms of device work waits on the host for 75% of it: every interval is
     at least 0.86 x 75% wide, and the advice says why in a line; a step the device sets needs none."""
     from pipebench.bench.predict import ranking as advise_module
-    from pipebench.bench.cli.advise import format_advice
+    from pipebench.bench.report.advice_text import format_advice
 
     layers = [LayerProfile("l0", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100)]
     predictions = [Prediction("single", 12.0, 640.0, [1], True, 1, None, step_spread=0.65)]

@@ -59,7 +59,7 @@ def test_a_strategy_tied_with_single_is_not_recommended_over_it(monkeypatch):
     """A tie is not transitive: pp-1f1b ties with pp-zb (the fastest) and with single; pp-zb clears single.
     pp-zb is recommended, not pp-1f1b with a gain over single that is noise (the 2-vCPU VM's mlp, ±37%)."""
     from pipebench.bench.predict import ranking as advise_module
-    from pipebench.bench.cli.advise import format_advice
+    from pipebench.bench.report.advice_text import format_advice
 
     predictions = [Prediction(name, step, 64 / step * 1e3, [1], True, 1, None, step_spread=0.367, own_spread=0.02)
                    for name, step in [("pp-zb", 383.0), ("pp-1f1b", 500.0), ("single", 542.0)]]
