@@ -148,8 +148,13 @@ def parse_gpu_choice(spec: str, nvml: Any | None = None) -> tuple[list[int], lis
     if isinstance(choice, AutoGpus):
         chosen = choose_gpus(query_gpus(nvml), choice.count)
         return [g.index for g in chosen], chosen
+    return choice, gpus_by_id(choice, nvml)
+
+
+def gpus_by_id(ids: Sequence[int], nvml: Any | None = None) -> list[GpuInfo]:
+    """What NVML says now of the visible GPUs `ids`, in their order (an id it does not list left out)."""
     infos = {g.index: g for g in query_gpus(nvml)}
-    return choice, [infos[i] for i in choice if i in infos]
+    return [infos[i] for i in ids if i in infos]
 
 
 def free_memory_caps(infos: Sequence[GpuInfo], margin: float = SAFETY_MARGIN) -> list[int]:

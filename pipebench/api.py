@@ -84,10 +84,12 @@ def _request(request: Request | None, asked: dict[str, Any], *, stages: int | No
     return Request(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
 
 
-def _needs_batch(request: Request, what: str) -> None:
-    """A model profiled here needs the global batch (a plan from profiles takes theirs)."""
-    if request.batch is None:
-        raise UserError(f"{what} needs the global batch size, e.g. batch=256")
+def _named_gpus(asked: dict[str, Any]) -> list | None:
+    """What NVML says now of the GPUs `gpus` names by id (None where not given): Request.measured_here's
+    memory caps, as --gpus gives `pipebench plan` its caps."""
+    from pipebench.hardware.gpus import gpus_by_id
+
+    return None if asked.get("gpus") is None else gpus_by_id(asked["gpus"])
 
 
 def _leaves_as_given(function):
@@ -118,7 +120,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     cudagraphs; None: eager) as the strategies compile their stages, the compile time kept apart
     (Profile.compile_s).
 
-    request: what is asked (pipebench/request.py), or its fields as keywords: batch (required), device
+    request: what is asked (pipebench/request.py), or its fields as keywords: batch (default: 256 on a GPU, 8 on the CPU), device
         (default cpu) or devices, micro_batches, repeats, granularity, link_gbps, precision, optimizer and
         compile (or training), cache, fresh. One clear UserError for a value of the wrong type or out of range.
 
@@ -157,8 +159,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     grad mode, matmul precision): pipebench/snapshot.py.
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
-    request = _request(request, asked, stages=1)
-    _needs_batch(request, "profile")
+    request = _request(request, asked, stages=1).measured_here()
     counts, devices = counts_and_devices(request)
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
@@ -205,10 +206,12 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     """Profile `model` (unless `profiles` are given) and return the Plan with the fastest predicted step.
 
     request: what is asked (pipebench/request.py), or its fields as keywords: the stages as one per GPU in
-    `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu"); schedule (gpipe, 1f1b,
+    `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu"); batch (default: the profiles', else 256 on a GPU and 8
+    on the CPU, as `pipebench plan`: Request.measured_here); schedule (gpipe, 1f1b,
     interleaved, zb-interleaved or zbv; the last three put `virtual_stages`, default 2, stages on each
     device); micro_batches ("auto" picks the count with the highest predicted throughput among those
-    profiled); max_memory (bytes per device the plan must stay within); speeds (per-device speed factors:
+    profiled); max_memory (bytes per device the plan must stay within; default, for a model profiled on
+    `gpus`: what NVML says is free on them now, as `pipebench plan --gpus`); speeds (per-device speed factors:
     a busy GPU is slower); link_gbps (GB/s that prices a cut; default: what the profile measured, 0 when
     nothing was); training, or its parts: precision (that of the profile made here), optimizer (whose
     states the memory counts) and checkpoint (never, auto or always: which stages recompute their
@@ -219,7 +222,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     if profiles is None:
         if model is None:
             raise UserError("plan needs a model (or profiles)")
-        _needs_batch(request, "plan")
+        request = request.measured_here(_named_gpus(asked))
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
@@ -256,7 +259,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     if profiles is None:
         if model is None:
             raise UserError("advise needs a model (or profiles)")
-        _needs_batch(request, "advise")
+        request = request.measured_here(_named_gpus(asked))
         measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
         profiles = profile(model, example_inputs, measured, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=advice_ranking(request, strategies))

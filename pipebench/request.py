@@ -26,11 +26,14 @@ from pipebench.text.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
-__all__ = ["Request", "BALANCES", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
 """What the cuts balance: profiled time, parameter counts, or layer counts."""
+
+DEFAULT_BATCH = {"cuda": 256, "cpu": 8}
+"""The global batch of a model profiled here where none is given, by the first device's kind."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,20 @@ class Request:
         if isinstance(self.micro_batches, tuple):
             raise UserError(f"a plan takes one micro-batch count or auto (got {list(self.micro_batches)})")
         return self.micro_batches
+
+    def measured_here(self, gpu_infos: Sequence[Any] | None = None) -> "Request":
+        """This request for a model profiled now, its defaults filled as `pipebench plan` and
+        `pipebench.plan` both fill them: the batch, else DEFAULT_BATCH for the first device (256 on a GPU, 8
+        on the CPU); the memory caps, else what NVML says is free on the GPUs named by id (`gpu_infos`,
+        hardware/gpus.py GpuInfo: free_memory_caps, less its safety margin; None: no cap). A plan from
+        saved profiles takes their batch and no cap of what is free now."""
+        batch = DEFAULT_BATCH["cuda" if self.on_gpu else "cpu"] if self.batch is None else self.batch
+        caps = self.max_memory
+        if caps is None and gpu_infos:
+            from pipebench.hardware.gpus import free_memory_caps
+
+            caps = free_memory_caps(gpu_infos)
+        return self.with_(batch=batch, max_memory=caps)
 
     def with_(self, **changes: Any) -> "Request":
         """A copy with some fields changed (checked again)."""

@@ -60,7 +60,6 @@ def test_plan_takes_the_training_whole_or_in_parts():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(model="nosuch", batch=8), "unknown model 'nosuch'"),
     (dict(model="mlp", flavour="tiny", batch=8, precision="fp16"), "unknown precision 'fp16'"),
-    (dict(model="mlp", flavour="tiny"), "plan needs the global batch size"),
     (dict(model="mlp", flavour="tiny", batch=8, micro_batches=3), "batch 8 does not split into 3"),
     (dict(model="mlp", flavour="tiny", batch=8, schedule="nope"), "unknown schedule 'nope'"),
     (dict(model="mlp", flavour="tiny", batch=8, stages=0), "stages takes a positive integer"),
@@ -69,6 +68,23 @@ def test_plan_takes_the_training_whole_or_in_parts():
 def test_bad_input_is_a_user_error(kwargs, message):
     with pytest.raises(UserError, match=message):
         pipebench.plan(**kwargs)
+
+
+def test_plan_fills_the_defaults_the_command_line_fills():
+    """pipebench.plan("mlp") refused ("plan needs the global batch size") where `pipebench plan --model mlp`
+    took 8 on the CPU; both fill it now in one place, and the caps from what NVML says is free on the GPUs
+    named (Request.measured_here)."""
+    from pipebench.hardware.gpus import GpuInfo, free_memory_caps
+    from pipebench.request import DEFAULT_BATCH, Request
+
+    plan = pipebench.plan("mlp", flavour="tiny")
+    assert plan.batch == DEFAULT_BATCH["cpu"] == 8 and len(plan.stages) == 2
+    gpus = [GpuInfo(i, i, "H200", 140 * 2**30, 40 * 2**30, 100 * 2**30, 0, 0) for i in (0, 1)]
+    measured = Request(devices=("cuda:0", "cuda:1")).measured_here(gpus)
+    assert measured.batch == 256 and measured.max_memory == tuple(free_memory_caps(gpus))
+    asked = Request(devices=("cuda:0", "cuda:1"), batch=64, max_memory=5e9).measured_here(gpus)
+    assert (asked.batch, asked.max_memory) == (64, 5e9)
+    assert Request(devices=("cuda:0", "cuda:0")).measured_here().max_memory is None  # no GPU named by id
 
 
 def test_every_device_spelling_torch_accepts_is_one_name_or_one_line(monkeypatch):

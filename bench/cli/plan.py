@@ -119,7 +119,7 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
 
     devices, infos = _devices(args, check=True)
     overrides = _settings(args)
-    request = _request(args, devices, infos, batch=args.batch, **asked)
+    request = _request(args, devices, batch=args.batch, **asked).measured_here(infos)
     if counts:
         request = request.with_(micro_batches=counts(len(devices)))
     with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
@@ -151,26 +151,20 @@ def _saved_source(args, asked: dict) -> Source:
     if args.model and args.model != profiles[0].model:
         raise UserError(f"--model {args.model} does not match the profile's model {profiles[0].model}")
     devices, _ = _devices(args, check=False)
-    request = _request(args, devices, None, batch=profiles[0].batch if args.batch is None else args.batch,
+    request = _request(args, devices, batch=profiles[0].batch if args.batch is None else args.batch,
                        measuring=False, **asked)
     request.check_profiles(profiles, training_given=training_given(args))
     return Source(profiles, request)
 
 
-def _request(args, devices: list[str], infos, *, batch, measuring: bool = True, **asked) -> Request:
-    """The Request the options say, on `devices`: the batch (default: 256 on GPUs, 8 on the CPU), the caps
-    (--max-memory, else what NVML says is free on the GPUs taken: `infos`), the speeds (--speeds auto
+def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked) -> Request:
+    """The Request the options say, on `devices`: the batch (None: Request.measured_here's default), the
+    caps (--max-memory; None: Request.measured_here's, what NVML says is free), the speeds (--speeds auto
     probes them now, only when `measuring`), the link, the Training and the profiling settings."""
     from pipebench.text.parse import parse_link_gbps
     from pipebench.text.units import parse_size
 
     caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    if caps is None and infos:
-        from pipebench.hardware.gpus import free_memory_caps
-
-        caps = free_memory_caps(infos)
-    if batch is None:
-        batch = 256 if devices[0].startswith("cuda") else 8
     return Request(devices=devices, batch=batch, max_memory=caps,
                    speeds=speeds(args.speeds, devices, probe=measuring), link_gbps=parse_link_gbps(args.link_gbps),
                    training=training_of(args), repeats=args.repeats, fresh=args.fresh, **asked)
