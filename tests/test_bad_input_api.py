@@ -73,3 +73,24 @@ def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         probes.measure_cpu_processes(2)
     assert started and all(peer.poll() is not None for peer in started)
+
+
+# ------------------------------------------------------------------- F7: API inputs that reached deep errors
+
+@pytest.mark.parametrize("costs, message", [
+    ([10**400, 1, 1], "costs takes finite numbers; one is too large for a float"),
+])
+def test_solve_refuses_a_number_no_float_holds(costs, message):
+    """solve([10**400, 1, 1], 2) was an OverflowError of float()."""
+    with pytest.raises(UserError, match=message):
+        pipebench.solve(costs, 2)
+
+
+def test_solve_takes_any_iterable_once():
+    """A generator of costs (or memory, caps, cut prices) was read twice, the second time empty: "max() arg is
+    an empty sequence". Each is read once now, and the answer is the list's."""
+    costs, memory, prices = [1, 1, 1, 5, 1, 1, 1, 1], [1] * 8, [0.1] * 7
+    assert pipebench.solve(iter(costs), 3) == pipebench.solve(costs, 3) == [0, 3, 4, 8]
+    assert pipebench.solve(iter(costs), 3, speeds=iter([1, 2, 1]), memory=iter(memory), caps=iter([9, 9, 9]),
+                           cut_prices=iter(prices)) == \
+        pipebench.solve(costs, 3, speeds=[1, 2, 1], memory=memory, caps=[9, 9, 9], cut_prices=prices)

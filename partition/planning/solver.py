@@ -52,8 +52,10 @@ class InfeasibleError(UserError):
 class _Problem:
     n: int
     stages: int
+    costs: list[float]
     prefix: list[float]  # prefix[i] = costs[0] + ... + costs[i-1]
     speeds: list[float]
+    memory: list[float] | None
     mem_prefix: list[float] | None
     caps: list[float] | None
     in_price: list[float]  # in_price[a] = price of the cut before layer a (0 for a = 0)
@@ -61,6 +63,9 @@ class _Problem:
 
     def time(self, s: int, a: int, b: int) -> float:
         return (self.prefix[b] - self.prefix[a]) / self.speeds[s] + self.in_price[a] + self.out_price[b]
+
+    def bottleneck(self, bounds: Sequence[int]) -> float:
+        return max(self.time(s, bounds[s], bounds[s + 1]) for s in range(len(bounds) - 1))
 
     def fits_memory(self, s: int, a: int, b: int) -> bool:
         return self.mem_prefix is None or self.mem_prefix[b] - self.mem_prefix[a] <= self.caps[s]
@@ -85,21 +90,21 @@ def solve(
     cut_prices: len(costs) - 1 prices, cut_prices[i] for cutting between layers i and i+1.
     Stage s holds layers bounds[s]:bounds[s+1].
     """
-    problem = _make_problem(costs, stages, speeds, memory, caps, cut_prices)
-    n = problem.n
+    problem = _make_problem(costs, stages, speeds, memory, caps, cut_prices)  # each argument read once:
+    n = problem.n  # a generator is consumed there, so only the problem's lists are read below
     if problem.caps is not None:
-        _check_memory_feasible(problem, memory)
+        _check_memory_feasible(problem)
 
     # Lower bound: no stage can do better than sharing the work perfectly or than its largest layer.
     total = problem.prefix[n]
     lo = total / sum(problem.speeds)
-    lo = max(lo, max(costs) / max(problem.speeds))
+    lo = max(lo, max(problem.costs) / max(problem.speeds))
     best = _fits(problem, lo)
     if best is not None:  # the lower bound is attained
         return best
     best = _fits(problem, float("inf"))
     assert best is not None  # memory feasibility was checked above
-    hi = bottleneck(costs, best, speeds=problem.speeds, cut_prices=cut_prices)
+    hi = problem.bottleneck(best)
     while hi - lo > _REL_GAP * max(hi, 1e-300):
         mid = (lo + hi) / 2
         if mid <= lo or mid >= hi:
@@ -109,7 +114,7 @@ def solve(
             lo = mid
         else:
             best = found
-            hi = bottleneck(costs, best, speeds=problem.speeds, cut_prices=cut_prices)
+            hi = problem.bottleneck(best)
     return best
 
 
@@ -187,7 +192,11 @@ def _numbers(values, name: str) -> list[float]:
         items = None
     if items is None or not all(isinstance(v, Real) and not isinstance(v, bool) for v in items):
         raise UserError(f"{name} takes a list of numbers, got {str(values)[:40]!r} ({type(values).__name__})")
-    return [float(v) for v in items]
+    try:
+        return [float(v) for v in items]
+    except OverflowError:  # an int such as 10**400: float() cannot hold it
+        raise UserError(f"{name} takes finite numbers; one is too large for a float "
+                        f"({max(items, key=abs)!s:.20}...)") from None
 
 
 def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
@@ -212,12 +221,13 @@ def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
             raise UserError(f"need one memory figure per layer ({len(memory)} != {n})")
         if not all(0 <= m < float("inf") for m in memory):  # a NaN figure fitted every cap
             raise UserError("layer memory must be finite and >= 0")
-        cap_list = [float(caps)] * stages if isinstance(caps, Real) and not isinstance(caps, bool) else _numbers(caps, "caps")
+        cap_list = _numbers([caps], "caps") * stages if isinstance(caps, Real) and not isinstance(caps, bool) \
+            else _numbers(caps, "caps")
         if len(cap_list) != stages:
             raise UserError(f"need one memory cap per stage ({len(cap_list)} != {stages})")
         if not all(0 <= c <= float("inf") for c in cap_list):  # NaN: every stage fitted it
             raise UserError("memory caps must be numbers >= 0 (inf: no cap)")
-        mem_prefix = [0.0, *accumulate(float(m) for m in memory)]
+        mem_prefix = [0.0, *accumulate(memory)]
     prices = [0.0] * max(n - 1, 0) if cut_prices is None else _numbers(cut_prices, "cut_prices")
     if len(prices) != max(n - 1, 0):
         raise UserError(f"need one cut price between each pair of layers ({len(prices)} != {n - 1})")
@@ -226,8 +236,10 @@ def _make_problem(costs, stages, speeds, memory, caps, cut_prices) -> _Problem:
     return _Problem(
         n=n,
         stages=stages,
-        prefix=[0.0, *accumulate(float(c) for c in costs)],
+        costs=costs,
+        prefix=[0.0, *accumulate(costs)],
         speeds=speeds,
+        memory=memory if caps is not None else None,
         mem_prefix=mem_prefix,
         caps=cap_list,
         in_price=[0.0, *prices, 0.0],  # index a: price of the cut before layer a
@@ -370,12 +382,12 @@ def _walk_back(parents: list[list[int]], n: int) -> list[int]:
     return bounds[::-1]
 
 
-def _check_memory_feasible(problem: _Problem, memory: Sequence[float]) -> None:
+def _check_memory_feasible(problem: _Problem) -> None:
     """Raise InfeasibleError, saying what the leanest partition needs, when nothing fits the caps."""
     if _fits(problem, float("inf")) is not None:
         return
-    leanest = solve(memory, problem.stages)
-    per_stage = stage_memory(memory, leanest)
+    leanest = solve(problem.memory, problem.stages)
+    per_stage = stage_memory(problem.memory, leanest)
     needed = max(per_stage)
     worst = per_stage.index(needed)
     caps = sorted(set(problem.caps))
