@@ -31,8 +31,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -90,7 +91,12 @@ class ModelSource:
             raise UserError(f"unknown task {self.task!r}; choose one of: {', '.join(hf.TASKS)}")
         if self.input_dtype is not None and self.input_dtype not in DTYPES:
             raise UserError(f"unknown input dtype {self.input_dtype!r}; choose one of: {', '.join(DTYPES)}")
-        object.__setattr__(self, "input_shape", list(self.input_shape))
+        shape = self.input_shape
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not all(
+                isinstance(d, Integral) and not isinstance(d, bool) for d in shape):  # "4": a TypeError of `<`
+            raise UserError(f"input_shape takes a list of positive integers such as [3, 224, 224] "
+                            f"(got {shape!r:.40})")
+        object.__setattr__(self, "input_shape", list(shape))
         if any(d < 1 for d in self.input_shape):
             raise UserError(f"input shape dimensions must be positive (got {self.input_shape})")
         for name in ("granularity", "num_classes", "token_range"):  # settings={"num_classes": "x"}: a TypeError of `<`
@@ -214,8 +220,6 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     vocabulary, else below the example's largest + 1, and a Hugging Face model's targets (and T5's decoder
     inputs) those of its task; the others are the example's own samples, repeated to the batch size (an
     attention mask stays one the model accepts). `loss_fn(outputs, targets)` replaces settings' loss."""
-    if settings is not None and not isinstance(settings, dict):
-        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
     check_settings(settings or {}, f"python:{type(module).__name__}", taken=("input_shape", "input_dtype"))
     if loss_fn is not None and not callable(loss_fn):
         raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(loss_fn).__name__}")
@@ -266,6 +270,9 @@ def _example(module: nn.Module, example_inputs: Any) -> tuple[tuple[torch.Tensor
     if len(inputs[0]) == 0 or any(t.numel() == 0 for t in inputs):
         raise UserError(f"example_inputs is an empty batch (shape {list(inputs[0].shape)}); give at least one sample, "
                         "e.g. torch.randn(2, 8)")
+    if sparse := [t.layout for t in inputs if t.layout != torch.strided]:
+        raise UserError(f"example_inputs are {str(sparse[0]).removeprefix('torch.')} tensors; give dense ones "
+                        "(x.to_dense())")
     if any(t.device.type == "meta" for t in inputs):
         raise UserError("example_inputs are on the meta device: they hold no values to run; give real tensors "
                         "(on the CPU or the GPU you profile on)")

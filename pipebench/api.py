@@ -173,20 +173,38 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
             raise UserError(f"{name} takes a function, got a {type(function).__name__}")
     if data_dir is not None:
         data_dir = str(as_path(data_dir, "data_dir"))
+    _check_settings(settings)
     session = ProfilingSession(model, request, counts, devices, example_inputs=example_inputs, flavour=flavour,
                                settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress,
                                before_measuring=before_measuring)
     return session.profiles(rank)
 
 
+def _check_settings(settings: Any) -> None:
+    """settings: None or a dict of setting names (text) to values; a list of pairs or a key of 1 was a
+    TypeError of get_model's **, and the values are ModelSource's or the zoo's to check."""
+    if settings is None:
+        return
+    if not isinstance(settings, dict):
+        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
+    if names := [key for key in settings if not isinstance(key, str)]:
+        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}} keyed by setting names, got the key "
+                        f"{names[0]!r:.40}")
+
+
 @contextlib.contextmanager
 def _working_state():
     """Inside the block, where torch is imported: gradients on, inference mode off and float32 the default
-    dtype, as profiling and the CPU probes' peers (fresh processes) assume; as_given restores the caller's."""
+    dtype, as profiling and the CPU probes' peers (fresh processes) assume; as_given restores the caller's.
+    A default device of meta (torch.set_default_device) is refused: every batch made there would hold no
+    values."""
     torch = sys.modules.get("torch")
     if torch is None:
         yield
         return
+    if torch.get_default_device().type == "meta":
+        raise UserError("torch's default device is meta (torch.set_default_device): the batches profiled would "
+                        "hold no values; call torch.set_default_device(None) before profiling")
     with torch.inference_mode(False), torch.enable_grad():
         torch.set_default_dtype(torch.float32)
         yield

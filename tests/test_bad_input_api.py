@@ -77,6 +77,18 @@ def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
 
 # ------------------------------------------------------------------- F7: API inputs that reached deep errors
 
+def _profiles(model="toy", layers=6, batch=8):
+    """Two profiles of `model` (1 and 2 micro-batches), made up: nothing is measured."""
+    from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+
+    def one(micro_batch):
+        scale = micro_batch / batch
+        layer = [LayerProfile(f"l{i}", 250, 1000, 1.0 * scale, 2.0 * scale, 4000, [micro_batch, 8], "float32", 1000)
+                 for i in range(layers)]
+        return Profile(model, "tiny", "cpu", "x86_64", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "int64", layer)
+    return [one(batch), one(batch // 2)]
+
+
 @pytest.mark.parametrize("costs, message", [
     ([10**400, 1, 1], "costs takes finite numbers; one is too large for a float"),
 ])
@@ -94,3 +106,62 @@ def test_solve_takes_any_iterable_once():
     assert pipebench.solve(iter(costs), 3, speeds=iter([1, 2, 1]), memory=iter(memory), caps=iter([9, 9, 9]),
                            cut_prices=iter(prices)) == \
         pipebench.solve(costs, 3, speeds=[1, 2, 1], memory=memory, caps=[9, 9, 9], cut_prices=prices)
+
+
+@pytest.mark.parametrize("save", ["profiles", "plan"])
+def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
+    """save_profiles and Plan.save onto a 300-character name were OSError ENAMETOOLONG; a path ending in /
+    wrote a file named like the folder. Both are the command line's line now (fileio.files.writable_file)."""
+    profiles = _profiles()
+    write = (lambda path: pipebench.save_profiles(profiles, path)) if save == "profiles" else \
+        pipebench.plan(profiles=profiles, stages=2).save
+    with pytest.raises(UserError, match="the file name is 305 characters; at most 237 fit"):
+        write(str(tmp_path / ("a" * 300 + ".json")))
+    with pytest.raises(UserError, match=r"names a folder \(it ends with /\); name a file"):
+        write(f"{tmp_path}/newdir/")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("settings, message", [
+    ([("depth", 2)], "settings takes a dict such as {'loss': 'mse'}, got a list"),
+    ({1: 2}, "settings takes a dict such as {'loss': 'mse'} keyed by setting names, got the key 1"),
+])
+def test_settings_not_a_dict_of_names_is_one_line(settings, message):
+    """settings=[("depth", 2)] and {1: 2} for a zoo model were TypeErrors of get_model's **."""
+    with pytest.raises(UserError) as caught:
+        pipebench.plan("mlp", flavour="tiny", batch=8, stages=2, settings=settings, cache=False)
+    assert message in str(caught.value)
+
+
+def test_an_input_shape_of_text_is_one_line(tmp_path):
+    """settings={"input_shape": "4"} for a model file was a TypeError of `<` between str and int."""
+    path = tmp_path / "good.py"
+    path.write_text("import torch.nn as nn\nclass Net(nn.Sequential):\n"
+                    "    def __init__(self):\n        super().__init__(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n")
+    with pytest.raises(UserError, match=r"input_shape takes a list of positive integers such as \[3, 224, 224\] "
+                                        r"\(got '4'\)"):
+        pipebench.plan(f"{path}:Net", batch=8, stages=2, settings={"input_shape": "4"}, cache=False)
+
+
+def test_a_sparse_example_is_one_line():
+    """A sparse example tensor was a NotImplementedError of the SparseCPU backend, deep in the batches."""
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with pytest.raises(UserError, match=r"example_inputs are sparse_coo tensors; give dense ones \(x.to_dense\(\)\)"):
+        pipebench.plan(net, torch.randn(2, 4).to_sparse(), batch=8, stages=2, cache=False)
+
+
+def test_a_meta_default_device_is_one_line():
+    """torch.set_default_device("meta") in the caller was "Cannot copy out of meta tensor" in the batches."""
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    example = torch.randn(2, 4)
+    torch.set_default_device("meta")
+    try:
+        with pytest.raises(UserError, match=r"torch's default device is meta .*torch.set_default_device\(None\)"):
+            pipebench.plan(net, example, batch=8, stages=2, cache=False)
+        assert torch.get_default_device().type == "meta"  # the caller's, left as it was
+    finally:
+        torch.set_default_device(None)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipebench.fileio.files import read_json, record, write_json
+from pipebench.fileio.files import read_json, record, writable_file, write_json
 from pipebench.partition.planning import schedule as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.cuts import transfer_ms
@@ -193,7 +193,9 @@ class Plan:
         return {"format": FORMAT, "version": VERSION, **asdict(self)}
 
     def save(self, path: str | Path) -> None:
-        write_json(path, self.to_dict())
+        """Write the plan's JSON to `path`, checked first as the command line checks an output (a name the file
+        system cannot take, a path ending in / that names a folder: one line)."""
+        write_json(writable_file(path, "Plan.save"), self.to_dict())
 
     @property
     def plan_id(self) -> str:

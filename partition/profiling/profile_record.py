@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 from pipebench.errors import UserError
-from pipebench.fileio.files import read_json, record, write_json
+from pipebench.fileio.files import read_json, record, writable_file, write_json
 from pipebench.training import Training, nest_training
 
 __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes", "model_label",
@@ -375,11 +375,13 @@ def check_profile_list(profiles: Any, values: bool = False) -> None:
 
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:
-    """Write profiles (one per micro-batch size) to `path` in the format of the module docstring."""
+    """Write profiles (one per micro-batch size) to `path` in the format of the module docstring, the path
+    checked first as the command line checks an output (fileio.files.writable_file)."""
     if isinstance(profiles, (str, Path)):
         raise UserError(f"save_profiles(profiles, path) takes the profiles first, then the path (got {str(profiles)[:40]!r} "
                         "first)")
     check_profile_list(profiles, values=True)
+    path = writable_file(path, "save_profiles")  # 'dir/' wrote a file named dir; a long name was an OSError
     write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
 
 

@@ -80,6 +80,7 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
     file is written through (see the module docstring): a socket or a block device is refused. `regular`:
     every special file is refused, for a file written again and again or read back (train's --save and
     --csv), which a FIFO would hang and a device would swallow."""
+    as_path(path, option)  # a str or a Path (kept as given: a Path drops the trailing / said below)
     if str(path) == "":  # --save '': abspath would make it the working folder
         raise UserError(f"{option}: an empty path; name a file")
     if str(path).endswith(("/", os.sep)):  # 'out/': a folder, which abspath would make a file's name
