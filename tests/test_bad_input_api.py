@@ -165,3 +165,18 @@ def test_a_meta_default_device_is_one_line():
         assert torch.get_default_device().type == "meta"  # the caller's, left as it was
     finally:
         torch.set_default_device(None)
+
+
+# --------------------------------------------------------------- F8: inconsistent API input accepted silently
+
+@pytest.mark.parametrize("call", ["plan", "advise", "save_profiles"])
+def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
+    """plan(profiles=[an mlp's, a convnet's]) made a Plan of the convnet, advise recommended from the mixture
+    and save_profiles wrote a file that load_profiles refuses; each is the profile file's line now."""
+    mixed = [_profiles("mlp")[0], _profiles("convnet")[1]]
+    with pytest.raises(UserError, match=r"^profiles\[1\] is for another model or batch than profiles\[0\]$"):
+        if call == "save_profiles":
+            pipebench.save_profiles(mixed, tmp_path / "p.json")
+        else:
+            getattr(pipebench, call)(profiles=mixed, stages=2)
+    assert list(tmp_path.iterdir()) == []

@@ -354,11 +354,12 @@ def kept_bytes(layers: Sequence[LayerProfile]) -> int:
     return sum(l.saved_bytes for l in layers) - sum(l.shared_bytes for l in layers[1:])
 
 
-def check_profile_list(profiles: Any, values: bool = False) -> None:
-    """A non-empty list of Profile objects, else one UserError line: the one home of that check (plan's
-    profiles, save_profiles). `values`: every field checked too, as a profile file's are (Profile.from_dict):
-    for profiles a caller made or edited (pipebench.plan's, save_profiles'), where repeats=0 was planned and
-    batch='8' was a TypeError of `//`."""
+def check_profile_list(profiles: Any, values: bool = False, where: str = "") -> None:
+    """A non-empty list of Profile objects of one model and batch, else one UserError line: the one home of
+    that check (a profile file's list, plan's and advise's profiles, save_profiles; an mlp's and a convnet's
+    profile were planned as one model). `values`: every field checked too, as a profile file's are
+    (Profile.from_dict): for profiles a caller made or edited (pipebench.plan's, save_profiles'), where
+    repeats=0 was planned and batch='8' was a TypeError of `//`. `where` begins each line (the file)."""
     if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
         raise UserError(f"need at least one profile (pipebench.profile makes them), got {type(profiles).__name__} "
                         f"{str(profiles)[:40]!r}")
@@ -372,6 +373,10 @@ def check_profile_list(profiles: Any, values: bool = False) -> None:
             except (TypeError, ValueError, RecursionError) as exc:  # asdict of what is no record
                 raise ProfileError(f"profiles[{i}]: {exc}") from None
             Profile.from_dict(data, where=f"profiles[{i}]")
+    first = profiles[0]
+    for i, other in enumerate(profiles[1:], 1):
+        if (other.model, other.batch, len(other.layers)) != (first.model, first.batch, len(first.layers)):
+            raise ProfileError(f"{where}profiles[{i}] is for another model or batch than profiles[0]")
 
 
 def save_profiles(profiles: list[Profile], path: str | Path) -> None:
@@ -392,8 +397,5 @@ def load_profiles(path: str | Path) -> list[Profile]:
     if not isinstance(entries, list) or not entries:
         raise ProfileError(f"{path}: field 'profiles' should be a non-empty list")
     profiles = [Profile.from_dict(entry, f"{path}: profiles[{i}]") for i, entry in enumerate(entries)]
-    first = profiles[0]
-    for i, other in enumerate(profiles[1:], 1):
-        if (other.model, other.batch, len(other.layers)) != (first.model, first.batch, len(first.layers)):
-            raise ProfileError(f"{path}: profiles[{i}] is for another model or batch than profiles[0]")
+    check_profile_list(profiles, where=f"{path}: ")
     return profiles
