@@ -22,7 +22,7 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
-from pipebench.text.parse import LIMITS, MAX_CHUNKS, split_error  # noqa: F401 (split_error: the rule, re-exported)
+from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
 from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
@@ -83,10 +83,10 @@ class Request:
         devices = self.devices
         if isinstance(devices, str) or not isinstance(devices, Sequence) or not devices:
             raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.60})")
-        if not all(isinstance(d, str) and d for d in devices):
-            raise UserError(f"devices takes device names such as 'cpu' or 'cuda:0' (got {list(devices)!r:.60})")
         if len(devices) > LIMITS["stages"][1]:
             raise UserError(f"devices takes up to {int(LIMITS['stages'][1]):,} devices (got {len(devices):,})")
+        for device in devices:  # the rule of the devices= keyword and --device ('tpu:0', 'cuda:-1' were planned)
+            parse_device(device, "devices")
         set_("devices", tuple(devices))
         if self.batch is not None:
             set_("batch", count_of(self.batch, "batch"))
@@ -99,6 +99,8 @@ class Request:
             raise UserError(f"unknown balance {self.balance!r}; choose one of: {', '.join(BALANCES)}")
         set_("max_memory", self._per_device("max_memory", self.max_memory, one_figure=True))
         set_("speeds", self._per_device("speeds", self.speeds, one_figure=False))
+        if self.speeds is not None and (why := speeds_error(list(self.speeds))) is not None:
+            raise UserError(f"speeds {why} (got {list(self.speeds)})")
         if self.link_gbps is not None:
             gbps = number_of(self.link_gbps, "link_gbps", low=0.0)
             if 0 < gbps < 1e-3:

@@ -55,7 +55,7 @@ from pipebench.text.text_tables import text_table
 from pipebench.request import Request
 
 BATCH = 8
-DEVICES = ["cpu:0", "cpu:1"]
+DEVICES = ["cpu", "cpu"]
 CPU_ONLY = tuple(f for f in LINK_FIELDS if f not in ("link_gbps", "allreduce_gbps", "link_latency_ms"))
 """The link figures only the CPU stand-ins' pricing reads: none of them existed on 11-30."""
 

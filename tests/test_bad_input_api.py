@@ -180,3 +180,21 @@ def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
         else:
             getattr(pipebench, call)(profiles=mixed, stages=2)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("devices", [("tpu:0", "tpu:1"), ("cuda:-1", "cuda:-1"), ("gpu0",)])
+def test_a_request_checks_its_device_names_as_the_devices_keyword_does(devices):
+    """Request(devices=("tpu:0", "tpu:1")) and ("cuda:-1", ...) were planned, a stage on 'tpu:0', while
+    pipebench.plan(devices=...) refused them: one rule now (text.parse.parse_device), in the Request."""
+    with pytest.raises(UserError, match=rf"devices takes cpu, cuda or cuda:N \(got '{devices[0]}'\)"):
+        pipebench.Request(devices=devices, batch=8)
+    with pytest.raises(UserError, match=r"takes cpu, cuda or cuda:N"):
+        pipebench.plan(profiles=_profiles(), devices=devices)
+
+
+def test_speeds_beyond_the_commands_range_are_refused_by_the_request():
+    """speeds=(0.001, 1000.0) was planned while --speeds refused them: one rule (text.parse.speeds_error),
+    asked by the Request."""
+    with pytest.raises(UserError, match=r"speeds factors lie between 0.001 and 1000 and within 1000x of each other"):
+        pipebench.plan(profiles=_profiles(), stages=2, speeds=(0.001, 1000.0))
+    assert pipebench.Request(devices=("cpu", "cpu"), speeds=(0.5, 1.0)).speeds == (0.5, 1.0)

@@ -189,9 +189,9 @@ def test_interleaved_plans_v_stages_per_device_in_loops():
 
 
 def test_zbv_places_stages_in_a_v():
-    plan = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
-    assert plan.devices == ["a", "b", "b", "a"]
-    one_per_device = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="1f1b"))
+    plan = make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="zbv", virtual_stages=2))
+    assert plan.devices == ["cuda:0", "cuda:1", "cuda:1", "cuda:0"]
+    one_per_device = make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="1f1b"))
     assert plan.bubble_fraction < one_per_device.bubble_fraction
 
 
@@ -201,12 +201,12 @@ def test_zbv_places_stages_in_a_v():
 ])
 def test_stage_counts_that_a_schedule_cannot_place(schedule, virtual, message):
     with pytest.raises(ValueError, match=message):
-        make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual))
+        make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule=schedule, virtual_stages=virtual))
 
 
 def test_stage_inputs_come_from_the_profile():
     profile = gpt_like()
-    plan = make_plan([profile], Request(devices=["a", "b"], micro_batches=8))
+    plan = make_plan([profile], Request(devices=["cuda:0", "cuda:1"], micro_batches=8))
     cut = plan.bounds[1]
     assert plan.stages[0].input_shape == profile.input_shape and plan.stages[0].input_dtype == "int64"
     assert plan.stages[1].input_shape == profile.layers[cut - 1].output_shape
@@ -214,18 +214,18 @@ def test_stage_inputs_come_from_the_profile():
 
 def test_min_micro_batches_is_honoured():
     profiles = [gpt_like(micro_batch=64 // m) for m in (1, 2, 4)]
-    plan = make_plan(profiles, Request(devices=["a", "b"], min_micro_batches=2))
+    plan = make_plan(profiles, Request(devices=["cuda:0", "cuda:1"], min_micro_batches=2))
     assert plan.micro_batches >= 2 and all(c["micro_batches"] >= 2 for c in plan.candidates)
     with pytest.raises(ValueError, match="1 micro-batch\\(es\\) are too few: this schedule needs at least 2"):
-        make_plan(profiles, Request(devices=["a", "b"], micro_batches=1, min_micro_batches=2))
+        make_plan(profiles, Request(devices=["cuda:0", "cuda:1"], micro_batches=1, min_micro_batches=2))
     with pytest.raises(ValueError, match="no profiled micro-batch count reaches the 8"):
-        make_plan(profiles, Request(devices=["a", "b"], min_micro_batches=8))
+        make_plan(profiles, Request(devices=["cuda:0", "cuda:1"], min_micro_batches=8))
 
 
 def test_a_slower_device_gets_less_work():
     profile = gpt_like()
-    equal = make_plan([profile], Request(devices=["a", "b"], micro_batches=8))
-    slow_second = make_plan([profile], Request(devices=["a", "b"], micro_batches=8, speeds=[1.0, 0.5]))
+    equal = make_plan([profile], Request(devices=["cuda:0", "cuda:1"], micro_batches=8))
+    slow_second = make_plan([profile], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, speeds=[1.0, 0.5]))
     work = lambda plan: sum(l.step_ms for l in profile.layers[plan.bounds[1]:])  # noqa: E731 - stage 1, at 1x
     assert work(slow_second) < work(equal)
     # At half speed, stage 1 takes twice its work: the speed-aware cut balances that, the equal one not.
@@ -235,12 +235,12 @@ def test_a_slower_device_gets_less_work():
 
 def test_memory_error_names_the_stage():
     with pytest.raises(InfeasibleError, match=r"largest stage \(stage \d: layers \d+-\d+, cap "):
-        make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, max_memory=100))
+        make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, max_memory=100))
 
 
 @pytest.mark.parametrize("schedule, virtual", [("1f1b", 1), ("zbv", 2)])
 def test_a_plan_simulates_to_its_own_prediction(schedule, virtual):
-    plan = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule=schedule, virtual_stages=virtual, link_gbps=1.0))
+    plan = make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule=schedule, virtual_stages=virtual, link_gbps=1.0))
     timeline = plan.simulate()
     assert timeline.step_time == pytest.approx(plan.predicted_step_ms)
     assert timeline.bubble_fraction == pytest.approx(plan.bubble_fraction)
@@ -256,23 +256,23 @@ def test_measured_input_and_weight_gradients_reach_the_stages_and_the_prediction
             layer.backward_weight_ms = weight_share * layer.backward_ms * overhead
         return profile
 
-    plain = make_plan([gpt_like()], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
+    plain = make_plan([gpt_like()], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="zbv", virtual_stages=2))
     assert all(s.backward_input_ms is None for s in plain.stages)
-    even = make_plan([with_split(0.5, 1.0)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
-    costly = make_plan([with_split(0.6, 1.05)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2, speeds=[1.0, 0.5]))
+    even = make_plan([with_split(0.5, 1.0)], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="zbv", virtual_stages=2))
+    costly = make_plan([with_split(0.6, 1.05)], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="zbv", virtual_stages=2, speeds=[1.0, 0.5]))
     layers = with_split(0.6, 1.05).layers
     first, *rest = costly.stages
     # torch runs no I on the first stage and its whole backward as W.
     assert first.backward_input_ms == 0 and first.backward_weight_ms == pytest.approx(first.backward_ms)
     for stage in rest:
-        speed = 1.0 if stage.device == "a" else 0.5
+        speed = 1.0 if stage.device == "cuda:0" else 0.5
         part = layers[stage.first_layer:stage.end_layer]
         assert stage.backward_weight_ms == pytest.approx(sum(l.backward_weight_ms for l in part) / speed)
         assert stage.backward_input_ms == pytest.approx(sum(l.backward_input_ms for l in part) / speed)
     assert costly.simulate().step_time == pytest.approx(costly.predicted_step_ms)
-    slower = make_plan([with_split(0.6, 1.05)], Request(devices=["a", "b"], micro_batches=8, schedule="zbv", virtual_stages=2))
+    slower = make_plan([with_split(0.6, 1.05)], Request(devices=["cuda:0", "cuda:1"], micro_batches=8, schedule="zbv", virtual_stages=2))
     assert slower.predicted_step_ms > even.predicted_step_ms
-    one_f_one_b = [make_plan([p], Request(devices=["a", "b"], micro_batches=8)).predicted_step_ms
+    one_f_one_b = [make_plan([p], Request(devices=["cuda:0", "cuda:1"], micro_batches=8)).predicted_step_ms
                    for p in (gpt_like(), with_split(0.6, 1.05))]
     assert one_f_one_b[0] == pytest.approx(one_f_one_b[1])
 

@@ -38,7 +38,7 @@ class Machine:
     @property
     def device_names(self) -> list[str]:
         """"cuda:0", "cuda:1", ... (after CUDA_VISIBLE_DEVICES), or "cpu" once per CPU stand-in."""
-        return [f"{self.device_type}:{i}" for i in range(self.devices)]
+        return [f"cuda:{i}" for i in range(self.devices)] if self.gpus is not None else ["cpu"] * self.devices
 
     def request(self, training: Training = Training(), caps: Sequence[int] | None | str = "machine") -> Request:
         """What a case on this machine asks of its plans and predictions: every device, their memory caps

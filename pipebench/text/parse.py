@@ -22,7 +22,7 @@ from pipebench.errors import UserError
 from pipebench.errors import DeviceError
 
 __all__ = ["AUTO_CHUNK_COUNTS", "LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
-           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "parse_link_gbps", "parse_override"]
+           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """The micro-batch counts `--chunks auto` considers (those that split the batch)."""
@@ -167,11 +167,12 @@ def parse_gpus(text: str) -> list[int] | AutoGpus:
 
 # ---------------------------------------------------------------------------------------------- options
 
-def parse_device(text: str) -> str:
-    """`plan --device`: cpu, cuda or cuda:N, the devices pipebench profiles on; anything else is refused
-    here in one line rather than by torch, deep in profiling."""
-    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", text):
-        raise UserError(f"--device takes cpu, cuda or cuda:N (got {text!r})")
+def parse_device(text: str, option: str = "--device") -> str:
+    """`plan --device`, and each of a Request's devices: cpu, cuda or cuda:N, the devices pipebench
+    profiles on; anything else ('tpu:0', 'cuda:-1') is refused here in one line rather than by torch,
+    deep in profiling, or never (a plan from saved profiles touches no device)."""
+    if not isinstance(text, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", text):
+        raise UserError(f"{option} takes cpu, cuda or cuda:N (got {text!r:.40})")
     return text
 
 
@@ -198,11 +199,18 @@ def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | No
         raise UserError(f"--speeds takes auto or comma-separated positive numbers (got {text[:40]!r})")
     if len(speeds) != n or not all(s > 0 for s in speeds):  # `not all(> 0)` also refuses NaN
         raise UserError(f"--speeds needs one positive factor per device ({n}), got {text!r}")
+    if (why := speeds_error(speeds)) is not None:
+        raise UserError(f"--speeds {why} (got {text!r})")
+    return speeds
+
+
+def speeds_error(speeds: list[float]) -> str | None:
+    """Why positive speed factors are out of SPEED_RANGE (None where they are within it): the one rule,
+    which `--speeds` and the Request (every plan's speeds, the API's too) both ask."""
     low, high = 1 / SPEED_RANGE, SPEED_RANGE
     if not all(low <= s <= high for s in speeds) or max(speeds) > SPEED_RANGE * min(speeds):
-        raise UserError(f"--speeds factors lie between {low:g} and {high:g} and within {high:g}x of each other "
-                        f"(got {text!r})")
-    return speeds
+        return f"factors lie between {low:g} and {high:g} and within {high:g}x of each other"
+    return None
 
 
 def parse_link_gbps(text: str | None) -> float | None:

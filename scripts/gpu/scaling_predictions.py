@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     rows = []
     for path in args.profiles:
         profiles = load_profiles(path)
-        single = make_plan(profiles, Request(devices=["gpu0"], schedule=IN_TURN, micro_batches=1, link_gbps=0.0))
+        single = make_plan(profiles, Request(devices=["cuda:0"], schedule=IN_TURN, micro_batches=1, link_gbps=0.0))
         for p in [int(g) for g in args.gpus.split(",")]:
             for schedule, kind in SCHEDULES.items():
                 devices = [f"gpu{i}" for i in range(p)]
