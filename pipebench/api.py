@@ -31,7 +31,7 @@ __all__ = ["profile", "plan", "advise", "plan_devices", "Request"]
 def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
     """The device of each pipeline position: one per GPU in `gpus`, else `stages` (default 2) on `device`
     (cpu, cuda for the current GPU, or cuda:N)."""
-    from pipebench.hardware.probes import resolve_device
+    from pipebench.hardware.devices import resolve_device
 
     if gpus is not None and stages is not None:
         raise UserError("give gpus or stages, not both")
@@ -50,7 +50,7 @@ def _request(request: Request | None, asked: dict[str, Any], *, stages: int | No
     per GPU id) or `stages` (default: the one given here, else 2) on `device` (default cpu); the Training
     whole or as its parts (precision, optimizer, checkpoint: its defaults for those not given); every other
     keyword a field of Request (TypeError for any other name). Both a request and keywords: refused."""
-    from pipebench.hardware.probes import resolve_device
+    from pipebench.hardware.devices import resolve_device
 
     if request is not None:
         if asked:

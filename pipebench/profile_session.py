@@ -17,7 +17,7 @@ from pipebench.errors import UserError
 from pipebench.partition.profiling import sizes
 from pipebench.partition.planning.plan_choice import plan_ranking
 from pipebench.partition.profiling.profile_record import Profile
-from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE
+from pipebench.schedules import DEFAULT_SCHEDULE
 from pipebench.partition.profiling.sizes import Ranking
 from pipebench.request import Request
 from pipebench.training import Training
@@ -29,7 +29,7 @@ def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
     """The micro-batch counts `request` measures and the devices it names, each checked (one UserError):
     several counts (what a run's cases need) together, auto's counts with the device count's too (the
     replicas' share, for DDP and DataParallel), and a Training the first device cannot run refused now."""
-    from pipebench.hardware.probes import resolve_device
+    from pipebench.hardware.devices import resolve_device
     from pipebench.text.parse import micro_batch_counts
 
     batch, micro_batches = request.batch, request.micro_batches
@@ -250,8 +250,8 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     costs. Timed, or from the cache (`store`) when every size was too; `keep` keeps what was timed.
     `link_gbps` given: taken as is."""
     from pipebench.hardware.cpu import threads_per_device
-    from pipebench.hardware.probes import (drift_seconds, measure_allreduce_gbps, measure_cpu_processes,
-                                           measure_machine_drift, measure_stage_link)
+    from pipebench.hardware.drift import drift_seconds, measure_machine_drift
+    from pipebench.hardware.gpu_probes import measure_allreduce_gbps, measure_stage_link
     from pipebench.partition.profiling.cache import LINK_FIELDS
 
     if link_gbps is None and store is not None and (links := store.get_links(key)) is not None:
@@ -275,7 +275,7 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
             note(f"this machine's speed moved ±{100 * links['machine_drift']:.0f}% over {drift_seconds():g} s "
                  "(the least interval of a CPU prediction)")
         if len(devices) > 1:  # standing in for devices, they talk through gloo
-            links.update(measure_cpu_processes(len(devices)))
+            links.update(_cpu_processes(len(devices)))
             if note:
                 note(f"gloo between CPU processes: {links['link_gbps']:.2f} GB/s copies, "
                      f"{links['allreduce_gbps']:.2f} GB/s all-reduce, {links['link_latency_ms']:.2f} ms a message, "
@@ -288,3 +288,16 @@ def _links(devices: list[str], on_gpu: bool, link_gbps: float | None, note, *, s
     if keep is not None and link_gbps is None:
         keep.put_links(key, links)
     return links
+
+
+def _cpu_processes(devices: int) -> dict[str, float]:
+    """What CPU stand-ins for `devices` devices cost each other (hardware/cpu_processes.py), in the profile's
+    terms: the pipeline runtime's step as the hop and the cost per operation that make the simulator price
+    it (pipeline_costs)."""
+    from pipebench.hardware.cpu_processes import PIPELINE_MICRO_BATCHES, measure_cpu_processes
+    from pipebench.partition.planning.simulator import pipeline_costs
+
+    figures = measure_cpu_processes(devices)
+    hop, action = pipeline_costs(figures.pop("pipeline_step_ms"), devices, PIPELINE_MICRO_BATCHES,
+                                 figures["link_latency_ms"])
+    return {**figures, "link_latency_ms": hop, "action_ms": action}

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from pipebench.errors import UserError
 from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
-from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, get_schedule
+from pipebench.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
 __all__ = ["Request", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
@@ -45,7 +45,7 @@ class Request:
     batch: int | None = None
     """The global batch; None: the profile's (a plan from saved profiles)."""
     schedule: str = DEFAULT_SCHEDULE
-    """The pipeline schedule (partition/planning/schedule.py SCHEDULES) the plan is made for."""
+    """The pipeline schedule (pipebench/schedules.py SCHEDULES) the plan is made for."""
     virtual_stages: int | None = None
     """Stages per device; None: the schedule's own (2 for interleaved, zb-interleaved and zbv, else 1)."""
     micro_batches: int | tuple[int, ...] | None = None

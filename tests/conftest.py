@@ -12,7 +12,7 @@ import torch
 # Every test measures its model for itself; tests of the profile cache turn it on in a folder of their own.
 # The machine's link figures (gloo and the cores' sharing between CPU processes, seconds to time) are timed
 # once a session and kept in a folder of the session's (partition/profiling/cache.py link_cache).
-# Every CPU profile also watches the machine's speed for a while (hardware/probes.py DRIFT_SECONDS): briefly.
+# Every CPU profile also watches the machine's speed for a while (hardware/drift.py DRIFT_SECONDS): briefly.
 os.environ["PIPEBENCH_CACHE"] = "off"
 os.environ.setdefault("PIPEBENCH_DRIFT_SECONDS", "0.2")
 os.environ["PIPEBENCH_LINK_CACHE"] = tempfile.mkdtemp(prefix="pipebench-test-links-")

@@ -88,7 +88,7 @@ def test_plan_fills_the_defaults_the_command_line_fills():
 
 
 def test_every_device_spelling_torch_accepts_is_one_name_or_one_line(monkeypatch):
-    from pipebench.hardware.probes import resolve_device
+    from pipebench.hardware.devices import resolve_device
 
     assert resolve_device("cpu") == "cpu" and resolve_device(torch.device("cpu")) == "cpu"
     assert pipebench.plan_devices(stages=2, device="cuda") == ["cuda:0", "cuda:0"]  # saved profiles: no GPU needed

@@ -56,7 +56,7 @@ def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
     """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe ran became
     DeviceError "the CPU processes' probe failed: " with no reason (exit 2, not 130); it is the
     KeyboardInterrupt again now, once the peer processes are ended."""
-    from pipebench.hardware import probes
+    from pipebench.hardware import cpu_processes as probes
 
     started = []
     start = probes._start_peers

@@ -110,18 +110,20 @@ def test_a_run_profiles_only_what_its_strategies_need():
 
 
 def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread):
-    from pipebench.hardware import probes
+    from pipebench.hardware import cpu_processes
+    from pipebench.partition.planning.simulator import pipeline_costs
 
     timed = []
-    monkeypatch.setattr(probes, "measure_cpu_processes", lambda devices: timed.append(1) or {
+    monkeypatch.setattr(cpu_processes, "measure_cpu_processes", lambda devices: timed.append(1) or {
         "link_gbps": 2.0, "allreduce_gbps": 1.0, "link_latency_ms": 0.05, "collective_ms": 0.2, "core_contention": 1.25,
-        "action_ms": 0.3, "fsdp_layer_ms": 0.7, "ddp_ms": 0.4, "ddp_layer_ms": 0.02})
+        "pipeline_step_ms": 6.0, "fsdp_layer_ms": 0.7, "ddp_ms": 0.4, "ddp_layer_ms": 0.02})
+    hop, action = pipeline_costs(6.0, 2, cpu_processes.PIPELINE_MICRO_BATCHES, 0.05)
     first = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     second = pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]})
     assert len(timed) == 1  # the second answer starts no processes to time gloo again
     figures = lambda p: (p.link_gbps, p.allreduce_gbps, p.link_latency_ms, p.collective_ms, p.core_contention,  # noqa: E731
                          p.action_ms, p.fsdp_layer_ms, p.ddp_ms, p.ddp_layer_ms)
-    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, 0.05, 0.2, 1.25, 0.3, 0.7, 0.4, 0.02)] * 2
+    assert [figures(p) for p in second] == [figures(p) for p in first] == [(2.0, 1.0, hop, 0.2, 1.25, action, 0.7, 0.4, 0.02)] * 2
     pipebench.profile("mlp", **{**TINY, "devices": ["cpu", "cpu"]}, fresh=True)
     assert len(timed) == 2
 

@@ -10,7 +10,7 @@ import pytest
 from pipebench.bench.predict.ranking import predict
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.partition.planning.schedule import SCHEDULES
+from pipebench.schedules import SCHEDULES
 from pipebench.partition.planning.simulator import SharedCores, simulate
 from pipebench.request import Request
 
@@ -120,17 +120,18 @@ def test_the_plan_keeps_what_its_simulator_charged():
 
 
 def test_the_probe_measures_the_processes_and_their_runtimes():
-    from pipebench.hardware.probes import measure_cpu_processes
+    from pipebench.hardware.cpu_processes import measure_cpu_processes
     from pipebench.partition.profiling.cache import LINK_FIELDS
 
     figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
-    assert set(figures) == set(LINK_FIELDS) - {"machine_drift"}  # that one is the profiling process's own
+    # machine_drift is the profiling process's own; action_ms the simulator's terms of the pipeline's step
+    assert set(figures) == set(LINK_FIELDS) - {"machine_drift", "action_ms"} | {"pipeline_step_ms"}
     assert figures["core_contention"] >= 1.0 and all(v > 0 for v in figures.values())
 
 
 def test_the_probes_peer_fails_in_one_line(monkeypatch):
     from pipebench.errors import DeviceError
-    from pipebench.hardware import probes
+    from pipebench.hardware import cpu_processes as probes
 
     monkeypatch.setattr(probes, "_peer", lambda *args, **kwargs: 1 / 0)
     with pytest.raises(DeviceError, match="the CPU processes' probe failed"):
@@ -214,15 +215,15 @@ def test_the_pipeline_runtimes_costs_come_out_in_the_simulators_terms():
     # A two-process 1F1B of stages that compute nothing, measured at the step the simulator prices with
     # 0.3 ms an operation and 0.1 ms a hop: the probe's figures are those. Measured shorter than its hops
     # alone price it at the message latency, a hop costs what makes them price it.
-    from pipebench.hardware.probes import PIPELINE_MICRO_BATCHES, pipeline_costs
+    from pipebench.partition.planning.simulator import pipeline_costs
 
     def step(hop, action):
         zeros = [0.0, 0.0]
-        return simulate(zeros, zeros, PIPELINE_MICRO_BATCHES, "1f1b", [hop], shared_cores=SharedCores(1.0, action)).step_time
+        return simulate(zeros, zeros, 8, "1f1b", [hop], shared_cores=SharedCores(1.0, action)).step_time
 
-    assert step(0.1, 0.3) > 2 * PIPELINE_MICRO_BATCHES * 0.3
-    assert pipeline_costs(step(0.1, 0.3), 2, 0.1) == pytest.approx((0.1, 0.3), rel=1e-6)
-    hop, action = pipeline_costs(step(0.5, 1e-3), 2, 2.0)
+    assert step(0.1, 0.3) > 2 * 8 * 0.3
+    assert pipeline_costs(step(0.1, 0.3), 2, 8, 0.1) == pytest.approx((0.1, 0.3), rel=1e-6)
+    hop, action = pipeline_costs(step(0.5, 1e-3), 2, 8, 2.0)
     assert (hop, action) == (pytest.approx(0.5, rel=1e-6), 1e-3)
 
 

@@ -163,7 +163,7 @@ def test_gpus_are_checked_through_nvml_without_cuda(monkeypatch):
     import torch
 
     from pipebench.hardware import gpus
-    from pipebench.hardware.probes import check_gpus, resolve_device
+    from pipebench.hardware.devices import check_gpus, resolve_device
 
     monkeypatch.setattr(gpus, "_nvml", lambda: SERVER)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")

@@ -1,6 +1,7 @@
 """The import graph of the pipebench package, read with ast (nothing is imported): no cycles between its
-modules, and the lower layers (the planner, the hardware probes, the models, the Training and the
-errors) never import bench/, the layer that runs and reports."""
+modules, the packages below the API in their order, the lower layers (the planner, the hardware probes,
+the models, the Training and the errors) never importing bench/, the layer that runs and reports, and
+bench/'s folders in theirs."""
 from __future__ import annotations
 
 import ast
@@ -145,3 +146,50 @@ def test_bench_folders_follow_the_flow():
     graph = import_graph()
     assert {bench_step(name) for name in graph} >= set(STEPS)
     assert backward_imports(graph) == []
+
+
+LAYERS = ("pipebench.errors", "pipebench.version", "pipebench.snapshot", "pipebench.text", "pipebench.fileio",
+          "pipebench.training", "pipebench.schedules", "pipebench.processes", "pipebench.time_limit",
+          "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request",
+          "pipebench.models", "pipebench.partition.planning", "pipebench.partition", "pipebench.profile_session")
+"""The packages (and pipebench/'s own modules) below the API and bench/, lowest first: each imports only
+those before it, its own modules aside (docs/architecture.md)."""
+ABOVE = ("pipebench", "pipebench.__main__", "pipebench.api", "pipebench.benchmark")
+"""The API's modules, above every layer, beside bench/ (which has its own order, STEPS)."""
+
+
+def layer_of(module: str) -> str | None:
+    """The entry of LAYERS that holds `module` (the longest that names it or a package above it), or None."""
+    holding = [layer for layer in LAYERS if module == layer or module.startswith(layer + ".")]
+    return max(holding, key=len, default=None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a module of LAYERS into a later layer, or into a module above them all."""
+    found = []
+    for name, deps in graph.items():
+        if (layer := layer_of(name)) is None:
+            continue
+        for dep in deps:
+            other = layer_of(dep)
+            if other is None or LAYERS.index(other) > LAYERS.index(layer):
+                found.append(f"{name} -> {dep}")
+    return sorted(found)
+
+
+def test_an_upward_import_between_layers_is_found():
+    graph = {"pipebench.hardware.probes": {"pipebench.partition.planning.simulator", "pipebench.hardware.cpu"},
+             "pipebench.request": {"pipebench.partition.planning.schedule", "pipebench.api"},
+             "pipebench.partition.planning.solver": {"pipebench.request"}}
+    assert upward_imports(graph) == ["pipebench.hardware.probes -> pipebench.partition.planning.simulator",
+                                     "pipebench.request -> pipebench.api",
+                                     "pipebench.request -> pipebench.partition.planning.schedule"]
+
+
+def test_the_packages_below_the_api_follow_their_order():
+    graph = import_graph()
+    assert {layer_of(name) for name in graph} >= set(LAYERS)
+    unplaced = {name for name in graph if layer_of(name) is None and name not in ABOVE
+                and not name.startswith(HIGHER)}
+    assert unplaced == set()  # a new package or module of pipebench/: give it its place in LAYERS
+    assert upward_imports(graph) == []

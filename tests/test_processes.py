@@ -296,7 +296,7 @@ def test_an_interrupt_during_the_cpu_probe_leaves_nothing(tmp_path, how):
     one SIGINT a probe peer running, and a second SIGTERM exited -15 instead of 130."""
     proc, temp, _, err = start_run(tmp_path, *RUN, group=how == "Ctrl-C to the group")
     try:
-        wait_until(lambda: naming(temp, "pipebench.hardware.probes"), "the CPU probe's peers started", deadline=300)
+        wait_until(lambda: naming(temp, "pipebench.hardware.cpu_processes"), "the CPU probe's peers started", deadline=300)
         if how == "Ctrl-C to the group":
             os.killpg(proc.pid, signal.SIGINT)
         else:
@@ -317,7 +317,7 @@ def test_kill_9_of_the_parent_while_profiling_leaves_nothing(tmp_path, when):
     parent only after its imports, when it had been reparented already); during the probe, its folder."""
     proc, temp, _, _ = start_run(tmp_path, *RUN)
     try:
-        mark = "multiprocessing" if when.startswith("the profiling") else "pipebench.hardware.probes"
+        mark = "multiprocessing" if when.startswith("the profiling") else "pipebench.hardware.cpu_processes"
         wait_until(lambda: naming(temp, mark), when, deadline=300)
         proc.kill()
         proc.wait()

@@ -207,13 +207,13 @@ def test_a_step_spread_weighs_the_segments_by_time_and_takes_the_whole_step_wher
 def test_the_machine_drift_is_seen_in_windows_spread_over_time():
     """A burst of someone else's load that slows every piece of work in its windows widens the drift; the
     same work on a quiet machine keeps it at the repeats' few percent."""
-    from pipebench.hardware import probes
+    from pipebench.hardware.drift import drift_of, measure_machine_drift
 
-    drift = probes.measure_machine_drift(1, seconds=0.3, window_ms=5.0)
+    drift = measure_machine_drift(1, seconds=0.3, window_ms=5.0)
     assert 0 < drift < 10
     # windows of 1 and of 2 units (half of them in a burst): p10 1, p90 2, median 1.5 -> ±1/3
-    assert probes.drift_of([1.0] * 5 + [2.0] * 5) == pytest.approx((2.0 - 1.0) / 2 / 1.5)
-    assert probes.drift_of([1.0] * 10) == pytest.approx(1e-4)
+    assert drift_of([1.0] * 5 + [2.0] * 5) == pytest.approx((2.0 - 1.0) / 2 / 1.5)
+    assert drift_of([1.0] * 10) == pytest.approx(1e-4)
 
 
 def test_unreadable_profile(tmp_path):
@@ -404,16 +404,16 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_unloaded_spee
 
 def test_how_long_the_machine_is_watched_is_a_number_of_seconds(monkeypatch):
     from pipebench.errors import UserError
-    from pipebench.hardware import probes
+    from pipebench.hardware.drift import DRIFT_SECONDS, drift_seconds
 
     monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", "0.5")
-    assert probes.drift_seconds() == 0.5
+    assert drift_seconds() == 0.5
     for bad in ("abc", "0", "-1", "nan"):
         monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", bad)
         with pytest.raises(UserError, match="PIPEBENCH_DRIFT_SECONDS"):
-            probes.drift_seconds()
+            drift_seconds()
     monkeypatch.delenv("PIPEBENCH_DRIFT_SECONDS")
-    assert probes.drift_seconds() == probes.DRIFT_SECONDS == 2.0
+    assert drift_seconds() == DRIFT_SECONDS == 2.0
 
 
 class _Bursty(nn.Module):

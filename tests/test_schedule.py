@@ -290,7 +290,7 @@ def test_every_schedule_is_a_record_that_names_its_torch_class():
     import torch.distributed.pipelining as pipelining
 
     from pipebench.errors import UserError
-    from pipebench.partition.planning.schedule import SCHEDULES, get_schedule
+    from pipebench.schedules import SCHEDULES, get_schedule
 
     for name, kind in SCHEDULES.items():
         assert get_schedule(name) is kind and hasattr(pipelining, kind.torch_class)

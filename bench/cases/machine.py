@@ -66,7 +66,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     import torch
 
     from pipebench.errors import DeviceError
-    from pipebench.hardware.probes import check_gpus
+    from pipebench.hardware.devices import check_gpus
 
     count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
@@ -86,7 +86,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
 
 
 def probe_speeds(machine: Machine) -> list[float]:
-    """Speed factor per chosen GPU (hardware.probes.measure_speeds), probed in a child process so that
+    """Speed factor per chosen GPU (hardware.gpu_probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
     from pipebench.bench.launch.spawn import WorkerError, call_in_child
     from pipebench.errors import DeviceError
@@ -100,6 +100,6 @@ def probe_speeds(machine: Machine) -> list[float]:
 def _probe_speeds() -> list[float]:
     import torch
 
-    from pipebench.hardware.probes import measure_speeds
+    from pipebench.hardware.gpu_probes import measure_speeds
 
     return measure_speeds([f"cuda:{i}" for i in range(torch.cuda.device_count())])

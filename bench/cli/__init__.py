@@ -81,7 +81,7 @@ def _command(args) -> int:
         if sys.stdout is None:  # started with `>&-`: every answer would vanish, and the flush below was a traceback
             raise UserError("stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
         _read_counts(args)
-        from pipebench.hardware.probes import drift_seconds
+        from pipebench.hardware.drift import drift_seconds
 
         drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
         from pipebench.partition.profiling.cache import check_cache_folders

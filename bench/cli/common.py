@@ -104,7 +104,7 @@ def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[
         raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
     if not probe:
         raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-    from pipebench.hardware.probes import measure_speeds
+    from pipebench.hardware.gpu_probes import measure_speeds
 
     distinct = list(dict.fromkeys(devices))
     factors = measure_speeds(distinct)

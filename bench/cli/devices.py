@@ -36,7 +36,7 @@ def cmd_devices(args) -> int:
         return 0
     import pandas as pd
 
-    from pipebench.hardware.probes import measure_link_gbps
+    from pipebench.hardware.gpu_probes import measure_link_gbps
 
     print("\nlink bandwidth (GB/s, timed device-to-device copy of 256 MB; row sends to column):")
     table = {f"GPU {a}": {f"GPU {b}": ("-" if a == b else f"{measure_link_gbps(f'cuda:{a}', f'cuda:{b}'):.0f}")

@@ -10,7 +10,7 @@ from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, check_stage_count
 from pipebench.text.parse import is_user_model
 from pipebench.time_limit import LIMIT_SECONDS, time_limit
-from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 
 
 def add_parser(subparsers) -> None:
@@ -172,7 +172,7 @@ def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked
 
 def cmd_plan(args) -> int:
     import pipebench
-    from pipebench.partition.planning.schedule import get_schedule
+    from pipebench.schedules import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
     from pipebench.bench.predict.pays import plan_verdict
@@ -209,7 +209,7 @@ def cmd_plan(args) -> int:
 def _devices(args, check: bool) -> tuple[list[str], list | None]:
     """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
     (checked to exist when `check`), else --stages on --device."""
-    from pipebench.hardware.probes import check_gpus, resolve_device
+    from pipebench.hardware.devices import check_gpus, resolve_device
 
     if args.gpus is not None:
         ids, infos = chosen_gpus(args.gpus, now=check)

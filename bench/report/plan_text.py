@@ -8,7 +8,7 @@ from typing import Sequence
 
 from pipebench.errors import printable
 from pipebench.partition.profiling.profile_record import model_label
-from pipebench.partition.planning.schedule import get_schedule
+from pipebench.schedules import get_schedule
 from pipebench.request import caps_per_device, within_caps
 from pipebench.text.units import format_bytes, format_count
 

@@ -35,7 +35,7 @@ from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1 import price_zero1
 from pipebench.errors import UserError
 from pipebench.request import copies_error
-from pipebench.partition.planning.schedule import SCHEDULES, Schedule
+from pipebench.schedules import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
            "parse_auto"]
@@ -56,7 +56,7 @@ class Strategy:
     Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
     the links, the Training and the micro-batch count."""
     schedule: Schedule | None = None
-    """The schedule the Plan is made for (partition.planning.schedule.SCHEDULES); None: runs without a Plan."""
+    """The schedule the Plan is made for (pipebench.schedules.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False
     """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False

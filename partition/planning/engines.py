@@ -24,7 +24,7 @@ from itertools import product
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
-from pipebench.partition.planning.schedule import SCHEDULES
+from pipebench.schedules import SCHEDULES
 
 __all__ = ["ENGINES", "export", "check_engine", "block", "summary"]
 

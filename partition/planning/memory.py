@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from pipebench.partition.planning import schedule as sched
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, kept_bytes
+from pipebench.schedules import get_schedule
 
 __all__ = ["StageMemory", "unmodelled_bytes", "recomputing"]
 
@@ -34,7 +34,7 @@ class StageMemory:
         self.largest = max((l.saved_bytes for l in layers), default=0)
         # For the solver, the most micro-batches any stage may hold under the schedule (1F1B holds at most
         # p; interleaved and zero-bubble schedules are counted as holding all m).
-        kind = sched.get_schedule(schedule)
+        kind = get_schedule(schedule)
         one_f_one_b = kind.layout == "one" and not kind.forwards_first
         self.worst_in_flight = min(micro_batches, stages) if one_f_one_b else micro_batches
 

@@ -24,6 +24,7 @@ from pipebench.partition.planning.plan_search import Problem, Simulated, problem
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.errors import UserError
 from pipebench.request import BALANCES, Request, split_error
+from pipebench.schedules import IN_TURN, get_schedule
 from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
@@ -172,7 +173,7 @@ class Plan:
         if self.batch != self.micro_batches * self.micro_batch_size:  # an edited file: the stages would run
             raise PlanError(f"plan: batch {self.batch} is not {self.micro_batches} micro-batches of "  # other shapes
                             f"{self.micro_batch_size} samples")
-        sched.get_schedule(self.schedule)  # an unknown one: one line now, not when it is simulated
+        get_schedule(self.schedule)  # an unknown one: one line now, not when it is simulated
         if not self.placement:  # plans written before placement was stored
             self.placement = sched.placement(self.schedule, len(self.stages), len(self.stages) // self.virtual_stages)
         if len(self.placement) != len(self.stages) or len(self.bounds) != len(self.stages) + 1:
@@ -300,12 +301,12 @@ def shared_cores(profile: Profile, devices: Sequence[str]) -> sim.SharedCores | 
 
 
 def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequence[str], flavour: str = "",
-              config: dict[str, Any] | None = None, schedule: str = sched.IN_TURN, micro_batches: int = 1,
+              config: dict[str, Any] | None = None, schedule: str = IN_TURN, micro_batches: int = 1,
               virtual_stages: int = 1, bounds: Sequence[int] | None = None, recompute: bool = False) -> Plan:
     """A Plan with cuts given by hand (default: equal layer counts), for a model not profiled: it runs
     like any Plan but predicts nothing (its predicted figures are 0). The way to try a split of your own,
     and what the tests use to run many splits without profiling."""
-    sched.get_schedule(schedule)
+    get_schedule(schedule)
     if (why := split_error(batch, micro_batches)) is not None:
         raise UserError(why)
     p = len(devices) * virtual_stages
@@ -329,7 +330,7 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
 
 
 def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
-                     schedule: str = sched.IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
+                     schedule: str = IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
                      link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
                      balanced_by: str = "hand", shared_cores: sim.SharedCores | None = None) -> Plan:
     """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer

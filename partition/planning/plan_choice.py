@@ -16,6 +16,7 @@ from pipebench.partition.planning.plan import Plan, plan_for, shared_cores
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.partition.planning.solver import InfeasibleError
 from pipebench.request import Request
+from pipebench.schedules import takes_micro_batches
 
 __all__ = ["make_plan", "plan_ranking", "candidate_steps", "choose_micro_batches", "PROFILE_NOISE"]
 
@@ -74,7 +75,7 @@ def _counts_to_try(request: Request, by_count: dict[int, Profile], batch: int) -
             raise UserError(f"{chosen} micro-batch(es) are too few: this schedule needs at least {minimum}")
         return [chosen]
     counts = [m for m in sorted(by_count) if m >= minimum  # and that torch's schedule can run
-              and sched.takes_micro_batches(request.schedule, len(request.devices), m)]
+              and takes_micro_batches(request.schedule, len(request.devices), m)]
     if not counts:
         raise UserError(f"no profiled micro-batch count reaches the {minimum} this schedule needs "
                          f"(profiled: {', '.join(str(m) for m in sorted(by_count))})")

@@ -17,6 +17,7 @@ from pipebench.partition.planning.memory import StageMemory, recomputing, unmode
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.partition.planning.solver import InfeasibleError, solve, solve_intervals
 from pipebench.request import Request, check_stage_count
+from pipebench.schedules import get_schedule
 
 __all__ = ["Problem", "Simulated", "problem_of", "bounds_of", "solved", "simulated", "uniform_bounds"]
 
@@ -92,7 +93,7 @@ def problem_of(profile: Profile, request: Request, links: tuple[float, float], o
     layers, devices, schedule = profile.layers, request.devices, request.schedule
     link_gbps, latency = links
     checkpoint = request.training.checkpoint
-    if sched.get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
+    if get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
     p = request.stages
     check_stage_count(p, len(layers))

@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pipebench.partition.planning.schedule import DEFAULT_SCHEDULE, device_orders, per_stage, placement
+from pipebench.partition.planning.schedule import device_orders, per_stage, placement
+from pipebench.schedules import DEFAULT_SCHEDULE
 
-__all__ = ["Op", "Timeline", "simulate", "SharedCores"]
+__all__ = ["Op", "Timeline", "simulate", "SharedCores", "pipeline_costs"]
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ class SharedCores:
     bandwidth and the network stack, so:
     - while k of the p devices compute at once, each runs 1 + (contention - 1) (k - 1) / (p - 1) times
       slower than alone (processor sharing; `contention` is the slowdown with all p busy, measured by
-      hardware/probes.py for this machine at its load);
+      hardware/cpu_processes.py for this machine at its load);
     - a send is the sender's own CPU work (gloo copies the bytes on the same cores): it lengthens the
       operation that sends, and the receiver waits for it, instead of running beside the compute;
     - every operation pays `action_ms`, the pipeline runtime's own cost of running it (its Python
@@ -288,6 +289,32 @@ class SharedCores:
         if len(ops) != sum(len(o) for o in orders):  # pragma: no cover - device_orders never produces a cycle
             raise RuntimeError("schedule deadlocks")
         return ops
+
+
+def pipeline_costs(step_ms: float, devices: int, micro_batches: int, latency_ms: float) -> tuple[float, float]:
+    """(ms a hop, ms an operation) that make the simulator (SharedCores) price a 1F1B step of stages that
+    compute nothing, over `devices` processes and `micro_batches` micro-batches, at the `step_ms` measured
+    (hardware/cpu_processes.py's pipeline_step_ms): the figures come out in the terms they are charged in,
+    whatever of the posting, the waiting for the receiver to be scheduled and the Python schedule they
+    hold. A hop costs the message latency measured alone (`latency_ms`) and an operation what is left;
+    where the hops alone price the step longer than measured (messages in flight overlap their
+    receivers' wake-ups), a hop costs what makes them price it, and an operation 0.001 ms."""
+
+    def step(hop: float, action: float) -> float:
+        zeros = [0.0] * devices
+        return simulate(zeros, zeros, micro_batches, "1f1b", [hop] * (devices - 1),
+                        shared_cores=SharedCores(1.0, action)).step_time
+
+    def solve(price) -> float:  # the figure in [0, step_ms] at which price(figure) = step_ms (price grows)
+        low, high = 0.0, max(step_ms, 1e-3)
+        for _ in range(40):
+            middle = (low + high) / 2
+            low, high = (middle, high) if price(middle) < step_ms else (low, middle)
+        return (low + high) / 2
+
+    if step(latency_ms, 0.0) <= step_ms:
+        return latency_ms, max(1e-3, solve(lambda action: step(latency_ms, action)))
+    return max(1e-3, solve(lambda hop: step(hop, 1e-3))), 1e-3
 
 
 def _ready_time(kind, s, i, p, done, hop) -> float | None:

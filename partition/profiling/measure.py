@@ -75,7 +75,7 @@ class SizeSweep:
     gauge: SpeedGauge | None = None
     """On CPU stand-ins, the machine's speed (hardware/cpu.py SpeedGauge), read around each segment: their
     times are rescaled to the machine's unloaded speed (SpeedGauge.rescale), and the whole step is the
-    fastest of those timed over hardware/probes.py drift_seconds() (_whole_step). None: as timed."""
+    fastest of those timed over hardware/drift.py drift_seconds() (_whole_step). None: as timed."""
 
 
 def profile_model(model: Any, device: torch.device | str, micro_batch: int, *, batch: int | None = None,
@@ -112,7 +112,7 @@ def profile_model(model: Any, device: torch.device | str, micro_batch: int, *, b
         # figure: already at the machine's unloaded speed, so the gauge does not rescale it.
         whole_ms, whole_spread, whole_peak = None, 0.0, None
         if micro_batch == (batch or micro_batch) and hasattr(model, "loss_fn"):
-            from pipebench.hardware.probes import drift_seconds
+            from pipebench.hardware.drift import drift_seconds
 
             whole_ms, whole_spread, whole_peak, whole_compile_s = _whole_step(
                 model, module, device, micro_batch, repeats, warmup, training,

@@ -153,34 +153,34 @@ class Profile:
     link_latency_ms: float | None = None
     """The fixed cost of one message between the devices (None: not measured, taken as 0)."""
     collective_ms: float | None = None
-    """CPU stand-ins: an all-reduce of one number between the processes (hardware/probes.py
+    """CPU stand-ins: an all-reduce of one number between the processes (hardware/cpu_processes.py
     measure_cpu_processes): the loss's all-reduce or broadcast that ends every step, and each collective's
     fixed cost; None: not measured, taken to be `link_latency_ms`."""
     core_contention: float | None = None
     """CPU processes standing in for the devices share the cores: how much slower a step is when all of
-    them compute and then synchronise than when one does (hardware/probes.py measure_cpu_processes), timed
+    them compute and then synchronise than when one does (hardware/cpu_processes.py measure_cpu_processes), timed
     when profiled; None: devices of their own (GPUs), or not measured, taken as 1."""
     action_ms: float | None = None
     """CPU stand-ins: what torch.distributed.pipelining's runtime costs per operation beyond its compute
-    (hardware/probes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
+    (hardware/cpu_processes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
     fsdp_layer_ms: float | None = None
     """CPU stand-ins: what FSDP2's runtime costs per sharded layer and step beyond its compute and its
-    messages (hardware/probes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
+    messages (hardware/cpu_processes.py measure_cpu_processes), timed when profiled; None: not measured, taken as 0."""
     ddp_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per step beyond the compute and the all-reduce's bytes
-    (hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
+    (hardware/cpu_processes.py measure_cpu_processes); None: not measured, taken as 0."""
     ddp_layer_ms: float | None = None
     """CPU stand-ins: what DDP's runtime costs per layer with parameters and step (its gradient hooks and
-    bucket copies; hardware/probes.py measure_cpu_processes); None: not measured, taken as 0."""
+    bucket copies; hardware/cpu_processes.py measure_cpu_processes); None: not measured, taken as 0."""
     gather_gbps: float | None = None
-    """CPU stand-ins: bus bandwidth of an all-gather over the processes (hardware/probes.py
+    """CPU stand-ins: bus bandwidth of an all-gather over the processes (hardware/cpu_processes.py
     measure_cpu_processes), which FSDP's parameter gathers move; None: taken to be `allreduce_gbps`."""
     scatter_gbps: float | None = None
     """CPU stand-ins: bus bandwidth of a reduce-scatter over the processes, which FSDP's gradients move;
     None: taken to be `allreduce_gbps`."""
     machine_drift: float | None = None
     """CPU stand-ins: how far the machine's speed moved from moment to moment while it was profiled, a
-    fraction (hardware/probes.py measure_machine_drift); every prediction's interval is at least this wide
+    fraction (hardware/drift.py measure_machine_drift); every prediction's interval is at least this wide
     (step_spread). None: not measured (GPUs, or a link speed given)."""
     training: Training = field(default_factory=Training)
     """How it was measured (pipebench/training.py): the precision of its times and bytes (a plan for bf16

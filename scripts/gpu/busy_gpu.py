@@ -6,7 +6,7 @@ equal GPUs against the speed-aware plan, trained side by side in one run.
 1. Profile the model on GPU 0 (idle) at every micro-batch size, in a child `pipebench plan`.
 2. Start the load: a child process running matrix products on GPU 1 without pause.
 3. Snapshot `pipebench devices` (NVML: the load shows as utilisation and another process) and probe
-   both GPUs' speed while the load runs (hardware.probes.measure_speeds).
+   both GPUs' speed while the load runs (hardware.gpu_probes.measure_speeds).
 4. Plan pp-1f1b twice from the same profile: equal speeds, and the probed speeds. Each plan is also
    simulated at the probed speeds, which predicts what the equal plan loses on the loaded machine.
 5. Train each plan with pp-1f1b (bench.launch.sessions.Session: `--steps` timed steps and one traced step per
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     from pipebench.bench.launch.job import Job
     from pipebench.bench.launch.sessions import Session
-    from pipebench.hardware.probes import measure_speeds
+    from pipebench.hardware.gpu_probes import measure_speeds
     from pipebench.partition.planning.plan_choice import make_plan
     from pipebench.partition.profiling.profile_record import load_profiles
 

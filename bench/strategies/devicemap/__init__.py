@@ -12,7 +12,7 @@ from pipebench.errors import UserError
 from pipebench.partition.planning.cuts import transfer_ms
 from pipebench.partition.planning.plan import plan_with_bounds
 from pipebench.partition.profiling.profile_record import Profile
-from pipebench.partition.planning.schedule import IN_TURN
+from pipebench.schedules import IN_TURN
 from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]

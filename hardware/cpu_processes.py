@@ -1,194 +1,26 @@
-"""Which devices a plan runs on, checked before anything is measured.
-
-GPU ids are CUDA ordinals, so they count within CUDA_VISIBLE_DEVICES when the user has set it.
+"""What CPU stand-ins for several devices cost each other, timed in processes as the workers run: gloo's
+messages and collectives, the cores' contention, and the pipeline runtime's, FSDP2's and DDP's own costs.
 """
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
+
 from pipebench.errors import DeviceError
 
-__all__ = ["check_gpus", "resolve_device", "measure_link_gbps", "measure_stage_link",
-           "measure_speeds", "measure_allreduce_gbps", "measure_cpu_processes", "measure_machine_drift",
-           "drift_of", "pipeline_costs"]
-
-
-def check_gpus(ids: list[int]) -> list[str]:
-    """Device names 'cuda:i' for ids that exist; DeviceError naming the ones that don't. Counted by NVML,
-    which creates no CUDA context; CUDA has the last word where NVML sees too few."""
-    from pipebench.hardware.gpus import query_gpus
-
-    count = len(query_gpus())
-    if not ids or max(ids) >= count:
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if count == 0:
-        raise DeviceError("no CUDA GPU is visible here; plan on the CPU with --stages N --device cpu")
-    missing = [i for i in ids if i >= count]
-    if missing:
-        have = "GPU 0" if count == 1 else f"GPUs 0-{count - 1}"
-        raise DeviceError(f"GPU {missing[0]} does not exist: {have} visible")
-    return [f"cuda:{i}" for i in ids]
-
-
-def resolve_device(device, check: bool = True) -> str:
-    """The name every torch call takes for `device` (any spelling torch accepts: 'cpu', 'cuda', 'cuda:N' or
-    a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
-    CUDA device in many calls), GPU 0 in a process that has not imported torch. `check`: the GPU must exist
-    (DeviceError, one line). torch is not imported here: a cached answer needs none."""
-    from pipebench.text.parse import parse_device
-
-    text = parse_device(str(device))
-    if text == "cpu":
-        return text
-    index = text.partition(":")[2]
-    torch = sys.modules.get("torch")
-    if index:
-        index = int(index)
-    elif torch is not None and torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        index = torch.cuda.current_device()
-    else:
-        index = 0
-    return check_gpus([index])[0] if check else f"cuda:{index}"
-
-
-def measure_link_gbps(src: str, dst: str, megabytes: int = 256, repeats: int = 5) -> float:
-    """GB/s of a timed device-to-device copy of `megabytes` MB (median of `repeats` after one warm-up)."""
-    import torch
-
-    nbytes = megabytes * 10**6
-    a = torch.empty(nbytes, dtype=torch.uint8, device=src)
-    b = torch.empty(nbytes, dtype=torch.uint8, device=dst)
-    times = []
-    for _ in range(repeats + 1):
-        torch.cuda.synchronize(src)
-        torch.cuda.synchronize(dst)
-        start = time.perf_counter()
-        b.copy_(a, non_blocking=True)
-        torch.cuda.synchronize(src)
-        torch.cuda.synchronize(dst)
-        times.append(time.perf_counter() - start)
-    return nbytes / statistics.median(times[1:]) / 1e9
-
-
-def measure_stage_link(devices: list[str]) -> tuple[str, str, float] | None:
-    """The link a plan prices activation transfers with: (first, second, GB/s) between the first two
-    distinct GPUs of `devices`, timed; None on the CPU or on a single device (transfers are free there)."""
-    distinct = list(dict.fromkeys(devices))
-    if len(distinct) < 2 or not distinct[0].startswith("cuda"):
-        return None
-    return distinct[0], distinct[1], measure_link_gbps(distinct[0], distinct[1])
-
-
-def measure_speeds(devices: list[str], size: int = 4096, repeats: int = 20) -> list[float]:
-    """Speed factor per GPU from a short matrix-product probe: its products per second over the fastest's.
-
-    A GPU that someone else is using runs our kernels slower; the factor tells the solver to give it
-    fewer layers. About 20 products of size x size per GPU (a fraction of a second on an H200)."""
-    import torch
-
-    rates = []
-    for device in devices:
-        a = torch.randn(size, size, device=device)
-        b = torch.randn(size, size, device=device)
-        a @ b  # warm-up: cuBLAS picks its kernel
-        torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        torch.cuda.synchronize(device)
-        rates.append(repeats / (time.perf_counter() - start))
-        del a, b
-    fastest = max(rates)
-    return [rate / fastest for rate in rates]
-
-
-def measure_allreduce_gbps(devices: list[str], megabytes: int = 64, repeats: int = 5) -> float | None:
-    """Bus bandwidth (NCCL's definition, GB/s) of a timed all-reduce of `megabytes` MB over the distinct
-    GPUs of `devices`, from one process with torch.cuda.nccl (median of `repeats` after one warm-up); it
-    prices DDP's gradient all-reduce. None on the CPU, on one GPU, or where NCCL is not available."""
-    import torch
-
-    distinct = list(dict.fromkeys(devices))
-    if len(distinct) < 2 or not all(d.startswith("cuda") for d in distinct):
-        return None
-    try:
-        import torch.cuda.nccl as nccl
-
-        tensors = [torch.ones(megabytes * 10**6 // 4, device=d) for d in distinct]
-        times = []
-        for _ in range(repeats + 1):
-            for d in distinct:
-                torch.cuda.synchronize(d)
-            start = time.perf_counter()
-            nccl.all_reduce(tensors)
-            for d in distinct:
-                torch.cuda.synchronize(d)
-            times.append(time.perf_counter() - start)
-    except (RuntimeError, ImportError, AttributeError):
-        return None
-    p = len(distinct)
-    return 2 * (p - 1) / p * megabytes * 10**6 / statistics.median(times[1:]) / 1e9
-
-
-DRIFT_SECONDS = 2.0
-"""How long measure_machine_drift watches the machine, and how long a CPU profile times its whole step
-(partition/profiling/measure.py _whole_step): long enough to catch some of the bursts of a busy host (0.2-1.5 s
-each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_DRIFT_SECONDS changes it
-(the tests, whose many small profiles each watch it, take 0.2)."""
-
-
-def drift_seconds() -> float:
-    """DRIFT_SECONDS, or $PIPEBENCH_DRIFT_SECONDS where set (UserError unless a number of seconds > 0)."""
-    from pipebench.text.units import env_seconds
-
-    return env_seconds("PIPEBENCH_DRIFT_SECONDS", DRIFT_SECONDS, 3600)
-
-
-def measure_machine_drift(threads: int, seconds: float | None = None, window_ms: float = 25.0) -> float:
-    """How far this machine's speed moves from moment to moment, as a fraction of a step: a fixed piece of
-    work (SpeedGauge's, on `threads` threads) timed over and over for `seconds` (None: drift_seconds()), in
-    windows of `window_ms`; half the range between the 10th and 90th percentile of the windows' times per
-    piece, over their median (0.28: the same step takes about ±28% of its typical time).
-
-    CPU stand-ins only. Within a step, repeats agree to a few percent, but a VM shares its host: on our
-    2-vCPU VM every copy of one model in one process slowed together, in bursts of 0.2 to 1.5 s, from
-    4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
-    each catch the machine in one of its states, which no repeat within either one shows; a prediction's
-    interval (partition/profiling/profile_record.py step_spread) is at least this wide."""
-    from pipebench.hardware.cpu import SpeedGauge, thread_budget
-
-    seconds = drift_seconds() if seconds is None else seconds
-    windows = []
-    with thread_budget(threads):
-        gauge = SpeedGauge(settle=0)
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end or len(windows) < 3:
-            start, n = time.perf_counter(), 0
-            while (elapsed := time.perf_counter() - start) * 1e3 < window_ms or n == 0:
-                gauge.piece()
-                n += 1
-            windows.append(elapsed / n)
-    return drift_of(windows)
-
-
-def drift_of(windows: list[float]) -> float:
-    """measure_machine_drift's figure from its windows' times per piece (at least 1e-4: a figure, never 0)."""
-    low, high = statistics.quantiles(windows, n=10, method="inclusive")[::8]
-    return max(1e-4, (high - low) / 2 / statistics.median(windows))
+__all__ = ["measure_cpu_processes", "PIPELINE_MICRO_BATCHES"]
 
 
 def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`
-    processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.probes --peer DIR ...`,
+    processes (this one and devices - 1 it starts, `python -P -m pipebench.hardware.cpu_processes --peer DIR ...`,
     about two seconds to import torch; 10 s in all), one device's share of the threads each, in a gloo group.
     By the profile's names (partition/profiling/cache.py's LINK_FIELDS but machine_drift, which the profiling
-    process measures itself; each of `messages` or `repeats` timings, at the machine's unloaded speed as the
-    profile's times are: hardware/cpu.py unloaded_ms):
+    process measures itself, and action_ms, which the simulator's terms make of pipeline_step_ms); each of
+    `messages` or `repeats` timings, at the machine's unloaded speed as the profile's times are:
+    hardware/cpu.py unloaded_ms:
 
     - link_gbps, allreduce_gbps: a 4 MB message between the first two, an all-reduce over all (bus GB/s,
       the latency in: conservative, never a division by noise); they price cuts and DDP's buckets;
@@ -199,20 +31,19 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       4 MB measured 0.09 to 0.72 GB/s from one probe to the next on the 2-vCPU VM, where FSDP2's own
       measured 0.37 to 0.62 (results/2026-12-02-cpu2-fsdp-probe): they had priced ResNet-18's FSDP step
       62-73% slow;
-    - link_latency_ms: a pipeline's hop: half a send/recv round trip of one number (of `messages`), or
-      less where the pipeline below measured less (pipeline_costs);
+    - link_latency_ms: a message's latency: half a send/recv round trip of one number (of `messages`);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
       step of the replica strategies and the pipelines, and each bucket's fixed cost;
     - core_contention: how much slower a step is when every process computes and then synchronises than
       when one does (at least 1.0): a convolution's forward and backward (a training step's mix of
       arithmetic and memory traffic) between two barriers, alone and all at once alternating `rounds`
       times, `repeats` runs each, so that a burst of someone else's load falls on both sides;
-    - action_ms: torch.distributed.pipelining's own cost per operation (forward or backward of one
-      micro-batch), sends and receives included: a Schedule1F1B over the processes of stages too small
-      to compute, its step as `action_ms` prices it (pipeline_costs). The CPU pipelines' simulator charges
-      it on every operation (simulator.SharedCores). A one-process schedule, which sends nothing, had
-      measured 0.1 ms where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms an operation beyond its
-      compute;
+    - pipeline_step_ms: torch.distributed.pipelining's own costs: the step of a Schedule1F1B over the
+      processes, of stages too small to compute, and PIPELINE_MICRO_BATCHES micro-batches. The planner
+      turns it into the cost per operation (forward or backward of one micro-batch, sends and receives
+      included) and the hop it charges them (partition/planning/simulator.py pipeline_costs: the profile's
+      action_ms and link_latency_ms). A one-process schedule, which sends nothing, had measured 0.1 ms an
+      operation where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms beyond its compute;
     - fsdp_layer_ms: FSDP2's own cost per sharded layer and step (its hooks, its gathers' and
       reduce-scatters' calls and their waits): a stack of RUNTIME_LAYERS fully_shard-ed Linear layers
       against the same stack unsharded, per layer; costs.fsdp_step charges it on every layer;
@@ -246,7 +77,7 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
 
 def _start_peers(folder: str, threads: int, devices: int, sizes: list[int]) -> list:
     """The devices - 1 processes of measure_cpu_processes beside this one (ranks 1 on), each `python -P -m
-    pipebench.hardware.probes --peer FOLDER ...` on `threads` threads; their stderr kept for _probe_failed.
+    pipebench.hardware.cpu_processes --peer FOLDER ...` on `threads` threads; their stderr kept for _probe_failed.
 
     Processes, not threads of one process: a synchronised step ends when the slowest process has been
     scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
@@ -259,7 +90,7 @@ def _start_peers(folder: str, threads: int, devices: int, sizes: list[int]) -> l
 
     # Each peer ends itself, and removes the folder, within a second of this process ending (exit_with_parent)
     env = {**os.environ, PARENT_ENV: str(os.getpid()), TEMP_ENV: folder}
-    return [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.probes", "--peer", folder,
+    return [subprocess.Popen([sys.executable, "-P", "-m", "pipebench.hardware.cpu_processes", "--peer", folder,
                               *map(str, [threads, rank, devices, *sizes])],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
             for rank in range(1, devices)]
@@ -417,10 +248,9 @@ def _runtime_costs(store, group, rank: int, world: int, messages: int) -> dict:
 
 
 def _figures(world: int, sent: dict, contention: float, runtimes: dict) -> dict[str, float]:
-    """The measurements in the profile's terms (measure_cpu_processes says each)."""
+    """The measurements by the profile's names, the pipeline's step as measured (measure_cpu_processes says each)."""
     nbytes = sent["bytes"]
     # busbw of an all-reduce over p: 2 (p - 1) / p x bytes / time
-    hop, action = pipeline_costs(runtimes["pipeline"], world, sent["latency"])
     # bus GB/s of FSDP2's collectives: each layer's bytes gathered twice and reduce-scattered once, each
     # moving (p - 1) / p of them; the bytes' time is at least 1 ms (never a division by noise)
     fsdp_gbps = 3 * (world - 1) / world * runtimes["wide_bytes"] / max(1.0, runtimes["fsdp_bytes"]) / 1e6
@@ -429,9 +259,9 @@ def _figures(world: int, sent: dict, contention: float, runtimes: dict) -> dict[
     return {"link_gbps": nbytes / sent["copy"] / 1e6,
             "allreduce_gbps": 2 * (world - 1) / world * nbytes / sent["reduce"] / 1e6,
             "gather_gbps": fsdp_gbps, "scatter_gbps": fsdp_gbps,
-            "link_latency_ms": hop, "collective_ms": sent["collective"],
+            "link_latency_ms": sent["latency"], "collective_ms": sent["collective"],
             "core_contention": contention,
-            "action_ms": action, "fsdp_layer_ms": max(1e-3, runtimes["fsdp_layer"]),
+            "pipeline_step_ms": runtimes["pipeline"], "fsdp_layer_ms": max(1e-3, runtimes["fsdp_layer"]),
             "ddp_ms": max(1e-3, ddp[0] - 2 * ddp_layer), "ddp_layer_ms": ddp_layer}
 
 
@@ -448,33 +278,6 @@ minutes apart)."""
 
 PIPELINE_MICRO_BATCHES = 8
 """The micro-batches of measure_cpu_processes' pipeline of stages too small to compute."""
-
-
-def pipeline_costs(step_ms: float, devices: int, latency_ms: float) -> tuple[float, float]:
-    """(ms a hop, ms an operation) that make the simulator (simulator.SharedCores) price a 1F1B step of
-    stages that compute nothing, over `devices` processes and PIPELINE_MICRO_BATCHES micro-batches, at the
-    `step_ms` measured: the figures come out in the terms they are charged in, whatever of the posting,
-    the waiting for the receiver to be scheduled and the Python schedule they hold. A hop costs the
-    message latency measured alone (`latency_ms`) and an operation what is left; where the hops alone
-    price the step longer than measured (messages in flight overlap their receivers' wake-ups), a hop
-    costs what makes them price it, and an operation 0.001 ms."""
-    from pipebench.partition.planning.simulator import SharedCores, simulate
-
-    def step(hop: float, action: float) -> float:
-        zeros = [0.0] * devices
-        return simulate(zeros, zeros, PIPELINE_MICRO_BATCHES, "1f1b", [hop] * (devices - 1),
-                        shared_cores=SharedCores(1.0, action)).step_time
-
-    def solve(price) -> float:  # the figure in [0, step_ms] at which price(figure) = step_ms (price grows)
-        low, high = 0.0, max(step_ms, 1e-3)
-        for _ in range(40):
-            middle = (low + high) / 2
-            low, high = (middle, high) if price(middle) < step_ms else (low, middle)
-        return (low + high) / 2
-
-    if step(latency_ms, 0.0) <= step_ms:
-        return latency_ms, max(1e-3, solve(lambda action: step(latency_ms, action)))
-    return max(1e-3, solve(lambda hop: step(hop, 1e-3))), 1e-3
 
 
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...
