@@ -244,13 +244,13 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
                            loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
-        request.check_profiles(profiles)
+        profiles = request.check_profiles(profiles)
     else:
         if isinstance(profiles, Profile):
             profiles = [profiles]
         check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
-        request.check_profiles(profiles, training_given=[name for name in ("precision", "compile")
-                                                         if asked.get(name) is not None or "training" in asked])
+        profiles = request.check_profiles(profiles, training_given=[name for name in ("precision", "compile")
+                                                                    if asked.get(name) is not None or "training" in asked])
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
 
 

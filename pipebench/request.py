@@ -26,7 +26,7 @@ from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error,
 from pipebench.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.training import Training
 
-__all__ = ["Request", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -173,13 +173,18 @@ class Request:
         """(GB/s, latency ms) that price a cut: link_of(profile, link_gbps, link_latency_ms)."""
         return link_of(profile, self.link_gbps, self.link_latency_ms)
 
-    def check_profiles(self, profiles: Sequence[Any], *, training_given: Sequence[str] = ()) -> None:
+    def check_profiles(self, profiles: Sequence[Any], *, training_given: Sequence[str] = ()) -> "CheckedProfiles":
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
         theirs, the stages do not outnumber their layers, the micro-batch count splits their batch, and
         each part of the Training the caller gave (`training_given`: "precision", "compile") is the one
-        they were measured in (a part not given is the profiles' own: a saved profile keeps its precision)."""
+        they were measured in (a part not given is the profiles' own: a saved profile keeps its precision).
+        Returns them as CheckedProfiles, which this request takes again without checking them again (the
+        plan the API checks, make_plan then makes)."""
         from pipebench.partition.profiling.profile_record import check_profile_list
 
+        if (isinstance(profiles, CheckedProfiles) and profiles.request == self
+                and set(training_given) <= profiles.training_given):
+            return profiles
         check_profile_list(profiles)
         first = profiles[0]
         if self.batch is not None and self.batch != first.batch:
@@ -192,6 +197,7 @@ class Request:
                 said = {None: "eager"}
                 raise UserError(f"{name} {said.get(given, given)} does not match the profiles' "
                                 f"{said.get(measured, measured)}; profile again with it")
+        return CheckedProfiles(profiles, self, frozenset(training_given))
 
     def check_split(self, batch: int) -> None:
         """Refuse a micro-batch count that does not split `batch` into equal micro-batches."""
@@ -199,6 +205,22 @@ class Request:
         for count in counts:
             if (why := split_error(batch, count)) is not None:
                 raise UserError(why)
+
+
+class CheckedProfiles(tuple):
+    """Profiles that Request.check_profiles passed, with the request they were checked for and the parts
+    of its Training checked against them: a tuple of the profiles, so that a plan reads them as any."""
+
+    request: Request
+    training_given: frozenset
+
+    def __new__(cls, profiles: Sequence[Any], request: Request, training_given: frozenset = frozenset()):
+        checked = super().__new__(cls, profiles)
+        checked.request, checked.training_given = request, training_given
+        return checked
+
+    def __reduce__(self):  # a tuple's own pickling would call __new__ with the profiles alone
+        return CheckedProfiles, (tuple(self), self.request, self.training_given)
 
 
 # ----------------------------------------------------------------------------------------------- rules

@@ -151,6 +151,28 @@ def test_more_stages_than_layers():
         make_plan([gpt_like()], Request(devices=["cpu"] * 9))
 
 
+def test_profiles_are_checked_once_a_plan(monkeypatch):
+    """pipebench.plan checks the profiles against its request and make_plan takes them as checked (the
+    check ran in both); checked for another request, or against more of the Training, they are checked again."""
+    import pipebench
+    from pipebench.partition.profiling import profile_record
+
+    checks = []
+    real = profile_record.check_profile_list
+    monkeypatch.setattr(profile_record, "check_profile_list",
+                        lambda profiles, values=False: checks.append(values) or real(profiles, values))
+    request = Request(devices=["cpu"] * 2, micro_batches=8)
+    pipebench.plan(profiles=[gpt_like()], request=request)
+    assert checks == [False]  # Request.check_profiles' own, once
+    checked = request.check_profiles([gpt_like()])
+    checks.clear()
+    make_plan(checked, request)
+    assert checks == []
+    make_plan(checked, request.with_(balance="params"))
+    request.check_profiles(checked, training_given=["precision"])
+    assert checks == [False, False]
+
+
 def test_json_round_trip(tmp_path):
     plan = make_plan([gpt_like(micro_batch=m) for m in (8, 16)], Request(devices=["cuda:0", "cuda:1"], max_memory=1e9))
     path = tmp_path / "plan.json"

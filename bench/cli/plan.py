@@ -153,8 +153,7 @@ def _saved_source(args, asked: dict) -> Source:
     devices, _ = _devices(args, check=False)
     request = _request(args, devices, batch=profiles[0].batch if args.batch is None else args.batch,
                        measuring=False, **asked)
-    request.check_profiles(profiles, training_given=training_given(args))
-    return Source(profiles, request)
+    return Source(request.check_profiles(profiles, training_given=training_given(args)), request)
 
 
 def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked) -> Request:

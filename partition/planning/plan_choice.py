@@ -43,7 +43,7 @@ def make_plan(profiles: Sequence[Profile], request: Request, *, shared_cores: si
     """
     if not isinstance(request, Request):  # an AttributeError of check_profiles before
         raise UserError(f"make_plan(profiles, request) takes a pipebench Request, got a {type(request).__name__}")
-    request.check_profiles(profiles)
+    profiles = request.check_profiles(profiles)  # at once where the caller checked them for this request
     sched.placement(request.schedule, request.stages, len(request.devices))  # one clear error if it does not fit
     by_count = {p.micro_batches: p for p in profiles}
     counts = _counts_to_try(request, by_count, profiles[0].batch)
