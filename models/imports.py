@@ -11,7 +11,8 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
   importing (main) thread, again each second until the file lets it out; a file that stops the timer
   (signal.alarm(0)), replaces its handler or swallows what it raises is ended by a watchdog thread
-  WATCHDOG_GRACE_SECONDS later: the same line, and the process exits 2 at once;
+  GRACE_SECONDS later: the same line, and the process exits 2 at once (pipebench/time_limit.py
+  `deadline`, the mechanism of every time limit);
 - it calls os._exit(N), which no `except` sees: from the first import on, os._exit is pipebench's
   (`_exit`), so the call becomes one line with its code, in the importing thread and in any thread the
   file started (at import, or minutes later into a run: the line, and exit 2 at once);
@@ -45,6 +46,7 @@ import torch
 from torch import nn
 
 from pipebench.errors import UserError, first_line
+from pipebench.time_limit import REAL_EXIT, deadline, end_process
 from pipebench.text.units import env_seconds, format_bytes
 
 __all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
@@ -113,9 +115,6 @@ class _Stopped(BaseException):
     """Raised into a model file's import (a BaseException: its own `except Exception` lets it through)."""
 
 
-WATCHDOG_GRACE_SECONDS = 2.0
-"""How long past the time limit the watchdog waits for the timer's exception to end the import."""
-_REAL_EXIT = os._exit
 _going: list[tuple[str, threading.Thread, set, list]] = []
 """The model file imports going on: (its name, the importing thread, the threads alive before, the codes it
 passed to os._exit)."""
@@ -133,82 +132,51 @@ def _exit(code=0):
             exits.append(code)
             raise _Stopped
         if me not in before:
-            _die(f"{target}: a thread it starts when imported calls os._exit({code!r}); a model file must only "
-                 "define things")
+            end_process(f"{target}: a thread it starts when imported calls os._exit({code!r}); a model file "
+                        "must only define things")
     if me in _model_threads:
-        _die(f"{_model_threads[me]}: a thread it starts when imported calls os._exit({code!r}); a model file must "
-             "only define things")
-    _REAL_EXIT(code)
-
-
-def _die(message: str) -> None:
-    """End the process now with the one line and exit status 2: what a model file did leaves nothing to unwind
-    to (the run's processes and folder end with it: pipebench/processes.py). Written to the descriptor
-    itself: the stuck thread may hold sys.stderr's lock."""
-    from pipebench.errors import printable
-
-    try:
-        os.write(2, f"pipebench: error: {printable(message)}\n".encode(errors="replace"))
-    except OSError:
-        pass
-    _REAL_EXIT(2)
+        end_process(f"{_model_threads[me]}: a thread it starts when imported calls os._exit({code!r}); a model "
+                    "file must only define things")
+    REAL_EXIT(code)
 
 
 @contextlib.contextmanager
 def _guarded(target: str, what: str, doing: str = "importing", when: str = "when imported",
              rule: str = "a model file must only define things", limit: bool = True):
-    """Run a model file's import under a time limit (none where `limit` is False), with os._exit turned
-    into one line; see the module docstring. Off the main thread no timer can be set (Python runs signal
-    handlers there only): the watchdog alone keeps the limit, and ends the process with the line at it
-    (such an import had no limit: pipebench.plan from a thread of the caller's hung for ever). The timer,
-    and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
+    """Run a model file's import under a time limit (time_limit.deadline; none where `limit` is False),
+    with os._exit turned into one line; see the module docstring. Off the main thread no timer can be set
+    (Python runs signal handlers there only): the watchdog alone keeps the limit, and ends the process with
+    the line at it (such an import had no limit: pipebench.plan from a thread of the caller's hung for
+    ever). The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
     make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
     pipebench's (`_exit`, also where the file replaced it), for the threads the file started."""
     seconds = import_seconds()
     me = threading.current_thread()
     exits: list[int] = []
-    finished = threading.Event()
     late = (f"{target}: {doing} {what} did not finish within {seconds:g} s (an endless loop, or something it "
             "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
-
     timed = limit and me is threading.main_thread()
-
-    def watchdog():  # the file stopped the timer, replaced its handler, or swallows what it raises
-        if not finished.wait(seconds + (WATCHDOG_GRACE_SECONDS if timed else 0)):  # no timer: at the limit
-            _die(late)
-
-    if timed:
-        def on_alarm(signum, frame):
-            if not finished.is_set():
-                raise _Stopped
-
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
-        signal.signal(signal.SIGALRM, on_alarm)
-        earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    if limit:
-        threading.Thread(target=watchdog, daemon=True, name="pipebench-import-watchdog").start()
-    going = (target, me, set(threading.enumerate()), exits)
-    os._exit = _exit
-    _going.append(going)
-    try:
-        yield
-    except _Stopped:
-        if exits:
-            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
-        raise UserError(late) from None
-    finally:
-        finished.set()
+    if timed:  # SIGALRM's is deadline's to put back
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with deadline(seconds, lambda: late, _Stopped) if limit else contextlib.nullcontext():
+        going = (target, me, set(threading.enumerate()), exits)  # the watchdog among those before
         os._exit = _exit
-        _going.remove(going)
-        for thread in set(threading.enumerate()) - going[2]:
-            _model_threads[thread] = target
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            for sig, handler in previous.items():
-                if handler is not None:  # None: set outside Python, left alone
-                    signal.signal(sig, handler)
-            if earlier[0]:  # someone's timer was running: it goes on
-                signal.setitimer(signal.ITIMER_REAL, *earlier)
+        _going.append(going)
+        try:
+            yield
+        except _Stopped:
+            if exits:
+                raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
+            raise UserError(late) from None
+        finally:
+            os._exit = _exit
+            _going.remove(going)
+            for thread in set(threading.enumerate()) - going[2]:
+                _model_threads[thread] = target
+            if timed:
+                for sig, handler in previous.items():
+                    if handler is not None:  # None: set outside Python, left alone
+                        signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

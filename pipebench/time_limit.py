@@ -9,8 +9,9 @@ under `time_limit`) take at most that long unless --timeout says otherwise.
 second until the code lets it out), and a watchdog thread ends the process a grace period later where the
 code never returns to Python (a kernel that hangs, a lock) or swallows what is raised: the same line, exit
 status 2. What the command made ends with it (pipebench/processes.py: its reaper). Off the main thread
-no timer can be set, and the work has no limit (models/imports.py guards a model file's import the same
-way, with its own limit).
+no timer can be set, and the work has no limit. `deadline` is that mechanism alone, with the exception it
+raises and the watchdog off the main thread for its caller to choose: models/imports.py guards a model
+file's import with it.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Callable, Iterator
 
 from pipebench.errors import UserError, printable
 
-__all__ = ["LIMIT_SECONDS", "WEEK_SECONDS", "time_limit"]
+__all__ = ["LIMIT_SECONDS", "WEEK_SECONDS", "GRACE_SECONDS", "REAL_EXIT", "time_limit", "deadline", "end_process"]
 
 LIMIT_SECONDS = 1800.0
 """Seconds a case of `run`, or the profiling of `plan` and `advise`, may take (--timeout)."""
@@ -31,6 +32,10 @@ WEEK_SECONDS = 7 * 24 * 3600.0
 parent lives (what it started ends with it: pipebench/processes.py)."""
 GRACE_SECONDS = 2.0
 """How long past the limit the watchdog waits for the timer's exception to end the work."""
+
+
+REAL_EXIT = os._exit
+"""os._exit itself: models/imports.py puts its own in its place while a model file is imported."""
 
 
 class _Late(BaseException):
@@ -45,30 +50,53 @@ def time_limit(seconds: float | None, late: Callable[[], str]) -> Iterator[None]
     if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
+    try:
+        with deadline(seconds, late, _Late):
+            yield
+    except _Late:
+        raise UserError(late()) from None
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, late: Callable[[], str], stop: type[BaseException]) -> Iterator[None]:
+    """On the main thread, `stop` raised into the block at `seconds` and again each second until it lets it
+    out (a SIGALRM timer; its handler, and a timer someone else had running, put back on leaving), and
+    GRACE_SECONDS later, where the block never returns to Python or swallows what is raised, late() on
+    stderr and exit status 2 at once (end_process, from a watchdog thread). Off the main thread, where no
+    timer can be set (Python runs signal handlers there only), the watchdog alone, at `seconds`."""
     finished = threading.Event()
+    timed = threading.current_thread() is threading.main_thread()
 
     def on_alarm(signum, frame):
         if not finished.is_set():
-            raise _Late
+            raise stop
 
     def watchdog():
-        if not finished.wait(seconds + GRACE_SECONDS):
-            try:
-                os.write(2, f"pipebench: error: {printable(late())}\n".encode(errors="replace"))
-            finally:
-                os._exit(2)
+        if not finished.wait(seconds + (GRACE_SECONDS if timed else 0)):
+            end_process(late())
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    if timed:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     threading.Thread(target=watchdog, daemon=True, name="pipebench-time-limit").start()
     try:
         yield
-    except _Late:
-        raise UserError(late()) from None
     finally:
         finished.set()
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if previous is not None:
-            signal.signal(signal.SIGALRM, previous)
-        if earlier[0]:
-            signal.setitimer(signal.ITIMER_REAL, *earlier)
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if previous is not None:  # None: set outside Python, left alone
+                signal.signal(signal.SIGALRM, previous)
+            if earlier[0]:  # someone's timer was running: it goes on
+                signal.setitimer(signal.ITIMER_REAL, *earlier)
+
+
+def end_process(message: str) -> None:
+    """End the process now with the one line and exit status 2: what the work did leaves nothing to unwind
+    to (what the command started ends with it: pipebench/processes.py). Written to the descriptor itself:
+    the stuck thread may hold sys.stderr's lock."""
+    try:
+        os.write(2, f"pipebench: error: {printable(message)}\n".encode(errors="replace"))
+    except OSError:
+        pass
+    REAL_EXIT(2)
