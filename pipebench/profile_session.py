@@ -26,21 +26,13 @@ __all__ = ["ProfilingSession", "counts_and_devices"]
 
 
 def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
-    """The micro-batch counts `request` measures and the devices it names, each checked (one UserError):
-    several counts (what a run's cases need) together, auto's counts with the device count's too (the
-    replicas' share, for DDP and DataParallel), and a Training the first device cannot run refused now."""
+    """The micro-batch counts `request` measures (partition/profiling/sizes.py counts_to_profile) and the
+    devices it names, each checked (one UserError), and a Training the first device cannot run refused now."""
     from pipebench.hardware.devices import resolve_device
-    from pipebench.text.parse import micro_batch_counts
 
-    batch, micro_batches = request.batch, request.micro_batches
-    if isinstance(micro_batches, tuple):
-        counts = sorted({m for c in micro_batches for m in micro_batch_counts(c, batch)})
-    else:
-        counts = micro_batch_counts(micro_batches, batch)
+    counts = sizes.counts_to_profile(request.micro_batches, request.batch, len(request.devices))
     devices = [resolve_device(d) for d in request.devices]
     request.training.check_device(devices[0].partition(":")[0])  # cudagraphs on the CPU: one line now
-    if micro_batches is None and len(devices) > 1 and batch % len(devices) == 0:
-        counts = sorted({*counts, len(devices)})  # the replicas' share (DDP, DataParallel), 3 devices too
     return counts, devices
 
 
@@ -82,8 +74,7 @@ class ProfilingSession:
         each profile, and under auto the sizes a close choice depends on, measured until they all are
         (sizes.refine; rank None: the default ranking, `default_ranking`). Fewest micro-batches first."""
         auto = self.request.micro_batches is None
-        required = [len(self.devices)] if len(self.devices) > 1 else []
-        first = sizes.anchors(self.counts, required=required) if auto else self.counts
+        first = sizes.anchors(self.counts, len(self.devices)) if auto else self.counts
         if missing := [m for m in first if m not in self.cached]:
             self.measure(missing)
         if self.cached and self.note:

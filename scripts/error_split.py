@@ -77,10 +77,10 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
     from pipebench.models import get_model
     from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
     from pipebench.partition.profiling.measure import Captures, profile_sizes
-    from pipebench.text.parse import micro_batch_counts
+    from pipebench.partition.profiling.sizes import counts_to_profile
 
     out.mkdir(parents=True, exist_ok=True)
-    counts = micro_batch_counts(None, BATCH)
+    counts = counts_to_profile(None, BATCH, 1)
     links: dict | None = None
 
     def keep(profiles, name: str) -> None:
@@ -193,7 +193,7 @@ def interpolated(dynamic: list) -> list:
 
     by_count = {p.micro_batches: p for p in dynamic}
     counts = sorted(by_count)
-    first = [by_count[m] for m in sizes.anchors(counts, required=[len(DEVICES)])]
+    first = [by_count[m] for m in sizes.anchors(counts, len(DEVICES))]
     return sizes.refine(first, counts, advice_ranking(Request(devices=DEVICES)), lambda wanted: [by_count[m] for m in wanted])
 
 

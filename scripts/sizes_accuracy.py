@@ -70,18 +70,17 @@ def compare(name: str, batch: int) -> dict:
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.partition.profiling import sizes
     from pipebench.partition.planning.plan_choice import plan_ranking
-    from pipebench.text.parse import micro_batch_counts
 
     spec = MODELS[name]
     model, example = _llama() if name == "hf-llama" else (name, None)
-    counts = micro_batch_counts(None, batch)
+    counts = sizes.counts_to_profile(None, batch, 1)
     common = dict(batch=batch, device="cpu", flavour=spec.get("flavour"), settings=spec.get("settings"),
                   micro_batches=counts)
     first = pipebench.profile(model, example, **common)
     second = pipebench.profile(model, example, **common)
     by_count = {p.micro_batches: p for p in first}
     devices = ["cpu", "cpu"]
-    anchors = [by_count[m] for m in sizes.anchors(counts, required=[len(devices)])]
+    anchors = [by_count[m] for m in sizes.anchors(counts, len(devices))]
     rows = []
     for m in counts:
         if any(a.micro_batches == m for a in anchors):

@@ -8,7 +8,7 @@ import torch
 import pipebench
 from pipebench.partition.profiling import measure
 from pipebench.partition.profiling.cache import ProfileCache
-from pipebench.text.parse import micro_batch_counts
+from pipebench.partition.profiling.sizes import counts_to_profile
 
 AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
 
@@ -34,7 +34,7 @@ def counted(monkeypatch):
 
 def test_auto_measures_fewer_sizes_on_one_capture_and_marks_the_others(counted, one_thread):
     profiles = pipebench.profile("gpt", **AUTO)
-    counts = micro_batch_counts(None, 16)  # 1, 2, 4, 8, 16
+    counts = counts_to_profile(None, 16, 1)  # 1, 2, 4, 8, 16
     assert [p.micro_batches for p in profiles] == counts
     assert sorted(counted["sizes"]) == [1, 4, 16]  # the smallest, the middle and the whole batch
     assert counted["exports"] == [True]  # one export with a dynamic batch serves every size

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.partition.profiling.sizes import MARGIN, anchors, close_counts, complete, interpolate, refine
+from pipebench.errors import UserError
+from pipebench.partition.profiling.sizes import (MARGIN, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
+                                                 interpolate, refine)
 
 BATCH = 64
 
@@ -32,11 +34,30 @@ def profile(count: int, coefficients=((0.5, 0.1), (0.2, 0.3)), floor: float = 0.
                    profile_id=f"id{count}")
 
 
-def test_anchors_are_the_ends_the_required_and_a_middle():
+def test_counts_to_profile_are_those_asked_or_autos_and_the_replicas_share():
+    assert counts_to_profile(None, 8, 1) == [1, 2, 4, 8]
+    assert counts_to_profile(None, 12, 1) == [1, 2, 4]
+    assert counts_to_profile(None, 256, 1) == [1, 2, 4, 8, 16, 32, 64]
+    assert counts_to_profile(None, 12, 3) == [1, 2, 3, 4]  # the replicas' share, where it splits the batch
+    assert counts_to_profile(None, 8, 3) == [1, 2, 4, 8]
+    assert counts_to_profile(4, 8, 2) == [4] and counts_to_profile((8, 2, 2), 8, 2) == [2, 8]
+    with pytest.raises(UserError, match="batch 8 does not split into 3 equal micro-batches"):
+        counts_to_profile(3, 8, 1)
+
+
+def test_counts_to_ask_are_the_whole_batch_the_spread_and_the_pipelines():
+    assert counts_to_ask([4], spread=[2]) == [1, 2, 4]
+    assert counts_to_ask([None, 4], spread=[2]) is None  # a pipeline chooses: auto
+    assert counts_to_ask([None], spread=[1], micro_batched=False) == [1]  # nothing micro-batches: auto asks nothing
+    assert counts_to_ask([4], spread=[4], replicas=[2], batch=32) == [1, 4, 8]  # two copies of 4 micro-batches
+    assert counts_to_ask([4], spread=[4], replicas=[2], batch=4) == [1, 4]  # 8 does not split 4
+
+
+def test_anchors_are_the_ends_the_device_count_and_a_middle():
     assert anchors([1, 2, 4, 8, 16, 32, 64]) == [1, 8, 64]
     assert anchors([1, 2, 4, 8, 16]) == [1, 4, 16]
-    assert anchors([1, 2, 4, 8, 16], required=[2]) == [1, 2, 16]  # the device count lies between: no middle
-    assert anchors([1, 2, 4, 8, 16], required=[32]) == [1, 4, 16]  # not among the counts: ignored
+    assert anchors([1, 2, 4, 8, 16], 2) == [1, 2, 16]  # the device count lies between: no middle
+    assert anchors([1, 2, 4, 8, 16], 32) == [1, 4, 16]  # not among the counts: ignored
     assert anchors([1, 2]) == [1, 2] and anchors([4]) == [4]
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from pipebench.errors import DeviceError, UserError
-from pipebench.text.parse import (AutoGpus, micro_batch_counts, parse_chunks, parse_gpus, parse_int, parse_number,
+from pipebench.text.parse import (AutoGpus, parse_chunks, parse_gpus, parse_int, parse_number,
                              parse_override, parse_speeds)
 from pipebench.request import virtual_stages
 from pipebench.text.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
@@ -76,15 +76,6 @@ def test_chunks():
             parse_chunks(bad, single=True)
     with pytest.raises(UserError, match="--chunks takes one count or auto here"):
         parse_chunks("2,4", single=True)
-
-
-def test_micro_batch_counts():
-    assert micro_batch_counts(None, 8) == [1, 2, 4, 8]
-    assert micro_batch_counts(None, 12) == [1, 2, 4]
-    assert micro_batch_counts(None, 256) == [1, 2, 4, 8, 16, 32, 64]
-    assert micro_batch_counts(4, 8) == [4]
-    with pytest.raises(UserError, match="batch 8 does not split into 3 equal micro-batches"):
-        micro_batch_counts(3, 8)
 
 
 def test_parse_gpus():

@@ -27,6 +27,7 @@ from pipebench.bench.cases.case_rows import make_row, unavailable_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.measure import run_rounds
 from pipebench.errors import UserError
+from pipebench.partition.profiling import sizes
 from pipebench.request import check_recompute, split_error
 from pipebench.training import Training
 from pipebench.text.units import format_gib
@@ -294,25 +295,16 @@ def _model_key(case: Case) -> tuple:
 
 def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
                    strategies: Sequence[str] = ()) -> list[int] | None:
-    """The micro-batch counts a run profiles: only what its strategies' predictions need, and only counts
-    that split `batch` into equal micro-batches (a size no strategy of the run can use must not make the
-    profile, and with it every row, fail). 1 (the whole batch: single, and every step's calibration), the
-    device count where a strategy that does not micro-batch spreads over the devices (DDP's and
-    DataParallel's replicas run batch / devices samples each), and for strategies that micro-batch, every
-    power of two (None) when the planner picks (a None in `chunks`), else those asked for.
-    A replicated strategy's copies of a pipeline (hybrid) each cut batch / replicas into m
-    micro-batches: count m x replicas of the whole batch, where it splits `batch`. Without `strategies`,
-    the device count is counted too."""
+    """The micro-batch counts a run profiles: what its strategies' predictions need
+    (partition/profiling/sizes.py counts_to_ask), from what each registry entry says: whether it
+    micro-batches, the devices it spreads the batch over, and its copies of a pipeline. Without
+    `strategies`, the device count and the counts of `chunks` are counted."""
     chosen = [get_strategy(name) for name in strategies]
-    micro_batched = any(s.micro_batched for s in chosen)
-    if (micro_batched or not chosen) and None in chunks:
-        return None
-    spread = {s.devices_used(devices) for s in chosen if not s.micro_batched} if chosen else {devices}
-    replicas = {s.replicas_here(devices) for s in chosen} - {1}
-    counts = {1, *spread}
-    if micro_batched or not chosen:
-        counts |= {m for m in chunks if m is not None} | {m * r for m in chunks if m is not None for r in replicas}
-    return sorted(m for m in counts if not batch or batch % m == 0)
+    if not chosen:
+        return sizes.counts_to_ask(chunks, spread=[devices], batch=batch)
+    return sizes.counts_to_ask(chunks, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
+                               replicas={s.replicas_here(devices) for s in chosen},
+                               micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:

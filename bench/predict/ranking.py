@@ -18,6 +18,7 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
 from pipebench.partition.planning import costs
+from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.request import Request, caps_per_device, link_of, within_caps
 from pipebench.text.units import format_bytes
@@ -179,16 +180,13 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
 
 
 def advise_counts(devices: int, micro_batches) -> tuple[int, ...] | None:
-    """The micro-batch counts advise profiles: the whole batch (single, and the whole step that calibrates
-    every price) and the replicas' share always, with the pipelines' counts asked for (`micro_batches`: a
-    count, counts, or None for auto: every count a pipeline might choose). On one device nothing
-    micro-batches (a one-stage pipeline is single), so the whole batch is all."""
-    if devices == 1:
-        return (1,)
-    if micro_batches is None:
-        return None
+    """The micro-batch counts advise profiles (partition/profiling/sizes.py counts_to_ask): the whole batch
+    and the replicas' share, with the pipelines' counts asked for (`micro_batches`: a count, counts, or
+    None for auto: every count a pipeline might choose). On one device nothing micro-batches (a one-stage
+    pipeline is single), so the whole batch is all."""
     given = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
-    return None if None in given else tuple(sorted({1, devices, *given}))
+    counts = sizes.counts_to_ask(given, spread=[devices], micro_batched=devices > 1)
+    return None if counts is None else tuple(counts)
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):

@@ -1,4 +1,11 @@
-"""Which micro-batch sizes to measure, and the sizes between them predicted instead of measured.
+"""Which micro-batch counts to profile, which of them to measure, and the sizes between them predicted
+instead of measured.
+
+The counts a profile holds are decided here alone. A run or advise asks for what its strategies'
+predictions need (`counts_to_ask`: the whole batch, the replicas' share, the pipelines' counts, or auto);
+a request's counts are those asked, or under auto every power of two that splits the batch and the
+replicas' share (`counts_to_profile`); under auto a few of them are measured (`anchors`) and the others
+interpolated, the close ones measured too (`refine`).
 
 Measuring a size is the slow part of an answer (every segment timed forward and backward), and
 `--chunks auto` considers up to seven sizes. Per layer, the time of one micro-batch against its size is
@@ -6,7 +13,7 @@ smooth: flat while the device is bound by launches, then affine; the bytes a lay
 affine in the size (per-sample activations plus what does not scale, such as a mask or RoPE table), and
 its parameters do not depend on it (and a figure's spread, its noise, is taken from the noisier
 neighbour). So a few sizes are measured (`anchors`: the whole batch, the smallest
-micro-batch any count asks for, one in between, and whatever the caller needs measured), and every figure
+micro-batch any count asks for, the replicas' share, one in between), and every figure
 of every layer at a size between two measured ones is the straight line between them (`interpolate`).
 A straight chord over a curve that bends upwards (flat, then rising) overstates the sizes between, so
 where the choice is close it is measured (`refine`): after the caller ranks the counts from the
@@ -24,9 +31,15 @@ import math
 from dataclasses import fields, replace
 from typing import Callable, Iterable, Sequence
 
+from pipebench.errors import UserError
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.text.parse import split_error
 
-__all__ = ["MARGIN", "anchors", "interpolate", "complete", "close_counts", "refine"]
+__all__ = ["AUTO_COUNTS", "MARGIN", "counts_to_ask", "counts_to_profile", "anchors", "interpolate", "complete",
+           "close_counts", "refine"]
+
+AUTO_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""The micro-batch counts auto considers (`--chunks auto`, micro_batches None): those that split the batch."""
 
 MARGIN = 0.05
 """An interpolated count predicted within this share of the best step (slower by at most 5%) is
@@ -40,15 +53,50 @@ SIZE_INDEPENDENT = ("params", "param_bytes")
 """LayerProfile figures that do not depend on the micro-batch size: taken from a measured neighbour."""
 
 
-def anchors(counts: Sequence[int], required: Iterable[int] = ()) -> list[int]:
-    """The micro-batch counts to measure among `counts`: the fewest (the whole batch, which also times
-    the calibrating whole step), the most (the smallest micro-batch), those `required`, and, unless one
-    of those already lies between the two ends, the middle one (by position in the sorted counts, the
-    geometric middle of powers of two)."""
+def counts_to_ask(chunks: Iterable[int | None], *, spread: Iterable[int], replicas: Iterable[int] = (),
+                  micro_batched: bool = True, batch: int | None = None) -> list[int] | None:
+    """The micro-batch counts a run or advise asks its profile for, so that each of its strategies can be
+    priced; None (auto: `counts_to_profile`) where a strategy that micro-batches is to choose its count (a
+    None in `chunks`). Always 1 (the whole batch: single, and the whole step that calibrates every price)
+    and each of `spread` (the devices a strategy that does not micro-batch splits the batch over: DDP's
+    and DataParallel's replicas run batch / devices samples each); where `micro_batched`, the counts
+    `chunks` asks of the pipelines, and each of them times each of `replicas` (a replicated pipeline's
+    copies each cut batch / r into m micro-batches: m x r of the whole batch). Only counts that split
+    `batch` (None: any): a size no strategy can use must not make the profile, and with it every row, fail."""
+    chunks = list(chunks)
+    if micro_batched and None in chunks:
+        return None
+    counts = {1, *spread}
+    if micro_batched:
+        counts |= {*chunks, *(m * r for m in chunks for r in replicas)}
+    return sorted(m for m in counts if not batch or batch % m == 0)
+
+
+def counts_to_profile(micro_batches: int | Sequence[int] | None, batch: int, devices: int) -> list[int]:
+    """The micro-batch counts a request of `batch` on `devices` devices profiles, ascending: the count or
+    counts asked, each splitting `batch` into equal micro-batches (else one UserError), or under auto
+    (None) every one of AUTO_COUNTS that splits it and, on several devices, the device count where it
+    splits it too (the replicas' share, for DDP and DataParallel; 3 devices too)."""
+    if micro_batches is None:
+        auto = [m for m in AUTO_COUNTS if m <= batch and batch % m == 0]
+        return sorted({*auto, devices}) if devices > 1 and batch % devices == 0 else auto
+    asked = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
+    for m in asked:
+        if (why := split_error(batch, m)) is not None:
+            raise UserError(why)
+    return sorted(set(asked))
+
+
+def anchors(counts: Sequence[int], devices: int = 1) -> list[int]:
+    """The micro-batch counts to measure first among auto's `counts` (the others are interpolated between
+    them): the fewest (the whole batch, which also times the calibrating whole step), the most (the
+    smallest micro-batch), the device count where it is among them (the replicas' share, which DDP and
+    DataParallel run), and, unless one of those already lies between the two ends, the middle one (by
+    position in the sorted counts, the geometric middle of powers of two)."""
     ordered = sorted(set(counts))
     if len(ordered) <= 2:
         return ordered
-    chosen = {ordered[0], ordered[-1], *(m for m in required if m in ordered)}
+    chosen = {ordered[0], ordered[-1], *({devices} & set(ordered))}
     if not any(ordered[0] < m < ordered[-1] for m in chosen):
         chosen.add(ordered[len(ordered) // 2])
     return sorted(chosen)

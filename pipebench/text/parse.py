@@ -21,11 +21,8 @@ from typing import Literal, NamedTuple
 from pipebench.errors import UserError
 from pipebench.errors import DeviceError
 
-__all__ = ["AUTO_CHUNK_COUNTS", "LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
-           "micro_batch_counts", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
-
-AUTO_CHUNK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-"""The micro-batch counts `--chunks auto` considers (those that split the batch)."""
+__all__ = ["LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
+           "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
@@ -117,16 +114,6 @@ def split_error(batch: int, parts: int | None, replicas: str | None = None) -> s
     if replicas is not None:
         return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
     return f"batch {batch} does not split into {parts} equal micro-batches"
-
-
-def micro_batch_counts(chunks: int | None, batch: int) -> list[int]:
-    """The micro-batch counts to profile for `batch`: the one asked for, or (None, auto) the powers of two
-    up to 64 that split the batch into equal micro-batches."""
-    if chunks is None:
-        return [m for m in AUTO_CHUNK_COUNTS if m <= batch and batch % m == 0]
-    if (why := split_error(batch, chunks)) is not None:
-        raise UserError(why)
-    return [chunks]
 
 
 # ------------------------------------------------------------------------------------------------- GPUs
