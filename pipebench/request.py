@@ -10,7 +10,8 @@ that need something only a profile knows have their one home here too:
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
 - `Request.links`: the link that prices a cut, by default what the profile measured;
-- `within_caps`: what "fits" means, for every strategy, plan and baseline alike.
+- `within_caps`: what "fits" means, for every strategy, plan and baseline alike, and `over_cap`, the one
+  line that says why not.
 
 Nothing here imports torch: a saved profile plans anywhere.
 """
@@ -24,9 +25,10 @@ from typing import Any, Sequence
 from pipebench.errors import UserError
 from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
 from pipebench.schedules import DEFAULT_SCHEDULE, get_schedule
+from pipebench.text.units import format_bytes
 from pipebench.training import Training
 
-__all__ = ["Request", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "over_cap", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -237,6 +239,17 @@ def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
     (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the figure
     of the device that holds them). No cap: it fits."""
     return caps is None or all(m <= c for m, c in zip(memory, caps))
+
+
+def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
+    """Why `memory` does not fit `caps` (`within_caps`), one phrase naming the device furthest over its cap;
+    "" when every device is within its cap. The one wording of a prediction, a case or a plan over a cap."""
+    if within_caps(memory, caps):
+        return ""
+    worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
+    where = f" on device {worst}" if len(memory) > 1 else ""
+    return (f"predicted memory exceeds the cap{where}: {format_bytes(memory[worst])} > cap "
+            f"{format_bytes(caps[worst])}")
 
 
 def link_of(profile: Any, gbps: float | None = None, latency_ms: float | None = None) -> tuple[float, float]:

@@ -115,6 +115,19 @@ def test_every_fits_respects_the_cap_on_every_device_a_strategy_uses(device):
         assert pick.fits and max(pick.peak_memory_bytes) <= cap
 
 
+def test_over_cap_is_one_line_naming_the_device_furthest_over():
+    from pipebench.bench.cases.prepare import over_cap_reason
+    from pipebench.request import over_cap
+
+    GiB = 2**30
+    assert over_cap([3 * GiB, 9 * GiB], [10 * GiB, 8 * GiB]) == ("predicted memory exceeds the cap on device 1: "
+                                                                 "9.00 GiB > cap 8.00 GiB")
+    assert over_cap([3 * GiB], [2 * GiB]) == "predicted memory exceeds the cap: 3.00 GiB > cap 2.00 GiB"
+    assert over_cap([3 * GiB], [4 * GiB]) == "" and over_cap([3 * GiB], None) == ""
+    silent = Prediction("ddp", None, None, [3 * GiB, 9 * GiB], False, 1, None, "")  # no reason of its own
+    assert over_cap_reason(silent, [10 * GiB, 8 * GiB]) == over_cap([3 * GiB, 9 * GiB], [10 * GiB, 8 * GiB])
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_checkpoint_auto_recomputes_a_replica_only_where_it_would_not_fit_otherwise(strategy):
     heavy = profiles(saved_per_sample=10**5)  # 3.2 MB saved per layer at 32 samples: recomputing saves most

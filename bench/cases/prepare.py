@@ -25,9 +25,8 @@ from pipebench.hardware.cpu import threads_per_device
 from pipebench.models.source import ModelSource
 from pipebench.partition.planning.plan import Plan
 from pipebench.partition.profiling.profile_record import Profile, load_profiles, save_profiles
-from pipebench.request import Request
+from pipebench.request import Request, over_cap
 from pipebench.text.parse import is_user_model
-from pipebench.text.units import format_bytes
 from pipebench.training import DEFAULT_PRECISION, Training
 
 
@@ -139,7 +138,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                     training=training)
     gpus = machine.gpus[:p] if machine.gpus is not None else None
     plan = prediction = None
-    over_cap = ""
+    over = ""
     try:
         if profiled is not None:  # every strategy is predicted from the profile; the pipelines by their Plan
             from pipebench.bench.predict.ranking import predict
@@ -149,10 +148,10 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
                                micro_batches=case.micro_batches if strategy.micro_batched else None)
 
             prediction = predicted(machine.caps)
-            over_cap = over_cap_reason(prediction, machine.caps)
-            if over_cap and not try_anyway:
-                return Prepared(case, None, None, gpus, prediction=prediction, over_cap=over_cap)
-            if over_cap and prediction.plan is None and strategy.needs_plan:
+            over = over_cap_reason(prediction, machine.caps)
+            if over and not try_anyway:
+                return Prepared(case, None, None, gpus, prediction=prediction, over_cap=over)
+            if over and prediction.plan is None and strategy.needs_plan:
                 prediction = predicted(None)  # the plan it runs anyway, cut without the cap
         if strategy.needs_plan:
             if prediction is None:
@@ -167,19 +166,15 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
     return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [], prediction,
-                    over_cap)
+                    over)
 
 
 def over_cap_reason(prediction: Any, caps: Sequence[int] | None) -> str:
     """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
     no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
-    The prediction's reason says it where it can (bench/predict/ranking.py over_cap, or the solver's line naming the
-    stage that does not fit)."""
+    The prediction's reason says it where it can (pipebench/request.py over_cap's line, put there by
+    bench/predict/ranking.py, or the solver's naming the stage that does not fit)."""
     needed = prediction.peak_memory_bytes
     if prediction.fits or not caps or not any(needed):
         return ""
-    if prediction.reason:  # bench/predict/ranking.py over_cap's line, or the solver's naming the stage
-        return prediction.reason
-    worst = max(range(len(needed)), key=needed.__getitem__)
-    return (f"predicted to need {format_bytes(needed[worst])} per GPU, cap "
-            f"{format_bytes(caps[min(worst, len(caps) - 1)])}")
+    return prediction.reason or over_cap(needed, caps)

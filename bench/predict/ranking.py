@@ -20,10 +20,9 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strat
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
-from pipebench.request import Request, caps_per_device, link_of, within_caps
-from pipebench.text.units import format_bytes
+from pipebench.request import Request, caps_per_device, link_of, over_cap
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "over_cap", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
+__all__ = ["Prediction", "Advice", "TIE", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
 
 
@@ -118,17 +117,6 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     size = prediction.plan.micro_batch_size if prediction.plan else profiles[0].batch // p
     prediction = replace(prediction, step_spread=spread, own_spread=step_spread(profiles, size, drift=False))
     return _judged(prediction, caps)
-
-
-def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
-    """The device furthest over its cap (pipebench/request.py within_caps), one phrase; "" when every
-    device is within its cap."""
-    if within_caps(memory, caps):
-        return ""
-    worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
-    where = f" on device {worst}" if len(memory) > 1 else ""
-    return (f"predicted memory exceeds the cap{where}: {format_bytes(memory[worst])} > cap "
-            f"{format_bytes(caps[worst])}")
 
 
 def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:

@@ -9,7 +9,7 @@ from typing import Sequence
 from pipebench.errors import printable
 from pipebench.partition.profiling.profile_record import model_label
 from pipebench.schedules import get_schedule
-from pipebench.request import caps_per_device, within_caps
+from pipebench.request import caps_per_device, over_cap
 from pipebench.text.units import format_bytes, format_count
 
 __all__ = ["format_plan"]
@@ -85,7 +85,7 @@ def _against_baseline(plan, baseline, caps: list[float] | None) -> list[str]:
     baseline breaks a cap, since a split that does not fit is no baseline."""
     import pandas as pd
 
-    breaks = _over_cap(baseline, caps)
+    breaks = over_cap(baseline.memory_per_device(), caps)
     summary = pd.DataFrame(
         {
             f"this plan ({plan.balanced_by})": _summary(plan),
@@ -93,8 +93,8 @@ def _against_baseline(plan, baseline, caps: list[float] | None) -> list[str]:
         }
     )
     if breaks:
-        verdict = (f"\nthe parameter-balanced split (cuts {baseline.bounds[1:-1]}) breaks the memory cap: {breaks}; "
-                   f"no speed-up is claimed over it")
+        verdict = (f"\nthe parameter-balanced split (cuts {baseline.bounds[1:-1]}) breaks the memory cap "
+                   f"({breaks}); no speed-up is claimed over it")
     else:
         ratio = plan.predicted_samples_per_s / baseline.predicted_samples_per_s
         verdict = (f"\npredicted speed-up over the parameter-balanced split: {ratio:.2f}x "
@@ -119,16 +119,6 @@ def _counts_tried(candidates: list[dict]) -> str:
     )
     guessed = "; ~: interpolated between measured sizes" if any(c.get("interpolated_from") for c in candidates) else ""
     return f"micro-batch counts tried (predicted samples/s{guessed}): {tried}"
-
-
-def _over_cap(plan, caps) -> str:
-    """Which device of `plan` is over its cap and by how much ("" when it fits: pipebench/request.py
-    within_caps)."""
-    memory = plan.memory_per_device()
-    if within_caps(memory, caps):
-        return ""
-    worst = max(range(len(memory)), key=lambda d: memory[d] - caps[d])
-    return f"{format_bytes(memory[worst])} on device {worst} > cap {format_bytes(caps[worst])}"
 
 
 def _summary(plan) -> dict[str, str]:
