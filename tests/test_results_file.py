@@ -165,6 +165,20 @@ def test_results_paths(tmp_path):
         results_paths("out", "2026-11-29", "h", "  /  ")
 
 
+def test_every_file_name_part_is_one_slug():
+    """pipebench/fileio/files.py slug names the results files, the profiles beside them, the plots and
+    advise's check folder alike: only what each keeps or strips differs."""
+    from pipebench.bench.cli.advise import model_slug
+    from pipebench.bench.report.plots import _slug as plot_slug
+    from pipebench.fileio.files import slug
+
+    assert slug("convnet.py:ConvNet") == "convnet.py-ConvNet" and slug(" résumé / 中文 ") == "r-sum"
+    assert slug("a--b+c", keep="._+-", strip="") == "a--b+c" and slug("-.x.-", strip="-.") == "x" and slug("") == ""
+    assert model_slug("models/my net.py:Net") == "my-net.py-Net"
+    assert plot_slug("GPT b64 / pp-1f1b") == "gpt-b64-pp-1f1b"
+    assert results.results_paths("out", "2026-11-29", "é.host", "x")[0].name == "2026-11-29-host-x.csv"
+
+
 def test_a_crash_while_replacing_leaves_the_old_files_whole(paths, monkeypatch):
     first = make_row()
     append(first, *paths)

@@ -9,7 +9,6 @@ prediction). The machine the cases run on is bench/cases/machine.py.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.store.row import timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.errors import UserError
+from pipebench.fileio.files import slug
 from pipebench.hardware.cpu import threads_per_device
 from pipebench.models.source import ModelSource
 from pipebench.partition.planning.plan import Plan
@@ -53,12 +53,12 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     from pipebench.bench.launch.spawn import ChildTimeout, WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{model}-{case.flavour or 'full'}-b{case.batch}"
-                  + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
-                  + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
-                  + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}")
-                  + ("-data" if case.data_dir else "")
-                  + ("" if case.training.compile is None else f"-compiled-{case.training.compile}"))
+    name = slug(f"{model}-{case.flavour or 'full'}-b{case.batch}"
+                + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
+                + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
+                + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}")
+                + ("-data" if case.data_dir else "")
+                + ("" if case.training.compile is None else f"-compiled-{case.training.compile}"), keep="._+-", strip="")
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None

@@ -54,8 +54,9 @@ def cmd_advise(args) -> int:
 
 def model_slug(name: str) -> str:
     """A model's name as a folder's: 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'."""
-    return re.sub(r"[^A-Za-z0-9._+]+", "-", Path(name.split(":")[0]).name + (
-        "-" + name.rsplit(":", 1)[1] if ":" in name else "")).strip("-")
+    from pipebench.fileio.files import slug
+
+    return slug(Path(name.split(":")[0]).name + ("-" + name.rsplit(":", 1)[1] if ":" in name else ""))
 
 
 def check_command(args, profile, compared, devices: int) -> str:

@@ -4,7 +4,6 @@ imports this module when write_report draws)."""
 from __future__ import annotations
 
 import hashlib
-import re
 import textwrap
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -14,6 +13,7 @@ import pandas as pd
 from pipebench.bench.report.labels import GROUP, case_label, group_labels, is_pipeline, one_device
 from pipebench.bench.store.row import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
+from pipebench.fileio.files import slug
 
 __all__ = ["write_plots"]
 
@@ -76,10 +76,10 @@ so that two long names stay apart and every name fits the file system's 255 byte
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-").lower()
-    if len(slug) <= SLUG_LENGTH and slug:
-        return slug
-    return f"{slug[:SLUG_LENGTH - 9]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}".lstrip("-")
+    name = slug(text, keep="._").lower()
+    if len(name) <= SLUG_LENGTH and name:
+        return name
+    return f"{name[:SLUG_LENGTH - 9]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}".lstrip("-")
 
 
 def _save(fig, path: Path, footer: str) -> Path:

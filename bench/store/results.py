@@ -39,7 +39,7 @@ from filelock import FileLock
 from pipebench.bench.store.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
 from pipebench.fileio.csvtext import csv_rows, csv_text
 from pipebench.errors import UserError
-from pipebench.fileio.files import read_json, write_text
+from pipebench.fileio.files import read_json, slug, write_text
 
 __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "claim"]
@@ -355,10 +355,10 @@ def _as_paths(paths) -> list:
 
 def _slug(text: str, what: str) -> str:
     """'2xNVIDIA H200' -> '2xNVIDIA-H200': letters, digits, '.', '_' and '+' kept, anything else one '-'."""
-    slug = re.sub(r"[^A-Za-z0-9._+]+", "-", str(text)).strip("-.")
-    if not slug:
+    name = slug(str(text), strip="-.")
+    if not name:
         raise ValueError(f"{what} {text!r} leaves nothing to name a results file with")
-    return slug
+    return name
 
 
 # ------------------------------------------------------------------------------------- sharing, repair

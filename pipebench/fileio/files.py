@@ -1,12 +1,13 @@
 """Files pipebench writes and reads: written atomically, read back as typed, checked records.
 
-One home for three things every file format here needs (profiles, plans, jobs, results, reports):
+One home for what every file format here needs (profiles, plans, jobs, results, reports):
 - `writable_file` / `writable_folder`: an output path checked before any work (not a folder or a file in
   the way, a name the file system takes, a folder it can create and write in), so a bad `--json` or
   `--out` is one line at the start rather than a traceback after minutes of profiling.
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
+- `slug`: a name (a model's, a host's, a label) as part of a file name.
 - `read_json`: a versioned JSON object read back into a dataclass (pipebench/fileio/records.py `record`: every
   field checked against its annotation, an error that names the file and the field in one line).
 - Files that are not regular files: a write never replaces them. A character device (/dev/null, a
@@ -32,7 +33,7 @@ from pipebench.errors import UserError
 from pipebench.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
 __all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
-           "check", "same_outputs"]
+           "check", "same_outputs", "slug"]
 
 
 
@@ -180,6 +181,14 @@ def _own_descriptor(path: Path) -> int | None:
             if parts[-1].isdigit():
                 return int(parts[-1])
     return None
+
+
+def slug(text: str, keep: str = "._+", strip: str = "-") -> str:
+    """`text` as part of a file name, the same on every file system and shell: ASCII letters and digits and
+    the characters of `keep` kept, every run of any other character one '-', then `strip`'s characters
+    taken off both ends. 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'; '2xNVIDIA H200' -> '2xNVIDIA-H200'.
+    May be empty: the caller says what that means."""
+    return re.sub(f"[^A-Za-z0-9{re.escape(keep)}]+", "-", text).strip(strip)
 
 
 def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
