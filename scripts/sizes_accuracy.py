@@ -7,7 +7,7 @@ and the others interpolated between them. Printed:
   and 90th percentile over the layers, times weighted alike), beside the same statistic between the two
   measurements;
 - the plan (2 stages, 1f1b) and the advice (2 devices) made from every size measured, against those made
-  as auto makes them: the anchors measured, the close counts measured (refine, within sizes.MARGIN) and
+  as auto makes them: the anchors measured, the close counts measured (refine, within sizes.TIE) and
   the rest interpolated. "same" when the choice is the same; else the measured step of auto's choice
   over the measured best.
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.errors import UserError
-from pipebench.partition.profiling.sizes import (MARGIN, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
+from pipebench.partition.profiling.sizes import (TIE, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
                                                  interpolate, refine)
 
 BATCH = 64
@@ -130,7 +130,7 @@ def test_refine_measures_the_close_interpolated_counts_and_ranks_again():
     scored = pipeline_rank(profiles)[0]
     best = min(step for _, step in scored)
     for m, step in scored:
-        if step <= best * (1 + MARGIN):
+        if step <= best * (1 + TIE):
             assert not next(p for p in profiles if p.micro_batches == m).interpolated_from
     assert any(p.interpolated_from for p in profiles)  # and the far ones are not
 

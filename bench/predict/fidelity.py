@@ -113,8 +113,8 @@ def _group(row) -> str:
 
 def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
-    (bench/predict/ranking.py `recommendation_of`; a row written before rows kept their interval ties by the TIE margin
-    alone)."""
+    (bench/predict/ranking.py `recommendation_of`; a row written before rows kept their interval ties by the
+    TIE margin alone, partition/profiling/sizes.py)."""
     from pipebench.bench.predict.ranking import recommendation_of
     from pipebench.bench.strategies.prediction import Prediction
 

@@ -22,7 +22,7 @@ from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.request import Request, caps_per_device, link_of, over_cap
 
-__all__ = ["Prediction", "Advice", "TIE", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
+__all__ = ["Prediction", "Advice", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
 
 
@@ -42,16 +42,10 @@ class Advice:
                 "tied": self.tied}
 
 
-TIE = 0.05
-"""Predictions this close (a fraction of the fastest's samples/s) are a tie even where their intervals do
-not overlap: the step predictions' median error is of this order (bench/predict/fidelity.py), more than a quiet
-profile's spread, so the faster by less is noise too."""
-
-
 def tie(a: Prediction, b: Prediction) -> str:
     """Why two predictions are a tie ("" where they are not), any of:
     - their own intervals overlap: the profile's noise could swap them (`own_interval_ms`);
-    - the slower is predicted within TIE of the faster;
+    - the slower is predicted within TIE of the faster (partition/profiling/sizes.py);
     - the slower's step lies inside the faster's interval as shown, the machine's drift in it
       (`step_interval_ms`): a step of the faster measured later may land anywhere in that. On the 2-vCPU VM
       the same cases measured minutes apart ranked one another only to Kendall's tau 0.64-0.69 (bench/
@@ -66,8 +60,8 @@ def tie(a: Prediction, b: Prediction) -> str:
     why = []
     if a_low <= b_high and b_low <= a_high:
         why.append("intervals overlap")
-    if rates[0] >= rates[1] * (1 - TIE):
-        why.append(f"within {TIE:.0%}")
+    if rates[0] >= rates[1] * (1 - sizes.TIE):
+        why.append(f"within {sizes.TIE:.0%}")
     if slow.predicted_step_ms <= fast.step_interval_ms[1] and not why:
         why.append(f"inside {fast.strategy}'s interval of ±{fast.step_spread:.0%}")
     return " and ".join(why)

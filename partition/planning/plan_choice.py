@@ -127,7 +127,9 @@ def candidate_steps(plan: Plan) -> list[tuple[int, float | None]]:
 
 PROFILE_NOISE = 0.03
 """Predicted throughputs closer than this share are a tie: repeated profiles of one model on one GPU
-differ by about this much, so ranking within it would pick a micro-batch count at random."""
+differ by about this much, so ranking within it would pick a micro-batch count at random. Smaller than
+the tie between strategies (partition/profiling/sizes.py TIE, the predictions' error): one plan's counts
+share one profile and its errors."""
 
 
 def choose_micro_batches(plans: Sequence[Plan], noise: float = PROFILE_NOISE) -> Plan:

@@ -17,7 +17,7 @@ micro-batch any count asks for, the replicas' share, one in between), and every 
 of every layer at a size between two measured ones is the straight line between them (`interpolate`).
 A straight chord over a curve that bends upwards (flat, then rising) overstates the sizes between, so
 where the choice is close it is measured (`refine`): after the caller ranks the counts from the
-interpolated profiles, the interpolated counts predicted within `MARGIN` of the best are measured and
+interpolated profiles, the interpolated counts predicted within `TIE` of the best are measured and
 the ranking made again, until every close one is measured.
 
 An interpolated Profile says so (`Profile.interpolated_from`, the sizes it came from); it is never put
@@ -35,19 +35,23 @@ from pipebench.errors import UserError
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.text.parse import split_error
 
-__all__ = ["AUTO_COUNTS", "MARGIN", "counts_to_ask", "counts_to_profile", "anchors", "interpolate", "complete",
+__all__ = ["AUTO_COUNTS", "TIE", "counts_to_ask", "counts_to_profile", "anchors", "interpolate", "complete",
            "close_counts", "refine"]
 
 AUTO_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """The micro-batch counts auto considers (`--chunks auto`, micro_batches None): those that split the batch."""
 
-MARGIN = 0.05
-"""An interpolated count predicted within this share of the best step (slower by at most 5%) is
-measured before the choice is made. The margin is advise's tie (bench/predict/ranking.py TIE): closer than this,
-two predictions are a tie anyway. It is not a bound on the interpolation's error: on the loaded 2-core
-CPU the interpolated figures were off by as much as measuring the same size again
-(results/2026-12-01-cpu2-sizes-accuracy), and a count outside the margin keeps the interpolated
-ranking."""
+TIE = 0.05
+"""Two predictions this close (a share of the better figure) are a tie: the step predictions' median
+error is of this order (bench/predict/fidelity.py), more than a quiet profile's spread, so the better by
+less is noise. advise's ranking ties by it (bench/predict/ranking.py `tie`: samples/s within 5% of the
+faster's), and under auto an interpolated count predicted within it of the best step (slower by at most
+5%) is measured before the choice is made (`close_counts`): closer than this the choice is a tie
+anyway. It is not a bound on the interpolation's error: on the loaded 2-core CPU the interpolated
+figures were off by as much as measuring the same size again (results/2026-12-01-cpu2-sizes-accuracy),
+and a count outside it keeps the interpolated ranking. (A plan's choice among its own counts ties by the
+smaller partition/planning/plan_choice.py PROFILE_NOISE: those plans share one profile, and with it the
+model's errors, so only the profile's noise separates them.)"""
 
 SIZE_INDEPENDENT = ("params", "param_bytes")
 """LayerProfile figures that do not depend on the micro-batch size: taken from a measured neighbour."""
@@ -166,7 +170,7 @@ Ranking = Callable[[list[Profile]], Sequence[Sequence[tuple[int | None, float | 
 option (count None: an option that depends on no interpolated profile; step None: it does not fit)."""
 
 
-def close_counts(groups: Sequence[Sequence[tuple[int | None, float | None]]], margin: float = MARGIN) -> set[int]:
+def close_counts(groups: Sequence[Sequence[tuple[int | None, float | None]]], margin: float = TIE) -> set[int]:
     """The counts whose option is predicted within `margin` of its group's best step."""
     close: set[int] = set()
     for group in groups:
@@ -179,7 +183,7 @@ def close_counts(groups: Sequence[Sequence[tuple[int | None, float | None]]], ma
 
 
 def refine(measured: Sequence[Profile], counts: Sequence[int], rank: Ranking | None,
-           measure: Callable[[list[int]], Sequence[Profile]], margin: float = MARGIN) -> list[Profile]:
+           measure: Callable[[list[int]], Sequence[Profile]], margin: float = TIE) -> list[Profile]:
     """Profiles for `counts`, measured where the choice is close: rank the counts from `measured` and
     the profiles interpolated between them, measure (`measure(counts) -> profiles`, which may leave out
     a size that failed) the interpolated counts within `margin` of their group's best, and rank again,
