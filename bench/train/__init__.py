@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipebench.errors import UserError
+from pipebench.time_limit import WEEK_SECONDS
 
 __all__ = ["TrainOptions", "run_training", "choose_strategy"]
 
@@ -50,7 +51,8 @@ class TrainOptions:
     csv: str | None = None
     workers: int = 0
     seed: int = 0
-    timeout: float = 7 * 24 * 3600.0
+    timeout: float = WEEK_SECONDS
+    """Seconds the training may take: no limit but a week's, while this process lives."""
     write_job: str | None = None
     """A folder: write the checked, planned job there (job.json, train.json) for torchrun to start on
     each node, instead of starting the workers here (docs/several-machines.md)."""
