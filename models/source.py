@@ -47,11 +47,18 @@ from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs
 from pipebench.models.hugging_face import AsTrained, as_trained, is_hugging_face
 from pipebench.models.imports import build, forward_guarded, import_target, raised, where
 
-__all__ = ["ModelSource", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
+__all__ = ["ModelSource", "absolute_target", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
 
 OUTPUTS = ("tensor", "logits", "first")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
+
+
+def absolute_target(target: str) -> str:
+    """`path/to/file.py:NAME` with its path absolute, any other target as it is: workers start elsewhere,
+    and the user's own code (a --data function's os.chdir) may move the folder a relative path meant."""
+    file, sep, name = target.rpartition(":")
+    return f"{Path(file).resolve()}:{name}" if sep and file.endswith(".py") else target
 
 
 @dataclass(frozen=True)
@@ -77,11 +84,10 @@ class ModelSource:
     """A Hugging Face model's task (models/hugging_face.py TASKS); None: read from its class, and recorded."""
 
     def __post_init__(self):
-        file, sep, name = self.target.rpartition(":")
-        if sep and file.endswith(".py"):  # workers start elsewhere: record where the file is
-            if os.path.exists(file):  # a link to a FIFO or /dev/zero resolved to a name without .py: a module's
-                check_regular(file, kind="model", label=self.target)
-            object.__setattr__(self, "target", f"{Path(file).resolve()}:{name}")
+        file, sep, _ = self.target.rpartition(":")
+        if sep and file.endswith(".py") and os.path.exists(file):  # a link to a FIFO or /dev/zero resolved to a
+            check_regular(file, kind="model", label=self.target)   # name without .py: a module's
+        object.__setattr__(self, "target", absolute_target(self.target))
         if self.loss is not None and self.loss not in LOSSES:
             raise UserError(f"unknown loss {self.loss!r}; choose one of: {', '.join(LOSSES)} (or define loss_fn "
                             "in the model's file)")

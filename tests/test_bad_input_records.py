@@ -181,10 +181,14 @@ def _with_optimizer(name):
 
 
 def _at_step(step):
+    """The checkpoint at `step`: latest.json's and the process's state's alike."""
     def spoil(state):
+        import torch
+
         latest = json.loads((state / "latest.json").read_text())
         latest["step"] = step
         (state / "latest.json").write_text(json.dumps(latest))
+        torch.save({**torch.load(state / "rank0.pt", weights_only=True), "step": step}, state / "rank0.pt")
     return spoil
 
 
@@ -257,3 +261,164 @@ def test_json_dash_is_refused_not_a_file_named_dash(capsys, monkeypatch, tmp_pat
     refused(capsys, [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--json", "-"],
             "--json -: --json writes a file, and stdout carries the answer; name a file")
     assert not (tmp_path / "-").exists()
+
+
+# ------------------------------------------------------------------------------- fourth pass: F1, F3, F9 --resume states
+
+def _rank_state(**changes):
+    """Spoil rank0.pt: its dict with `changes` (None removes the field)."""
+    def spoil(state):
+        import torch
+
+        saved = torch.load(state / "rank0.pt", weights_only=True)
+        saved.update(changes)
+        torch.save({k: v for k, v in saved.items() if v is not None}, state / "rank0.pt")
+    return spoil
+
+
+def _rank_file(write):
+    def spoil(state):
+        (state / "rank0.pt").unlink()
+        write(state / "rank0.pt")
+    return spoil
+
+
+def _other_zip(path):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("x", "y")
+
+
+def _truncated(path):
+    import torch
+
+    torch.save({"step": 2}, path)
+    path.write_bytes(path.read_bytes()[:200])
+
+
+def _latest(**changes):
+    def spoil(state):
+        latest = json.loads((state / "latest.json").read_text())
+        (state / "latest.json").write_text(json.dumps({**latest, **changes}))
+    return spoil
+
+
+def _resume(capsys, monkeypatch, tmp_path, spoil) -> str:
+    """train --resume of the checkpoint spoilt by `spoil`: its exit status 2 asserted and its last line, with
+    no worker started."""
+    from test_bad_input_third import DATA, checkpoint
+
+    from pipebench.bench import train
+
+    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    path = checkpoint(tmp_path, spoil)
+    (tmp_path / "data.py").write_text(DATA)
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+                 f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "4", "--device", "cpu", "--strategy",
+                 "single", "--save", str(path), "--resume"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("pipebench: error: "), last
+    return last
+
+
+@pytest.mark.ci  # whole commands: run by CI after the default run
+def test_a_crafted_training_state_runs_no_code(capsys, monkeypatch, tmp_path):
+    """F1: rank0.pt was read with torch.load(weights_only=False) in the worker: its pickle ran its author's
+    code (here a folder made), then "rank 0: KeyError: 'layout'", exit 1."""
+    import os
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return os.mkdir, (str(marker),)
+
+    def spoil(state):
+        import torch
+
+        torch.save({"x": Payload()}, state / "rank0.pt")
+
+    last = _resume(capsys, monkeypatch, tmp_path, spoil)
+    assert "rank0.pt: cannot read the training state: UnpicklingError" in last, last
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (_rank_file(_other_zip), "rank0.pt: cannot read the training state: RuntimeError"),
+    (_rank_file(_truncated), "rank0.pt: cannot read the training state: RuntimeError"),
+    (_rank_file(lambda p: __import__("torch").save([1, 2, 3], p)), "rank0.pt: the training state is a list, not a dict"),
+    (_rank_state(layout=None), "rank0.pt: field 'layout' should be a dict, got None"),
+    (_rank_state(layout="x"), "rank0.pt: field 'layout' should be a dict, got 'x'"),
+    (_rank_state(optimizer=[1]), "rank0.pt: field 'optimizer' should be a dict, got [1]"),
+    (_rank_state(step="two"), "rank0.pt: field 'step' should be 2, latest.json's step, got 'two'"),
+    (_rank_state(step=10 ** 9), "rank0.pt: field 'step' should be 2, latest.json's step, got 1000000000"),
+    (_rank_state(step=True), "rank0.pt: field 'step' should be 2, latest.json's step, got True"),
+    (_rank_state(rng=__import__("torch").zeros(3, dtype=__import__("torch").uint8)),
+     "rank0.pt: field 'rng' should be torch's random state"),
+    (_rank_state(rng="x"), "rank0.pt: field 'rng' should be torch's random state"),
+    (_rank_state(cuda_rng="x"), "rank0.pt: field 'cuda_rng' should be a list of CUDA random states"),
+    (_latest(layout="x"), "latest.json: field 'layout' should be an object, got 'x'; not a pipebench checkpoint"),
+])
+@pytest.mark.ci  # whole commands: run by CI after the default run
+def test_a_training_state_the_worker_could_not_resume_is_refused_first(capsys, monkeypatch, tmp_path, spoil,
+                                                                       message):
+    """F3, F9: a zip of another kind, a truncated one, a list, no layout or a bad RNG state were a worker's
+    RuntimeError, KeyError or TypeError (exit 1) after the model was built; a step of 1e9 said "done:
+    1000000000/4 steps", exit 0; a latest.json layout of "x" was a traceback, AttributeError."""
+    last = _resume(capsys, monkeypatch, tmp_path, spoil)
+    assert message in last, last
+
+
+def test_the_training_state_train_writes_reads_back_safely(tmp_path):
+    """The state a worker saves (an AdamW optimizer's, the RNG) loads with weights_only and passes the
+    check the parent and the worker share."""
+    import torch
+
+    from pipebench.bench.train import checkpoint as ckpt
+
+    net = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.AdamW(net.parameters())
+    net(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    path = tmp_path / "rank0.pt"
+    torch.save({"step": 7, "layout": {"strategy": "single"}, "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state(), "cuda_rng": None}, path)
+    state = ckpt.load_rank_state(path, step=7)
+    torch.optim.AdamW(net.parameters()).load_state_dict(state["optimizer"])
+
+
+# ------------------------------------------------------------------------------- fourth pass: F12 the working folder
+
+CHDIR_DATA = '''
+import os
+import torch
+
+
+def data():
+    os.chdir("/")
+    return torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randint(0, 4, (16,)))
+'''
+
+
+def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(capsys, monkeypatch, tmp_path):
+    """F12: --model m.py:Net, relative, reached the workers as it was given; a --data function that called
+    os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
+    from test_bad_input_third import NET
+
+    from pipebench.bench import train
+
+    handed = {}
+
+    def launch(job, settings, *args):
+        handed.update(model=job.model, save=settings["save"], csv=settings["csv"])
+        return {"steps": 2, "total": 2, "seconds": 0.0, "stopped": False, "diverged": ""}
+
+    monkeypatch.setattr(train, "_launch", launch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "data.py").write_text(CHDIR_DATA)
+    assert main(["train", "--model", "net.py:Net", "--input-shape", "4", "--data", "data.py:data", "--batch", "8",
+                 "--steps", "2", "--device", "cpu", "--strategy", "single", "--save", "m.pt", "--csv", "log.csv"]) == 0
+    assert handed == {"model": f"{tmp_path / 'net.py'}:Net", "save": str(tmp_path / "m.pt"),
+                      "csv": str(tmp_path / "log.csv")}

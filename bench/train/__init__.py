@@ -62,6 +62,7 @@ class TrainOptions:
     def __post_init__(self):
         _check_bounds(self)
         _check_nodes(self)
+        _make_paths_absolute(self)
 
 
 def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
@@ -109,17 +110,16 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
     dataset, described, saved = _check_data_and_model(options)  # before any worker
     name, profiled = choose_strategy(options, machine, training, note)
-    if options.resume:  # before any worker: another batch or optimizer was found only inside them
-        from pipebench.bench.train import checkpoint as ckpt
+    from pipebench.bench.train import checkpoint as ckpt
 
+    if options.resume:  # before any worker: another batch or optimizer was found only inside them
         ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
                                             "optimizer": training.optimizer}, options.save)
     per_epoch = len(dataset) // options.batch
     total = options.steps or (options.epochs or 1) * per_epoch
-    if options.resume and saved["step"] >= total:  # it said "done: 800/4 steps in 0.0 s"
+    if options.resume:
         length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
-        raise UserError(f"--resume: {options.save} is at step {saved['step']:,}, and {length} ends there or before: "
-                        "nothing is left to train; give a larger --steps or --epochs")
+        ckpt.check_steps_left(options.save, saved["step"], total, length)
     prepared = _prepare_job(options, machine, training, name, profiled)
     job, plan = prepared.job, prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
@@ -144,6 +144,20 @@ def _check_bounds(options: TrainOptions) -> None:
         low, high = LIMITS[name]
         if value is not None and not low <= value <= high:
             raise UserError(f"{option} takes a number from {low:g} up to {high:g} (got {value:g})")
+
+
+def _make_paths_absolute(options: TrainOptions) -> None:
+    """The model file, the checkpoint, the CSV and the job folder as absolute paths, made so before any of
+    the user's code runs: the workers start elsewhere, and a --data function that called os.chdir("/") had
+    them look for /m/good.py ("rank 0: UserError: ... no such file")."""
+    from pipebench.models.source import absolute_target
+
+    object.__setattr__(options, "model", absolute_target(options.model))
+    for name in ("save", "csv"):
+        if getattr(options, name):
+            object.__setattr__(options, name, str(Path(getattr(options, name)).resolve()))
+    if options.write_job:
+        object.__setattr__(options, "write_job", str(Path(options.write_job).expanduser().resolve()))
 
 
 def _check_nodes(options: TrainOptions) -> None:
@@ -217,11 +231,10 @@ def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) 
 
 def _worker_settings(options: TrainOptions) -> dict:
     """What every worker of bench/train/loop.py reads from train.json: the data, the length, the
-    checkpoints and the log, with absolute paths."""
+    checkpoints and the log, with absolute paths (TrainOptions made them so)."""
     return {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
-            "lr": options.lr, "save": str(Path(options.save).resolve()) if options.save else None,
-            "save_every": options.save_every, "resume": options.resume,
-            "csv": str(Path(options.csv).resolve()) if options.csv else None, "workers": options.workers}
+            "lr": options.lr, "save": options.save, "save_every": options.save_every, "resume": options.resume,
+            "csv": options.csv, "workers": options.workers}
 
 
 def write_job(job, settings: dict, options: TrainOptions, node_devices: int, note) -> dict:
@@ -240,7 +253,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
     per_node = job.processes // nodes
     if job.device_type == "cpu":  # each node's stand-in devices share its own cores
         job = replace(job, cpu_threads=threads_per_device(node_devices))
-    folder = Path(options.write_job).expanduser().resolve()
+    folder = Path(options.write_job)
     folder.mkdir(parents=True, exist_ok=True)
     job.save(folder / "job.json")
     write_json(folder / "train.json", {**settings, "print_every": options.log_every})

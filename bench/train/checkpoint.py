@@ -19,11 +19,11 @@ from stat import S_ISREG
 import torch
 import torch.distributed as dist
 
-from pipebench.errors import UserError
+from pipebench.errors import UserError, first_line
 from pipebench.fileio.files import read_json, write_atomically, write_json
 
 __all__ = ["model_state", "save_checkpoint", "load_weights", "check_weights", "rank_state_path", "check_layout",
-           "parameter_names", "state_folder"]
+           "parameter_names", "state_folder", "read_latest", "load_rank_state", "check_steps_left"]
 
 WRAPPER = "_checkpoint_wrapped_module."
 
@@ -102,7 +102,8 @@ def save_checkpoint(path: str | Path, trainer, *, distributed: bool, rank: int, 
 
 
 def read_latest(path: str | Path) -> dict:
-    """The resumable checkpoint's record; UserError when there is none or it was torn."""
+    """The resumable checkpoint's record, with every process's training state checked (load_rank_state);
+    UserError when there is none, it was torn or any file is not what `train` wrote."""
     path = Path(path)
     latest = state_folder(path) / "latest.json"
     if not path.is_file():
@@ -111,18 +112,72 @@ def read_latest(path: str | Path) -> dict:
         raise UserError(f"--resume: {path} has no training state beside it ({latest} is missing): only "
                         "weights, which --resume cannot continue from")
     record = read_json(latest, kind="checkpoint state")
-    step, processes = record.get("step"), (record.get("layout") or {}).get("processes")
+    layout = record.get("layout") if isinstance(record, dict) else None
+    if not isinstance(layout, dict):  # "x" was a traceback, AttributeError
+        raise UserError(f"{latest}: field 'layout' should be an object, got {layout!r:.40}; not a pipebench "
+                        "checkpoint state file")
+    step, processes = record.get("step"), layout.get("processes")
     for name, value in (("step", step), ("layout.processes", processes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "step" else 1):
             raise UserError(f"{latest}: field {name!r} should be a whole number of at least "
                             f"{0 if name == 'step' else 1}, got {value!r:.40}; not a pipebench checkpoint state file")
-    for rank in range(min(processes, 4096)):  # each worker reads its own: checked here, before any starts
-        _check_rank_state(rank_state_path(path, rank))
     stat = path.stat()
     if (stat.st_size, stat.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
-        raise UserError(f"--resume: {path} was written after its training state at step {record.get('step')} "
+        raise UserError(f"--resume: {path} was written after its training state at step {step} "
                         "(a checkpoint torn by a kill); train again from the start")
+    for rank in range(min(processes, 4096)):  # each worker reads its own: checked here, before any starts
+        load_rank_state(rank_state_path(path, rank), step=step, mapped=True)
     return record
+
+
+def check_steps_left(path, step: int, total: int, length: str) -> None:
+    """A resumed run has steps left to train: a checkpoint at or past the run's `total` (`length` says how the
+    command gave it) said "done: 800/4 steps in 0.0 s", exit 0."""
+    if step >= total:
+        raise UserError(f"--resume: {path} is at step {step:,}, and {length} ends there or before: nothing is left "
+                        "to train; give a larger --steps or --epochs")
+
+
+DAMAGED = "the training state is damaged: train again from the start"
+
+
+def load_rank_state(path: Path, *, step: int, mapped: bool = False) -> dict:
+    """One process's training state, as save_checkpoint wrote it, checked to hold what a worker resumes from
+    (`step`: latest.json's). Read as data (torch.load's weights_only: tensors, numbers, strings, dicts and
+    lists), so that a crafted pickle is refused, not run. The parent reads every process's before any worker
+    starts, `mapped` (the tensors left in the file, not read); each worker reads its own again."""
+    _check_rank_state(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
+    except Exception as exc:  # noqa: BLE001 - a foreign pickle, another zip, a truncated file: what torch says
+        raise UserError(f"--resume: {path}: cannot read the training state: {type(exc).__name__}: "
+                        f"{first_line(exc, 160)}; {DAMAGED}") from None
+    if not isinstance(state, dict):
+        raise UserError(f"--resume: {path}: the training state is a {type(state).__name__}, not a dict; {DAMAGED}")
+    saved = state.get("step")
+    if type(saved) is not int or saved != step:  # 10**9 said "done: 1000000000/4 steps", exit 0
+        raise UserError(f"--resume: {path}: field 'step' should be {step}, latest.json's step, got {saved!r:.40}; "
+                        f"{DAMAGED}")
+    for name in ("layout", "optimizer"):
+        if not isinstance(state.get(name), dict):
+            raise UserError(f"--resume: {path}: field {name!r} should be a dict, got {state.get(name)!r:.40}; {DAMAGED}")
+    params = state["layout"].get("params", [])
+    if not isinstance(params, list) or not all(isinstance(n, str) for n in params):
+        raise UserError(f"--resume: {path}: field 'layout.params' should be a list of parameter names; {DAMAGED}")
+    own = torch.get_rng_state()
+    if not _random_state(state.get("rng"), own.numel()):
+        raise UserError(f"--resume: {path}: field 'rng' should be torch's random state (a uint8 tensor of "
+                        f"{own.numel()} bytes); {DAMAGED}")
+    cuda = state.get("cuda_rng")
+    if cuda is not None and not (isinstance(cuda, list) and all(_random_state(t) for t in cuda)):
+        raise UserError(f"--resume: {path}: field 'cuda_rng' should be a list of CUDA random states (uint8 tensors); "
+                        f"{DAMAGED}")
+    return state
+
+
+def _random_state(value, size: int | None = None) -> bool:
+    return (isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1
+            and (size is None or value.numel() == size))
 
 
 def _check_rank_state(path: Path) -> None:
@@ -134,12 +189,10 @@ def _check_rank_state(path: Path) -> None:
         raise UserError(f"--resume: {path} is missing; the training state is incomplete: train again from the "
                         "start") from None
     if not S_ISREG(mode):
-        raise UserError(f"--resume: {path} is not a regular file; the training state is damaged: train again from "
-                        "the start")
+        raise UserError(f"--resume: {path} is not a regular file; {DAMAGED}")
     with open(path, "rb") as f:
         if f.read(4) != b"PK\x03\x04":
-            raise UserError(f"--resume: {path} is not a training state torch.save wrote; the training state is "
-                            "damaged: train again from the start")
+            raise UserError(f"--resume: {path} is not a training state torch.save wrote; {DAMAGED}")
 
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:

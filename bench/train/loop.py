@@ -173,7 +173,8 @@ def _resume(optimizer, save, rank: int, layout: dict) -> int:
     same strategy, processes, batch and parameters): its optimizer's state, its random streams; the step
     it had reached, returned."""
     path = ckpt.rank_state_path(save, rank)
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    latest = read_json(ckpt.state_folder(save) / "latest.json", kind="checkpoint state")  # the parent checked it
+    saved = ckpt.load_rank_state(path, step=latest["step"])
     ckpt.check_layout(saved["layout"], layout, path)
     getattr(optimizer, "optim", optimizer).load_state_dict(saved["optimizer"])
     torch.set_rng_state(saved["rng"])
