@@ -288,9 +288,9 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
 def check_module_fits(module: nn.Module, what: str) -> None:
     """check_fits for a module built already, on the meta device: what it would take built in memory."""
     size = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
-    import psutil
+    from pipebench.hardware.memory import free_bytes
 
-    free = psutil.virtual_memory().available
+    free = free_bytes("cpu")
     if size > free:
         raise UserError(f"{what}: its parameters and buffers take {format_bytes(size)}, more than the "
                         f"{format_bytes(free)} of memory free here; it is not built (a smaller flavour or "

@@ -7,8 +7,9 @@
     FILE.py:NAME  a function in FILE.py that returns a torch.utils.data.Dataset of (input, target).
 
 Every problem a data set has (missing, empty, the wrong dtype, ids beyond the vocabulary, a sequence longer
-than the data, NaN or infinite values, labels out of range in the SAMPLES_CHECKED samples read) is a UserError
-line, found in the parent before any worker starts (`check_fits`).
+than the data, NaN or infinite values, labels out of range in the SAMPLES_CHECKED samples read, more samples
+than the free memory holds a sampler's order of) is a UserError line, found in the parent before any worker
+starts (`check_fits`).
 """
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ SAMPLES_CHECKED = 64
 labels out of range: a bound on the time a check takes, whatever the data set's size."""
 IGNORED_TARGET = -100
 """The target that cross_entropy ignores (its ignore_index): padding, not a label out of range."""
+SAMPLER_BYTES = 64
+"""Memory per sample that torch's DistributedSampler holds while it makes an epoch's order, in every process
+that reads the data: the shuffled indices as an int64 tensor, then as a list of Python ints (a pointer and
+an int object each), and the slices it takes of that list (48 bytes a sample measured at one replica, torch
+2.14)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +211,19 @@ def _checked_samples(dataset, count: int) -> tuple[int | None, int | None]:
     return (int(labels.min()), int(labels.max())) if labels.numel() else (None, None)
 
 
+def _check_sampler_memory(count: int) -> None:
+    """That one process's sampler order of `count` samples (SAMPLER_BYTES each) fits the memory free here:
+    beyond it the kernel ends the worker when its epoch starts. Checked before any sample is read."""
+    from pipebench.hardware.memory import free_bytes
+    from pipebench.text.units import format_bytes
+
+    need, free = count * SAMPLER_BYTES, free_bytes("cpu")
+    if need > free:
+        raise UserError(f"the data set's {count:,} samples need about {format_bytes(need)} for the sampler's "
+                        f"shuffled order in each process that reads them, more than the {format_bytes(free)} "
+                        "free here (fewer samples: a smaller data set, or for tokens:FILE longer sequences)")
+
+
 def _tensors(value) -> list[torch.Tensor]:
     """The tensors (and numpy arrays) in a sample's input or target, nested in tuples, lists or dicts."""
     if isinstance(value, torch.Tensor):
@@ -219,7 +238,8 @@ def _tensors(value) -> list[torch.Tensor]:
 
 
 def check_fits(dataset, model, batch: int, replicas: int) -> str:
-    """That `dataset` can train `model` at `batch`: not empty, at least one batch, samples that are
+    """That `dataset` can train `model` at `batch`: not empty, at least one batch, an epoch's order that fits
+    the memory free (_check_sampler_memory), samples that are
     (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary, no
     NaN or infinite value (in the samples `_checked_samples` reads).
     Returns one line that says what the data is. A length that cannot be read (a __len__ that raises, or
@@ -233,6 +253,7 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
         raise UserError("the data set is empty")
     if count < batch:
         raise UserError(f"the data set has {count:,} samples, fewer than one batch of {batch}")
+    _check_sampler_memory(count)
     lowest, highest_label = _checked_samples(dataset, count)
     inputs, targets = dataset[0]
     from torch.utils.data import default_collate

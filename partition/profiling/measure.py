@@ -42,6 +42,7 @@ import torch
 
 from pipebench.errors import UserError, first_line
 from pipebench.hardware.cpu import SpeedGauge, cpu_name
+from pipebench.partition.profiling.activations import oversized
 from pipebench.partition.profiling.clock import Clock, sync, wall
 from pipebench.partition.capture.graph import capture, segments
 from pipebench.partition.capture.graph_errors import CaptureError, SplitError
@@ -361,7 +362,9 @@ def profile_sizes(model: Any, device: torch.device | str, batch: int, counts: li
                   captures: Captures | None = None) -> list[Profile]:
     """Profile `model` once per micro-batch count in `counts` (micro-batches of batch // m samples).
 
-    A size that fails (out of memory, BatchNorm over one value, ...) is skipped with a note; UserError
+    A size that fails (out of memory, BatchNorm over one value, ...), or whose activations need more than
+    the device's free memory (partition/profiling/activations.py, judged before any size runs), is skipped
+    with a note; UserError
     when the only size asked for fails, or when none works; `already`: how many other sizes the caller
     has (from the profile cache), which count as working ones. note(line) receives what is worth telling
     (sizes, skips, times); progress(done, total, what) hears each segment as it starts, counted over
@@ -380,23 +383,29 @@ def profile_sizes(model: Any, device: torch.device | str, batch: int, counts: li
     say(f"profiling {model_label(model.name, model.flavour)} on {device} at "
         f"{len(counts)} micro-batch size(s) for batch {batch}, {training.precision}"
         + (f", compiled {training.compile}" if training.compile is not None else ""))
+    # A size whose activations cannot fit is not run: on the CPU the kernel would end the process.
+    no_room = oversized(model, device, [batch // m for m in counts])
     # Smallest micro-batches first: if a large one runs out of memory, the small ones are already measured.
     for k, m in enumerate(sorted(counts, reverse=True), 1):
         size = batch // m
         t0 = time.perf_counter()
+        failed = no_room.get(size)
         try:
-            profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
-                                          progress=_size_progress(progress, size, k, len(counts)),
-                                          training=training, sweep=sweep))
+            if failed is None:
+                profiles.append(profile_model(model, device, size, batch=batch, repeats=repeats, warmup=warmup,
+                                              progress=_size_progress(progress, size, k, len(counts)),
+                                              training=training, sweep=sweep))
         except (CaptureError, SplitError) as exc:  # the same at every size
             raise UserError(f"cannot profile {model.name}: {exc}") from None
         except (RuntimeError, ValueError) as exc:  # out of memory, BatchNorm over one value, ...
-            last_error = f"micro-batch {size}: {first_line(exc)}"
-            if len(counts) + already == 1:
-                raise UserError(f"cannot run {model.name} with micro-batches of {size}: {first_line(exc)}") from None
-            say(f"  micro-batch {size} ({k} of {len(counts)}): skipped, {first_line(exc)}")
+            failed = first_line(exc)
             del exc
             _free_failed(device)
+        if failed is not None:
+            last_error = f"micro-batch {size}: {failed}"
+            if len(counts) + already == 1:
+                raise UserError(f"cannot run {model.name} with micro-batches of {size}: {failed}")
+            say(f"  micro-batch {size} ({k} of {len(counts)}): skipped, {failed}")
             continue
         say(f"  micro-batch {size} ({k} of {len(counts)}): {time.perf_counter() - t0:.1f} s")
     if not profiles and not already:
