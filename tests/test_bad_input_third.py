@@ -360,6 +360,33 @@ def test_a_data_set_whose_sampler_order_exceeds_the_free_memory_is_refused(capsy
     assert "more than the 976.56 KiB free here" in last, last
 
 
+# ------------------------------------------------------------------------------- names in answer lines
+
+EVIL = "mlp\x1b[2J\r\nEVIL"
+"""A model name that would clear the terminal and end the line it is in."""
+
+
+def test_a_file_name_with_a_line_feed_stays_on_its_answer_line(capsys, tmp_path):
+    """`plan --json $'a\\nb.json'` printed "plan written to .../a" and then "b.json" on a line of its own."""
+    from pipebench.bench.cli import main
+
+    path = profile_file(tmp_path / "p.json")
+    assert main(["plan", "--profile", str(path), "--stages", "2", "--json", str(tmp_path / "a\nb.json")]) == 0
+    assert f"plan written to {tmp_path}/a\\nb.json\n" in capsys.readouterr().out
+    assert (tmp_path / "a\nb.json").is_file()  # the file has the name asked for; only the line escapes it
+
+
+def test_a_model_name_with_a_line_feed_stays_on_advises_check_line(capsys, tmp_path):
+    """A profile of a model named "mlp\\x1b[2J\\r\\nEVIL" made advise's `check it with:` line carry a raw
+    line feed (its ESC and CR were escaped)."""
+    from pipebench.bench.cli import main
+
+    path = profile_file(tmp_path / "p.json", lambda entry: entry.update(model=EVIL))
+    assert main(["advise", "--profile", str(path), "--stages", "2"]) == 0
+    check = next(line for line in capsys.readouterr().out.splitlines() if "check it with:" in line)
+    assert "pipebench run --models 'mlp\\x1b[2J\\r\\nEVIL' --batch 8" in check, check
+
+
 def test_repeated_chunks_count_once():
     """`P --chunks auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
     from pipebench.errors import UserError

@@ -7,6 +7,7 @@ from pathlib import Path
 from pipebench.bench.cli.common import answer, note
 from pipebench.bench.report.advice_text import format_advice
 from pipebench.bench.report.labels import is_pipeline
+from pipebench.errors import printable
 
 
 def add_parser(subparsers) -> None:
@@ -104,7 +105,7 @@ def check_command(args, profile, compared, devices: int) -> str:
     where = "-".join([model_slug(args.model or profile.model), args.flavour or "", f"b{profile.batch}",
                       "cpu" if str(profile.device).startswith("cpu") else "gpu", f"{devices}dev"])
     words += ["--out", f"pipebench-checks/{re.sub(r'-+', '-', where)}", "--again"]
-    return " ".join(shlex.quote(w) for w in words)
+    return " ".join(shlex.quote(printable(w)) for w in words)  # a line feed in a name cannot end the line
 
 
 CPU_CHECK = {"steps": 6, "min_seconds": 3}

@@ -6,7 +6,7 @@ from typing import NamedTuple
 from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, answer, chosen_gpus,
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
-from pipebench.errors import UserError
+from pipebench.errors import UserError, printable
 from pipebench.request import BALANCES, Request, check_stage_count
 from pipebench.text.parse import is_user_model
 from pipebench.time_limit import LIMIT_SECONDS, time_limit
@@ -197,11 +197,11 @@ def cmd_plan(args) -> int:
         answer(verdict)
     if args.json:
         plan.save(args.json)
-        answer(f"plan written to {args.json}")
+        answer(f"plan written to {printable(str(args.json))}")
     if args.export:
         (engine, path), exported = args.export, plan.export(args.export[0], profiles)
         write_json(path, exported)
-        answer(f"{summary(exported)}; {engine} export written to {path}")
+        answer(f"{summary(exported)}; {engine} export written to {printable(str(path))}")
     return 0
 
 

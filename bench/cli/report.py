@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pipebench.bench.cli.common import answer, note
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.errors import UserError
+from pipebench.errors import UserError, printable
 
 
 def add_parser(subparsers) -> None:
@@ -56,7 +56,7 @@ def cmd_report(args) -> int:
         paths.append(draw_logs(train_logs, out / "train.png", f"made by: {command}", notes))
     for line in notes:
         note(line)
-    answer("\nwrote " + ", ".join(str(p) for p in paths))
+    answer("\nwrote " + ", ".join(printable(str(p)) for p in paths))
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
-from pipebench.errors import UserError
+from pipebench.errors import UserError, printable
 from pipebench.time_limit import LIMIT_SECONDS
 
 
@@ -170,8 +170,8 @@ def _run_suite(options, machine) -> int:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
         return EXIT_INTERRUPTED
     answer(summary_table(rows))
-    answer(f"\nresults: {csv_path}\n         {json_path}")
-    answer(f"report:  pipebench report {json_path}")
+    answer(f"\nresults: {printable(str(csv_path))}\n         {printable(str(json_path))}")
+    answer(f"report:  pipebench report {printable(str(json_path))}")
     return 0
 
 

@@ -180,11 +180,11 @@ def _answer(result: dict, save: str | None) -> int:
     if "written" in result:
         return 0
     if result.get("diverged"):  # a result, not a crash: said in one line, the NaN weights not saved
-        kept = ("" if not save else f"; checkpoint {save} of step {result['saved_at']}" if result.get("saved_at")
-                else f"; {save} not written")
+        kept = ("" if not save else f"; checkpoint {printable(save)} of step {result['saved_at']}" if result.get("saved_at")
+                else f"; {printable(save)} not written")
         answer(f"diverged: {result['diverged']}; stopped after {result['steps']}/{result['total']} steps{kept}")
         return EXIT_DIVERGED
     ended = "stopped" if result.get("stopped") else "done"
     answer(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
-          + (f"; checkpoint {save}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))
+          + (f"; checkpoint {printable(save)}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))
     return EXIT_INTERRUPTED if result.get("stopped") else 0
