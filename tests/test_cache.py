@@ -68,6 +68,20 @@ def test_a_corrupt_or_stale_entry_is_measured_again(cache, measured, one_thread)
     assert len(measured) == 4
 
 
+def test_an_entry_that_is_a_link_is_replaced_not_written_through(cache, tmp_path):
+    """A cache entry that was a symlink to a regular file was written through: a link planted in a shared
+    PIPEBENCH_CACHE overwrote the file it points to (issue 42, the third pass's notes)."""
+    key = {"links": ["cpu", "cpu"]}
+    other = tmp_path / "someone_elses.txt"
+    other.write_text("theirs\n")
+    entry = cache._path(key, "links")
+    entry.parent.mkdir(parents=True)
+    entry.symlink_to(other)
+    cache.put_links(key, {"link_gbps": 2.0})
+    assert other.read_text() == "theirs\n"
+    assert not entry.is_symlink() and cache.get_links(key)["link_gbps"] == 2.0
+
+
 def test_a_module_object_is_not_cached(cache, measured, one_thread):
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
     for _ in range(2):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pipebench.errors import UserError
-from pipebench.fileio.files import write_json
+from pipebench.fileio.files import replace_file
 from pipebench.partition.profiling.profile_record import Profile
 
 __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "check_cache_folders", "link_cache", "code_fingerprint", "request_identity", "device_label",
@@ -142,9 +142,11 @@ class ProfileCache:
         return data
 
     def _write(self, key: dict[str, Any], kind: str = "profiles", **payload: Any) -> None:
-        """Keep `payload` under `key`, atomically; a cache that cannot be written is only not kept."""
+        """Keep `payload` under `key`, atomically, in a new file (replace_file: a link planted in a shared
+        cache is replaced, its target untouched); a cache that cannot be written is only not kept."""
         try:
-            write_json(self._path(key, kind), {"format": FORMAT, "version": VERSION, "key": key, **payload})
+            replace_file(self._path(key, kind), json.dumps({"format": FORMAT, "version": VERSION, "key": key,
+                                                             **payload}, indent=1, allow_nan=False) + "\n")
         except OSError:
             pass
 

@@ -32,8 +32,8 @@ from typing import Any
 from pipebench.errors import UserError
 from pipebench.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "read_text", "read_bytes", "loads", "read_json", "record",
-           "check", "same_outputs", "slug"]
+__all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "replace_file",
+           "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
 
@@ -319,6 +319,14 @@ def write_atomically(path: Path, write) -> None:
         pass
     finally:
         os.close(folder)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """A new regular file of `text` put in `path`'s place atomically, whatever is there: a link is replaced
+    itself, never written through, and so is a FIFO or a device. For files in a folder others may write
+    (the profile cache's entries), where a link planted there would otherwise have its target overwritten;
+    `write_text` follows a link, as a user's own output should."""
+    _write_atomically(path, text)
 
 
 def write_json(path: str | Path, data: Any) -> None:
