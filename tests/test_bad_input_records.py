@@ -388,6 +388,37 @@ def test_the_training_state_train_writes_reads_back_safely(tmp_path):
     torch.optim.AdamW(net.parameters()).load_state_dict(state["optimizer"])
 
 
+SAVE_DTENSOR_STATE = """
+import os, sys, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+dist.init_process_group("gloo", rank=0, world_size=1)
+shard = distribute_tensor(torch.randn(4, 2), init_device_mesh("cpu", (1,)))
+torch.save({"step": 3, "layout": {"strategy": "fsdp"}, "optimizer": {"state": {0: {"exp_avg": shard}}},
+            "rng": torch.get_rng_state(), "cuda_rng": None}, sys.argv[1])
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.ci  # two fresh interpreters: run by CI after the default run
+def test_an_fsdp_state_of_dtensors_reads_back_in_a_fresh_process(tmp_path):
+    """FSDP's optimizer state holds DTensors, which weights_only reads only once torch.distributed.tensor is
+    imported: the parent's check refused every FSDP --resume ("must be imported to load DTensors")."""
+    import subprocess
+    import sys
+
+    from pipebench.bench.launch.loopback import free_port
+
+    path = tmp_path / "rank0.pt"
+    subprocess.run([sys.executable, "-c", SAVE_DTENSOR_STATE, str(path), str(free_port())], check=True, timeout=120)
+    check = ("import sys; from pathlib import Path; from pipebench.bench.train import checkpoint as ckpt; "
+             "state = ckpt.load_rank_state(Path(sys.argv[1]), step=3, mapped=True); "
+             "print(type(state['optimizer']['state'][0]['exp_avg']).__name__)")
+    done = subprocess.run([sys.executable, "-c", check, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "DTensor", done.stderr[-500:]
+
+
 # ------------------------------------------------------------------------------- fourth pass: F12 the working folder
 
 CHDIR_DATA = '''

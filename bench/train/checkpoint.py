@@ -13,6 +13,7 @@ Every file is written atomically (a temporary file in the same folder, fsync, re
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from stat import S_ISREG
 
@@ -147,6 +148,8 @@ def load_rank_state(path: Path, *, step: int, mapped: bool = False) -> dict:
     lists), so that a crafted pickle is refused, not run. The parent reads every process's before any worker
     starts, `mapped` (the tensors left in the file, not read); each worker reads its own again."""
     _check_rank_state(path)
+    if torch.distributed.is_available():  # FSDP's state holds DTensors, data once this import registers them
+        importlib.import_module("torch.distributed.tensor")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
     except Exception as exc:  # noqa: BLE001 - a foreign pickle, another zip, a truncated file: what torch says
