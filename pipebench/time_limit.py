@@ -38,6 +38,10 @@ REAL_EXIT = os._exit
 """os._exit itself: models/imports.py puts its own in its place while a model file is imported."""
 
 
+_UNSET = object()
+"""No SIGALRM handler replaced yet (None is signal.signal's answer for one set outside Python)."""
+
+
 class _Late(BaseException):
     """Raised into the work at its limit (a BaseException: an `except Exception` in the user's code lets it by)."""
 
@@ -75,17 +79,18 @@ def deadline(seconds: float, late: Callable[[], str], stop: type[BaseException])
         if not finished.wait(seconds + (GRACE_SECONDS if timed else 0)):
             end_process(late())
 
-    if timed:
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    threading.Thread(target=watchdog, daemon=True, name="pipebench-time-limit").start()
-    try:
+    previous, earlier = _UNSET, (0.0, 0.0)
+    try:  # armed inside: a limit that passes before the block starts (--timeout 0.001) still disarms
+        if timed:
+            previous = signal.signal(signal.SIGALRM, on_alarm)
+            earlier = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+        threading.Thread(target=watchdog, daemon=True, name="pipebench-time-limit").start()
         yield
     finally:
         finished.set()
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            if previous is not None:  # None: set outside Python, left alone
+            if previous is not None and previous is not _UNSET:  # None: set outside Python, left alone
                 signal.signal(signal.SIGALRM, previous)
             if earlier[0]:  # someone's timer was running: it goes on
                 signal.setitimer(signal.ITIMER_REAL, *earlier)

@@ -988,3 +988,20 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
     """`train --save ''` trained and saved nothing, exit 0: the empty value read as no --save."""
     refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name a file")
     assert not (tmp_path / "imported").exists()
+
+
+def test_a_limit_that_passes_as_the_block_starts_is_its_one_line():
+    """`--timeout 0.001`: the alarm came while the timer's watchdog thread was starting, before the block's
+    `try`, and the internal exception escaped as a traceback (fourth pass, F10)."""
+    import threading
+
+    from pipebench.errors import UserError
+    from pipebench.time_limit import time_limit
+
+    import signal
+
+    for _ in range(30):
+        with pytest.raises(UserError, match="too late"):
+            with time_limit(1e-6, lambda: "too late"):
+                threading.Event().wait(0.05)
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # it was left armed, raising into later code
