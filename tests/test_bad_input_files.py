@@ -315,3 +315,18 @@ def test_a_full_stdout_is_one_line(tmp_path):
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == ["pipebench: error: cannot write the output (No space left on device)"]
+
+
+@pytest.mark.ci  # a whole command in a subprocess: run by CI after the default run
+def test_a_stdout_that_cannot_encode_the_answer_gets_escapes(tmp_path):
+    """Under PYTHONIOENCODING=ascii the plan's own "±" was a UnicodeEncodeError traceback (fourth pass, F7)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "pipebench", "plan", "--model", "mlp", "--flavour", "tiny", "--stages",
+                           "2", "--device", "cpu", "--batch", "8"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-500:]
+    assert "\\xb1" in done.stdout

@@ -21,11 +21,21 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; run as the program (`argv` None) it also leaves past threads that a model file
-    started and never ends (_leave)."""
+    started and never ends (_leave), and writes what its streams cannot encode as escapes (_escaping)."""
+    if argv is None:
+        _escaping()
     code = _main(argv)
     if argv is None:
         _leave(code)
     return code
+
+
+def _escaping() -> None:
+    """stdout and stderr write a character their encoding lacks as an escape: under PYTHONIOENCODING=ascii
+    the plan's own "±" was a UnicodeEncodeError traceback (fourth pass, F7)."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _leave(code: int) -> None:
