@@ -11,8 +11,7 @@ step, `advise` predicts every strategy from one profile and recommends the faste
 them side by side; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
 line (`pipebench models | devices | plan | run | report`) is a thin layer over these.
 """
-from pipebench.api import advise, plan, plan_devices, profile
-from pipebench.benchmark import run
+from pipebench.api import advise, plan, plan_devices, profile, run
 from pipebench.errors import UserError
 from pipebench.partition.planning.plan import Plan, StagePlan
 from pipebench.partition.planning.plan_choice import make_plan

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from pipebench.errors import UserError
@@ -21,67 +21,11 @@ from pipebench.partition.planning.plan import Plan, shared_cores
 from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
 from pipebench.partition.profiling.sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
-from pipebench.profile_session import ProfilingSession, counts_and_devices
-from pipebench.request import Request, count_of
-from pipebench.training import Training
+from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
+from pipebench.request import Request, count_of, plan_devices
+from pipebench.time_limit import LIMIT_SECONDS
 
-__all__ = ["profile", "plan", "advise", "plan_devices", "Request"]
-
-
-def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
-    """The device of each pipeline position: one per GPU in `gpus`, else `stages` (default 2) on `device`
-    (cpu, cuda for the current GPU, or cuda:N)."""
-    from pipebench.hardware.devices import resolve_device
-
-    if gpus is not None and stages is not None:
-        raise UserError("give gpus or stages, not both")
-    if gpus is not None:
-        if isinstance(gpus, (str, bytes)) or not isinstance(gpus, Sequence):
-            raise UserError(f"gpus takes a list of GPU ids such as [0, 1] (got {gpus!r:.40})")
-        if not gpus:
-            raise UserError("gpus names no GPU")
-        return [f"cuda:{count_of(i, 'a GPU id', low=0)}" for i in gpus]
-    stages = 2 if stages is None else count_of(stages, "stages")
-    return [resolve_device(device, check=False)] * stages
-
-
-def _request(request: Request | None, asked: dict[str, Any], *, stages: int | None = None) -> Request:
-    """`request`, or the Request that the keywords `asked` say: the devices as `devices`, `gpus` (one stage
-    per GPU id) or `stages` (default: the one given here, else 2) on `device` (default cpu); the Training
-    whole or as its parts (precision, optimizer, checkpoint: its defaults for those not given); every other
-    keyword a field of Request (TypeError for any other name). Both a request and keywords: refused."""
-    from pipebench.hardware.devices import resolve_device
-
-    if request is not None:
-        if asked:
-            raise UserError(f"give request or {', '.join(sorted(asked))}, not both")
-        if not isinstance(request, Request):
-            raise UserError(f"request takes a pipebench Request (got {type(request).__name__})")
-        return request
-    asked = dict(asked)
-    where = {name: asked.pop(name, None) for name in ("devices", "gpus", "stages", "device")}
-    parts = {name: asked.pop(name, None) for name in ("precision", "optimizer", "checkpoint", "compile")}
-    training = asked.pop("training", None)
-    unknown = sorted(set(asked) - {f.name for f in fields(Request)})
-    if unknown:
-        raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
-                        f"optimizer, checkpoint, compile and {', '.join(f.name for f in fields(Request) if f.name != 'devices')}")
-    devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
-    if devices is not None:
-        if where["gpus"] is not None or where["stages"] is not None:
-            raise UserError("give devices, gpus or stages, not more than one")
-        if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence) or not devices:
-            raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.40})")
-        devices = [resolve_device(d, check=False) for d in devices]
-        if where["device"] is not None and resolve_device(device, check=False) != devices[0]:
-            raise UserError(f"device {device!r} is not the first of devices {devices!r}")
-    else:
-        count = where["stages"] if where["stages"] is not None or where["gpus"] is not None else stages
-        devices = plan_devices(stages=count, device=device, gpus=where["gpus"])
-    given = {name: value for name, value in parts.items() if value is not None}
-    if training is not None and given:
-        raise UserError(f"give training or {', '.join(given)}, not both")
-    return Request(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
+__all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
 
 
 def _named_gpus(asked: dict[str, Any]) -> list | None:
@@ -159,7 +103,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     grad mode, matmul precision): pipebench/snapshot.py.
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
-    request = _request(request, asked, stages=1).measured_here()
+    request = Request.from_keywords(request, asked, stages=1).measured_here()
     counts, devices = counts_and_devices(request)
     if loss_fn is not None and not _is_module(model):
         raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
@@ -236,7 +180,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     activations); repeats and granularity as for profile(). Each is checked once, one clear UserError.
     model, example_inputs, flavour, settings, data_dir, loss_fn, note, progress: as for profile().
     """
-    request = _request(request, asked)
+    request = Request.from_keywords(request, asked)
     if profiles is None:
         if model is None:
             raise UserError("plan needs a model (or profiles)")
@@ -271,7 +215,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts, rank_strategies
     from pipebench.bench.strategies import strategy_list
 
-    request = _request(request, asked)
+    request = Request.from_keywords(request, asked)
     if strategies is not None:
         strategies = strategy_list(strategies)
     if profiles is None:
@@ -292,3 +236,45 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
                                                                      compile=first.compile)), strategies)
+
+
+def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None,
+        note: Callable[[str], None] | None = print, **options: Any):
+    """Run the benchmark suite, as `pipebench run`: every model with every strategy on this machine, side
+    by side, one results row per case appended to <out>/<date>-<host>-<hardware>.csv and .json as it
+    ends. Returns (rows, csv path, json path).
+
+    models: {name: global batch}, or names (each at its default batch); a name is the zoo's, FILE.py:NAME
+        or package.module:NAME. strategies: names (default: every one). machine: a Machine
+        (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
+        else 2 CPU processes). options: the fields of RunOptions (bench/cases/suite_run.py), e.g. flavour,
+        out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
+    Everything is checked, one UserError, before anything is profiled or written: each option's type and
+    the command line's bound (RunOptions, parse.LIMITS), then what check_run checks for `pipebench run`."""
+    from dataclasses import fields as fields_of
+
+    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases.machine import Machine, detect_machine
+    from pipebench.bench.store.results import DEFAULT_OUT
+    from pipebench.bench.strategies import strategy_list, strategy_names
+
+    if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
+        raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
+    if not isinstance(models, dict):
+        models = suite_run.model_batches([str(name) for name in models], None)
+    else:
+        suite_run.model_batches([str(name) for name in models], None)  # an unknown name: one line
+        models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
+    names = strategy_names() if strategies is None else strategy_list(strategies)
+    known = {f.name for f in fields_of(suite_run.RunOptions)} - {"models", "strategies"}
+    if unknown := sorted(set(options) - known):
+        raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
+    options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
+               "timeout": LIMIT_SECONDS, **suite_run.FULL, **options}
+    run_options = suite_run.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
+    if machine is None:
+        machine = detect_machine(None)
+    elif not isinstance(machine, Machine):
+        raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
+    run_options = suite_run.check_run(run_options, machine)
+    return suite_run.run_suite(run_options, machine, note=note or (lambda line: None))

@@ -28,7 +28,7 @@ from pipebench.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.text.units import format_bytes
 from pipebench.training import Training
 
-__all__ = ["Request", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "over_cap", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
+__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "over_cap", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -152,6 +152,45 @@ class Request:
         if isinstance(self.micro_batches, tuple):
             raise UserError(f"a plan takes one micro-batch count or auto (got {list(self.micro_batches)})")
         return self.micro_batches
+
+    @classmethod
+    def from_keywords(cls, request: "Request | None", asked: dict[str, Any], *, stages: int | None = None) -> "Request":
+        """`request`, or the Request that the keywords `asked` say: the devices as `devices`, `gpus` (one stage
+        per GPU id) or `stages` (default: the one given here, else 2) on `device` (default cpu); the Training
+        whole or as its parts (precision, optimizer, checkpoint: its defaults for those not given); every other
+        keyword a field of Request (TypeError for any other name). Both a request and keywords: refused."""
+        from pipebench.hardware.devices import resolve_device
+
+        if request is not None:
+            if asked:
+                raise UserError(f"give request or {', '.join(sorted(asked))}, not both")
+            if not isinstance(request, cls):
+                raise UserError(f"request takes a pipebench Request (got {type(request).__name__})")
+            return request
+        asked = dict(asked)
+        where = {name: asked.pop(name, None) for name in ("devices", "gpus", "stages", "device")}
+        parts = {name: asked.pop(name, None) for name in ("precision", "optimizer", "checkpoint", "compile")}
+        training = asked.pop("training", None)
+        unknown = sorted(set(asked) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
+                            f"optimizer, checkpoint, compile and {', '.join(f.name for f in fields(cls) if f.name != 'devices')}")
+        devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
+        if devices is not None:
+            if where["gpus"] is not None or where["stages"] is not None:
+                raise UserError("give devices, gpus or stages, not more than one")
+            if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence) or not devices:
+                raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.40})")
+            devices = [resolve_device(d, check=False) for d in devices]
+            if where["device"] is not None and resolve_device(device, check=False) != devices[0]:
+                raise UserError(f"device {device!r} is not the first of devices {devices!r}")
+        else:
+            count = where["stages"] if where["stages"] is not None or where["gpus"] is not None else stages
+            devices = plan_devices(stages=count, device=device, gpus=where["gpus"])
+        given = {name: value for name, value in parts.items() if value is not None}
+        if training is not None and given:
+            raise UserError(f"give training or {', '.join(given)}, not both")
+        return cls(devices=tuple(devices), training=Training(**given) if training is None else training, **asked)
 
     def measured_here(self, gpu_infos: Sequence[Any] | None = None) -> "Request":
         """This request for a model profiled now, its defaults filled as `pipebench plan` and
@@ -350,3 +389,20 @@ def virtual_stages(schedule: str, asked: Any) -> int:
     if kind.fixed_stages_per_device and asked != kind.stages_per_device:
         raise UserError(f"--virtual-stages {asked}: {schedule} runs exactly {kind.stages_per_device} stages per device")
     return asked
+
+
+def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequence[int] | None = None) -> list[str]:
+    """The device of each pipeline position: one per GPU in `gpus`, else `stages` (default 2) on `device`
+    (cpu, cuda for the current GPU, or cuda:N)."""
+    from pipebench.hardware.devices import resolve_device
+
+    if gpus is not None and stages is not None:
+        raise UserError("give gpus or stages, not both")
+    if gpus is not None:
+        if isinstance(gpus, (str, bytes)) or not isinstance(gpus, Sequence):
+            raise UserError(f"gpus takes a list of GPU ids such as [0, 1] (got {gpus!r:.40})")
+        if not gpus:
+            raise UserError("gpus names no GPU")
+        return [f"cuda:{count_of(i, 'a GPU id', low=0)}" for i in gpus]
+    stages = 2 if stages is None else count_of(stages, "stages")
+    return [resolve_device(device, check=False)] * stages

@@ -151,10 +151,10 @@ def test_bench_folders_follow_the_flow():
 LAYERS = ("pipebench.errors", "pipebench.version", "pipebench.snapshot", "pipebench.text", "pipebench.fileio",
           "pipebench.training", "pipebench.schedules", "pipebench.processes", "pipebench.time_limit",
           "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request",
-          "pipebench.models", "pipebench.partition.planning", "pipebench.partition", "pipebench.profile_session")
+          "pipebench.models", "pipebench.partition.planning", "pipebench.partition")
 """The packages (and pipebench/'s own modules) below the API and bench/, lowest first: each imports only
 those before it, its own modules aside (docs/architecture.md)."""
-ABOVE = ("pipebench", "pipebench.__main__", "pipebench.api", "pipebench.benchmark")
+ABOVE = ("pipebench", "pipebench.__main__", "pipebench.api")
 """The API's modules, above every layer, beside bench/ (which has its own order, STEPS)."""
 
 

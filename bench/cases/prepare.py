@@ -84,20 +84,21 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     optimizer and compile mode, and save (the parent reads the file; it stays for --resume and reuse).
     Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
     rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
-    from pipebench.api import profile
     from pipebench.bench.predict.ranking import advice_ranking
+    from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
     from pipebench.text.progress import ProgressBar, say
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
                         compile=case.training.compile)
     rank = advice_ranking(Request(devices=tuple(ranked_on or devices), training=training),
                           strategies=list(strategies) or None)
+    request = Request(devices=tuple(devices), batch=case.batch, training=training, repeats=repeats,
+                      micro_batches=micro_batches, fresh=fresh)
+    counts, devices = counts_and_devices(request)
     with ProgressBar() as progress:
-        profiles = profile(case.model, batch=case.batch, device=devices[0], devices=devices,
-                           flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir,
-                           repeats=repeats, micro_batches=micro_batches, precision=training.precision,
-                           optimizer=training.optimizer, fresh=fresh, note=say,
-                           compile=training.compile, progress=progress, rank=rank)
+        profiles = ProfilingSession(case.model, request, counts, devices, flavour=case.flavour,
+                                    settings=dict(case.overrides), data_dir=case.data_dir, note=say,
+                                    progress=progress).profiles(rank)
     save_profiles(profiles, path)
 
 
