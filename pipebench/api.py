@@ -23,7 +23,6 @@ from pipebench.partition.profiling.sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.request import Request, count_of, plan_devices
-from pipebench.time_limit import LIMIT_SECONDS
 
 __all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
 
@@ -238,7 +237,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
                                                                      compile=first.compile)), strategies)
 
 
-def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None,
+def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None, quick: bool = False,
         note: Callable[[str], None] | None = print, **options: Any):
     """Run the benchmark suite, as `pipebench run`: every model with every strategy on this machine, side
     by side, one results row per case appended to <out>/<date>-<host>-<hardware>.csv and .json as it
@@ -247,34 +246,35 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     models: {name: global batch}, or names (each at its default batch); a name is the zoo's, FILE.py:NAME
         or package.module:NAME. strategies: names (default: every one). machine: a Machine
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
-        else 2 CPU processes). options: the fields of RunOptions (bench/cases/suite_run.py), e.g. flavour,
-        out, steps, warmup, rounds, training, chunks, resume; the command line's defaults where not given.
+        else 2 CPU processes). options: the fields of RunOptions (bench/cases/run_options.py), e.g. flavour,
+        out, steps, warmup, rounds, training, compiles, chunks, resume; each field's default where not given.
+    quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
+    `pipebench run --quick` (run_options.settle: the one path both take).
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
-    the command line's bound (RunOptions, parse.LIMITS), then what check_run checks for `pipebench run`."""
+    the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
     from dataclasses import fields as fields_of
 
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_options, suite_run
     from pipebench.bench.cases.machine import Machine, detect_machine
-    from pipebench.bench.store.results import DEFAULT_OUT
     from pipebench.bench.strategies import strategy_list, strategy_names
 
     if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
         raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
-    if not isinstance(models, dict):
-        models = suite_run.model_batches([str(name) for name in models], None)
+    batch_given = isinstance(models, dict)
+    if not batch_given:
+        models = run_options.model_batches([str(name) for name in models], None)
     else:
-        suite_run.model_batches([str(name) for name in models], None)  # an unknown name: one line
+        run_options.model_batches([str(name) for name in models], None)  # an unknown name: one line
         models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
     names = strategy_names() if strategies is None else strategy_list(strategies)
-    known = {f.name for f in fields_of(suite_run.RunOptions)} - {"models", "strategies"}
+    known = {f.name for f in fields_of(run_options.RunOptions)} - {"models", "strategies"}
     if unknown := sorted(set(options) - known):
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
-    options = {"chunks": [None], "flavour": None, "overrides": {}, "out": DEFAULT_OUT, "resume": False,
-               "timeout": LIMIT_SECONDS, **suite_run.FULL, **options}
-    run_options = suite_run.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
+    asked = run_options.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
     if machine is None:
         machine = detect_machine(None)
     elif not isinstance(machine, Machine):
         raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
-    run_options = suite_run.check_run(run_options, machine)
-    return suite_run.run_suite(run_options, machine, note=note or (lambda line: None))
+    given = [name for name in run_options.QUICK_GIVEN if name in options] + ["batch"] * batch_given
+    settled = run_options.settle(asked, machine, given=given, quick=quick)
+    return suite_run.run_suite(settled, machine, note=note or (lambda line: None))

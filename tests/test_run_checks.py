@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipebench.bench.cases import suite_run
+from pipebench.bench.cases import run_options, suite_run
 from pipebench.bench.store.results import ResultsError, load
 from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.cases.case_rows import make_row
@@ -40,7 +40,7 @@ def ran(monkeypatch):
 
 
 def run(out: Path, *, resume=False, again=False, **overrides):
-    options = suite_run.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
                                    overrides=overrides, out=out, resume=resume, again=again, steps=1, warmup=0,
                                    timeout=60)
     notes = []
@@ -245,15 +245,45 @@ def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_pa
     asked = dict(models={"mlp": 64}, strategies=["single"], chunks=[None], flavour=None, overrides={},
                  out=str(tmp_path / "out"), resume=False, steps=5, warmup=2, timeout=60)
     with pytest.raises(UserError, match="steps takes a positive integer"):
-        suite_run.RunOptions(**{**asked, "steps": 0})
-    options = suite_run.RunOptions(**asked)
+        run_options.RunOptions(**{**asked, "steps": 0})
+    options = run_options.RunOptions(**asked)
     assert options.out == tmp_path / "out"  # a Path, once
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.steps = 1
-    quick = suite_run.quick_options(options, given=["steps"])
+    quick = run_options.quick_options(options, given=["steps"])
     assert (quick.models, quick.flavour, quick.steps, quick.warmup, quick.rounds) == ({"mlp": 8}, "tiny", 5, 1, 3)
-    assert (options.models, options.flavour, options.rounds) == ({"mlp": 64}, None, 1)  # the original as it was
+    assert (options.models, options.flavour, options.rounds) == ({"mlp": 64}, None, 2)  # the original as it was
     with pytest.raises(UserError, match="rounds takes a positive integer"):
         dataclasses.replace(options, rounds=0)
-    checked = suite_run.check_run(quick, Machine(None, 2, "cpu"))
+    checked = run_options.check_run(quick, Machine(None, 2, "cpu"))
     assert checked.out.is_dir() and checked.out.is_absolute() and checked is not quick
+
+
+def test_the_api_and_the_command_line_settle_a_run_alike(tmp_path, monkeypatch):
+    """pipebench.run(["gpt"]) on the CPU ran the full-size GPT at its default batch where `pipebench run`
+    runs the tiny one at batch 8: both now come through run_options.settle, the quick values for what
+    was not given."""
+    import pipebench
+
+    seen = []
+    monkeypatch.setattr(suite_run, "run_suite", lambda options, machine, note: seen.append(options) or ([], None, None))
+    cpu = Machine(None, 2, "cpu")
+    pipebench.run(["mlp"], strategies=["single"], machine=cpu, out=tmp_path / "a", note=None)
+    pipebench.run({"mlp": 16}, strategies=["single"], machine=cpu, out=tmp_path / "b", steps=3, note=None)
+    quick, given = seen
+    assert (quick.models, quick.flavour, quick.steps, quick.warmup, quick.rounds) == ({"mlp": 8}, "tiny", 2, 1, 3)
+    assert (given.models, given.flavour, given.steps) == ({"mlp": 16}, "tiny", 3)
+
+
+def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
+    """pipebench.run(training=Training(compile="default")) ran eager while its line said compiled: the
+    Training's mode now becomes the run's compiles, and both at once is refused."""
+    from pipebench.errors import UserError
+    from pipebench.training import Training
+
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["single"], training=Training(compile="default"))
+    assert options.compiles == ("default",) and options.training.compile is None
+    assert "compiled default" in run_options.describe_options(options)
+    with pytest.raises(UserError, match="not both"):
+        run_options.RunOptions(models={"mlp": 8}, strategies=["single"], training=Training(compile="default"),
+                               compiles=("default", None))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.bench.cases import suite_run
+from pipebench.bench.cases import run_options, suite_run
 from pipebench.bench.cli import main
 from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
 from pipebench.bench.store.results import Row, append, case_key, load
@@ -104,21 +104,21 @@ def test_the_report_lists_predicted_oom_rows_and_groups_by_training():
 
 def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
     gpus = Machine([0, 1], 2, "NVIDIA H200", caps=[100 * GIB, 5 * GIB])
-    suite_run.cap_machine(gpus, None, 10 * GIB)
+    run_options.cap_machine(gpus, None, 10 * GIB)
     assert (gpus.gpu_memory, gpus.caps) == (10 * GIB, [9 * GIB, 5 * GIB])  # the lower of free and asked less 10%
-    assert suite_run.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [9 * GIB] * 2
+    assert run_options.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [9 * GIB] * 2
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "9;5"  # every strategy is capped for real
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), Machine([0, 1], 2, "x", caps=[GIB] * 2)) == ""
     with pytest.raises(Exception, match="no CUDA GPU is visible here"):
-        suite_run.cap_machine(Machine(None, 2, "cpu"), None, GIB)
+        run_options.cap_machine(Machine(None, 2, "cpu"), None, GIB)
 
 
 def test_describe_options_names_the_training_when_not_the_default():
-    options = suite_run.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
                                    overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
-    assert "sgd" not in suite_run.describe_options(options)
+    assert "sgd" not in run_options.describe_options(options)
     options = replace(options, training=Training("bf16", "adamw", "auto"))
-    assert "bf16 adamw, recompute auto" in suite_run.describe_options(options)
+    assert "bf16 adamw, recompute auto" in run_options.describe_options(options)
 
 
 # ----------------------------------------------------------------------------- predicted out of memory
@@ -193,7 +193,7 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
     machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
 
     def run(**changes):
-        options = suite_run.RunOptions(models={"mlp": 64}, strategies=["single", "ddp"], chunks=[None],
+        options = run_options.RunOptions(models={"mlp": 64}, strategies=["single", "ddp"], chunks=[None],
                                        flavour="tiny", overrides={}, out=tmp_path, resume=True, steps=1, warmup=0,
                                        timeout=60, **changes)
         notes = []

@@ -22,7 +22,7 @@ import pytest
 from pipebench.errors import UserError
 
 from pipebench.bench.store import results as res
-from pipebench.bench.cases.suite_run import RunOptions, parse_models, quick_options
+from pipebench.bench.cases.run_options import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
 from pipebench.text.parse import parse_chunks
 from pipebench.training import Training

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
@@ -75,25 +74,21 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_options
     from pipebench.bench.cli.common import compile_modes
 
     compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
     args.compile = None
     training = training_of(args)  # an unknown value: one line now
     gpu_memory = parse_gpu_memory(args.gpu_memory)
-    given = [key for key in ("batch", "flavour", "steps", "warmup", "rounds") if getattr(args, key) is not None]
+    given = [key for key in run_options.QUICK_GIVEN if getattr(args, key) is not None]
     options = _run_options(args, training, compiles)
     on_cpu = _on_cpu(args)
     machine = _run_machine(args, on_cpu, gpu_memory)
-    for mode in compiles:  # cudagraphs on the CPU: one line now
-        replace(training, compile=mode).check_device(machine.device_type)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
         machine.speeds = speeds(args.speeds, machine.device_names)
-    if args.quick or machine.gpus is None:  # the quick values only for what the user did not give
-        options = suite_run.quick_options(options, given)
-    options = suite_run.check_run(options, machine, batch_given="batch" in given)  # one line now, not a row after profiling
+    options = run_options.settle(options, machine, given=given, quick=args.quick)  # one line now, not a row after profiling
     _say_where(args, options, machine, on_cpu)
     if probe:
         _probe_speeds(machine)
@@ -101,14 +96,15 @@ def cmd_run(args) -> int:
 
 
 def _run_options(args, training, compiles: tuple[str | None, ...]):
-    """The RunOptions the command line gives (suite_run.RunOptions), each default filled: the models and
-    their batch, the strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds."""
-    from pipebench.bench.cases import suite_run
+    """The RunOptions the command line gives (bench/cases/run_options.py): the models and their batch, the
+    strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
+    default)."""
+    from pipebench.bench.cases import run_options
     from pipebench.text.parse import parse_chunks, parse_override
 
-    models = suite_run.parse_models(args.models, args.batch)
+    models = run_options.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
-    return suite_run.RunOptions(
+    return run_options.RunOptions(
         models=models,
         strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
             parse_strategies(args.strategies))),
@@ -116,9 +112,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
         chunks=parse_chunks(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
         resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
-        steps=suite_run.FULL["steps"] if args.steps is None else args.steps,
-        warmup=suite_run.FULL["warmup"] if args.warmup is None else args.warmup,
-        rounds=suite_run.FULL["rounds"] if args.rounds is None else args.rounds,
+        **{name: getattr(args, name) for name in ("steps", "warmup", "rounds") if getattr(args, name) is not None},
         min_seconds=args.min_seconds or 0.0,
         profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
         data_dir=data_folder(args.data_dir), compiles=compiles,
@@ -128,21 +122,21 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
 def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
     """The machine the cases run on: the GPUs --gpus names (auto:N: the freest now), else every visible
     one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
-    from pipebench.bench.cases import suite_run
     from pipebench.bench.cases.machine import detect_machine
+    from pipebench.bench.cases.run_options import cap_machine
     from pipebench.text.units import parse_size
 
     ids, _ = chosen_gpus(args.gpus or None)
     cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     machine = detect_machine(ids, args.stages, cpu=on_cpu)
-    return suite_run.cap_machine(machine, cap, gpu_memory)
+    return cap_machine(machine, cap, gpu_memory)
 
 
 def _say_where(args, options, machine, on_cpu: bool) -> None:
     """One line on the CPU (why there, how many processes) or under --quick: what every case runs with."""
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases.run_options import describe_options
 
-    uses = suite_run.describe_options(options)
+    uses = describe_options(options)
     if machine.gpus is None:
         why = "--device cpu" if on_cpu else "no CUDA GPU visible"
         note(f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}")
