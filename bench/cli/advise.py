@@ -11,7 +11,7 @@ from pipebench.errors import printable
 
 
 def add_parser(subparsers) -> None:
-    from pipebench.bench.cli.plan import add_source_options
+    from pipebench.bench.cli.source import add_source_options
 
     advise = subparsers.add_parser(
         "advise",
@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
 def cmd_advise(args) -> int:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
-    from pipebench.bench.cli.plan import check_outputs, load_or_profile
+    from pipebench.bench.cli.source import check_outputs, load_or_profile
     from pipebench.fileio.files import write_json
     from pipebench.text.parse import parse_chunks
 

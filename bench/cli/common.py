@@ -192,3 +192,17 @@ def model_file(text: str | None) -> str | None:
 
     where, sep, _ = (text or "").rpartition(":")
     return os.path.expanduser(where) if sep and where.endswith(".py") else None
+
+
+def asks_cpu(args) -> bool:
+    """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
+    be or combine with."""
+    if args.device is None:  # --stages where GPUs are visible: detect_machine says so
+        if args.stages is not None and args.gpus:
+            raise UserError("--stages counts CPU processes: with --gpus, the GPUs named are the devices")
+        return False
+    if args.device != "cpu":
+        raise UserError(f"--device {args.device}: {args.command} takes --device cpu (CPU processes); name GPUs with --gpus")
+    if args.gpus:
+        raise UserError("--device cpu runs CPU processes: leave out --gpus")
+    return True

@@ -1,16 +1,11 @@
 """`pipebench plan`: profile a model (or load a saved profile) and print a balanced pipeline plan."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, answer, chosen_gpus,
-                                        data_folder, model_file, model_settings, note, speeds, training_given,
-                                        training_of)
-from pipebench.errors import UserError, printable
-from pipebench.request import BALANCES, Request, check_stage_count
-from pipebench.text.parse import is_user_model
-from pipebench.time_limit import LIMIT_SECONDS, time_limit
+from pipebench.bench.cli.common import answer
+from pipebench.errors import printable
+from pipebench.request import BALANCES
 from pipebench.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.bench.cli.source import add_source_options, check_outputs, load_or_profile
 
 
 def add_parser(subparsers) -> None:
@@ -36,137 +31,6 @@ def add_parser(subparsers) -> None:
                       help="also write the plan in an engine's own terms as JSON: torchtitan, deepspeed, megatron "
                       "or device-map (see docs/engines.md)")
     plan.set_defaults(handler=cmd_plan)
-
-
-def add_source_options(parser, command: str, *, where: str, stages: str) -> None:
-    """What plan and advise share: the model, the devices, the server's limits, and where the profile
-    comes from (measured now, or a saved file)."""
-    parser.add_argument("--model", help="a zoo model (see `pipebench models`), or your own: path/to/file.py:NAME or "
-                        "package.module:NAME (NAME: an nn.Module class or a function returning one); taken from "
-                        "--profile if omitted")
-    parser.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a model setting, e.g. --set depth=8 (repeatable)")
-    parser.add_argument("--batch", help="global batch size (default: 8 on the CPU, 256 on GPUs)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--gpus", help=where)
-    group.add_argument("--stages", help=stages)
-    parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
-    add_server_options(parser)
-    add_training_options(parser)
-    parser.add_argument("--link-gbps", default=None,
-                        help="GB/s between devices to price transfers (default: what the profile measured, "
-                        "between the first two GPUs; gloo's between CPU processes)")
-    parser.add_argument("--repeats", default=None,
-                        help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
-    parser.add_argument("--profile", metavar="FILE", help=f"{command} from a saved profile, touching no GPU")
-    parser.add_argument("--fresh", action="store_true",
-                        help="measure again instead of reusing the profile cache (~/.cache/pipebench)")
-    parser.add_argument("--save-profile", metavar="FILE", help="save the measured profile as JSON")
-    parser.add_argument("--json", metavar="FILE", help=f"write the {command} as JSON" if command != "advise"
-                        else "write the ranking as JSON")
-    parser.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded)")
-    parser.add_argument("--timeout", default=LIMIT_SECONDS,
-                        help=f"seconds the profiling may take before it is stopped (default: {LIMIT_SECONDS:g})")
-    add_model_options(parser)
-
-
-class Source(NamedTuple):
-    """What plan and advise work from: the profiles and the Request (devices, caps, speeds, links, the
-    Training) that the options say."""
-
-    profiles: list
-    request: Request
-
-
-def check_outputs(args) -> None:
-    """--json, --save-profile and --export's file, checked together before any model file is imported and
-    anything profiled (files.writable_file), and made absolute: a model file that changes the working
-    folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
-    file) are refused: the second write would replace the first."""
-    from pipebench.fileio.files import same_outputs, writable_file
-
-    if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
-        raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
-                        "of them")
-    export = getattr(args, "export", None)
-    outputs = {"--json": args.json, "--save-profile": args.save_profile, "--export": export[1] if export else None}
-    for option, path in outputs.items():
-        if path == "-":  # no stdout convention: stdout carries the answer, and a file named "-" was written
-            raise UserError(f"{option} -: {option} writes a file, and stdout carries the answer; name a file "
-                            "(/dev/stdout, if the answer may mix in)")
-        if path is not None:
-            outputs[option] = str(writable_file(path, option))
-    same_outputs({"--model": model_file(args.model), "--profile": args.profile}, outputs)
-    args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
-    if export:
-        args.export = [export[0], outputs["--export"]]
-
-
-def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
-    """The saved profile (--profile: no GPU touched), or a new one measured through pipebench.profile on the
-    devices asked for at the micro-batch counts `counts(device count)` gives (None: the request's) and
-    saved when --save-profile says so; with the Request the options say (`asked`: the command's own fields
-    of it, e.g. plan's schedule), checked against the profiles by `Request.check_profiles`.
-    ranking(request): what ranks the counts under auto (pipebench.profile's rank)."""
-    if args.profile:
-        return _saved_source(args, asked)
-    if not args.model:
-        raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
-    import pipebench
-    from pipebench.partition.profiling.profile_record import save_profiles
-    from pipebench.text.progress import ProgressBar
-
-    devices, infos = _devices(args, check=True)
-    overrides = _settings(args)
-    request = _request(args, devices, batch=args.batch, **asked).measured_here(infos)
-    if counts:
-        request = request.with_(micro_batches=counts(len(devices)))
-    with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
-        profiles = pipebench.profile(args.model, None, request, flavour=args.flavour, settings=overrides,
-                                     data_dir=args.data_dir, note=note, progress=progress,
-                                     before_measuring=lambda: _check_stages(args, overrides, request.stages),
-                                     rank=ranking(request) if ranking else None)
-    if not is_user_model(args.model):  # as _check_stages, for a cached one
-        check_stage_count(request.stages, len(profiles[0].layers))
-    if args.save_profile:
-        save_profiles(profiles, args.save_profile)
-        note(f"profile written to {args.save_profile}")
-    return Source(profiles, request)
-
-
-def _late(args, progress) -> str:
-    """The line of a profile that ran past --timeout: what it was doing then."""
-    return (f"profiling {args.model} did not finish within --timeout {args.timeout:g} s (at: "
-            f"{progress.doing or 'the capture, before the first segment'}); a forward or backward that never returns, or give a longer --timeout")
-
-
-def _saved_source(args, asked: dict) -> Source:
-    """--profile FILE: the profiles read back, and the Request of the options, checked against them before
-    any work (the model named, the batch, the stages against the layers, the split, --precision and
-    --compile where given). The batch defaults to theirs."""
-    from pipebench.partition.profiling.profile_record import load_profiles
-
-    profiles = load_profiles(args.profile)
-    if args.model and args.model != profiles[0].model:
-        raise UserError(f"--model {args.model} does not match the profile's model {profiles[0].model}")
-    devices, _ = _devices(args, check=False)
-    request = _request(args, devices, batch=profiles[0].batch if args.batch is None else args.batch,
-                       measuring=False, **asked)
-    return Source(request.check_profiles(profiles, training_given=training_given(args)), request)
-
-
-def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked) -> Request:
-    """The Request the options say, on `devices`: the batch (None: Request.measured_here's default), the
-    caps (--max-memory; None: Request.measured_here's, what NVML says is free), the speeds (--speeds auto
-    probes them now, only when `measuring`), the link, the Training and the profiling settings."""
-    from pipebench.text.parse import parse_link_gbps
-    from pipebench.text.units import parse_size
-
-    caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    return Request(devices=devices, batch=batch, max_memory=caps,
-                   speeds=speeds(args.speeds, devices, probe=measuring), link_gbps=parse_link_gbps(args.link_gbps),
-                   training=training_of(args), repeats=args.repeats, fresh=args.fresh, **asked)
 
 
 def cmd_plan(args) -> int:
@@ -203,35 +67,3 @@ def cmd_plan(args) -> int:
         write_json(path, exported)
         answer(f"{summary(exported)}; {engine} export written to {printable(str(path))}")
     return 0
-
-
-def _devices(args, check: bool) -> tuple[list[str], list | None]:
-    """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
-    (checked to exist when `check`), else --stages on --device."""
-    from pipebench.hardware.devices import check_gpus, resolve_device
-
-    if args.gpus is not None:
-        ids, infos = chosen_gpus(args.gpus, now=check)
-        return (check_gpus(ids) if check else [f"cuda:{i}" for i in ids]), infos
-    stages = 2 if args.stages is None else args.stages
-    return [resolve_device(args.device, check=check)] * stages, None
-
-
-def _settings(args) -> dict:
-    """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
-    is built: a cached answer needs no model)."""
-    from pipebench.text.parse import parse_override
-
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
-    data_folder(args.data_dir)
-    return overrides
-
-
-def _check_stages(args, overrides: dict, stages: int) -> None:
-    """Before anything is measured: a zoo model is built on the meta device (no memory, no time), which
-    checks its settings and counts its layers, so --stages 11 for a 10-layer model is refused at once. A
-    model of your own is counted once torch.export has captured it, as profiling starts."""
-    from pipebench.models import get_model
-
-    if not is_user_model(args.model):
-        check_stage_count(stages, len(get_model(args.model, args.flavour, device="meta", **overrides)))

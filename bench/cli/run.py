@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds, asks_cpu
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.errors import UserError, printable
 from pipebench.time_limit import LIMIT_SECONDS
@@ -83,7 +83,7 @@ def cmd_run(args) -> int:
     gpu_memory = parse_gpu_memory(args.gpu_memory)
     given = [key for key in run_options.QUICK_GIVEN if getattr(args, key) is not None]
     options = _run_options(args, training, compiles)
-    on_cpu = _on_cpu(args)
+    on_cpu = asks_cpu(args)
     machine = _run_machine(args, on_cpu, gpu_memory)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
@@ -167,20 +167,6 @@ def _run_suite(options, machine) -> int:
     answer(f"\nresults: {printable(str(csv_path))}\n         {printable(str(json_path))}")
     answer(f"report:  pipebench report {printable(str(json_path))}")
     return 0
-
-
-def _on_cpu(args) -> bool:
-    """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
-    be or combine with."""
-    if args.device is None:  # --stages where GPUs are visible: detect_machine says so
-        if args.stages is not None and args.gpus:
-            raise UserError("--stages counts CPU processes: with --gpus, the GPUs named are the devices")
-        return False
-    if args.device != "cpu":
-        raise UserError(f"--device {args.device}: run takes --device cpu (CPU processes); name GPUs with --gpus")
-    if args.gpus:
-        raise UserError("--device cpu runs CPU processes: leave out --gpus")
-    return True
 
 
 def parse_gpu_memory(text: str | None) -> int | None:

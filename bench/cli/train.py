@@ -107,7 +107,7 @@ def _data_file(text: str) -> str | None:
 
 
 def cmd_train(args) -> int:
-    from pipebench.bench.cli.run import _on_cpu
+    from pipebench.bench.cli.common import asks_cpu
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import run_training
     from pipebench.bench.train.data import parse_data
@@ -118,7 +118,7 @@ def cmd_train(args) -> int:
     batch = _count(args.batch, "--batch")
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data = parse_data(args.data, _seq_len(args, overrides))
-    on_cpu = _on_cpu(args)
+    on_cpu = asks_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.stages, "--stages"), cpu=on_cpu)
     workers = _count(args.loader_workers, "--loader-workers", 0)
     nodes = _count(args.nodes, "--nodes") or 1
