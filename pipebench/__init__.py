@@ -9,7 +9,8 @@
 `profile` measures a model, `plan` cuts it into balanced stages with the exact solver and predicts the
 step, `advise` predicts every strategy from one profile and recommends the fastest that fits, `run` measures
 them side by side; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
-line (`pipebench models | devices | plan | run | report`) is a thin layer over these.
+line (`pipebench models | devices | plan | advise | run | train | report`) builds the same values (a
+`Request`, a run's `RunOptions`) and takes the same paths; `train` is the command line's alone.
 """
 from pipebench.api import advise, plan, plan_devices, profile, run
 from pipebench.errors import UserError

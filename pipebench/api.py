@@ -5,7 +5,8 @@
     >>> plan.balance                  # layers per stage: torchgpipe's GPipe(module, balance, chunks=m)
     >>> plan.split_spec()             # torch.distributed.pipelining.pipeline(module, (x,), split_spec=...)
 
-The command line (`pipebench plan`, `pipebench run`) is a thin layer over these functions.
+The command line builds the same values (`Request`, `RunOptions`) from its options: `pipebench plan` and
+`advise` call these functions, `pipebench run` shares `run`'s path (bench/cases/run_options.py settle).
 """
 from __future__ import annotations
 

@@ -76,10 +76,8 @@ class RunOptions:
 
     def __post_init__(self):
         """Each option of its type and within the command line's bound (pipebench/text/parse.py LIMITS,
-        MAX_CHUNKS, the count of strategies for auto:K), refused in one line when the options are made. The
-        command line's parsers make these types already; `pipebench.run` passes what the caller gave, and
-        steps=0, timeout=nan, chunks="2" or training="bf16" got past it into the cases (a StatisticsError
-        after the run, failed rows, a TypeError)."""
+        MAX_CHUNKS, the count of strategies for auto:K), refused in one line when the options are made: the
+        command line's parsers make these types already, and `pipebench.run` passes what the caller gave."""
         import os
         from numbers import Integral, Real
 

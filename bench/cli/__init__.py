@@ -1,7 +1,8 @@
 """`pipebench`: list models, plan a pipeline, run the suite, look at the GPUs, report on results.
 
-A thin layer: one module per command (models, plan, advise, run, devices, report), each with `add_parser`
-and the command, and bench/cli/common.py for the options and helpers they share; reading options is
+One module per command (models, plan, advise, run, train, devices, report), each with `add_parser` and
+the command, bench/cli/source.py for where plan and advise get their profiles, and bench/cli/common.py
+for the options and helpers they share; reading options is
 pipebench.text.parse and pipebench.text.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
