@@ -12,9 +12,10 @@ model that may fill the device, and not every module can be copied (hooks holdin
 another library owns). What makes a restore cheap: a parameter's tensor is kept by reference (the caller
 held it already, nothing is copied), so that one moved to a GPU and back gets its very own tensor again,
 on its own device and in its own dtype; its values are copied too only where the free memory allows four
-times their size, and written back only if something wrote to the tensor (its version counter moved: the
-timed update at lr 0 writes values equal to the old ones, unless a gradient was not finite). Buffers and
-gradients are small, and copied.
+times their size, and written back whatever happened: the timed update at lr 0 writes values equal to the
+old ones unless a gradient was not finite (0 * nan is nan), and an update through the parameter moves its own
+version counter, not the one of the `p.data` kept (a version check had missed a NaN loss's update, which left
+every weight of the caller's NaN). Buffers and gradients are small, and copied.
 
 `as_given(module)` restores, on leaving, each module's training flag, its parameters, buffers and
 submodules (the objects, not only their values), each parameter's requires_grad and gradient, the forward
@@ -138,7 +139,7 @@ def module_state(module: Any, values: bool = True) -> Callable[[], None]:
     methods = [(m, {k: m.__dict__[k] for k in _METHODS if k in m.__dict__}) for m in modules]
     params = {id(p): p for m in modules for p in m._parameters.values() if p is not None}.values()
     buffers = {id(b): b for m in modules for b in m._buffers.values() if b is not None}.values()
-    kept = [(p, p.data, p.data._version, p.requires_grad,
+    kept = [(p, p.data, p.requires_grad,
              None if p.grad is None else p.grad.detach().clone()) for p in params]
     values = _copies([p for p, *_ in kept]) if values else [None] * len(kept)
     buffer_values = [(b, b.data, b.detach().clone()) for b in buffers]
@@ -158,10 +159,10 @@ def module_state(module: Any, values: bool = True) -> Callable[[], None]:
                 else:
                     m.__dict__.pop(key, None)
         with torch.no_grad():
-            for (p, data, version, requires_grad, grad), value in zip(kept, values):
+            for (p, data, requires_grad, grad), value in zip(kept, values):
                 if p.data is not data:
                     p.data = data  # its own tensor: device, dtype and values as given
-                if value is not None and data._version != version and not torch.equal(data, value.to(data.device)):
+                if value is not None:
                     data.copy_(value)
                 p.requires_grad_(requires_grad)
                 p.grad = grad

@@ -129,3 +129,21 @@ def test_a_buffer_replaced_by_another_tensor_is_put_back():
     norm._buffers["running_mean"] = torch.ones(4, dtype=torch.float64)
     restore()
     assert norm.running_mean is mean and torch.equal(mean, torch.zeros(4))
+
+
+def test_a_nan_written_through_the_parameter_is_undone():
+    """The timed update at lr 0 of a NaN loss writes 0 * nan = nan through the parameter; the restore looked
+    at the version counter of the `p.data` it kept, which such a write does not move, and left every weight
+    of the caller's NaN."""
+    from torch import nn
+
+    from pipebench.snapshot import module_state
+
+    layer = nn.Linear(4, 3)
+    before = [p.detach().clone() for p in layer.parameters()]
+    restore = module_state(layer)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(float("nan"))
+    restore()
+    assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters()))
