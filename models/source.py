@@ -413,7 +413,7 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
 
 def _check_loss(module: nn.Module, make_batch, loss_fn, target: str) -> None:
     """A batch of two through the forward and the loss: the trained output must be floating point
-    (gradients flow only through those) and the loss one number (backward() needs a scalar). On the meta
+    (gradients flow only through those), the loss one number (backward() needs a scalar) and finite. On the meta
     device (checking settings before any work) what cannot run there is not judged: a forward or a loss
     may read values, which meta tensors lack."""
     inputs, targets = make_batch(2, seed=0)
@@ -439,3 +439,7 @@ def _check_loss(module: nn.Module, make_batch, loss_fn, target: str) -> None:
         shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
         raise UserError(f"{target}: the loss must be one number (a scalar tensor), got {shape}; reduce it, "
                         "e.g. with .mean()")
+    if loss.device.type != "meta" and not torch.isfinite(loss).all():  # every gradient, and so the timed
+        # update at lr 0, would be NaN: nothing of it is a training step
+        raise UserError(f"{target}: the loss is {loss.item()} on a batch of two made up as profiling makes them; "
+                        "pipebench profiles a loss that is a finite number")

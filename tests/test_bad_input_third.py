@@ -562,6 +562,31 @@ def test_the_api_refuses_nan_example_inputs():
         pipebench.plan(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), x, batch=8, stages=2)
 
 
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_loss_that_is_not_finite_is_refused_and_the_callers_weights_stay(value):
+    """A loss of NaN (or inf) was profiled: the timed update at lr 0 wrote 0 * nan = nan into every weight of the
+    caller's module, and the profile timed NaN arithmetic."""
+    import torch
+    from torch import nn
+
+    import pipebench
+    from pipebench.errors import UserError
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(UserError, match=f"Sequential: the loss is {value} on a batch of two"):
+        pipebench.profile(model, torch.randn(2, 4), batch=8, micro_batches=1, repeats=1, cache=False,
+                          loss_fn=lambda out, target: out.sum() * float(value))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_a_model_files_loss_that_is_not_finite_is_one_line(capsys, tmp_path):
+    path = tmp_path / "nanloss.py"
+    path.write_text(NET + "\n\ndef loss_fn(outputs, targets):\n    return outputs.sum() * float('nan')\n")
+    refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8", "--input-shape", "4"],
+            f"{path}:Net: the loss is nan on a batch of two")
+
+
 def test_a_model_file_cannot_keep_its_signal_handlers_or_os_exit(tmp_path):
     """A file that ignored SIGINT and SIGTERM at import made the command one that neither Ctrl-C nor SIGTERM
     ends; one that replaced os._exit made pipebench's own exits (a worker's, the command's) do nothing."""
