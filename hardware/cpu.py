@@ -130,8 +130,9 @@ class SpeedGauge:
         import torch
 
         own = torch.Generator().manual_seed(0)  # the caller's random stream stays as it was
-        self._x = torch.randn(4, 16, 16, 16, generator=own, requires_grad=True)
-        self._w = torch.randn(16, 16, 3, 3, generator=own, requires_grad=True)
+        # float32 whatever the default dtype (a model file's float64): one piece of work wherever it is read
+        self._x = torch.randn(4, 16, 16, 16, generator=own, dtype=torch.float32, requires_grad=True)
+        self._w = torch.randn(16, 16, 3, 3, generator=own, dtype=torch.float32, requires_grad=True)
         self.readings: list[float] = []
         self.factors: list[float] = []
         self.piece()

@@ -8,10 +8,12 @@ import sys
 import time
 
 from pipebench.errors import DeviceError
+from pipebench.snapshot import own_state
 
 __all__ = ["measure_cpu_processes", "PIPELINE_MICRO_BATCHES"]
 
 
+@own_state()  # its peers are fresh processes: this one must send what they expect (float32, no autocast)
 def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5, messages: int = 20,
                           rounds: int = 3) -> dict[str, float]:
     """What CPU stand-ins for `devices` devices cost each other, timed as the workers run: `devices`

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from pipebench.snapshot import own_state
+
 __all__ = ["DRIFT_SECONDS", "drift_seconds", "measure_machine_drift", "drift_of"]
 
 
@@ -22,6 +24,7 @@ def drift_seconds() -> float:
     return env_seconds("PIPEBENCH_DRIFT_SECONDS", DRIFT_SECONDS, 3600)
 
 
+@own_state()  # pipebench's torch settings, whatever the caller's or a model file's
 def measure_machine_drift(threads: int, seconds: float | None = None, window_ms: float = 25.0) -> float:
     """How far this machine's speed moves from moment to moment, as a fraction of a step: a fixed piece of
     work (SpeedGauge's, on `threads` threads) timed over and over for `seconds` (None: drift_seconds()), in

@@ -10,7 +10,6 @@ The command line builds the same values (`Request`, `RunOptions`) from its optio
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from dataclasses import replace
@@ -38,14 +37,16 @@ def _named_gpus(asked: dict[str, Any]) -> list | None:
 
 def _leaves_as_given(function):
     """`function(model, ...)` leaving the caller's nn.Module object and torch's global state as they were
-    (pipebench/snapshot.py: restored on return, however it returns), and run in torch's default state
-    (_working_state): a caller inside torch.no_grad() still gets a profile of training."""
+    (pipebench/snapshot.py: restored on return, however it returns), and run under pipebench's own torch
+    settings (own_state): a caller inside torch.no_grad() or torch.autocast still gets a profile of
+    training in the precision asked."""
 
     @functools.wraps(function)
     def call(model: Any, *args: Any, **kwargs: Any):
-        from pipebench.snapshot import as_given
+        from pipebench.snapshot import as_given, own_state
 
-        with as_given(model if _is_module(model) else None), _working_state():
+        _check_default_device()
+        with as_given(model if _is_module(model) else None), own_state():
             return function(model, *args, **kwargs)
 
     return call
@@ -100,7 +101,9 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
         command line checks the stage count against the model's layers there).
     An nn.Module object comes back as it was given (each submodule's mode, parameters, buffers,
     requires_grad, device, forward methods), and torch's global state too (RNG, threads, default dtype,
-    grad mode, matmul precision): pipebench/snapshot.py.
+    grad mode, autocast, anomaly detection, matmul precision): pipebench/snapshot.py. Profiling runs under
+    pipebench's own settings whatever the caller's or a model file's (grad on, autocast and anomaly
+    detection off, float32 by default: snapshot.own_state).
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.
     """
     request = Request.from_keywords(request, asked, stages=1).measured_here()
@@ -136,22 +139,13 @@ def _check_settings(settings: Any) -> None:
                         f"{names[0]!r:.40}")
 
 
-@contextlib.contextmanager
-def _working_state():
-    """Inside the block, where torch is imported: gradients on, inference mode off and float32 the default
-    dtype, as profiling and the CPU probes' peers (fresh processes) assume; as_given restores the caller's.
-    A default device of meta (torch.set_default_device) is refused: every batch made there would hold no
+def _check_default_device() -> None:
+    """A default device of meta (torch.set_default_device) is refused: every batch made there would hold no
     values."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    if torch.get_default_device().type == "meta":
+    if torch is not None and torch.get_default_device().type == "meta":
         raise UserError("torch's default device is meta (torch.set_default_device): the batches profiled would "
                         "hold no values; call torch.set_default_device(None) before profiling")
-    with torch.inference_mode(False), torch.enable_grad():
-        torch.set_default_dtype(torch.float32)
-        yield
 
 
 def _is_module(model: Any) -> bool:

@@ -21,7 +21,15 @@ every weight of the caller's NaN). Buffers and gradients are small, and copied.
 submodules (the objects, not only their values), each parameter's requires_grad and gradient, the forward
 methods and hooks set on the instance; and torch's global state: the CPU RNG and, where CUDA is
 initialised, every GPU's RNG and the current GPU, the intra- and inter-op thread counts, the default
-dtype, grad mode, the float32 matmul precision and the TF32, cuDNN and deterministic-algorithm flags.
+dtype, grad mode, autocast (CPU and CUDA: on or off, and its dtype), anomaly detection, the float32 matmul
+precision and the TF32, cuDNN and deterministic-algorithm flags.
+
+`own_state()` is the other half: pipebench's own measurements (the profiler's, the CPU probes') run under
+pipebench's settings, not under whatever the caller or a model file's import left: gradients on, inference
+mode, autocast and anomaly detection off, float32 the default dtype; whatever was set before is put back on
+leaving. A caller's `with torch.autocast("cpu", dtype=torch.bfloat16)` had profiled bf16 layers under a
+profile saying tf32, and a model file's torch.set_default_dtype(torch.float64) at import had made the CPU
+probe's first process send float64 messages to peers expecting float32 (gloo's "Connection reset by peer").
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ import contextlib
 import sys
 from typing import Any, Callable, Iterator
 
-__all__ = ["as_given", "global_state", "module_state"]
+__all__ = ["as_given", "own_state", "global_state", "module_state"]
 
 
 @contextlib.contextmanager
@@ -51,6 +59,35 @@ def as_given(module: Any = None) -> Iterator[None]:
             restore_globals()
 
 
+@contextlib.contextmanager
+def own_state(dtype: Any = None) -> Iterator[None]:
+    """Inside the block, pipebench's torch settings: gradients on, inference mode, autocast (CPU and CUDA) and
+    anomaly detection off, `dtype` the default dtype (None: float32; the profiler passes the one a model
+    file's import left, which its model is built and fed in, as a worker running the file keeps it). On
+    leaving, however it leaves, torch's global state is as it was on entering (global_state). Blocks nest:
+    the profiling inside pipebench.profile takes these settings again after a model file's import changed them.
+    Also a decorator: @own_state()."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # nothing to set: torch's own defaults are these
+        yield
+        return
+    restore = global_state()
+    try:
+        with torch.inference_mode(False):
+            torch.set_grad_enabled(True)
+            for device in AUTOCAST_DEVICES:
+                torch.set_autocast_enabled(device, False)
+            torch.autograd.set_detect_anomaly(False)
+            torch.set_default_dtype(torch.float32 if dtype is None else dtype)
+            yield
+    finally:
+        restore()
+
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+"""The device types whose autocast state is kept and turned off: those pipebench profiles on."""
+
+
 def global_state() -> Callable[[], None]:
     """Remember torch's process-wide settings now; return the function that sets them back."""
     import torch
@@ -64,6 +101,8 @@ def global_state() -> Callable[[], None]:
         interop=torch.get_num_interop_threads(),
         dtype=torch.get_default_dtype(),
         grad=torch.is_grad_enabled(),
+        autocast={d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES},
+        anomaly=(torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
         matmul=_matmul_precision(torch),
         flags=_flags(torch),
         deterministic=(torch.are_deterministic_algorithms_enabled(),
@@ -82,6 +121,10 @@ def global_state() -> Callable[[], None]:
                 torch.set_num_interop_threads(saved["interop"])
         torch.set_default_dtype(saved["dtype"])
         torch.set_grad_enabled(saved["grad"])
+        for device, (enabled, dtype) in saved["autocast"].items():
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.autograd.set_detect_anomaly(*saved["anomaly"])
         # Only what changed is set again: torch 2.9+ refuses to read the matmul precision once its legacy
         # switches (allow_tf32) and its new ones (fp32_precision) were both set, so setting a switch to
         # the value it has would break a caller's later get_float32_matmul_precision().

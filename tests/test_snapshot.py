@@ -1,6 +1,7 @@
 """pipebench.plan and pipebench.profile leave the caller's model and torch's global state as they found them
 (pipebench/snapshot.py): every submodule's mode, parameters (objects and values), buffers, requires_grad,
-gradients, device, forward methods; the RNG, threads, default dtype, grad mode and matmul precision."""
+gradients, device, forward methods; the RNG, threads, default dtype, grad mode, autocast, anomaly detection and
+matmul precision; and pipebench's own measurements run under its own torch settings (snapshot.own_state)."""
 from __future__ import annotations
 
 import pytest
@@ -147,3 +148,55 @@ def test_a_nan_written_through_the_parameter_is_undone():
             p.add_(float("nan"))
     restore()
     assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters()))
+
+
+def test_own_state_sets_pipebench_settings_and_puts_the_callers_back():
+    """pipebench's measurements ran under the caller's torch.autocast, no_grad, anomaly detection and default
+    dtype; and the global snapshot did not cover autocast or anomaly detection at all."""
+    from pipebench.snapshot import own_state
+
+    with torch.autocast("cpu", dtype=torch.float16), torch.no_grad(), torch.autograd.detect_anomaly(check_nan=False):
+        torch.set_default_dtype(torch.float64)
+        try:
+            with own_state():
+                assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+                assert not torch.is_anomaly_enabled() and torch.get_default_dtype() == torch.float32
+                torch.set_autocast_enabled("cpu", True)
+                torch.set_autocast_dtype("cpu", torch.bfloat16)
+                torch.autograd.set_detect_anomaly(True)
+            assert not torch.is_grad_enabled() and torch.get_default_dtype() == torch.float64
+            assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+            assert torch.is_anomaly_enabled() and not torch.is_anomaly_check_nan_enabled()
+        finally:
+            torch.set_default_dtype(torch.float32)
+
+
+def test_the_cpu_probes_run_under_pipebench_settings():
+    """Under a caller's (or a model file's) float64 default, rank 0 of the CPU processes' probe sent float64
+    messages to fresh peers expecting float32: "the CPU processes' probe failed: ... Connection reset by
+    peer"; with gradients off the drift probe's backward raised."""
+    from pipebench.hardware.cpu_processes import measure_cpu_processes
+    from pipebench.hardware.drift import measure_machine_drift
+
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert measure_machine_drift(1, seconds=0.05) > 0
+            figures = measure_cpu_processes(2, megabytes=1, repeats=1, messages=2, rounds=1)
+            assert figures["link_gbps"] > 0
+            assert torch.is_autocast_enabled("cpu") and not torch.is_grad_enabled()
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_a_callers_autocast_does_not_reach_the_profile():
+    """Under the caller's torch.autocast("cpu", dtype=torch.bfloat16) the layers were profiled in bfloat16 by a
+    profile that says tf32."""
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        profiles = pipebench.profile(model, torch.randn(2, 4), batch=8, micro_batches=1, repeats=1, cache=False)
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    assert {layer.output_dtype for layer in profiles[0].layers} == {"float32"}
