@@ -67,7 +67,7 @@ class ProfilingSession:
         self.store, self.keys, self.link_key = _cache_keys(model, counts, self.asked)
         self.cached: dict[int, Profile] = self._found(counts)
         self.measured: list[Profile] = list(self.cached.values())
-        self.built: dict[str, Any] = {}  # the model's device, its one capture and the threads that time it
+        self.built: dict[str, Any] = {}  # the model's device, its one capture, the threads that time it, its dtype
 
     def profiles(self, rank: Ranking | None = None) -> list[Profile]:
         """The session's answer: the first sizes (every count asked, or auto's anchors), the link figures on
@@ -105,6 +105,7 @@ class ProfilingSession:
         in the cache."""
         from pipebench.hardware.cpu import held_memory, thread_budget
         from pipebench.partition.profiling.measure import profile_sizes
+        from pipebench.snapshot import own_state
 
         if not self.built:
             self._build()
@@ -112,7 +113,9 @@ class ProfilingSession:
         got = []
         if new:
             request = self.request
-            with thread_budget(self.built["threads"]), \
+            # pipebench's torch settings again: a model file's import may have turned gradients or autocast
+            # off or anomaly detection on; its default dtype is its model's (own_state)
+            with own_state(self.built["dtype"]), thread_budget(self.built["threads"]), \
                     held_memory() if not self.on_gpu else contextlib.nullcontext():
                 got = profile_sizes(self.model, self.built["target"], request.batch, new, repeats=self.repeats,
                                     warmup=self.warmup, note=self.note, progress=self.progress,
@@ -177,7 +180,8 @@ class ProfilingSession:
         elif not isinstance(model, (LayeredModel, UserModel)):
             raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                             f"not {type(model).__name__}")
-        self.built.update(target=target, captures=Captures(self.note), threads=self.threads or torch.get_num_threads())
+        self.built.update(target=target, captures=Captures(self.note), threads=self.threads or torch.get_num_threads(),
+                          dtype=torch.get_default_dtype())  # a model file's, set at its import
 
 
 def default_ranking(devices: Sequence[str] | None) -> Ranking | None:

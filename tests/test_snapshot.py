@@ -200,3 +200,55 @@ def test_a_callers_autocast_does_not_reach_the_profile():
         profiles = pipebench.profile(model, torch.randn(2, 4), batch=8, micro_batches=1, repeats=1, cache=False)
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
     assert {layer.output_dtype for layer in profiles[0].layers} == {"float32"}
+
+
+IMPORT_STATE = """
+import torch
+from torch import nn
+{line}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(self.a(x.to(self.a.weight.dtype)).relu())
+"""
+"""A model file that sets torch's global state at import; its model takes float32 inputs whatever its dtype."""
+
+
+def test_a_model_file_that_turns_gradients_off_at_import_plans(capsys, tmp_path):
+    """torch.set_grad_enabled(False) in a model file's import reached the profiler: a RuntimeError traceback,
+    "element 0 of tensors does not require grad"."""
+    from pipebench.bench.cli import main
+
+    path = tmp_path / "nograd.py"
+    path.write_text(IMPORT_STATE.format(line="torch.set_grad_enabled(False)"))
+    assert main(["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8", "--input-shape", "4"]) == 0, \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line, left", [
+    ("torch.autograd.set_detect_anomaly(True)", lambda torch: torch.is_anomaly_enabled()),
+    ("torch.set_grad_enabled(False)", lambda torch: not torch.is_grad_enabled()),
+    ("torch.set_default_dtype(torch.float64)", lambda torch: torch.get_default_dtype() != torch.float32),
+])
+def test_a_model_files_torch_state_stays_in_pipebench(tmp_path, line, left):
+    """A file calling torch.autograd.set_detect_anomaly(True) at import left anomaly detection on in the
+    caller's process after pipebench.plan: the global snapshot did not cover it."""
+    path = tmp_path / "state.py"
+    path.write_text(IMPORT_STATE.format(line=line))
+    plan = pipebench.plan(f"{path}:Net", batch=8, stages=2, repeats=1, settings={"input_shape": [4]})
+    assert plan.balance and not left(torch)
+
+
+def test_a_float64_model_file_is_profiled_in_float64(tmp_path):
+    """The model a file builds in float64 is profiled as it is built (as `pipebench run` runs it), and the
+    caller's default dtype stays float32."""
+    path = tmp_path / "f64.py"
+    path.write_text(IMPORT_STATE.format(line="torch.set_default_dtype(torch.float64)"))
+    profiles = pipebench.profile(f"{path}:Net", batch=8, micro_batches=1, repeats=1, settings={"input_shape": [4]})
+    assert {layer.output_dtype for layer in profiles[0].layers} == {"float64"}
+    assert torch.get_default_dtype() == torch.float32
