@@ -252,7 +252,7 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     settings = {k: v for k, v in dataclasses.asdict(source).items() if k != "target"}
     trained, batches = as_trained(module, output, keywords), ExampleInputs(made, others) if others else made
     loss_fn = loss_fn or named_loss(source.loss)
-    _check_loss(trained, batches, loss_fn, type(module).__name__)  # one number, as for a model file
+    _check_loss(trained, batches, loss_fn, type(module).__name__, finite=True)  # one number, as for a model file
     return UserModel(type(module).__name__, trained, batches, loss_fn, source, config=settings,
                      granularity=source.granularity)
 
@@ -411,9 +411,12 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
     return outputs
 
 
-def _check_loss(module: nn.Module, make_batch, loss_fn, target: str) -> None:
+def _check_loss(module: nn.Module, make_batch, loss_fn, target: str, *, finite: bool = False) -> None:
     """A batch of two through the forward and the loss: the trained output must be floating point
-    (gradients flow only through those), the loss one number (backward() needs a scalar) and finite. On the meta
+    (gradients flow only through those) and the loss one number (backward() needs a scalar); `finite` (an
+    nn.Module given to pipebench.profile/plan, which only profile it) a finite one too. A model file's
+    loss may be NaN: a run or a train records that as `diverged`, a result, and the caller's weights come
+    back as given whatever the profile's update wrote (pipebench/snapshot.py). On the meta
     device (checking settings before any work) what cannot run there is not judged: a forward or a loss
     may read values, which meta tensors lack."""
     inputs, targets = make_batch(2, seed=0)
@@ -439,7 +442,7 @@ def _check_loss(module: nn.Module, make_batch, loss_fn, target: str) -> None:
         shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
         raise UserError(f"{target}: the loss must be one number (a scalar tensor), got {shape}; reduce it, "
                         "e.g. with .mean()")
-    if loss.device.type != "meta" and not torch.isfinite(loss).all():  # every gradient, and so the timed
+    if finite and loss.device.type != "meta" and not torch.isfinite(loss).all():  # every gradient, and so the timed
         # update at lr 0, would be NaN: nothing of it is a training step
         raise UserError(f"{target}: the loss is {loss.item()} on a batch of two made up as profiling makes them; "
                         "pipebench profiles a loss that is a finite number")

@@ -104,7 +104,7 @@ def test_the_report_lists_predicted_oom_rows_and_groups_by_training():
 
 def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
     gpus = Machine([0, 1], 2, "NVIDIA H200", caps=[100 * GIB, 5 * GIB])
-    run_options.cap_machine(gpus, None, 10 * GIB)
+    gpus = run_options.cap_machine(gpus, None, 10 * GIB)
     assert (gpus.gpu_memory, gpus.caps) == (10 * GIB, [9 * GIB, 5 * GIB])  # the lower of free and asked less 10%
     assert run_options.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [9 * GIB] * 2
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "9;5"  # every strategy is capped for real

@@ -4,7 +4,7 @@ pytest-benchmark suite each detect it once (`detect_machine`) and hand it to eve
 it makes (`Machine.request`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from pipebench.hardware.cpu import cpu_name
@@ -15,9 +15,10 @@ from pipebench.training import Training
 __all__ = ["Machine", "detect_machine", "probe_speeds"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Machine:
-    """Where cases run: chosen GPU ids (None: CPU processes standing in for `devices` GPUs)."""
+    """Where cases run: chosen GPU ids (None: CPU processes standing in for `devices` GPUs). Frozen and
+    checked when made (a cap or speed per device, each positive): a change is a new Machine (`with_`)."""
 
     gpus: list[int] | None
     devices: int
@@ -30,6 +31,30 @@ class Machine:
     """Bytes every worker may allocate per GPU (`--gpu-memory`), enforced in the workers; None: no cap."""
     speeds: list[float] | None = None
     """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
+
+    def __post_init__(self):
+        from pipebench.request import count_of
+
+        count_of(self.devices, "devices")
+        for name in ("gpus", "caps", "speeds"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            value = list(value)
+            if name != "gpus" and len(value) != self.devices:
+                raise UserError(f"{name} names {len(value)} device(s) for a machine of {self.devices}")
+            object.__setattr__(self, name, value)
+        if self.caps is not None:
+            for cap in self.caps:
+                count_of(cap, "a memory cap", low=0)
+        if self.gpu_memory is not None:
+            count_of(self.gpu_memory, "gpu_memory")
+        if self.speeds is not None:
+            Request(devices=tuple(self.device_names), speeds=tuple(self.speeds))  # Request's rule for speeds
+
+    def with_(self, **changes) -> "Machine":
+        """A copy with some fields changed (checked again)."""
+        return replace(self, **changes)
 
     @property
     def device_type(self) -> str:

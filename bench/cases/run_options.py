@@ -182,7 +182,7 @@ def describe_options(options: RunOptions) -> str:
 
 
 def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None) -> Machine:
-    """Set the memory cap of every case: --max-memory (else what was free at the start, on GPUs), at most
+    """The machine with the memory cap of every case: --max-memory (else what was free at the start, on GPUs), at most
     --gpu-memory less CAPPED_MARGIN (the workers enforce --gpu-memory itself: Job.gpu_memory). --gpu-memory
     without GPUs is refused: nothing could enforce it on the CPU."""
     from pipebench.hardware.gpus import plannable
@@ -191,10 +191,10 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
         raise UserError("--gpu-memory caps GPU memory, and no CUDA GPU is visible here; leave it out on the CPU "
                         "(--max-memory caps the plans)")
     if max_memory is not None:
-        machine.caps = [max_memory] * machine.devices
+        machine = machine.with_(caps=[max_memory] * machine.devices)
     if gpu_memory is not None:
-        machine.gpu_memory = gpu_memory
-        machine.caps = [min(cap, plannable(gpu_memory)) for cap in machine.caps or [gpu_memory] * machine.devices]
+        machine = machine.with_(gpu_memory=gpu_memory, caps=[
+            min(cap, plannable(gpu_memory)) for cap in machine.caps or [gpu_memory] * machine.devices])
     return machine
 
 

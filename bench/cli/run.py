@@ -87,11 +87,11 @@ def cmd_run(args) -> int:
     machine = _run_machine(args, on_cpu, gpu_memory)
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
-        machine.speeds = speeds(args.speeds, machine.device_names)
+        machine = machine.with_(speeds=speeds(args.speeds, machine.device_names))
     options = run_options.settle(options, machine, given=given, quick=args.quick)  # one line now, not a row after profiling
     _say_where(args, options, machine, on_cpu)
     if probe:
-        _probe_speeds(machine)
+        machine = _probe_speeds(machine)
     return _run_suite(options, machine)
 
 
@@ -144,12 +144,13 @@ def _say_where(args, options, machine, on_cpu: bool) -> None:
         note(f"--quick: {uses}")
 
 
-def _probe_speeds(machine) -> None:
-    """--speeds auto on GPUs: each GPU's speed probed now, and said."""
+def _probe_speeds(machine):
+    """--speeds auto on GPUs: the machine with each GPU's speed probed now, and said."""
     from pipebench.bench.cases.machine import probe_speeds
 
-    machine.speeds = probe_speeds(machine)
+    machine = machine.with_(speeds=probe_speeds(machine))
     note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+    return machine
 
 
 def _run_suite(options, machine) -> int:
