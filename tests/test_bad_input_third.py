@@ -638,6 +638,33 @@ def train_files(tmp_path):
             f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "2", "--device", "cpu", "--strategy", "single"]
 
 
+LAUNCHER = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+            "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "1", "TORCHELASTIC_RUN_ID": "theirs", "PET_NNODES": "3"}
+
+
+def test_a_callers_launcher_variables_stay_out_of_the_workers(monkeypatch):
+    """Fourth pass, F2: RANK, WORLD_SIZE, LOCAL_RANK and the rest of torchrun's variables, inherited from a
+    caller inside another job, reached the workers, which joined the caller's group (env://) or took its rank."""
+    from pipebench.bench.launch.spawn import child_env
+
+    for name, value in LAUNCHER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PETS", "kept")
+    env = child_env(None)
+    assert not set(LAUNCHER) & set(env) and env["PETS"] == "kept"
+
+
+@pytest.mark.ci  # a whole train: run by CI after the default run
+def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_path):
+    """Fourth pass, F2: `RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 pipebench train ...` was exit 1, "workers exited with
+    status 0 and no result" (the single worker, rank 3 by RANK, wrote none)."""
+    from pipebench.bench.cli import main
+
+    for name, value in LAUNCHER.items():
+        monkeypatch.setenv(name, value)
+    assert main(train_files(tmp_path)) == 0, capsys.readouterr().err[-500:]
+
+
 @pytest.mark.parametrize("outputs, message", [
     (["--csv", "{t}/data.py"], "--data and --csv name the same file"),
     (["--save", "{t}/data.py"], "--data and --save name the same file"),

@@ -116,9 +116,20 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
     raise WorkerError(value)
 
 
+# What torchrun (or a job launcher like it) tells the processes it starts: their rank, their group and where
+# it meets, its own agent's state (TORCHELASTIC_*) and its options' defaults (PET_*). Inherited from a caller
+# inside such a job, they would put our workers in the caller's group (env://) under the caller's rank.
+LAUNCHER_VARIABLES = frozenset({"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
+                                "MASTER_PORT"})
+LAUNCHER_PREFIXES = ("TORCHELASTIC_", "PET_")
+
+
 def child_env(gpus: Sequence[int] | None) -> dict[str, str]:
-    """The environment of every child pipebench starts: the chosen GPUs, and no shadowing of our packages."""
-    env = dict(os.environ)
+    """The environment of every child pipebench starts: the chosen GPUs, no shadowing of our packages, and
+    none of a caller's launcher variables (LAUNCHER_VARIABLES): pipebench starts its own process groups."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in LAUNCHER_VARIABLES and not name.startswith(LAUNCHER_PREFIXES)}
     env["PYTHONSAFEPATH"] = "1"  # torchrun starts its workers with plain `python`: keep -P for them too
     env["PYTHONUNBUFFERED"] = "1"
     visible = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
