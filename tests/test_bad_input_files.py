@@ -297,6 +297,20 @@ def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_p
     assert not (tmp_path / "net.py.imported").exists()
 
 
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_an_output_through_a_link_onto_python_source_is_refused(capsys, tmp_path, option):
+    """Fourth pass, F4: `--json link.json`, link.json a link to victim.py, replaced victim.py with the plan: the
+    guard read the name's suffix, not the file's."""
+    victim = tmp_path / "victim.py"
+    victim.write_text("print('mine')\n")
+    (tmp_path / "link.json").symlink_to(victim)
+    source = ["--model", "mlp", "--flavour", "tiny", "--device", "cpu", "--batch", "8"] if option == "--save-profile" \
+        else ["--profile", str(profile_file(tmp_path / "p.json"))]
+    refused(capsys, ["plan", *source, "--stages", "2", option, str(tmp_path / "link.json")],
+            f"link.json (a link to {victim}): is Python source, which the output would replace")
+    assert victim.read_text() == "print('mine')\n" and (tmp_path / "link.json").is_symlink()
+
+
 def test_an_export_into_a_folder_is_refused_before_profiling(capsys, tmp_path):
     """`--export deepspeed d`, d a folder: an IsADirectoryError traceback after profiling."""
     (tmp_path / "d").mkdir()

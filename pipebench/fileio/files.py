@@ -201,9 +201,9 @@ def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
 
 def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | Path | None]) -> None:
     """Refuse an output that names (after links) an input or another output, which the later write would
-    silently replace, and an output onto Python source (a helper the model file imports, `from layers
-    import Block`, would be replaced by JSON): each dict maps an option to its path (None: not given). Two
-    inputs may name one file (train --model F.py:Net --data F.py:data): reading it twice replaces nothing.
+    silently replace, and an output onto Python source, after links too (a helper the model file imports,
+    `from layers import Block`, would be replaced by JSON): each dict maps an option to its path (None: not
+    given). Two inputs may name one file (train --model F.py:Net --data F.py:data): reading it twice replaces nothing.
     Standard streams and /dev/null may be named twice: what is written through them is not replaced."""
     seen: dict[str, str] = {}
     for option, path in {**inputs, **outputs}.items():
@@ -216,10 +216,14 @@ def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | 
             raise UserError(f"{seen[real]} and {option} name the same file {_shown(Path(path))}; the second would "
                             "replace the first: give two names")
         seen.setdefault(real, option)
-    for option, path in outputs.items():
-        if path is not None and Path(path).suffix == ".py" and Path(path).exists():
-            raise UserError(f"{option} {_shown(Path(path))}: is Python source, which the output would replace; "
-                            "name another file")
+    for option, path in outputs.items():  # the file written, after links (link.json -> helper.py), not the name
+        if path is None or _special(Path(path)) is not None:
+            continue
+        real = Path(os.path.realpath(path))
+        if real.suffix == ".py" and real.exists():
+            link = f" (a link to {_shown(real)})" if Path(path).is_symlink() else ""
+            raise UserError(f"{option} {_shown(Path(path))}{link}: is Python source, which the output would "
+                            "replace; name another file")
 
 
 def write_text(path: str | Path, text: str) -> None:
