@@ -880,6 +880,47 @@ def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
     one_line(result, "stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
 
 
+@pytest.mark.parametrize("stdout", [">&-", "1</dev/null"])
+def test_a_stdout_that_takes_nothing_is_one_line_before_the_work(tmp_path, stdout):
+    """Fourth pass, F6: under `flock LOCK pipebench ... >&-` the lock file took descriptor 1, open for reading
+    only: every answer was an EBADF traceback, `OSError: [Errno 9] Bad file descriptor`, after the work.
+    `1</dev/null` is that descriptor."""
+    import subprocess
+    import sys
+
+    profile = profile_file(tmp_path / "p.json")
+    result = subprocess.run(f"{sys.executable} -m pipebench plan --profile {profile} --stages 2 {stdout}",
+                            shell=True, capture_output=True, text=True, timeout=120)
+    one_line(result, "stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
+
+
+@pytest.mark.parametrize("stderr", ["2>&-", "2</dev/null"])
+def test_a_refusal_exits_2_where_stderr_takes_nothing(tmp_path, stderr):
+    """Fourth pass, F6: with stderr closed a refused input exited 1 (the error line's own EBADF), and an answer
+    was an EBADF traceback at the first progress line; now the refusal exits 2 and the answer is given."""
+    import subprocess
+    import sys
+
+    profile = profile_file(tmp_path / "p.json")
+    command = f"{sys.executable} -m pipebench plan --stages 2 --profile"
+    refused = subprocess.run(f"{command} {tmp_path / 'nope.json'} {stderr}", shell=True, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", (refused.returncode, refused.stdout)
+    answered = subprocess.run(f"{command} {profile} {stderr}", shell=True, capture_output=True, text=True,
+                              timeout=120)
+    assert answered.returncode == 0 and "on 2 stages" in answered.stdout, (answered.returncode, answered.stdout)
+
+
+def test_a_descriptor_that_takes_nothing_is_output_lost():
+    """Fourth pass, F6: EBADF (a descriptor closed, or open for reading only) is the output lost, as EPIPE and
+    ENOSPC are, one line rather than a traceback."""
+    import errno
+
+    from pipebench.bench.cli import _output_lost
+
+    assert _output_lost(OSError(errno.EBADF, "Bad file descriptor"))
+
+
 def checkpoint(tmp_path, spoil):
     """A checkpoint of NET's Net as `train --save` leaves it after 2 steps of single, `spoil(path)` applied."""
     import torch

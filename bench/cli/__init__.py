@@ -24,11 +24,47 @@ def main(argv: list[str] | None = None) -> int:
     """The command line; run as the program (`argv` None) it also leaves past threads that a model file
     started and never ends (_leave), and writes what its streams cannot encode as escapes (_escaping)."""
     if argv is None:
+        _quiet_lost_stderr()
         _escaping()
     code = _main(argv)
     if argv is None:
         _leave(code)
     return code
+
+
+def _writable(stream) -> bool:
+    """Whether `stream` takes what is written: not None (Python's stream of a descriptor closed at the start),
+    and its descriptor open for writing. A closed descriptor that a wrapper's own open took (`flock LOCK
+    pipebench ... >&-`: the lock file) is open for reading only, EBADF at the first write (fourth pass, F6).
+    A stream of no descriptor (a test's capture) takes it."""
+    import fcntl
+    import os
+
+    if stream is None:
+        return False
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return True
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
+    except OSError:
+        return False
+
+
+def _quiet_lost_stderr() -> None:
+    """A stderr that takes nothing (`2>&-`) is pointed at /dev/null: the first progress line was an EBADF
+    traceback, and a refused input's line, which cannot be said, exited 1; now the command runs and its exit
+    status (2 for a refusal) says what its lines would have (fourth pass, F6)."""
+    import os
+
+    if _writable(sys.stderr):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != 2:
+        os.dup2(null, 2)
+        os.close(null)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
 def _escaping() -> None:
@@ -89,7 +125,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _command(args) -> int:
     try:
-        if sys.stdout is None:  # started with `>&-`: every answer would vanish, and the flush below was a traceback
+        if not _writable(sys.stdout):  # `>&-`: every answer would vanish, and the flush below was a traceback
             raise UserError("stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
         _read_counts(args)
         from pipebench.hardware.drift import drift_seconds
@@ -236,12 +272,13 @@ def _read_counts(args) -> None:
 
 def _output_lost(exc: OSError) -> bool:
     """Whether `exc` is stdout or a file refusing what is written: a closed pipe (`| head`), a full disk
-    (`> /dev/full`), a quota. Then stdout is pointed at /dev/null, so that Python's own flush at exit does
-    not fail again with a traceback."""
+    (`> /dev/full`), a quota, a descriptor closed or open for reading only (EBADF). Then stdout is pointed at
+    /dev/null, so that Python's own flush at exit does not fail again with a traceback."""
     import errno
     import os
 
-    if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+                                                                  errno.EBADF):
         return False
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -277,7 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
+    """Say `message` on stderr; exit status 2 even where stderr takes nothing (a reader gone: its EPIPE)."""
     from pipebench.errors import printable
 
-    print(f"pipebench: error: {printable(message)}", file=sys.stderr)
+    try:
+        print(f"pipebench: error: {printable(message)}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
     return EXIT_USAGE
