@@ -26,7 +26,9 @@ the import: at the limit the watchdog ends the process with the line and exit st
 main thread for a file that will not be stopped (a hang for ever was the alternative).
 The model's builder (the NAME class or function) and a --data file's import and function run under
 `call_user`: os._exit and sys.exit there, and an exception of any class (a BaseException of the file's
-own), are one line as well; they have no time limit (a large model takes minutes to build).
+own), are one line as well. The builder has no time limit (a large model takes minutes to build); the
+--data file's import and function have the import's (bench/train/data.py: a data set that never answers
+hung `train` with no word).
 """
 from __future__ import annotations
 
@@ -153,8 +155,8 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     seconds = import_seconds()
     me = threading.current_thread()
     exits: list[int] = []
-    late = (f"{target}: {doing} {what} did not finish within {seconds:g} s (an endless loop, or something it "
-            "waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
+    late = (f"{target}: {doing + ' ' if doing else ''}{what} did not finish within {seconds:g} s (an endless loop, "
+            "or something it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
     timed = limit and me is threading.main_thread()
     if timed:  # SIGALRM's is deadline's to put back
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -209,14 +211,16 @@ def raised(exc: BaseException, when: str = "when imported", rule: str = "a model
 BUILD_RULE = "a model must not end the process"
 
 
-def call_user(call: Callable[[], Any], target: str, what: str, when: str, rule: str = BUILD_RULE) -> Any:
+def call_user(call: Callable[[], Any], target: str, what: str, when: str, rule: str = BUILD_RULE,
+              limit: bool = False) -> Any:
     """`call()`, the user's own code (a model's builder, a --data file's import and its function), with
     everything it may do to end pipebench turned into one UserError line, `target: what failed: ...`: an
     exception of any class (one of the file's own that is no Exception, GeneratorExit), sys.exit() and
-    os._exit(N) (_guarded, without its time limit: building a large model takes minutes). Only Ctrl-C
+    os._exit(N) (_guarded). Without its time limit unless `limit` (building a large model takes minutes);
+    with it, one that never returns is `target: what did not finish within ...`. Only Ctrl-C
     (KeyboardInterrupt) goes through, to be "interrupted", exit 130."""
     try:
-        with _guarded(target, what, when=when, rule=rule, limit=False):
+        with _guarded(target, what, doing="", when=when, rule=rule, limit=limit):
             return call()
     except (UserError, KeyboardInterrupt):  # _guarded's os._exit line; Ctrl-C
         raise

@@ -171,6 +171,8 @@ def test_train_takes_its_model_and_data_from_one_file(tmp_path):
 # ------------------------------------------------------------------------ F12: data sets of other shapes
 
 DATASETS = '''
+import time
+
 import torch
 from torch.utils.data import Dataset
 
@@ -199,6 +201,14 @@ def len_raises():
 
 def neg_len():
     return dataset(lambda: -5, lambda i: (X[i], Y[i]))
+
+
+def never_answers():
+    return dataset(lambda: 32, lambda i: time.sleep(1000))
+
+
+def never_returns():
+    time.sleep(1000)
 '''
 
 
@@ -210,6 +220,23 @@ def neg_len():
 ])
 def test_a_data_set_of_dicts_or_without_a_length_is_one_line(capsys, tmp_path, name, message):
     """Samples that are dicts were a KeyError: 1 traceback; a __len__ that raises or is negative, theirs."""
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "ds.py").write_text(DATASETS)
+    refused_after_notes(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",
+                                 f"{tmp_path / 'ds.py'}:{name}", *TRAIN], message)
+
+
+# ---------------------------------------------------- fourth battery F5: a data set that never answers
+
+@pytest.mark.parametrize("name, message", [
+    ("never_answers", "ds.py:never_answers: reading its sample 0 did not finish within 1 s (an endless loop, or "
+                      "something it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer"),
+    ("never_returns", "ds.py:never_returns: never_returns() did not finish within 1 s"),
+])
+def test_a_data_set_that_never_answers_stops_at_the_import_limit(capsys, monkeypatch, tmp_path, name, message):
+    """A __getitem__ (or a data function) that never returns hung train with no word: the data check ran
+    outside any time limit, unlike a model file's import and first forward."""
+    monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", "1")
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "ds.py").write_text(DATASETS)
     refused_after_notes(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",

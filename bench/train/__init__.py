@@ -193,7 +193,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
         saved = {**record.get("layout", {}), "step": record["step"]}
     dataset = open_dataset(options.data)
-    described = check_fits(dataset, model, options.batch, 1)
+    described = check_fits(dataset, model, options.batch, 1, f"--data {options.data.label()}")
     del model
     return dataset, described, saved
 

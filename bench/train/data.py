@@ -151,7 +151,8 @@ def _user_dataset(spec: DataSpec):
     """The Dataset the file's function returns. Its import and its call are the user's code, run as a model
     file's builder is (models/imports.py call_user): sys.exit(), os._exit(N) and an exception of any class
     are one line naming the file and what it did (sys.exit ended pipebench with the file's own code and no
-    word)."""
+    word); under the import's time limit, as a model file's import is (one that never returns hung
+    `train`)."""
     import importlib.util
 
     from pipebench.models.imports import call_user
@@ -162,28 +163,30 @@ def _user_dataset(spec: DataSpec):
     module_spec = importlib.util.spec_from_file_location(f"pipebench_data_{file.stem}", file)
     module = importlib.util.module_from_spec(module_spec)
     rule = "a data file must not end the process"
-    call_user(lambda: module_spec.loader.exec_module(module), where, "importing the file", "when imported", rule)
+    call_user(lambda: module_spec.loader.exec_module(module), where, "importing the file", "when imported", rule,
+              limit=True)
     function = getattr(module, spec.name, None)
     if not callable(function):
         raise UserError(f"{where}: the file has no function {spec.name!r}")
-    dataset = call_user(function, where, f"{spec.name}()", f"in {spec.name}()", rule)
+    dataset = call_user(function, where, f"{spec.name}()", f"in {spec.name}()", rule, limit=True)
     if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
         raise UserError(f"{where}: {spec.name}() returned a {type(dataset).__name__}, not a torch Dataset "
                         "with a length")
     return dataset
 
 
-def _checked_samples(dataset, count: int) -> tuple[int | None, int | None]:
+def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | None, int | None]:
     """That SAMPLES_CHECKED samples of `dataset` (spread evenly, the first and the last among them) hold no NaN
     or infinite value, in their inputs or targets (a NaN input makes every loss NaN from the first step, and
     what the workers would train on is no number). Returns the lowest and highest integer target seen (None
-    for targets of floats)."""
+    for targets of floats). `reading[0]` says which sample is being read, for check_fits's time limit."""
     import math
 
     picks = count if count <= SAMPLES_CHECKED else SAMPLES_CHECKED
     indices = sorted({round(k * (count - 1) / max(picks - 1, 1)) for k in range(picks)})
     labels: list[torch.Tensor] = []
     for i in indices:
+        reading[0] = f"its sample {i}"
         try:
             sample = dataset[i]
             if isinstance(sample, dict):  # unpacked, a dict of two gives its keys; collated, no pair[1]
@@ -237,13 +240,30 @@ def _tensors(value) -> list[torch.Tensor]:
     return []
 
 
-def check_fits(dataset, model, batch: int, replicas: int) -> str:
+def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data") -> str:
     """That `dataset` can train `model` at `batch`: not empty, at least one batch, an epoch's order that fits
     the memory free (_check_sampler_memory), samples that are
     (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary, no
     NaN or infinite value (in the samples `_checked_samples` reads).
     Returns one line that says what the data is. A length that cannot be read (a __len__ that raises, or
-    returns a negative number, which len() refuses) is one line too."""
+    returns a negative number, which len() refuses) is one line too. The check is the user's code (the
+    data set's `__len__` and `__getitem__`), so it has the time limit of a model file's import and first
+    forward: one that never returns is one line naming `label` (the --data given) and what was being read,
+    not a hang."""
+    from pipebench.models.imports import import_seconds
+    from pipebench.time_limit import time_limit
+
+    seconds, reading = import_seconds(), ["its length"]
+
+    def late() -> str:
+        return (f"{label}: reading {reading[0]} did not finish within {seconds:g} s (an endless loop, or something "
+                "it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
+
+    with time_limit(seconds, late):
+        return _check_fits(dataset, model, batch, reading)
+
+
+def _check_fits(dataset, model, batch: int, reading: list[str]) -> str:
     try:
         count = len(dataset)
     except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line
@@ -254,7 +274,8 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
     if count < batch:
         raise UserError(f"the data set has {count:,} samples, fewer than one batch of {batch}")
     _check_sampler_memory(count)
-    lowest, highest_label = _checked_samples(dataset, count)
+    lowest, highest_label = _checked_samples(dataset, count, reading)
+    reading[0] = "its first two samples"
     inputs, targets = dataset[0]
     from torch.utils.data import default_collate
 
@@ -273,6 +294,7 @@ def check_fits(dataset, model, batch: int, replicas: int) -> str:
         highest = max(top, int(pair[0].max()))
         if vocab is not None and highest >= vocab:
             raise UserError(f"the data holds token id {highest}, beyond the model's {vocab} tokens (0-{vocab - 1})")
+    reading[0] = f"{model.name}'s forward of its first two samples"
     try:
         with torch.no_grad():
             from pipebench.bench.strategies.micro_batches import as_args
