@@ -203,6 +203,14 @@ def neg_len():
     return dataset(lambda: -5, lambda i: (X[i], Y[i]))
 
 
+def str_targets():
+    return dataset(lambda: 32, lambda i: (X[i], "cat"))
+
+
+def on_meta():
+    return torch.utils.data.TensorDataset(X.to("meta"), Y.to("meta"))
+
+
 def never_answers():
     return dataset(lambda: 32, lambda i: time.sleep(1000))
 
@@ -217,9 +225,12 @@ def never_returns():
               "(input, target))"),
     ("len_raises", "the data set's length cannot be read (len() raised RuntimeError: no len)"),
     ("neg_len", "the data set's length cannot be read (len() raised ValueError: __len__() should return >= 0)"),
+    ("str_targets", "the data set's sample 0 has a target of str ('cat'), not a tensor or number the loss takes"),
+    ("on_meta", "the data set's sample 0 has its input on the meta device, which holds no values"),
 ])
 def test_a_data_set_of_dicts_or_without_a_length_is_one_line(capsys, tmp_path, name, message):
-    """Samples that are dicts were a KeyError: 1 traceback; a __len__ that raises or is negative, theirs."""
+    """Samples that are dicts were a KeyError: 1 traceback; a __len__ that raises or is negative, theirs;
+    string targets an AttributeError (no .max()), tensors on the meta device a RuntimeError (.item())."""
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "ds.py").write_text(DATASETS)
     refused_after_notes(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data",

@@ -178,8 +178,10 @@ def _user_dataset(spec: DataSpec):
 def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | None, int | None]:
     """That SAMPLES_CHECKED samples of `dataset` (spread evenly, the first and the last among them) hold no NaN
     or infinite value, in their inputs or targets (a NaN input makes every loss NaN from the first step, and
-    what the workers would train on is no number). Returns the lowest and highest integer target seen (None
-    for targets of floats). `reading[0]` says which sample is being read, for check_fits's time limit."""
+    what the workers would train on is no number), and that the targets are numbers or tensors with values
+    (a string or a meta tensor was a traceback of the checks after this one). Returns the lowest and highest
+    integer target seen (None for targets of floats). `reading[0]` says which sample is being read, for
+    check_fits's time limit."""
     import math
 
     picks = count if count <= SAMPLES_CHECKED else SAMPLES_CHECKED
@@ -195,8 +197,14 @@ def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | Non
         except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line
             raise UserError(f"the data set's sample {i} is no (input, target) pair ({type(exc).__name__}: "
                             f"{str(exc)[:200]})") from None
+        if not _tensors(targets) and not isinstance(targets, (int, float)):  # a class name: the loss's traceback
+            raise UserError(f"the data set's sample {i} has a target of {type(targets).__name__} "
+                            f"({repr(targets)[:60]}), not a tensor or number the loss takes")
         for part, value in (("input", inputs), ("target", targets)):
             for tensor in _tensors(value):
+                if tensor.is_meta:  # shapes without values: nothing to train on (nor to check)
+                    raise UserError(f"the data set's sample {i} has its {part} on the meta device, which holds "
+                                    "no values; return tensors with data (on the CPU)")
                 if tensor.is_floating_point() or tensor.is_complex():
                     if not bool(torch.isfinite(tensor).all()):
                         raise UserError(f"the data set's sample {i} has NaN or infinite values in its {part} "
