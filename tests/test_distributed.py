@@ -105,6 +105,32 @@ def test_two_processes_train_like_one_device(tmp_path, groups, name, strategy, m
     check(tmp_path, two_processes(name, strategy, micro_batches, stages), groups)
 
 
+UNUSED = '''
+import torch
+from torch import nn
+
+
+class Unused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.pooler, self.b = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+'''
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "fsdp"])
+def test_a_parameter_the_forward_never_uses_trains_like_one_device(tmp_path, groups, strategy):
+    """A model with a parameter its forward never uses (a pooler, an aux head) failed under DDP ("Expected
+    to have finished reduction in the prior iteration"): torch's DDP waits for every parameter's gradient
+    unless told to look for unused ones (bench/strategies/ddp/trainer.py; ZeRO-1 is DDP). FSDP trained it already."""
+    (tmp_path / "unused.py").write_text(UNUSED)
+    job = Job.by_hand(f"{tmp_path / 'unused.py'}:Unused", strategy, overrides={"input_shape": [4]}, batch=8,
+                      devices=2, device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)
+    check(tmp_path, job, groups)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, micro_batches, stages", [
     ("ddp", 1, None), ("pp-gpipe", 4, None), ("pp-1f1b", 8, None),
