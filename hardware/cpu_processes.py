@@ -48,11 +48,12 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       operation where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms beyond its compute;
     - fsdp_layer_ms: FSDP2's own cost per sharded layer and step (its hooks, its gathers' and
       reduce-scatters' calls and their waits): a stack of RUNTIME_LAYERS fully_shard-ed Linear layers
-      against the same stack unsharded, per layer; costs.fsdp_step charges it on every layer;
+      against the same stack unsharded, per layer; bench/strategies/fsdp/cost.py fsdp_step charges it
+      once per block it shards;
     - ddp_ms, ddp_layer_ms: DistributedDataParallel around a stack of 2 and of 2 + RUNTIME_LAYERS Linear
       layers against the same stacks bare: what grows with the layers (its gradient hooks, the bucket
       copies) per layer, and what is left per step (its forward's own work, the bucket's all-reduce and
-      its wait); costs.ddp_step charges both.
+      its wait); bench/strategies/ddp/cost.py ddp_step charges both.
 
     Processes, not threads of one process (_start_peers says why)."""
     import tempfile

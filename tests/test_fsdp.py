@@ -1,5 +1,5 @@
 """FSDP2: two gloo processes train like one device (fp32 exactly, bf16 within its rounding), the blocks it
-shards, and its price (partition/planning/costs.py fsdp_step and fsdp_memory, bench/strategies/fsdp/) in closed form."""
+shards, and its price (bench/strategies/fsdp/cost.py fsdp_step and fsdp_memory) in closed form."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +11,7 @@ from pipebench.bench.predict.ranking import predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies.fsdp.trainer import blocks
 from pipebench.bench.strategies.planned.single import SingleTrainer
+from pipebench.bench.strategies.fsdp.cost import fsdp_memory, fsdp_step
 from pipebench.partition.planning import costs
 from pipebench.training import Training
 from pipebench.request import Request
@@ -191,32 +192,32 @@ def test_a_gather_moves_half_an_allreduce():
 
 def test_fsdp_hides_each_gather_behind_the_previous_layers_compute():
     layers = [layer(f"l{i}", 1.0, 2.0, 10**9) for i in range(4)]  # 1 GB each
-    assert costs.fsdp_step(layers, 2, costs.Links()) == pytest.approx(12.0)  # the link not priced
+    assert fsdp_step(layers, 2, costs.Links()) == pytest.approx(12.0)  # the link not priced
     # Each gather or reduce-scatter takes 0.5 ms: only the first gather of each pass and the last
     # reduce-scatter are exposed (the others overlap a 1 ms forward or a 2 ms backward).
     fast = costs.Links(allreduce_gbps=1000.0)
     free = dict(contention=0.0)  # overlap that costs the compute nothing
-    assert costs.fsdp_step(layers, 2, fast, **free) == pytest.approx(12.0 + 3 * 0.5)
-    assert costs.fsdp_step(layers, 2, fast, scale=2.0, **free) == pytest.approx(24.0 + 3 * 0.5)
-    assert costs.fsdp_step(layers, 2, fast, bf16=True, **free) == pytest.approx(12.0 + 2 * 0.25 + 0.5)  # bf16 gathers
-    assert costs.fsdp_step(layers, 2, fast, recompute=True, **free) == pytest.approx(16.0 + 3 * 0.5)  # forwards twice
+    assert fsdp_step(layers, 2, fast, **free) == pytest.approx(12.0 + 3 * 0.5)
+    assert fsdp_step(layers, 2, fast, scale=2.0, **free) == pytest.approx(24.0 + 3 * 0.5)
+    assert fsdp_step(layers, 2, fast, bf16=True, **free) == pytest.approx(12.0 + 2 * 0.25 + 0.5)  # bf16 gathers
+    assert fsdp_step(layers, 2, fast, recompute=True, **free) == pytest.approx(16.0 + 3 * 0.5)  # forwards twice
     # As DDP's all-reduce, an overlapped collective slows the compute beside it by its time (contention 1):
     # 3 prefetched gathers in each pass and the 3 reduce-scatters that another backward follows.
-    assert costs.fsdp_step(layers, 2, fast) == pytest.approx(12.0 + 3 * 0.5 + 9 * 0.5)
+    assert fsdp_step(layers, 2, fast) == pytest.approx(12.0 + 3 * 0.5 + 9 * 0.5)
     # A slow link (5 ms per collective) sets the pace: 4 gathers forward, then 4 gathers and 4
     # reduce-scatters in the backward, back to back on the link (12 x 5 ms), idle only while the last
     # layer's forward runs (1 ms): the backward's first gather waits for it.
     slow = costs.Links(allreduce_gbps=100.0)
-    assert costs.fsdp_step(layers, 2, slow, **free) == pytest.approx(12 * 5.0 + 1.0)
+    assert fsdp_step(layers, 2, slow, **free) == pytest.approx(12 * 5.0 + 1.0)
 
 
 def test_fsdp_holds_a_share_of_the_states_two_layers_whole_and_its_activations():
     layers = [layer(f"l{i}", 1.0, 2.0, 100 * (i + 1), saved=7) for i in range(4)]  # 1000 bytes of parameters
-    assert costs.fsdp_memory(layers, 2, 0) == 1000 * 2 / 2 + (400 + 300) + 4 * 7
-    assert costs.fsdp_memory(layers, 4, 2) == 1000 * 4 / 4 + (400 + 300) + 4 * 7
-    assert costs.fsdp_memory(layers, 4, 2, bf16=True) == 1000 * 4 / 4 + (400 + 300) / 2 + 4 * 7
+    assert fsdp_memory(layers, 2, 0) == 1000 * 2 / 2 + (400 + 300) + 4 * 7
+    assert fsdp_memory(layers, 4, 2) == 1000 * 4 / 4 + (400 + 300) + 4 * 7
+    assert fsdp_memory(layers, 4, 2, bf16=True) == 1000 * 4 / 4 + (400 + 300) / 2 + 4 * 7
     # Recomputing: each layer's input (the previous one's 4000-byte output) and one layer's activations.
-    assert costs.fsdp_memory(layers, 2, 0, recompute=True) == 1000 * 2 / 2 + (400 + 300) + 3 * 4000 + 7
+    assert fsdp_memory(layers, 2, 0, recompute=True) == 1000 * 2 / 2 + (400 + 300) + 3 * 4000 + 7
 
 
 def test_advise_prices_fsdp_from_the_replicas_profile():

@@ -4,8 +4,8 @@ An entry says everything the rest of pipebench asks about a strategy: the device
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
 Trainer and its price (the function bench/predict/ranking.py calls to predict it). A strategy that follows a Plan
 is priced by the planner (planned/__init__.py price_plan); any other is a package of its own here, its price in
-the package's __init__.py (no torch) and its Trainer in its trainer.py (ddp/, zero1/, dataparallel/,
-fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
+the package's __init__.py (no torch; its own cost model, where it has one, in cost.py) and its Trainer in
+its trainer.py (ddp/, zero1/, dataparallel/, fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
 schedule, its Trainer's module) and its tests.
 
 The price is held as the function itself. The Trainer is named as "module:Class" and imported by

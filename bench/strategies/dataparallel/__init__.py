@@ -1,7 +1,9 @@
-"""nn.DataParallel, its home: the price here (no torch), the Trainer in trainer.py.
+"""nn.DataParallel, its home: the price here and its cost model in cost.py (no torch), the Trainer in
+trainer.py.
 """
 from __future__ import annotations
 
+from pipebench.bench.strategies.dataparallel.cost import dataparallel_step
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, one_cpu_process, price_replicas
 from pipebench.partition.planning import costs
@@ -10,9 +12,9 @@ __all__ = ["price_dataparallel"]
 
 def price_dataparallel(pricing: Pricing) -> Prediction:
     """nn.DataParallel: one process copies the model to every device each step, scatters the batch and
-    gathers the outputs (partition/planning/costs.py dataparallel_step); it cannot recompute (its replicas'
-    threads). On CPU stand-ins it runs the module as it is, on the whole batch, in one process: the
-    profile's whole step timed at the whole batch (the calibrated layers' sum where it was not timed)."""
+    gathers the outputs (cost.py dataparallel_step); it cannot recompute (its replicas' threads). On CPU
+    stand-ins it runs the module as it is, on the whole batch, in one process: the profile's whole step
+    timed at the whole batch (the calibrated layers' sum where it was not timed)."""
     states = 2 + pricing.training.states
     if one_cpu_process(pricing.strategy, pricing.devices):
         replicas = pricing.replicas()
@@ -28,8 +30,8 @@ def price_dataparallel(pricing: Pricing) -> Prediction:
 
     def cost(replicas: Replicas, recompute: bool):
         p, layers, unmodelled = replicas.p, replicas.layers, replicas.unmodelled
-        return (costs.dataparallel_step(layers, p, pricing.links, scale=pricing.calibration,
-                                        output_bytes=layers[-1].output_bytes),
+        return (dataparallel_step(layers, p, pricing.links, scale=pricing.calibration,
+                                  output_bytes=layers[-1].output_bytes),
                 [costs.replica_memory(layers, states) + unmodelled] +
                 [costs.replica_memory(layers, 2) + unmodelled] * (p - 1))
     return price_replicas(pricing, cost)

@@ -1,0 +1,57 @@
+"""DistributedDataParallel's cost model (pure: no torch, for the registry and advise).
+
+Every device runs forward and backward on its 1/p of the batch; gradients are summed by a ring all-reduce
+in buckets (torch's default: 25 MiB, the first one 1 MiB), each bucket starting as soon as the backward
+has produced all its gradients, one bucket at a time on the link, overlapped with the rest of the
+backward. What is left of the all-reduce after the backward ends is exposed. ZeRO-1's price builds on
+`ddp_step` and the hybrid's Trainer buckets its gradients as DDP does (`DDP_BUCKET_BYTES`); the link
+model is partition/planning/costs.py's.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pipebench.partition.planning.costs import DDP_CONTENTION, Links, allreduce_ms, step_end
+from pipebench.partition.profiling.profile_record import LayerProfile
+
+__all__ = ["ddp_step", "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
+
+DDP_BUCKET_BYTES = 25 * 2**20
+DDP_FIRST_BUCKET_BYTES = 1 * 2**20
+"""torch.nn.parallel.DistributedDataParallel's bucket_cap_mb=25 and its smaller first bucket."""
+
+
+def ddp_step(layers: Sequence[LayerProfile], devices: int, links: Links, *, scale: float = 1.0,
+             contention: float = DDP_CONTENTION, bucket_bytes: int = DDP_BUCKET_BYTES,
+             first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES) -> float:
+    """One DDP step: forward, backward, and the gradient all-reduce as far as the backward cannot hide it.
+
+    `layers` are profiled at the replica's micro-batch (batch / devices). Gradients become ready in
+    reverse layer order; buckets fill in that order (a layer's gradients may span buckets), and each
+    bucket's all-reduce starts when its last gradient is ready and the previous bucket is done; the
+    backward still running slows by `contention` x the all-reduce time it overlaps. scale: the profile's
+    calibration, on every compute time; on CPU stand-ins, every replica computing at once is slowed by
+    the cores' contention (links.contention) besides, DDP's own runtime costs links.ddp_ms a step and
+    links.ddp_layer_ms a layer with parameters, and the step ends with the loss's all-reduce
+    (`step_end`)."""
+    scale *= links.contention
+    forward = scale * sum(l.forward_ms for l in layers)
+    clock = forward
+    comm_free = forward
+    filled, cap = 0.0, float(first_bucket_bytes)
+    for layer in reversed(layers):
+        clock += scale * layer.backward_ms
+        left = float(layer.param_bytes)
+        while left > 0:
+            take = min(left, cap - filled)
+            filled += take
+            left -= take
+            if filled >= cap:  # the bucket is full: reduce it once this layer's gradients exist
+                took = allreduce_ms(filled, devices, links)
+                comm_free = max(comm_free, clock) + took
+                clock += contention * took  # the backward goes on beside it, slowed
+                filled, cap = 0.0, float(bucket_bytes)
+    if filled > 0:
+        comm_free = max(comm_free, clock) + allreduce_ms(filled, devices, links)
+    runtime = links.ddp_ms + links.ddp_layer_ms * sum(1 for layer in layers if layer.param_bytes)
+    return max(clock, comm_free) + runtime + step_end(devices, links)
