@@ -1,0 +1,3 @@
+import os
+os.chdir("/")
+from odd import Base as Net

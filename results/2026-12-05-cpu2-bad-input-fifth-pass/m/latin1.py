@@ -1,0 +1,3 @@
+# -*- coding: latin-1 -*-
+NAME = "été"
+from odd import Base as Net

@@ -1,0 +1,3 @@
+import sys
+sys.stdout = None
+from odd import Base as Net

@@ -1,0 +1,2 @@
+print("HELLO FROM IMPORT")
+from odd import Base as Net

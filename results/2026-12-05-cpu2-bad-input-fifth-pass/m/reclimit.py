@@ -1,0 +1,3 @@
+import sys
+sys.setrecursionlimit(60)
+from odd import Base as Net

@@ -1,0 +1,2 @@
+import selfimp
+from odd import Base as Net
