@@ -96,5 +96,5 @@ def test_the_samples_checked_are_spread_and_bounded():
             return torch.zeros(2), torch.tensor(-100 if i % 2 else 3)  # -100: cross_entropy's ignored target
 
     data = Counted()
-    assert _checked_samples(data, len(data)) == (3, 3)
+    assert _checked_samples(data, len(data), [""]) == (3, 3)
     assert len(data.read) == SAMPLES_CHECKED and data.read[0] == 0 and data.read[-1] == len(data) - 1
