@@ -155,8 +155,7 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     seconds = import_seconds()
     me = threading.current_thread()
     exits: list[int] = []
-    late = (f"{target}: {doing + ' ' if doing else ''}{what} did not finish within {seconds:g} s (an endless loop, "
-            "or something it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
+    late = too_late(target, f"{doing + ' ' if doing else ''}{what}", seconds)
     timed = limit and me is threading.main_thread()
     if timed:  # SIGALRM's is deadline's to put back
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -206,6 +205,13 @@ def raised(exc: BaseException, when: str = "when imported", rule: str = "a model
     if isinstance(exc, SystemExit):
         return f"it calls sys.exit({exc.code!r}) or exit() {when}; {rule}"
     return f"{type(exc).__name__}: {first_line(exc)}"
+
+
+def too_late(target: str, what: str, seconds: float) -> str:
+    """The one line for the user's code that outlived the import's limit (PIPEBENCH_IMPORT_SECONDS): a model
+    file's import or first forward, a --data file's import, function or samples."""
+    return (f"{target}: {what} did not finish within {seconds:g} s (an endless loop, or something it waits "
+            "for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
 
 
 BUILD_RULE = "a model must not end the process"

@@ -258,14 +258,13 @@ def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data")
     data set's `__len__` and `__getitem__`), so it has the time limit of a model file's import and first
     forward: one that never returns is one line naming `label` (the --data given) and what was being read,
     not a hang."""
-    from pipebench.models.imports import import_seconds
+    from pipebench.models.imports import import_seconds, too_late
     from pipebench.time_limit import time_limit
 
     seconds, reading = import_seconds(), ["its length"]
 
     def late() -> str:
-        return (f"{label}: reading {reading[0]} did not finish within {seconds:g} s (an endless loop, or something "
-                "it waits for); set PIPEBENCH_IMPORT_SECONDS to wait longer")
+        return too_late(label, f"reading {reading[0]}", seconds)
 
     with time_limit(seconds, late):
         return _check_fits(dataset, model, batch, reading)
