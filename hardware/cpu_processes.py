@@ -7,8 +7,8 @@ import os
 import sys
 import time
 
-from pipebench.errors import DeviceError
-from pipebench.snapshot import own_state
+from pipebench.base.errors import DeviceError
+from pipebench.base.snapshot import own_state
 
 __all__ = ["measure_cpu_processes", "PIPELINE_MICRO_BATCHES"]
 
@@ -89,7 +89,7 @@ def _start_peers(folder: str, threads: int, devices: int, sizes: list[int]) -> l
     next, where threads of one process had measured 0.04 to 1.9 ms from run to run."""
     import subprocess
 
-    from pipebench.processes import PARENT_ENV, TEMP_ENV
+    from pipebench.base.processes import PARENT_ENV, TEMP_ENV
 
     # Each peer ends itself, and removes the folder, within a second of this process ending (exit_with_parent)
     env = {**os.environ, PARENT_ENV: str(os.getpid()), TEMP_ENV: folder}
@@ -284,7 +284,7 @@ PIPELINE_MICRO_BATCHES = 8
 
 
 if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DIR THREADS RANK WORLD SIZES...
-    from pipebench.processes import exit_with_parent
+    from pipebench.base.processes import exit_with_parent
 
     exit_with_parent()  # before torch's import: a parent killed meanwhile is noticed too
     import signal

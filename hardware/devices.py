@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from pipebench.errors import DeviceError
+from pipebench.base.errors import DeviceError
 
 __all__ = ["check_gpus", "resolve_device"]
 
@@ -35,7 +35,7 @@ def resolve_device(device, check: bool = True) -> str:
     a torch.device): 'cpu', or 'cuda:N', where bare 'cuda' is the current GPU (torch refuses an index-less
     CUDA device in many calls), GPU 0 in a process that has not imported torch. `check`: the GPU must exist
     (DeviceError, one line). torch is not imported here: a cached answer needs none."""
-    from pipebench.text.parse import parse_device
+    from pipebench.base.text.parse import parse_device
 
     text = parse_device(str(device))
     if text == "cpu":

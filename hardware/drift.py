@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from pipebench.snapshot import own_state
+from pipebench.base.snapshot import own_state
 
 __all__ = ["DRIFT_SECONDS", "drift_seconds", "measure_machine_drift", "drift_of"]
 
@@ -19,7 +19,7 @@ each on ours) and to see past them, short enough for a first answer. $PIPEBENCH_
 
 def drift_seconds() -> float:
     """DRIFT_SECONDS, or $PIPEBENCH_DRIFT_SECONDS where set (UserError unless a number of seconds > 0)."""
-    from pipebench.text.units import env_seconds
+    from pipebench.base.text.units import env_seconds
 
     return env_seconds("PIPEBENCH_DRIFT_SECONDS", DRIFT_SECONDS, 3600)
 

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pipebench.errors import DeviceError
-from pipebench.text.parse import AutoGpus, parse_gpus
-from pipebench.text.units import GIB, format_gib
+from pipebench.base.errors import DeviceError
+from pipebench.base.text.parse import AutoGpus, parse_gpus
+from pipebench.base.text.units import GIB, format_gib
 
 __all__ = ["GpuInfo", "query_gpus", "gpu_name", "choose_gpus", "parse_gpu_choice", "free_memory_caps", "format_gpus",
            "describe_choice", "SAFETY_MARGIN", "CAPPED_MARGIN", "plannable"]

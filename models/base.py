@@ -11,7 +11,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 from torch import nn
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 @dataclass

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.models.hugging_face import AsTrained
 from pipebench.models.imports import raised
-from pipebench.text.units import format_bytes
+from pipebench.base.text.units import format_bytes
 
 __all__ = ["DEFAULT_TOKEN_RANGE", "LOSSES", "vocabulary", "SyntheticInputs", "TaskBatches", "ExampleInputs",
            "UserBatches", "not_finite", "loss", "cross_entropy", "nll", "mse", "bce", "MASKED_SHARE"]

@@ -15,7 +15,7 @@ from torch import nn
 
 from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticTokens
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 DESCRIPTION = "GPT-style decoder (pre-LN, causal SDPA attention, GELU MLP, untied head), attention and MLP cuttable"
 FLAVOURS = {

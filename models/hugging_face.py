@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.models.imports import parameters
 
 __all__ = ["TASKS", "AsTrained", "as_trained", "is_hugging_face", "task_of", "task_inputs", "input_names",

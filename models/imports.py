@@ -11,7 +11,7 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
   importing (main) thread, again each second until the file lets it out; a file that stops the timer
   (signal.alarm(0)), replaces its handler or swallows what it raises is ended by a watchdog thread
-  GRACE_SECONDS later: the same line, and the process exits 2 at once (pipebench/time_limit.py
+  GRACE_SECONDS later: the same line, and the process exits 2 at once (pipebench/base/time_limit.py
   `deadline`, the mechanism of every time limit);
 - it calls os._exit(N), which no `except` sees: from the first import on, os._exit is pipebench's
   (`_exit`), so the call becomes one line with its code, in the importing thread and in any thread the
@@ -47,9 +47,9 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from pipebench.errors import UserError, first_line
-from pipebench.time_limit import REAL_EXIT, deadline, end_process
-from pipebench.text.units import env_seconds, format_bytes
+from pipebench.base.errors import UserError, first_line
+from pipebench.base.time_limit import REAL_EXIT, deadline, end_process
+from pipebench.base.text.units import env_seconds, format_bytes
 
 __all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]

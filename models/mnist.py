@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.models.synthetic import check_batch_size, seeded_generator
 
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")

@@ -38,8 +38,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from pipebench.errors import UserError, first_line
-from pipebench.fileio.files import check_regular
+from pipebench.base.errors import UserError, first_line
+from pipebench.base.fileio.files import check_regular
 from pipebench.request import count_of
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
@@ -416,7 +416,7 @@ def _check_loss(module: nn.Module, make_batch, loss_fn, target: str, *, finite: 
     (gradients flow only through those) and the loss one number (backward() needs a scalar); `finite` (an
     nn.Module given to pipebench.profile/plan, which only profile it) a finite one too. A model file's
     loss may be NaN: a run or a train records that as `diverged`, a result, and the caller's weights come
-    back as given whatever the profile's update wrote (pipebench/snapshot.py). On the meta
+    back as given whatever the profile's update wrote (pipebench/base/snapshot.py). On the meta
     device (checking settings before any work) what cannot run there is not judged: a forward or a loss
     may read values, which meta tensors lack."""
     inputs, targets = make_batch(2, seed=0)

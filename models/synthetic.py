@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 def seeded_generator(seed: int) -> torch.Generator:

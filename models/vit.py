@@ -16,7 +16,7 @@ from torch import nn
 
 from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 if TYPE_CHECKING:  # imported when built: listing the zoo needs no torchvision
     from torchvision.models.vision_transformer import VisionTransformer

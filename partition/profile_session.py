@@ -13,14 +13,14 @@ import socket
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.profiling import sizes
 from pipebench.partition.planning.plan_choice import plan_ranking
 from pipebench.partition.profiling.profile_record import Profile
-from pipebench.schedules import DEFAULT_SCHEDULE
+from pipebench.base.schedules import DEFAULT_SCHEDULE
 from pipebench.partition.profiling.sizes import Ranking
 from pipebench.request import Request
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 __all__ = ["ProfilingSession", "counts_and_devices"]
 
@@ -105,7 +105,7 @@ class ProfilingSession:
         in the cache."""
         from pipebench.hardware.cpu import held_memory, thread_budget
         from pipebench.partition.profiling.measure import profile_sizes
-        from pipebench.snapshot import own_state
+        from pipebench.base.snapshot import own_state
 
         if not self.built:
             self._build()
@@ -157,7 +157,7 @@ class ProfilingSession:
 
         from pipebench.models import LayeredModel, UserModel, get_model
         from pipebench.partition.profiling.measure import Captures
-        from pipebench.training import set_precision
+        from pipebench.base.training import set_precision
 
         target = torch.device(self.device)
         if self.on_gpu:

@@ -13,14 +13,14 @@ line (`pipebench models | devices | plan | advise | run | train | report`) build
 `Request`, a run's `RunOptions`) and takes the same paths; `train` is the command line's alone.
 """
 from pipebench.api import advise, plan, plan_devices, profile, run
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import Plan, StagePlan
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, load_profiles, save_profiles
 from pipebench.partition.planning.solver import InfeasibleError, solve
 from pipebench.request import Request
-from pipebench.training import Training
-from pipebench.version import __version__
+from pipebench.base.training import Training
+from pipebench.base.version import __version__
 
 __all__ = [
     "plan", "profile", "advise", "run", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",

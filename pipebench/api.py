@@ -15,8 +15,8 @@ import sys
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from pipebench.errors import UserError
-from pipebench.fileio.files import as_path
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import as_path
 from pipebench.partition.planning.plan import Plan, shared_cores
 from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
 from pipebench.partition.profiling.sizes import Ranking
@@ -37,13 +37,13 @@ def _named_gpus(asked: dict[str, Any]) -> list | None:
 
 def _leaves_as_given(function):
     """`function(model, ...)` leaving the caller's nn.Module object and torch's global state as they were
-    (pipebench/snapshot.py: restored on return, however it returns), and run under pipebench's own torch
+    (pipebench/base/snapshot.py: restored on return, however it returns), and run under pipebench's own torch
     settings (own_state): a caller inside torch.no_grad() or torch.autocast still gets a profile of
     training in the precision asked."""
 
     @functools.wraps(function)
     def call(model: Any, *args: Any, **kwargs: Any):
-        from pipebench.snapshot import as_given, own_state
+        from pipebench.base.snapshot import as_given, own_state
 
         _check_default_device()
         with as_given(model if _is_module(model) else None), own_state():
@@ -60,7 +60,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
             before_measuring: Callable[[], None] | None = None, rank: Ranking | None = None,
             **asked: Any) -> list[Profile]:
     """Profile every layer of `model` on the request's first device at the micro-batch sizes a plan for its
-    batch considers, in its Training's precision (fp32, tf32 or bf16: pipebench/training.py), the whole
+    batch considers, in its Training's precision (fp32, tf32 or bf16: pipebench/base/training.py), the whole
     step including its optimizer's update; compiled in the Training's compile mode (default, max-autotune,
     cudagraphs; None: eager) as the strategies compile their stages, the compile time kept apart
     (Profile.compile_s).
@@ -93,7 +93,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first
         two is timed (unless `link_gbps` is given) and recorded in each Profile.
     note(line) hears what happens (sizes skipped, the link); progress(done, total, what) hears each
-    segment as it starts (pipebench.text.progress.ProgressBar draws it).
+    segment as it starts (pipebench.base.text.progress.ProgressBar draws it).
     cache: reuse sizes measured before in the profile cache (partition/profiling/cache.py) and keep new ones;
         fresh: measure every size again (and replace the cached ones). The cache is looked up before the
         model is built: when it holds every size, no model is built and no model file imported.
@@ -101,7 +101,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
         command line checks the stage count against the model's layers there).
     An nn.Module object comes back as it was given (each submodule's mode, parameters, buffers,
     requires_grad, device, forward methods), and torch's global state too (RNG, threads, default dtype,
-    grad mode, autocast, anomaly detection, matmul precision): pipebench/snapshot.py. Profiling runs under
+    grad mode, autocast, anomaly detection, matmul precision): pipebench/base/snapshot.py. Profiling runs under
     pipebench's own settings whatever the caller's or a model file's (grad on, autocast and anomaly
     detection off, float32 by default: snapshot.own_state).
     Returns one Profile per micro-batch size that ran or was interpolated, fewest micro-batches first.

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, fields, replace
 from numbers import Integral, Real
 from typing import Any, Sequence
 
-from pipebench.errors import UserError
-from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
-from pipebench.schedules import DEFAULT_SCHEDULE, get_schedule
-from pipebench.text.units import format_bytes
-from pipebench.training import Training
+from pipebench.base.errors import UserError
+from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
+from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
+from pipebench.base.text.units import format_bytes
+from pipebench.base.training import Training
 
 __all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "over_cap", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
            "virtual_stages"]
@@ -47,7 +47,7 @@ class Request:
     batch: int | None = None
     """The global batch; None: the profile's (a plan from saved profiles)."""
     schedule: str = DEFAULT_SCHEDULE
-    """The pipeline schedule (pipebench/schedules.py SCHEDULES) the plan is made for."""
+    """The pipeline schedule (pipebench/base/schedules.py SCHEDULES) the plan is made for."""
     virtual_stages: int | None = None
     """Stages per device; None: the schedule's own (2 for interleaved, zb-interleaved and zbv, else 1)."""
     micro_batches: int | tuple[int, ...] | None = None
@@ -67,7 +67,7 @@ class Request:
     link_latency_ms: float | None = None
     """The fixed cost of one transfer; None: the profile's where the link is the profile's, else 0."""
     training: Training = field(default_factory=Training)
-    """How the model trains (pipebench/training.py): precision, optimizer, checkpoint mode."""
+    """How the model trains (pipebench/base/training.py): precision, optimizer, checkpoint mode."""
     repeats: int | None = None
     """Timed repeats per layer when profiling; None: 5 on GPUs, 3 on the CPU."""
     granularity: int | None = None
@@ -337,7 +337,7 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 
 def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
-    most `high`, or the CLI's bound for the option of that name (pipebench/text/parse.py LIMITS) where there is one:
+    most `high`, or the CLI's bound for the option of that name (pipebench/base/text/parse.py LIMITS) where there is one:
     the API refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
     if high is None and name in LIMITS:
         high = int(LIMITS[name][1])

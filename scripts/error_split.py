@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipebench.partition.profiling.cache import LINK_FIELDS
-from pipebench.text.text_tables import text_table
+from pipebench.base.text.text_tables import text_table
 from pipebench.request import Request
 
 BATCH = 8
@@ -219,8 +219,8 @@ def predict_row(row, profiles: list, on: bool) -> float | None:
     nn.DataParallel priced as single)."""
     from pipebench.bench.predict.ranking import predict
     from pipebench.bench.strategies import get_strategy
-    from pipebench.errors import UserError
-    from pipebench.training import Training
+    from pipebench.base.errors import UserError
+    from pipebench.base.training import Training
 
     if not on:
         profiles = [replace(p, **{f: None for f in CPU_ONLY}) for p in profiles]
@@ -333,7 +333,7 @@ def table(found: list[Line], markdown: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from pipebench.bench.store import results
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     parser = argparse.ArgumentParser(prog="python scripts/error_split.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from pipebench.bench.predict.ranking import Advice, Prediction, rank_strategies, predict, tie, top_strategies
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES, parse_auto
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling.sizes import TIE
 from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 
 

@@ -10,7 +10,7 @@ import torch
 
 import pipebench
 from pipebench import models
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 @pytest.mark.parametrize("name", ["resnet18", "gpt", "convnet"])
@@ -44,7 +44,7 @@ def test_plan_from_saved_profiles_and_a_round_trip(tmp_path):
 
 
 def test_plan_takes_the_training_whole_or_in_parts():
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     profiles = pipebench.profile("mlp", batch=8, flavour="tiny", micro_batches=2, repeats=1)
     whole = pipebench.plan(profiles=profiles, stages=2, training=Training(optimizer="adamw", checkpoint="always"))

@@ -413,7 +413,7 @@ def test_a_data_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path, folder, m
 
 
 def test_unusable_mnist_data_is_a_user_error(tmp_path):
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
     from pipebench.models.mnist import load_mnist
 
     with pytest.raises(UserError, match="MNIST data in .* is unusable: missing file"):

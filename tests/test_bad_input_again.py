@@ -14,7 +14,7 @@ HOSTILE = "m\x1b[2J\r\n\x07x"  # clears the screen, rewrites the line, starts an
 
 
 def test_progress_lines_escape_control_characters(capsys):
-    from pipebench.text.progress import say
+    from pipebench.base.text.progress import say
 
     say(f"profiling {HOSTILE} on cpu")
     assert capsys.readouterr().err == "profiling m\\x1b[2J\\r\\n\\x07x on cpu\n"

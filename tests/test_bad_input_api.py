@@ -10,7 +10,7 @@ import math
 import pytest
 
 import pipebench
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 # --------------------------------------------------------------------------------- F6: pipebench.run's options
@@ -33,7 +33,7 @@ from pipebench.errors import UserError
     ("profiles", 5, r"profiles takes a folder's path \(got int 5\)"),
     ("data_dir", 5, r"data_dir takes a folder's path \(got int 5\)"),
     ("data_dir", "/nonexistent-pipebench-folder", "data_dir /nonexistent-pipebench-folder: no such folder"),
-    ("training", "bf16", "training takes a pipebench.training.Training"),
+    ("training", "bf16", "training takes a pipebench.base.training.Training"),
     ("resume", "no", r"resume takes True or False \(got 'no'\)"),
     ("auto", -1, r"auto takes a positive integer \(got -1\)"),
     ("auto", 10**6, "auto takes a positive integer up to"),

@@ -258,8 +258,8 @@ def test_a_link_to_dev_zero_is_refused_before_a_byte_is_read(capsys, tmp_path, w
 
 
 def test_reads_are_bounded(tmp_path):
-    from pipebench.errors import UserError
-    from pipebench.fileio.files import read_text
+    from pipebench.base.errors import UserError
+    from pipebench.base.fileio.files import read_text
 
     (tmp_path / "big.json").write_text("x" * 2000)
     with pytest.raises(UserError, match="big.json: larger than"):

@@ -389,8 +389,8 @@ def test_a_model_name_with_a_line_feed_stays_on_advises_check_line(capsys, tmp_p
 
 def test_repeated_chunks_count_once():
     """`P --chunks auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
-    from pipebench.errors import UserError
-    from pipebench.text.parse import parse_chunks
+    from pipebench.base.errors import UserError
+    from pipebench.base.text.parse import parse_chunks
 
     assert parse_chunks("auto,auto", single=True) == [None]
     assert parse_chunks("4, 4", single=True) == [4]
@@ -444,7 +444,7 @@ def test_the_api_checks_a_modules_loss_and_settings(kwargs, message):
     from torch import nn
 
     import pipebench
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
     with pytest.raises(UserError, match=None) as caught:
@@ -457,7 +457,7 @@ def test_the_api_refuses_a_module_without_parameters_and_profiles_that_are_not_p
     from torch import nn
 
     import pipebench
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     with pytest.raises(UserError, match="ReLU: has no parameters that require grad"):
         pipebench.plan(nn.ReLU(), torch.randn(2, 4), batch=8, stages=2)
@@ -554,7 +554,7 @@ def test_the_api_refuses_nan_example_inputs():
     from torch import nn
 
     import pipebench
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     x = torch.randn(2, 4)
     x[1, 2] = float("nan")
@@ -570,7 +570,7 @@ def test_a_loss_that_is_not_finite_is_refused_and_the_callers_weights_stay(value
     from torch import nn
 
     import pipebench
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     before = [p.detach().clone() for p in model.parameters()]
@@ -1081,8 +1081,8 @@ def test_a_limit_that_passes_as_the_block_starts_is_its_one_line():
     `try`, and the internal exception escaped as a traceback (fourth pass, F10)."""
     import threading
 
-    from pipebench.errors import UserError
-    from pipebench.time_limit import time_limit
+    from pipebench.base.errors import UserError
+    from pipebench.base.time_limit import time_limit
 
     import signal
 

@@ -75,7 +75,7 @@ def test_builtins_exit_as_a_model_is_one_line_not_exit_0(tmp_path):
 def test_an_exit_in_the_builder_is_a_user_error_from_python():
     """pipebench.plan("builtins:exit") let SystemExit through to the caller."""
     import pipebench
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     with pytest.raises(UserError, match="it calls sys.exit"):
         pipebench.plan("builtins:exit", batch=8, stages=2)
@@ -149,8 +149,8 @@ def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
 def test_two_inputs_may_name_one_file_but_an_output_may_not():
     """same_outputs compared the inputs with each other: --model F.py:Net --data F.py:data was refused with
     "the second would replace the first", though nothing writes either."""
-    from pipebench.errors import UserError
-    from pipebench.fileio.files import same_outputs
+    from pipebench.base.errors import UserError
+    from pipebench.base.fileio.files import same_outputs
 
     same_outputs({"--data": __file__, "--model": __file__}, {"--csv": None})
     with pytest.raises(UserError, match="--data and --save name the same file"):

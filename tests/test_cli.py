@@ -190,7 +190,7 @@ def test_cli_runs_as_a_module():
 
 
 def test_profile_sizes_skips_a_size_that_fails_and_says_why(monkeypatch):
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
     from pipebench.partition.profiling import measure
 
     from types import SimpleNamespace

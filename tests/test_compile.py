@@ -15,8 +15,8 @@ from pipebench.bench.report.tables import frame, summarise
 from pipebench.bench.report.report_notes import compile_notes
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.bench.launch.worker import error_record, graph_breaks
-from pipebench.errors import UserError
-from pipebench.training import Training
+from pipebench.base.errors import UserError
+from pipebench.base.training import Training
 from test_distributed import SEED, trained_params
 from test_results_file import make_row
 

@@ -12,7 +12,7 @@ from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.bench.strategies.fsdp.cost import fsdp_blocks, fsdp_step
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.schedules import SCHEDULES
+from pipebench.base.schedules import SCHEDULES
 from pipebench.partition.planning.simulator import SharedCores, simulate
 from pipebench.request import Request
 
@@ -132,7 +132,7 @@ def test_the_probe_measures_the_processes_and_their_runtimes():
 
 
 def test_the_probes_peer_fails_in_one_line(monkeypatch):
-    from pipebench.errors import DeviceError
+    from pipebench.base.errors import DeviceError
     from pipebench.hardware import cpu_processes as probes
 
     monkeypatch.setattr(probes, "_peer", lambda *args, **kwargs: 1 / 0)

@@ -11,10 +11,10 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.planned.single import SingleTrainer
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.partition.profiling.measure import profile_model
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 
 CPUS = ["cpu", "cpu"]

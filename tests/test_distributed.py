@@ -10,7 +10,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.launch.job import Job, cut_candidates
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.launch.spawn import WorkerError, visible_devices

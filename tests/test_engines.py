@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import pipebench
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning.engines import block, export
 from pipebench.partition.planning.plan import plan_with_bounds
 from pipebench.partition.planning.plan_choice import make_plan

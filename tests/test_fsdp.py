@@ -13,7 +13,7 @@ from pipebench.bench.strategies.fsdp.trainer import blocks
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.bench.strategies.fsdp.cost import fsdp_memory, fsdp_step
 from pipebench.partition.planning import costs
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 from test_advise import layer, profiles
 from test_distributed import SEED, check, job_for, trained_params

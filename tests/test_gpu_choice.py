@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipebench.bench.cli import main
-from pipebench.errors import DeviceError
+from pipebench.base.errors import DeviceError
 from pipebench.hardware.gpus import GpuInfo, choose_gpus, free_memory_caps, parse_gpu_choice, query_gpus
 
 GIB = 2**30

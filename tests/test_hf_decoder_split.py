@@ -53,7 +53,7 @@ def test_a_decoder_splits_in_bf16_as_it_runs():
     """Under bf16 the graph is captured in the autocast its stages run in: torch 2.11 replays the region a
     Hugging Face model runs with autocast off (its RoPE) with the dtypes it was captured with, and refused
     a graph captured in fp32 ('Tensor dtype mismatch')."""
-    from pipebench.training import Training, autocast
+    from pipebench.base.training import Training, autocast
 
     model = hf_models.llama().train()
     ids = torch.randint(0, hf_models.VOCAB, (2, 16))

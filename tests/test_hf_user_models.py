@@ -10,7 +10,7 @@ import torch
 
 from pipebench import models
 from pipebench.bench.cli import main
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 HF_MODELS = Path(__file__).parent / "fixtures" / "hf_models.py"
 FIXTURES = ("gpt2", "gpt2_tied", "llama", "bert")

@@ -13,10 +13,10 @@ from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.hybrid.trainer import _buckets
 from pipebench.bench.strategies.planned.single import SingleTrainer
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 
 SEED, BATCH, STAGES, REPLICAS = 0, 8, 2, 2

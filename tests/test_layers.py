@@ -12,8 +12,7 @@ PACKAGES = {"pipebench": "pipebench", "pipebench.bench": "bench", "pipebench.har
             "pipebench.models": "models", "pipebench.partition": "partition"}
 """Import name -> folder, as pyproject.toml's package-dir installs them."""
 NOT_SHIPPED = ("bench/benchmarks",)
-LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.training", "pipebench.request",
-         "pipebench.errors")
+LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.base", "pipebench.request")
 HIGHER = "pipebench.bench"
 
 
@@ -148,8 +147,8 @@ def test_bench_folders_follow_the_flow():
     assert backward_imports(graph) == []
 
 
-LAYERS = ("pipebench.errors", "pipebench.version", "pipebench.snapshot", "pipebench.text", "pipebench.fileio",
-          "pipebench.training", "pipebench.schedules", "pipebench.processes", "pipebench.time_limit",
+LAYERS = ("pipebench.base", "pipebench.base.errors", "pipebench.base.version", "pipebench.base.snapshot", "pipebench.base.text", "pipebench.base.fileio",
+          "pipebench.base.training", "pipebench.base.schedules", "pipebench.base.processes", "pipebench.base.time_limit",
           "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request",
           "pipebench.models", "pipebench.partition.planning", "pipebench.partition")
 """The packages (and pipebench/'s own modules) below the API and bench/, lowest first: each imports only

@@ -8,7 +8,7 @@ from pipebench import models
 from pipebench.bench.cli import main
 from pipebench.partition.profiling.measure import profile_model
 from pipebench.request import Request
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 
 @pytest.mark.gpu

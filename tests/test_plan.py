@@ -14,7 +14,7 @@ from pipebench.partition.planning.simulator import simulate
 from pipebench.partition.planning.plan_choice import PROFILE_NOISE, choose_micro_batches
 from pipebench.partition.planning.solver import InfeasibleError, solve, stage_times
 from pipebench.request import Request
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 
 def gpt_like(micro_batch=8, batch=64, per_sample_overhead=0.0):
@@ -335,7 +335,7 @@ def test_a_compiled_whole_step_far_below_its_segments_is_the_single_prediction(c
     """Eager, a whole step far below its segments' sum measured something else, and the calibration stops at
     0.8. Compiled, the whole model fuses across the cuts that the segments compiled apart cannot, so the
     whole step is single's figure however far below (ResNet-50 on an H200: 40 ms against 76)."""
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100) for i in range(4)]
     profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=5.0,

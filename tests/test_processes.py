@@ -18,7 +18,7 @@ import pytest
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import WorkerError
-from pipebench.processes import descendants
+from pipebench.base.processes import descendants
 from pipebench.bench.store.results import load
 from pipebench.bench.launch.worker import error_record
 

@@ -354,7 +354,7 @@ def test_what_neighbouring_layers_both_keep_counts_once_as_in_the_eager_model(pr
     """A ResNet block's last ReLU keeps its result, and the next block's first convolution keeps the same
     tensor as its input: profiled apart each counts it, the eager model holds it once. kept_bytes equals
     the saved bytes of the eager model's own forward (less autocast's weight copies, counted apart)."""
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     model = models.get_model("resnet18", "tiny", seed=0)
     with torch.random.fork_rng():
@@ -403,7 +403,7 @@ def test_a_figure_timed_while_the_machine_was_slow_is_taken_to_its_unloaded_spee
 
 
 def test_how_long_the_machine_is_watched_is_a_number_of_seconds(monkeypatch):
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
     from pipebench.hardware.drift import DRIFT_SECONDS, drift_seconds
 
     monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", "0.5")
@@ -447,7 +447,7 @@ class _BurstyModel:
 
 def test_a_cpu_whole_step_is_the_fastest_of_seconds_of_steps_and_a_gpu_one_the_median_of_its_repeats():
     from pipebench.partition.profiling.measure import _whole_step
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     model = _BurstyModel()
     median, _, _, _ = _whole_step(model, model.module, torch.device("cpu"), 4, 3, 0, Training())

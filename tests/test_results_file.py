@@ -166,11 +166,11 @@ def test_results_paths(tmp_path):
 
 
 def test_every_file_name_part_is_one_slug():
-    """pipebench/fileio/files.py slug names the results files, the profiles beside them, the plots and
+    """pipebench/base/fileio/files.py slug names the results files, the profiles beside them, the plots and
     advise's check folder alike: only what each keeps or strips differs."""
     from pipebench.bench.cli.advise import model_slug
     from pipebench.bench.report.plots import _slug as plot_slug
-    from pipebench.fileio.files import slug
+    from pipebench.base.fileio.files import slug
 
     assert slug("convnet.py:ConvNet") == "convnet.py-ConvNet" and slug(" résumé / 中文 ") == "r-sum"
     assert slug("a--b+c", keep="._+-", strip="") == "a--b+c" and slug("-.x.-", strip="-.") == "x" and slug("") == ""
@@ -362,7 +362,7 @@ def test_two_processes_appending_to_one_file_lose_no_row(paths):
 def test_every_atomic_write_has_its_own_temporary_name(tmp_path, monkeypatch):
     """A fixed name (or one per process) lets two writers of one file, say two threads, clobber each other's
     temporary file."""
-    from pipebench.fileio import files
+    from pipebench.base.fileio import files
 
     used = []
     real_replace = os.replace

@@ -1,6 +1,5 @@
 """Cases measured in interleaved rounds (bench/cases/measure.py run_rounds), and the strategies that do the same
 work as single on a machine (the registry's compute_devices): no processes start here."""
-import pytest
 
 from pipebench.bench.cases import measure
 from pipebench.bench.cases.case_rows import same_work_as

@@ -172,7 +172,7 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
 def test_resume_into_a_folder_whose_own_folder_is_a_file_is_refused_first(tmp_path, ran, folder):
     """A claims or -plans folder that is a file was a FileExistsError traceback, the plans' one after the
     case had run."""
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     _, json_path, _ = run(tmp_path)
     ran.clear()
@@ -240,7 +240,7 @@ def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_pa
     frozen, refused when made, and each change a new value, checked again."""
     import dataclasses
 
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     asked = dict(models={"mlp": 64}, strategies=["single"], chunks=[None], flavour=None, overrides={},
                  out=str(tmp_path / "out"), resume=False, steps=5, warmup=2, timeout=60)
@@ -278,8 +278,8 @@ def test_the_api_and_the_command_line_settle_a_run_alike(tmp_path, monkeypatch):
 def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
     """pipebench.run(training=Training(compile="default")) ran eager while its line said compiled: the
     Training's mode now becomes the run's compiles, and both at once is refused."""
-    from pipebench.errors import UserError
-    from pipebench.training import Training
+    from pipebench.base.errors import UserError
+    from pipebench.base.training import Training
 
     options = run_options.RunOptions(models={"mlp": 8}, strategies=["single"], training=Training(compile="default"))
     assert options.compiles == ("default",) and options.training.compile is None

@@ -289,8 +289,8 @@ def test_every_schedule_is_a_record_that_names_its_torch_class():
     places its default stages and names a class torch.distributed.pipelining has."""
     import torch.distributed.pipelining as pipelining
 
-    from pipebench.errors import UserError
-    from pipebench.schedules import SCHEDULES, get_schedule
+    from pipebench.base.errors import UserError
+    from pipebench.base.schedules import SCHEDULES, get_schedule
 
     for name, kind in SCHEDULES.items():
         assert get_schedule(name) is kind and hasattr(pipelining, kind.torch_class)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.profiling.sizes import (TIE, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
                                                  interpolate, refine)
 

@@ -1,5 +1,5 @@
 """pipebench.plan and pipebench.profile leave the caller's model and torch's global state as they found them
-(pipebench/snapshot.py): every submodule's mode, parameters (objects and values), buffers, requires_grad,
+(pipebench/base/snapshot.py): every submodule's mode, parameters (objects and values), buffers, requires_grad,
 gradients, device, forward methods; the RNG, threads, default dtype, grad mode, autocast, anomaly detection and
 matmul precision; and pipebench's own measurements run under its own torch settings (snapshot.own_state)."""
 from __future__ import annotations
@@ -122,7 +122,7 @@ def test_a_buffer_replaced_by_another_tensor_is_put_back():
     import torch
     from torch import nn
 
-    from pipebench.snapshot import module_state
+    from pipebench.base.snapshot import module_state
 
     norm = nn.BatchNorm1d(4)
     mean = norm.running_mean
@@ -138,7 +138,7 @@ def test_a_nan_written_through_the_parameter_is_undone():
     of the caller's NaN."""
     from torch import nn
 
-    from pipebench.snapshot import module_state
+    from pipebench.base.snapshot import module_state
 
     layer = nn.Linear(4, 3)
     before = [p.detach().clone() for p in layer.parameters()]
@@ -153,7 +153,7 @@ def test_a_nan_written_through_the_parameter_is_undone():
 def test_own_state_sets_pipebench_settings_and_puts_the_callers_back():
     """pipebench's measurements ran under the caller's torch.autocast, no_grad, anomaly detection and default
     dtype; and the global snapshot did not cover autocast or anomaly detection at all."""
-    from pipebench.snapshot import own_state
+    from pipebench.base.snapshot import own_state
 
     with torch.autocast("cpu", dtype=torch.float16), torch.no_grad(), torch.autograd.detect_anomaly(check_nan=False):
         torch.set_default_dtype(torch.float64)

@@ -95,7 +95,7 @@ def test_the_registry_declares_every_strategy_once():
     """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
     schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
     from pipebench.bench.strategies.trainers import Trainer
-    from pipebench.schedules import SCHEDULES
+    from pipebench.base.schedules import SCHEDULES
 
     assert list(STRATEGIES) == ["single", "dataparallel", "ddp", "zero1", "fsdp", "device-map", "modelparallel", "pipeline",
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]

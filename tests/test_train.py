@@ -99,7 +99,7 @@ def test_train_options_are_checked_once_when_made():
     import dataclasses
 
     from pipebench.bench.train import TrainOptions
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -14,12 +14,12 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
 from pipebench.bench.strategies.planned.single import SingleTrainer
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning import costs
 from pipebench.partition.planning.plan import Plan, hand_plan
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 
 BF16_ADAMW = Training(precision="bf16", optimizer="adamw")

@@ -18,7 +18,7 @@ from pipebench.bench.cases.prepare import Profiled, prepare
 from pipebench.bench.cases.case_rows import case_caps, make_row
 from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 MB = 10**6
 GIB = 2**30

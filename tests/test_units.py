@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from pipebench.errors import DeviceError, UserError
-from pipebench.text.parse import (AutoGpus, parse_chunks, parse_gpus, parse_int, parse_number,
+from pipebench.base.errors import DeviceError, UserError
+from pipebench.base.text.parse import (AutoGpus, parse_chunks, parse_gpus, parse_int, parse_number,
                              parse_override, parse_speeds)
 from pipebench.request import virtual_stages
-from pipebench.text.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
+from pipebench.base.text.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
 
 
 def test_parse_size():

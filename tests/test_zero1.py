@@ -12,7 +12,7 @@ from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.partition.planning import costs
-from pipebench.training import Training
+from pipebench.base.training import Training
 from pipebench.request import Request
 from test_advise import profiles
 from test_distributed import SEED, check, job_for, trained_params

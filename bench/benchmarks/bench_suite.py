@@ -19,18 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 from pipebench.bench.store import results as res
 from pipebench.bench.cases.run_options import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
-from pipebench.text.parse import parse_chunks
-from pipebench.training import Training
+from pipebench.base.text.parse import parse_chunks
+from pipebench.base.training import Training
 from pipebench.bench.cases.case import CaseUnavailable, make_cases, now
 from pipebench.bench.cases.case_rows import make_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.machine import detect_machine
-from pipebench.time_limit import LIMIT_SECONDS
+from pipebench.base.time_limit import LIMIT_SECONDS
 
 
 def suite_options(config) -> tuple[RunOptions, object]:
@@ -45,7 +45,7 @@ def suite_options(config) -> tuple[RunOptions, object]:
 
 
 def _parse_options(config) -> tuple[RunOptions, object]:
-    from pipebench.text.parse import AutoGpus, parse_gpus
+    from pipebench.base.text.parse import AutoGpus, parse_gpus
 
     gpus = parse_gpus(config.getoption("--suite-gpus")) if config.getoption("--suite-gpus") else None
     if isinstance(gpus, AutoGpus):

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 from pipebench.bench.store.row import settings_text
 from pipebench.bench.strategies import STRATEGIES, get_strategy
-from pipebench.text.parse import is_user_model
-from pipebench.training import Training
+from pipebench.base.text.parse import is_user_model
+from pipebench.base.training import Training
 
 
 DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}

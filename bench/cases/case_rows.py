@@ -12,7 +12,7 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.store.row import Row
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
-from pipebench.text.parse import is_user_model
+from pipebench.base.text.parse import is_user_model
 
 
 def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,

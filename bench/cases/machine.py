@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from pipebench.hardware.cpu import cpu_name
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import Request
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 __all__ = ["Machine", "detect_machine", "probe_speeds"]
 
@@ -90,7 +90,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
     import torch
 
-    from pipebench.errors import DeviceError
+    from pipebench.base.errors import DeviceError
     from pipebench.hardware.devices import check_gpus
 
     count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -114,7 +114,7 @@ def probe_speeds(machine: Machine) -> list[float]:
     """Speed factor per chosen GPU (hardware.gpu_probes.measure_speeds), probed in a child process so that
     this one never initialises CUDA."""
     from pipebench.bench.launch.spawn import WorkerError, call_in_child
-    from pipebench.errors import DeviceError
+    from pipebench.base.errors import DeviceError
 
     try:
         return call_in_child(_probe_speeds, gpus=machine.gpus)

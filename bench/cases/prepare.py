@@ -19,15 +19,15 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.bench.launch.job import Job
 from pipebench.bench.store.row import timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
-from pipebench.errors import UserError
-from pipebench.fileio.files import slug
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import slug
 from pipebench.hardware.cpu import threads_per_device
 from pipebench.models.source import ModelSource
 from pipebench.partition.planning.plan import Plan
 from pipebench.partition.profiling.profile_record import Profile, load_profiles, save_profiles
 from pipebench.request import Request, over_cap
-from pipebench.text.parse import is_user_model
-from pipebench.training import DEFAULT_PRECISION, Training
+from pipebench.base.text.parse import is_user_model
+from pipebench.base.training import DEFAULT_PRECISION, Training
 
 
 # ------------------------------------------------------------------------------------------- profiles
@@ -86,7 +86,7 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
-    from pipebench.text.progress import ProgressBar, say
+    from pipebench.base.text.progress import ProgressBar, say
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
                         compile=case.training.compile)

@@ -12,10 +12,10 @@ from pipebench.bench.cases.case import DEFAULT_MODELS, QUICK_BATCH
 from pipebench.bench.cases.machine import Machine
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.strategies import STRATEGIES, get_strategy
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import check_recompute, split_error
-from pipebench.time_limit import LIMIT_SECONDS
-from pipebench.training import Training
+from pipebench.base.time_limit import LIMIT_SECONDS
+from pipebench.base.training import Training
 
 QUICK = {"batch": QUICK_BATCH, "flavour": "tiny", "steps": 2, "warmup": 1, "rounds": 3}
 """What --quick, and every run on the CPU, uses for each of these options the user did not give."""
@@ -75,14 +75,14 @@ class RunOptions:
     recorded as predicted-oom), to test the prediction."""
 
     def __post_init__(self):
-        """Each option of its type and within the command line's bound (pipebench/text/parse.py LIMITS,
+        """Each option of its type and within the command line's bound (pipebench/base/text/parse.py LIMITS,
         MAX_CHUNKS, the count of strategies for auto:K), refused in one line when the options are made: the
         command line's parsers make these types already, and `pipebench.run` passes what the caller gave."""
         import os
         from numbers import Integral, Real
 
         from pipebench.request import count_of
-        from pipebench.text.parse import LIMITS, MAX_CHUNKS, parse_number
+        from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_number
 
         for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
             value, (low, high) = getattr(self, name), LIMITS[name]
@@ -108,7 +108,7 @@ class RunOptions:
             where = "not a folder" if Path(self.data_dir).exists() else "no such folder"
             raise UserError(f"data_dir {self.data_dir}: {where}")
         if not isinstance(self.training, Training):
-            raise UserError(f"training takes a pipebench.training.Training (got {type(self.training).__name__} "
+            raise UserError(f"training takes a pipebench.base.training.Training (got {type(self.training).__name__} "
                             f"{self.training!r:.40})")
         for name in ("resume", "again", "fresh", "try_anyway"):
             if not isinstance(getattr(self, name), bool):
@@ -202,7 +202,7 @@ def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True
     """Everything a run is asked against the machine, refused in one line before anything is profiled
     (check_options), and the results and profiles folders writable: returns the options with those
     folders made and absolute."""
-    from pipebench.fileio.files import writable_folder
+    from pipebench.base.fileio.files import writable_folder
 
     check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
     out = writable_folder(options.out, "--out")

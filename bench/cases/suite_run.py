@@ -27,9 +27,9 @@ from pipebench.bench.cases.case_rows import make_row, unavailable_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.measure import run_rounds
 from pipebench.bench.cases.run_options import RunOptions
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.profiling import sizes
-from pipebench.text.units import format_gib
+from pipebench.base.text.units import format_gib
 
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths. The cases run in warm worker
@@ -185,7 +185,7 @@ class _Run:
 def check_folders(folders: Sequence[Path]) -> None:
     """The folders a run keeps beside its results (claims, plans, profiles), made now and written in once,
     so that a file in the way, or one that cannot be written, is one line before any case runs."""
-    from pipebench.fileio.files import writable_folder
+    from pipebench.base.fileio.files import writable_folder
 
     for folder in folders:
         if folder.exists() and not folder.is_dir():

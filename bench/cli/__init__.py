@@ -3,7 +3,7 @@
 One module per command (models, plan, advise, run, train, devices, report), each with `add_parser` and
 the command, bench/cli/source.py for where plan and advise get their profiles, and bench/cli/common.py
 for the options and helpers they share; reading options is
-pipebench.text.parse and pipebench.text.units, the work is the library's.
+pipebench.base.text.parse and pipebench.base.text.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
 and exit status 2, never a traceback.
@@ -15,7 +15,7 @@ import signal
 import sys
 
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["main"]
 
@@ -100,11 +100,11 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = _parse(parser, sys.argv[1:] if argv is None else argv)
     except _UsageError as exc:
-        from pipebench.errors import printable
+        from pipebench.base.errors import printable
 
         print(printable(str(exc)), file=sys.stderr)
         return EXIT_USAGE
-    from pipebench.processes import run_folder
+    from pipebench.base.processes import run_folder
 
     previous = _catch_signals()
     interrupted = False
@@ -250,7 +250,7 @@ def _version() -> str:
     import for --version)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from pipebench.version import __version__
+    from pipebench.base.version import __version__
 
     try:
         torch = version("torch")
@@ -262,7 +262,7 @@ def _version() -> str:
 def _read_counts(args) -> None:
     """Every count and number option of every command (--batch, --stages, --steps, --timeout...: the keys
     of parse.LIMITS), read from its text by the one strict parser, before the command starts."""
-    from pipebench.text.parse import LIMITS, parse_option
+    from pipebench.base.text.parse import LIMITS, parse_option
 
     for name in LIMITS:
         text = getattr(args, name, None)
@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fail(message: str) -> int:
     """Say `message` on stderr; exit status 2 even where stderr takes nothing (a reader gone: its EPIPE)."""
-    from pipebench.errors import printable
+    from pipebench.base.errors import printable
 
     try:
         print(f"pipebench: error: {printable(message)}", file=sys.stderr)

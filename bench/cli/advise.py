@@ -7,7 +7,7 @@ from pathlib import Path
 from pipebench.bench.cli.common import answer, note
 from pipebench.bench.report.advice_text import format_advice
 from pipebench.bench.report.labels import is_pipeline
-from pipebench.errors import printable
+from pipebench.base.errors import printable
 
 
 def add_parser(subparsers) -> None:
@@ -35,8 +35,8 @@ def cmd_advise(args) -> int:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
     from pipebench.bench.cli.source import check_outputs, load_or_profile
-    from pipebench.fileio.files import write_json
-    from pipebench.text.parse import parse_chunks
+    from pipebench.base.fileio.files import write_json
+    from pipebench.base.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
     check_outputs(args)
@@ -55,7 +55,7 @@ def cmd_advise(args) -> int:
 
 def model_slug(name: str) -> str:
     """A model's name as a folder's: 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'."""
-    from pipebench.fileio.files import slug
+    from pipebench.base.fileio.files import slug
 
     return slug(Path(name.split(":")[0]).name + ("-" + name.rsplit(":", 1)[1] if ":" in name else ""))
 
@@ -67,7 +67,7 @@ def check_command(args, profile, compared, devices: int) -> str:
     import shlex
 
     from pipebench.bench.strategies import BASELINE
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     words = ["pipebench", "run", "--models", args.model or profile.model]
     options = {"--flavour": args.flavour, "--batch": profile.batch, "--gpus": args.gpus,

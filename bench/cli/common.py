@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -12,7 +12,7 @@ EXIT_INTERRUPTED = 130
 def note(message: str, end: str = "\n") -> None:
     """Progress and remarks go to stderr, so stdout holds only the command's answer (through tqdm, which
     keeps a progress bar whole)."""
-    from pipebench.text.progress import say
+    from pipebench.base.text.progress import say
 
     say(message, end=end)
 
@@ -20,7 +20,7 @@ def note(message: str, end: str = "\n") -> None:
 def answer(text: str = "") -> None:
     """The command's answer on stdout, `printable` but for its own line feeds: a model's, layer's or file's
     name in it cannot clear the terminal or rewrite a line."""
-    from pipebench.errors import printable
+    from pipebench.base.errors import printable
 
     print(printable(text, keep="\n"))
 
@@ -36,10 +36,10 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: bool = False) -> None:
-    """--precision, --optimizer, --checkpoint and --compile (pipebench/training.py), which run, plan and
+    """--precision, --optimizer, --checkpoint and --compile (pipebench/base/training.py), which run, plan and
     advise share; `training_of(args)` reads them, an unknown value in one line. several_compiles: --compile
     takes a list, each mode a case of its own, eager among them (run: compiled beside eager)."""
-    from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, OPTIMIZERS, PRECISIONS
+    from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, OPTIMIZERS, PRECISIONS
 
     parser.add_argument("--precision", metavar="|".join(PRECISIONS),
                         help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
@@ -51,7 +51,7 @@ def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: b
                         "memory cap requires it) or always")
     modes = "|".join(COMPILE_MODES)
     if several_compiles:
-        parser.add_argument("--compile", metavar=f"MODE[,MODE...]",
+        parser.add_argument("--compile", metavar="MODE[,MODE...]",
                             help=f"torch.compile what each strategy runs, in each mode given ({modes}, or eager), "
                             "each a case of its own: --compile eager,default measures both in one run (default: "
                             "eager); compile seconds are kept apart from the step")
@@ -63,7 +63,7 @@ def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: b
 
 def compile_modes(text: str | None) -> list[str | None]:
     """--compile's modes in the order given, None for eager (the default); an unknown one in one line."""
-    from pipebench.training import COMPILE_MODES
+    from pipebench.base.training import COMPILE_MODES
 
     if text is None:
         return [None]
@@ -77,7 +77,7 @@ def compile_modes(text: str | None) -> list[str | None]:
 def training_of(args):
     """The Training the options of add_training_options say (UserError for an unknown value); --compile
     with one mode (run reads its list with compile_modes)."""
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     modes = compile_modes(getattr(args, "compile", None))
     if len(modes) > 1:
@@ -95,7 +95,7 @@ def training_given(args) -> list[str]:
 def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU now: only on GPUs, and only where `probe`, i.e. not
     with a saved profile, which touches no GPU), or one factor per device."""
-    from pipebench.text.parse import parse_speeds
+    from pipebench.base.text.parse import parse_speeds
 
     factors = parse_speeds(text, len(devices))
     if factors != "auto":
@@ -117,7 +117,7 @@ def chosen_gpus(text: str | None, *, now: bool = True) -> tuple[list[int] | None
     the default memory caps; None where it cannot tell), or (None, None) when not given. auto:N takes the
     N freest GPUs now and says which it took, and why. `now` False (a saved profile, which touches no
     GPU): the ids as named, and auto:N refused."""
-    from pipebench.text.parse import parse_gpus
+    from pipebench.base.text.parse import parse_gpus
 
     if text is None:
         return None, None
@@ -154,7 +154,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_settings(args, names: list[str]) -> dict:
     """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
-    from pipebench.text.parse import is_user_model
+    from pipebench.base.text.parse import is_user_model
 
     given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
              "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}
@@ -166,7 +166,7 @@ def model_settings(args, names: list[str]) -> dict:
         option = "--" + next(iter(given)).replace("_", "-")
         raise UserError(f"{option} is for a model of your own (FILE.py:NAME); {zoo[0]} is the zoo's")
     if "input_shape" in given:
-        from pipebench.text.parse import parse_int
+        from pipebench.base.text.parse import parse_int
 
         try:
             given["input_shape"] = [parse_int(d, "--input-shape", 1, 2**31) for d in given["input_shape"].split(",")]

@@ -1,7 +1,7 @@
 """`pipebench devices`: the visible GPUs through NVML, and the bandwidth between each pair of those chosen."""
 from __future__ import annotations
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 def add_parser(subparsers) -> None:
@@ -16,8 +16,8 @@ def add_parser(subparsers) -> None:
 
 def cmd_devices(args) -> int:
     from pipebench.hardware.gpus import format_gpus, parse_gpu_choice, query_gpus
-    from pipebench.errors import DeviceError
-    from pipebench.text.parse import parse_gpus
+    from pipebench.base.errors import DeviceError
+    from pipebench.base.text.parse import parse_gpus
 
     if args.gpus is not None:
         parse_gpus(args.gpus)  # the text first: '--gpus a,b' is wrong whether or not there are GPUs

@@ -1,7 +1,7 @@
 """`pipebench models`: the model zoo, with layer and parameter counts per size flavour."""
 from __future__ import annotations
 
-from pipebench.text.units import format_count
+from pipebench.base.text.units import format_count
 
 
 def add_parser(subparsers) -> None:

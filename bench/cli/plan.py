@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from pipebench.bench.cli.common import answer
-from pipebench.errors import printable
+from pipebench.base.errors import printable
 from pipebench.request import BALANCES
-from pipebench.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
+from pipebench.base.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.bench.cli.source import add_source_options, check_outputs, load_or_profile
 
 
@@ -35,15 +35,15 @@ def add_parser(subparsers) -> None:
 
 def cmd_plan(args) -> int:
     import pipebench
-    from pipebench.schedules import get_schedule
+    from pipebench.base.schedules import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
     from pipebench.bench.predict.pays import plan_verdict
-    from pipebench.fileio.files import write_json
+    from pipebench.base.fileio.files import write_json
     from pipebench.partition.planning.engines import check_engine, summary
     from pipebench.partition.planning.plan_choice import plan_ranking
     from pipebench.bench.report.plan_text import format_plan
-    from pipebench.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]
     check_outputs(args)

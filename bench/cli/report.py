@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pipebench.bench.cli.common import answer, note
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.errors import UserError, printable
+from pipebench.base.errors import UserError, printable
 
 
 def add_parser(subparsers) -> None:
@@ -23,8 +23,8 @@ def cmd_report(args) -> int:
     from pipebench.bench.report.tables import frame, summarise, text_report, write_report
     from pipebench.bench.store.results import files as results_files, load
     from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
-    from pipebench.fileio.files import writable_folder
-    from pipebench.text.progress import ProgressBar
+    from pipebench.base.fileio.files import writable_folder
+    from pipebench.base.text.progress import ProgressBar
 
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:

@@ -7,8 +7,8 @@ from pathlib import Path
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds, asks_cpu
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
-from pipebench.errors import UserError, printable
-from pipebench.time_limit import LIMIT_SECONDS
+from pipebench.base.errors import UserError, printable
+from pipebench.base.time_limit import LIMIT_SECONDS
 
 
 def add_parser(subparsers) -> None:
@@ -100,7 +100,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
     strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
     default)."""
     from pipebench.bench.cases import run_options
-    from pipebench.text.parse import parse_chunks, parse_override
+    from pipebench.base.text.parse import parse_chunks, parse_override
 
     models = run_options.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
@@ -124,7 +124,7 @@ def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
     one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.cases.run_options import cap_machine
-    from pipebench.text.units import parse_size
+    from pipebench.base.text.units import parse_size
 
     ids, _ = chosen_gpus(args.gpus or None)
     cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
@@ -172,7 +172,7 @@ def _run_suite(options, machine) -> int:
 
 def parse_gpu_memory(text: str | None) -> int | None:
     """--gpu-memory SIZE -> bytes (None when not given); anything but a positive size is one line."""
-    from pipebench.text.units import parse_size
+    from pipebench.base.text.units import parse_size
 
     if text is None:
         return None

@@ -9,10 +9,10 @@ from typing import NamedTuple
 from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, chosen_gpus,
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import Request, check_stage_count
-from pipebench.text.parse import is_user_model
-from pipebench.time_limit import LIMIT_SECONDS, time_limit
+from pipebench.base.text.parse import is_user_model
+from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
 
 def add_source_options(parser, command: str, *, where: str, stages: str) -> None:
@@ -61,7 +61,7 @@ def check_outputs(args) -> None:
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
     folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
     file) are refused: the second write would replace the first."""
-    from pipebench.fileio.files import same_outputs, writable_file
+    from pipebench.base.fileio.files import same_outputs, writable_file
 
     if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
         raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
@@ -92,7 +92,7 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
     import pipebench
     from pipebench.partition.profiling.profile_record import save_profiles
-    from pipebench.text.progress import ProgressBar
+    from pipebench.base.text.progress import ProgressBar
 
     devices, infos = _devices(args, check=True)
     overrides = _settings(args)
@@ -137,8 +137,8 @@ def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked
     """The Request the options say, on `devices`: the batch (None: Request.measured_here's default), the
     caps (--max-memory; None: Request.measured_here's, what NVML says is free), the speeds (--speeds auto
     probes them now, only when `measuring`), the link, the Training and the profiling settings."""
-    from pipebench.text.parse import parse_link_gbps
-    from pipebench.text.units import parse_size
+    from pipebench.base.text.parse import parse_link_gbps
+    from pipebench.base.text.units import parse_size
 
     caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
     return Request(devices=devices, batch=batch, max_memory=caps,
@@ -161,7 +161,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 def _settings(args) -> dict:
     """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model)."""
-    from pipebench.text.parse import parse_override
+    from pipebench.base.text.parse import parse_override
 
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data_folder(args.data_dir)

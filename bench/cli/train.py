@@ -10,7 +10,7 @@ from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_opti
                                         model_file, model_settings, note, training_of)
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import help_text
-from pipebench.errors import UserError, printable
+from pipebench.base.errors import UserError, printable
 
 EXIT_DIVERGED = 1
 """`pipebench train` whose loss became NaN or infinite: it stopped there, and its last finite checkpoint
@@ -60,7 +60,7 @@ def add_parser(subparsers) -> None:
 
 
 def _count(text, option: str, low: int = 1) -> int | None:
-    from pipebench.text.parse import parse_int
+    from pipebench.base.text.parse import parse_int
 
     return None if text is None else parse_int(str(text), option, low, 2**40)
 
@@ -73,7 +73,7 @@ def check_outputs(args) -> None:
     the write would replace it; --data and --model may name one file, both read."""
     from pathlib import Path
 
-    from pipebench.fileio.files import creatable_folder, same_outputs, writable_file
+    from pipebench.base.fileio.files import creatable_folder, same_outputs, writable_file
 
     outputs = {}
     if args.save is not None:  # --save '' was no --save: the training ran and nothing was saved
@@ -111,7 +111,7 @@ def cmd_train(args) -> int:
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.bench.train import run_training
     from pipebench.bench.train.data import parse_data
-    from pipebench.text.parse import parse_override
+    from pipebench.base.text.parse import parse_override
 
     check_outputs(args)
     training = training_of(args)

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from pipebench.bench.strategies import get_strategy
-from pipebench.errors import UserError
-from pipebench.fileio.files import read_json, record, write_json
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import read_json, record, write_json
 from pipebench.partition.planning.plan import Plan
 from pipebench.request import check_recompute, copies_error, split_error
-from pipebench.training import Training, nest_training
+from pipebench.base.training import Training, nest_training
 
 __all__ = ["Job"]
 
@@ -43,7 +43,7 @@ class Job:
     seed: int = 0
     """Weights; the batch uses seed + 1."""
     training: Training = field(default_factory=Training)
-    """How the case trains (pipebench/training.py): precision, optimizer, checkpoint mode. Which stages
+    """How the case trains (pipebench/base/training.py): precision, optimizer, checkpoint mode. Which stages
     recompute comes from the Plan (StagePlan.recompute); replica strategies recompute every layer with
     checkpoint always."""
     gpu_memory: int | None = None

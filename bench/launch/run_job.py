@@ -19,8 +19,8 @@ from typing import Sequence
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session, WorkerGroups
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
-from pipebench.processes import kill_child
-from pipebench.time_limit import LIMIT_SECONDS
+from pipebench.base.processes import kill_child
+from pipebench.base.time_limit import LIMIT_SECONDS
 
 __all__ = ["launch"]
 

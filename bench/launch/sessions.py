@@ -10,7 +10,7 @@ rendezvous once, not once per case: seconds per case on a small machine, where a
 milliseconds. Each case in it still has its own process group, keys (a PrefixStore `case<n>/`), time
 limit, result and error; a case whose failure ends the group ends only that group, and the next case
 starts a fresh one (WorkerGroups). When one worker fails, torchrun stops the others; the whole process
-tree is then killed (pipebench.processes.kill_child), so no process and no port outlives the case.
+tree is then killed (pipebench.base.processes.kill_child), so no process and no port outlives the case.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Sequence
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import loopback_store
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
-from pipebench.processes import kill_child
-from pipebench.time_limit import LIMIT_SECONDS
+from pipebench.base.processes import kill_child
+from pipebench.base.time_limit import LIMIT_SECONDS
 
 __all__ = ["Session", "WorkerGroup", "WorkerGroups"]
 

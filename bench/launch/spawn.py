@@ -5,7 +5,7 @@ inside bench/launch/torchrun_agent.py, one process per device, rendezvous on 127
 - sees only the chosen GPUs (CUDA_VISIBLE_DEVICES set before CUDA initialises anywhere: `child_env`);
 - starts with PYTHONSAFEPATH=1 (`python -P`), so a models.py in the user's folder cannot shadow our
   `models` package;
-- ends itself within a second of losing the process that started it (pipebench.processes.exit_with_parent).
+- ends itself within a second of losing the process that started it (pipebench.base.processes.exit_with_parent).
 
 Workers hand back a JSON file (result.json, or error-rank<r>.json from the process that failed), never
 log text: `collect_result` turns them into the result, or a WorkerError naming the worker that failed
@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import free_port, loopback_interface
-from pipebench.errors import UserError
-from pipebench.processes import PARENT_ENV, TEMP_ENV, child_entry, kill_tree
+from pipebench.base.errors import UserError
+from pipebench.base.processes import PARENT_ENV, TEMP_ENV, child_entry, kill_tree
 
 __all__ = ["WorkerError", "visible_devices", "child_env", "worker_command", "start_workers", "collect_result",
            "log_tail", "call_in_child", "ChildTimeout"]

@@ -7,7 +7,7 @@ module (bench/launch/spawn.py's `worker_command`) rather than as the `torchrun` 
   127.0.0.1 only (bench/launch/loopback.py);
 - a worker killed from outside writes no record; its death, as torchrun saw it, goes to
   OUT_DIR/error-rank<r>.json, so that the row names it rather than a survivor's lost connection;
-- it ends with `pipebench` (pipebench.processes.exit_with_parent), and its workers with it.
+- it ends with `pipebench` (pipebench.base.processes.exit_with_parent), and its workers with it.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipebench.bench.launch.loopback import is_loopback, listen_on_loopback
-from pipebench.processes import PARENT_ENV, exit_with_parent
+from pipebench.base.processes import PARENT_ENV, exit_with_parent
 
 __all__ = ["agent", "record_deaths"]
 
@@ -54,7 +54,7 @@ def agent(argv: Sequence[str]) -> int:
 def record_deaths(failures: dict, out_dir: Path) -> None:
     """Write error-rank<r>.json for each failed worker that wrote none: killed by a signal (SIGKILL from
     the out-of-memory killer or a user), or crashed in C++. `failures`: torchrun's, by rank."""
-    from pipebench.fileio.files import write_json
+    from pipebench.base.fileio.files import write_json
 
     for rank, failure in failures.items():
         path = out_dir / f"error-rank{rank}.json"

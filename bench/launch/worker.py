@@ -6,7 +6,7 @@ Started by bench/launch/spawn.py, alone for single-process strategies or by torc
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
 OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
 torchrun ends the rest of the group. Every worker ends within a second of losing the process that
-started it (pipebench.processes.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
+started it (pipebench.base.processes.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
 set by the parent before this process started, so GPU i here is the i-th chosen GPU.
 """
 from __future__ import annotations
@@ -28,14 +28,14 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.processes import exit_with_parent
+from pipebench.base.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.strategies.micro_batches import to_device
-from pipebench.fileio.files import write_json
+from pipebench.base.fileio.files import write_json
 from pipebench.hardware.cpu import hold_memory
-from pipebench.training import set_precision
-from pipebench.time_limit import LIMIT_SECONDS, WEEK_SECONDS
+from pipebench.base.training import set_precision
+from pipebench.base.time_limit import LIMIT_SECONDS, WEEK_SECONDS
 
 
 COMMANDS = ("step", "trace", "stop")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pipebench.text.text_tables import text_table
+from pipebench.base.text.text_tables import text_table
 
 __all__ = ["Fidelity", "fidelity", "noise_floor", "kendall_tau", "TARGETS"]
 
@@ -284,7 +284,7 @@ def table(figures: list[Fidelity], markdown: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from pipebench.bench.store import results
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     parser = argparse.ArgumentParser(prog="python -m pipebench.bench.predict.fidelity", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="results files (.json or .csv) or folders of them")

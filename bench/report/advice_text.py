@@ -153,7 +153,7 @@ def _unpriced_link_note(profile, devices, link_gbps) -> list[str]:
 
 def _peaks(peaks: list[int]) -> str:
     """Each device's peak, or for many devices (a device map over dozens) the largest and the count."""
-    from pipebench.text.units import format_bytes
+    from pipebench.base.text.units import format_bytes
 
     if len(peaks) > 4:
         return f"{format_bytes(max(peaks))} max on {len(peaks)}"

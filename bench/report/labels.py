@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipebench.bench.strategies import STRATEGIES
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 if TYPE_CHECKING:
     import pandas as pd

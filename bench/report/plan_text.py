@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pipebench.errors import printable
 from pipebench.partition.profiling.profile_record import model_label
-from pipebench.schedules import get_schedule
+from pipebench.base.schedules import get_schedule
 from pipebench.request import caps_per_device, over_cap
-from pipebench.text.units import format_bytes, format_count
+from pipebench.base.text.units import format_bytes, format_count
 
 __all__ = ["format_plan"]
 

@@ -34,14 +34,14 @@ from pipebench.bench.report.report_notes import (compile_notes, loss_notes, meas
                                          resolution_notes)
 from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_rank
 from pipebench.bench.store.row import CASE_FIELDS, FIELDS, Row
-from pipebench.fileio.csvtext import frame_csv
-from pipebench.fileio.files import write_text
+from pipebench.base.fileio.csvtext import frame_csv
+from pipebench.base.fileio.files import write_text
 from pipebench.partition.planning.schedule import ideal_efficiency
-from pipebench.training import Training
-from pipebench.text.units import GIB, format_gib
+from pipebench.base.training import Training
+from pipebench.base.text.units import GIB, format_gib
 
 __all__ = ["GIB", "SUMMARY_COLUMNS", "DISPLAY_COLUMNS", "WrittenReport", "frame", "summarise", "recommend",
-           "misordered_pairs", "measured_ties", "order_notes", "ranking", "compile_notes", "resolution_notes",
+           "order_notes", "ranking", "compile_notes", "resolution_notes",
            "noise_ms",
            "markdown_table", "text_report", "loss_notes", "write_report"]
 
@@ -234,7 +234,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, command: str = "",
     the notes say which and why. `command`, e.g. "pipebench report results/x.json", is printed in the
     report and under every plot, beside the hardware and versions, so a figure says how to remake it.
     csv_files: the CSV files the rows were read from, which hold no timelines (the notes say so).
-    progress(done, total, what): hears each plot as it starts (pipebench.text.progress.ProgressBar draws it)."""
+    progress(done, total, what): hears each plot as it starts (pipebench.base.text.progress.ProgressBar draws it)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(frame(rows))

@@ -37,9 +37,9 @@ from typing import Any, Callable, Iterable
 from filelock import FileLock
 
 from pipebench.bench.store.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
-from pipebench.fileio.csvtext import csv_rows, csv_text
-from pipebench.errors import UserError
-from pipebench.fileio.files import read_json, slug, write_text
+from pipebench.base.fileio.csvtext import csv_rows, csv_text
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import read_json, slug, write_text
 
 __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "claim"]
@@ -93,7 +93,7 @@ def _check_rewritable(*paths: Path) -> None:
     A file that is not a regular one is refused by its type before it is opened, as read_json refuses the
     JSON twin: a FIFO would wait here for a writer that never comes, and a link to /dev/null would be
     moved aside as unreadable and replaced by a regular file."""
-    from pipebench.fileio.files import check_regular
+    from pipebench.base.fileio.files import check_regular
 
     for path in paths:
         if not path.exists():
@@ -236,7 +236,7 @@ def _csv_text(rows: list[Row]) -> str:
 
 
 def _csv_table(lines: list[tuple[str, ...]]) -> str:
-    return csv_text(CSV_COLUMNS, lines)  # each cell spreadsheet-safe (pipebench/fileio/csvtext.py)
+    return csv_text(CSV_COLUMNS, lines)  # each cell spreadsheet-safe (pipebench/base/fileio/csvtext.py)
 
 
 def _csv_cells(row: Row) -> tuple[str, ...]:
@@ -253,7 +253,7 @@ def _csv_cell(value: Any) -> str:
 
 def _read_text(path: Path) -> str:
     """A results file's text: a regular file only, bounded (files.read_text), a byte-order mark dropped."""
-    from pipebench.fileio.files import read_text
+    from pipebench.base.fileio.files import read_text
 
     return read_text(path, kind="results", error=ResultsError)
 
@@ -437,6 +437,6 @@ def _free_name(path: Path) -> Path:
 
 
 def _warn(message: str) -> None:
-    from pipebench.errors import printable
+    from pipebench.base.errors import printable
 
     print(f"pipebench: warning: {printable(message)}", file=sys.stderr, flush=True)

@@ -9,9 +9,9 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable
 
-from pipebench.errors import UserError
-from pipebench.fileio.files import check
-from pipebench.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import check
+from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
 
 __all__ = ["STATUSES", "DONE_STATUSES", "FIELDS", "CSV_COLUMNS", "LATER_FIELDS", "CASE_FIELDS", "ResultsError", "Row", "case_key",
            "settings_text", "timeline_from_ops"]
@@ -113,7 +113,7 @@ class Row:
     """The other settings that change what runs, as `settings_text` writes them: the model's `--set`
     overrides, e.g. "depth=4;width=64"; "" for none."""
     precision: str = DEFAULT_PRECISION
-    """How the case trained (pipebench/training.py): "fp32", "tf32" or "bf16". Files written before the
+    """How the case trained (pipebench/base/training.py): "fp32", "tf32" or "bf16". Files written before the
     field load as "tf32", as every earlier run was."""
     optimizer: str = "sgd"
     """"sgd" or "adamw"; earlier files load as "sgd"."""

@@ -15,7 +15,7 @@ advise`: tests/test_report.py, test_results_file.py and test_cache.py check it).
 that builds a Trainer, pays for torch there.
 
 Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
-copied), uses the same loss and the same optimizer step (pipebench/training.py), and records the loss
+copied), uses the same loss and the same optimizer step (pipebench/base/training.py), and records the loss
 of its first step, so that a reader sees that every strategy computes the same thing.
 """
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1 import price_zero1
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import copies_error
-from pipebench.schedules import SCHEDULES, Schedule
+from pipebench.base.schedules import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
            "parse_auto"]
@@ -56,7 +56,7 @@ class Strategy:
     Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
     the links, the Training and the micro-batch count."""
     schedule: Schedule | None = None
-    """The schedule the Plan is made for (pipebench.schedules.SCHEDULES); None: runs without a Plan."""
+    """The schedule the Plan is made for (pipebench.base.schedules.SCHEDULES); None: runs without a Plan."""
     one_device: bool = False
     """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False
@@ -211,7 +211,7 @@ def parse_auto(text: str | None) -> int | None:
     """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
     if text is None or not text.strip().startswith("auto"):
         return None
-    from pipebench.text.parse import parse_int
+    from pipebench.base.text.parse import parse_int
 
     head, _, count = text.strip().partition(":")
     if head == "auto":

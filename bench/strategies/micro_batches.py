@@ -1,7 +1,7 @@
 """A batch as the strategies hand it on: equal micro-batches, forward's positional arguments, on a device."""
 from __future__ import annotations
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["split", "as_args", "to_device", "only_output"]
 

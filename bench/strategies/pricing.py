@@ -26,7 +26,7 @@ from pipebench.partition.planning.costs import Links
 from pipebench.partition.planning.memory import unmodelled_bytes
 from pipebench.partition.profiling.profile_record import Profile, calibration
 from pipebench.request import split_error, within_caps
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 __all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas"]
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from pipebench.bench.strategies.checkpointing import CHECKPOINT_WRAPPER
 from pipebench.bench.strategies.micro_batches import as_args, split, to_device
-from pipebench.training import Training, autocast, compile_module, make_optimizer
+from pipebench.base.training import Training, autocast, compile_module, make_optimizer
 
 __all__ = ["UnavailableStrategy", "Trainer", "WholeModelTrainer", "ReplicaTrainer", "own_copy", "hand_over"]
 

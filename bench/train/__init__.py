@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pipebench.errors import UserError
-from pipebench.time_limit import WEEK_SECONDS
+from pipebench.base.errors import UserError
+from pipebench.base.time_limit import WEEK_SECONDS
 
 __all__ = ["TrainOptions", "run_training", "choose_strategy"]
 
@@ -132,11 +132,11 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
 
 
 def _check_bounds(options: TrainOptions) -> None:
-    """--lr positive and finite, and within the table of limits with --loader-workers (pipebench/text/parse.py
+    """--lr positive and finite, and within the table of limits with --loader-workers (pipebench/base/text/parse.py
     LIMITS), before any work: the command line bounds the counts from that table as it reads them, but --lr
     arrives here as a float (1e300 overflowed in a worker, exit 1), and a caller of run_training passes what
     it has."""
-    from pipebench.text.parse import LIMITS
+    from pipebench.base.text.parse import LIMITS
 
     if options.lr is not None and not (options.lr > 0 and options.lr < float("inf")):
         raise UserError(f"--lr must be a positive number (got {options.lr})")
@@ -243,7 +243,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
     benchmark's worker is. Nobody watches its progress file there, so rank 0 prints the log lines."""
     from dataclasses import replace
 
-    from pipebench.fileio.files import write_json
+    from pipebench.base.fileio.files import write_json
     from pipebench.hardware.cpu import threads_per_device
 
     nodes = options.nodes
@@ -272,8 +272,8 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
 def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
     """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
     from pipebench.bench.launch.spawn import collect_result, start_workers
-    from pipebench.processes import kill_child
-    from pipebench.fileio.files import write_json
+    from pipebench.base.processes import kill_child
+    from pipebench.base.fileio.files import write_json
 
     with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
         out_dir = Path(tmp)

@@ -20,8 +20,8 @@ from stat import S_ISREG
 import torch
 import torch.distributed as dist
 
-from pipebench.errors import UserError, first_line
-from pipebench.fileio.files import read_json, write_atomically, write_json
+from pipebench.base.errors import UserError, first_line
+from pipebench.base.fileio.files import read_json, write_atomically, write_json
 
 __all__ = ["model_state", "save_checkpoint", "load_weights", "check_weights", "rank_state_path", "check_layout",
            "parameter_names", "state_folder", "read_latest", "load_rank_state", "check_steps_left"]

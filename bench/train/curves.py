@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import median
 from typing import Sequence
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["COLUMNS", "TrainLog", "is_train_log", "read_log", "summary_line", "draw_logs"]
 
@@ -34,8 +34,8 @@ class TrainLog:
 
 
 def _header(path: Path) -> list[str] | None:
-    from pipebench.fileio.csvtext import csv_rows
-    from pipebench.fileio.files import read_text
+    from pipebench.base.fileio.csvtext import csv_rows
+    from pipebench.base.fileio.files import read_text
 
     return next(csv_rows(read_text(path, kind="train log")), None)
 
@@ -52,8 +52,8 @@ def is_train_log(path: Path) -> bool:
 
 def read_log(path: str | Path) -> TrainLog:
     """A train log's steps; one UserError line naming the file and line for a cell that is no number."""
-    from pipebench.fileio.csvtext import csv_rows
-    from pipebench.fileio.files import read_text
+    from pipebench.base.fileio.csvtext import csv_rows
+    from pipebench.base.fileio.files import read_text
 
     path = Path(path)
     rows = csv_rows(read_text(path, kind="train log"))

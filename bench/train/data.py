@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from pipebench.errors import UserError
-from pipebench.fileio.files import check_regular
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import check_regular
 
 __all__ = ["DataSpec", "parse_data", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
 
@@ -226,7 +226,7 @@ def _check_sampler_memory(count: int) -> None:
     """That one process's sampler order of `count` samples (SAMPLER_BYTES each) fits the memory free here:
     beyond it the kernel ends the worker when its epoch starts. Checked before any sample is read."""
     from pipebench.hardware.memory import free_bytes
-    from pipebench.text.units import format_bytes
+    from pipebench.base.text.units import format_bytes
 
     need, free = count * SAMPLER_BYTES, free_bytes("cpu")
     if need > free:
@@ -259,7 +259,7 @@ def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data")
     forward: one that never returns is one line naming `label` (the --data given) and what was being read,
     not a hang."""
     from pipebench.models.imports import import_seconds, too_late
-    from pipebench.time_limit import time_limit
+    from pipebench.base.time_limit import time_limit
 
     seconds, reading = import_seconds(), ["its length"]
 

@@ -33,17 +33,17 @@ import torch.distributed as dist
 from pipebench import models
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.worker import build_trainer, exit_without_teardown, work_and_report
-from pipebench.processes import exit_with_parent
+from pipebench.base.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.train import checkpoint as ckpt
 from pipebench.bench.train import log_line
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
-from pipebench.fileio.csvtext import csv_line
-from pipebench.fileio.files import read_json
+from pipebench.base.fileio.csvtext import csv_line
+from pipebench.base.fileio.files import read_json
 from pipebench.hardware.cpu import hold_memory
-from pipebench.training import set_precision
+from pipebench.base.training import set_precision
 
 __all__ = ["train", "main", "replica_of", "reads_data"]
 

@@ -72,7 +72,7 @@ def this_rank(model, plan, strategy: str, *, training=None, lr: float | None = N
     from pipebench.bench.strategies import get_strategy
     from pipebench.bench.strategies.trainers import hand_over
     from pipebench.bench.launch.worker import build_trainer
-    from pipebench.training import Training
+    from pipebench.base.training import Training
 
     training = training or Training("fp32")
     kind = get_strategy(strategy)

@@ -23,8 +23,8 @@ import json
 from itertools import product
 from typing import Any, Callable, Sequence
 
-from pipebench.errors import UserError
-from pipebench.schedules import SCHEDULES
+from pipebench.base.errors import UserError
+from pipebench.base.schedules import SCHEDULES
 
 __all__ = ["ENGINES", "export", "check_engine", "block", "summary"]
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, kept_bytes
-from pipebench.schedules import get_schedule
+from pipebench.base.schedules import get_schedule
 
 __all__ = ["StageMemory", "unmodelled_bytes", "recomputing"]
 

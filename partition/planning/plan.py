@@ -16,16 +16,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipebench.fileio.files import read_json, record, writable_file, write_json
+from pipebench.base.fileio.files import read_json, record, writable_file, write_json
 from pipebench.partition.planning import schedule as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.cuts import transfer_ms
 from pipebench.partition.planning.plan_search import Problem, Simulated, problem_of, simulated, solved, uniform_bounds
 from pipebench.partition.profiling.profile_record import Profile, step_spread
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import BALANCES, Request, split_error
-from pipebench.schedules import IN_TURN, get_schedule
-from pipebench.training import OPTIMIZER_STATES, Training, flat_training, nest_training
+from pipebench.base.schedules import IN_TURN, get_schedule
+from pipebench.base.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
            "plan_for", "plan_with_bounds", "shared_cores"]
@@ -122,7 +122,7 @@ class Plan:
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
     training: Training = field(default_factory=Training)
-    """How the plan trains (pipebench/training.py): the precision its profile was measured in and the
+    """How the plan trains (pipebench/base/training.py): the precision its profile was measured in and the
     workers train in, the optimizer whose states the memory counts, and the checkpoint mode (never, auto:
     stages recompute only where the memory caps require it, or always); which stages recompute is each
     StagePlan's `recompute`."""

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning import schedule as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.plan import Plan, plan_for, shared_cores
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.partition.planning.solver import InfeasibleError
 from pipebench.request import Request
-from pipebench.schedules import takes_micro_batches
+from pipebench.base.schedules import takes_micro_batches
 
 __all__ = ["make_plan", "plan_ranking", "candidate_steps", "choose_micro_batches", "PROFILE_NOISE"]
 

@@ -17,7 +17,7 @@ from pipebench.partition.planning.memory import StageMemory, recomputing, unmode
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.partition.planning.solver import InfeasibleError, solve, solve_intervals
 from pipebench.request import Request, check_stage_count
-from pipebench.schedules import get_schedule
+from pipebench.base.schedules import get_schedule
 
 __all__ = ["Problem", "Simulated", "problem_of", "bounds_of", "solved", "simulated", "uniform_bounds"]
 

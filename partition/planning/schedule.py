@@ -1,6 +1,6 @@
 """Pipeline schedules, pure: where each one's stages sit on the devices, and the order in which each device
 runs its operations (partition/planning/simulator.py plays these orders out in time); what each schedule
-is (its `Schedule` record) is pipebench/schedules.py's.
+is (its `Schedule` record) is pipebench/base/schedules.py's.
 
 No torch: the planner and the simulator read it for every candidate.
 
@@ -50,8 +50,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Hashable, Iterable
 
-from pipebench.errors import UserError
-from pipebench.schedules import Schedule, get_schedule, takes_micro_batches
+from pipebench.base.errors import UserError
+from pipebench.base.schedules import Schedule, get_schedule, takes_micro_batches
 
 __all__ = ["placement", "device_orders", "op_order", "per_stage", "ideal_efficiency"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pipebench.partition.planning.schedule import device_orders, per_stage, placement
-from pipebench.schedules import DEFAULT_SCHEDULE
+from pipebench.base.schedules import DEFAULT_SCHEDULE
 
 __all__ = ["Op", "Timeline", "simulate", "SharedCores", "pipeline_costs"]
 

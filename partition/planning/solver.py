@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from numbers import Integral, Real
 from typing import Sequence
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import check_stage_count
-from pipebench.text.units import format_bytes
+from pipebench.base.text.units import format_bytes
 
 __all__ = ["InfeasibleError", "solve", "solve_intervals", "stage_times", "stage_memory", "bottleneck"]
 

@@ -33,8 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipebench.errors import UserError
-from pipebench.fileio.files import replace_file
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import replace_file
 from pipebench.partition.profiling.profile_record import Profile
 
 __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "check_cache_folders", "link_cache", "code_fingerprint", "request_identity", "device_label",
@@ -97,7 +97,7 @@ def code_fingerprint() -> str:
 
 def file_digest(path: str | os.PathLike | None) -> str | None:
     """A hash of the file's content; None when there is none to read (a FIFO is not waited on: files.read_bytes)."""
-    from pipebench.fileio.files import read_bytes
+    from pipebench.base.fileio.files import read_bytes
 
     try:
         return hashlib.sha256(read_bytes(path, kind="model")).hexdigest()[:16] if path else None
@@ -114,7 +114,7 @@ class ProfileCache:
     @staticmethod
     def key(identity: dict[str, Any], *, micro_batch: int, **fields: Any) -> dict[str, Any]:
         """The full key of one size: the model's identity and everything else that changes its figures."""
-        from pipebench.version import __version__
+        from pipebench.base.version import __version__
 
         return {"model": identity, "micro_batch": micro_batch, **fields, "pipebench": __version__,
                 "code": code_fingerprint()}

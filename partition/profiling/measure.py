@@ -28,7 +28,7 @@ and so is the whole step's model; what the first run of each costs beyond the ne
 (`Profile.compile_s`), and the timed runs follow it.
 
 The model is left as it was found: same device, mode (of every submodule), parameter objects, buffers
-(BatchNorm's running statistics), gradients and ``forward`` methods (pipebench/snapshot.py module_state;
+(BatchNorm's running statistics), gradients and ``forward`` methods (pipebench/base/snapshot.py module_state;
 compiled for the whole step, then eager again).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipebench.errors import UserError, first_line
+from pipebench.base.errors import UserError, first_line
 from pipebench.hardware.cpu import SpeedGauge, cpu_name
 from pipebench.partition.profiling.activations import oversized
 from pipebench.partition.profiling.clock import Clock, sync, wall
@@ -49,8 +49,8 @@ from pipebench.partition.capture.graph_errors import CaptureError, SplitError
 from pipebench.partition.profiling.profile_record import model_label
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, relative_spread
 from pipebench.partition.profiling.segment_timing import profile_segment
-from pipebench.snapshot import module_state
-from pipebench.training import Training, autocast, compile_module, make_optimizer
+from pipebench.base.snapshot import module_state
+from pipebench.base.training import Training, autocast, compile_module, make_optimizer
 
 __all__ = ["profile_model", "profile_sizes", "device_name", "Captures", "SizeSweep"]
 

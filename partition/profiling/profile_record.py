@@ -41,9 +41,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
-from pipebench.errors import UserError
-from pipebench.fileio.files import read_json, record, writable_file, write_json
-from pipebench.training import Training, nest_training
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import read_json, record, writable_file, write_json
+from pipebench.base.training import Training, nest_training
 
 __all__ = ["ProfileError", "LayerProfile", "Profile", "save_profiles", "load_profiles", "calibration", "kept_bytes", "model_label",
            "relative_spread", "step_spread"]
@@ -59,7 +59,7 @@ def model_label(name: str, flavour: str | None) -> str:
     """"gpt (tiny)" for the zoo's models; a model of the user's own has no flavour and shows its name alone
     (`printable`: a line feed in a file's name does not break the line it heads). What a profile, its plan
     and the progress lines call the model."""
-    from pipebench.errors import printable
+    from pipebench.base.errors import printable
 
     return printable(f"{name} ({flavour})" if flavour else name)
 
@@ -183,7 +183,7 @@ class Profile:
     fraction (hardware/drift.py measure_machine_drift); every prediction's interval is at least this wide
     (step_spread). None: not measured (GPUs, or a link speed given)."""
     training: Training = field(default_factory=Training)
-    """How it was measured (pipebench/training.py): the precision of its times and bytes (a plan for bf16
+    """How it was measured (pipebench/base/training.py): the precision of its times and bytes (a plan for bf16
     needs a bf16 profile; profiles made before precisions existed were TF32) and the optimizer of the
     whole step (`whole_step_ms`), whose update it includes. Its checkpoint mode is always never: a
     recomputing stage is priced from the layers' own times (partition/planning/memory.py recomputing). Its compile

@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from pipebench.errors import first_line
+from pipebench.base.errors import first_line
 from pipebench.partition.profiling.clock import Clock, Span, wall
 from pipebench.partition.capture.graph import Segment
 

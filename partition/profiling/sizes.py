@@ -31,9 +31,9 @@ import math
 from dataclasses import fields, replace
 from typing import Callable, Iterable, Sequence
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.text.parse import split_error
+from pipebench.base.text.parse import split_error
 
 __all__ = ["AUTO_COUNTS", "TIE", "counts_to_ask", "counts_to_profile", "anchors", "interpolate", "complete",
            "close_counts", "refine"]

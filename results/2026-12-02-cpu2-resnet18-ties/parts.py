@@ -9,7 +9,7 @@ def main(rank, planfile, strategy, secs, port):
     from pipebench.models import get_model
     from pipebench.partition.planning.plan import Plan
     from pipebench.bench.strategies import get_strategy
-    from pipebench.training import Training
+    from pipebench.base.training import Training
     plan = Plan.from_dict(json.load(open(planfile)))
     s = get_strategy(strategy)
     model = get_model("torchvision.models:resnet18", input_shape=(3,64,64))

@@ -8,7 +8,7 @@ import sys
 
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
-from pipebench.training import Training
+from pipebench.base.training import Training
 
 rows = []
 for fast in (True, False):

@@ -8,7 +8,7 @@ import torch
 from pipebench import models
 from pipebench.partition.profiling import measure
 from pipebench.partition.capture.graph import capture, segments
-from pipebench.training import Training, set_precision
+from pipebench.base.training import Training, set_precision
 
 size = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 depth = int(sys.argv[2]) if len(sys.argv) > 2 else 40

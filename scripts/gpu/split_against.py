@@ -18,7 +18,7 @@ from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import call_in_child
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
-from pipebench.text.parse import parse_override
+from pipebench.base.text.parse import parse_override
 from pipebench.request import Request
 
 

@@ -15,7 +15,7 @@ import torch
 from pipebench.models import get_model
 from pipebench.partition.capture.graph import Segment
 from pipebench.partition.profiling.segment_timing import profile_segment
-from pipebench.training import Training, set_precision
+from pipebench.base.training import Training, set_precision
 
 
 def main(argv=None) -> int:

@@ -17,8 +17,8 @@ import torch
 from pipebench import models
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.partition.planning.plan import Plan
-from pipebench.training import Training, set_precision
-from pipebench.text.units import format_gib
+from pipebench.base.training import Training, set_precision
+from pipebench.base.text.units import format_gib
 
 
 def main() -> int:

@@ -8,11 +8,11 @@ from typing import Any, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning.cuts import transfer_ms
 from pipebench.partition.planning.plan import plan_with_bounds
 from pipebench.partition.profiling.profile_record import Profile
-from pipebench.schedules import IN_TURN
+from pipebench.base.schedules import IN_TURN
 from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]

@@ -27,8 +27,8 @@ from typing import Sequence
 import torch
 
 from pipebench.bench.strategies.trainers import WholeModelTrainer, own_copy
-from pipebench.errors import UserError
-from pipebench.training import Training
+from pipebench.base.errors import UserError
+from pipebench.base.training import Training
 
 __all__ = ["DeviceMapTrainer", "auto_device_map", "device_map_bounds", "layer_bounds", "layer_size_bounds",
            "no_split_classes"]

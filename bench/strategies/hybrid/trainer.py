@@ -26,7 +26,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from pipebench.bench.strategies.ddp.cost import DDP_BUCKET_BYTES
 from pipebench.bench.strategies.micro_batches import split
 from pipebench.bench.strategies.planned.pp import PipelineParallelTrainer
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.request import copies_error
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import shared_cores
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.planning.solver import InfeasibleError

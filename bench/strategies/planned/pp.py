@@ -27,7 +27,7 @@ import torch.distributed as dist
 from pipebench.bench.strategies.micro_batches import as_args, to_device
 from pipebench.bench.strategies.planned.stages import chain_stages, place, shared_parameters, stage_split, sum_shared_grads
 from pipebench.bench.strategies.trainers import Trainer, UnavailableStrategy, own_copy
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 
 def schedule_class(strategy):

@@ -12,8 +12,8 @@ from torch import nn
 from pipebench.bench.strategies.checkpointing import checkpoint
 from pipebench.bench.strategies.planned.float_coding import ZeroGradients, as_floats, from_floats, is_coded
 from pipebench.bench.strategies.micro_batches import as_args
-from pipebench.errors import UserError
-from pipebench.training import autocast
+from pipebench.base.errors import UserError
+from pipebench.base.training import autocast
 
 __all__ = ["check_plan_fits", "stage_split", "place", "shared_parameters", "sum_shared_grads", "chain_stages"]
 

@@ -16,7 +16,7 @@ wait for.
 from __future__ import annotations
 
 from pipebench.bench.strategies.ddp.trainer import DDPTrainer
-from pipebench.training import optimizer_settings
+from pipebench.base.training import optimizer_settings
 
 __all__ = ["Zero1Trainer"]
 

@@ -8,7 +8,7 @@ One home for what every file format here needs (profiles, plans, jobs, results, 
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
 - `slug`: a name (a model's, a host's, a label) as part of a file name.
-- `read_json`: a versioned JSON object read back into a dataclass (pipebench/fileio/records.py `record`: every
+- `read_json`: a versioned JSON object read back into a dataclass (pipebench/base/fileio/records.py `record`: every
   field checked against its annotation, an error that names the file and the field in one line).
 - Files that are not regular files: a write never replaces them. A character device (/dev/null, a
   terminal), a FIFO with a reader, or a link into /dev or /proc (/dev/stdout, /proc/self/fd/1) is
@@ -29,8 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipebench.errors import UserError
-from pipebench.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
 __all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]

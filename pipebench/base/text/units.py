@@ -10,7 +10,7 @@ import math
 import os
 import re
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["KIB", "MIB", "GIB", "parse_size", "env_seconds", "format_bytes", "format_gib", "format_count"]
 

@@ -13,7 +13,7 @@ def say(message: str, end: str = "\n") -> None:
     model's or file's name in it cannot clear the terminal, rewrite the line or start another."""
     from tqdm import tqdm
 
-    from pipebench.errors import printable
+    from pipebench.base.errors import printable
 
     tqdm.write(printable(message), file=sys.stderr, end=end)
     sys.stderr.flush()
@@ -27,7 +27,7 @@ class ProgressBar:
         self.unit = unit
         self._bar = None
         self.doing: str | None = None
-        """What the last call said was starting (a time limit names it: pipebench/time_limit.py)."""
+        """What the last call said was starting (a time limit names it: pipebench/base/time_limit.py)."""
 
     def __call__(self, done: int, total: int, what: str) -> None:
         self.doing = what
@@ -40,7 +40,7 @@ class ProgressBar:
                              bar_format="{desc} {bar} {n_fmt}/{total_fmt} {unit}s [{elapsed}<{remaining}]")
         if self._bar.total != total:
             self._bar.total = total
-        from pipebench.errors import printable
+        from pipebench.base.errors import printable
 
         self._bar.set_description_str(printable(what), refresh=False)
         self._bar.update(done - self._bar.n)

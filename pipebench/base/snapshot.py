@@ -148,7 +148,7 @@ def _matmul_precision(torch) -> str | None:
 
 
 def _flags(torch) -> dict[tuple[Any, str], Any]:
-    """The backends' numeric switches that profiling or a precision sets (pipebench/training.py): the
+    """The backends' numeric switches that profiling or a precision sets (pipebench/base/training.py): the
     legacy ones first, then torch 2.9's fp32_precision of each backend where torch has them."""
     backends = torch.backends
     names = [(backends.cuda.matmul, "allow_tf32"), (backends.cuda.matmul, "allow_fp16_reduced_precision_reduction"),

@@ -5,7 +5,7 @@ does not split, a malformed file, a GPU that does not exist, a memory cap nothin
 prints it as `pipebench: error: <message>` and exits with status 2; any other exception is a bug and
 keeps its traceback. What is printed goes through `printable`: a message quotes what the user gave (a file
 name, a model name, a CSV cell), and a control character in it would clear the terminal, rewrite the line
-or split it in two. Progress lines (pipebench.text.progress) and the commands' answers go through it too.
+or split it in two. Progress lines (pipebench.base.text.progress) and the commands' answers go through it too.
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["PRECISIONS", "OPTIMIZERS", "CHECKPOINT_MODES", "COMPILE_MODES", "compile_module", "DEFAULT_PRECISION", "LEARNING_RATES", "OPTIMIZER_STATES", "Training",
            "TRAINING_PARTS", "nest_training", "flat_training", "autocast", "set_precision", "make_optimizer", "optimizer_settings"]

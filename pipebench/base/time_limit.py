@@ -8,7 +8,7 @@ under `time_limit`) take at most that long unless --timeout says otherwise.
 `time_limit` works where the work runs, in the main thread: a SIGALRM timer raises into it (again each
 second until the code lets it out), and a watchdog thread ends the process a grace period later where the
 code never returns to Python (a kernel that hangs, a lock) or swallows what is raised: the same line, exit
-status 2. What the command made ends with it (pipebench/processes.py: its reaper). Off the main thread
+status 2. What the command made ends with it (pipebench/base/processes.py: its reaper). Off the main thread
 no timer can be set, and the work has no limit. `deadline` is that mechanism alone, with the exception it
 raises and the watchdog off the main thread for its caller to choose: models/imports.py guards a model
 file's import with it.
@@ -21,7 +21,7 @@ import signal
 import threading
 from typing import Callable, Iterator
 
-from pipebench.errors import UserError, printable
+from pipebench.base.errors import UserError, printable
 
 __all__ = ["LIMIT_SECONDS", "WEEK_SECONDS", "GRACE_SECONDS", "REAL_EXIT", "time_limit", "deadline", "end_process"]
 
@@ -29,7 +29,7 @@ LIMIT_SECONDS = 1800.0
 """Seconds a case of `run`, or the profiling of `plan` and `advise`, may take (--timeout)."""
 WEEK_SECONDS = 7 * 24 * 3600.0
 """What stands for no limit where a timeout must be given (a store's wait, a training): a week, while the
-parent lives (what it started ends with it: pipebench/processes.py)."""
+parent lives (what it started ends with it: pipebench/base/processes.py)."""
 GRACE_SECONDS = 2.0
 """How long past the limit the watchdog waits for the timer's exception to end the work."""
 
@@ -98,7 +98,7 @@ def deadline(seconds: float, late: Callable[[], str], stop: type[BaseException])
 
 def end_process(message: str) -> None:
     """End the process now with the one line and exit status 2: what the work did leaves nothing to unwind
-    to (what the command started ends with it: pipebench/processes.py). Written to the descriptor itself:
+    to (what the command started ends with it: pipebench/base/processes.py). Written to the descriptor itself:
     the stuck thread may hold sys.stderr's lock."""
     try:
         os.write(2, f"pipebench: error: {printable(message)}\n".encode(errors="replace"))

@@ -1,7 +1,7 @@
 """JSON records read back as typed, checked values: `loads` (bounded numbers and depth) and `record`, a
 dataclass filled from a JSON object with every field checked against its annotation, an error naming the
 file and the field in one line. Every file format here (profiles, plans, jobs, results) reads through
-them (pipebench/fileio/files.py `read_json`); the Python API checks its arguments with `check` too.
+them (pipebench/base/fileio/files.py `read_json`); the Python API checks its arguments with `check` too.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, TypeVar
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["loads", "record", "check", "depth", "short", "MAX_DEPTH", "MAX_DIGITS"]
 

@@ -4,11 +4,11 @@ KEY=VALUE settings.
 One strict parser per kind of value, used by every option of every command: `parse_int` (ASCII digits
 only: `int()` would also take other scripts' digits such as '١٢', and '+1' or '1_0'; '²' passes
 `str.isdigit()` and then fails `int()`), `parse_number`
-(finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.text.units.parse_size.
+(finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.base.text.units.parse_size.
 Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
 an OverflowError or an allocation of exabytes.
 
-Every function here checks its text and raises `pipebench.errors.UserError` (or a subclass) with a one-line
+Every function here checks its text and raises `pipebench.base.errors.UserError` (or a subclass) with a one-line
 message naming the option and the fix; the command line prints it and exits 2. Nothing here touches a GPU:
 `parse_gpus("auto:2")` only says "the 2 freest", and hardware.gpus.choose_gpus picks them.
 """
@@ -18,8 +18,8 @@ import math
 import re
 from typing import Literal, NamedTuple
 
-from pipebench.errors import UserError
-from pipebench.errors import DeviceError
+from pipebench.base.errors import UserError
+from pipebench.base.errors import DeviceError
 
 __all__ = ["LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
            "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]

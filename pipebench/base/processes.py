@@ -65,7 +65,7 @@ def run_folder() -> Iterator[Path]:
     mark = f"{os.getpid()} {folder}"
     # The reaper: should this process be killed outright, it ends the run's processes and removes the folder
     # (the pipe's end tells it; no child of ours inherits that end, PEP 446).
-    reaper = subprocess.Popen([sys.executable, "-P", "-m", "pipebench.processes", "--reap", mark],
+    reaper = subprocess.Popen([sys.executable, "-P", "-m", "pipebench.base.processes", "--reap", mark],
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     os.environ["TMPDIR"], os.environ[RUN_ENV] = str(folder), mark
@@ -204,7 +204,7 @@ def child_entry(send, call: bytes) -> None:
     """A call_in_child child (bench/launch/spawn.py): watch the parent before anything is imported (the call's own
     modules take seconds, torch among them), then run the pickled (fn, args, kwargs) and send the outcome."""
     exit_with_parent()
-    from pipebench.errors import UserError
+    from pipebench.base.errors import UserError
 
     fn = None
     try:
@@ -220,7 +220,7 @@ def child_entry(send, call: bytes) -> None:
 
 
 def _reap(mark: str) -> None:
-    """`python -m pipebench.processes --reap MARK`: wait for the run's process to close our stdin (it
+    """`python -m pipebench.base.processes --reap MARK`: wait for the run's process to close our stdin (it
     ends, or is killed), then end the processes of the run and remove its folder. Interrupts that reach
     the whole process group (Ctrl-C) are ignored: it is what cleans up after them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

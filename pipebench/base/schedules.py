@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipebench.errors import UserError
+from pipebench.base.errors import UserError
 
 __all__ = ["Schedule", "SCHEDULES", "DEFAULT_SCHEDULE", "IN_TURN", "get_schedule", "takes_micro_batches"]
 
