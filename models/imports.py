@@ -17,7 +17,14 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   (`_exit`), so the call becomes one line with its code, in the importing thread and in any thread the
   file started (at import, or minutes later into a run: the line, and exit 2 at once);
 - it starts a thread that never ends: Python waits for every non-daemon thread before it exits, so the
-  command line leaves without them once its work is done (bench/cli main).
+  command line leaves without them once its work is done (bench/cli main);
+- it changes what pipebench goes on to rely on in this process (`_process_kept`): the default device
+  (torch.set_default_device("meta") made every tensor pipebench makes a meta one) and sys.stdout/stderr
+  (None: a traceback at the first flush) are put back; a torch or torch.nn.functional function replaced
+  (torch.randn = None) is put back and the file refused in one line, since the model may count on its
+  patch; an exit handler it registers (atexit.register(lambda: os._exit(7)) exited 7 after the answer)
+  runs at exit under the guard, so that what it raises or an os._exit in it is one line on stderr and
+  the exit status stays pipebench's own.
 Importing the file in a child process first would catch the first two as well, but it costs a second
 interpreter and torch's import (1.5 s here, 3 s with transformers) on every command and in every worker,
 imports every file twice, and still leaves the thread to the process that builds the model. Off the main
@@ -32,6 +39,7 @@ hung `train` with no word).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -47,7 +55,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from pipebench.base.errors import UserError, first_line
+from pipebench.base.errors import UserError, first_line, printable
 from pipebench.base.time_limit import REAL_EXIT, deadline, end_process
 from pipebench.base.text.units import env_seconds, format_bytes
 
@@ -164,7 +172,8 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
         os._exit = _exit
         _going.append(going)
         try:
-            yield
+            with _process_kept(target, f"{doing + ' ' if doing else ''}{what}"):
+                yield
         except _Stopped:
             if exits:
                 raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
@@ -178,6 +187,73 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
                 for sig, handler in previous.items():
                     if handler is not None:  # None: set outside Python, left alone
                         signal.signal(sig, handler)
+
+
+REAL_REGISTER = atexit.register
+"""atexit.register itself, which `_process_kept` replaces while the user's code runs."""
+
+WATCHED = ("torch", "torch.nn.functional")
+"""The modules whose public functions pipebench calls and a model file must leave as they are."""
+
+
+@contextlib.contextmanager
+def _process_kept(target: str, doing: str):
+    """Leave this process as pipebench relies on it, whatever the user's code in the block does (see the
+    module docstring): the default device and sys.stdout/stderr put back on leaving; a public function of
+    WATCHED replaced or removed put back, and then one UserError line (torch's own wrapper of the same
+    function is no replacement: importing torch._dynamo wraps torch.manual_seed); each exit handler
+    registered meanwhile registered as `_at_exit` of it instead (atexit.unregister of the handler then
+    finds nothing: pipebench's process ends soon after, and the handler is harmless under the guard)."""
+    watched = [sys.modules[name] for name in WATCHED]
+    functions = [(module, _functions(module)) for module in watched]
+    streams = sys.stdout, sys.stderr
+    device = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    register = atexit.register
+
+    def guarded_register(func, *args, **kwargs):
+        REAL_REGISTER(_at_exit, target, func, args, kwargs)
+        return func  # as atexit.register does, a decorator too
+
+    atexit.register = guarded_register
+    try:
+        yield
+    finally:
+        atexit.register = register
+        sys.stdout, sys.stderr = streams
+        if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not device:
+            torch.set_default_device(None if device is None else device.device)
+        replaced = []
+        for module, before in functions:
+            now = vars(module)
+            for name, function in before.items():
+                if now.get(name) is not function and not _torch_wrapper(now.get(name), function):
+                    setattr(module, name, function)
+                    replaced.append(f"{module.__name__}.{name}")
+    if replaced:
+        raise UserError(f"{target}: {doing} replaced {', '.join(replaced)}, which pipebench calls; a model file "
+                        "must leave torch's functions as they are")
+
+
+def _functions(module) -> dict[str, Any]:
+    """The public functions (and classes) of `module`, by name; its own namespace only, so that none of
+    torch's lazily imported submodules is imported by looking."""
+    return {name: value for name, value in vars(module).items() if not name.startswith("_") and callable(value)}
+
+
+def _torch_wrapper(new: Any, old: Any) -> bool:
+    """Whether `new` is torch's own wrapper of `old` (torch._dynamo's of torch.manual_seed)."""
+    return getattr(new, "__wrapped__", None) is old and str(getattr(new, "__module__", "")).split(".")[0] == "torch"
+
+
+def _at_exit(target: str, func: Callable, args: tuple, kwargs: dict) -> None:
+    """Run at exit an exit handler that `target` registered, under the guard: an os._exit(N) or sys.exit in it
+    and whatever it raises are one line on stderr, and the exit status is the command's."""
+    try:
+        call_user(lambda: func(*args, **kwargs), target, "its exit handler", "in an exit handler",
+                  rule="a model file must only define things")
+    except UserError as exc:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"pipebench: {printable(str(exc))}", file=sys.stderr)
 
 
 @contextlib.contextmanager
