@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from pipebench.base.errors import DeviceError
+from pipebench.base.errors import DeviceError, UserError
 
 __all__ = ["check_gpus", "resolve_device"]
 
@@ -37,11 +37,13 @@ def resolve_device(device, check: bool = True) -> str:
     (DeviceError, one line). torch is not imported here: a cached answer needs none."""
     from pipebench.base.text.parse import parse_device
 
-    text = parse_device(str(device))
+    torch = sys.modules.get("torch")
+    if not isinstance(device, str) and not (torch is not None and isinstance(device, torch.device)):
+        raise UserError(f"device takes a device name such as 'cpu' or a torch.device (got {type(device).__name__})")
+    text = parse_device(device if isinstance(device, str) else str(device))
     if text == "cpu":
         return text
     index = text.partition(":")[2]
-    torch = sys.modules.get("torch")
     if index:
         index = int(index)
     elif torch is not None and torch.cuda.is_available() and torch.cuda.device_count() > 0:

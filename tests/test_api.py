@@ -210,7 +210,7 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
     assert {p.strategy for p in again.predictions} == {"single", "ddp"}
     with pytest.raises(UserError, match="unknown strategy 'nope'"):
         pipebench.advise(profiles=profiles, stages=2, strategies=["nope"])
-    with pytest.raises(UserError, match="takes a list of names"):
+    with pytest.raises(UserError, match="takes a non-empty list of names"):
         pipebench.advise(profiles=profiles, stages=2, strategies="ddp")
     with pytest.raises(UserError, match="batch 16 does not match the profile's batch 8"):
         pipebench.advise(profiles=profiles, stages=2, batch=16)
@@ -226,7 +226,7 @@ def test_run_measures_the_cases_as_the_command_does_and_refuses_bad_input(tmp_pa
     assert csv_path.parent == tmp_path and json_path.exists()
     for bad, message in [(dict(models="mlp"), "models takes names"), (dict(models={"nope": 8}), "unknown model 'nope'"),
                          (dict(models={"mlp": 2.5}), r"batch takes a positive integer \(got float 2.5\)"),
-                         (dict(models=["mlp"], strategies="ddp"), "strategies takes a list of names"),
+                         (dict(models=["mlp"], strategies="ddp"), "strategies takes a non-empty list of names"),
                          (dict(models=["mlp"], strategies=["nope"]), "unknown strategy 'nope'"),
                          (dict(models=["mlp"], bogus=1), "run takes no option bogus"),
                          (dict(models=["mlp"], machine=3), "machine takes a Machine"),

@@ -28,7 +28,7 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--gpus", help=where)
     group.add_argument("--stages", help=stages)
-    parser.add_argument("--device", default="cpu", help="device for --stages (default: cpu)")
+    parser.add_argument("--device", help="device for --stages (default: cpu); not with --gpus")
     add_server_options(parser)
     add_training_options(parser)
     parser.add_argument("--link-gbps", default=None,
@@ -152,10 +152,12 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     from pipebench.hardware.devices import check_gpus, resolve_device
 
     if args.gpus is not None:
+        if args.device is not None:  # --gpus names the devices; advise's check command would be refused by run
+            raise UserError(f"--device {args.device} with --gpus: the GPUs named are the devices; leave out --device")
         ids, infos = chosen_gpus(args.gpus, now=check)
         return (check_gpus(ids) if check else [f"cuda:{i}" for i in ids]), infos
     stages = 2 if args.stages is None else args.stages
-    return [resolve_device(args.device, check=check)] * stages, None
+    return [resolve_device(args.device or "cpu", check=check)] * stages, None
 
 
 def _settings(args) -> dict:

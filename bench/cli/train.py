@@ -120,6 +120,7 @@ def cmd_train(args) -> int:
     data = parse_data(args.data, _seq_len(args, overrides))
     on_cpu = asks_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.stages, "--stages"), cpu=on_cpu)
+    training.check_device(machine.device_type)  # cudagraphs on the CPU: one line, before the model is built
     workers = _count(args.loader_workers, "--loader-workers", 0)
     nodes = _count(args.nodes, "--nodes") or 1
     machine = _over_nodes(machine, nodes)

@@ -284,7 +284,7 @@ def _load_json(path: Path) -> list[Row]:
 
 
 def _load_csv(path: Path) -> list[Row]:
-    reader = csv_rows(_read_text(path))
+    reader = csv_rows(_read_text(path), str(path))
     header = next(reader, None)
     if header is None:
         raise ResultsError(f"{path}: empty file, expected the header {','.join(CSV_COLUMNS)}")

@@ -190,8 +190,8 @@ def get_strategy(name: str) -> Strategy:
 def strategy_list(names: Any) -> list[str]:
     """The Python API's strategies (pipebench.advise, pipebench.run): a list of known names, else one
     UserError. A string is refused, not read letter by letter."""
-    if isinstance(names, str) or not isinstance(names, (list, tuple)):
-        raise UserError(f"strategies takes a list of names such as ['single', 'ddp'], not {names!r:.60}")
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
+        raise UserError(f"strategies takes a non-empty list of names such as ['single', 'ddp'], not {names!r:.60}")
     return [get_strategy(name).name for name in names]
 
 

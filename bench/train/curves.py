@@ -37,7 +37,7 @@ def _header(path: Path) -> list[str] | None:
     from pipebench.base.fileio.csvtext import csv_rows
     from pipebench.base.fileio.files import read_text
 
-    return next(csv_rows(read_text(path, kind="train log")), None)
+    return next(csv_rows(read_text(path, kind="train log"), str(path)), None)
 
 
 def is_train_log(path: Path) -> bool:
@@ -56,7 +56,7 @@ def read_log(path: str | Path) -> TrainLog:
     from pipebench.base.fileio.files import read_text
 
     path = Path(path)
-    rows = csv_rows(read_text(path, kind="train log"))
+    rows = csv_rows(read_text(path, kind="train log"), str(path))
     header = next(rows, None)
     if tuple(header or ()) != COLUMNS:
         raise UserError(f"{path}: not a train log (expected the header {','.join(COLUMNS)})")

@@ -21,6 +21,8 @@ import io
 import re
 from typing import Any, Iterable, Iterator, Sequence
 
+from pipebench.base.errors import UserError
+
 __all__ = ["LINE_END", "safe_cell", "read_cell", "csv_text", "csv_line", "frame_csv", "csv_rows"]
 
 LINE_END = "\r\n"
@@ -66,7 +68,15 @@ def frame_csv(frame) -> str:
     return safe.to_csv(index=False, lineterminator=LINE_END)
 
 
-def csv_rows(text: str) -> Iterator[list[str]]:
-    """The rows of CSV `text` (its header first), each cell as it was written (`read_cell`)."""
-    for cells in csv.reader(io.StringIO(text, newline="")):
+def csv_rows(text: str, where: str) -> Iterator[list[str]]:
+    """The rows of CSV `text` (its header first), each cell as it was written (`read_cell`); what the csv
+    module cannot read is one UserError naming `where` (the file) and the line."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # a cell over the csv module's field limit (131072), a NUL in older Pythons
+            raise UserError(f"{where}: line {reader.line_num}: {exc}") from None
         yield [read_cell(c) for c in cells]
