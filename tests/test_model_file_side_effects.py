@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.ci  # whole commands in fresh interpreters: CI runs them after the default set
+
 from test_bad_input_third import one_line, pipebench
 from test_bad_input_user_code import NET
 

@@ -14,6 +14,7 @@ parent never initialises CUDA.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -61,6 +62,27 @@ def visible_devices(gpus: Sequence[int] | None, current: str | None) -> str | No
     return ",".join(entries[g] for g in gpus)
 
 
+@contextlib.contextmanager
+def _main_unseen(needed: bool):
+    """Start a spawn child without the caller's script: spawn runs `__main__`'s file (or module) again in
+    the child to find what the call names there, so a script that calls pipebench outside `if __name__ ==
+    "__main__":` ran twice, its side effects too. The call names pipebench's functions, so the child needs
+    the script only where the pickled call names `__main__` (`needed`: a class the script defines)."""
+    main = sys.modules.get("__main__")
+    if needed or main is None:
+        yield
+        return
+    hidden = {name: vars(main)[name] for name in ("__file__", "__spec__") if name in vars(main)}
+    if "__file__" in hidden:
+        del main.__file__
+    main.__spec__ = None  # spawn reads it unguarded: there must be one
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        vars(main).update(hidden)
+
+
 class ChildTimeout(WorkerError):
     """call_in_child's function did not answer within its `within` seconds; the child and its tree are ended."""
 
@@ -83,8 +105,10 @@ def call_in_child(fn: Callable[..., Any], *args: Any, gpus: Sequence[int] | None
     os.environ.clear()
     os.environ.update(env)  # what the child inherits when it starts; restored at once
     try:  # the call pickled, so that the child watches us before it imports the call's modules
-        proc = context.Process(target=child_entry, args=(send, pickle.dumps((fn, args, kwargs))), daemon=True)
-        proc.start()
+        call = pickle.dumps((fn, args, kwargs))
+        proc = context.Process(target=child_entry, args=(send, call), daemon=True)
+        with _main_unseen(needed=b"__main__" in call):
+            proc.start()
     finally:
         os.environ.clear()
         os.environ.update(saved)
