@@ -195,6 +195,10 @@ REAL_REGISTER = atexit.register
 WATCHED = ("torch", "torch.nn.functional")
 """The modules whose public functions pipebench calls and a model file must leave as they are."""
 
+TORCH_SETS = frozenset({"torch.Storage"})
+"""Names in WATCHED that torch itself reassigns: torch.set_default_dtype points torch.Storage at the storage
+class of the new dtype, and a float64 model file is one pipebench profiles in float64 (snapshot.py)."""
+
 
 @contextlib.contextmanager
 def _process_kept(target: str, doing: str):
@@ -226,6 +230,8 @@ def _process_kept(target: str, doing: str):
         for module, before in functions:
             now = vars(module)
             for name, function in before.items():
+                if f"{module.__name__}.{name}" in TORCH_SETS:
+                    continue
                 if now.get(name) is not function and not _torch_wrapper(now.get(name), function):
                     setattr(module, name, function)
                     replaced.append(f"{module.__name__}.{name}")
