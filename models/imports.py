@@ -17,7 +17,8 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   (`_exit`), so the call becomes one line with its code, in the importing thread and in any thread the
   file started (at import, or minutes later into a run: the line, and exit 2 at once);
 - it starts a thread that never ends: Python waits for every non-daemon thread before it exits, so the
-  command line leaves without them once its work is done (bench/cli main);
+  command line, and a child that imported the file, leave without them once their work is done
+  (pipebench/base/processes.py leave);
 - it changes what pipebench goes on to rely on in this process (`_process_kept`): the default device
   (torch.set_default_device("meta") made every tensor pipebench makes a meta one) and sys.stdout/stderr
   (None: a traceback at the first flush) are put back; a torch or torch.nn.functional function replaced
@@ -55,6 +56,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from pipebench.base import interrupts
 from pipebench.base.errors import UserError, first_line, printable
 from pipebench.base.time_limit import REAL_EXIT, deadline, end_process
 from pipebench.base.text.units import env_seconds, format_bytes
@@ -84,9 +86,11 @@ def import_target(target: str) -> tuple[dict[str, Any], str]:
     try:
         with _guarded(target, where_):
             loaded = importlib.import_module(where_)
-    except (UserError, KeyboardInterrupt):  # _guarded's own line; Ctrl-C stays "interrupted"
+    except UserError:  # _guarded's own line
         raise
     except BaseException as exc:  # noqa: BLE001 - a class of its own that is no Exception, GeneratorExit
+        if is_signal(exc):  # Ctrl-C stays "interrupted"
+            raise
         raise UserError(f"{target}: cannot import {where_}: {raised(exc)}") from None
     return vars(loaded), name
 
@@ -105,12 +109,12 @@ def _import_file(path: Path, target: str):
     try:
         with _guarded(target, str(path)):
             spec.loader.exec_module(loaded)
-    except KeyboardInterrupt:  # Ctrl-C stays "interrupted"
-        raise
     except UserError:  # _guarded's own line
         del sys.modules[module_name]
         raise
     except BaseException as exc:  # noqa: BLE001 - the user's file: what it raised (of any class), in one line
+        if is_signal(exc):  # Ctrl-C stays "interrupted"
+            raise
         del sys.modules[module_name]
         raise UserError(f"{target}: importing {path} failed: {raised(exc)}") from None
     return loaded
@@ -275,9 +279,11 @@ def forward_guarded(target: str):
             yield
     except SystemExit as exc:
         raise UserError(f"{target}: it calls sys.exit({exc.code!r}) or exit() in its forward; {rule}") from None
-    except (Exception, KeyboardInterrupt):  # the caller's (run_forward: the model rejects the input); Ctrl-C
+    except Exception:  # the caller's (run_forward: the model rejects the input)
         raise
     except BaseException as exc:  # noqa: BLE001 - a class of the file's own that is no Exception, GeneratorExit
+        if is_signal(exc):  # Ctrl-C
+            raise
         raise UserError(f"{target}: its forward raised {raised(exc)}") from None
 
 
@@ -286,7 +292,15 @@ def raised(exc: BaseException, when: str = "when imported", rule: str = "a model
     otherwise end pipebench with no word (`when`: where it ran, "when built")."""
     if isinstance(exc, SystemExit):
         return f"it calls sys.exit({exc.code!r}) or exit() {when}; {rule}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "KeyboardInterrupt of its own (no Ctrl-C or SIGTERM arrived)"
     return f"{type(exc).__name__}: {first_line(exc)}"
+
+
+def is_signal(exc: BaseException) -> bool:
+    """Whether `exc` is the KeyboardInterrupt of Ctrl-C or SIGTERM, to go through as "interrupted", exit
+    130; one that the user's code raises itself, with no signal sent, is its failure (pipebench/base/interrupts.py)."""
+    return isinstance(exc, KeyboardInterrupt) and interrupts.arrived()
 
 
 def too_late(target: str, what: str, seconds: float) -> str:
@@ -305,14 +319,16 @@ def call_user(call: Callable[[], Any], target: str, what: str, when: str, rule: 
     everything it may do to end pipebench turned into one UserError line, `target: what failed: ...`: an
     exception of any class (one of the file's own that is no Exception, GeneratorExit), sys.exit() and
     os._exit(N) (_guarded). Without its time limit unless `limit` (building a large model takes minutes);
-    with it, one that never returns is `target: what did not finish within ...`. Only Ctrl-C
-    (KeyboardInterrupt) goes through, to be "interrupted", exit 130."""
+    with it, one that never returns is `target: what did not finish within ...`. Only Ctrl-C and SIGTERM
+    (a signal's KeyboardInterrupt: is_signal) go through, to be "interrupted", exit 130."""
     try:
         with _guarded(target, what, doing="", when=when, rule=rule, limit=limit):
             return call()
-    except (UserError, KeyboardInterrupt):  # _guarded's os._exit line; Ctrl-C
+    except UserError:  # _guarded's os._exit line
         raise
     except BaseException as exc:  # noqa: BLE001 - the user's code: what it raised, in one line
+        if is_signal(exc):  # Ctrl-C
+            raise
         raise UserError(f"{target}: {what} failed: {raised(exc, when, rule)}") from None
 
 
@@ -368,9 +384,11 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             made = make()
-    except (KeyboardInterrupt, _Stopped):  # Ctrl-C; os._exit under call_user: its line
+    except _Stopped:  # os._exit under call_user: its line
         raise
-    except BaseException:  # noqa: BLE001 - not buildable on meta (or sys.exit there): the real build says it
+    except BaseException as exc:  # noqa: BLE001 - not buildable on meta (or sys.exit there): the real build says it
+        if is_signal(exc):  # Ctrl-C
+            raise
         return
     module = getattr(made, "layers", made)
     if isinstance(module, nn.Module):

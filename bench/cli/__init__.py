@@ -11,9 +11,9 @@ and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
+from pipebench.base import interrupts
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE
 from pipebench.base.errors import UserError
 
@@ -22,13 +22,15 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; run as the program (`argv` None) it also leaves past threads that a model file
-    started and never ends (_leave), and writes what its streams cannot encode as escapes (_escaping)."""
+    started and never ends (processes.leave), and writes what its streams cannot encode as escapes (_escaping)."""
     if argv is None:
         _quiet_lost_stderr()
         _escaping()
     code = _main(argv)
     if argv is None:
-        _leave(code)
+        from pipebench.base.processes import leave
+
+        leave(code)
     return code
 
 
@@ -75,26 +77,6 @@ def _escaping() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
-def _leave(code: int) -> None:
-    """Exit with `code` now if threads that are not daemons still run once the command's work is done:
-    Python would wait for them before exiting, and a model file's thread that never ends (started when it
-    was imported) would keep pipebench running forever after it printed its answer. What is registered
-    to run at exit still runs first."""
-    import atexit
-    import os
-    import threading
-
-    if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    atexit._run_exitfuncs()
-    os._exit(code)
-
-
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
@@ -106,7 +88,7 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_USAGE
     from pipebench.base.processes import run_folder
 
-    previous = _catch_signals()
+    previous = interrupts.catch()
     interrupted = False
     try:
         with run_folder():  # every process and temporary folder of the command ends with it
@@ -119,8 +101,7 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_INTERRUPTED
     finally:
         if not interrupted:  # after an interrupt a second signal stays ignored until we have left: still 130
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            interrupts.restore(previous)
 
 
 def _command(args) -> int:
@@ -136,9 +117,9 @@ def _command(args) -> int:
         check_cache_folders()  # and a cache folder that is a file
         code = args.handler(args)
         sys.stdout.flush()  # the answer is written now, where a full disk or a closed pipe can be said
-        return _stopped() if _signalled else code
+        return _stopped() if interrupts.signalled() else code
     except UserError as exc:  # bad input; anything else is a bug and keeps its traceback
-        return _stopped() if _signalled else _fail(str(exc))
+        return _stopped() if interrupts.signalled() else _fail(str(exc))
     except OSError as exc:
         if not _output_lost(exc):
             raise
@@ -146,7 +127,7 @@ def _command(args) -> int:
     except KeyboardInterrupt:
         return _stopped()
     except Exception:
-        if _signalled:  # what followed an interrupt that the user's code or a library swallowed
+        if interrupts.signalled():  # what followed an interrupt that the user's code or a library swallowed
             return _stopped()
         raise
 
@@ -231,20 +212,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
             for name, command in action.choices.items()}
 
 
-def _catch_signals() -> dict:
-    """SIGTERM (timeout, Slurm, systemd, docker stop) and SIGINT (Ctrl-C) raise KeyboardInterrupt, once:
-    the first also ignores both from then on, so that a second one cannot cut the clean-up short (which
-    left processes and folders behind, and exited -15 or -2). A SIGINT ignored from the start (a shell's
-    background job) stays ignored. Returns the handlers to restore."""
-    _signalled.clear()  # a command's own: main may run many in one process (the tests do)
-    previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        previous[signal.SIGINT] = signal.default_int_handler
-        signal.signal(signal.SIGINT, _interrupt)
-    return previous
-
-
 def _version() -> str:
     """pipebench's version and torch's, which every figure depends on (torch read from its metadata: no
     import for --version)."""
@@ -285,18 +252,6 @@ def _output_lost(exc: OSError) -> bool:
     except (OSError, ValueError, AttributeError):  # no stdout of a file descriptor (a test's capture)
         pass
     return True
-
-
-_signalled: list[int] = []
-"""The signal that asked the command to stop, once one has (_interrupt)."""
-
-
-def _interrupt(signum, frame):
-    _signalled.append(signum)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(sig) is _interrupt:
-            signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt
 
 
 def build_parser() -> argparse.ArgumentParser:

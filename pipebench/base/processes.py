@@ -40,7 +40,7 @@ from typing import Iterator
 import psutil
 
 __all__ = ["PARENT_ENV", "TEMP_ENV", "RUN_ENV", "run_folder", "end_run_processes", "exit_with_parent",
-           "descendants", "kill_tree", "kill_child", "child_entry"]
+           "descendants", "kill_tree", "kill_child", "child_entry", "leave"]
 
 PARENT_ENV, TEMP_ENV = "PIPEBENCH_PARENT", "PIPEBENCH_TEMP"
 """What a child learns from its parent: the parent's pid, and the temporary folder to remove if the parent dies."""
@@ -217,6 +217,25 @@ def child_entry(send, call: bytes) -> None:
         outcome = ("error", f"{getattr(fn, '__name__', 'the call')}: {type(exc).__name__}: {message}")
     send.send(outcome)
     send.close()
+    leave(0)
+
+
+def leave(code: int) -> None:
+    """Exit with `code` now if threads that are not daemons still run once the process's work is done:
+    Python would wait for them before exiting, and a model file's thread that never ends (started when it
+    was imported) kept the command, or a child that imported the file to profile it, running for ever after
+    its answer. The streams are flushed and what is registered to run at exit still runs first."""
+    import atexit
+
+    if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 def _reap(mark: str) -> None:
