@@ -427,3 +427,19 @@ def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
     assert "75% of the step waits on the host's launches" in format_advice(advice, waits, ["cuda:0"])
     waits.whole_step_ms = 3.0
     assert "waits on the host" not in format_advice(advice, waits, ["cuda:0"])
+
+
+@pytest.mark.parametrize("link", [dict(link_gbps=50.0), dict(link_latency_ms=2.0), dict(link_gbps=50.0, link_latency_ms=2.0)])
+def test_advise_prices_a_pipeline_with_the_link_a_plan_prices_it_with(link):
+    """advise and plan read one link (Request.links): a pipeline's predicted step is the plan's, whichever of
+    the bandwidth and the latency the request names over the profile's."""
+    from pipebench.partition.planning.plan_choice import make_plan
+
+    saved = profiles(link_gbps=100.0)
+    for p in saved:
+        p.link_latency_ms = 0.25
+    request = Request(devices=["cuda:0", "cuda:1"], schedule="1f1b", **link)
+    plan = make_plan(saved, request)
+    prediction = predict("pp-1f1b", saved, request, micro_batches=plan.micro_batches)
+    assert prediction.predicted_step_ms == pytest.approx(plan.predicted_step_ms)
+    assert (plan.link_gbps, plan.link_latency_ms) == request.links(saved[0])

@@ -20,7 +20,7 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strat
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
-from pipebench.request import Request, caps_per_device, link_of, over_cap
+from pipebench.request import Request, caps_per_device, over_cap
 
 __all__ = ["Prediction", "Advice", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
@@ -67,11 +67,12 @@ def tie(a: Prediction, b: Prediction) -> str:
     return " and ".join(why)
 
 
-def links_of(profile: Profile, link_gbps: float | None = None) -> costs.Links:
-    """The link figures saved with the profile (`link_gbps` overrides the copy bandwidth), and on CPU
-    stand-ins what sharing the cores costs. Without a measured all-reduce, its bus bandwidth is taken to be
-    the copy bandwidth (a ring of two devices moves the same bytes over the same link)."""
-    copy, latency = link_of(profile, link_gbps, profile.link_latency_ms)
+def links_of(profile: Profile, request: Request) -> costs.Links:
+    """The link figures saved with the profile, the request's link where it names one (Request.links, as a
+    plan prices its cuts), and on CPU stand-ins what sharing the cores costs. Without a measured all-reduce,
+    its bus bandwidth is taken to be the copy bandwidth (a ring of two devices moves the same bytes over the
+    same link)."""
+    copy, latency = request.links(profile)
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
     return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
                        collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
@@ -101,7 +102,7 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     caps = caps_per_device(request.max_memory, len(devices))
     caps = caps[:p] if caps else None
     speeds = list(request.speeds[:p]) if request.speeds else None
-    links = links_of(profiles[0], request.link_gbps)
+    links = links_of(profiles[0], request)
     prediction = strategy.price(Pricing(strategy=strategy, profiles=profiles, devices=used, caps=caps, speeds=speeds,
                                         links=links, training=request.training,
                                         micro_batches=micro_batches if strategy.micro_batched else None))
