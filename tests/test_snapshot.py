@@ -252,3 +252,20 @@ def test_a_float64_model_file_is_profiled_in_float64(tmp_path):
     profiles = pipebench.profile(f"{path}:Net", batch=8, micro_batches=1, repeats=1, settings={"input_shape": [4]})
     assert {layer.output_dtype for layer in profiles[0].layers} == {"float64"}
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_the_callers_environment_and_folder_come_back_as_given(tmp_path, monkeypatch):
+    """torch's first import of torch._dynamo (torch.export's) set TORCHINDUCTOR_CACHE_DIR in the caller's
+    os.environ after pipebench.plan, and a model file that sets a variable or changes folder at import left
+    them so: the process's environment and working folder are restored as torch's state is."""
+    import os
+
+    path = tmp_path / "process.py"
+    path.write_text(IMPORT_STATE.format(line="import os; os.environ['PIPEBENCH_TEST_SET'] = '1'; "
+                                              "os.environ.pop('PIPEBENCH_TEST_GONE'); os.chdir('/')"))
+    monkeypatch.setenv("PIPEBENCH_TEST_GONE", "kept")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    environ = dict(os.environ)
+    plan = pipebench.plan(f"{path}:Net", batch=8, stages=2, repeats=1, settings={"input_shape": [4]})
+    assert plan.balance and dict(os.environ) == environ and os.getcwd() == str(tmp_path)

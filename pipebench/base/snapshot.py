@@ -22,7 +22,8 @@ submodules (the objects, not only their values), each parameter's requires_grad 
 methods and hooks set on the instance; and torch's global state: the CPU RNG and, where CUDA is
 initialised, every GPU's RNG and the current GPU, the intra- and inter-op thread counts, the default
 dtype, grad mode, autocast (CPU and CUDA: on or off, and its dtype), anomaly detection, the float32 matmul
-precision and the TF32, cuDNN and deterministic-algorithm flags.
+precision and the TF32, cuDNN and deterministic-algorithm flags; and the process's environment variables and
+working folder.
 
 `own_state()` is the other half: pipebench's own measurements (the profiler's, the CPU probes') run under
 pipebench's settings, not under whatever the caller or a model file's import left: gradients on, inference
@@ -34,19 +35,27 @@ probe's first process send float64 messages to peers expecting float32 (gloo's "
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any, Callable, Iterator
 
-__all__ = ["as_given", "own_state", "global_state", "module_state"]
+__all__ = ["as_given", "own_state", "global_state", "module_state", "process_state"]
 
 
 @contextlib.contextmanager
 def as_given(module: Any = None) -> Iterator[None]:
-    """Inside the block, anything may change `module` (an nn.Module, or None) and torch's global state;
-    on leaving, however it leaves, both are as they were on entering. Torch not imported yet: there is no
-    state of the caller's to keep, and none is imported here."""
+    """Inside the block, anything may change `module` (an nn.Module, or None), torch's global state and the
+    process's environment variables and working folder; on leaving, however it leaves, all are as they were
+    on entering. Torch not imported yet: there is no torch state of the caller's to keep, and none is
+    imported here (the environment and the folder are kept all the same: torch's first import of
+    torch._dynamo, which torch.export makes, sets TORCHINDUCTOR_CACHE_DIR, and a model file's import or
+    forward may set variables or change folder)."""
+    restore_process = process_state()
     if "torch" not in sys.modules:
-        yield
+        try:
+            yield
+        finally:
+            restore_process()
         return
     restore_globals = global_state()
     restore_module = module_state(module) if module is not None else (lambda: None)
@@ -56,7 +65,28 @@ def as_given(module: Any = None) -> Iterator[None]:
         try:
             restore_module()
         finally:
-            restore_globals()
+            try:
+                restore_globals()
+            finally:
+                restore_process()
+
+
+def process_state() -> Callable[[], None]:
+    """Remember the environment variables and the working folder now; return the function that sets them
+    back (a folder since removed is left: there is nothing to go back to)."""
+    environ, cwd = dict(os.environ), os.getcwd()
+
+    def restore() -> None:
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        with contextlib.suppress(OSError):
+            if os.getcwd() != cwd:
+                os.chdir(cwd)
+
+    return restore
 
 
 @contextlib.contextmanager
