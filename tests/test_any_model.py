@@ -16,6 +16,7 @@ BAD = FIXTURES / "bad_models.py"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_the_seeds_convnet_plans_from_the_command_line_by_file_path(capsys, tmp_path):
     code = main(["plan", "--model", CONVNET, "--input-shape", "1,28,28", "--loss", "nll", "--stages", "2",
                  "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])

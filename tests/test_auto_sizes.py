@@ -50,6 +50,7 @@ def test_the_close_interpolated_counts_are_measured_when_a_plan_ranks_them(count
     assert not any(p.interpolated_from for p in profiles)
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_the_cache_keeps_only_measured_sizes(tmp_path, monkeypatch, counted, one_thread):
     monkeypatch.setenv("PIPEBENCH_CACHE", str(tmp_path))
     first = pipebench.profile("mlp", **AUTO)

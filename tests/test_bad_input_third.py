@@ -179,6 +179,7 @@ def one_line(result, message: str) -> None:
     ("import os\nos._exit(3)\n", "it calls os._exit(3) when imported; a model file must only define things"),
     ("from os import _exit\ntry:\n    _exit(4)\nexcept Exception:\n    pass\n", "it calls os._exit(4) when imported"),
 ])
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_an_import_that_hangs_or_exits_is_one_line(tmp_path, body, message):
     """An endless loop at import hung pipebench with no bound; os._exit(3) ended it with exit 3 and no word."""
     (tmp_path / "loop.py").write_text(NET + body)
@@ -237,6 +238,7 @@ def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
                  f"PIPEBENCH_IMPORT_SECONDS={value!r} should be a number of seconds above 0")
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_thread_started_at_import_does_not_keep_pipebench_running(tmp_path):
     """The plan printed, and the process never exited: Python waits for every thread that is not a daemon."""
     (tmp_path / "threads.py").write_text(NET + "import threading, time\n"
@@ -482,6 +484,7 @@ threading.Thread(target=later, daemon=True).start()
 '''
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_thread_that_calls_os_exit_after_the_import_is_one_line(tmp_path):
     """A daemon thread started at import, calling os._exit(0) once the import was over, ended the run with exit 0
     and no word."""
@@ -494,6 +497,7 @@ def test_a_thread_that_calls_os_exit_after_the_import_is_one_line(tmp_path):
         "later.py:Net: a thread it starts when imported calls os._exit(0); a model file must only define" in last, last
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_an_import_that_stops_the_timer_is_stopped_all_the_same(tmp_path):
     """signal.alarm(0), or a handler of its own for SIGALRM, let a model file's endless import run forever."""
     (tmp_path / "loop.py").write_text(NET + "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
@@ -820,6 +824,7 @@ def test_the_api_checks_a_modules_callbacks_and_settings(kwargs, message):
     ("import sys; sys.exit(3)", "it calls sys.exit(3) or exit() in its forward; a model must not end the process"),
     ("import os; os._exit(5)", "it calls os._exit(5) in its forward; a model must not end the process"),
 ])
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_forward_that_ends_the_process_is_one_line(tmp_path, call, message):
     """pipebench ended with the model's exit status (3, 5) and no word."""
     (tmp_path / "ends.py").write_text(NET.replace("        return self.b(self.a(x))",
@@ -1033,6 +1038,7 @@ def main_of(argv):
     return main(argv)
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_forward_that_never_returns_is_one_line(tmp_path):
     """A model whose forward never returns hung `plan` and `run` at their first forward (run's in its parent,
     checking the model), with no bound and no word."""

@@ -57,6 +57,7 @@ TRAIN = ["--input-shape", "4", "--batch", "8", "--steps", "2", "--strategy", "si
     (NET.replace("super().__init__()", "super().__init__()\n        import sys; sys.exit(5)"), "Net",
      "building it failed: it calls sys.exit(5) or exit() when built"),
 ])
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_an_exit_in_the_model_builder_is_one_line(tmp_path, body, name, message):
     """sys.exit(3) in NAME (or its __init__) ended plan with exit 3 and no word; os._exit(6) with 6."""
     (tmp_path / "exits.py").write_text(body)
@@ -65,6 +66,7 @@ def test_an_exit_in_the_model_builder_is_one_line(tmp_path, body, name, message)
     one_line(result, message)
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_builtins_exit_as_a_model_is_one_line_not_exit_0(tmp_path):
     """--model builtins:exit exited 0 with no output, as if the plan had been made."""
     result = pipebench(tmp_path, "plan", "--model", "builtins:exit", "--input-shape", "4", "--stages", "2",

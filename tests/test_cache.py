@@ -82,6 +82,7 @@ def test_an_entry_that_is_a_link_is_replaced_not_written_through(cache, tmp_path
     assert not entry.is_symlink() and cache.get_links(key)["link_gbps"] == 2.0
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_module_object_is_not_cached(cache, measured, one_thread):
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
     for _ in range(2):
@@ -200,6 +201,7 @@ def test_a_cached_answer_imports_no_torch(cache, one_thread):
     assert "from the profile cache" in answer.stderr and "recommended:" in answer.stdout
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_the_default_flavour_named_or_not_is_one_key(cache, measured, one_thread):
     """advise and plan ask for no flavour, run names the default: one measurement serves both ways."""
     small = {**TINY, "flavour": None, "settings": {"in_features": 8, "hidden": 8, "depth": 1}}
