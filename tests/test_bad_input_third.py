@@ -518,6 +518,18 @@ def test_a_cache_folder_that_is_a_file_is_refused_first(capsys, tmp_path, monkey
     assert (tmp_path / "file").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("variable, value, message", [
+    ("PIPEBENCH_CACHE", "/tmp/" + "x" * 5000, "is not a folder this system can use (File name too long)"),
+    ("PIPEBENCH_CACHE", "~nosuchuser7/c", "PIPEBENCH_CACHE: the cache folder cannot be found"),
+    ("PIPEBENCH_LINK_CACHE", "~nosuchuser7/c", "PIPEBENCH_LINK_CACHE: the cache folder cannot be found"),
+])
+def test_a_cache_folder_the_system_cannot_use_is_one_line(capsys, monkeypatch, variable, value, message):
+    """Sixth pass S4: a name too long for the file system, or a ~user that does not exist, was an OSError or
+    RuntimeError traceback (exit 1)."""
+    monkeypatch.setenv(variable, value)
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "2"], message)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--max-memory", "-1GB"], "--max-memory: cannot read memory size '-1GB'"),
     (["--max-memory", "-nan"], "--max-memory: cannot read memory size '-nan'"),
@@ -684,6 +696,8 @@ def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_pat
     (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
     (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
     (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
+    (["--csv", "{t}/results.csv"], "--csv {t}/results.csv: holds something other than a train log (header step,"),
+    (["--save", "{t}/p.json"], "--save {t}/p.json: holds something other than a checkpoint of torch.save's"),
 ])
 def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
                                                                                       message):
@@ -696,6 +710,8 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     (tmp_path / "blocked.pt.train").write_text("")
     (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
     (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
+    (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's (sixth pass S5)
+    (tmp_path / "p.json").write_text('{"format": "pipebench-profile"}\n')
     argv = train_files(tmp_path)
     before = (tmp_path / "data.py").read_text()
     refused(capsys, [*argv, *(o.format(t=tmp_path) for o in outputs)], message.format(t=tmp_path))

@@ -96,6 +96,7 @@ def check_outputs(args) -> None:
                                                    if folder.is_dir() else folder / name)
     inputs = {"--data": _data_file(args.data), "--model": model_file(args.model)}
     same_outputs(inputs, outputs)
+    _not_another_file(args)
 
 
 def _data_file(text: str) -> str | None:
@@ -189,3 +190,25 @@ def _answer(result: dict, save: str | None) -> int:
     answer(f"{ended}: {result['steps']}/{result['total']} steps in {result['seconds']:.1f} s"
           + (f"; checkpoint {printable(save)}" + (" (--resume continues)" if result.get("stopped") else "") if save else ""))
     return EXIT_INTERRUPTED if result.get("stopped") else 0
+
+
+def _not_another_file(args) -> None:
+    """Refuse a --csv or --save that already holds something other than what train writes there: a run's
+    results CSV or a profile was replaced by a train log or a checkpoint without a word. An empty file, a
+    train log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
+    import zipfile
+    from pathlib import Path
+
+    from pipebench.bench.train.curves import COLUMNS, is_train_log
+
+    for option, path, own, what in (("--csv", args.csv, is_train_log, f"a train log (header {','.join(COLUMNS)})"),
+                                    ("--save", args.save, zipfile.is_zipfile, "a checkpoint of torch.save's")):
+        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+            continue
+        try:
+            ours = own(Path(path))
+        except OSError:
+            ours = False
+        if not ours:
+            raise UserError(f"{option} {path}: holds something other than {what}, which train would replace; "
+                            f"name another file or remove it")
