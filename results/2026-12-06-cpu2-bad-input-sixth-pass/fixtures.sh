@@ -1,0 +1,7 @@
+# Fixtures of the sixth pass: builds /tmp/b6/work.
+mkdir -p /tmp/b6/work/m && cp "$(dirname "$0")"/m/* /tmp/b6/work/m/ && cd /tmp/b6/work
+export OMP_NUM_THREADS=1
+P="flock /tmp/pipebench-cpu.lock timeout 300 /work/wt-battery6/.venv/bin/python -m pipebench"
+[ -f p.json ] || $P plan --model mlp --flavour tiny --stages 2 --batch 8 --save-profile p.json --json plan.json
+[ -d r0 ] || $P run --models mlp --flavour tiny --batch 8 --strategies single --steps 2 --warmup 1 --rounds 1 --out r0
+ls
