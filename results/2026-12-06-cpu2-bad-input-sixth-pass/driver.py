@@ -44,7 +44,9 @@ def run_case(c):
     if c["check"]:
         ok2, note = c["check"](dict(rc=rc, out=out, err=err, tb=tb, last=last))
         ok = ok and ok2 if c["expect"] != "custom" else ok2
-    rec = dict(name=c["name"], cmd=c["cmd"], rc=rc, tb=tb, last=last[:300], stdout_tail=out.strip()[-300:],
+    if c["expect"] == "err" and ok and len(lines) != 1:
+        note = (note + "; " if note else "") + f"stderr has {len(lines)} lines: " + " | ".join(l[:80] for l in lines[:-1])[:200]
+    rec = dict(name=c["name"], cmd=c["cmd"], rc=rc, tb=tb, last=last[:300], nlines=len(lines), stdout_tail=out.strip()[-300:],
                expect=c["expect"], ok=bool(ok), note=note, secs=round(secs, 1))
     return rec
 
