@@ -48,7 +48,7 @@ def env_seconds(name: str, default: float, most: float) -> float:
     except ValueError:
         seconds = math.nan
     if not 0 < seconds < most:
-        raise UserError(f"{name}={text!r} should be a number of seconds above 0")
+        raise UserError(f"{name}={text!r} should be a number of seconds above 0 and below {most:g}")
     return seconds
 
 
