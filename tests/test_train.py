@@ -400,13 +400,14 @@ def test_a_diverging_loss_stops_in_one_line_and_saves_no_nan_weights(tmp_path, c
     model, message = "diverging_model.py:Diverges", "the loss became nan at step 1; stopped after 1/3 steps"
     (tmp_path / "data.py").write_text(DATA)
     save = tmp_path / "model.pth"
-    save.write_bytes(b"an earlier run's weights")
+    torch.save({"weight": torch.ones(1)}, save)  # an earlier run's checkpoint (train refuses another file there)
+    earlier = save.read_bytes()
     code = train("--model", ROOT / "tests" / "fixtures" / model, "--data", f"{tmp_path / 'data.py'}:data",
                  "--strategy", "single", "--batch", 8, "--steps", 3, "--device", "cpu", "--log-every", 0,
                  "--csv", tmp_path / "loss.csv", "--save", save, "--save-every", 1)
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 1 and out[-1] == f"diverged: {message}; {save} not written", out
-    assert save.read_bytes() == b"an earlier run's weights"
+    assert save.read_bytes() == earlier
     assert (tmp_path / "loss.csv").read_text().splitlines()[1].split(",")[2] == "nan"  # the step is recorded
 
 
