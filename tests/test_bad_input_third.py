@@ -719,6 +719,27 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     assert (tmp_path / "data.py").read_text() == before
 
 
+def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names(tmp_path):
+    """The S5 check refuses another file at --csv or --save, not train's own: a train log under any name (--csv
+    takes one), a checkpoint torch.save wrote, and an empty file are written again."""
+    import argparse
+
+    import torch
+
+    from pipebench.bench.cli.train import check_outputs
+    from pipebench.bench.train.curves import COLUMNS
+
+    train_files(tmp_path)
+    (tmp_path / "log.txt").write_text(",".join(COLUMNS) + "\n1,0,2.3,100,0.1\n")
+    torch.save({"weight": torch.ones(1)}, tmp_path / "earlier.pt")
+    (tmp_path / "empty.csv").write_text("")
+    for csv, save in ((tmp_path / "log.txt", tmp_path / "earlier.pt"), (tmp_path / "empty.csv", None)):
+        args = argparse.Namespace(model=f"{tmp_path / 'net.py'}:Net", data=f"{tmp_path / 'data.py'}:data",
+                                  csv=str(csv), save=None if save is None else str(save), write_job=None)
+        check_outputs(args)
+        assert args.csv == str(csv)
+
+
 # ------------------------------------------------------------------ the Python API, wrong types (the issue's open cases)
 
 @pytest.mark.parametrize("call, message", [

@@ -197,18 +197,13 @@ def _not_another_file(args) -> None:
     results CSV or a profile was replaced by a train log or a checkpoint without a word. An empty file, a
     train log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
     import zipfile
-    from pathlib import Path
 
-    from pipebench.bench.train.curves import COLUMNS, is_train_log
+    from pipebench.bench.train.curves import COLUMNS, has_train_header
 
-    for option, path, own, what in (("--csv", args.csv, is_train_log, f"a train log (header {','.join(COLUMNS)})"),
-                                    ("--save", args.save, zipfile.is_zipfile, "a checkpoint of torch.save's")):
+    for option, path, ours, what in (("--csv", args.csv, has_train_header, f"a train log (header {','.join(COLUMNS)})"),
+                                     ("--save", args.save, zipfile.is_zipfile, "a checkpoint of torch.save's")):
         if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
             continue
-        try:
-            ours = own(Path(path))
-        except OSError:
-            ours = False
-        if not ours:
+        if not ours(path):
             raise UserError(f"{option} {path}: holds something other than {what}, which train would replace; "
                             f"name another file or remove it")

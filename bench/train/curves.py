@@ -15,7 +15,7 @@ from typing import Sequence
 
 from pipebench.base.errors import UserError
 
-__all__ = ["COLUMNS", "TrainLog", "is_train_log", "read_log", "summary_line", "draw_logs"]
+__all__ = ["COLUMNS", "TrainLog", "is_train_log", "has_train_header", "read_log", "summary_line", "draw_logs"]
 
 COLUMNS = ("step", "epoch", "loss", "samples_per_s", "time_s")
 """The header of train's --csv, in its order."""
@@ -41,9 +41,13 @@ def _header(path: Path) -> list[str] | None:
 
 
 def is_train_log(path: Path) -> bool:
-    """Whether `path` is a CSV with train's header (an unreadable or empty file is not)."""
-    if Path(path).suffix != ".csv":
-        return False
+    """Whether `path` is a .csv file with train's header (what `report` reads as a train log)."""
+    return Path(path).suffix == ".csv" and has_train_header(path)
+
+
+def has_train_header(path: Path) -> bool:
+    """Whether `path`'s first line is train's header, whatever its name (an unreadable or empty file has not):
+    train's --csv takes any name."""
     try:
         return tuple(_header(Path(path)) or ()) == COLUMNS
     except UserError:

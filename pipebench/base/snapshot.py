@@ -50,25 +50,13 @@ def as_given(module: Any = None) -> Iterator[None]:
     imported here (the environment and the folder are kept all the same: torch's first import of
     torch._dynamo, which torch.export makes, sets TORCHINDUCTOR_CACHE_DIR, and a model file's import or
     forward may set variables or change folder)."""
-    restore_process = process_state()
-    if "torch" not in sys.modules:
-        try:
-            yield
-        finally:
-            restore_process()
-        return
-    restore_globals = global_state()
-    restore_module = module_state(module) if module is not None else (lambda: None)
-    try:
+    with contextlib.ExitStack() as restores:  # run last-in first-out, each however the one before ended
+        restores.callback(process_state())
+        if "torch" in sys.modules:
+            restores.callback(global_state())
+            if module is not None:
+                restores.callback(module_state(module))
         yield
-    finally:
-        try:
-            restore_module()
-        finally:
-            try:
-                restore_globals()
-            finally:
-                restore_process()
 
 
 def process_state() -> Callable[[], None]:
