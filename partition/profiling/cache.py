@@ -31,10 +31,10 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.base.fileio.files import replace_file
+from pipebench.base.fileio.files import replace_file, shown
 from pipebench.partition.profiling.profile_record import Profile
 
 __all__ = ["ProfileCache", "cache_folder", "cache_enabled", "check_cache_folders", "link_cache", "code_fingerprint", "request_identity", "device_label",
@@ -59,35 +59,29 @@ def cache_enabled() -> bool:
 
 
 def check_cache_folders() -> None:
-    """Refuse, before any work, a cache folder (the profile cache's, PIPEBENCH_LINK_CACHE) that is a file, or
-    lies below one: every entry written there would fail, and the cache would be silently unused."""
+    """Refuse, before any work, a cache folder (the profile cache's, PIPEBENCH_LINK_CACHE) that cannot be
+    found, is a file, or lies below one: every entry written there would fail, and the cache would be
+    silently unused."""
     named = []
     if cache_enabled():
-        named.append(("PIPEBENCH_CACHE", _folder_named("PIPEBENCH_CACHE", cache_folder)))
+        named.append(("PIPEBENCH_CACHE", cache_folder, " (or set PIPEBENCH_CACHE=off)"))
     if os.environ.get("PIPEBENCH_LINK_CACHE"):
-        named.append(("PIPEBENCH_LINK_CACHE", _folder_named(
-            "PIPEBENCH_LINK_CACHE", lambda: Path(os.environ["PIPEBENCH_LINK_CACHE"]).expanduser())))
-    for name, folder in named:
+        named.append(("PIPEBENCH_LINK_CACHE", lambda: Path(os.environ["PIPEBENCH_LINK_CACHE"]).expanduser(), ""))
+    for name, where_given, or_else in named:
+        fix = f"point {name} at a folder{or_else}"
+        try:
+            folder = where_given()
+        except RuntimeError as exc:  # a ~user that does not exist, no home folder
+            raise UserError(f"{name}: the cache folder cannot be found ({exc}); {fix}") from None
         try:
             existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
         except OSError as exc:  # a name too long, a loop of links
-            raise UserError(f"{name} {str(folder)[:80]}{'...' if len(str(folder)) > 80 else ''} is not a folder "
-                            f"this system can use ({exc.strerror or exc}); point {name} at a folder")
+            raise UserError(f"{name} {shown(folder)} is not a folder this system can use "
+                            f"({exc.strerror or exc}); {fix}") from None
         if existing is not None and not existing.is_dir():
-            where = "is" if existing == folder else f"lies below {existing}, which is"
-            source = name if name != "PIPEBENCH_CACHE" or os.environ.get(name) else "the cache folder"
-            raise UserError(f"{source} {folder} {where} a file, not a folder; point {name} at a folder"
-                            + (" (or set PIPEBENCH_CACHE=off)" if name == "PIPEBENCH_CACHE" else ""))
-
-
-def _folder_named(name: str, folder: Callable[[], Path]) -> Path:
-    """`folder()`, or the one line that says why the folder `name` gives cannot be found (a ~user that does
-    not exist, no home folder)."""
-    try:
-        return folder()
-    except RuntimeError as exc:
-        raise UserError(f"{name}: the cache folder cannot be found ({exc}); point {name} at a folder"
-                        + (" (or set PIPEBENCH_CACHE=off)" if name == "PIPEBENCH_CACHE" else ""))
+            where = "is" if existing == folder else f"lies below {shown(existing)}, which is"
+            source = name if os.environ.get(name) else "the cache folder"
+            raise UserError(f"{source} {shown(folder)} {where} a file, not a folder; {fix}")
 
 
 def link_cache() -> "ProfileCache | None":

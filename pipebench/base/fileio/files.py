@@ -32,7 +32,7 @@ from typing import Any
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
@@ -44,17 +44,17 @@ def writable_folder(path: str | Path, option: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UserError(f"{option} {_shown(path)}: a file is in the way; name a folder") from None
+        raise UserError(f"{option} {shown(path)}: a file is in the way; name a folder") from None
     except OSError as exc:
-        raise UserError(f"{option} {_shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
+        raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
     if not path.is_dir():  # a link to a file
-        raise UserError(f"{option} {_shown(path)}: a file is in the way; name a folder")
+        raise UserError(f"{option} {shown(path)}: a file is in the way; name a folder")
     try:  # os.access says yes to root even where nothing can be made (/proc): make something
         probe = path / f".pipebench-probe-{uuid.uuid4().hex[:12]}"
         probe.touch(exist_ok=False)
         probe.unlink()
     except OSError as exc:
-        raise UserError(f"{option} {_shown(path)}: the folder is not writable ({exc.strerror or exc})") from None
+        raise UserError(f"{option} {shown(path)}: the folder is not writable ({exc.strerror or exc})") from None
     return path
 
 
@@ -69,7 +69,7 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise UserError(f"{option} {_shown(path)}: {_shown(parent)} is a file, not a folder")
+        raise UserError(f"{option} {shown(path)}: {shown(parent)} is a file, not a folder")
     writable_folder(parent, option)
     return path
 
@@ -90,15 +90,15 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
     kind = _special(path)
     if kind is None and not os.path.exists(path) and any(_DESCRIPTOR.fullmatch(hop) for hop in _hops(path)):
         # /dev/stdout with stdout closed, /dev/fd/9: a FileNotFoundError traceback at the write, in /proc/<pid>/fd
-        raise UserError(f"{option} {_shown(path)}: leads to a file descriptor that is not open; name a file")
+        raise UserError(f"{option} {shown(path)}: leads to a file descriptor that is not open; name a file")
     if kind is not None:
         if regular:
-            raise UserError(f"{option} {_shown(path)}: is {kind}; {option} is written more than once or read back: "
+            raise UserError(f"{option} {shown(path)}: is {kind}; {option} is written more than once or read back: "
                             "name a regular file")
         if kind in ("a socket", "a block device"):
-            raise UserError(f"{option} {_shown(path)}: is {kind}; name a file")
+            raise UserError(f"{option} {shown(path)}: is {kind}; name a file")
         if kind == "a stream" and _kernel_file(path):
-            raise UserError(f"{option} {_shown(path)}: is a file of the kernel's (in /proc or /sys), not an output; "
+            raise UserError(f"{option} {shown(path)}: is a file of the kernel's (in /proc or /sys), not an output; "
                             "name a file")
         if kind == "a FIFO":
             _hold_fifo(path, option)
@@ -109,9 +109,9 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
     try:
         folder = path.is_dir()
     except OSError as exc:  # a path longer than the system takes
-        raise UserError(f"{option} {_shown(path)}: {exc.strerror or exc}") from None
+        raise UserError(f"{option} {shown(path)}: {exc.strerror or exc}") from None
     if folder or path.name in ("", ".", ".."):
-        raise UserError(f"{option} {_shown(path)}: is a folder; name a file")
+        raise UserError(f"{option} {shown(path)}: is a folder; name a file")
     writable_folder(path.parent, option)
     return path
 
@@ -120,7 +120,7 @@ NAME_MAX = 255
 """The longest file name, in bytes, of the file systems pipebench writes to (ext4, xfs, tmpfs, APFS)."""
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """A path for a message: shortened when a user gave thousands of characters."""
     text = str(path)
     return text if len(text) <= 120 else text[:60] + "..." + text[-40:]
@@ -213,7 +213,7 @@ def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | 
             continue
         real = os.path.realpath(path)
         if real in seen and option in outputs:  # inputs come first: the second of two inputs is no write
-            raise UserError(f"{seen[real]} and {option} name the same file {_shown(Path(path))}; the second would "
+            raise UserError(f"{seen[real]} and {option} name the same file {shown(Path(path))}; the second would "
                             "replace the first: give two names")
         seen.setdefault(real, option)
     for option, path in outputs.items():  # the file written, after links (link.json -> helper.py), not the name
@@ -221,8 +221,8 @@ def same_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | 
             continue
         real = Path(os.path.realpath(path))
         if real.suffix == ".py" and real.exists():
-            link = f" (a link to {_shown(real)})" if Path(path).is_symlink() else ""
-            raise UserError(f"{option} {_shown(Path(path))}{link}: is Python source, which the output would "
+            link = f" (a link to {shown(real)})" if Path(path).is_symlink() else ""
+            raise UserError(f"{option} {shown(Path(path))}{link}: is Python source, which the output would "
                             "replace; name another file")
 
 
@@ -236,7 +236,7 @@ def write_text(path: str | Path, text: str) -> None:
         return _write_through(path, text, kind)
     real = Path(os.path.realpath(path))
     if real.is_dir():  # os.replace's IsADirectoryError, where the API's Plan.save or save_profiles named a folder
-        raise UserError(f"{_shown(path)}: is a folder; name a file")
+        raise UserError(f"{shown(path)}: is a folder; name a file")
     _write_atomically(real, text)  # a link stays a link: its target is replaced
 
 
@@ -254,15 +254,15 @@ def _hold_fifo(path: Path, option: str) -> None:
         _HELD_FIFOS[path] = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise UserError(f"{option} {_shown(path)}: a FIFO that nothing reads; start its reader first") from None
-        raise UserError(f"{option} {_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
+            raise UserError(f"{option} {shown(path)}: a FIFO that nothing reads; start its reader first") from None
+        raise UserError(f"{option} {shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
 
 
 def _write_through(path: Path, text: str, kind: str) -> None:
     """Write `text` into the special file `path` as a shell's `>` would, never replacing it: a FIFO only
     if someone reads it (opened without waiting), a stream at its end (what was printed stays)."""
     if kind in ("a socket", "a block device", "a special file"):
-        raise UserError(f"{_shown(path)}: is {kind}; name a file")
+        raise UserError(f"{shown(path)}: is {kind}; name a file")
     sys.stdout.flush()  # what was printed before comes first where the path is stdout
     sys.stderr.flush()
     data = text.encode("utf-8")
@@ -276,8 +276,8 @@ def _write_through(path: Path, text: str, kind: str) -> None:
         fd = _HELD_FIFOS.pop(path) if path in _HELD_FIFOS else os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
-            raise UserError(f"{_shown(path)}: a FIFO that nothing reads; start its reader first") from None
-        raise UserError(f"{_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
+            raise UserError(f"{shown(path)}: a FIFO that nothing reads; start its reader first") from None
+        raise UserError(f"{shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
     try:
         os.set_blocking(fd, True)
         while data:
@@ -285,7 +285,7 @@ def _write_through(path: Path, text: str, kind: str) -> None:
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EPIPE):  # a full disk or a closed pipe: the command line's own line
             raise
-        raise UserError(f"{_shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
+        raise UserError(f"{shown(path)}: cannot be written ({exc.strerror or exc}); name a file") from None
     finally:
         os.close(fd)
 
