@@ -23,7 +23,7 @@ from numbers import Integral, Real
 from typing import Any, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error, split_error  # noqa: F401 (split_error: the rule, re-exported)
+from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error
 from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.base.text.units import format_bytes
 from pipebench.base.training import Training
@@ -265,6 +265,16 @@ class CheckedProfiles(tuple):
 
 
 # ----------------------------------------------------------------------------------------------- rules
+
+def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
+    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
+    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
+    if parts is None or (parts >= 1 and batch % parts == 0):
+        return None
+    if replicas is not None:
+        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
+    return f"batch {batch} does not split into {parts} equal micro-batches"
+
 
 def caps_per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
     """A request's memory cap(s) (`max_memory`) as one figure per device; None without a cap."""

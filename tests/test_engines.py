@@ -37,7 +37,7 @@ def profile_of(names, ms, model="gpt", micro_batch=4, batch=8, params=None):
 def zoo_gpt_plan(bounds=(0, 4, 7)):
     """The zoo gpt cut inside its second block (between its attention and its MLP), priced."""
     profile = profile_of(ZOO_GPT, [0.5, 1.0, 2.0, 1.0, 2.0, 0.2, 3.0])
-    return plan_with_bounds([profile], ["cpu", "cpu"], list(bounds), schedule="1f1b", micro_batches=2), profile
+    return plan_with_bounds([profile], Request(devices=["cpu", "cpu"], schedule="1f1b", micro_batches=2), list(bounds)), profile
 
 
 def holds_the_plan(exported, plan):
@@ -61,8 +61,8 @@ def test_megatron_moves_a_cut_inside_a_block_and_prices_it():
     out = plan.export("megatron", [profile])
     holds_the_plan(out, plan)
     assert out["moved"] and out["bounds"] in ([0, 3, 7], [0, 5, 7])
-    steps = {cut: plan_with_bounds([profile], ["cpu", "cpu"], [0, cut, 7], schedule="1f1b",
-                                   micro_batches=2).predicted_step_ms for cut in (3, 5)}
+    request = Request(devices=["cpu", "cpu"], schedule="1f1b", micro_batches=2)
+    steps = {cut: plan_with_bounds([profile], request, [0, cut, 7]).predicted_step_ms for cut in (3, 5)}
     assert out["predicted_step_ms"] == pytest.approx(min(steps.values()))
     assert out["bounds"][1] == min(steps, key=steps.get)
     assert out["pipeline_model_parallel_layout"] == {3: "Et|tL", 5: "Ett|L"}[out["bounds"][1]]
@@ -78,8 +78,7 @@ def test_a_moved_cut_without_profiles_goes_to_the_nearest_and_says_it_is_not_pri
 
 def test_megatron_layout_and_first_last_counts():
     names = ["embed", *(f"layers.{i}" for i in range(8)), "norm", "head"]
-    plan = plan_with_bounds([profile_of(names, [1.0] * len(names))], ["cpu"] * 4, [0, 2, 5, 8, 11],
-                            schedule="1f1b", micro_batches=2)
+    plan = plan_with_bounds([profile_of(names, [1.0] * len(names))], Request(devices=["cpu"] * 4, schedule="1f1b", micro_batches=2), [0, 2, 5, 8, 11])
     out = plan.export("megatron")
     assert not out["moved"]
     assert out["pipeline_model_parallel_layout"] == "Et|t*3|t*3|tL"
@@ -103,24 +102,23 @@ def test_deepspeed_parts_and_device_map():
     out = plan.export("deepspeed", [profile])
     assert out["parts"] == [0, 4, 7] and out["layers"] == ZOO_GPT
     assert out["config"] == {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}
-    on_gpus = plan_with_bounds([profile], ["cuda:0", "cuda:1"], [0, 4, 7], micro_batches=2)
+    on_gpus = plan_with_bounds([profile], Request(devices=["cuda:0", "cuda:1"], schedule="gpipe", micro_batches=2), [0, 4, 7])
     device_map = on_gpus.export("device-map")["device_map"]
     assert device_map == {name: 0 if i < 4 else 1 for i, name in enumerate(ZOO_GPT)}
 
 
 def test_what_an_engine_cannot_express_is_one_line():
     names = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "lm_head"]
-    hf = plan_with_bounds([profile_of(names, [1.0] * 5, model="llama")], ["cpu"] * 2, [0, 2, 5], micro_batches=2)
+    hf = plan_with_bounds([profile_of(names, [1.0] * 5, model="llama")], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=2), [0, 2, 5])
     with pytest.raises(UserError, match="torchtitan .* deeper .*model.layers.0"):
         hf.export("torchtitan")
     interleaved = make_plan([profile_of(ZOO_GPT, [1.0] * 7)], Request(devices=["cpu"] * 2, schedule="interleaved", virtual_stages=2, micro_batches=2))
     with pytest.raises(UserError, match="one stage per rank"):
         interleaved.export("deepspeed")
-    convnet = plan_with_bounds([profile_of(["conv", "pool", "fc"], [1.0] * 3, model="convnet")], ["cpu"] * 2,
-                               [0, 1, 3], micro_batches=2)
+    convnet = plan_with_bounds([profile_of(["conv", "pool", "fc"], [1.0] * 3, model="convnet")], Request(devices=["cpu"] * 2, schedule="gpipe", micro_batches=2), [0, 1, 3])
     with pytest.raises(UserError, match="no numbered blocks"):
         convnet.export("megatron")
-    five = plan_with_bounds([profile_of(ZOO_GPT, [1.0] * 7)], ["cpu"] * 5, [0, 1, 2, 4, 6, 7], micro_batches=2)
+    five = plan_with_bounds([profile_of(ZOO_GPT, [1.0] * 7)], Request(devices=["cpu"] * 5, schedule="gpipe", micro_batches=2), [0, 1, 2, 4, 6, 7])
     with pytest.raises(UserError, match=r"megatron can cut gpt in 3 place\(s\) only"):  # E|t|t|L at most
         five.export("megatron")
     with pytest.raises(UserError, match="unknown engine"):
@@ -222,7 +220,7 @@ def test_torchtitan_builds_its_stages_from_the_fqns():
     names = ["tok_embeddings", *halves, "norm", "lm_head"]
     profile = profile_of(names, [0.5, *[1.0, 2.0] * len(model.layers), 0.2, 3.0], model="llama3")
     plan = make_plan([profile], Request(devices=["cpu", "cpu"], micro_batches=2))
-    inside = plan_with_bounds([profile], ["cpu", "cpu"], [0, 6, len(names)], micro_batches=2, schedule="1f1b")
+    inside = plan_with_bounds([profile], Request(devices=["cpu", "cpu"], micro_batches=2, schedule="1f1b"), [0, 6, len(names)])
     for p in (plan, inside):
         out = p.export("torchtitan", [profile])
         holds_the_plan(out, p)

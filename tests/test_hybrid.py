@@ -90,7 +90,7 @@ def test_a_hybrid_job_is_copies_of_one_replicas_plan():
                     stages_per_replica=4)
     with pytest.raises(UserError, match="2 or more copies"):
         Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=2, device_type="cpu", micro_batches=2)
-    with pytest.raises(UserError, match="do not make copies"):
+    with pytest.raises(UserError, match="batch 8 does not split evenly over 3 hybrid replicas"):
         Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=6, device_type="cpu", micro_batches=2)
     job = Job.by_hand("gpt", "hybrid", flavour="tiny", batch=8, devices=4, device_type="cpu", micro_batches=2)
     with pytest.raises(UserError, match="batch 4 per replica; 2 replicas of it train 8, the job 16"):

@@ -39,8 +39,9 @@ def test_time_balance_uses_the_exact_solver():
     plan = make_plan([profile], Request(devices=["cpu", "cpu"], micro_batches=8))
     costs = [layer.step_ms for layer in profile.layers]
     assert solve(costs, 2) == [0, 5, 8]
-    every = {cuts: plan_with_bounds([profile], ["cpu", "cpu"], [0, *cuts, 8], schedule="1f1b",
-                                    micro_batches=8).predicted_step_ms for cuts in combinations(range(1, 8), 1)}
+    request = Request(devices=["cpu", "cpu"], schedule="1f1b", micro_batches=8)
+    every = {cuts: plan_with_bounds([profile], request, [0, *cuts, 8]).predicted_step_ms
+             for cuts in combinations(range(1, 8), 1)}
     assert plan.predicted_step_ms == pytest.approx(min(every.values()))
     assert plan.bounds == [0, 6, 8] and plan.predicted_step_ms < every[(5,)]
     assert "of every way to cut, the simulated step is shortest there" in plan.cut_note
@@ -392,8 +393,7 @@ def test_the_plan_is_never_predicted_slower_than_the_baselines_printed_beside_it
         # At most 28 ways to cut: every one is simulated, and none beats the plan (brute force)
         n = len(layers)
         for cuts in combinations(range(1, n), stages - 1):
-            other = plan_with_bounds([profile], devices, [0, *cuts, n], schedule=schedule, micro_batches=m,
-                                     link_gbps=gbps)
+            other = plan_with_bounds([profile], Request(devices=devices, schedule=schedule, micro_batches=m, link_gbps=gbps), [0, *cuts, n])
             assert plan.predicted_step_ms <= other.predicted_step_ms * (1 + 1e-9), (cuts, plan.bounds)
         if plan.cut_note:  # the solver's cut was not taken, and the plan says which was and why, once
             assert "cuts" in plan.cut_note and str(plan.bounds[1:-1]) in plan.cut_note

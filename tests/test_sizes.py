@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+from pipebench.request import Request
 from pipebench.base.errors import UserError
 from pipebench.partition.profiling.sizes import (TIE, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
                                                  interpolate, refine)
@@ -42,7 +43,7 @@ def test_counts_to_profile_are_those_asked_or_autos_and_the_replicas_share():
     assert counts_to_profile(None, 8, 3) == [1, 2, 4, 8]
     assert counts_to_profile(4, 8, 2) == [4] and counts_to_profile((8, 2, 2), 8, 2) == [2, 8]
     with pytest.raises(UserError, match="batch 8 does not split into 3 equal micro-batches"):
-        counts_to_profile(3, 8, 1)
+        Request(devices=("cpu",), batch=8, micro_batches=3)  # before any count is profiled
 
 
 def test_counts_to_ask_are_the_whole_batch_the_spread_and_the_pipelines():

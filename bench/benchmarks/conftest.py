@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+from pipebench.base.training import Training
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("pipebench", "pipebench suite (bench/benchmarks/bench_suite.py)")
@@ -17,8 +19,8 @@ def pytest_addoption(parser):
     group.addoption("--suite-steps", type=int, default=5, help="timed steps (benchmark rounds) per case")
     group.addoption("--suite-warmup", type=int, default=2, help="untimed steps in the workers first")
     group.addoption("--suite-out", default=None, help="also append each case's row to a results file here")
-    group.addoption("--suite-precision", default="tf32", help="fp32, tf32 (default) or bf16, as run --precision")
-    group.addoption("--suite-optimizer", default="sgd", help="sgd (default) or adamw, as run --optimizer")
+    group.addoption("--suite-precision", default=Training.precision, help="fp32, tf32 (default) or bf16, as run --precision")
+    group.addoption("--suite-optimizer", default=Training.optimizer, help="sgd (default) or adamw, as run --optimizer")
 
 
 def pytest_configure(config):

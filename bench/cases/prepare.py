@@ -56,7 +56,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     name = slug(f"{model}-{case.flavour or 'full'}-b{case.batch}"
                 + "".join(f"-{k}{v}" for k, v in case.overrides) + ("-m" + "_".join(map(str, counts)) if counts else "")
                 + ("" if case.training.precision == DEFAULT_PRECISION else f"-{case.training.precision}")
-                + ("" if case.training.optimizer == "sgd" else f"-{case.training.optimizer}")
+                + ("" if case.training.optimizer == Training.optimizer else f"-{case.training.optimizer}")
                 + ("-data" if case.data_dir else "")
                 + ("" if case.training.compile is None else f"-compiled-{case.training.compile}"), keep="._+-", strip="")
     path = folder / f"{name}.profile.json"

@@ -39,14 +39,14 @@ def add_training_options(parser: argparse.ArgumentParser, *, several_compiles: b
     """--precision, --optimizer, --checkpoint and --compile (pipebench/base/training.py), which run, plan and
     advise share; `training_of(args)` reads them, an unknown value in one line. several_compiles: --compile
     takes a list, each mode a case of its own, eager among them (run: compiled beside eager)."""
-    from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, OPTIMIZERS, PRECISIONS
+    from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, OPTIMIZERS, PRECISIONS, Training
 
     parser.add_argument("--precision", metavar="|".join(PRECISIONS),
                         help="fp32, tf32 (default; TF32 matmuls) or bf16 (autocast, fp32 master weights): what "
                         "runs and what profiles are measured in (a saved profile keeps its own)")
-    parser.add_argument("--optimizer", default="sgd", metavar="|".join(OPTIMIZERS),
+    parser.add_argument("--optimizer", default=Training.optimizer, metavar="|".join(OPTIMIZERS),
                         help="sgd (default) or adamw; the memory predictions count its state")
-    parser.add_argument("--checkpoint", default="never", metavar="|".join(CHECKPOINT_MODES),
+    parser.add_argument("--checkpoint", default=Training.checkpoint, metavar="|".join(CHECKPOINT_MODES),
                         help="activation recomputation: never (default), auto (stages recompute only where the "
                         "memory cap requires it) or always")
     modes = "|".join(COMPILE_MODES)

@@ -142,9 +142,8 @@ class Job:
                 p = stages_per_replica or kind.stages_per_replica
                 if (why := copies_error(devices, p)) is not None:
                     raise UserError(f"{strategy}: {why}")
-                if batch % (devices // p):
-                    raise UserError(f"{strategy}: {devices} devices and batch {batch} do not make copies of a "
-                                    f"{p}-device pipeline, each with an equal share of the batch")
+                if (why := split_error(batch, devices // p, strategy)) is not None:
+                    raise UserError(why)
                 replica_batch = batch // (devices // p)
             plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=replica_batch,
                              devices=[f"{device_type}:{i}" for i in range(p)],

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipebench.base.text.text_tables import text_table
+from pipebench.base.training import Training
 
 __all__ = ["Fidelity", "fidelity", "noise_floor", "kendall_tau", "TARGETS"]
 
@@ -106,7 +107,7 @@ def _case(row) -> str:
 
 
 def _group(row) -> str:
-    training = "" if (row.precision, row.optimizer) == ("tf32", "sgd") else f" {row.precision} {row.optimizer}"
+    training = "" if (row.precision, row.optimizer) == (Training.precision, Training.optimizer) else f" {row.precision} {row.optimizer}"
     settings = f" [{row.settings}]" if row.settings else ""
     return f"{row.device_name or row.gpus}: {row.model} {row.flavour}{settings} b{row.batch}{training}"
 

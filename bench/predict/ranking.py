@@ -103,9 +103,10 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     caps = caps[:p] if caps else None
     speeds = list(request.speeds[:p]) if request.speeds else None
     links = links_of(profiles[0], request)
-    prediction = strategy.price(Pricing(strategy=strategy, profiles=profiles, devices=used, caps=caps, speeds=speeds,
-                                        links=links, training=request.training,
-                                        micro_batches=micro_batches if strategy.micro_batched else None))
+    # The profiles' batch is the batch priced (a hybrid's replica prices a share of it): none checked here.
+    asked = request.with_(devices=used, batch=None, max_memory=caps, speeds=speeds,
+                          micro_batches=micro_batches if strategy.micro_batched else None)
+    prediction = strategy.price(Pricing(strategy=strategy, profiles=profiles, request=asked, links=links))
     # The noise of the profile at the micro-batch size it was priced at: a Plan's own, or the replicas'.
     spread = (prediction.plan.step_spread if prediction.plan
               else step_spread(profiles, profiles[0].batch // p, between_runs=True))

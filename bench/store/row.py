@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import check
-from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS
+from pipebench.base.training import CHECKPOINT_MODES, COMPILE_MODES, DEFAULT_PRECISION, OPTIMIZERS, PRECISIONS, Training
 
 __all__ = ["STATUSES", "DONE_STATUSES", "FIELDS", "CSV_COLUMNS", "LATER_FIELDS", "CASE_FIELDS", "ResultsError", "Row", "case_key",
            "settings_text", "timeline_from_ops"]
@@ -115,9 +115,9 @@ class Row:
     precision: str = DEFAULT_PRECISION
     """How the case trained (pipebench/base/training.py): "fp32", "tf32" or "bf16". Files written before the
     field load as "tf32", as every earlier run was."""
-    optimizer: str = "sgd"
+    optimizer: str = Training.optimizer
     """"sgd" or "adamw"; earlier files load as "sgd"."""
-    checkpoint: str = "never"
+    checkpoint: str = Training.checkpoint
     """Activation recomputation: "never", "auto" or "always"; earlier files load as "never"."""
     compile: str | None = None
     """The torch.compile mode the case ran in ("default", "max-autotune", "cudagraphs"); None: eager (and

@@ -2,8 +2,8 @@
 
 A price is the function a registry entry holds (`Strategy.price`): it predicts the strategy's step and
 its memory per device from the profiles, without running it. Each takes one `Pricing`, the frozen value
-of what it is asked (the strategy, the profiles, the devices, their caps and speeds, the links, the
-Training and the micro-batch count), and returns a `Prediction`. bench/predict/ranking.py builds the
+of what it is asked (the strategy, the profiles, the Request narrowed to the devices the strategy uses,
+and the links priced from both), and returns a `Prediction`. bench/predict/ranking.py builds the
 Pricing (`predict`) and ranks what the prices say.
 
 - the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule) share the
@@ -25,7 +25,7 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.partition.planning.costs import Links
 from pipebench.partition.planning.memory import unmodelled_bytes
 from pipebench.partition.profiling.profile_record import Profile, calibration
-from pipebench.request import split_error, within_caps
+from pipebench.request import Request, caps_per_device, split_error, within_caps
 from pipebench.base.training import Training
 
 __all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas"]
@@ -36,35 +36,51 @@ class Pricing:
     """What one price is asked: this strategy, on these devices, from these profiles; every price takes
     it whole (`price(pricing) -> Prediction`).
 
-    Why one value: every price took the same eight arguments in the same order, positionally, and the
-    hybrid handed them on to price_plan with four of them changed. Named and typed once here, a price
-    reads the fields it needs, the hybrid says what it changes (`dataclasses.replace`), and what the
-    replica prices all open with (`replicas`, then `price_replicas`) is here once. Frozen, its sequences made tuples: a price
-    cannot change what the next one is asked."""
+    Why one value, holding the Request: a price reads what it needs (the devices, caps, speeds,
+    Training and micro-batch count are the request's, checked once where it was built); price_plan
+    hands the request on to the planner with only the strategy's schedule added; the hybrid says what
+    it changes (`dataclasses.replace` of the request: one replica's devices, caps and speeds); and what
+    the replica prices all open with (`replicas`, then `price_replicas`) is here once. Frozen, its
+    profiles a tuple: a price cannot change what the next one is asked."""
 
     strategy: Strategy
     """The registry entry priced (bench/strategies/__init__.py `Strategy`; named, not imported: the
     registry imports this module)."""
     profiles: tuple[Profile, ...]
     """The model profiled at one or more micro-batch counts (one model, one global batch)."""
-    devices: tuple[str, ...]
-    """The devices the strategy uses (the single baseline: the first of the request's)."""
-    caps: tuple[float, ...] | None
-    """Memory cap per device used, in bytes; None: no cap."""
-    speeds: tuple[float, ...] | None
-    """Speed per device used, relative to the profiled one; None: all alike."""
+    request: Request
+    """What was asked, narrowed to the devices the strategy uses (the single baseline: the first), their
+    caps and speeds, with the micro-batch count a micro-batched strategy must use (None: the planner's
+    choice; always None for the others)."""
     links: Links
     """The links between the devices (partition/planning/costs.py), and what sharing CPU cores costs."""
-    training: Training
-    """Its optimizer (whose states the memory counts) and checkpoint mode; the precision is the profiles'."""
-    micro_batches: int | None = None
-    """The count a micro-batched strategy must use; None: the planner's choice (always None for the others)."""
 
     def __post_init__(self) -> None:
-        for name in ("profiles", "devices", "caps", "speeds"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+        object.__setattr__(self, "profiles", tuple(self.profiles))
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return self.request.devices
+
+    @property
+    def caps(self) -> tuple[float, ...] | None:
+        """Memory cap per device used, in bytes; None: no cap."""
+        caps = caps_per_device(self.request.max_memory, len(self.devices))
+        return tuple(caps) if caps else None
+
+    @property
+    def speeds(self) -> tuple[float, ...] | None:
+        """Speed per device used, relative to the profiled one; None: all alike."""
+        return self.request.speeds
+
+    @property
+    def training(self) -> Training:
+        """Its optimizer (whose states the memory counts) and checkpoint mode; the precision is the profiles'."""
+        return self.request.training
+
+    @property
+    def micro_batches(self) -> int | None:
+        return self.request.chosen
 
     @property
     def batch(self) -> int:

@@ -25,6 +25,8 @@ from typing import Any, Callable, Sequence
 
 from pipebench.base.errors import UserError
 from pipebench.base.schedules import SCHEDULES
+from pipebench.base.training import Training
+from pipebench.request import Request
 
 __all__ = ["ENGINES", "export", "check_engine", "block", "summary"]
 
@@ -261,7 +263,9 @@ def _pricer(plan, profiles, plan_with_bounds):
         return None
 
     def price(bounds):
-        return plan_with_bounds(profiles, plan.devices, bounds, schedule=plan.schedule,
-                                micro_batches=plan.micro_batches, link_gbps=plan.link_gbps,
-                                link_latency_ms=plan.link_latency_ms, optimizer=plan.training.optimizer).predicted_step_ms
+        return plan_with_bounds(profiles, request, bounds).predicted_step_ms
+
+    request = Request(devices=plan.devices, schedule=plan.schedule, micro_batches=plan.micro_batches,
+                      link_gbps=plan.link_gbps, link_latency_ms=plan.link_latency_ms,
+                      training=Training(optimizer=plan.training.optimizer))
     return price

@@ -329,14 +329,17 @@ def hand_plan(model: str, layers: Sequence[str], *, batch: int, devices: Sequenc
 
 
 
-def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds: Sequence[int], *,
-                     schedule: str = IN_TURN, micro_batches: int = 1, speeds: Sequence[float] | None = None,
-                     link_gbps: float = 0.0, link_latency_ms: float = 0.0, optimizer: str = "sgd",
+def plan_with_bounds(profiles: Sequence[Profile], request: Request, bounds: Sequence[int], *,
                      balanced_by: str = "hand", shared_cores: sim.SharedCores | None = None) -> Plan:
-    """The Plan of cuts decided elsewhere, one stage per device in order (stage s on devices[s]; fewer
-    stages than devices leave the last ones idle), priced as plan_for prices its own: stage times, the
-    simulated step, memory. For a strategy that cuts by its own rule (accelerate's device_map="auto", by
-    parameter bytes); `balanced_by` names the rule in the Plan."""
+    """The Plan of cuts decided elsewhere, one stage per device in order (stage s on the request's
+    devices[s]; fewer stages than devices leave the last ones idle), priced as plan_for prices its own:
+    stage times, the simulated step, memory. For a strategy that cuts by its own rule (accelerate's
+    device_map="auto", by parameter bytes), the exporters moving a cut, and brute force in the tests;
+    `balanced_by` names the rule in the Plan. The request gives the schedule, the micro-batch count
+    (auto: 1), the speeds, the link and the Training; its caps do not apply (the cuts are given: the
+    caller judges the memory)."""
+    micro_batches = request.chosen or 1
+    devices, speeds = request.devices, request.speeds
     by_count = {p.micro_batches: p for p in profiles}
     if micro_batches not in by_count:
         raise UserError(f"no profile at {micro_batches} micro-batch(es); profiled counts: "
@@ -345,10 +348,9 @@ def plan_with_bounds(profiles: Sequence[Profile], devices: Sequence[str], bounds
     if not 1 <= stages <= len(devices) or bounds[0] != 0 or bounds[-1] != n or any(
             a >= b for a, b in zip(bounds, bounds[1:])):
         raise UserError(f"bounds {list(bounds)} are not 1 to {len(devices)} non-empty stages of {n} layers")
-    request = Request(devices=tuple(devices[:stages]), schedule=schedule, micro_batches=micro_batches,
-                      speeds=tuple(speeds[:stages]) if speeds else None, link_gbps=link_gbps,
-                      link_latency_ms=link_latency_ms, training=Training(optimizer=optimizer))
-    return plan_for(by_count[micro_batches], request, links=(link_gbps, link_latency_ms), others=profiles,
+    request = request.with_(devices=devices[:stages], speeds=speeds[:stages] if speeds else None, max_memory=None,
+                            micro_batches=micro_batches)
+    return plan_for(by_count[micro_batches], request, links=request.links(by_count[micro_batches]), others=profiles,
                      given_bounds=bounds, balanced_by=balanced_by, shared=shared_cores)
 
 

@@ -31,9 +31,7 @@ import math
 from dataclasses import fields, replace
 from typing import Callable, Iterable, Sequence
 
-from pipebench.base.errors import UserError
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-from pipebench.base.text.parse import split_error
 
 __all__ = ["AUTO_COUNTS", "TIE", "counts_to_ask", "counts_to_profile", "anchors", "interpolate", "complete",
            "close_counts", "refine"]
@@ -78,16 +76,13 @@ def counts_to_ask(chunks: Iterable[int | None], *, spread: Iterable[int], replic
 
 def counts_to_profile(micro_batches: int | Sequence[int] | None, batch: int, devices: int) -> list[int]:
     """The micro-batch counts a request of `batch` on `devices` devices profiles, ascending: the count or
-    counts asked, each splitting `batch` into equal micro-batches (else one UserError), or under auto
+    counts asked (each splits `batch`: the Request checked it, pipebench/request.py split_error), or under auto
     (None) every one of AUTO_COUNTS that splits it and, on several devices, the device count where it
     splits it too (the replicas' share, for DDP and DataParallel; 3 devices too)."""
     if micro_batches is None:
         auto = [m for m in AUTO_COUNTS if m <= batch and batch % m == 0]
         return sorted({*auto, devices}) if devices > 1 and batch % devices == 0 else auto
     asked = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
-    for m in asked:
-        if (why := split_error(batch, m)) is not None:
-            raise UserError(why)
     return sorted(set(asked))
 
 

@@ -50,7 +50,7 @@ def main(path: str, *stage_counts: str) -> None:
         layers = next(p for p in profiles if p.micro_batches == m).layers
 
         def step(bounds):
-            return plan_with_bounds(profiles, devices, bounds, schedule="1f1b", micro_batches=m).predicted_step_ms
+            return plan_with_bounds(profiles, Request(devices=devices, schedule="1f1b", micro_batches=m), bounds).predicted_step_ms
 
         own = step(plan.bounds)
         print(f"{plan.model} {plan.config}: {stages} stages, 1f1b, {m} micro-batches of {plan.micro_batch_size}")

@@ -13,6 +13,7 @@ from pipebench.partition.planning.cuts import transfer_ms
 from pipebench.partition.planning.plan import plan_with_bounds
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.base.schedules import IN_TURN
+from pipebench.base.training import Training
 from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]
@@ -36,10 +37,10 @@ def price_device_map(pricing: Pricing) -> Prediction:
     try:
         if "error" in cuts:
             raise UserError(cuts["error"])
-        plan = plan_with_bounds(profiles, devices, cuts["bounds"], schedule=IN_TURN, speeds=pricing.speeds,
-                                link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
-                                link_latency_ms=links.latency_ms, optimizer=pricing.training.optimizer,
-                                balanced_by="accelerate")
+        request = pricing.request.with_(schedule=IN_TURN, virtual_stages=1, micro_batches=1,
+                                        link_gbps=links.copy_gbps if len(devices) > 1 else 0.0,
+                                        link_latency_ms=links.latency_ms, training=Training(optimizer=pricing.training.optimizer))
+        plan = plan_with_bounds(profiles, request, cuts["bounds"], balanced_by="accelerate")
     except UserError as exc:  # no chain of stages; parameters that fit nowhere
         return pricing.no_figure(str(exc).splitlines()[0], schedule=IN_TURN)
     step = plan.predicted_step_ms

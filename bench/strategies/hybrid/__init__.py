@@ -33,8 +33,9 @@ def price_hybrid(pricing: Pricing) -> Prediction:
     if not share:
         return unavailable(f"no profile at a micro-batch that splits a replica's {batch // replicas} samples")
     per_stage = lambda values, pick: [pick(values[r * k + s] for r in range(replicas)) for s in range(k)]  # noqa: E731
-    one = price_plan(replace(pricing, profiles=share, devices=devices[:k], caps=per_stage(caps, min) if caps else None,
-                             speeds=per_stage(speeds, min) if speeds else None))
+    one = price_plan(replace(pricing, profiles=share, request=pricing.request.with_(
+        devices=devices[:k], max_memory=per_stage(caps, min) if caps else None,
+        speeds=per_stage(speeds, min) if speeds else None)))
     if one.plan is None:
         return replace(one, peak_memory_bytes=one.peak_memory_bytes * replicas)
     layers = share[0].layers

@@ -18,7 +18,6 @@ from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import shared_cores
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.planning.solver import InfeasibleError
-from pipebench.request import Request
 
 __all__ = ["price_plan"]
 
@@ -27,15 +26,13 @@ def price_plan(pricing: Pricing) -> Prediction:
     """A strategy that follows a Plan: the planner's prediction on its schedule."""
     strategy, devices, micro_batches = pricing.strategy, pricing.devices, pricing.micro_batches
     schedule = strategy.torch_schedule or strategy.schedule.name
-    try:
-        request = Request(devices=devices, schedule=strategy.schedule.name,
-                          virtual_stages=strategy.stages_per_device,
-                          micro_batches=micro_batches if strategy.micro_batched else 1, max_memory=pricing.caps,
-                          speeds=pricing.speeds, link_gbps=pricing.links.copy_gbps if len(devices) > 1 else 0.0,
-                          link_latency_ms=pricing.links.latency_ms,
-                          min_micro_batches=strategy.min_micro_batches(len(devices)),
-                          training=pricing.training if strategy.can_checkpoint
-                          else replace(pricing.training, checkpoint="never"))
+    try:  # the request as asked, on the strategy's schedule, cut where the profiled times balance
+        request = pricing.request.with_(
+            schedule=strategy.schedule.name, virtual_stages=strategy.stages_per_device, balance="time",
+            micro_batches=micro_batches if strategy.micro_batched else 1,
+            min_micro_batches=strategy.min_micro_batches(len(devices)),
+            link_gbps=pricing.links.copy_gbps if len(devices) > 1 else 0.0, link_latency_ms=pricing.links.latency_ms,
+            training=pricing.training if strategy.can_checkpoint else replace(pricing.training, checkpoint="never"))
         plan = make_plan(pricing.profiles, request,
                          shared_cores=shared_cores(pricing.profiles[0], devices) if strategy.process_per_device
                          else None)

@@ -106,16 +106,6 @@ def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
     return counts
 
 
-def split_error(batch: int, parts: int | None, replicas: str | None = None) -> str | None:
-    """Why `batch` does not split into `parts` equal shares (None where it does, or parts is None):
-    micro-batches, or with `replicas` (the strategy's name) one share per replica."""
-    if parts is None or (parts >= 1 and batch % parts == 0):
-        return None
-    if replicas is not None:
-        return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
-    return f"batch {batch} does not split into {parts} equal micro-batches"
-
-
 # ------------------------------------------------------------------------------------------------- GPUs
 
 class AutoGpus(NamedTuple):
