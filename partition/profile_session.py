@@ -19,6 +19,7 @@ from pipebench.partition.planning.plan_choice import plan_ranking
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.base.schedules import DEFAULT_SCHEDULE
 from pipebench.partition.profiling.sizes import Ranking
+from pipebench.model_spec import ModelSpec
 from pipebench.request import Request
 from pipebench.base.training import Training
 
@@ -41,18 +42,15 @@ class ProfilingSession:
     built, and the profiles measured or cached so far (`measured`). The model is built the first time a
     size must be measured, so a cache that holds every size builds none and imports no torch."""
 
-    def __init__(self, model: Any, request: Request, counts: list[int], devices: list[str], *,
-                 example_inputs: Any = None, flavour: str | None = None, settings: dict[str, Any] | None = None,
-                 data_dir: str | None = None, loss_fn: Callable[[Any, Any], Any] | None = None,
+    def __init__(self, spec: ModelSpec, request: Request, counts: list[int], devices: list[str], *,
                  note: Callable[[str], None] | None = None, progress: Callable[[int, int, str], None] | None = None,
                  before_measuring: Callable[[], None] | None = None):
         """`counts` and `devices` as `counts_and_devices(request)` checked them; the rest as for
         pipebench.profile()."""
         from pipebench.hardware.cpu import threads_per_device
 
-        self.model, self.example_inputs, self.request = model, example_inputs, request
+        self.spec, self.model, self.request = spec, spec.model, request  # self.model: the model once built
         self.counts, self.devices, self.device = counts, devices, devices[0]
-        self.flavour, self.settings, self.data_dir, self.loss_fn = flavour, settings, data_dir, loss_fn
         self.note, self.progress, self.before_measuring = note, progress, before_measuring
         self.on_gpu = self.device.startswith("cuda")
         self.repeats = request.repeats if request.repeats is not None else (5 if self.on_gpu else 3)
@@ -60,11 +58,11 @@ class ProfilingSession:
         # each worker standing in for a device gets (hardware/cpu.py).
         self.threads = None if self.on_gpu else threads_per_device(len(devices))
         self.warmup = 2 if self.on_gpu else 1
-        self.asked = _Measurement(cache=request.cache, flavour=flavour, settings=settings, data_dir=data_dir,
+        self.asked = _Measurement(cache=request.cache, flavour=spec.flavour, settings=spec.settings, data_dir=spec.data_dir,
                                   batch=request.batch, device=self.device, devices=devices, threads=self.threads,
                                   training=request.training, repeats=self.repeats, warmup=self.warmup,
                                   granularity=request.granularity)
-        self.store, self.keys, self.link_key = _cache_keys(model, counts, self.asked)
+        self.store, self.keys, self.link_key = _cache_keys(spec.model, counts, self.asked)
         self.cached: dict[int, Profile] = self._found(counts)
         self.measured: list[Profile] = list(self.cached.values())
         self.built: dict[str, Any] = {}  # the model's device, its one capture, the threads that time it, its dtype
@@ -165,9 +163,9 @@ class ProfilingSession:
             torch.cuda.set_device(target)
         model = self.model
         if isinstance(model, str):
-            self.model = get_model(model, self.flavour, device=target, data_dir=self.data_dir,
-                                   **(self.settings or {}))
-            if self.store is not None and self.flavour is None and isinstance(self.model, LayeredModel):
+            self.model = get_model(model, self.spec.flavour, device=target, data_dir=self.spec.data_dir,
+                                   **(self.spec.settings or {}))
+            if self.store is not None and self.spec.flavour is None and isinstance(self.model, LayeredModel):
                 self.store.learn_flavour(model, self.model.flavour)  # the zoo's default
                 self.keys = _cache_keys(model, self.counts, replace(self.asked, flavour=self.model.flavour))[1]
                 found = self._found([m for m in self.counts if m not in self.cached])
@@ -176,7 +174,7 @@ class ProfilingSession:
         elif isinstance(model, torch.nn.Module):
             from pipebench.models.source import object_model
 
-            self.model = object_model(model, self.example_inputs, self.settings, self.loss_fn)
+            self.model = object_model(model, self.spec.example_inputs, self.spec.settings, self.spec.loss_fn)
         elif not isinstance(model, (LayeredModel, UserModel)):
             raise UserError(f"model must be a registry name, FILE.py:NAME, an nn.Module or a LayeredModel, "
                             f"not {type(model).__name__}")

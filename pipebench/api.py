@@ -16,12 +16,12 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.base.fileio.files import as_path
 from pipebench.partition.planning.plan import Plan, shared_cores
 from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
 from pipebench.partition.profiling.sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
+from pipebench.model_spec import ModelSpec, is_module
 from pipebench.request import Request, count_of, plan_devices
 
 __all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
@@ -46,7 +46,7 @@ def _leaves_as_given(function):
         from pipebench.base.snapshot import as_given, own_state
 
         _check_default_device()
-        with as_given(model if _is_module(model) else None), own_state():
+        with as_given(model if is_module(model) else None), own_state():
             return function(model, *args, **kwargs)
 
     return call
@@ -108,35 +108,15 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     """
     request = Request.from_keywords(request, asked, stages=1).measured_here()
     counts, devices = counts_and_devices(request)
-    if loss_fn is not None and not _is_module(model):
-        raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
-                        "file")
-    if example_inputs is not None and not _is_module(model):  # it was ignored: the model makes its own batches
-        raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
-                        "batches (make_batch, --input-shape)")
+    spec = ModelSpec(model, flavour=flavour, settings=settings, data_dir=data_dir, example_inputs=example_inputs,
+                     loss_fn=loss_fn)
     for name, function in (("note", note), ("progress", progress), ("before_measuring", before_measuring),
                            ("rank", rank)):
         if function is not None and not callable(function):  # a TypeError deep in the profiler before
             raise UserError(f"{name} takes a function, got a {type(function).__name__}")
-    if data_dir is not None:
-        data_dir = str(as_path(data_dir, "data_dir"))
-    _check_settings(settings)
-    session = ProfilingSession(model, request, counts, devices, example_inputs=example_inputs, flavour=flavour,
-                               settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress,
+    session = ProfilingSession(spec, request, counts, devices, note=note, progress=progress,
                                before_measuring=before_measuring)
     return session.profiles(rank)
-
-
-def _check_settings(settings: Any) -> None:
-    """settings: None or a dict of setting names (text) to values; a list of pairs or a key of 1 was a
-    TypeError of get_model's **, and the values are ModelSource's or the zoo's to check."""
-    if settings is None:
-        return
-    if not isinstance(settings, dict):
-        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
-    if names := [key for key in settings if not isinstance(key, str)]:
-        raise UserError(f"settings takes a dict such as {{'loss': 'mse'}} keyed by setting names, got the key "
-                        f"{names[0]!r:.40}")
 
 
 def _check_default_device() -> None:
@@ -146,12 +126,6 @@ def _check_default_device() -> None:
     if torch is not None and torch.get_default_device().type == "meta":
         raise UserError("torch's default device is meta (torch.set_default_device): the batches profiled would "
                         "hold no values; call torch.set_default_device(None) before profiling")
-
-
-def _is_module(model: Any) -> bool:
-    """Whether `model` is an nn.Module object; one exists only once torch is imported, so asking imports none."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(model, torch.nn.Module)
 
 
 def plan(model: Any = None, example_inputs: Any = None, request: Request | None = None, *,

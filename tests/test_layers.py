@@ -12,7 +12,7 @@ PACKAGES = {"pipebench": "pipebench", "pipebench.bench": "bench", "pipebench.har
             "pipebench.models": "models", "pipebench.partition": "partition"}
 """Import name -> folder, as pyproject.toml's package-dir installs them."""
 NOT_SHIPPED = ("bench/benchmarks",)
-LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.base", "pipebench.request")
+LOWER = ("pipebench.partition", "pipebench.hardware", "pipebench.models", "pipebench.base", "pipebench.request", "pipebench.model_spec")
 HIGHER = "pipebench.bench"
 
 
@@ -149,7 +149,7 @@ def test_bench_folders_follow_the_flow():
 
 LAYERS = ("pipebench.base", "pipebench.base.errors", "pipebench.base.version", "pipebench.base.snapshot", "pipebench.base.text", "pipebench.base.fileio",
           "pipebench.base.training", "pipebench.base.schedules", "pipebench.base.processes", "pipebench.base.interrupts", "pipebench.base.time_limit",
-          "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request",
+          "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request", "pipebench.model_spec",
           "pipebench.models", "pipebench.partition.planning", "pipebench.partition")
 """The packages (and pipebench/'s own modules) below the API and bench/, lowest first: each imports only
 those before it, its own modules aside (docs/architecture.md)."""

@@ -85,6 +85,7 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
     Under auto, the predictions of `strategies` on `ranked_on` (every device the cases use; else `devices`)
     rank the micro-batch counts (bench.predict.ranking.advice_ranking)."""
     from pipebench.bench.predict.ranking import advice_ranking
+    from pipebench.model_spec import ModelSpec
     from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
     from pipebench.base.text.progress import ProgressBar, say
 
@@ -96,9 +97,8 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
                       micro_batches=micro_batches, fresh=fresh)
     counts, devices = counts_and_devices(request)
     with ProgressBar() as progress:
-        profiles = ProfilingSession(case.model, request, counts, devices, flavour=case.flavour,
-                                    settings=dict(case.overrides), data_dir=case.data_dir, note=say,
-                                    progress=progress).profiles(rank)
+        spec = ModelSpec(case.model, flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir)
+        profiles = ProfilingSession(spec, request, counts, devices, note=say, progress=progress).profiles(rank)
     save_profiles(profiles, path)
 
 

@@ -1,0 +1,70 @@
+"""Which model is profiled, and how its batches and loss are made: one value, `ModelSpec`, checked once.
+
+Beside the Request (what is asked of the devices), the model side of a profile: a registry name, a
+`FILE.py:NAME` or `package.module:NAME` with its flavour, settings and data folder, or an nn.Module
+object with the example batch its batches are made like and its loss. `pipebench.profile`, `plan` and
+`advise` build one from their keywords and a run's case from its own fields; the ProfilingSession
+(partition/profile_session.py) takes it whole.
+
+Nothing here imports torch: whether `model` is an nn.Module is asked only once torch is loaded (an
+object of one exists only then), so a cached profile of a named model loads none.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pipebench.base.errors import UserError
+from pipebench.base.fileio.files import as_path
+
+__all__ = ["ModelSpec", "is_module"]
+
+
+def is_module(model: Any) -> bool:
+    """Whether `model` is an nn.Module object; one exists only once torch is imported, so asking imports none."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model to profile and what makes its batches and loss (pipebench.profile documents each)."""
+
+    model: Any
+    """A registry name, FILE.py:NAME, package.module:NAME, an nn.Module object or a built LayeredModel."""
+    flavour: str | None = None
+    """The zoo's size flavour ("tiny", ...); None: the zoo's default."""
+    settings: dict[str, Any] | None = None
+    """The model's settings (--set): the zoo's overrides, or a model file's input_shape, loss, ..."""
+    data_dir: str | None = None
+    """A folder of real data for the models that read one (mnist)."""
+    example_inputs: Any = None
+    """An nn.Module object's example batch, of any size: its batches are made like it."""
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    """An nn.Module object's loss_fn(outputs, targets); None: the settings' loss."""
+
+    def __post_init__(self) -> None:
+        module = is_module(self.model)
+        if self.loss_fn is not None and not module:
+            raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
+                            "file")
+        if self.loss_fn is not None and not callable(self.loss_fn):
+            raise UserError(f"loss_fn takes a function, got a {type(self.loss_fn).__name__}")
+        if self.example_inputs is not None and not module:  # it was ignored: the model makes its own batches
+            raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
+                            "batches (make_batch, --input-shape)")
+        if self.data_dir is not None:
+            object.__setattr__(self, "data_dir", str(as_path(self.data_dir, "data_dir")))
+        settings = self.settings
+        if settings is not None:
+            if not isinstance(settings, dict):
+                raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
+            if names := [key for key in settings if not isinstance(key, str)]:
+                raise UserError(f"settings takes a dict such as {{'loss': 'mse'}} keyed by setting names, got the key "
+                                f"{names[0]!r:.40}")
+
+    @property
+    def name(self) -> str:
+        """What the model is called in notes and the cache: a built model's name, else what was given."""
+        return getattr(self.model, "name", self.model)
