@@ -1,7 +1,7 @@
-"""Cases measured in interleaved rounds (bench/cases/measure.py run_rounds), and the strategies that do the same
+"""Cases measured in interleaved rounds (bench/cases/rounds.py run_rounds), and the strategies that do the same
 work as single on a machine (the registry's compute_devices): no processes start here."""
 
-from pipebench.bench.cases import measure
+from pipebench.bench.cases import rounds
 from pipebench.bench.cases.case_rows import same_work_as
 from pipebench.bench.cases.machine import Machine
 
@@ -24,9 +24,9 @@ def test_rounds_interleave_the_cases_and_the_row_keeps_each_rounds_mean(monkeypa
         ran.append((prepared, trace))
         return [10.0 * (len(ran)), 10.0 * (len(ran)) + 2], {"r": len(ran)}
 
-    monkeypatch.setattr(measure, "measure_round", measure_round)
-    monkeypatch.setattr(measure, "make_row", lambda prepared, machine, **kw: (prepared, kw))
-    rows = measure.run_rounds(["A", "B", "C"], Machine(None, 2, "cpu"), rounds=3, steps=2, timeout=60)
+    monkeypatch.setattr(rounds, "measure_round", measure_round)
+    monkeypatch.setattr(rounds, "make_row", lambda prepared, machine, **kw: (prepared, kw))
+    rows = rounds.run_rounds(["A", "B", "C"], Machine(None, 2, "cpu"), rounds=3, steps=2, timeout=60)
     assert [p for p, _ in ran] == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]
     assert [t for _, t in ran] == [False] * 6 + [True] * 3
     (a, kw), = [row for row in rows if row[0] == "A"]
@@ -40,10 +40,10 @@ def test_a_case_that_fails_leaves_the_later_rounds(monkeypatch):
     def measure_round(prepared, **_):
         ran.append(prepared)
         if prepared == "B":
-            raise measure._RoundFailed("oom", "out of memory")
+            raise rounds._RoundFailed("oom", "out of memory")
         return [5.0], {}
 
-    monkeypatch.setattr(measure, "measure_round", measure_round)
-    monkeypatch.setattr(measure, "make_row", lambda prepared, machine, **kw: (prepared, kw["status"]))
-    rows = measure.run_rounds(["A", "B"], Machine(None, 2, "cpu"), rounds=2, steps=1, timeout=60)
+    monkeypatch.setattr(rounds, "measure_round", measure_round)
+    monkeypatch.setattr(rounds, "make_row", lambda prepared, machine, **kw: (prepared, kw["status"]))
+    rows = rounds.run_rounds(["A", "B"], Machine(None, 2, "cpu"), rounds=2, steps=1, timeout=60)
     assert ran == ["A", "B", "A"] and rows == [("A", "ok"), ("B", "oom")]

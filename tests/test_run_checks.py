@@ -139,7 +139,7 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
     times of the timed steps (the traced step after them left out), the parent's only where those lack."""
     from pipebench.bench.launch import sessions
     from pipebench.bench.cases.case import Case
-    from pipebench.bench.cases.measure import run_prepared
+    from pipebench.bench.cases.rounds import run_prepared
 
     class Workers:
         own = [1.0, 2.0, 3.0, 50.0]
@@ -219,7 +219,7 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     from pipebench.bench.launch.job import Job
     from pipebench.bench.report.tables import frame, markdown_table, summarise
     from pipebench.bench.store.results import append
-    from pipebench.bench.cases.measure import run_prepared
+    from pipebench.bench.cases.rounds import run_prepared
 
     model = f"{Path(__file__).parent / 'fixtures' / 'diverging_model.py'}:Diverges"
     job = Job.by_hand(model, "single", batch=4, devices=1, device_type="cpu", steps=2, warmup=1)

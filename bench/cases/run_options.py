@@ -69,7 +69,7 @@ class RunOptions:
     the later row of a case); the check command `pipebench advise` prints runs so, into a folder of its own."""
     rounds: int = FULL["rounds"]
     """--rounds: each model's cases are measured in this many interleaved rounds (A B C, C B A, ...), each
-    `steps` timed steps after `warmup` (bench/cases/measure.py run_rounds)."""
+    `steps` timed steps after `warmup` (bench/cases/rounds.py run_rounds)."""
     try_anyway: bool = False
     """--try-anyway: run the cases predicted not to fit in the memory cap too (and those an earlier run
     recorded as predicted-oom), to test the prediction."""

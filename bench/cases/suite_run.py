@@ -25,7 +25,7 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.case import Case, CaseUnavailable, make_cases, now
 from pipebench.bench.cases.case_rows import make_row, unavailable_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
-from pipebench.bench.cases.measure import run_rounds
+from pipebench.bench.cases.rounds import run_rounds
 from pipebench.bench.cases.run_options import RunOptions
 from pipebench.base.errors import UserError
 from pipebench.partition.profiling import sizes

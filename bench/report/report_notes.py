@@ -51,7 +51,7 @@ def measured_tie(fast, slow) -> bool:
 
 def noise_ms(round_ms: Sequence[float] | None, step_ms_std: float | None) -> float:
     """A case's noise, in ms: the standard deviation of its round means where it ran two rounds or more
-    (bench/cases/measure.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
+    (bench/cases/rounds.py run_rounds: what moves between rounds, the order and the machine's drift, is in it),
     else of its timed steps; NaN where neither was measured."""
     import statistics
 

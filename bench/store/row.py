@@ -77,7 +77,7 @@ class Row:
     bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
     GPU it is within a few percent of the mean. None in files written before the field."""
     round_ms: list[float] = field(default_factory=list)
-    """The mean step of each round the case was measured in, in the order they ran (bench/cases/measure.py
+    """The mean step of each round the case was measured in, in the order they ran (bench/cases/rounds.py
     run_rounds: cases interleaved A B C, C B A, ...): their spread is the case's noise, which the report
     judges "faster" by; empty for a case measured in one round, or in files written before the field."""
     same_work_as: str = ""
