@@ -14,7 +14,8 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.report.tables import frame, summarise
 from pipebench.bench.report.report_notes import compile_notes
 from pipebench.bench.strategies.planned.single import SingleTrainer
-from pipebench.bench.launch.worker import error_record, graph_breaks
+from pipebench.bench.launch.worker import graph_breaks
+from pipebench.bench.launch.worker_report import error_record
 from pipebench.base.errors import UserError
 from pipebench.base.training import Training
 from test_distributed import SEED, trained_params

@@ -20,7 +20,7 @@ from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.base.processes import descendants
 from pipebench.bench.store.results import load
-from pipebench.bench.launch.worker import error_record
+from pipebench.bench.launch.worker_report import error_record
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads processes from Linux /proc")
 

@@ -246,7 +246,7 @@ def test_report_of_a_bad_file_exits_2_and_leaves_it(capsys, tmp_path):
 def test_out_of_memory_is_told_apart():
     import torch
 
-    from pipebench.bench.launch.worker import error_record
+    from pipebench.bench.launch.worker_report import error_record
 
     oom = error_record(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), 1)
     assert oom["oom"] and oom["rank"] == 1 and oom["message"] == "CUDA out of memory. Tried to allocate 2.00 GiB"

@@ -4,7 +4,7 @@ after another (`serve`).
 
 Started by bench/launch/spawn.py, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
-OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once, so that
+OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once (bench/launch/worker_report.py), so that
 torchrun ends the rest of the group. Every worker ends within a second of losing the process that
 started it (pipebench.base.processes.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
 set by the parent before this process started, so GPU i here is the i-th chosen GPU.
@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -33,6 +32,7 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.strategies.micro_batches import to_device
 from pipebench.base.fileio.files import write_json
+from pipebench.bench.launch.worker_report import exit_without_teardown, fail_and_exit, work_and_report
 from pipebench.hardware.cpu import hold_memory
 from pipebench.base.training import set_precision
 from pipebench.base.time_limit import LIMIT_SECONDS, WEEK_SECONDS
@@ -48,12 +48,7 @@ COMMAND_TIMEOUT_S = LIMIT_SECONDS
 IDLE_TIMEOUT_S = WEEK_SECONDS
 """A worker group waiting for its next case: as long as the parent lives (exit_with_parent ends it then)."""
 
-COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch")
-"""Where torch.compile's own errors come from: a failure raised there is the compiler's, said as such."""
 
-PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
-               "remote process exited", "ncclremoteerror", "socket closed")
-"""What a process sees when another one of the job died first: a consequence, not the cause."""
 
 
 def process_devices(job: Job, local_rank: int) -> list[torch.device]:
@@ -400,7 +395,7 @@ def serve(port: int, out_dir: Path) -> None:
                 control.set(f"{key}/finished", "1")
             n += 1
     except BaseException as exc:  # noqa: BLE001 - as main: the error as a file, then leave at once
-        _fail(exc, rank, folder)
+        fail_and_exit(exc, rank, folder)
 
 
 def _release() -> None:
@@ -411,51 +406,6 @@ def _release() -> None:
         torch.cuda.empty_cache()
 
 
-def _fail(exc: BaseException, rank: int, out_dir: Path) -> None:
-    """Write the error for the parent and leave at once: peers blocked in a collective are ended by
-    torchrun, not waited for."""
-    write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1)
-
-
-def error_record(exc: BaseException, rank: int) -> dict:
-    """What the parent learns of a failure: one line, whether it was out of memory, whether it only
-    lost a peer that failed first (bench.launch.spawn.first_error names the cause before such a consequence), the traceback.
-    The line names the root cause: torch.distributed.pipelining wraps a stage's error in "Failed to run
-    stage backward:" plus the tensors' shapes, so an out-of-memory would otherwise read as a failure."""
-    chain = _causes(exc)
-    root = chain[-1]
-    outer, inner = _first_line(exc), _first_line(root)
-    message = inner if root is exc else f"{inner} (in: {outer.rstrip(':')})"
-    if any(type(e).__module__.startswith(COMPILER_MODULES) for e in chain):
-        message = f"torch.compile failed: {inner}"
-    return {
-        "rank": rank,
-        "type": type(root).__name__,
-        "message": message,
-        "oom": any(isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower() for e in chain),
-        "unavailable": type(exc).__name__ == "UnavailableStrategy",
-        "peer": any(text in str(exc).lower() for text in PEER_ERRORS),
-        "traceback": traceback.format_exc(),
-        "time": time.time(),
-    }
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    """exc, then what raised it (__cause__, else __context__), down to the first error."""
-    chain = [exc]
-    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
-        chain.append(nxt)
-    return chain
-
-
-def _first_line(exc: BaseException) -> str:
-    message = str(exc).strip()
-    return message.splitlines()[0] if message else type(exc).__name__
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     exit_with_parent()
@@ -464,32 +414,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     return work_and_report(argv, lambda job, out_dir, rank, world, local_rank: run(job, out_dir, rank, world,
                                                                                    local_rank))
-
-
-def work_and_report(argv: list[str], work) -> int:
-    """A worker's life under torchrun: load the Job (argv: job file, out folder), call work(job, out_dir,
-    rank, world, local_rank), write what it returns as result.json; any failure reaches the parent as a
-    file (`_fail`). `pipebench train`'s worker (bench/train/loop.py) lives the same way."""
-    job_path, out_dir = Path(argv[0]), Path(argv[1])
-    rank = int(os.environ.get("RANK", 0))
-    try:
-        job = Job.load(job_path)
-        result = work(job, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
-        if result is not None:
-            write_json(out_dir / "result.json", result)
-        return 0
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
-        _fail(exc, rank, out_dir)
-
-
-def exit_without_teardown(main) -> None:
-    """Run main and leave without the interpreter's teardown: the result is written, and the destructors
-    of the process group's threads and DDP's reducer at exit are what can still fail then (CI saw a finished
-    DDP worker die of SIGABRT after its result; a peer that finished first then waits on a dead socket)."""
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.worker import build_trainer, exit_without_teardown, work_and_report
+from pipebench.bench.launch.worker import build_trainer
+from pipebench.bench.launch.worker_report import exit_without_teardown, work_and_report
 from pipebench.base.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over

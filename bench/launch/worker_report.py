@@ -1,0 +1,99 @@
+"""What a worker process hands back and how it ends: rank 0's result.json, or a failing process's
+error record (error-rank<r>.json: one line naming the root cause, whether it was out of memory or only a
+lost peer, the traceback), then an exit without the interpreter's teardown.
+
+The benchmark's worker (bench/launch/worker.py) and `pipebench train`'s (bench/train/loop.py) both live
+this way (`work_and_report`); the parent reads the files back (bench/launch/spawn.py collect_result).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from pipebench.bench.launch.job import Job
+from pipebench.base.fileio.files import write_json
+
+__all__ = ["work_and_report", "fail_and_exit", "error_record", "exit_without_teardown"]
+
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch")
+"""Where torch.compile's own errors come from: a failure raised there is the compiler's, said as such."""
+
+PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
+               "remote process exited", "ncclremoteerror", "socket closed")
+"""What a process sees when another one of the job died first: a consequence, not the cause."""
+
+
+def work_and_report(argv: list[str], work) -> int:
+    """A worker's life under torchrun: load the Job (argv: job file, out folder), call work(job, out_dir,
+    rank, world, local_rank), write what it returns as result.json; any failure reaches the parent as a
+    file (`fail_and_exit`). `pipebench train`'s worker (bench/train/loop.py) lives the same way."""
+    job_path, out_dir = Path(argv[0]), Path(argv[1])
+    rank = int(os.environ.get("RANK", 0))
+    try:
+        job = Job.load(job_path)
+        result = work(job, out_dir, rank, int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
+        if result is not None:
+            write_json(out_dir / "result.json", result)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
+        fail_and_exit(exc, rank, out_dir)
+
+
+def exit_without_teardown(main) -> None:
+    """Run main and leave without the interpreter's teardown: the result is written, and the destructors
+    of the process group's threads and DDP's reducer at exit are what can still fail then (CI saw a finished
+    DDP worker die of SIGABRT after its result; a peer that finished first then waits on a dead socket)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def fail_and_exit(exc: BaseException, rank: int, out_dir: Path) -> None:
+    """Write the error for the parent and leave at once: peers blocked in a collective are ended by
+    torchrun, not waited for."""
+    write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def error_record(exc: BaseException, rank: int) -> dict:
+    """What the parent learns of a failure: one line, whether it was out of memory, whether it only
+    lost a peer that failed first (bench.launch.spawn.first_error names the cause before such a consequence), the traceback.
+    The line names the root cause: torch.distributed.pipelining wraps a stage's error in "Failed to run
+    stage backward:" plus the tensors' shapes, so an out-of-memory would otherwise read as a failure."""
+    chain = _causes(exc)
+    root = chain[-1]
+    outer, inner = _first_line(exc), _first_line(root)
+    message = inner if root is exc else f"{inner} (in: {outer.rstrip(':')})"
+    if any(type(e).__module__.startswith(COMPILER_MODULES) for e in chain):
+        message = f"torch.compile failed: {inner}"
+    return {
+        "rank": rank,
+        "type": type(root).__name__,
+        "message": message,
+        "oom": any(isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower() for e in chain),
+        "unavailable": type(exc).__name__ == "UnavailableStrategy",
+        "peer": any(text in str(exc).lower() for text in PEER_ERRORS),
+        "traceback": traceback.format_exc(),
+        "time": time.time(),
+    }
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """exc, then what raised it (__cause__, else __context__), down to the first error."""
+    chain = [exc]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    return chain
+
+
+def _first_line(exc: BaseException) -> str:
+    message = str(exc).strip()
+    return message.splitlines()[0] if message else type(exc).__name__
