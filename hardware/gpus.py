@@ -25,8 +25,8 @@ SAFETY_MARGIN = 0.05
 
 CAPPED_MARGIN = 0.10
 """Share of a hard cap (`--gpu-memory`) left unplanned. The worker's allocator refuses past the cap by the
-blocks it holds (fragmentation included), while plans predict allocated bytes, within 10% as measured: in
-the seed's lab (10 GiB on an H200), a 1F1B stage planned at 93% of the cap failed in its backward."""
+blocks it holds (fragmentation included), while plans predict allocated bytes, within 10% as measured: on
+an H200 capped at 10 GiB, a 1F1B stage planned at 93% of the cap failed in its backward."""
 
 
 def plannable(limit: int, margin: float = CAPPED_MARGIN) -> int:

@@ -1,7 +1,7 @@
-"""The seed example's small MNIST ConvNet, kept layer for layer so its results stay comparable.
+"""The blog recipe's small MNIST ConvNet, kept layer for layer so its results stay comparable.
 
 Every operation, pooling and activations included, is its own child, so the 10 layers can be cut
-anywhere; log_softmax is the last layer and the loss is `nll_loss`, as in the seed.
+anywhere; log_softmax is the last layer and the loss is `nll_loss`, as in the blog recipe.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import nn
 from pipebench.models.base import Built, check_counts, flatten_sequential
 from pipebench.models.synthetic import SyntheticImages
 
-DESCRIPTION = "The seed example's MNIST ConvNet (2 conv + 2 fc, log_softmax); can train on real MNIST"
+DESCRIPTION = "The blog recipe's MNIST ConvNet (2 conv + 2 fc, log_softmax); can train on real MNIST"
 FLAVOURS = {
     "tiny": {"classes": 10},  # it is already tiny: the same network as full
     "full": {"classes": 10},
