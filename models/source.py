@@ -227,8 +227,6 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     inputs) those of its task; the others are the example's own samples, repeated to the batch size (an
     attention mask stays one the model accepts). `loss_fn(outputs, targets)` replaces settings' loss."""
     check_settings(settings or {}, f"python:{type(module).__name__}", taken=("input_shape", "input_dtype"))
-    if loss_fn is not None and not callable(loss_fn):
-        raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(loss_fn).__name__}")
     if not any(p.requires_grad for p in module.parameters()):
         raise UserError(f"{type(module).__name__}: has no parameters that require grad; there is nothing to train")
     inputs, keywords = _example(module, example_inputs)

@@ -50,7 +50,7 @@ class ModelSpec:
             raise UserError("loss_fn is for an nn.Module object; a model named by FILE.py:NAME defines loss_fn in its "
                             "file")
         if self.loss_fn is not None and not callable(self.loss_fn):
-            raise UserError(f"loss_fn takes a function, got a {type(self.loss_fn).__name__}")
+            raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(self.loss_fn).__name__}")
         if self.example_inputs is not None and not module:  # it was ignored: the model makes its own batches
             raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
                             "batches (make_batch, --input-shape)")

@@ -20,7 +20,8 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strat
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
-from pipebench.request import Request, caps_per_device, over_cap
+from pipebench.base.errors import UserError
+from pipebench.request import Request, caps_per_device, check_recompute, over_cap
 
 __all__ = ["Prediction", "Advice", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
@@ -93,9 +94,10 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
     refuses it there (pipebench/request.py check_recompute), so advise must neither call it fitting nor
     recommend it nor put it in the command that checks the recommendation."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    if request.training.checkpoint == "always" and not strategy.can_checkpoint:
-        return Prediction(strategy.name, None, None, [], False, micro_batches or 1, strategy.torch_schedule,
-                          f"{strategy.name} cannot recompute activations (--checkpoint always)")
+    try:
+        check_recompute(None, request.training.checkpoint, [strategy])
+    except UserError as exc:
+        return Prediction(strategy.name, None, None, [], False, micro_batches or 1, strategy.torch_schedule, str(exc))
     devices = request.devices
     used = list(devices[:strategy.devices_used(len(devices))])
     p = len(used)
