@@ -337,6 +337,13 @@ def test_report_checks_its_folder_before_reading(capsys, tmp_path):
         refused(capsys, ["report", str(tmp_path / "none.json"), "--out", folder], message)
 
 
+def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
+    """`report nothere.csv --out qr8` made qr8/ before it found nothing to read (seventh pass, D1)."""
+    out = tmp_path / "deep" / "qr8"
+    refused(capsys, ["report", str(tmp_path / "nothere.csv"), "--out", str(out)], "no such file")
+    assert not (tmp_path / "deep").exists()
+
+
 # ------------------------------------------------------------------ issue 27: models that cannot train
 
 MODELS = '''

@@ -698,12 +698,14 @@ def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_pat
     (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
     (["--csv", "{t}/results.csv"], "--csv {t}/results.csv: holds something other than a train log (header step,"),
     (["--save", "{t}/p.json"], "--save {t}/p.json: holds something other than a checkpoint of torch.save's"),
+    (["--save", "{t}/photos.zip"], "--save {t}/photos.zip: holds something other than a checkpoint of torch.save's"),
 ])
 def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
                                                                                       message):
     """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
     `--csv FIFO` hung in the worker. Now each is one line before the model file is imported."""
     import os
+    import zipfile
 
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "folder").mkdir()
@@ -712,6 +714,8 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
     (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's (sixth pass S5)
     (tmp_path / "p.json").write_text('{"format": "pipebench-profile"}\n')
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:  # someone's archive (seventh pass, D2)
+        archive.writestr("holiday/data.txt", "not a checkpoint")
     argv = train_files(tmp_path)
     before = (tmp_path / "data.py").read_text()
     refused(capsys, [*argv, *(o.format(t=tmp_path) for o in outputs)], message.format(t=tmp_path))

@@ -392,3 +392,16 @@ def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, si
         assert proc.stderr.read().strip().splitlines()[-1] == "pipebench: interrupted"
     finally:
         proc.kill()
+
+
+def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkeypatch):
+    """Ctrl-C in the first seconds, while build_parser imports every command's module (train -> spawn ->
+    torch), was a KeyboardInterrupt traceback (seventh pass, D3): now one line and exit 130."""
+    import pipebench.bench.cli as cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["models"]) == 130
+    assert capsys.readouterr().err.strip() == "pipebench: interrupted"

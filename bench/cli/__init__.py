@@ -78,7 +78,10 @@ def _escaping() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports every command's module: seconds, before signals are caught
+    except KeyboardInterrupt:  # Ctrl-C there was a traceback through the imports (seventh pass, D3)
+        return _stopped()
     try:
         args = _parse(parser, sys.argv[1:] if argv is None else argv)
     except _UsageError as exc:

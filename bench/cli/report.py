@@ -23,12 +23,12 @@ def cmd_report(args) -> int:
     from pipebench.bench.report.tables import frame, summarise, text_report, write_report
     from pipebench.bench.store.results import files as results_files, load
     from pipebench.bench.train.curves import draw_logs, is_train_log, read_log, summary_line
-    from pipebench.base.fileio.files import writable_folder
+    from pipebench.base.fileio.files import creatable_folder, writable_folder
     from pipebench.base.text.progress import ProgressBar
 
     files = args.files or [DEFAULT_OUT]
-    if args.out is not None:
-        writable_folder(args.out, "--out")
+    if args.out is not None:  # checked, not created: a refused input leaves no folder behind
+        creatable_folder(args.out, "--out")
         if any(Path(f).is_dir() and Path(f).resolve() == Path(args.out).resolve() for f in files):
             raise UserError(f"--out {args.out} is a folder read: its summary.csv would be read as results next "
                             "time; give the report a folder of its own (default: <folder>/report)")

@@ -192,16 +192,26 @@ def _answer(result: dict, save: str | None) -> int:
     return EXIT_INTERRUPTED if result.get("stopped") else 0
 
 
+def _torch_saved(path: str) -> bool:
+    """Whether `path` is a zip in torch.save's layout (its pickle at `<name>/data.pkl`): any other zip, an
+    archive of someone's, was replaced by a checkpoint without a word (seventh pass, D2)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith("/data.pkl") and name.count("/") == 1 for name in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
 def _not_another_file(args) -> None:
     """Refuse a --csv or --save that already holds something other than what train writes there: a run's
     results CSV or a profile was replaced by a train log or a checkpoint without a word. An empty file, a
     train log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
-    import zipfile
-
     from pipebench.bench.train.curves import COLUMNS, has_train_header
 
     for option, path, ours, what in (("--csv", args.csv, has_train_header, f"a train log (header {','.join(COLUMNS)})"),
-                                     ("--save", args.save, zipfile.is_zipfile, "a checkpoint of torch.save's")):
+                                     ("--save", args.save, _torch_saved, "a checkpoint of torch.save's")):
         if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
             continue
         if not ours(path):
