@@ -1138,3 +1138,12 @@ def test_a_limit_that_passes_as_the_block_starts_is_its_one_line():
             with time_limit(1e-6, lambda: "too late"):
                 threading.Event().wait(0.05)
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # it was left armed, raising into later code
+
+
+def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line(capsys, tmp_path):
+    """`train` said "--device cpu: training on the CPU, ..." before run_training's first checks refused the
+    data, so a refusal was two lines (seventh pass, a note): the device line now comes with the first line
+    of the training itself."""
+    argv = train_files(tmp_path)
+    (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
+    refused(capsys, argv, "the data's samples do not fit")

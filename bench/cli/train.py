@@ -127,11 +127,11 @@ def cmd_train(args) -> int:
     machine = _over_nodes(machine, nodes)
     options = _train_options(args, data, batch, overrides,
                              workers=workers if workers is not None else (0 if machine.gpus is None else 4), nodes=nodes)
-    if machine.gpus is None:
-        note(f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
-             "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
+    where = None if machine.gpus is not None else (
+        f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
+        "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
     try:
-        result = run_training(options, machine, training, note=note)
+        result = run_training(options, machine, training, note=_said_first(where))
     except KeyboardInterrupt:
         note("pipebench: interrupted")
         return EXIT_INTERRUPTED
@@ -139,6 +139,19 @@ def cmd_train(args) -> int:
         print(f"pipebench train: failed: {printable(str(exc))}", file=sys.stderr)
         return 1
     return _answer(result, options.save)
+
+
+def _said_first(line: str | None):
+    """`note`, which says `line` (where training runs) before its first line: said at once, it was a second
+    line above the refusal of data or a model that run_training's first checks refuse."""
+    pending = [line] if line else []
+
+    def say(text: str) -> None:
+        while pending:
+            note(pending.pop())
+        note(text)
+
+    return say
 
 
 def _seq_len(args, overrides: dict) -> int | None:
