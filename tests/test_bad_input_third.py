@@ -999,6 +999,8 @@ def _write(name, text):
     (lambda s: (s / "rank0.pt").unlink(), "rank0.pt is missing; the training state is incomplete"),
     (lambda s: (s / "latest.json").write_text((s / "latest.json").read_text().replace('"step": 2', '"step": -3')),
      "field 'step' should be a whole number of at least 0, got -3"),
+    (lambda s: __import__("torch").save({"another": __import__("torch").ones(3)}, s.with_suffix("")),
+     "m.pt was written after its training state at step 2, by something else or a kill between the two"),
 ])
 def test_resume_refuses_a_damaged_training_state_before_any_worker(capsys, tmp_path, spoil, message):
     """A garbage, missing or folder rank0.pt was a worker's ValueError, IsADirectoryError or UnpicklingError

@@ -124,8 +124,8 @@ def read_latest(path: str | Path) -> dict:
                             f"{0 if name == 'step' else 1}, got {value!r:.40}; not a pipebench checkpoint state file")
     stat = path.stat()
     if (stat.st_size, stat.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
-        raise UserError(f"--resume: {path} was written after its training state at step {step} "
-                        "(a checkpoint torn by a kill); train again from the start")
+        raise UserError(f"--resume: {path} was written after its training state at step {step}, by something "
+                        "else or a kill between the two, so they do not belong together; train again from the start")
     for rank in range(min(processes, 4096)):  # each worker reads its own: checked here, before any starts
         load_rank_state(rank_state_path(path, rank), step=step, mapped=True)
     return record
