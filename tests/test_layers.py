@@ -1,7 +1,7 @@
 """The import graph of the pipebench package, read with ast (nothing is imported): no cycles between its
 modules, the packages below the API in their order, the lower layers (the planner, the hardware probes,
 the models, the Training and the errors) never importing bench/, the layer that runs and reports, and
-bench/'s folders in theirs."""
+bench/'s folders in theirs; and docs/architecture.md's table of modules, one row for each shipped module."""
 from __future__ import annotations
 
 import ast
@@ -192,3 +192,61 @@ def test_the_packages_below_the_api_follow_their_order():
                 and not name.startswith(HIGHER)}
     assert unplaced == set()  # a new package or module of pipebench/: give it its place in LAYERS
     assert upward_imports(graph) == []
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+TABLE_HEADER = "| step | module | what it holds |"
+TABLE_STEPS = ("model", "capture", "profile", "plan", "predict", "strategy", "worker", "row", "report", "train",
+               "cli", "api", "hardware", "base")
+"""The steps docs/architecture.md's table of modules files each module under."""
+
+
+def holds_code(path: Path) -> bool:
+    """Whether a module holds more than a docstring and re-exports (imports and `__all__`)."""
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(target, "id", None) for target in node.targets] == ["__all__"]:
+            continue
+        return True
+    return False
+
+
+def mapped_modules() -> set[str]:
+    """The modules the table must name, as paths from the repository root: every shipped one, bar the
+    packages' `__init__.py` files that hold only a docstring or re-exports."""
+    return {path.relative_to(ROOT).as_posix() for path in modules().values()
+            if path.name != "__init__.py" or holds_code(path)}
+
+
+def table_rows(text: str) -> list[tuple[str, str]]:
+    """(step, module) of each row of the table of modules: the lines after its header and rule, up to the
+    first line that is not a row."""
+    lines = text.splitlines()
+    rows = []
+    for line in lines[lines.index(TABLE_HEADER) + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows.append((cells[0], cells[1].strip("`")))
+    return rows
+
+
+def test_the_table_and_the_code_test_are_read_as_meant():
+    text = f"intro\n{TABLE_HEADER}\n|---|---|---|\n| plan | `partition/x.py` | a thing |\n| cli | y.py | z |\n\n| a | b | c |\n"
+    assert table_rows(text) == [("plan", "partition/x.py"), ("cli", "y.py")]
+    assert not holds_code(ROOT / "pipebench" / "__init__.py")  # docstring, imports and __all__
+    assert not holds_code(ROOT / "bench" / "launch" / "__init__.py")  # a docstring alone
+    assert holds_code(ROOT / "bench" / "strategies" / "__init__.py")  # the registry
+
+
+def test_the_architecture_table_names_every_module_once():
+    rows = table_rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    named = [module for _, module in rows]
+    expected = mapped_modules()
+    assert sorted({module for module in named if named.count(module) > 1}) == []  # a module with two rows
+    assert sorted(set(named) - expected) == []  # a row for a file that is gone, or for a re-export
+    assert sorted(expected - set(named)) == []  # a new module: give it its row in docs/architecture.md
+    assert sorted({step for step, _ in rows} - set(TABLE_STEPS)) == []
