@@ -63,14 +63,20 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     written only after later checks pass (train --write-job), so that a refusal leaves nothing behind. An
     existing folder is checked as writable_folder does; otherwise its nearest existing parent is."""
     path = Path(os.path.abspath(path))
-    if path.exists() or path.is_symlink():
-        return writable_folder(path, option)
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
+    try:
+        if path.exists() or path.is_symlink():
+            return writable_folder(path, option)
+        parent = path.parent
+        while not parent.exists():
+            parent = parent.parent
+    except OSError as exc:  # a name too long for the file system
+        raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
     if not parent.is_dir():
         raise UserError(f"{option} {shown(path)}: {shown(parent)} is a file, not a folder")
-    writable_folder(parent, option)
+    try:
+        writable_folder(parent, option)
+    except UserError as exc:  # said of the folder asked for, not only of the parent that refuses it
+        raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc})") from None
     return path
 
 
