@@ -7,8 +7,8 @@ import pytest
 
 pytestmark = pytest.mark.ci  # whole commands in fresh interpreters: CI runs them after the default set
 
-from test_bad_input_third import one_line, pipebench
-from test_bad_input_user_code import NET
+from test_model_file_limits import one_line, pipebench
+from test_user_code import NET
 
 PLAN = ("plan", "--model", "m.py:Net", "--input-shape", "4", "--stages", "2", "--batch", "8", "--device", "cpu",
         "--fresh")

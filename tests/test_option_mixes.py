@@ -9,8 +9,8 @@ import pytest
 
 import pipebench
 from pipebench.base.errors import UserError
-from test_bad_input import profile_file, refused
-from test_bad_input_user_code import NET
+from test_refused_options import profile_file, refused
+from test_user_code import NET
 
 
 def test_train_refuses_cudagraphs_on_the_cpu_before_the_model_is_built(tmp_path, capsys):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipebench.bench.cli import main
-from test_bad_input import profile_file
+from test_refused_options import profile_file
 
 HOSTILE = "m\x1b[2J\r\n\x07x"  # clears the screen, rewrites the line, starts another, rings
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from test_bad_input import nothing_runs, profile_file, refused  # noqa: F401 - nothing_runs: no profiling, no runs
+from test_refused_options import nothing_runs, profile_file, refused  # noqa: F401 - nothing_runs: no profiling, no runs
 
 NET = '''
 from torch import nn
@@ -105,7 +105,7 @@ def test_results_csv_cells_start_no_formula_and_read_back(tmp_path):
 def test_summary_csv_cells_start_no_formula(capsys, tmp_path):
     """summary.csv kept `\\r` unquoted behind its ': a spreadsheet's next row began with =1+1."""
     from pipebench.bench.cli import main
-    from test_bad_input_files import results_file
+    from test_output_files import results_file
     from test_report import make_row
 
     rows = [make_row("single", model=name, gpus="0", samples_per_s=100.0) for name in HOSTILE]
@@ -230,7 +230,7 @@ def test_a_forward_that_hangs_while_profiling_stops_at_the_time_limit(tmp_path, 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "soon", "inf"])
 def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
-    from test_bad_input import refused as refused_here
+    from test_refused_options import refused as refused_here
 
     (tmp_path / "net.py").write_text(NET)
     monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", value)
@@ -793,7 +793,7 @@ def test_a_profile_read_and_saved_at_once_is_refused(capsys, tmp_path, command):
 def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
     """`report DIR --out DIR` wrote summary.csv among the results, and every later `report DIR` was refused."""
     from pipebench.bench.cli import main
-    from test_bad_input_files import results_file
+    from test_output_files import results_file
     from test_report import make_row
 
     folder = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]).parent
@@ -971,7 +971,7 @@ def checkpoint(tmp_path, spoil):
     """A checkpoint of NET's Net as `train --save` leaves it after 2 steps of single, `spoil(path)` applied."""
     import torch
 
-    from test_bad_input_third import NET  # noqa: F401 - the model file's text
+    from test_model_file_limits import NET  # noqa: F401 - the model file's text
 
     (tmp_path / "net.py").write_text(NET)
     namespace: dict = {}

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pipebench.bench.cli import main
-from test_bad_input import nothing_runs, profile_file, refused  # noqa: F401 - nothing_runs: no profiling, no runs
+from test_refused_options import nothing_runs, profile_file, refused  # noqa: F401 - nothing_runs: no profiling, no runs
 
 
 def two_sizes(entry):
@@ -205,7 +205,7 @@ def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monk
                                                                    message):
     """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its
     "KeyError: 'betas'", exit 1, after the workers had started; past its length, "done: 800/4 steps"."""
-    from test_bad_input_third import DATA, checkpoint
+    from test_model_file_limits import DATA, checkpoint
 
     from pipebench.bench import train
 
@@ -238,7 +238,7 @@ def test_a_checkpoint_layout_names_its_optimizer():
 ])
 def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra, message):
     """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
-    from test_bad_input_third import DATA, NET
+    from test_model_file_limits import DATA, NET
 
     from pipebench.bench import train
 
@@ -307,7 +307,7 @@ def _latest(**changes):
 def _resume(capsys, monkeypatch, tmp_path, spoil) -> str:
     """train --resume of the checkpoint spoilt by `spoil`: its exit status 2 asserted and its last line, with
     no worker started."""
-    from test_bad_input_third import DATA, checkpoint
+    from test_model_file_limits import DATA, checkpoint
 
     from pipebench.bench import train
 
@@ -435,7 +435,7 @@ def data():
 def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(capsys, monkeypatch, tmp_path):
     """F12: --model m.py:Net, relative, reached the workers as it was given; a --data function that called
     os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
-    from test_bad_input_third import NET
+    from test_model_file_limits import NET
 
     from pipebench.bench import train
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from test_bad_input import refused
-from test_bad_input_third import one_line, pipebench
+from test_refused_options import refused
+from test_model_file_limits import one_line, pipebench
 
 NET = '''
 import torch

@@ -13,8 +13,8 @@ import pytest
 
 from pipebench.bench.cli import main
 from pipebench.bench.store.results import _json_text
-from test_bad_input import profile_file, refused  # noqa: F401 - nothing_runs: profiling and runs fail the test
-from test_bad_input import nothing_runs  # noqa: F401
+from test_refused_options import profile_file, refused  # noqa: F401 - nothing_runs: profiling and runs fail the test
+from test_refused_options import nothing_runs  # noqa: F401
 from test_report import gantt, make_row
 
 
