@@ -1,19 +1,19 @@
-"""Bad input to the Python API (issue 42, third pass: F3-F8): what `pipebench.run`, `plan` and `profile`
-are given, checked as the command line checks it, and the caller's model and torch's state left as found.
-
-Each case ran anyway before (a deep error after work began, failed rows, NaN weights, a probe blamed); now it
-is one UserError before any work, or the right result."""
+"""The Python API's arguments: what pipebench.run, solve, plan, advise, save_profiles, load_profiles and a
+Request are given is checked as the command line checks it, one UserError before any work (tests marked
+nothing_runs prove the "before": there, profiling or a run fails the test)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 import pipebench
+from helpers import profile_file
 from pipebench.base.errors import UserError
 
 
-# --------------------------------------------------------------------------------- F6: pipebench.run's options
+# ------------------------------------------------------------------------------------------- pipebench.run
 
 @pytest.mark.parametrize("option, value, message", [
     ("steps", -1, r"steps takes a positive integer \(got -1\)"),
@@ -50,43 +50,20 @@ def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, mes
     assert not out.exists()
 
 
-# ----------------------------------------------------------------- F5: a signal during the in-process CPU probe
+# --------------------------------------------------------------------------------------------------- solve
 
-def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
-    """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe ran became
-    DeviceError "the CPU processes' probe failed: " with no reason (exit 2, not 130); it is the
-    KeyboardInterrupt again now, once the peer processes are ended."""
-    from pipebench.hardware import cpu_processes as probes
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("costs, speeds", [
+    ([1.0, 2.0, 3.0], [float("nan"), 1.0]),
+    ([1.0, 2.0, 3.0], [float("inf"), 1.0]),
+    ([1.0, float("nan"), 3.0], None),
+])
+def test_the_solver_refuses_nan_and_infinity(costs, speeds):
+    """From Python too: speeds=[nan, 1] was an AssertionError deep in the solver's bisection."""
+    from pipebench.partition.planning.solver import solve
 
-    started = []
-    start = probes._start_peers
-
-    def start_peers(*args):
-        started.extend(start(*args))
-        return started
-
-    def interrupted(*args):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(probes, "_start_peers", start_peers)
-    monkeypatch.setattr(probes, "_peer", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        probes.measure_cpu_processes(2)
-    assert started and all(peer.poll() is not None for peer in started)
-
-
-# ------------------------------------------------------------------- F7: API inputs that reached deep errors
-
-def _profiles(model="toy", layers=6, batch=8):
-    """Two profiles of `model` (1 and 2 micro-batches), made up: nothing is measured."""
-    from pipebench.partition.profiling.profile_record import LayerProfile, Profile
-
-    def one(micro_batch):
-        scale = micro_batch / batch
-        layer = [LayerProfile(f"l{i}", 250, 1000, 1.0 * scale, 2.0 * scale, 4000, [micro_batch, 8], "float32", 1000)
-                 for i in range(layers)]
-        return Profile(model, "tiny", "cpu", "x86_64", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "int64", layer)
-    return [one(batch), one(batch // 2)]
+    with pytest.raises(ValueError, match="must be finite"):
+        solve(costs, 2, speeds=speeds)
 
 
 @pytest.mark.parametrize("costs, message", [
@@ -108,6 +85,29 @@ def test_solve_takes_any_iterable_once():
         pipebench.solve(costs, 3, speeds=[1, 2, 1], memory=memory, caps=[9, 9, 9], cut_prices=prices)
 
 
+@pytest.mark.usefixtures("nothing_runs")
+def test_the_solver_still_takes_tuples_and_numpy():
+    import numpy as np
+
+    import pipebench
+
+    assert pipebench.solve(np.array([1.0, 2, 3, 4]), np.int64(2)) == pipebench.solve((1, 2, 3, 4), 2) == [0, 3, 4]
+
+
+# ---------------------------------------------------------------------------- profiles, plans and requests
+
+def _profiles(model="toy", layers=6, batch=8):
+    """Two profiles of `model` (1 and 2 micro-batches), made up: nothing is measured."""
+    from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+
+    def one(micro_batch):
+        scale = micro_batch / batch
+        layer = [LayerProfile(f"l{i}", 250, 1000, 1.0 * scale, 2.0 * scale, 4000, [micro_batch, 8], "float32", 1000)
+                 for i in range(layers)]
+        return Profile(model, "tiny", "cpu", "x86_64", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "int64", layer)
+    return [one(batch), one(batch // 2)]
+
+
 @pytest.mark.parametrize("save", ["profiles", "plan"])
 def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
     """save_profiles and Plan.save onto a 300-character name were OSError ENAMETOOLONG; a path ending in /
@@ -122,53 +122,6 @@ def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("settings, message", [
-    ([("depth", 2)], "settings takes a dict such as {'loss': 'mse'}, got a list"),
-    ({1: 2}, "settings takes a dict such as {'loss': 'mse'} keyed by setting names, got the key 1"),
-])
-def test_settings_not_a_dict_of_names_is_one_line(settings, message):
-    """settings=[("depth", 2)] and {1: 2} for a zoo model were TypeErrors of get_model's **."""
-    with pytest.raises(UserError) as caught:
-        pipebench.plan("mlp", flavour="tiny", batch=8, stages=2, settings=settings, cache=False)
-    assert message in str(caught.value)
-
-
-def test_an_input_shape_of_text_is_one_line(tmp_path):
-    """settings={"input_shape": "4"} for a model file was a TypeError of `<` between str and int."""
-    path = tmp_path / "good.py"
-    path.write_text("import torch.nn as nn\nclass Net(nn.Sequential):\n"
-                    "    def __init__(self):\n        super().__init__(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n")
-    with pytest.raises(UserError, match=r"input_shape takes a list of positive integers such as \[3, 224, 224\] "
-                                        r"\(got '4'\)"):
-        pipebench.plan(f"{path}:Net", batch=8, stages=2, settings={"input_shape": "4"}, cache=False)
-
-
-def test_a_sparse_example_is_one_line():
-    """A sparse example tensor was a NotImplementedError of the SparseCPU backend, deep in the batches."""
-    import torch
-
-    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-    with pytest.raises(UserError, match=r"example_inputs are sparse_coo tensors; give dense ones \(x.to_dense\(\)\)"):
-        pipebench.plan(net, torch.randn(2, 4).to_sparse(), batch=8, stages=2, cache=False)
-
-
-def test_a_meta_default_device_is_one_line():
-    """torch.set_default_device("meta") in the caller was "Cannot copy out of meta tensor" in the batches."""
-    import torch
-
-    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-    example = torch.randn(2, 4)
-    torch.set_default_device("meta")
-    try:
-        with pytest.raises(UserError, match=r"torch's default device is meta .*torch.set_default_device\(None\)"):
-            pipebench.plan(net, example, batch=8, stages=2, cache=False)
-        assert torch.get_default_device().type == "meta"  # the caller's, left as it was
-    finally:
-        torch.set_default_device(None)
-
-
-# --------------------------------------------------------------- F8: inconsistent API input accepted silently
-
 @pytest.mark.parametrize("call", ["plan", "advise", "save_profiles"])
 def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
     """plan(profiles=[an mlp's, a convnet's]) made a Plan of the convnet, advise recommended from the mixture
@@ -180,6 +133,34 @@ def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
         else:
             getattr(pipebench, call)(profiles=mixed, stages=2)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("edit, message", [
+    (dict(repeats=0), "profiles[0].repeats: must be at least 1, got 0"),
+    (dict(batch="8"), "profiles[0].batch: expected int, got '8'"),
+    (dict(layer=dict(params="x")), "profiles[0].layers[0].params: expected int, got 'x'"),
+    (dict(layer=dict(forward_ms=float("nan"))), "profiles[0].layers[0].forward_ms: expected a finite number"),
+])
+def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, message):
+    """plan(profiles=...) planned a Profile of no repeats (a file's is refused), and batch='8' or a layer's
+    params='x' were TypeErrors of `//` and `+`; save_profiles wrote them."""
+    import dataclasses
+
+    import pipebench
+
+    profile = pipebench.load_profiles(profile_file(tmp_path / "p.json"))[0]
+    layer = edit.pop("layer", None)
+    if layer:
+        edit["layers"] = [dataclasses.replace(profile.layers[0], **layer), *profile.layers[1:]]
+    edited = dataclasses.replace(profile, **edit)
+    for call in (lambda: pipebench.plan(profiles=[edited], stages=2),
+                 lambda: pipebench.save_profiles([edited], tmp_path / "q.json")):
+        with pytest.raises(pipebench.UserError) as caught:
+            call()
+        assert message in str(caught.value), caught.value
+    assert not (tmp_path / "q.json").exists()
+    assert pipebench.plan(profiles=[profile], stages=2).batch == 8
 
 
 @pytest.mark.parametrize("devices", [("tpu:0", "tpu:1"), ("cuda:-1", "cuda:-1"), ("gpu0",)])
@@ -198,3 +179,74 @@ def test_speeds_beyond_the_commands_range_are_refused_by_the_request():
     with pytest.raises(UserError, match=r"speeds factors lie between 0.001 and 1000 and within 1000x of each other"):
         pipebench.plan(profiles=_profiles(), stages=2, speeds=(0.001, 1000.0))
     assert pipebench.Request(devices=("cpu", "cpu"), speeds=(0.5, 1.0)).speeds == (0.5, 1.0)
+
+
+def test_the_api_refuses_a_device_that_is_no_name():
+    with pytest.raises(UserError, match=r"device takes a device name such as 'cpu' or a torch.device \(got PosixPath\)"):
+        pipebench.plan("mlp", flavour="tiny", stages=2, batch=8, device=Path("cpu"))
+
+
+def test_the_api_refuses_no_strategies(tmp_path):
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
+    with pytest.raises(UserError, match="strategies takes a non-empty list of names"):
+        pipebench.advise(profiles=profiles, stages=2, strategies=[])
+
+
+# ---------------------------------------------------------------------------------- wrong types and values
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call, message", [
+    (lambda pb: pb.solve(None, 2), "costs takes a list of numbers, got 'None' (NoneType)"),
+    (lambda pb: pb.solve(["a", 1], 2), "costs takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], "2"), "stages takes a positive integer, got '2' (str)"),
+    (lambda pb: pb.solve([1, 2], 2, speeds=[1, None]), "speeds takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], 2, memory=[1, 2], caps="x"), "caps takes a list of numbers, got 'x' (str)"),
+    (lambda pb: pb.load_profiles(123), "the profile file's path must be a str or a pathlib.Path, got 123 (int)"),
+    (lambda pb: pb.load_profiles(None), "the profile file's path must be a str or a pathlib.Path, got None"),
+    (lambda pb: pb.Plan.load(5), "the plan file's path must be a str or a pathlib.Path, got 5 (int)"),
+    (lambda pb: pb.save_profiles("x", [1]), "save_profiles(profiles, path) takes the profiles first, then the path"),
+    (lambda pb: pb.save_profiles(3, "x"), "need at least one profile (pipebench.profile makes them), got int"),
+    (lambda pb: pb.save_profiles([3], "x"), "profiles takes Profile objects (pipebench.profile makes them), got a int"),
+])
+def test_the_api_refuses_wrong_types_in_one_line(tmp_path, monkeypatch, call, message):
+    """Each was a raw TypeError or AttributeError from deep inside (len(None), os.open(123), 'str' has no
+    to_dict)."""
+    import pipebench
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench)
+    assert message in str(caught.value), caught.value
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call, message", [
+    (lambda pb, p: pb.make_plan(p, None), "make_plan(profiles, request) takes a pipebench Request, got a NoneType"),
+    (lambda pb, p: pb.make_plan(p, {"batch": 8}), "takes a pipebench Request, got a dict"),
+    (lambda pb, p: pb.save_profiles(p, p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).save(p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).export("megatron", "x"), "need at least one profile"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2, precision="bf16"), "precision bf16 does not match the profiles' tf32"),
+    (lambda pb, p: pb.solve([float("nan"), 1], 2), "layer costs must be finite and >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, speeds=[1]), "need one speed per stage (1 != 2)"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[1, 2], caps=[float("nan"), 5]), "memory caps must be numbers >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[float("nan"), 2], caps=[5, 5]), "layer memory must be finite"),
+    (lambda pb, p: pb.solve([1, 2, 3], 2, cut_prices=[float("nan"), 0]), "cut prices must be finite and >= 0"),
+    (lambda pb, p: pb.profile("mlp", [1], batch=8), "example_inputs is for an nn.Module object"),
+    (lambda pb, p: pb.profile("convnet", flavour="tiny", data_dir=3, batch=8), "data_dir's path must be a str"),
+])
+def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message):
+    """Each was an AttributeError, an IsADirectoryError, a plain ValueError, a TypeError of pathlib, or
+    accepted: a NaN cap fitted everything, an example for a zoo model was ignored, a tf32 profile planned
+    as bf16 (the CLI refuses `--precision bf16` with a tf32 --profile)."""
+    import pipebench
+
+    class Profiles(list):
+        folder = str(tmp_path)
+
+    profiles = Profiles(pipebench.load_profiles(profile_file(tmp_path / "p.json")))
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench, profiles)
+    assert message.format(t=tmp_path) in str(caught.value), caught.value
+    assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken
