@@ -1,11 +1,15 @@
-"""Shared test set-up: seeded RNG, the torch version in the header, GPU tests skipped without GPUs."""
+"""Shared test set-up: seeded RNG, the torch version in the header, GPU tests skipped without GPUs, and the
+fixtures that several test files take (nothing_runs, within_seconds, paths, text)."""
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
+import sysconfig
 import tempfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -61,3 +65,60 @@ def groups():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# ----------------------------------------------------------------------- fixtures several test files share
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """No GPU (the CPU path), and neither measuring nor the suite may start: bad input stops before both.
+    Taken by the tests of refused input (`pytest.mark.usefixtures("nothing_runs")`), so that a check that comes
+    too late fails the test at once instead of profiling or running a case."""
+    import torch
+
+    from pipebench.bench.cases import suite_run
+    from pipebench.partition.profiling import measure
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+    def too_far(*args, **kwargs):
+        raise AssertionError("got as far as profiling or running")
+
+    monkeypatch.setattr(measure, "profile_sizes", too_far)
+    monkeypatch.setattr(suite_run, "run_suite", too_far)
+
+
+@pytest.fixture
+def within_seconds():
+    """A read that waits (a FIFO's open) fails the test instead of hanging it."""
+    import signal
+
+    def late(signum, frame):
+        raise AssertionError("waited on a file")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    """A results CSV and its JSON twin in the test's folder."""
+    return tmp_path / "r.csv", tmp_path / "r.json"
+
+
+STDLIB = ("argparse.py", "textwrap.py", "json/decoder.py", "csv.py")
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory) -> Path:
+    """The bytes of a few standard-library modules as uint16 token ids, nanoGPT's train.bin format."""
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    data = b"".join((lib / name).read_bytes() for name in STDLIB)
+    path = tmp_path_factory.mktemp("text") / "stdlib.bin"
+    np.frombuffer(data, dtype=np.uint8).astype(np.uint16).tofile(path)
+    return path

@@ -177,7 +177,7 @@ def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, m
     """Before anything is profiled or run (both would fail the test)."""
     from pipebench.bench.cases import suite_run
     from pipebench.partition.profiling import measure
-    from test_bad_input import refused
+    from helpers import refused
 
     def too_far(*args, **kwargs):
         raise AssertionError("got as far as profiling or running")

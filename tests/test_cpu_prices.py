@@ -283,3 +283,26 @@ def test_fsdps_gathers_and_reduce_scatters_move_at_their_own_bandwidths():
         p.gather_gbps, p.scatter_gbps = 0.1, 0.1
     assert (predict("fsdp", profiles, Request(devices=["cpu", "cpu"])).predicted_step_ms
             > predict("fsdp", _profiles("cpu", 1.0, 0.0), Request(devices=["cpu", "cpu"])).predicted_step_ms)
+
+
+def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
+    """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe ran became
+    DeviceError "the CPU processes' probe failed: " with no reason (exit 2, not 130); it is the
+    KeyboardInterrupt again now, once the peer processes are ended."""
+    from pipebench.hardware import cpu_processes as probes
+
+    started = []
+    start = probes._start_peers
+
+    def start_peers(*args):
+        started.extend(start(*args))
+        return started
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probes, "_start_peers", start_peers)
+    monkeypatch.setattr(probes, "_peer", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        probes.measure_cpu_processes(2)
+    assert started and all(peer.poll() is not None for peer in started)

@@ -1,18 +1,16 @@
-"""Precision, optimizer, checkpoint mode and a GPU memory cap through `pipebench run` into every row, and
-cases predicted not to fit: a "predicted-oom" row of their own, not launched (unless --try-anyway)."""
+"""A GPU memory cap through `pipebench run`: every case and plan capped, cases predicted not to fit written
+as "predicted-oom" rows of their own and not launched (unless --try-anyway), checkpoint auto recomputing
+only where a replica would not fit otherwise, and the report listing those rows."""
 from __future__ import annotations
 
-import csv
-import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from helpers import row
 from pipebench.bench.cases import run_options, suite_run
-from pipebench.bench.cli import main
 from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
-from pipebench.bench.store.results import Row, append, case_key, load
+from pipebench.bench.store.results import append, case_key
 from pipebench.bench.cases.case import Case
 from pipebench.bench.cases.prepare import Profiled, prepare
 from pipebench.bench.cases.case_rows import case_caps, make_row
@@ -20,59 +18,14 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.base.training import Training
 
+
 MB = 10**6
+
+
 GIB = 2**30
 
 
-def row(**changes) -> Row:
-    values = dict(model="mlp", flavour="tiny", strategy="ddp", gpus="0,1", world_size=2, batch=8, micro_batches=1,
-                  status="ok", samples_per_s=100.0, step_ms=80.0, started_at="2026-12-01T10:00:00")
-    return Row(**{**values, **changes})
-
-
-@pytest.fixture
-def paths(tmp_path):
-    return tmp_path / "r.csv", tmp_path / "r.json"
-
-
-# ------------------------------------------------------------------------------------------------- rows
-
-def test_rows_keep_the_training_through_json_and_csv(paths):
-    ran = row(precision="bf16", optimizer="adamw", checkpoint="always")
-    skipped = row(status="predicted-oom", reason="predicted to need 20.00 GiB per GPU, cap 10.00 GiB",
-                  samples_per_s=None, step_ms=None, predicted_memory_bytes=[20 * GIB, 20 * GIB], max_memory="10;10")
-    append(ran, *paths)
-    append(skipped, *paths)
-    for path in paths:
-        assert load(path) == [ran, skipped]
-
-
-def test_files_from_before_the_training_fields_load_as_tf32_sgd(paths):
-    """Every run before these fields existed was TF32 with SGD, keeping every activation."""
-    append(row(), *paths)
-    data = json.loads(paths[1].read_text())
-    for name in ("precision", "optimizer", "checkpoint"):
-        del data["rows"][0][name]
-    paths[1].write_text(json.dumps(data))
-    with open(paths[0], newline="") as f:
-        table = list(csv.reader(f))
-    keep = [i for i, name in enumerate(table[0]) if name not in ("precision", "optimizer", "checkpoint")]
-    with open(paths[0], "w", newline="") as f:
-        csv.writer(f).writerows([cells[i] for i in keep] for cells in table)
-    for path in paths:
-        (old,) = load(path)
-        assert (old.precision, old.optimizer, old.checkpoint) == ("tf32", "sgd", "never")
-
-
-def test_the_training_is_part_of_the_case():
-    plain = case_key(row())
-    assert case_key(row(precision="bf16")) != plain
-    assert case_key(row(precision="fp32")) != case_key(row(precision="bf16"))
-    assert case_key(row(optimizer="adamw")) != plain
-    assert case_key(row(checkpoint="auto")) != plain
-    with pytest.raises(ValueError, match="Row.precision: 'fp8' is not one of: fp32, tf32, bf16"):
-        row(precision="fp8")
-
+# ---------------------------------------------------------------------------------------------------- rows
 
 def test_predicted_oom_is_done_for_resume_but_try_anyway_runs_it_again(paths):
     from pipebench.bench.store.results import start_run
@@ -100,7 +53,7 @@ def test_the_report_lists_predicted_oom_rows_and_groups_by_training():
     assert ranking(summary) == ["Ranked: mlp tiny, tf32 sgd: ddp [0,1] 100.0/s, single [0] 60.0/s."]
 
 
-# ---------------------------------------------------------------------------------------- the command
+# ------------------------------------------------------------------------------------------------- the cap
 
 def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
     gpus = Machine([0, 1], 2, "NVIDIA H200", caps=[100 * GIB, 5 * GIB])
@@ -113,15 +66,7 @@ def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
         run_options.cap_machine(Machine(None, 2, "cpu"), None, GIB)
 
 
-def test_describe_options_names_the_training_when_not_the_default():
-    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
-                                   overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
-    assert "sgd" not in run_options.describe_options(options)
-    options = replace(options, training=Training("bf16", "adamw", "auto"))
-    assert "bf16 adamw, recompute auto" in run_options.describe_options(options)
-
-
-# ----------------------------------------------------------------------------- predicted out of memory
+# --------------------------------------------------------------------------------- predicted out of memory
 
 def profiled(saved_per_sample: int = 100) -> Profiled:
     """Eight layers of 2 MB of parameters on two GPUs, at micro-batches of 64, 32, 16 and 8."""
@@ -208,27 +153,3 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
     assert len(launched) == 2 and [r.status for r in rows] == ["oom", "oom"]
     assert all(r.predicted_memory_bytes and r.max_memory for r in rows)  # the prediction beside the measurement
     assert any("--try-anyway: predicted memory exceeds the cap" in n for n in notes)
-
-
-@pytest.fixture
-def cpu_only(monkeypatch):
-    import torch
-
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-
-
-@pytest.mark.slow  # the rows' fields are checked without a run above; this is the whole path on the CPU
-def test_a_cpu_run_in_bf16_with_adamw_writes_rows_that_say_so(capsys, tmp_path, cpu_only):
-    code = main(["run", "--models", "mlp", "--strategies", "single,ddp", "--quick", "--precision", "bf16",
-                 "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--chunks", "2", "--repeats", "1",
-                 "--out", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert code == 0, err
-    assert "bf16 adamw" in err
-    rows = load(sorted(tmp_path.glob("*.json")))
-    assert [r.strategy for r in rows] == ["single", "ddp"]
-    assert all(r.status == "ok" and (r.precision, r.optimizer, r.checkpoint) == ("bf16", "adamw", "never")
-               for r in rows), [r.reason for r in rows]
-    assert any(p.name.endswith("-bf16-adamw.profile.json") for p in tmp_path.rglob("*.profile.json"))

@@ -1,118 +1,22 @@
-"""`pipebench train` on real data: the Python standard library's own sources as byte tokens (vocabulary
-256, always here), and scikit-learn's real handwritten digits written as MNIST files (skipped without
-scikit-learn). Bad input is refused in one line before any worker starts."""
+"""`pipebench train` on real data follows one device's loss curve: the Python standard library's own sources
+as byte tokens (vocabulary 256, always here) and scikit-learn's real handwritten digits written as MNIST files
+(skipped without scikit-learn), through every strategy, resumed or interrupted, and in a loop of the user's;
+each checkpoint loads into the model's own class."""
 from __future__ import annotations
 
-import importlib.util
-import re
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
+from helpers import DIGITS, GPT, digits, losses, train
 from pipebench.bench.cli import main
 from pipebench.bench.strategies import STRATEGIES
 
-STDLIB = ("argparse.py", "textwrap.py", "json/decoder.py", "csv.py")
-GPT = ["--model", "gpt", "--flavour", "tiny", "--batch", "16", "--device", "cpu", "--precision", "fp32", "--log-every", "0"]
-DIGITS = ["--model", "convnet", "--batch", "64", "--lr", "0.01", "--device", "cpu", "--precision", "fp32", "--log-every", "0"]
-ROOT = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory) -> Path:
-    """The bytes of a few standard-library modules as uint16 token ids, nanoGPT's train.bin format."""
-    lib = Path(sysconfig.get_paths()["stdlib"])
-    data = b"".join((lib / name).read_bytes() for name in STDLIB)
-    path = tmp_path_factory.mktemp("text") / "stdlib.bin"
-    np.frombuffer(data, dtype=np.uint8).astype(np.uint16).tofile(path)
-    return path
-
-
-def digits(folder: Path) -> Path:
-    """scikit-learn's handwritten digits as MNIST IDX files (scripts/digits_mnist.py); skipped without it."""
-    pytest.importorskip("sklearn")
-    spec = importlib.util.spec_from_file_location("digits_mnist", ROOT / "scripts" / "digits_mnist.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_digits(folder)
-
-
-def losses(csv: Path) -> list[float]:
-    return [float(line.split(",")[2]) for line in csv.read_text().splitlines()[1:]]
-
-
-def train(*args, capsys=None) -> int:
-    return main(["train", *map(str, args)])
-
-
-# ------------------------------------------------------------------------------------------ bad input
-
-def refused(capsys, *args) -> str:
-    assert train(*args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("pipebench: error: ") and "Traceback" not in "\n".join(err)
-    return err[-1]
-
-
-def test_bad_data_is_one_line_before_any_worker(tmp_path, capsys, text):
-    assert "no such file" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{tmp_path}/none.bin")
-    empty = tmp_path / "empty.bin"
-    empty.write_bytes(b"")
-    assert "empty" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{empty}")
-    odd = tmp_path / "odd.bin"
-    odd.write_bytes(b"abc")
-    assert "uint16" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{odd}")
-    short = tmp_path / "short.bin"
-    np.arange(10, dtype=np.uint16).tofile(short)
-    assert "longer than the data" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{short}")
-    wide = tmp_path / "wide.bin"  # a 50,000-token vocabulary's ids for a model of 256
-    (np.fromfile(text, dtype=np.uint16)[:4096] * 200).astype(np.uint16).tofile(wide)
-    assert "beyond the model's 256 tokens" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{wide}")
-    assert "--data takes" in refused(capsys, *GPT, "--data", "images:/x")
-
-
-def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path, capsys, text):
-    source = tmp_path / "data.py"
-    source.write_text("import torch\n\ndef wrong():\n    return torch.utils.data.TensorDataset(torch.zeros(64, 3, 5), "
-                      "torch.zeros(64, dtype=torch.long))\n\ndef nothing():\n    return 3\n")
-    assert "do not fit gpt" in refused(capsys, *GPT, "--strategy", "single", "--data", f"{source}:wrong")
-    assert "not a torch Dataset" in refused(capsys, *GPT, "--strategy", "single", "--data", f"{source}:nothing")
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert "--save" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{text}",
-                               "--save", f"{blocker}/model.pth")
-    # Several machines: a job written for torchrun on each, of a strategy that can span them
-    assert "--write-job" in refused(capsys, *GPT, "--strategy", "ddp", "--data", f"tokens:{text}", "--nodes", 2)
-    assert "one process" in refused(capsys, *GPT, "--strategy", "single", "--data", f"tokens:{text}", "--nodes", 2,
-                                    "--write-job", tmp_path / "job")
-    assert not (tmp_path / "job").exists()
-
-
-def test_train_options_are_checked_once_when_made():
-    """TrainOptions were checked inside run_training (and --lr's sign in the command line apart): now
-    frozen, and its bounds and nodes refused when made, with the lines the command line prints."""
-    import dataclasses
-
-    from pipebench.bench.train import TrainOptions
-    from pipebench.base.errors import UserError
-
-    options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        options.lr = 1.0
-    for changes, message in ((dict(lr=-1.0), "--lr must be a positive number (got -1.0)"),
-                             (dict(lr=1e300), "--lr takes a number from 0 up to 1e+38"),
-                             (dict(workers=65), "--loader-workers takes a number from 0 up to 64"),
-                             (dict(nodes=2), "give --write-job DIR")):
-        with pytest.raises(UserError, match=re.escape(message)):
-            dataclasses.replace(options, **changes)
-
-
-# ------------------------------------------------------------------------------------------ training
+# ------------------------------------------------------------------------------- a pipeline and one device
 
 def test_pp_1f1b_trains_as_one_device_and_saves_the_models_own_state_dict(tmp_path, text, capsys):
     """A GPT trained through a 2-process 1F1B pipeline follows one device's loss curve, and its checkpoint
@@ -154,7 +58,11 @@ def test_report_refuses_a_broken_train_log_in_one_line(tmp_path, capsys):
     assert "train.csv: line 3: loss 'oops' is not a number" in capsys.readouterr().err
 
 
+# ------------------------------------------------------------------------------------------ every strategy
+
 EVERY = ["single", "ddp", "fsdp", "zero1", "modelparallel", "pp-1f1b", "pp-zbv"]
+
+
 LLAMA = ["--model", f"{Path(__file__).parent / 'fixtures' / 'byte_llama.py'}:llama", "--input-shape", "32",
          "--input-dtype", "int64", "--batch", "16", "--device", "cpu", "--log-every", "0"]
 
@@ -224,6 +132,37 @@ def test_each_strategy_follows_one_devices_loss_curve(curves, model, precision, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ("single", "pp-1f1b")])
+def test_every_strategy_follows_one_devices_loss_curve(tmp_path, text, strategy):
+    """Every strategy `pipebench run` knows (pp-1f1b: the default run's test above), 30 steps of SGD in fp32
+    on real text: its losses equal single's within 1e-4 relative, and its checkpoint, the model's own
+    state_dict, holds single's weights. hybrid: 2 replicas of a 2-stage pipeline, 4 processes."""
+    stages = ["--stages", 4] if STRATEGIES[strategy].replicated else []
+    for name in ("single", strategy):
+        assert train(*GPT, *(stages if name == strategy else []), "--strategy", name, "--data", f"tokens:{text}",
+                     "--steps", 30, "--lr", "0.01", "--csv", tmp_path / f"{name}.csv",
+                     "--save", tmp_path / f"{name}.pth") == 0
+    assert losses(tmp_path / f"{strategy}.csv") == pytest.approx(
+        losses(tmp_path / "single.csv"), rel=1e-4)
+    from pipebench import models
+
+    mine, one = torch.load(tmp_path / f"{strategy}.pth"), torch.load(tmp_path / "single.pth")
+    models.get_model("gpt", "tiny").module.load_state_dict(mine)
+    assert max((mine[k] - one[k]).abs().max().item() for k in one) < 1e-4
+
+
+@pytest.mark.slow
+def test_auto_names_advises_pick_in_one_line_before_training(tmp_path, text, capsys):
+    assert train(*GPT, "--strategy", "auto", "--data", f"tokens:{text}", "--steps", 2) == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("auto: "))
+    assert "advise's recommendation" in line and "samples/s predicted" in line
+    assert err.index(line) < err.index("train gpt with")
+
+
+# --------------------------------------------------------------------------------- resumed and interrupted
+
+@pytest.mark.slow
 def test_a_resumed_run_follows_the_unstopped_one(tmp_path, text):
     """AdamW (optimizer state), 2-process 1F1B: 10 steps, then --resume to 20, equals 20 steps at once."""
     common = [*GPT, "--strategy", "pp-1f1b", "--data", f"tokens:{text}", "--optimizer", "adamw", "--lr", "0.003"]
@@ -262,25 +201,7 @@ def test_ctrl_c_saves_where_every_process_stopped_and_resume_goes_on(tmp_path, t
     assert losses(tmp_path / "part.csv") == losses(tmp_path / "whole.csv")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s not in ("single", "pp-1f1b")])
-def test_every_strategy_follows_one_devices_loss_curve(tmp_path, text, strategy):
-    """Every strategy `pipebench run` knows (pp-1f1b: the default run's test above), 30 steps of SGD in fp32
-    on real text: its losses equal single's within 1e-4 relative, and its checkpoint, the model's own
-    state_dict, holds single's weights. hybrid: 2 replicas of a 2-stage pipeline, 4 processes."""
-    stages = ["--stages", 4] if STRATEGIES[strategy].replicated else []
-    for name in ("single", strategy):
-        assert train(*GPT, *(stages if name == strategy else []), "--strategy", name, "--data", f"tokens:{text}",
-                     "--steps", 30, "--lr", "0.01", "--csv", tmp_path / f"{name}.csv",
-                     "--save", tmp_path / f"{name}.pth") == 0
-    assert losses(tmp_path / f"{strategy}.csv") == pytest.approx(
-        losses(tmp_path / "single.csv"), rel=1e-4)
-    from pipebench import models
-
-    mine, one = torch.load(tmp_path / f"{strategy}.pth"), torch.load(tmp_path / "single.pth")
-    models.get_model("gpt", "tiny").module.load_state_dict(mine)
-    assert max((mine[k] - one[k]).abs().max().item() for k in one) < 1e-4
-
+# ----------------------------------------- the recipe's digits, a loop of the user's, a Hugging Face model
 
 def accuracy(net: torch.nn.Module, test) -> tuple[int, torch.Tensor]:
     """How many held-out images `net` classifies right, and its predictions."""
@@ -370,95 +291,3 @@ def test_a_hugging_face_gpt2_through_pp_1f1b_loads_into_its_class(tmp_path, text
     import byte_gpt2
 
     byte_gpt2.gpt2().load_state_dict(torch.load(tmp_path / "pp-1f1b.pth"))
-
-
-@pytest.mark.slow
-def test_auto_names_advises_pick_in_one_line_before_training(tmp_path, text, capsys):
-    assert train(*GPT, "--strategy", "auto", "--data", f"tokens:{text}", "--steps", 2) == 0
-    err = capsys.readouterr().err
-    line = next(line for line in err.splitlines() if line.startswith("auto: "))
-    assert "advise's recommendation" in line and "samples/s predicted" in line
-    assert err.index(line) < err.index("train gpt with")
-
-
-# ------------------------------------------------------------------------------------ a diverging loss
-
-DATA = '''
-import torch
-from torch.utils.data import TensorDataset
-
-
-def data():
-    g = torch.Generator().manual_seed(0)
-    return TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 4, (64,), generator=g))
-'''
-
-
-@pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
-def test_a_diverging_loss_stops_in_one_line_and_saves_no_nan_weights(tmp_path, capsys):
-    """A NaN loss trained on to the end, and its NaN weights were saved over the checkpoint, exit 0."""
-    model, message = "diverging_model.py:Diverges", "the loss became nan at step 1; stopped after 1/3 steps"
-    (tmp_path / "data.py").write_text(DATA)
-    save = tmp_path / "model.pth"
-    torch.save({"weight": torch.ones(1)}, save)  # an earlier run's checkpoint (train refuses another file there)
-    earlier = save.read_bytes()
-    code = train("--model", ROOT / "tests" / "fixtures" / model, "--data", f"{tmp_path / 'data.py'}:data",
-                 "--strategy", "single", "--batch", 8, "--steps", 3, "--device", "cpu", "--log-every", 0,
-                 "--csv", tmp_path / "loss.csv", "--save", save, "--save-every", 1)
-    out = capsys.readouterr().out.strip().splitlines()
-    assert code == 1 and out[-1] == f"diverged: {message}; {save} not written", out
-    assert save.read_bytes() == earlier
-    assert (tmp_path / "loss.csv").read_text().splitlines()[1].split(",")[2] == "nan"  # the step is recorded
-
-
-LATE = '''
-import torch
-from torch import nn
-
-
-class Late(nn.Module):
-    """Finite at first; a learning rate of 1e30 makes its weights overflow a step later."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 64)
-        self.b = nn.Linear(64, 4)
-
-    def forward(self, x):
-        return self.b(self.a(x))
-
-
-def make_batch(batch_size):
-    return torch.randn(batch_size, 8), torch.randint(0, 4, (batch_size,))
-'''
-
-
-def test_a_loss_that_diverges_later_keeps_the_checkpoint_before_it(tmp_path, capsys):
-    (tmp_path / "data.py").write_text(DATA)
-    (tmp_path / "late.py").write_text(LATE)
-    save = tmp_path / "model.pth"
-    code = train("--model", f"{tmp_path / 'late.py'}:Late", "--data", f"{tmp_path / 'data.py'}:data",
-                 "--strategy", "single", "--batch", 8, "--steps", 6, "--device", "cpu", "--log-every", 0,
-                 "--save", save, "--save-every", 1, "--lr", "1e30")
-    printed = capsys.readouterr()
-    out = printed.out.strip().splitlines()
-    assert code == 1 and out[-1] == f"diverged: the loss became nan at step 2; stopped after 2/6 steps; checkpoint {save} of step 1", printed
-    state = torch.load(save)
-    assert all(torch.isfinite(t).all() for t in state.values())  # the last finite weights, never NaN ones
-
-
-def test_a_workers_failure_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
-    """A rank that raises inside training (a bug of ours or of the model's) ends train in one line naming the
-    rank and the error, exit status 1, not the parent's traceback through the launcher."""
-    from pipebench.bench import train as training
-    from pipebench.bench.launch.spawn import WorkerError
-
-    def fails(*args, **kwargs):
-        raise WorkerError("rank 1: IndexError: index out of range in self")
-
-    monkeypatch.setattr(training, "run_training", fails)
-    tokens = tmp_path / "tokens.bin"
-    np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
-    assert train("--model", "gpt", "--flavour", "tiny", "--data", f"tokens:{tokens}", "--batch", 8, "--steps", 1, "--device", "cpu", "--strategy", "single") == 1
-    err = capsys.readouterr().err
-    assert "failed: rank 1: IndexError: index out of range in self" in err and "Traceback" not in err

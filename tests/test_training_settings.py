@@ -1,9 +1,12 @@
-"""Precision, optimizer and activation checkpointing: profiled, priced by the planner, and trained the same
-by every strategy as by one device."""
+"""The Training settings (precision, optimizer, activation checkpointing): checked, profiled, priced by the
+planner and advise, trained the same by every strategy as by one device, and kept in plans, profiles and
+every row `pipebench run` writes."""
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,11 @@ from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.base.training import Training
 from pipebench.request import Request
+from helpers import profile_file, row
+from pipebench.bench.cases import run_options
+from pipebench.bench.cli import main
+from pipebench.bench.store.results import append, case_key, load
+
 
 BF16_ADAMW = Training(precision="bf16", optimizer="adamw")
 
@@ -51,7 +59,7 @@ def one_device(model, training, batch=8):
         torch.set_num_threads(threads)
 
 
-# ----------------------------------------------------------------------------------------- the record
+# ---------------------------------------------------------------------------------------------- the record
 
 @pytest.mark.parametrize("settings, message", [
     (dict(precision="fp16"), "unknown precision 'fp16'"),
@@ -86,7 +94,7 @@ def test_checkpoint_auto_runs_a_strategy_that_cannot_recompute_without(strategy)
     assert job.training.checkpoint == "auto"
 
 
-# -------------------------------------------------------------------------------------------- profiles
+# ------------------------------------------------------------------------------------------------ profiles
 
 def test_a_bf16_profile_keeps_the_weights_copies_apart_from_the_activations():
     """Under autocast the saved tensors of a linear layer include the bf16 copy of its weight, made once
@@ -123,7 +131,7 @@ def test_a_bf16_profile_feeds_each_segment_what_autocast_makes():
     assert sum(l.saved_bytes for l in bf16.layers) < 0.6 * sum(l.saved_bytes for l in fp32.layers)
 
 
-# --------------------------------------------------------------------------------------------- pricing
+# ------------------------------------------------------------------------------------------------- pricing
 
 def profile_of(forward_ms, micro_batch=2, batch=8, param_bytes=4000, saved=1000, out=100, cast=0, shared=0):
     layers = [LayerProfile(f"l{i}", param_bytes // 4, param_bytes, f, 2 * f, out, [micro_batch, 25], "float32", saved,
@@ -186,7 +194,48 @@ def test_checkpoint_auto_recomputes_only_the_stages_that_need_it():
     assert keep.predicted_step_ms < tight.predicted_step_ms
 
 
-# ------------------------------------------------------------------------------------------- training
+# -------------------------------------------------------------------------------------------------- advise
+
+def two_sizes(entry):
+    """The profile at the whole batch and at the replicas' share (advise prices both)."""
+    entry["micro_batch"] = 8
+
+
+def advise_profile(tmp_path):
+    """A profile of batch 8 at micro-batches of 8 and 4: every strategy on two devices has a figure."""
+    whole = json.loads(profile_file(tmp_path / "a.json", two_sizes).read_text())["profiles"][0]
+    half = json.loads(profile_file(tmp_path / "b.json").read_text())["profiles"][0]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "pipebench-profile", "version": 1, "profiles": [whole, half]}))
+    return path
+
+
+CANNOT = ("dataparallel", "device-map", "pp-zb", "pp-zbv")
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_advise_never_fits_a_strategy_that_cannot_recompute(capsys, tmp_path):
+    """advise --checkpoint always called dataparallel, device-map, pp-zb and pp-zbv "fits", and its check
+    command named them, which `run` refuses."""
+    import pipebench
+
+    profiles = pipebench.load_profiles(str(advise_profile(tmp_path)))
+    advice = pipebench.advise(profiles=profiles, stages=2, checkpoint="always")
+    by_name = {p.strategy: p for p in advice.predictions}
+    for name in CANNOT:
+        assert not by_name[name].fits and f"{name} cannot recompute activations" in by_name[name].reason
+    assert advice.recommended not in CANNOT
+    only = pipebench.advise(profiles=profiles, stages=2, strategies=["pp-zbv"], checkpoint="always")
+    assert only.recommended is None
+    assert main(["advise", "--profile", str(advise_profile(tmp_path)), "--stages", "2", "--device", "cpu",
+                 "--checkpoint", "always"]) == 0
+    out = capsys.readouterr().out
+    check = out.split("check it with: ")[1].split()
+    strategies = check[check.index("--strategies") + 1].split(",")
+    assert not set(strategies) & set(CANNOT), out
+
+
+# ------------------------------------------------------------------------------------------------ training
 
 @pytest.mark.parametrize("training", [Training("fp32"), BF16_ADAMW], ids=["fp32-sgd", "bf16-adamw"])
 def test_a_recomputing_pipeline_trains_like_one_device(training):
@@ -252,7 +301,10 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, groups, strategy, micro
     assert_adamw_step_close(params, ref, BF16_ADAMW.lr)
 
 
-# ------------------------------------------------------------------- the Training as one field of records
+# ---------------------------------------------------------------- the Training in plans, profiles and rows
+
+GIB = 2**30
+
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -296,3 +348,72 @@ def test_a_plan_writes_its_training_as_one_object_and_refuses_both_forms(tmp_pat
     written["optimizer"] = "sgd"  # both forms at once: which one holds?
     with pytest.raises(UserError, match="unknown field 'optimizer'"):
         Plan.from_dict(written)
+
+
+def test_rows_keep_the_training_through_json_and_csv(paths):
+    ran = row(precision="bf16", optimizer="adamw", checkpoint="always")
+    skipped = row(status="predicted-oom", reason="predicted to need 20.00 GiB per GPU, cap 10.00 GiB",
+                  samples_per_s=None, step_ms=None, predicted_memory_bytes=[20 * GIB, 20 * GIB], max_memory="10;10")
+    append(ran, *paths)
+    append(skipped, *paths)
+    for path in paths:
+        assert load(path) == [ran, skipped]
+
+
+def test_files_from_before_the_training_fields_load_as_tf32_sgd(paths):
+    """Every run before these fields existed was TF32 with SGD, keeping every activation."""
+    append(row(), *paths)
+    data = json.loads(paths[1].read_text())
+    for name in ("precision", "optimizer", "checkpoint"):
+        del data["rows"][0][name]
+    paths[1].write_text(json.dumps(data))
+    with open(paths[0], newline="") as f:
+        table = list(csv.reader(f))
+    keep = [i for i, name in enumerate(table[0]) if name not in ("precision", "optimizer", "checkpoint")]
+    with open(paths[0], "w", newline="") as f:
+        csv.writer(f).writerows([cells[i] for i in keep] for cells in table)
+    for path in paths:
+        (old,) = load(path)
+        assert (old.precision, old.optimizer, old.checkpoint) == ("tf32", "sgd", "never")
+
+
+def test_the_training_is_part_of_the_case():
+    plain = case_key(row())
+    assert case_key(row(precision="bf16")) != plain
+    assert case_key(row(precision="fp32")) != case_key(row(precision="bf16"))
+    assert case_key(row(optimizer="adamw")) != plain
+    assert case_key(row(checkpoint="auto")) != plain
+    with pytest.raises(ValueError, match="Row.precision: 'fp8' is not one of: fp32, tf32, bf16"):
+        row(precision="fp8")
+
+
+def test_describe_options_names_the_training_when_not_the_default():
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+                                   overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
+    assert "sgd" not in run_options.describe_options(options)
+    options = replace(options, training=Training("bf16", "adamw", "auto"))
+    assert "bf16 adamw, recompute auto" in run_options.describe_options(options)
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    import torch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.mark.slow  # the rows' fields are checked without a run above; this is the whole path on the CPU
+def test_a_cpu_run_in_bf16_with_adamw_writes_rows_that_say_so(capsys, tmp_path, cpu_only):
+    code = main(["run", "--models", "mlp", "--strategies", "single,ddp", "--quick", "--precision", "bf16",
+                 "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--chunks", "2", "--repeats", "1",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "bf16 adamw" in err
+    rows = load(sorted(tmp_path.glob("*.json")))
+    assert [r.strategy for r in rows] == ["single", "ddp"]
+    assert all(r.status == "ok" and (r.precision, r.optimizer, r.checkpoint) == ("bf16", "adamw", "never")
+               for r in rows), [r.reason for r in rows]
+    assert any(p.name.endswith("-bf16-adamw.profile.json") for p in tmp_path.rglob("*.profile.json"))

@@ -1,0 +1,252 @@
+"""The Python API's arguments: what pipebench.run, solve, plan, advise, save_profiles, load_profiles and a
+Request are given is checked as the command line checks it, one UserError before any work (tests marked
+nothing_runs prove the "before": there, profiling or a run fails the test)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import pipebench
+from helpers import profile_file
+from pipebench.base.errors import UserError
+
+
+# ------------------------------------------------------------------------------------------- pipebench.run
+
+@pytest.mark.parametrize("option, value, message", [
+    ("steps", -1, r"steps takes a positive integer \(got -1\)"),
+    ("steps", 0, r"steps takes a positive integer \(got 0\)"),
+    ("steps", 2.5, r"steps takes a positive integer \(got float 2.5\)"),
+    ("steps", "2", r"steps takes a positive integer \(got str '2'\)"),
+    ("steps", 10**7, "steps takes a positive integer up to 1,000,000"),
+    ("rounds", 0, r"rounds takes a positive integer \(got 0\)"),
+    ("warmup", -1, r"warmup takes an integer from 0 \(got -1\)"),
+    ("repeats", 0, r"repeats takes a positive integer \(got 0\)"),
+    ("timeout", math.nan, "timeout takes a number from 0.001 to 1e"),
+    ("timeout", "10", "timeout takes a number from 0.001 to 1e"),
+    ("min_seconds", math.inf, "min_seconds takes a number from 0 to 86400"),
+    ("chunks", "2", "chunks takes a list of micro-batch counts"),
+    ("chunks", [0], "chunks takes a list of micro-batch counts"),
+    ("out", 3, r"out takes a folder's path \(got int 3\)"),
+    ("profiles", 5, r"profiles takes a folder's path \(got int 5\)"),
+    ("data_dir", 5, r"data_dir takes a folder's path \(got int 5\)"),
+    ("data_dir", "/nonexistent-pipebench-folder", "data_dir /nonexistent-pipebench-folder: no such folder"),
+    ("training", "bf16", "training takes a pipebench.base.training.Training"),
+    ("resume", "no", r"resume takes True or False \(got 'no'\)"),
+    ("auto", -1, r"auto takes a positive integer \(got -1\)"),
+    ("auto", 10**6, "auto takes a positive integer up to"),
+])
+def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, message):
+    """pipebench.run(steps=-1) ran the case and then failed with a StatisticsError; timeout=nan, chunks="2",
+    out=3 and training="bf16" gave deep ValueErrors, TypeErrors and AttributeErrors; repeats=0 and steps=2.5
+    wrote failed or unavailable rows; warmup=-1, min_seconds=inf, resume="no" and auto=-1 ran. Each is one
+    UserError now, before anything is profiled or written."""
+    out = tmp_path / "o"
+    options = {"out": out, option: value}
+    with pytest.raises(UserError, match=message):
+        pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", note=None, **options)
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------------------- solve
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("costs, speeds", [
+    ([1.0, 2.0, 3.0], [float("nan"), 1.0]),
+    ([1.0, 2.0, 3.0], [float("inf"), 1.0]),
+    ([1.0, float("nan"), 3.0], None),
+])
+def test_the_solver_refuses_nan_and_infinity(costs, speeds):
+    """From Python too: speeds=[nan, 1] was an AssertionError deep in the solver's bisection."""
+    from pipebench.partition.planning.solver import solve
+
+    with pytest.raises(ValueError, match="must be finite"):
+        solve(costs, 2, speeds=speeds)
+
+
+@pytest.mark.parametrize("costs, message", [
+    ([10**400, 1, 1], "costs takes finite numbers; one is too large for a float"),
+])
+def test_solve_refuses_a_number_no_float_holds(costs, message):
+    """solve([10**400, 1, 1], 2) was an OverflowError of float()."""
+    with pytest.raises(UserError, match=message):
+        pipebench.solve(costs, 2)
+
+
+def test_solve_takes_any_iterable_once():
+    """A generator of costs (or memory, caps, cut prices) was read twice, the second time empty: "max() arg is
+    an empty sequence". Each is read once now, and the answer is the list's."""
+    costs, memory, prices = [1, 1, 1, 5, 1, 1, 1, 1], [1] * 8, [0.1] * 7
+    assert pipebench.solve(iter(costs), 3) == pipebench.solve(costs, 3) == [0, 3, 4, 8]
+    assert pipebench.solve(iter(costs), 3, speeds=iter([1, 2, 1]), memory=iter(memory), caps=iter([9, 9, 9]),
+                           cut_prices=iter(prices)) == \
+        pipebench.solve(costs, 3, speeds=[1, 2, 1], memory=memory, caps=[9, 9, 9], cut_prices=prices)
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_the_solver_still_takes_tuples_and_numpy():
+    import numpy as np
+
+    import pipebench
+
+    assert pipebench.solve(np.array([1.0, 2, 3, 4]), np.int64(2)) == pipebench.solve((1, 2, 3, 4), 2) == [0, 3, 4]
+
+
+# ---------------------------------------------------------------------------- profiles, plans and requests
+
+def _profiles(model="toy", layers=6, batch=8):
+    """Two profiles of `model` (1 and 2 micro-batches), made up: nothing is measured."""
+    from pipebench.partition.profiling.profile_record import LayerProfile, Profile
+
+    def one(micro_batch):
+        scale = micro_batch / batch
+        layer = [LayerProfile(f"l{i}", 250, 1000, 1.0 * scale, 2.0 * scale, 4000, [micro_batch, 8], "float32", 1000)
+                 for i in range(layers)]
+        return Profile(model, "tiny", "cpu", "x86_64", "x", batch, micro_batch, 1, 0, [micro_batch, 8], "int64", layer)
+    return [one(batch), one(batch // 2)]
+
+
+@pytest.mark.parametrize("save", ["profiles", "plan"])
+def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
+    """save_profiles and Plan.save onto a 300-character name were OSError ENAMETOOLONG; a path ending in /
+    wrote a file named like the folder. Both are the command line's line now (fileio.files.writable_file)."""
+    profiles = _profiles()
+    write = (lambda path: pipebench.save_profiles(profiles, path)) if save == "profiles" else \
+        pipebench.plan(profiles=profiles, stages=2).save
+    with pytest.raises(UserError, match="the file name is 305 characters; at most 237 fit"):
+        write(str(tmp_path / ("a" * 300 + ".json")))
+    with pytest.raises(UserError, match=r"names a folder \(it ends with /\); name a file"):
+        write(f"{tmp_path}/newdir/")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("call", ["plan", "advise", "save_profiles"])
+def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
+    """plan(profiles=[an mlp's, a convnet's]) made a Plan of the convnet, advise recommended from the mixture
+    and save_profiles wrote a file that load_profiles refuses; each is the profile file's line now."""
+    mixed = [_profiles("mlp")[0], _profiles("convnet")[1]]
+    with pytest.raises(UserError, match=r"^profiles\[1\] is for another model or batch than profiles\[0\]$"):
+        if call == "save_profiles":
+            pipebench.save_profiles(mixed, tmp_path / "p.json")
+        else:
+            getattr(pipebench, call)(profiles=mixed, stages=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("edit, message", [
+    (dict(repeats=0), "profiles[0].repeats: must be at least 1, got 0"),
+    (dict(batch="8"), "profiles[0].batch: expected int, got '8'"),
+    (dict(layer=dict(params="x")), "profiles[0].layers[0].params: expected int, got 'x'"),
+    (dict(layer=dict(forward_ms=float("nan"))), "profiles[0].layers[0].forward_ms: expected a finite number"),
+])
+def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, message):
+    """plan(profiles=...) planned a Profile of no repeats (a file's is refused), and batch='8' or a layer's
+    params='x' were TypeErrors of `//` and `+`; save_profiles wrote them."""
+    import dataclasses
+
+    import pipebench
+
+    profile = pipebench.load_profiles(profile_file(tmp_path / "p.json"))[0]
+    layer = edit.pop("layer", None)
+    if layer:
+        edit["layers"] = [dataclasses.replace(profile.layers[0], **layer), *profile.layers[1:]]
+    edited = dataclasses.replace(profile, **edit)
+    for call in (lambda: pipebench.plan(profiles=[edited], stages=2),
+                 lambda: pipebench.save_profiles([edited], tmp_path / "q.json")):
+        with pytest.raises(pipebench.UserError) as caught:
+            call()
+        assert message in str(caught.value), caught.value
+    assert not (tmp_path / "q.json").exists()
+    assert pipebench.plan(profiles=[profile], stages=2).batch == 8
+
+
+@pytest.mark.parametrize("devices", [("tpu:0", "tpu:1"), ("cuda:-1", "cuda:-1"), ("gpu0",)])
+def test_a_request_checks_its_device_names_as_the_devices_keyword_does(devices):
+    """Request(devices=("tpu:0", "tpu:1")) and ("cuda:-1", ...) were planned, a stage on 'tpu:0', while
+    pipebench.plan(devices=...) refused them: one rule now (text.parse.parse_device), in the Request."""
+    with pytest.raises(UserError, match=rf"devices takes cpu, cuda or cuda:N \(got '{devices[0]}'\)"):
+        pipebench.Request(devices=devices, batch=8)
+    with pytest.raises(UserError, match=r"takes cpu, cuda or cuda:N"):
+        pipebench.plan(profiles=_profiles(), devices=devices)
+
+
+def test_speeds_beyond_the_commands_range_are_refused_by_the_request():
+    """speeds=(0.001, 1000.0) was planned while --speeds refused them: one rule (text.parse.speeds_error),
+    asked by the Request."""
+    with pytest.raises(UserError, match=r"speeds factors lie between 0.001 and 1000 and within 1000x of each other"):
+        pipebench.plan(profiles=_profiles(), stages=2, speeds=(0.001, 1000.0))
+    assert pipebench.Request(devices=("cpu", "cpu"), speeds=(0.5, 1.0)).speeds == (0.5, 1.0)
+
+
+def test_the_api_refuses_a_device_that_is_no_name():
+    with pytest.raises(UserError, match=r"device takes a device name such as 'cpu' or a torch.device \(got PosixPath\)"):
+        pipebench.plan("mlp", flavour="tiny", stages=2, batch=8, device=Path("cpu"))
+
+
+def test_the_api_refuses_no_strategies(tmp_path):
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
+    with pytest.raises(UserError, match="strategies takes a non-empty list of names"):
+        pipebench.advise(profiles=profiles, stages=2, strategies=[])
+
+
+# ---------------------------------------------------------------------------------- wrong types and values
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call, message", [
+    (lambda pb: pb.solve(None, 2), "costs takes a list of numbers, got 'None' (NoneType)"),
+    (lambda pb: pb.solve(["a", 1], 2), "costs takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], "2"), "stages takes a positive integer, got '2' (str)"),
+    (lambda pb: pb.solve([1, 2], 2, speeds=[1, None]), "speeds takes a list of numbers"),
+    (lambda pb: pb.solve([1, 2], 2, memory=[1, 2], caps="x"), "caps takes a list of numbers, got 'x' (str)"),
+    (lambda pb: pb.load_profiles(123), "the profile file's path must be a str or a pathlib.Path, got 123 (int)"),
+    (lambda pb: pb.load_profiles(None), "the profile file's path must be a str or a pathlib.Path, got None"),
+    (lambda pb: pb.Plan.load(5), "the plan file's path must be a str or a pathlib.Path, got 5 (int)"),
+    (lambda pb: pb.save_profiles("x", [1]), "save_profiles(profiles, path) takes the profiles first, then the path"),
+    (lambda pb: pb.save_profiles(3, "x"), "need at least one profile (pipebench.profile makes them), got int"),
+    (lambda pb: pb.save_profiles([3], "x"), "profiles takes Profile objects (pipebench.profile makes them), got a int"),
+])
+def test_the_api_refuses_wrong_types_in_one_line(tmp_path, monkeypatch, call, message):
+    """Each was a raw TypeError or AttributeError from deep inside (len(None), os.open(123), 'str' has no
+    to_dict)."""
+    import pipebench
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench)
+    assert message in str(caught.value), caught.value
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call, message", [
+    (lambda pb, p: pb.make_plan(p, None), "make_plan(profiles, request) takes a pipebench Request, got a NoneType"),
+    (lambda pb, p: pb.make_plan(p, {"batch": 8}), "takes a pipebench Request, got a dict"),
+    (lambda pb, p: pb.save_profiles(p, p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).save(p.folder), "{t}: is a folder; name a file"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2).export("megatron", "x"), "need at least one profile"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2, precision="bf16"), "precision bf16 does not match the profiles' tf32"),
+    (lambda pb, p: pb.solve([float("nan"), 1], 2), "layer costs must be finite and >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, speeds=[1]), "need one speed per stage (1 != 2)"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[1, 2], caps=[float("nan"), 5]), "memory caps must be numbers >= 0"),
+    (lambda pb, p: pb.solve([1, 2], 2, memory=[float("nan"), 2], caps=[5, 5]), "layer memory must be finite"),
+    (lambda pb, p: pb.solve([1, 2, 3], 2, cut_prices=[float("nan"), 0]), "cut prices must be finite and >= 0"),
+    (lambda pb, p: pb.profile("mlp", [1], batch=8), "example_inputs is for an nn.Module object"),
+    (lambda pb, p: pb.profile("convnet", flavour="tiny", data_dir=3, batch=8), "data_dir's path must be a str"),
+])
+def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message):
+    """Each was an AttributeError, an IsADirectoryError, a plain ValueError, a TypeError of pathlib, or
+    accepted: a NaN cap fitted everything, an example for a zoo model was ignored, a tf32 profile planned
+    as bf16 (the CLI refuses `--precision bf16` with a tf32 --profile)."""
+    import pipebench
+
+    class Profiles(list):
+        folder = str(tmp_path)
+
+    profiles = Profiles(pipebench.load_profiles(profile_file(tmp_path / "p.json")))
+    with pytest.raises(pipebench.UserError) as caught:
+        call(pipebench, profiles)
+    assert message.format(t=tmp_path) in str(caught.value), caught.value
+    assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken

@@ -1,0 +1,271 @@
+"""Where plan, advise, run and report write: every output path is checked, alone and against the others and
+the inputs, before any work, and a device, link or FIFO named for output is written through, not replaced."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import NET, TINY, profile_file, refused
+from pipebench.bench.cli import main
+
+pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
+
+
+# ------------------------------------------------------------------ folders and files no command can write
+
+def bad_folders(tmp_path: Path) -> list[tuple[str, str]]:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    folders = [(str(a_file), "a file is in the way"), (str(a_file / "below"), "cannot create the folder")]
+    if Path("/etc/hostname").is_file():
+        folders.append(("/etc/hostname", "a file is in the way"))
+    if Path("/proc/self").exists():
+        folders.append(("/proc/nope", "cannot create the folder"))
+    return folders
+
+
+@pytest.mark.parametrize("option", ["--out", "--profiles"])
+def test_run_refuses_folders_it_cannot_write(capsys, tmp_path, option):
+    """Items 8 and 9: these failed with a traceback once the first case had been profiled."""
+    for folder, message in bad_folders(tmp_path):
+        refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path / "out"), option, folder],
+                f"{option} {folder}: {message}")
+
+
+def bad_outputs(tmp_path: Path) -> list[tuple[str, str]]:
+    """Output files no command can write, and the start of what each is told."""
+    outputs = [(str(tmp_path), "is a folder; name a file"), ("x" * 10_000, "the file name is 10,000 characters"),
+               (str(tmp_path / ("d/" * 3000) / "p.json"), "File name too long")]
+    if Path("/proc/self").exists():
+        outputs += [("/proc/nope/p.json", "cannot create the folder"), ("/proc/self/p.json", "not writable")]
+    return outputs
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_plan_and_advise_check_their_outputs_before_profiling(capsys, tmp_path, command, option):
+    """IsADirectoryError, FileNotFoundError or OSError once profiling had ended, before."""
+    for path, message in bad_outputs(tmp_path):
+        refused(capsys, [command, "--model", "mlp", *TINY, "--stages", "2", option, path], message)
+
+
+def test_report_checks_its_folder_before_reading(capsys, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    bad = [(str(tmp_path / "a-file"), "a file is in the way"), ("x" * 10_000, "cannot create the folder")]
+    if Path("/proc/self").exists():
+        bad.append(("/proc/nope", "cannot create the folder"))
+    for folder, message in bad:
+        refused(capsys, ["report", str(tmp_path / "none.json"), "--out", folder], message)
+
+
+def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
+    """`report nothere.csv --out qr8` made qr8/ before it found nothing to read (seventh pass, D1)."""
+    out = tmp_path / "deep" / "qr8"
+    refused(capsys, ["report", str(tmp_path / "nothere.csv"), "--out", str(out)], "no such file")
+    assert not (tmp_path / "deep").exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_outputs_that_name_a_folder_or_a_kernel_file_are_refused_first(capsys, tmp_path, option):
+    """`--json out/` wrote a file named out; `--save-profile /proc/self/status` was an OSError traceback
+    after profiling."""
+    plan = ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8"]
+    refused(capsys, [*plan, option, f"{tmp_path}/out/"], "names a folder (it ends with /); name a file")
+    assert not (tmp_path / "out").exists()
+    refused(capsys, [*plan, option, "/proc/self/status"], "is a file of the kernel's (in /proc or /sys)")
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_json_dash_is_refused_not_a_file_named_dash(capsys, monkeypatch, tmp_path, command):
+    """`--json -` wrote a file named "-" in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    refused(capsys, [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--json", "-"],
+            "--json -: --json writes a file, and stdout carries the answer; name a file")
+    assert not (tmp_path / "-").exists()
+
+
+def test_an_export_into_a_folder_is_refused_before_profiling(capsys, tmp_path):
+    """`--export deepspeed d`, d a folder: an IsADirectoryError traceback after profiling."""
+    (tmp_path / "d").mkdir()
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--device", "cpu",
+                     "--export", "deepspeed", str(tmp_path / "d")], "--export")
+
+
+# --------------------------------------------------------- outputs checked together and against the inputs
+
+@pytest.mark.parametrize("outputs, message", [
+    (["--json", "same.json", "--save-profile", "same.json"], "--json and --save-profile name the same file"),
+    (["--json", "same.json", "--export", "deepspeed", "same.json"], "--json and --export name the same file"),
+    (["--json", "link.json", "--save-profile", "same.json"], "--json and --save-profile name the same file"),
+    (["--json", "p.json"], "--profile and --json name the same file"),
+])
+def test_two_outputs_of_one_path_are_refused(capsys, tmp_path, monkeypatch, outputs, message):
+    """`--json same.json --save-profile same.json` exited 0, the plan replacing the profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.json").symlink_to(tmp_path / "same.json")
+    profile_file(tmp_path / "p.json")
+    # --save-profile saves what is measured: with a model, not --profile (which is refused with it too)
+    source = (["--model", "mlp", "--flavour", "tiny", "--device", "cpu", "--batch", "8"] if "--save-profile" in outputs
+              else ["--profile", "p.json"])
+    refused(capsys, ["plan", *source, "--stages", "2", *outputs], message)
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_a_profile_read_and_saved_at_once_is_refused(capsys, tmp_path, command):
+    """`--profile P --save-profile Q` exited 0 and wrote nothing: with --profile nothing is measured."""
+    argv = [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--device", "cpu",
+            "--save-profile", str(tmp_path / "q.json")]
+    refused(capsys, argv, "--save-profile saves a profile measured here; with --profile nothing is measured")
+    assert not (tmp_path / "q.json").exists()
+
+
+def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
+    """`report DIR --out DIR` wrote summary.csv among the results, and every later `report DIR` was refused."""
+    from pipebench.bench.cli import main
+    from helpers import results_file
+    from test_report import make_row
+
+    folder = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]).parent
+    refused(capsys, ["report", str(folder), "--out", str(folder)], "is a folder read: its summary.csv would be")
+    assert not (folder / "summary.csv").exists()
+    assert main(["report", str(folder)]) == 0, capsys.readouterr().err
+
+
+def test_run_profiles_into_its_results_folder_is_refused(capsys, tmp_path):
+    """`run --out D --profiles D` put profile JSONs among the results: `report D` then refused the folder."""
+    refused(capsys, ["run", "--models", "mlp", "--device", "cpu", "--out", str(tmp_path), "--profiles", str(tmp_path)],
+            "--profiles and --out name one folder")
+
+
+@pytest.mark.parametrize("command, output", [("plan", ["--json"]), ("plan", ["--save-profile"]),
+                                             ("plan", ["--export", "deepspeed"]), ("advise", ["--json"])])
+def test_an_output_onto_the_model_file_is_refused(capsys, tmp_path, command, output):
+    """`plan --model net.py:Net --json net.py` profiled, then replaced the user's model file with the plan."""
+    (tmp_path / "net.py").write_text(NET)
+    refused(capsys, [command, "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
+                     "--device", "cpu", *output, str(tmp_path / "net.py")], "--model and ")
+    assert (tmp_path / "net.py").read_text() == NET
+
+
+@pytest.mark.parametrize("option", [["--json"], ["--save-profile"], ["--export", "deepspeed"]])
+def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_path, option):
+    """`--json layers.py`, layers.py a helper the model file imports (`from layers import Block`), replaced the
+    helper with JSON: the model file no longer imported. Python source is never an output."""
+    (tmp_path / "layers.py").write_text("from torch import nn\nBlock = nn.Linear\n")
+    (tmp_path / "net.py").write_text("open(__file__ + '.imported', 'w').close()\nfrom torch import nn\n"
+                                     "from layers import Block\n\n\ndef Net():\n    return nn.Sequential(Block(4, 4), "
+                                     "Block(4, 4))\n")
+    refused(capsys, ["plan", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
+                     *option, str(tmp_path / "layers.py")], "layers.py: is Python source, which the output would replace")
+    assert (tmp_path / "layers.py").read_text().startswith("from torch")
+    assert not (tmp_path / "net.py.imported").exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--save-profile"])
+def test_an_output_through_a_link_onto_python_source_is_refused(capsys, tmp_path, option):
+    """Fourth pass, F4: `--json link.json`, link.json a link to victim.py, replaced victim.py with the plan: the
+    guard read the name's suffix, not the file's."""
+    victim = tmp_path / "victim.py"
+    victim.write_text("print('mine')\n")
+    (tmp_path / "link.json").symlink_to(victim)
+    source = ["--model", "mlp", "--flavour", "tiny", "--device", "cpu", "--batch", "8"] if option == "--save-profile" \
+        else ["--profile", str(profile_file(tmp_path / "p.json"))]
+    refused(capsys, ["plan", *source, "--stages", "2", option, str(tmp_path / "link.json")],
+            f"link.json (a link to {victim}): is Python source, which the output would replace")
+    assert victim.read_text() == "print('mine')\n" and (tmp_path / "link.json").is_symlink()
+
+
+# --------------------------------------------------------------- devices, links and FIFOs named for output
+
+def character_device(path: Path) -> Path:
+    """A null device at `path`, as `--json /dev/null` names one (mknod c 1 3 needs root)."""
+    import os
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod needs root")
+    return path
+
+
+def test_a_device_named_for_output_is_written_through_not_replaced(capsys, tmp_path):
+    """`--json null`, null a character device: it became a regular file holding the plan."""
+    import stat
+
+    null = character_device(tmp_path / "null")
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(null)]) == 0, capsys.readouterr().err
+    assert stat.S_ISCHR(null.stat().st_mode)
+
+
+def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
+    """`--save-profile null` replaced the device as --json did (the write both go through: files.write_text)."""
+    import stat
+
+    from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
+
+    null = character_device(tmp_path / "null")
+    save_profiles(load_profiles(profile_file(tmp_path / "p.json")), null)
+    assert stat.S_ISCHR(null.stat().st_mode)
+
+
+@pytest.mark.parametrize("out", ["a file", "a pipe"])
+def test_a_link_to_stdout_writes_the_plan_to_stdout(tmp_path, out):
+    """`--json stdout`, stdout a link to /proc/self/fd/1: the link became a regular file and stdout got
+    nothing. Now the plan's table, its JSON and the line naming where it went, in that order, whether
+    stdout is a file (`> out.txt`) or a pipe."""
+    import subprocess
+    import sys
+
+    (tmp_path / "stdout").symlink_to("/proc/self/fd/1")
+    command = [sys.executable, "-m", "pipebench", "plan", "--profile", str(profile_file(tmp_path / "p.json")),
+               "--stages", "2", "--json", "stdout"]
+    if out == "a file":
+        with open(tmp_path / "out.txt", "w") as f:
+            done = subprocess.run(command, cwd=tmp_path, stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)
+        text = (tmp_path / "out.txt").read_text()
+    else:
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        text = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "stdout").is_symlink()
+    table, _, rest = text.partition("{")
+    assert "stage" in table and '"format": "pipebench-plan"' in rest and rest.rstrip().endswith("stdout"), text
+
+
+def test_a_link_to_a_file_stays_a_link(capsys, tmp_path):
+    """The file it names gets the plan; the link is not replaced by a file of its own."""
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    (tmp_path / "link.json").symlink_to(target)
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(tmp_path / "link.json")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "link.json").is_symlink() and "pipebench-plan" in target.read_text()
+
+
+def test_a_fifo_output_without_a_reader_is_refused_before_any_work(capsys, tmp_path, within_seconds, nothing_runs):
+    """`--json FIFO` with nothing reading it was refused only when the plan was written, after profiling."""
+    import os
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8", "--json",
+                     str(fifo)], "out.json: a FIFO that nothing reads; start its reader first")
+
+
+def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, within_seconds):
+    """The FIFO is opened when checked and held to the write: its reader sees one plan, then the end."""
+    import json
+    import os
+    import threading
+
+    fifo, got = tmp_path / "out.json", []
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
+                 "--json", str(fifo)]) == 0, capsys.readouterr().err
+    reader.join(30)
+    assert json.loads(got[0])["format"] == "pipebench-plan"

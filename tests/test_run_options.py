@@ -1,0 +1,76 @@
+"""What `pipebench run` makes of the options it is given on the CPU: where its rows go by default, the quick
+defaults only where the user gave nothing, a case named twice run once, and as many processes as asked."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import refused
+from pipebench.bench.cases import suite_run
+from pipebench.bench.cli import main
+
+pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
+
+
+@pytest.fixture
+def suite_options(monkeypatch):
+    """The options and machine run_suite would have been given (it returns no rows)."""
+    seen = {}
+
+    def fake_run_suite(options, machine, note=print):
+        seen.update(options=options, machine=machine)
+        return [], options.out / "rows.csv", options.out / "rows.json"
+
+    monkeypatch.setattr(suite_run, "run_suite", fake_run_suite)
+    return seen
+
+
+def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypatch, suite_options):
+    """Not beside the reference results committed in the checkout's results/."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--models", "mlp", "--strategies", "single"]) == 0
+    assert suite_options["options"].out == Path("pipebench-results") and (tmp_path / "pipebench-results").is_dir()
+    assert "pipebench-results/rows.csv" in capsys.readouterr().out
+
+
+def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
+    """On the CPU, the quick defaults fill only what the user left out: --batch 1000000 stays."""
+    assert main(["run", "--models", "mlp", "--batch", "1000000", "--out", str(tmp_path)]) == 0
+    options, err = suite_options["options"], capsys.readouterr().err
+    assert options.models == {"mlp": 1000000} and options.flavour == "tiny"  # the flavour was not given
+    assert "running on the CPU" in err and "flavour tiny, batch 1000000, 2 timed step(s) after 1 warm-up" in err
+
+    assert main(["run", "--models", "mlp", "--flavour", "full", "--steps", "7", "--warmup", "3",
+                 "--out", str(tmp_path)]) == 0
+    options, err = suite_options["options"], capsys.readouterr().err
+    assert (options.flavour, options.models, options.steps, options.warmup) == ("full", {"mlp": 8}, 7, 3)
+    assert "flavour full, batch 8, 7 timed step(s) after 3 warm-up" in err
+
+    assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,4", "--out", str(tmp_path)]) == 0
+    assert suite_options["options"].chunks == [2, 4]
+
+
+def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
+    """`--strategies single,single` and `--chunks auto,auto` wrote two rows with one case key."""
+    assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--chunks", "auto,auto,2,2",
+                 "--out", str(tmp_path)]) == 0, capsys.readouterr().err
+    options = suite_options["options"]
+    assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])
+
+
+def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypatch, suite_options):
+    """--device cpu --stages 3: three CPU processes, even where a GPU is visible (advise's check command on a
+    GPU machine); --stages alone where GPUs are visible is refused: it counts CPU processes."""
+    import torch
+
+    assert main(["run", "--models", "mlp", "--batch", "12", "--stages", "3", "--out", str(tmp_path)]) == 0  # no GPU: the CPU
+    assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["run", "--models", "mlp", "--batch", "12", "--device", "cpu", "--stages", "3",
+                 "--out", str(tmp_path)]) == 0
+    assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
+    assert "--device cpu: running on the CPU, 3 processes standing in for devices" in capsys.readouterr().err
+    refused(capsys, ["run", "--models", "mlp", "--stages", "3", "--out", str(tmp_path)],
+            "--stages counts CPU processes: add --device cpu")

@@ -1,0 +1,164 @@
+"""Where `pipebench train` writes and what its workers are handed: --csv, --save and --write-job checked by
+type and together before the model file is imported, train's own files written again, a refusal by its
+first checks in one line; paths made whole before a data function can change folder, and no launcher
+variables of a caller's job."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import NET, DATA, refused
+from pipebench.bench.cli import main
+
+pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
+
+
+# ------------------------------------------------------------------------------------------------- outputs
+
+def train_files(tmp_path):
+    """A model file that leaves a mark when imported, and a data file: train of them, its outputs to add."""
+    (tmp_path / "net.py").write_text(NET + f"\nopen({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    (tmp_path / "data.py").write_text(DATA)
+    return ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+            f"{tmp_path / 'data.py'}:data", "--batch", "8", "--steps", "2", "--device", "cpu", "--strategy", "single"]
+
+
+@pytest.mark.parametrize("outputs, message", [
+    (["--csv", "{t}/data.py"], "--data and --csv name the same file"),
+    (["--save", "{t}/data.py"], "--data and --save name the same file"),
+    (["--save", "{t}/net.py"], "--model and --save name the same file"),
+    (["--save", "{t}/x.pt", "--csv", "{t}/x.pt"], "--save and --csv name the same file"),
+    (["--save", "{t}/link.pt", "--csv", "{t}/x.pt"], "--save and --csv name the same file"),
+    (["--csv", "{t}/fifo"], "--csv {t}/fifo: is a FIFO; --csv is written more than once or read back: name a regular"),
+    (["--save", "{t}/fifo"], "--save {t}/fifo: is a FIFO"),
+    (["--save", "/dev/null"], "--save /dev/null: is a character device"),
+    (["--save", "{t}/folder"], "--save {t}/folder: is a folder; name a file"),
+    (["--save", "{t}/blocked.pt"], "blocked.pt.train is in the way (a file, where the training state's folder goes)"),
+    (["--write-job", "{t}/data.py"], "--write-job {t}/data.py: a file is in the way; name a folder"),
+    (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
+    (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
+    (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
+    (["--csv", "{t}/results.csv"], "--csv {t}/results.csv: holds something other than a train log (header step,"),
+    (["--save", "{t}/p.json"], "--save {t}/p.json: holds something other than a checkpoint of torch.save's"),
+    (["--save", "{t}/photos.zip"], "--save {t}/photos.zip: holds something other than a checkpoint of torch.save's"),
+])
+def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
+                                                                                      message):
+    """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
+    `--csv FIFO` hung in the worker. Now each is one line before the model file is imported."""
+    import os
+    import zipfile
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "blocked.pt.train").write_text("")
+    (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
+    (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
+    (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's (sixth pass S5)
+    (tmp_path / "p.json").write_text('{"format": "pipebench-profile"}\n')
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:  # someone's archive (seventh pass, D2)
+        archive.writestr("holiday/data.txt", "not a checkpoint")
+    argv = train_files(tmp_path)
+    before = (tmp_path / "data.py").read_text()
+    refused(capsys, [*argv, *(o.format(t=tmp_path) for o in outputs)], message.format(t=tmp_path))
+    assert not (tmp_path / "imported").exists()
+    assert (tmp_path / "data.py").read_text() == before
+
+
+def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names(tmp_path):
+    """The S5 check refuses another file at --csv or --save, not train's own: a train log under any name (--csv
+    takes one), a checkpoint torch.save wrote, and an empty file are written again."""
+    import argparse
+
+    import torch
+
+    from pipebench.bench.cli.train import check_outputs
+    from pipebench.bench.train.curves import COLUMNS
+
+    train_files(tmp_path)
+    (tmp_path / "log.txt").write_text(",".join(COLUMNS) + "\n1,0,2.3,100,0.1\n")
+    torch.save({"weight": torch.ones(1)}, tmp_path / "earlier.pt")
+    (tmp_path / "empty.csv").write_text("")
+    for csv, save in ((tmp_path / "log.txt", tmp_path / "earlier.pt"), (tmp_path / "empty.csv", None)):
+        args = argparse.Namespace(model=f"{tmp_path / 'net.py'}:Net", data=f"{tmp_path / 'data.py'}:data",
+                                  csv=str(csv), save=None if save is None else str(save), write_job=None)
+        check_outputs(args)
+        assert args.csv == str(csv)
+
+
+@pytest.mark.parametrize("option", ["--save", "--csv"])
+def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
+    """`train --save ''` trained and saved nothing, exit 0: the empty value read as no --save."""
+    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name a file")
+    assert not (tmp_path / "imported").exists()
+
+
+def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line(capsys, tmp_path):
+    """`train` said "--device cpu: training on the CPU, ..." before run_training's first checks refused the
+    data, so a refusal was two lines (seventh pass, a note): the device line now comes with the first line
+    of the training itself."""
+    argv = train_files(tmp_path)
+    (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
+    refused(capsys, argv, "the data's samples do not fit")
+
+
+# ----------------------------------------------------------------------------- what the workers are handed
+
+CHDIR_DATA = '''
+import os
+import torch
+
+
+def data():
+    os.chdir("/")
+    return torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randint(0, 4, (16,)))
+'''
+
+
+def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(capsys, monkeypatch, tmp_path):
+    """F12: --model m.py:Net, relative, reached the workers as it was given; a --data function that called
+    os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
+    from helpers import NET
+
+    from pipebench.bench import train
+
+    handed = {}
+
+    def launch(job, settings, *args):
+        handed.update(model=job.model, save=settings["save"], csv=settings["csv"])
+        return {"steps": 2, "total": 2, "seconds": 0.0, "stopped": False, "diverged": ""}
+
+    monkeypatch.setattr(train, "_launch", launch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.py").write_text(NET)
+    (tmp_path / "data.py").write_text(CHDIR_DATA)
+    assert main(["train", "--model", "net.py:Net", "--input-shape", "4", "--data", "data.py:data", "--batch", "8",
+                 "--steps", "2", "--device", "cpu", "--strategy", "single", "--save", "m.pt", "--csv", "log.csv"]) == 0
+    assert handed == {"model": f"{tmp_path / 'net.py'}:Net", "save": str(tmp_path / "m.pt"),
+                      "csv": str(tmp_path / "log.csv")}
+
+
+LAUNCHER = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+            "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "1", "TORCHELASTIC_RUN_ID": "theirs", "PET_NNODES": "3"}
+
+
+def test_a_callers_launcher_variables_stay_out_of_the_workers(monkeypatch):
+    """Fourth pass, F2: RANK, WORLD_SIZE, LOCAL_RANK and the rest of torchrun's variables, inherited from a
+    caller inside another job, reached the workers, which joined the caller's group (env://) or took its rank."""
+    from pipebench.bench.launch.spawn import child_env
+
+    for name, value in LAUNCHER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PETS", "kept")
+    env = child_env(None)
+    assert not set(LAUNCHER) & set(env) and env["PETS"] == "kept"
+
+
+@pytest.mark.ci  # a whole train: run by CI after the default run
+def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_path):
+    """Fourth pass, F2: `RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 pipebench train ...` was exit 1, "workers exited with
+    status 0 and no result" (the single worker, rank 3 by RANK, wrote none)."""
+    from pipebench.bench.cli import main
+
+    for name, value in LAUNCHER.items():
+        monkeypatch.setenv(name, value)
+    assert main(train_files(tmp_path)) == 0, capsys.readouterr().err[-500:]
