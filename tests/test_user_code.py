@@ -79,7 +79,7 @@ def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
     (tmp_path / "net.py").write_text(NET)
     refused(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data", f"{tmp_path / 'net.py'}:data",
                      *TRAIN, "--write-job", str(tmp_path / ("a" * 300))],
-            "--write-job: the folder's name is not one the file system takes (File name too long)")
+            "cannot create the folder (File name too long)")
 
 
 # -------------------------------------------------------------- what an import does to pipebench's process

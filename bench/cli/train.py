@@ -85,11 +85,7 @@ def check_outputs(args) -> None:
     if args.csv is not None:
         args.csv = outputs["--csv"] = str(writable_file(args.csv, "--csv", regular=True))
     if args.write_job:
-        try:
-            folder = creatable_folder(Path(args.write_job).expanduser(), "--write-job")  # made when the job is written
-        except OSError as exc:  # a name longer than the file system takes (ENAMETOOLONG): a traceback of its exists()
-            raise UserError(f"--write-job: the folder's name is not one the file system takes ({exc.strerror or exc})"
-                            ) from None
+        folder = creatable_folder(Path(args.write_job).expanduser(), "--write-job")  # made when the job is written
         args.write_job = str(folder)
         for name in ("job.json", "train.json"):
             outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
