@@ -50,45 +50,14 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, edges = work[-1]
-            step = next(edges, None)
-            if step is not None:
-                if step not in index:
-                    index[step] = low[step] = len(index)
-                    stack.append(step)
-                    on_stack.add(step)
-                    work.append((step, iter(sorted(graph[step]))))
-                elif step in on_stack:
-                    low[node] = min(low[node], index[step])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+    """A cycle of imports, as graphlib finds it (its modules, sorted), or none."""
+    import graphlib
+
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return [sorted(set(exc.args[1]))]
+    return []
 
 
 def test_the_graph_sees_the_package():
