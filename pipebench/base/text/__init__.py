@@ -1,2 +1,2 @@
 """Text a user types and reads: the command line's specs (parse.py), byte sizes and seconds (units.py),
-the scripts' text tables (text_tables.py) and progress bars (progress.py)."""
+the fidelity table and the scripts' tables (text_tables.py) and progress bars (progress.py)."""

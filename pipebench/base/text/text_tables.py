@@ -1,5 +1,5 @@
-"""Tables of text cells for the benchmark scripts' output: markdown for the results READMEs, aligned plain
-text for a terminal. Nothing here imports torch or pandas."""
+"""Tables of text cells for `python -m pipebench.bench.predict.fidelity` and the measurement scripts: markdown
+for the results READMEs, aligned plain text for a terminal. Nothing here imports torch or pandas."""
 from __future__ import annotations
 
 from typing import Sequence
