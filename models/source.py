@@ -40,7 +40,7 @@ from torch import nn
 
 from pipebench.base.errors import UserError, first_line
 from pipebench.base.fileio.files import check_regular
-from pipebench.request import count_of
+from pipebench.base.text.parse import count_of
 from pipebench.models import hugging_face as hf
 from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs, SyntheticInputs, TaskBatches,
                                       UserBatches, loss as named_loss, not_finite, vocabulary)

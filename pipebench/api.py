@@ -22,7 +22,8 @@ from pipebench.partition.profiling.sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.model_spec import ModelSpec, is_module
-from pipebench.request import Request, count_of, plan_devices
+from pipebench.base.text.parse import count_of
+from pipebench.request import Request, plan_devices
 
 __all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
 

@@ -9,27 +9,28 @@ that need something only a profile knows have their one home here too:
 - `check_stage_count`: more stages than layers;
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
-- `Request.links`: the link that prices a cut, by default what the profile measured;
-- `within_caps`: what "fits" means, for every strategy, plan and baseline alike, and `over_cap`, the one
-  line that says why not.
+- `copies_error`: devices that do not make two or more copies of a pipeline (the hybrid);
+- `Request.links`: the link that prices a cut, by default what the profile measured.
+
+A field's type and bounds are pipebench/base/text/parse.py's (`count_of`, `number_of`,
+`micro_batches_error`), the rules the command line's options follow; what fits a memory cap is the
+memory model's (partition/planning/memory.py `within_caps`).
 
 Nothing here imports torch: a saved profile plans anywhere.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields, replace
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_device, speeds_error
+from pipebench.base.text.parse import LIMITS, count_of, micro_batches_error, number_of, parse_device, speeds_error
 from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
-from pipebench.base.text.units import format_bytes
 from pipebench.base.training import Training
 
-__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "caps_per_device", "within_caps", "over_cap", "link_of", "check_stage_count", "copies_error", "split_error", "check_recompute", "count_of", "number_of",
-           "virtual_stages"]
+__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "check_stage_count", "copies_error",
+           "split_error", "check_recompute", "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
 """What the cuts balance: profiled time, parameter counts, or layer counts."""
@@ -211,8 +212,14 @@ class Request:
         return replace(self, **changes)
 
     def links(self, profile: Any) -> tuple[float, float]:
-        """(GB/s, latency ms) that price a cut: link_of(profile, link_gbps, link_latency_ms)."""
-        return link_of(profile, self.link_gbps, self.link_latency_ms)
+        """(GB/s, latency ms) of the link that prices a cut: `link_gbps` where given (its latency
+        `link_latency_ms`, else 0), else what `profile` measured between the first two devices (0 where it
+        measured nothing), its latency the profile's unless `link_latency_ms` says otherwise. The one home
+        of the link default."""
+        if self.link_gbps is not None:
+            return self.link_gbps, self.link_latency_ms or 0.0
+        latency = self.link_latency_ms if self.link_latency_ms is not None else profile.link_latency_ms
+        return profile.link_gbps or 0.0, latency or 0.0
 
     def check_profiles(self, profiles: Sequence[Any], *, training_given: Sequence[str] = ()) -> "CheckedProfiles":
         """What the profiles must agree with before a plan is made from them: there is one, the batch is
@@ -276,42 +283,6 @@ def split_error(batch: int, parts: int | None, replicas: str | None = None) -> s
     return f"batch {batch} does not split into {parts} equal micro-batches"
 
 
-def caps_per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
-    """A request's memory cap(s) (`max_memory`) as one figure per device; None without a cap."""
-    if caps is None:
-        return None
-    return [float(caps)] * devices if isinstance(caps, (int, float)) else list(caps)
-
-
-def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
-    """The one rule of "fits": every device holds its predicted memory within that device's cap
-    (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the figure
-    of the device that holds them). No cap: it fits."""
-    return caps is None or all(m <= c for m, c in zip(memory, caps))
-
-
-def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
-    """Why `memory` does not fit `caps` (`within_caps`), one phrase naming the device furthest over its cap;
-    "" when every device is within its cap. The one wording of a prediction, a case or a plan over a cap."""
-    if within_caps(memory, caps):
-        return ""
-    worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
-    where = f" on device {worst}" if len(memory) > 1 else ""
-    return (f"predicted memory exceeds the cap{where}: {format_bytes(memory[worst])} > cap "
-            f"{format_bytes(caps[worst])}")
-
-
-def link_of(profile: Any, gbps: float | None = None, latency_ms: float | None = None) -> tuple[float, float]:
-    """(GB/s, latency ms) of the link between devices: `gbps` where given (its latency `latency_ms`, else
-    0), else what `profile` measured between the first two devices (0 where it measured nothing), its
-    latency the profile's unless `latency_ms` says otherwise. The one home of the link default."""
-    if gbps is not None:
-        return gbps, latency_ms or 0.0
-    latency = latency_ms if latency_ms is not None else profile.link_latency_ms
-    return profile.link_gbps or 0.0, latency or 0.0
-
-
-
 def check_stage_count(stages: int, layers: int) -> None:
     """Refuse more pipeline stages than layers to cut (UserError): the one home of that rule."""
     if stages < 1:
@@ -343,45 +314,26 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
                         "(choose another schedule or --checkpoint never)")
 
 
-# ------------------------------------------------------------------------------------- typed values
-
-def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
-    """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
-    most `high`, or the CLI's bound for the option of that name (pipebench/base/text/parse.py LIMITS) where there is one:
-    the API refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
-    if high is None and name in LIMITS:
-        high = int(LIMITS[name][1])
-    what = "a positive integer" if low == 1 else f"an integer from {low}"
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise UserError(f"{name} takes {what} (got {type(value).__name__} {value!r:.40})")
-    if value < low:
-        raise UserError(f"{name} takes {what} (got {value})")
-    if high is not None and value > high:
-        raise UserError(f"{name} takes {what} up to {high:,} (got {str(value)[:40]})")
-    return int(value)
-
-
-def number_of(value: Any, name: str, low: float = 0.0, above: bool = False) -> float:
-    """`value` as a finite real number of at least `low` (more than it where `above`), else UserError."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise UserError(f"{name} takes a number (got {type(value).__name__} {value!r:.40})")
-    value = float(value)
-    if not math.isfinite(value) or value < low or (above and value == low):
-        raise UserError(f"{name} takes a finite number {'above' if above else 'of at least'} {low:g} "
-                        f"(got {value!r})")
-    return value
-
+# ------------------------------------------------------------------------------- a field's value
 
 def _micro_batches(value: Any) -> int | tuple[int, ...] | None:
+    """`micro_batches` as None (auto), one count, or the counts of a list, sorted, each once."""
     if value is None or value == "auto":
         return None
     if isinstance(value, (list, tuple)):
         if not value:
             raise UserError("micro_batches names no count")
-        return tuple(sorted({count_of(v, "micro_batches", high=MAX_CHUNKS) for v in value}))
+        return tuple(sorted({_micro_batch_count(v) for v in value}))
     if isinstance(value, Integral) and not isinstance(value, bool):
-        return count_of(value, "micro_batches", high=MAX_CHUNKS)
+        return _micro_batch_count(value)
     raise UserError(f"micro_batches takes a positive integer, a list of them or 'auto' (got {value!r:.40})")
+
+
+def _micro_batch_count(value: Any) -> int:
+    """One micro-batch count, by the one rule (micro_batches_error)."""
+    if (why := micro_batches_error(value)) is not None:
+        raise UserError(why)
+    return int(value)
 
 
 def virtual_stages(schedule: str, asked: Any) -> int:

@@ -119,7 +119,7 @@ def test_every_fits_respects_the_cap_on_every_device_a_strategy_uses(device):
 
 def test_over_cap_is_one_line_naming_the_device_furthest_over():
     from pipebench.bench.cases.prepare import over_cap_reason
-    from pipebench.request import over_cap
+    from pipebench.partition.planning.memory import over_cap
 
     GiB = 2**30
     assert over_cap([3 * GiB, 9 * GiB], [10 * GiB, 8 * GiB]) == ("predicted memory exceeds the cap on device 1: "

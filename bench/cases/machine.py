@@ -33,7 +33,7 @@ class Machine:
     """Speed factor per GPU that plans are cut for (`--speeds`: a busy GPU gets fewer layers); None: equal."""
 
     def __post_init__(self):
-        from pipebench.request import count_of
+        from pipebench.base.text.parse import count_of
 
         count_of(self.devices, "devices")
         for name in ("gpus", "caps", "speeds"):

@@ -25,7 +25,8 @@ from pipebench.hardware.cpu import threads_per_device
 from pipebench.models.source import ModelSource
 from pipebench.partition.planning.plan import Plan
 from pipebench.partition.profiling.profile_record import Profile, load_profiles, save_profiles
-from pipebench.request import Request, over_cap
+from pipebench.partition.planning.memory import over_cap
+from pipebench.request import Request
 from pipebench.base.text.parse import is_user_model
 from pipebench.base.training import DEFAULT_PRECISION, Training
 
@@ -173,7 +174,7 @@ def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: i
 def over_cap_reason(prediction: Any, caps: Sequence[int] | None) -> str:
     """Why `prediction` says the case will not fit in `caps`, one line; "" when it fits, or when it gives
     no memory figure (a batch that does not split, say: the case is then unavailable, not out of memory).
-    The prediction's reason says it where it can (pipebench/request.py over_cap's line, put there by
+    The prediction's reason says it where it can (partition/planning/memory.py over_cap's line, put there by
     bench/predict/ranking.py, or the solver's naming the stage that does not fit)."""
     needed = prediction.peak_memory_bytes
     if prediction.fits or not caps or not any(needed):

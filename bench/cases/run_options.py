@@ -76,28 +76,18 @@ class RunOptions:
 
     def __post_init__(self):
         """Each option of its type and within the command line's bound (pipebench/base/text/parse.py LIMITS,
-        MAX_CHUNKS, the count of strategies for auto:K), refused in one line when the options are made: the
-        command line's parsers make these types already, and `pipebench.run` passes what the caller gave."""
+        the one rule of a micro-batch count, the count of strategies for auto:K), refused in one line when the
+        options are made: the command line's parsers make these types already, and `pipebench.run` passes
+        what the caller gave."""
         import os
-        from numbers import Integral, Real
 
-        from pipebench.request import count_of
-        from pipebench.base.text.parse import LIMITS, MAX_CHUNKS, parse_number
+        from pipebench.base.text.parse import MAX_CHUNKS, count_of, micro_batches_error, option_of
 
         for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
-            value, (low, high) = getattr(self, name), LIMITS[name]
-            if value is None and name == "repeats":  # the profiler's own count
-                continue
-            if isinstance(high, float):
-                if isinstance(value, bool) or not isinstance(value, Real):
-                    raise UserError(f"{name} takes a number from {low:g} to {high:g} (got {type(value).__name__} "
-                                    f"{value!r:.40})")
-                parse_number(repr(float(value)), name, low, high)  # NaN and infinities too
-            else:
-                count_of(value, name, int(low))
+            if getattr(self, name) is not None or name != "repeats":  # repeats None: the profiler's own count
+                option_of(getattr(self, name), name)
         if not isinstance(self.chunks, (list, tuple)) or not self.chunks or not all(
-                c is None or (isinstance(c, Integral) and not isinstance(c, bool) and 1 <= c <= MAX_CHUNKS)
-                for c in self.chunks):
+                c is None or micro_batches_error(c) is None for c in self.chunks):
             raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
                             f"auto), e.g. [2, 4, None] (got {self.chunks!r:.40})")
         for name in ("out", "profiles", "data_dir"):

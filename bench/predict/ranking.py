@@ -21,7 +21,8 @@ from pipebench.partition.planning import costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.base.errors import UserError
-from pipebench.request import Request, caps_per_device, check_recompute, over_cap
+from pipebench.partition.planning.memory import caps_per_device, over_cap
+from pipebench.request import Request, check_recompute
 
 __all__ = ["Prediction", "Advice", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
            "usable_strategies", "links_of", "top_strategies", "advise_counts"]
@@ -118,7 +119,7 @@ def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Requ
 
 
 def _judged(prediction: Prediction, caps: Sequence[float] | None) -> Prediction:
-    """`prediction` with `fits` decided here, for every strategy alike (pipebench/request.py within_caps):
+    """`prediction` with `fits` decided here, for every strategy alike (partition/planning/memory.py within_caps):
     a figure whose every device is within its cap. A price function's own view of the cap only chooses how it runs (a replica's
     recompute under --checkpoint auto)."""
     if prediction.predicted_step_ms is None:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from pipebench.partition.profiling.profile_record import model_label
 from pipebench.base.schedules import get_schedule
-from pipebench.request import caps_per_device, over_cap
+from pipebench.partition.planning.memory import caps_per_device, over_cap
 from pipebench.base.text.units import format_bytes, format_count
 
 __all__ = ["format_plan"]

@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.partition.planning.costs import Links
-from pipebench.partition.planning.memory import unmodelled_bytes
+from pipebench.partition.planning.memory import caps_per_device, unmodelled_bytes, within_caps
 from pipebench.partition.profiling.profile_record import Profile, calibration
-from pipebench.request import Request, caps_per_device, split_error, within_caps
+from pipebench.request import Request, split_error
 from pipebench.base.training import Training
 
 __all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas"]

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.profiling.profile_record import Profile, calibration
-from pipebench.request import within_caps
+from pipebench.partition.planning.memory import within_caps
 
 __all__ = ["transfer_ms", "cut_prices", "stage_scale", "StageCost", "simulate_stages", "polish_cuts", "shortest_of_all_cuts",
            "no_worse_than_baselines", "EVERY_CUT_LIMIT"]

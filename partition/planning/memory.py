@@ -1,7 +1,9 @@
 """The memory model: what a stage holds at its peak (`StageMemory`), what a whole step measured beyond
-that (`unmodelled_bytes`), and a layer as a recomputing stage runs it (`recomputing`). Pure: the planner
-(partition/planning/plan.py) caps stages with it and the replica strategies' prices (bench/strategies/ddp/ and its siblings)
-price their memory with it."""
+that (`unmodelled_bytes`), a layer as a recomputing stage runs it (`recomputing`), and what fits a
+memory cap (`within_caps`, the one rule of "fits" for every strategy, plan and baseline alike, and
+`over_cap`, the one line that says why not). Pure: the planner (partition/planning/plan.py) caps stages
+with it and the replica strategies' prices (bench/strategies/ddp/ and its siblings) price their memory
+with it."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,8 +11,9 @@ from typing import Sequence
 
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile, kept_bytes
 from pipebench.base.schedules import get_schedule
+from pipebench.base.text.units import format_bytes
 
-__all__ = ["StageMemory", "unmodelled_bytes", "recomputing"]
+__all__ = ["StageMemory", "unmodelled_bytes", "recomputing", "caps_per_device", "within_caps", "over_cap"]
 
 
 class StageMemory:
@@ -85,3 +88,30 @@ def recomputing(layer: LayerProfile) -> LayerProfile:
                    backward_cpu_ms=plus(layer.backward_cpu_ms, layer.forward_cpu_ms),
                    backward_input_ms=None, backward_weight_ms=None,
                    backward_input_cpu_ms=None, backward_weight_cpu_ms=None)
+
+
+# ------------------------------------------------------------------------------------------------ caps
+
+def caps_per_device(caps: float | Sequence[float] | None, devices: int) -> list[float] | None:
+    """A request's memory cap(s) (`max_memory`) as one figure per device; None without a cap."""
+    if caps is None:
+        return None
+    return [float(caps)] * devices if isinstance(caps, (int, float)) else list(caps)
+
+
+def within_caps(memory: Sequence[float], caps: Sequence[float] | None) -> bool:
+    """The one rule of "fits": every device holds its predicted memory within that device's cap
+    (DataParallel's gather device, a pipeline's first stage, FSDP's gathered layers are all in the figure
+    of the device that holds them). No cap: it fits."""
+    return caps is None or all(m <= c for m, c in zip(memory, caps))
+
+
+def over_cap(memory: Sequence[float], caps: Sequence[float] | None) -> str:
+    """Why `memory` does not fit `caps` (`within_caps`), one phrase naming the device furthest over its cap;
+    "" when every device is within its cap. The one wording of a prediction, a case or a plan over a cap."""
+    if within_caps(memory, caps):
+        return ""
+    worst = max(range(min(len(memory), len(caps))), key=lambda i: memory[i] - caps[i])
+    where = f" on device {worst}" if len(memory) > 1 else ""
+    return (f"predicted memory exceeds the cap{where}: {format_bytes(memory[worst])} > cap "
+            f"{format_bytes(caps[worst])}")

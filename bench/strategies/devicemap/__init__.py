@@ -10,11 +10,11 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, one_cpu_process
 from pipebench.base.errors import UserError
 from pipebench.partition.planning.cuts import transfer_ms
+from pipebench.partition.planning.memory import within_caps
 from pipebench.partition.planning.plan import plan_with_bounds
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.base.schedules import IN_TURN
 from pipebench.base.training import Training
-from pipebench.request import within_caps
 
 __all__ = ["price_device_map", "device_map_cuts"]
 

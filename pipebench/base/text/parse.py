@@ -1,14 +1,17 @@
-"""What a user types, read into values: counts, numbers, micro-batch counts, GPU choices, speed factors,
-KEY=VALUE settings.
+"""What a user gives, read into checked values: counts, numbers, micro-batch counts, GPU choices, speed
+factors, KEY=VALUE settings, typed on the command line or passed as Python values through the API.
 
 One strict parser per kind of value, used by every option of every command: `parse_int` (ASCII digits
 only: `int()` would also take other scripts' digits such as '١٢', and '+1' or '1_0'; '²' passes
 `str.isdigit()` and then fails `int()`), `parse_number`
 (finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.base.text.units.parse_size.
+The API's keywords are checked by the same rules and bounds (`count_of`, `number_of`, `option_of`: an int
+that is not a bool, a finite real), and a micro-batch count by one rule wherever it is given
+(`micro_batches_error`: --chunks, a Request's micro_batches, RunOptions.chunks).
 Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
 an OverflowError or an allocation of exabytes.
 
-Every function here checks its text and raises `pipebench.base.errors.UserError` (or a subclass) with a one-line
+Every function here checks its value and raises `pipebench.base.errors.UserError` (or a subclass) with a one-line
 message naming the option and the fix; the command line prints it and exits 2. Nothing here touches a GPU:
 `parse_gpus("auto:2")` only says "the 2 freest", and hardware.gpus.choose_gpus picks them.
 """
@@ -16,13 +19,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal, NamedTuple
+from numbers import Integral, Real
+from typing import Any, Literal, NamedTuple
 
 from pipebench.base.errors import UserError
 from pipebench.base.errors import DeviceError
 
-__all__ = ["LIMITS", "AutoGpus", "parse_int", "parse_number", "parse_option", "parse_chunks",
-           "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
+__all__ = ["LIMITS", "MAX_CHUNKS", "AutoGpus", "parse_int", "parse_number", "parse_option", "count_of", "number_of",
+           "option_of", "micro_batches_error", "parse_chunks", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
@@ -88,7 +92,62 @@ def parse_option(name: str, text: str) -> int | float:
     return parse_int(text, option, low, high)
 
 
+# ----------------------------------------------------------------------------- values given through the API
+
+def _count_error(value: Any, name: str, low: int = 1, high: int | None = None) -> str | None:
+    """Why `value` is not an integer from `low` to `high` (count_of's rule), or None."""
+    if high is None and name in LIMITS:
+        high = int(LIMITS[name][1])
+    what = "a positive integer" if low == 1 else f"an integer from {low}"
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return f"{name} takes {what} (got {type(value).__name__} {value!r:.40})"
+    if value < low:
+        return f"{name} takes {what} (got {value})"
+    if high is not None and value > high:
+        return f"{name} takes {what} up to {high:,} (got {str(value)[:40]})"
+    return None
+
+
+def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
+    """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
+    most `high`, or the CLI's bound for the option of that name (LIMITS) where there is one: the API
+    refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
+    if (why := _count_error(value, name, low, high)) is not None:
+        raise UserError(why)
+    return int(value)
+
+
+def number_of(value: Any, name: str, low: float = 0.0, above: bool = False) -> float:
+    """`value` as a finite real number of at least `low` (more than it where `above`), else UserError."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise UserError(f"{name} takes a number (got {type(value).__name__} {value!r:.40})")
+    value = float(value)
+    if not math.isfinite(value) or value < low or (above and value == low):
+        raise UserError(f"{name} takes a finite number {'above' if above else 'of at least'} {low:g} "
+                        f"(got {value!r})")
+    return value
+
+
+def option_of(value: Any, name: str) -> int | float:
+    """The value of option `name` (a key of LIMITS) given as a Python value rather than text (`pipebench.run`'s
+    keywords): parse_option's bounds, a count by count_of, a number as a real within them (NaN and the
+    infinities refused)."""
+    low, high = LIMITS[name]
+    if not isinstance(high, float):
+        return count_of(value, name, int(low))
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise UserError(f"{name} takes a number from {low:g} to {high:g} (got {type(value).__name__} {value!r:.40})")
+    return parse_number(repr(float(value)), name, low, high)
+
+
 # ------------------------------------------------------------------------------------------ micro-batches
+
+def micro_batches_error(count: Any) -> str | None:
+    """Why `count` is not a micro-batch count, an integer (not a bool) from 1 to MAX_CHUNKS, or None: the
+    one rule of --chunks (parse_chunks), a Request's micro_batches and RunOptions.chunks, each of which
+    says it in its own terms."""
+    return _count_error(count, "micro_batches", high=MAX_CHUNKS)
+
 
 def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
     """`--chunks`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None], each count once; `single`
@@ -96,7 +155,7 @@ def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
     counts: list[int | None] = []
     for part in str(text).split(","):
         part = part.strip()
-        if part != "auto" and not (re.fullmatch(r"[0-9]{1,30}", part) and 1 <= int(part) <= MAX_CHUNKS):
+        if part != "auto" and not (re.fullmatch(r"[0-9]{1,30}", part) and micro_batches_error(int(part)) is None):
             what = "a positive integer or auto" if single else "positive integers and/or auto, comma-separated"
             raise UserError(f"--chunks takes {what}, counts up to {MAX_CHUNKS:,} (got {text[:40]!r})")
         counts.append(None if part == "auto" else int(part))
