@@ -27,7 +27,6 @@ from pipebench.bench.cases.case_rows import make_row, unavailable_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.rounds import run_rounds
 from pipebench.bench.cases.run_options import RunOptions
-from pipebench.base.errors import UserError
 from pipebench.partition.profiling import sizes
 from pipebench.base.text.units import format_gib
 
@@ -188,10 +187,8 @@ def check_folders(folders: Sequence[Path]) -> None:
     from pipebench.base.fileio.files import writable_folder
 
     for folder in folders:
-        if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder}: a file is in the way of the folder a run keeps there; move it away "
-                            "or give another --out")
-        writable_folder(folder, "run")
+        writable_folder(folder, "run", in_the_way="a run keeps a folder there beside its results: move the file "
+                        "away or give another --out")
 
 
 def _model_key(case: Case) -> tuple:

@@ -37,18 +37,20 @@ __all__ = ["as_path", "shown", "check_regular", "writable_file", "writable_folde
 
 
 
-def writable_folder(path: str | Path, option: str) -> Path:
+def writable_folder(path: str | Path, option: str, *, in_the_way: str = "name a folder") -> Path:
     """`path` as a folder this command can write into, created now: a file in the way, a name too long or a
-    place where no folder can be made (/proc) is one line before any work."""
+    place where no folder can be made (/proc) is one line before any work. `in_the_way`: the fix that line
+    gives for a file in the way (a folder the user did not name, such as a run's plans beside its results,
+    says what to do instead)."""
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UserError(f"{option} {shown(path)}: a file is in the way; name a folder") from None
+        raise UserError(f"{option} {shown(path)}: a file is in the way; {in_the_way}") from None
     except OSError as exc:
         raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
     if not path.is_dir():  # a link to a file
-        raise UserError(f"{option} {shown(path)}: a file is in the way; name a folder")
+        raise UserError(f"{option} {shown(path)}: a file is in the way; {in_the_way}")
     try:  # os.access says yes to root even where nothing can be made (/proc): make something
         probe = path / f".pipebench-probe-{uuid.uuid4().hex[:12]}"
         probe.touch(exist_ok=False)
