@@ -51,7 +51,7 @@ class ModelSpec:
                             "file")
         if self.loss_fn is not None and not callable(self.loss_fn):
             raise UserError(f"loss_fn takes a function loss_fn(outputs, targets), got a {type(self.loss_fn).__name__}")
-        if self.example_inputs is not None and not module:  # it was ignored: the model makes its own batches
+        if self.example_inputs is not None and not module:  # it would be ignored: the model makes its own batches
             raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
                             "batches (make_batch, --input-shape)")
         if self.data_dir is not None:

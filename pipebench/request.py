@@ -88,7 +88,7 @@ class Request:
             raise UserError(f"devices takes a non-empty list of device names (got {devices!r:.60})")
         if len(devices) > LIMITS["stages"][1]:
             raise UserError(f"devices takes up to {int(LIMITS['stages'][1]):,} devices (got {len(devices):,})")
-        for device in devices:  # the rule of the devices= keyword and --device ('tpu:0', 'cuda:-1' were planned)
+        for device in devices:  # the rule of the devices= keyword and --device: 'tpu:0', 'cuda:-1' are refused
             parse_device(device, "devices")
         set_("devices", tuple(devices))
         if self.batch is not None:

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 def _writable(stream) -> bool:
     """Whether `stream` takes what is written: not None (Python's stream of a descriptor closed at the start),
     and its descriptor open for writing. A closed descriptor that a wrapper's own open took (`flock LOCK
-    pipebench ... >&-`: the lock file) is open for reading only, EBADF at the first write (fourth pass, F6).
+    pipebench ... >&-`: the lock file) is open for reading only: the first write would raise EBADF.
     A stream of no descriptor (a test's capture) takes it."""
     import fcntl
     import os
@@ -55,9 +55,9 @@ def _writable(stream) -> bool:
 
 
 def _quiet_lost_stderr() -> None:
-    """A stderr that takes nothing (`2>&-`) is pointed at /dev/null: the first progress line was an EBADF
-    traceback, and a refused input's line, which cannot be said, exited 1; now the command runs and its exit
-    status (2 for a refusal) says what its lines would have (fourth pass, F6)."""
+    """A stderr that takes nothing (`2>&-`) is pointed at /dev/null: otherwise the first progress line raises
+    EBADF, and a refused input's line, which cannot be said, turns exit status 2 into 1. So the command runs,
+    and its exit status (2 for a refusal) says what its lines would have."""
     import os
 
     if _writable(sys.stderr):
@@ -71,7 +71,7 @@ def _quiet_lost_stderr() -> None:
 
 def _escaping() -> None:
     """stdout and stderr write a character their encoding lacks as an escape: under PYTHONIOENCODING=ascii
-    the plan's own "±" was a UnicodeEncodeError traceback (fourth pass, F7)."""
+    the plan's own "±" would otherwise raise UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -80,7 +80,7 @@ def _escaping() -> None:
 def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()  # imports every command's module: seconds, before signals are caught
-    except KeyboardInterrupt:  # Ctrl-C there was a traceback through the imports (seventh pass, D3)
+    except KeyboardInterrupt:  # Ctrl-C during the imports: "interrupted", not a traceback through them
         return _stopped()
     try:
         args = _parse(parser, sys.argv[1:] if argv is None else argv)
@@ -109,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _command(args) -> int:
     try:
-        if not _writable(sys.stdout):  # `>&-`: every answer would vanish, and the flush below was a traceback
+        if not _writable(sys.stdout):  # `>&-`: every answer would vanish, and the flush below raise
             raise UserError("stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
         _read_counts(args)
         from pipebench.hardware.drift import drift_seconds
@@ -138,7 +138,7 @@ def _command(args) -> int:
 def _stopped() -> int:
     """A command asked to stop (SIGINT, SIGTERM) says so and exits 130, whatever followed the signal: a
     library's bare `except:` around an import can swallow the KeyboardInterrupt and fail later (a
-    torchvision import cut short ended as "cannot import torchvision.models: RecursionError" on the H200)."""
+    torchvision import cut short can end as "cannot import torchvision.models: RecursionError")."""
     print("pipebench: interrupted", file=sys.stderr)
     return EXIT_INTERRUPTED
 

@@ -63,13 +63,13 @@ def check_outputs(args) -> None:
     file) are refused: the second write would replace the first."""
     from pipebench.base.fileio.files import same_outputs, writable_file
 
-    if args.profile and args.save_profile:  # nothing is measured: the profile was never written, and nothing said so
+    if args.profile and args.save_profile:  # nothing is measured: no profile to save, and nothing would say so
         raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
                         "of them")
     export = getattr(args, "export", None)
     outputs = {"--json": args.json, "--save-profile": args.save_profile, "--export": export[1] if export else None}
     for option, path in outputs.items():
-        if path == "-":  # no stdout convention: stdout carries the answer, and a file named "-" was written
+        if path == "-":  # no stdout convention: stdout carries the answer, and a file named "-" would be written
             raise UserError(f"{option} -: {option} writes a file, and stdout carries the answer; name a file "
                             "(/dev/stdout, if the answer may mix in)")
         if path is not None:

@@ -76,7 +76,7 @@ def check_outputs(args) -> None:
     from pipebench.base.fileio.files import creatable_folder, same_outputs, writable_file
 
     outputs = {}
-    if args.save is not None:  # --save '' was no --save: the training ran and nothing was saved
+    if args.save is not None:  # not truthiness: --save '' taken as no --save would train and save nothing
         args.save = outputs["--save"] = str(writable_file(args.save, "--save", regular=True))
         state = Path(args.save + ".train")
         if state.exists() and not state.is_dir():
@@ -138,8 +138,8 @@ def cmd_train(args) -> int:
 
 
 def _said_first(line: str | None):
-    """`note`, which says `line` (where training runs) before its first line: said at once, it was a second
-    line above the refusal of data or a model that run_training's first checks refuse."""
+    """`note`, which says `line` (where training runs) before its first line: said at once, it would be a
+    second line above the refusal of data or a model that run_training's first checks refuse."""
     pending = [line] if line else []
 
     def say(text: str) -> None:
@@ -203,7 +203,7 @@ def _answer(result: dict, save: str | None) -> int:
 
 def _torch_saved(path: str) -> bool:
     """Whether `path` is a zip in torch.save's layout (its pickle at `<name>/data.pkl`): any other zip, an
-    archive of someone's, was replaced by a checkpoint without a word (seventh pass, D2)."""
+    archive of someone's, is not train's to replace with a checkpoint."""
     import zipfile
 
     try:
@@ -215,7 +215,7 @@ def _torch_saved(path: str) -> bool:
 
 def _not_another_file(args) -> None:
     """Refuse a --csv or --save that already holds something other than what train writes there: a run's
-    results CSV or a profile was replaced by a train log or a checkpoint without a word. An empty file, a
+    results CSV or a profile would be replaced by a train log or a checkpoint without a word. An empty file, a
     train log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
     from pipebench.bench.train.curves import COLUMNS, has_train_header
 

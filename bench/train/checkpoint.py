@@ -114,7 +114,7 @@ def read_latest(path: str | Path) -> dict:
                         "weights, which --resume cannot continue from")
     record = read_json(latest, kind="checkpoint state")
     layout = record.get("layout") if isinstance(record, dict) else None
-    if not isinstance(layout, dict):  # "x" was a traceback, AttributeError
+    if not isinstance(layout, dict):  # "x": one line, not an AttributeError from .get below
         raise UserError(f"{latest}: field 'layout' should be an object, got {layout!r:.40}; not a pipebench "
                         "checkpoint state file")
     step, processes = record.get("step"), layout.get("processes")
@@ -184,8 +184,9 @@ def _random_state(value, size: int | None = None) -> bool:
 
 
 def _check_rank_state(path: Path) -> None:
-    """One process's training state is a file torch.save wrote (a zip archive): a folder, a device or garbage
-    in its place was a worker's IsADirectoryError or UnpicklingError, exit 1, after the model was built."""
+    """One process's training state is a file torch.save wrote (a zip archive), checked before torch.load: a
+    folder, a device or garbage in its place would otherwise be a worker's IsADirectoryError or
+    UnpicklingError (exit 1), after the model is built."""
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -230,8 +231,8 @@ RESUMED_AS = {"strategy": "--strategy", "batch": "--batch", "optimizer": "--opti
 def check_resumed_settings(saved: dict, now: dict, path) -> None:
     """The checkpoint's layout (latest.json's, or a process's state's) is of this run's settings: the first
     of RESUMED_AS that differs named, with the option that resumes it. The parent checks what it knows
-    before any worker starts (bench/train/__init__.py run_training): another --batch or --optimizer was a
-    worker's "rank 1: UserError" or "KeyError: 'betas'", exit 1. A checkpoint written before the layout held
+    before any worker starts (bench/train/__init__.py run_training): in a worker, another --batch or
+    --optimizer is "rank 1: UserError" or "KeyError: 'betas'", exit 1. A checkpoint written before the layout held
     the optimizer is not checked for it."""
     for key, option in RESUMED_AS.items():
         if key not in now or (key == "optimizer" and key not in saved):

@@ -104,7 +104,7 @@ class TokenSequences(torch.utils.data.Dataset):
         import numpy as np
 
         file = Path(path)
-        check_regular(file, kind="tokens", label=f"--data tokens:{path}")  # a FIFO was "no such file"
+        check_regular(file, kind="tokens", label=f"--data tokens:{path}")  # a FIFO: said as one, not as "no such file"
         size = file.stat().st_size
         if size == 0:
             raise UserError(f"--data tokens:{path}: the file is empty")
@@ -150,8 +150,8 @@ def open_dataset(spec: DataSpec) -> torch.utils.data.Dataset:
 def _user_dataset(spec: DataSpec):
     """The Dataset the file's function returns. Its import and its call are the user's code, run as a model
     file's builder is (models/imports.py call_user): sys.exit(), os._exit(N) and an exception of any class
-    are one line naming the file and what it did (sys.exit ended pipebench with the file's own code and no
-    word); under the import's time limit, as a model file's import is (one that never returns hung
+    are one line naming the file and what it did (sys.exit would end pipebench with the file's own code and
+    no word); under the import's time limit, as a model file's import is (one that never returns would hang
     `train`)."""
     import importlib.util
 
@@ -179,7 +179,7 @@ def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | Non
     """That SAMPLES_CHECKED samples of `dataset` (spread evenly, the first and the last among them) hold no NaN
     or infinite value, in their inputs or targets (a NaN input makes every loss NaN from the first step, and
     what the workers would train on is no number), and that the targets are numbers or tensors with values
-    (a string or a meta tensor was a traceback of the checks after this one). Returns the lowest and highest
+    (a string or a meta tensor would raise a traceback in the checks after this one). Returns the lowest and highest
     integer target seen (None for targets of floats). `reading[0]` says which sample is being read, for
     check_fits's time limit."""
     import math

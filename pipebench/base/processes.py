@@ -223,8 +223,8 @@ def child_entry(send, call: bytes) -> None:
 def leave(code: int) -> None:
     """Exit with `code` now if threads that are not daemons still run once the process's work is done:
     Python would wait for them before exiting, and a model file's thread that never ends (started when it
-    was imported) kept the command, or a child that imported the file to profile it, running for ever after
-    its answer. The streams are flushed and what is registered to run at exit still runs first."""
+    was imported) would keep the command, or a child that imported the file to profile it, running for ever
+    after its answer. The streams are flushed and what is registered to run at exit still runs first."""
     import atexit
 
     if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):

@@ -14,7 +14,7 @@ held it already, nothing is copied), so that one moved to a GPU and back gets it
 on its own device and in its own dtype; its values are copied too only where the free memory allows four
 times their size, and written back whatever happened: the timed update at lr 0 writes values equal to the
 old ones unless a gradient was not finite (0 * nan is nan), and an update through the parameter moves its own
-version counter, not the one of the `p.data` kept (a version check had missed a NaN loss's update, which left
+version counter, not the one of the `p.data` kept (a version check misses a NaN loss's update, which leaves
 every weight of the caller's NaN). Buffers and gradients are small, and copied.
 
 `as_given(module)` restores, on leaving, each module's training flag, its parameters, buffers and
@@ -28,8 +28,8 @@ working folder.
 `own_state()` is the other half: pipebench's own measurements (the profiler's, the CPU probes') run under
 pipebench's settings, not under whatever the caller or a model file's import left: gradients on, inference
 mode, autocast and anomaly detection off, float32 the default dtype; whatever was set before is put back on
-leaving. A caller's `with torch.autocast("cpu", dtype=torch.bfloat16)` had profiled bf16 layers under a
-profile saying tf32, and a model file's torch.set_default_dtype(torch.float64) at import had made the CPU
+leaving. Otherwise a caller's `with torch.autocast("cpu", dtype=torch.bfloat16)` profiles bf16 layers under a
+profile saying tf32, and a model file's torch.set_default_dtype(torch.float64) at import makes the CPU
 probe's first process send float64 messages to peers expecting float32 (gloo's "Connection reset by peer").
 """
 from __future__ import annotations

@@ -8,8 +8,8 @@ or `csv_line`, and pipebench's own reader (`csv_rows`) reads back exactly what t
   so that `csv_rows` takes exactly one off every cell that starts with one. Numbers (-1.5, 1e-05) stay
   numbers.
 - Lines end in CRLF (RFC 4180). Python's csv module quotes a cell only for the characters of the line
-  ending it writes: with "\\n" alone, a carriage return inside a name (`a\\r=1+1`) went out unquoted, and
-  a spreadsheet started a new row at it, beginning with `=1+1`. With CRLF every cell that holds either
+  ending it writes: with "\\n" alone, a carriage return inside a name (`a\\r=1+1`) goes out unquoted, and
+  a spreadsheet starts a new row at it, beginning with `=1+1`. With CRLF every cell that holds either
   character is quoted, and stays one cell.
 - A CSV a spreadsheet saved reads too: a byte-order mark is dropped by files.read_text, CRLF or LF line
   ends, a formula's ' taken off or not there at all.

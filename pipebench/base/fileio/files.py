@@ -200,8 +200,8 @@ def slug(text: str, keep: str = "._+", strip: str = "-") -> str:
 
 
 def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
-    """`path` as a Path: a str or an os.PathLike, else one `error` line (the API's `load_profiles(123)` was a
-    TypeError of os's); `what` names it ("the profile file")."""
+    """`path` as a Path: a str or an os.PathLike, else one `error` line (the API's `load_profiles(123)`
+    would otherwise be a TypeError from os); `what` names it ("the profile file")."""
     if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
         return Path(path)
     raise error(f"{what}'s path must be a str or a pathlib.Path, got {short(path)} ({type(path).__name__})")
@@ -418,7 +418,7 @@ def read_bytes(path: str | Path, *, kind: str, error: type[UserError] = UserErro
 
 def check_regular(path: str | Path, *, kind: str, error: type[UserError] = UserError, label: str | None = None) -> None:
     """Refuse, in read_bytes' words, a `path` that is not a regular file, for a file read otherwise (mapped,
-    imported): `--data tokens:FIFO` said "no such file". `label` names it in the line (default: the path)."""
+    imported), whose own errors misname a FIFO (`--data tokens:FIFO`: "no such file"). `label` names it in the line (default: the path)."""
     label = str(path) if label is None else label
     try:
         mode = os.stat(path).st_mode

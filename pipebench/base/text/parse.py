@@ -41,8 +41,8 @@ LIMITS: dict[str, tuple[float, float]] = {
     "token_range": (1, 2**31),
     "timeout": (1e-3, 1e7),       # seconds: 115 days
     "min_seconds": (0.0, 86400.0),  # a day of timed steps per case
-    "loader_workers": (0, 64),    # DataLoader processes per worker: 5000 forked hundreds and hung
-    "lr": (0.0, 1e38),            # within float32 (3.4e38; 1e300 overflowed in a worker): a diverging rate is a run to record
+    "loader_workers": (0, 64),    # DataLoader processes per worker: 5000 forks hundreds and hangs
+    "lr": (0.0, 1e38),            # within float32 (3.4e38; 1e300 overflows in a worker): a diverging rate is a run to record
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
 MAX_CHUNKS = 2**16
