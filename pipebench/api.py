@@ -244,7 +244,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     if machine is None:
         machine = detect_machine(None)
     elif not isinstance(machine, Machine):
-        raise UserError(f"machine takes a Machine (bench/cases/machine.py detect_machine), not {type(machine).__name__}")
+        raise UserError(f"machine takes a Machine (pipebench.bench.cases.machine.detect_machine), not {type(machine).__name__}")
     given = [name for name in run_options.QUICK_GIVEN if name in options] + ["batch"] * batch_given
     settled = run_options.settle(asked, machine, given=given, quick=quick)
     return suite_run.run_suite(settled, machine, note=note or (lambda line: None))

@@ -50,7 +50,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
     sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
     of their predictions are measured (pipebench.profile's rank). timeout: the seconds the profiling may take
-    (run's --timeout, which bounds each case too; None: no bound): a forward that hangs hung the run."""
+    (run's --timeout, which bounds each case too; None: no bound): a forward that hangs would hang the run."""
     from pipebench.bench.launch.spawn import ChildTimeout, WorkerError, call_in_child
 
     model = ModelSource(case.model).label if is_user_model(case.model) else case.model

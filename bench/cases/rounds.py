@@ -90,7 +90,7 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
     trace one more if `trace`, end; (step ms, rank 0's result). A step's time is the workers' own
     (synchronised, from a common start to the last rank's end): the parent's clock also holds its
     command's round trip through the store and the threads that wait on it, 2-3 ms a step on a 2-core
-    CPU, which is not training and was most of a tiny model's step there. The parent's clock stands in
+    CPU, which is not training and is most of a tiny model's step there. The parent's clock stands in
     where the workers' is missing. groups: a bench.launch.sessions.WorkerGroups to run the case in a warm worker
     group of (None: workers of its own). _RoundFailed says how a failure or an out-of-memory ended it."""
     from pipebench.bench.launch.sessions import Session

@@ -15,13 +15,13 @@ its repeats, and a launch-bound model's fastest step lies well below it on a bus
 
 Several rows of one case (the rounds of scripts/cpu_fidelity.sh, each in its own folder) are one case: its
 measured and its predicted step are the medians of theirs. A CPU stand-in's speed moves with the host's
-other load, by up to 1.9x within minutes on our 2-vCPU VM (every copy of a model in one process slowed
+other load, by up to 1.9x within minutes on a shared 2-vCPU VM (every copy of a model in one process slows
 together: results/2026-12-02-cpu2-machine-drift), so a case measured once judges the machine as much as
 the prediction; "round spread" says how far the rounds of a case measured apart, and `noise_floor` how
 close the rounds come to one another by the same figures: each round's measurement taken as the
 prediction of the others'.
 
-Targets (issue "Advice you can trust"): median step error at most 5%, 90th percentile at most 15%,
+Targets, the accuracy at which advice can be trusted: median step error at most 5%, 90th percentile at most 15%,
 memory within 10% on GPUs, tau at least 0.8, regret at most 5%; interval coverage (the share of measured
 steps, every round's, inside the interval their row printed) at least 80%. A group is one question asked of the
 tool: one machine, model, batch and training; its cases are the strategies (and micro-batch counts) run.

@@ -49,8 +49,8 @@ def tie(a: Prediction, b: Prediction) -> str:
     - their own intervals overlap: the profile's noise could swap them (`own_interval_ms`);
     - the slower is predicted within TIE of the faster (partition/profiling/sizes.py);
     - the slower's step lies inside the faster's interval as shown, the machine's drift in it
-      (`step_interval_ms`): a step of the faster measured later may land anywhere in that. On the 2-vCPU VM
-      the same cases measured minutes apart ranked one another only to Kendall's tau 0.64-0.69 (bench/
+      (`step_interval_ms`): a step of the faster measured later may land anywhere in that. On a shared 2-vCPU VM
+      the same cases measured minutes apart rank one another only to Kendall's tau 0.64-0.69 (bench/
       fidelity.py noise_floor, results/2026-12-02-cpu2-fidelity-fsdp): the drift does not slow the
       strategies alike, so a gap inside it is no order. A gap wider than the drift still decides (pp-zbv
       predicted 1.34x single under a drift of ±19%, measured 1.23x).
@@ -148,8 +148,8 @@ def rank_strategies(profiles: Sequence[Profile], request: Request, strategies: S
 def recommendation_of(fitting: Sequence[Prediction]) -> Prediction:
     """Of predictions that fit, fastest first: the simplest strategy (the registry's order) among those
     that tie with every one predicted faster, and of those, where single fits, only single and the ones
-    predicted faster than single beyond a tie with it. A tie is not transitive: on the 2-vCPU VM's ±36%
-    intervals pp-1f1b tied with pp-zb (1.42x single) and with single (1.08x); recommending it would claim
+    predicted faster than single beyond a tie with it. A tie is not transitive: with a shared 2-vCPU VM's ±36%
+    intervals pp-1f1b ties with pp-zb (1.42x single) and with single (1.08x); recommending it would claim
     a gain over single that the prediction cannot tell from noise, so pp-zb is recommended there, and
     where nothing clears single, single."""
     close = [p for i, p in enumerate(fitting) if all(tie(p, faster) for faster in fitting[:i])]

@@ -123,10 +123,11 @@ def _noise_notes(advice, profile) -> list[str]:
     if between > NOISY and share:
         noisy.append(f"{share:.0%} of the step waits on the host's launches, not the device's work, and that part "
                      f"moves with the host's CPU between runs: every interval is at least ±{between:.0%} "
-                     "(partition/profiling/profile_record.py HOST_BETWEEN_RUNS); a larger batch makes the device set the step")
+                     "(the widening that puts 80% of measured GPU steps inside their intervals); a larger batch "
+                     "makes the device set the step")
     elif between > NOISY:
-        noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured: "
-                     "partition/profiling/profile_record.py BETWEEN_RUNS), so every interval is at least that wide and most "
+        noisy.append(f"on machines of this kind one case's step moves ±{between:.0%} between runs (measured over "
+                     "repeated runs on such machines), so every interval is at least that wide and most "
                      "strategies tie; a tie goes to the simplest")
     return [*noisy, ""] if noisy else []
 

@@ -24,8 +24,8 @@ _IDLE = "#E6E6E6"
 
 MAX_PANELS, MAX_BARS, MAX_SERIES, MAX_LANES, MAX_TIMELINES = 12, 40, 8, 32, 24
 """A plot shows at most MAX_PANELS models, MAX_BARS cases per model (the fastest), MAX_SERIES lines per
-panel (the fastest) and MAX_LANES timeline lanes, and at most MAX_TIMELINES timelines are drawn; a note says what was left out: 2,000 cases drew a PNG 84,288 pixels tall, and 1,500 lanes one
-of 214 megapixels, which image viewers refuse to open. summary.csv and report.md keep every case."""
+panel (the fastest) and MAX_LANES timeline lanes, and at most MAX_TIMELINES timelines are drawn; a note says what was left out. Unbounded, 2,000 cases make a PNG 84,288 pixels tall, and 1,500 lanes
+one of 214 megapixels, which image viewers refuse to open. summary.csv and report.md keep every case."""
 
 
 def write_plots(summary: pd.DataFrame, cases: pd.DataFrame, out: Path, footer: str, notes: list[str],

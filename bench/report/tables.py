@@ -333,8 +333,8 @@ def _report_markdown(rows, summary, plots: list[str], notes: list[str], command:
     if notes:
         lines += ["## Not drawn", ""] + [f"- {n}" for n in notes] + [""]
     lines += ["x single: samples/s over the fastest single run (one GPU, or one CPU process); efficiency: over p x single x "
-              "v·m/(v·m+p-1) for pipelines, p x single otherwise (see bench/report/tables.py); errors: "
-              "(predicted - measured) / measured.", ""]
+              "v·m/(v·m+p-1) for pipelines (p devices, v stages per device, m micro-batches), p x single otherwise; "
+              "errors: (predicted - measured) / measured.", ""]
     return "\n".join(lines)
 
 

@@ -74,7 +74,7 @@ class Row:
     step_ms_best: float | None = None
     """The fastest timed step: the step without the machine's other load, which is what a prediction is
     judged against (bench/predict/fidelity.py). On a CPU stand-in the host's load slows every process at once, in
-    bursts (up to 1.9x on our VM), and `run --min-seconds` times steps long enough to see past them; on a
+    bursts (up to 1.9x on a shared 2-vCPU VM), and `run --min-seconds` times steps long enough to see past them; on a
     GPU it is within a few percent of the mean. None in files written before the field."""
     round_ms: list[float] = field(default_factory=list)
     """The mean step of each round the case was measured in, in the order they ran (bench/cases/rounds.py

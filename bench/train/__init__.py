@@ -112,7 +112,7 @@ def run_training(options: TrainOptions, machine, training, note: Callable[[str],
     name, profiled = choose_strategy(options, machine, training, note)
     from pipebench.bench.train import checkpoint as ckpt
 
-    if options.resume:  # before any worker: another batch or optimizer was found only inside them
+    if options.resume:  # before any worker: inside them another batch or optimizer is a worker's error
         ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
                                             "optimizer": training.optimizer}, options.save)
     per_epoch = len(dataset) // options.batch
@@ -148,8 +148,8 @@ def _check_bounds(options: TrainOptions) -> None:
 
 def _make_paths_absolute(options: TrainOptions) -> None:
     """The model file, the checkpoint, the CSV and the job folder as absolute paths, made so before any of
-    the user's code runs: the workers start elsewhere, and a --data function that called os.chdir("/") had
-    them look for /m/good.py ("rank 0: UserError: ... no such file")."""
+    the user's code runs: the workers start elsewhere, and a --data function that calls os.chdir("/") would
+    have them look for /m/good.py ("rank 0: UserError: ... no such file")."""
     from pipebench.models.source import absolute_target
 
     object.__setattr__(options, "model", absolute_target(options.model))

@@ -133,7 +133,7 @@ def read_latest(path: str | Path) -> dict:
 
 def check_steps_left(path, step: int, total: int, length: str) -> None:
     """A resumed run has steps left to train: a checkpoint at or past the run's `total` (`length` says how the
-    command gave it) said "done: 800/4 steps in 0.0 s", exit 0."""
+    command gave it) would otherwise say "done: 800/4 steps in 0.0 s", exit 0."""
     if step >= total:
         raise UserError(f"--resume: {path} is at step {step:,}, and {length} ends there or before: nothing is left "
                         "to train; give a larger --steps or --epochs")
@@ -158,7 +158,7 @@ def load_rank_state(path: Path, *, step: int, mapped: bool = False) -> dict:
     if not isinstance(state, dict):
         raise UserError(f"--resume: {path}: the training state is a {type(state).__name__}, not a dict; {DAMAGED}")
     saved = state.get("step")
-    if type(saved) is not int or saved != step:  # 10**9 said "done: 1000000000/4 steps", exit 0
+    if type(saved) is not int or saved != step:  # else 10**9 says "done: 1000000000/4 steps", exit 0
         raise UserError(f"--resume: {path}: field 'step' should be {step}, latest.json's step, got {saved!r:.40}; "
                         f"{DAMAGED}")
     for name in ("layout", "optimizer"):

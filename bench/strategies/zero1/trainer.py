@@ -6,7 +6,7 @@ Training's own: SGD or AdamW, with its settings) for about 1/p of the parameters
 process has stepped its share, every shard is broadcast to the other replicas, so that all of them hold
 the whole updated model again (Rajbhandari et al., ZeRO, 2020, stage 1: "optimizer state partitioning").
 Each shard goes out as one bucket (`parameters_as_bucket_view`): torch's default broadcasts every
-parameter tensor on its own, and on gloo those calls' fixed costs doubled a step (resnet101 tiny: 172 ms
+parameter tensor on its own, and on gloo those calls' fixed costs double a step (resnet101 tiny: 172 ms
 against DDP's 84; 89 in buckets).
 
 The update is the same as one device's: the gradients are the whole batch's mean (DDP's all-reduce) and
