@@ -2,15 +2,15 @@
 
 On a machine without GPUs every "device" is an equal share of the cores, and everything that runs on one
 device gets that share: each worker process (whatever the strategy, the single baseline included) and the
-profiler that predicts them. A profile timed with all cores predicted workers that each had one; under
-load, default thread counts made profiles 10-24x too slow. So the budget is explicit everywhere.
+profiler that predicts them. A profile timed with all cores would predict workers that each have one; under
+load, default thread counts make profiles 10-24x too slow. So the budget is explicit everywhere.
 
 Each of them also keeps the memory it frees (`held_memory`), as a GPU's caching allocator does. glibc's
 malloc gives large freed blocks back to the kernel and faults them in again at the next step: on the 2-core
-machine ResNet-18's step (3x64x64, batch 16) took 0 to 14,000 page faults and 0 to 37 ms of kernel time,
-depending on what the process had allocated before (one warm worker measured from 2,160 to 13,792 faults
+machine ResNet-18's step (3x64x64, batch 16) takes 0 to 14,000 page faults and 0 to 37 ms of kernel time,
+depending on what the process has allocated before (one warm worker measured from 2,160 to 13,792 faults
 a step over five cases running the same step), so that the worker and the profiler, two processes with
-other histories, timed the same step differently. Held, every step after the first takes none.
+other histories, would time the same step differently. Held, every step after the first takes none.
 
 And a CPU process shares its machine: on a VM the host's other load slows every process in bursts of 0.2 to
 1.5 s, by up to 1.9x (results/2026-12-02-cpu2-machine-drift). `SpeedGauge` reads the machine's speed of the
@@ -106,7 +106,7 @@ def _glibc():
 
 def unloaded_ms(times: Sequence[float]) -> float:
     """The time of the machine without others' load, from several timings of one thing: their 25th
-    percentile. Someone else's load only ever slows a timing, in bursts of 0.2-1.5 s on our VM, so the fast
+    percentile. Someone else's load only ever slows a timing, in bursts of 0.2-1.5 s on a shared VM, so the fast
     end is the machine's own; the fastest alone would be one lucky timing."""
     ordered = sorted(times)
     return ordered[int(0.25 * (len(ordered) - 1))]
@@ -122,7 +122,7 @@ class SpeedGauge:
     profiled seconds apart. (The whole step that calibrates them is timed for seconds and its fastest taken
     instead: partition/profiling/measure.py _whole_step.) A prediction is then of the step without the host's other
     load, as the measured step it is judged against is the fastest of those timed (Row.step_ms_best). On
-    the 2-vCPU VM the gauge moved with the steps it was read beside: gpt tiny's step ranged 1.71x between
+    a shared 2-vCPU VM the gauge moves with the steps it is read beside: gpt tiny's step ranged 1.71x between
     its 10th and 90th percentile over 25 s, its step over the gauge's reading 1.23x; resnet101 tiny's 1.67x
     and 1.28x."""
 
@@ -146,8 +146,8 @@ class SpeedGauge:
 
     def read(self, pieces: int = 4) -> float:
         """ms a piece takes now (the mean of `pieces`, after one untimed: read right after a segment, the
-        first piece finds the caches full of the segment's data and took 20-25% longer, which made every
-        figure of a large model look timed in a burst), kept among the readings."""
+        first piece finds the caches full of the segment's data and takes 20-25% longer, which would make
+        every figure of a large model look timed in a burst), kept among the readings."""
         self.piece()
         start = time.perf_counter()
         for _ in range(pieces):

@@ -30,9 +30,9 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       for both): a stack of RUNTIME_LAYERS fully_shard-ed Linear(GATHER_WIDTH, GATHER_WIDTH) layers (34 MB)
       against the same stack unsharded, less what the stack of tiny layers below costs per layer, is
       its bytes' time (two gathers and a reduce-scatter a layer). A bare all-gather and reduce-scatter of
-      4 MB measured 0.09 to 0.72 GB/s from one probe to the next on the 2-vCPU VM, where FSDP2's own
-      measured 0.37 to 0.62 (results/2026-12-02-cpu2-fsdp-probe): they had priced ResNet-18's FSDP step
-      62-73% slow;
+      4 MB measure 0.09 to 0.72 GB/s from one probe to the next on a shared 2-vCPU VM, where FSDP2's own
+      measure 0.37 to 0.62 (results/2026-12-02-cpu2-fsdp-probe): the bare ones would price ResNet-18's FSDP
+      step 62-73% slow;
     - link_latency_ms: a message's latency: half a send/recv round trip of one number (of `messages`);
     - collective_ms: an all-reduce of one number: the loss's all-reduce or broadcast that ends every
       step of the replica strategies and the pipelines, and each bucket's fixed cost;
@@ -44,8 +44,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
       processes, of stages too small to compute, and PIPELINE_MICRO_BATCHES micro-batches. The planner
       turns it into the cost per operation (forward or backward of one micro-batch, sends and receives
       included) and the hop it charges them (partition/planning/simulator.py pipeline_costs: the profile's
-      action_ms and link_latency_ms). A one-process schedule, which sends nothing, had measured 0.1 ms an
-      operation where gpt tiny's two-process 1F1B spent 0.4 to 0.5 ms beyond its compute;
+      action_ms and link_latency_ms). A one-process schedule, which sends nothing, measures 0.1 ms an
+      operation where gpt tiny's two-process 1F1B spends 0.4 to 0.5 ms beyond its compute;
     - fsdp_layer_ms: FSDP2's own cost per sharded layer and step (its hooks, its gathers' and
       reduce-scatters' calls and their waits): a stack of RUNTIME_LAYERS fully_shard-ed Linear layers
       against the same stack unsharded, per layer; bench/strategies/fsdp/cost.py fsdp_step charges it
@@ -84,9 +84,9 @@ def _start_peers(folder: str, threads: int, devices: int, sizes: list[int]) -> l
 
     Processes, not threads of one process: a synchronised step ends when the slowest process has been
     scheduled, computed and answered, which the cores' sharing and the machine's other load decide. On a
-    2-vCPU VM under other sessions' load, gpt tiny's two DDP processes computed 1.5x slower at once than
-    alone where threads had measured 1.1x, and a message took 0.1 to 1.8 ms one way from one minute to the
-    next, where threads of one process had measured 0.04 to 1.9 ms from run to run."""
+    2-vCPU VM under other jobs' load, gpt tiny's two DDP processes compute 1.5x slower at once than
+    alone where threads measure 1.1x, and a message takes 0.1 to 1.8 ms one way from one minute to the
+    next, where threads of one process measure 0.04 to 1.9 ms from run to run."""
     import subprocess
 
     from pipebench.base.processes import PARENT_ENV, TEMP_ENV
@@ -290,7 +290,7 @@ if __name__ == "__main__":  # a peer process of measure_cpu_processes: --peer DI
     import signal
 
     # Ctrl-C reaches the whole process group: the parent is the one to stop (it ends this peer); a peer
-    # that died of it first made the parent's probe fail with gloo's "Connection reset by peer".
+    # that died of it first would make the parent's probe fail with gloo's "Connection reset by peer".
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 

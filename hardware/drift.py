@@ -31,8 +31,8 @@ def measure_machine_drift(threads: int, seconds: float | None = None, window_ms:
     windows of `window_ms`; half the range between the 10th and 90th percentile of the windows' times per
     piece, over their median (0.28: the same step takes about ±28% of its typical time).
 
-    CPU stand-ins only. Within a step, repeats agree to a few percent, but a VM shares its host: on our
-    2-vCPU VM every copy of one model in one process slowed together, in bursts of 0.2 to 1.5 s, from
+    CPU stand-ins only. Within a step, repeats agree to a few percent, but a VM shares its host: on a shared
+    2-vCPU VM every copy of one model in one process slows together, in bursts of 0.2 to 1.5 s, from
     4.3 to 7-9.6 ms a step (results/2026-12-02-cpu2-machine-drift). A profile and a run minutes apart
     each catch the machine in one of its states, which no repeat within either one shows; a prediction's
     interval (partition/profiling/profile_record.py step_spread) is at least this wide."""

@@ -89,7 +89,7 @@ class Block(nn.Module):
 def init_gpt2_(module: nn.Module) -> None:
     """GPT-2 initialisation: Linear and Embedding weights normal(0, 0.02), biases zero, LayerNorm one and
     zero. It sets every parameter, so the model is built without PyTorch's default initialisation (on
-    "meta", then allocated): an 8B model's CPU build took twice as long with it."""
+    "meta", then allocated): an 8B model's CPU build takes twice as long with it."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:

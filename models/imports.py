@@ -20,23 +20,23 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   command line, and a child that imported the file, leave without them once their work is done
   (pipebench/base/processes.py leave);
 - it changes what pipebench goes on to rely on in this process (`_process_kept`): the default device
-  (torch.set_default_device("meta") made every tensor pipebench makes a meta one) and sys.stdout/stderr
+  (torch.set_default_device("meta") makes every tensor pipebench makes a meta one) and sys.stdout/stderr
   (None: a traceback at the first flush) are put back; a torch or torch.nn.functional function replaced
   (torch.randn = None) is put back and the file refused in one line, since the model may count on its
-  patch; an exit handler it registers (atexit.register(lambda: os._exit(7)) exited 7 after the answer)
-  runs at exit under the guard, so that what it raises or an os._exit in it is one line on stderr and
+  patch; an exit handler it registers (atexit.register(lambda: os._exit(7)) would exit 7 after the
+  answer) runs at exit under the guard, so that what it raises or an os._exit in it is one line on stderr and
   the exit status stays pipebench's own.
 Importing the file in a child process first would catch the first two as well, but it costs a second
 interpreter and torch's import (1.5 s here, 3 s with transformers) on every command and in every worker,
 imports every file twice, and still leaves the thread to the process that builds the model. Off the main
 thread (pipebench.plan called from a thread of the caller's) no timer can be set, so no exception can stop
 the import: at the limit the watchdog ends the process with the line and exit status 2, as it does on the
-main thread for a file that will not be stopped (a hang for ever was the alternative).
+main thread for a file that will not be stopped (the alternative is a hang for ever).
 The model's builder (the NAME class or function) and a --data file's import and function run under
 `call_user`: os._exit and sys.exit there, and an exception of any class (a BaseException of the file's
 own), are one line as well. The builder has no time limit (a large model takes minutes to build); the
 --data file's import and function have the import's (bench/train/data.py: a data set that never answers
-hung `train` with no word).
+would hang `train` with no word).
 """
 from __future__ import annotations
 
@@ -160,8 +160,8 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     """Run a model file's import under a time limit (time_limit.deadline; none where `limit` is False),
     with os._exit turned into one line; see the module docstring. Off the main thread no timer can be set
     (Python runs signal handlers there only): the watchdog alone keeps the limit, and ends the process with
-    the line at it (such an import had no limit: pipebench.plan from a thread of the caller's hung for
-    ever). The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
+    the line at it (without it such an import has no limit: pipebench.plan from a thread of the caller's
+    would hang for ever). The timer, and the handlers of SIGALRM, SIGINT and SIGTERM (a file that ignores Ctrl-C would
     make the command one that no Ctrl-C ends), are put back as they were on leaving; os._exit stays
     pipebench's (`_exit`, also where the file replaced it), for the threads the file started."""
     seconds = import_seconds()
@@ -270,9 +270,9 @@ def _at_exit(target: str, func: Callable, args: tuple, kwargs: dict) -> None:
 def forward_guarded(target: str):
     """The model's first forward (models/source.py run_forward) guarded as its import is (`_guarded`): one
     that never returns is stopped at the import's time limit, and sys.exit() or os._exit(N) in it is one
-    UserError line; each hung or ended pipebench with no word (in a run's parent, at its check of the model).
-    So is a BaseException that is no Exception (a class of the file's own, GeneratorExit), which was a
-    traceback; an Exception is the caller's to say (the model rejects the input)."""
+    UserError line; each would hang or end pipebench with no word (in a run's parent, at its check of the
+    model). So is a BaseException that is no Exception (a class of the file's own, GeneratorExit), which
+    would be a traceback; an Exception is the caller's to say (the model rejects the input)."""
     rule = "a model must not end the process"
     try:
         with _guarded(target, "its forward", doing="running", when="in its forward", rule=rule):
@@ -350,7 +350,7 @@ def build(factory: Any, target: str, device) -> nn.Module:
                         "function without arguments that returns the module)")
     context = torch.device(device) if device is not None else contextlib.nullcontext()
 
-    def built():  # the meta build of check_fits, too, is the user's code: sys.exit there ended pipebench
+    def built():  # the meta build of check_fits, too, is the user's code: sys.exit there would end pipebench
         check_fits(factory, target, device)
         with context:
             return factory()

@@ -209,7 +209,7 @@ def resolved(source: ModelSource, module: nn.Module) -> ModelSource:
 def check_settings(settings: dict[str, Any], name: str, taken: tuple[str, ...] = ()) -> None:
     """Refuse a setting that ModelSource does not have (or one in `taken`: an nn.Module object's input
     shape and dtype are its example's), in one line naming the valid ones: `settings={"depth": 3}` for an
-    nn.Module was a TypeError of ModelSource's constructor."""
+    nn.Module would otherwise be a TypeError of ModelSource's constructor."""
     valid = [f.name for f in dataclasses.fields(ModelSource) if f.name != "target" and f.name not in taken]
     unknown = sorted(set(settings) - set(valid))
     if unknown:

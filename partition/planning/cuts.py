@@ -68,8 +68,8 @@ class StageCost:
         self.launch_bound = any(getattr(l, name.replace("_ms", "_cpu_ms")) is not None
                                 for l in layers for name in figures.values())
         # The calibration on both clocks: the whole step it comes from is bound by whichever of the two
-        # binds. On the device clock alone, a launch-bound single step stayed at its segments' launches
-        # (ConvNeXt-S on an H200: predicted 84.4 ms where the profile's own whole step took 77.1).
+        # binds. On the device clock alone, a launch-bound single step stays at its segments' launches
+        # (ConvNeXt-S on an H200: predicted 84.4 ms where the profile's own whole step takes 77.1).
         self.cpu = {key: [0.0, *accumulate(scale * _cpu_ms(l, name) for l in layers)] for key, name in figures.items()
                     } if self.launch_bound else {}
 
@@ -179,8 +179,8 @@ def shortest_of_all_cuts(bounds, m, schedule, cost: StageCost, memory, caps, dev
     The solver is exact for the slowest stage; the step shown is the simulator's, which also holds the
     fill, the drain, each transfer and, on CPU stand-ins, each operation's runtime cost and the sends that
     the cores run. Where these outweigh the balance (a small model cut into CPU processes), the balanced
-    cut is not the fastest step: with equal speeds a tiny MLP's balanced cut was priced 4.19 ms and a
-    lopsided one 3.96, so slowing one device had made the plan's step shorter. Enumerating makes the plan
+    cut is not the fastest step: with equal speeds a tiny MLP's balanced cut is priced 4.19 ms and a
+    lopsided one 3.96, so the balanced cut alone would make slowing one device shorten the plan's step. Enumerating makes the plan
     exact for the step it shows, within the caps; `notes` says when it moves the cuts."""
     layers, stages = len(memory), len(bounds) - 1
     mem_prefix = [0.0, *accumulate(memory)]

@@ -127,7 +127,7 @@ class Plan:
     stages recompute only where the memory caps require it, or always); which stages recompute is each
     StagePlan's `recompute`."""
     link_gbps: float = 0.0
-    """Bandwidth used to price activation transfers (0: transfers free)."""
+    """The bandwidth that activation transfers are priced at (0: transfers free)."""
     link_latency_ms: float = 0.0
     """The fixed cost of one transfer (gloo between CPU processes: a fraction of a ms; 0 where not measured)."""
     virtual_stages: int = 1
@@ -248,7 +248,7 @@ class Plan:
         from pipebench.partition.planning.engines import export
         from pipebench.partition.profiling.profile_record import check_profile_list
 
-        if profiles is not None:  # export("megatron", "x") was taken, the "x" unused
+        if profiles is not None:  # export("megatron", "x"): refused, not taken with the "x" unused
             check_profile_list(profiles)
         return export(self, engine, profiles, price_bounds=plan_with_bounds)
 

@@ -184,8 +184,8 @@ def stage_memory(memory: Sequence[float], bounds: Sequence[int]) -> list[float]:
 
 
 def _numbers(values, name: str) -> list[float]:
-    """`values` as a list of floats, or one UserError line naming the argument (solve(None, 2) was a
-    TypeError of len())."""
+    """`values` as a list of floats, or one UserError line naming the argument (solve(None, 2)
+    would otherwise be a TypeError of len())."""
     try:
         items = None if isinstance(values, (str, bytes, dict)) else list(values)
     except TypeError:

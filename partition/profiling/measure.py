@@ -229,7 +229,7 @@ def _whole_step(model, module, device, micro_batch, repeats, warmup, training: T
     of `repeats` after `warmup` and their relative_spread; (None, 0, None) when it does not fit.
     seconds > 0 (CPU stand-ins): steps are timed until that long has passed too, and the time is their
     fastest, as the run's step it is judged against (Row.step_ms_best). A shared host's bursts of load last
-    0.2-1.5 s: a median of 3 steps taken inside one had made ResNet-101 tiny's single 57-62 ms in one
+    0.2-1.5 s: a median of 3 steps taken inside one makes ResNet-101 tiny's single 57-62 ms in one
     profile and 39 in the next, for a fastest step of 36-38 measured in every run. The time
     holds what the segments leave out: the loss, the update, and what a long step costs beyond short timed
     runs. The peak (GPUs only, else None) is the step's allocated bytes at their highest, the model's own

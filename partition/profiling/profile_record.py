@@ -357,9 +357,9 @@ def kept_bytes(layers: Sequence[LayerProfile]) -> int:
 def check_profile_list(profiles: Any, values: bool = False, where: str = "") -> None:
     """A non-empty list of Profile objects of one model and batch, else one UserError line: the one home of
     that check (a profile file's list, plan's and advise's profiles, save_profiles; an mlp's and a convnet's
-    profile were planned as one model). `values`: every field checked too, as a profile file's are
+    profile must not be planned as one model). `values`: every field checked too, as a profile file's are
     (Profile.from_dict): for profiles a caller made or edited (pipebench.plan's, save_profiles'), where
-    repeats=0 was planned and batch='8' was a TypeError of `//`. `where` begins each line (the file)."""
+    repeats=0 would be planned and batch='8' be a TypeError of `//`. `where` begins each line (the file)."""
     if isinstance(profiles, (str, bytes)) or not isinstance(profiles, Sequence) or not profiles:
         raise UserError(f"need at least one profile (pipebench.profile makes them), got {type(profiles).__name__} "
                         f"{str(profiles)[:40]!r}")
@@ -386,7 +386,7 @@ def save_profiles(profiles: list[Profile], path: str | Path) -> None:
         raise UserError(f"save_profiles(profiles, path) takes the profiles first, then the path (got {str(profiles)[:40]!r} "
                         "first)")
     check_profile_list(profiles, values=True)
-    path = writable_file(path, "save_profiles")  # 'dir/' wrote a file named dir; a long name was an OSError
+    path = writable_file(path, "save_profiles")  # 'dir/' and a name too long: one line each
     write_json(path, {"format": FORMAT, "version": VERSION, "profiles": [p.to_dict() for p in profiles]})
 
 
