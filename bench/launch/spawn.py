@@ -66,7 +66,7 @@ def visible_devices(gpus: Sequence[int] | None, current: str | None) -> str | No
 def _main_unseen(needed: bool):
     """Start a spawn child without the caller's script: spawn runs `__main__`'s file (or module) again in
     the child to find what the call names there, so a script that calls pipebench outside `if __name__ ==
-    "__main__":` ran twice, its side effects too. The call names pipebench's functions, so the child needs
+    "__main__":` would run twice, its side effects too. The call names pipebench's functions, so the child needs
     the script only where the pickled call names `__main__` (`needed`: a class the script defines)."""
     main = sys.modules.get("__main__")
     if needed or main is None:

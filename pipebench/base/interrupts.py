@@ -27,8 +27,8 @@ def _interrupt(signum, frame):
 
 def catch() -> dict:
     """SIGTERM and SIGINT raise KeyboardInterrupt, once: the first also ignores both from then on, so that
-    a second one cannot cut the clean-up short (which left processes and folders behind, and exited -15 or
-    -2). A SIGINT ignored from the start (a shell's background job) stays ignored. Clears the record (the
+    a second one cannot cut the clean-up short (which would leave processes and folders behind, and exit
+    -15 or -2). A SIGINT ignored from the start (a shell's background job) stays ignored. Clears the record (the
     tests run many commands in one process). Returns the handlers to `restore`."""
     _arrived.clear()
     previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM)}

@@ -132,7 +132,7 @@ def _zeros_for_metadata_inference(stage) -> None:
     2.14's schedules run each stage once on tensors made from the received shapes alone (`_to_tensor`:
     torch.empty). An integer tensor that crosses a cut (position ids made by the first stage, as floats:
     float_coding.py) then holds whatever the memory held, and the next stage's embedding indexes out of
-    range. Zeros index every embedding; torch 2.11's shape inference ran the stages on zeros as well (and
+    range. Zeros index every embedding; torch 2.11's shape inference runs the stages on zeros as well (and
     has no `_to_tensor`: nothing changes there)."""
     to_tensor = getattr(stage, "_to_tensor", None)
     if to_tensor is None:
