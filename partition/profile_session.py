@@ -20,7 +20,7 @@ from pipebench.partition.profiling.profile_record import Profile
 from pipebench.base.schedules import DEFAULT_SCHEDULE
 from pipebench.partition.profiling.sizes import Ranking
 from pipebench.model_spec import ModelSpec
-from pipebench.request import Request
+from pipebench.request import DEFAULT_REPEATS, Request
 from pipebench.base.training import Training
 
 __all__ = ["ProfilingSession", "counts_and_devices"]
@@ -53,7 +53,7 @@ class ProfilingSession:
         self.counts, self.devices, self.device = counts, devices, devices[0]
         self.note, self.progress, self.before_measuring = note, progress, before_measuring
         self.on_gpu = self.device.startswith("cuda")
-        self.repeats = request.repeats if request.repeats is not None else (5 if self.on_gpu else 3)
+        self.repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS["cuda" if self.on_gpu else "cpu"]
         # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what
         # each worker standing in for a device gets (hardware/cpu.py).
         self.threads = None if self.on_gpu else threads_per_device(len(devices))

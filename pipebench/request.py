@@ -29,14 +29,16 @@ from pipebench.base.text.parse import LIMITS, count_of, micro_batches_error, num
 from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.base.training import Training
 
-__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "check_stage_count", "copies_error",
-           "split_error", "check_recompute", "virtual_stages"]
+__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "DEFAULT_REPEATS",
+           "check_stage_count", "copies_error", "split_error", "check_recompute", "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
 """What the cuts balance: profiled time, parameter counts, or layer counts."""
 
 DEFAULT_BATCH = {"cuda": 256, "cpu": 8}
 """The global batch of a model profiled here where none is given, by the first device's kind."""
+DEFAULT_REPEATS = {"cuda": 5, "cpu": 3}
+"""Timed repeats per layer when profiling where none are given, by the first device's kind."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Request:
     training: Training = field(default_factory=Training)
     """How the model trains (pipebench/base/training.py): precision, optimizer, checkpoint mode."""
     repeats: int | None = None
-    """Timed repeats per layer when profiling; None: 5 on GPUs, 3 on the CPU."""
+    """Timed repeats per layer when profiling; None: DEFAULT_REPEATS (5 on GPUs, 3 on the CPU)."""
     granularity: int | None = None
     """Module depth of the cut candidates (1: top-level submodules); None: the zoo's layers, or the finest
     depth with at most 64 candidates."""

@@ -12,7 +12,10 @@ from pipebench.base.errors import UserError
 from pipebench.request import Request
 from pipebench.base.training import Training
 
-__all__ = ["Machine", "detect_machine", "probe_speeds"]
+__all__ = ["Machine", "detect_machine", "probe_speeds", "CPU_PROCESSES"]
+
+CPU_PROCESSES = 2
+"""How many CPU processes stand in for devices where the run names no count (`run --stages`)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Machine:
 
 
 def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
-    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: 2)
+    """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: CPU_PROCESSES)
     when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
     does not ask for them is refused (`run --stages N` without --device cpu).
 
@@ -97,7 +100,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     if count == 0:
         if gpus is not None:
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
-        return Machine(None, cpu_processes or 2, cpu_name())
+        return Machine(None, cpu_processes or CPU_PROCESSES, cpu_name())
     if cpu_processes is not None:
         raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
                         "with --gpus")

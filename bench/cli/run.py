@@ -12,6 +12,15 @@ from pipebench.base.time_limit import LIMIT_SECONDS
 
 
 def add_parser(subparsers) -> None:
+    """The options, each default named from the constant that sets it."""
+    from pipebench.bench.cases.case import DEFAULT_MODELS
+    from pipebench.bench.cases.machine import CPU_PROCESSES
+    from pipebench.bench.cases.run_options import FULL, QUICK, RunOptions
+    from pipebench.bench.strategies import AUTO_COUNT
+
+    def steps(name: str) -> str:  # "(default: 5; 2 with --quick)"
+        return f"(default: {FULL[name]}; {QUICK[name]} with --quick)"
+
     run = subparsers.add_parser(
         "run", help="run the benchmark suite and write one results row per case",
         description="Train every model with every strategy on the chosen GPUs, side by side in one run; "
@@ -19,16 +28,17 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--models", help="comma-separated models: zoo names or your own, path/to/file.py:NAME "
-                     "(default: gpt,resnet101)")
+                     f"(default: {','.join(DEFAULT_MODELS)})")
     run.add_argument("--strategies", help="comma-separated strategies (default: all; see below), or auto[:K]: "
-                     "single and the K strategies predicted fastest (pipebench advise; K defaults to 3)")
+                     f"single and the K strategies predicted fastest (pipebench advise; K defaults to {AUTO_COUNT})")
     run.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every "
                      "visible GPU; the CPU when there is none)")
     run.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo), even where GPUs are "
                      "visible (default: the GPUs, --gpus; the CPU when none is visible)")
-    run.add_argument("--stages", help="on the CPU, how many processes stand in for devices (default: 2), as "
+    run.add_argument("--stages", help=f"on the CPU, how many processes stand in for devices (default: {CPU_PROCESSES}), as "
                      "advise's --stages N --device cpu")
-    run.add_argument("--batch", help="global batch for every model (default: gpt 64, resnet101 256)")
+    run.add_argument("--batch", help="global batch for every model (default: "
+                     f"{', '.join(f'{model} {batch}' for model, batch in DEFAULT_MODELS.items())})")
     run.add_argument("--chunks", default="auto",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
@@ -37,23 +47,25 @@ def add_parser(subparsers) -> None:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a model setting for every model (repeatable)")
     run.add_argument("--quick", action="store_true",
-                     help="tiny flavours of every strategy, batch 8, 2 steps after 1 warm-up, for whichever of "
-                     "--flavour, --batch, --steps and --warmup you do not give (always so on the CPU)")
+                     help=f"{QUICK['flavour']} flavours of every strategy, batch {QUICK['batch']}, {QUICK['rounds']} "
+                     f"rounds of {QUICK['steps']} steps after {QUICK['warmup']} warm-up, for whichever of --flavour, "
+                     "--batch, --steps, --warmup and --rounds you do not give (always so on the CPU)")
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
     run.add_argument("--again", action="store_true",
                      help="run every case again, even into a results file that holds them (the report keeps the "
                      "later row of each case); advise's check command runs so, into a folder of its own")
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
-    run.add_argument("--steps", default=None, help="timed steps per case (default: 5; 2 with --quick)")
+    run.add_argument("--steps", default=None, help=f"timed steps per case {steps('steps')}")
     run.add_argument("--rounds", default=None,
                      help="interleaved rounds per case: each model's cases are measured A B C, then C B A, ... "
                      "(--steps timed steps each), so that drift falls on all alike and the spread of the rounds "
-                     "is the noise a speed-up must exceed (default: 2; 3 with --quick)")
-    run.add_argument("--warmup", default=None, help="untimed steps first (default: 2; 1 with --quick)")
+                     f"is the noise a speed-up must exceed {steps('rounds')}")
+    run.add_argument("--warmup", default=None, help=f"untimed steps first {steps('warmup')}")
     run.add_argument("--min-seconds", default=None,
                      help="keep timing steps until this many seconds have passed, --steps at the least "
-                     "(default: 0); on a CPU stand-in a few seconds see past the bursts of other load")
+                     f"(default: {RunOptions.min_seconds:g}); on a CPU stand-in a few seconds see past the bursts of "
+                     "other load")
     run.add_argument("--timeout", default=LIMIT_SECONDS,
                      help=f"seconds before a case is stopped (default: {LIMIT_SECONDS:g})")
     run.add_argument("--repeats", default=None, help="timed repeats per layer when profiling")

@@ -10,7 +10,7 @@ from pipebench.bench.cli.common import (add_model_options, add_server_options, a
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
 from pipebench.base.errors import UserError
-from pipebench.request import Request, check_stage_count
+from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request, check_stage_count
 from pipebench.base.text.parse import is_user_model
 from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
@@ -24,7 +24,8 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
     parser.add_argument("--flavour", default=None, help="size flavour, e.g. tiny (default: the model's full size)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a model setting, e.g. --set depth=8 (repeatable)")
-    parser.add_argument("--batch", help="global batch size (default: 8 on the CPU, 256 on GPUs)")
+    parser.add_argument("--batch", help=f"global batch size (default: {DEFAULT_BATCH['cpu']} on the CPU, "
+                        f"{DEFAULT_BATCH['cuda']} on GPUs)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--gpus", help=where)
     group.add_argument("--stages", help=stages)
@@ -35,7 +36,8 @@ def add_source_options(parser, command: str, *, where: str, stages: str) -> None
                         help="GB/s between devices to price transfers (default: what the profile measured, "
                         "between the first two GPUs; gloo's between CPU processes)")
     parser.add_argument("--repeats", default=None,
-                        help="timed repeats per layer (default: 5 on GPUs, 3 on the CPU)")
+                        help=f"timed repeats per layer (default: {DEFAULT_REPEATS['cuda']} on GPUs, "
+                        f"{DEFAULT_REPEATS['cpu']} on the CPU)")
     parser.add_argument("--profile", metavar="FILE", help=f"{command} from a saved profile, touching no GPU")
     parser.add_argument("--fresh", action="store_true",
                         help="measure again instead of reusing the profile cache (~/.cache/pipebench)")

@@ -18,6 +18,9 @@ stays (not 0: a script that trains and then uses the checkpoint must notice)."""
 
 
 def add_parser(subparsers) -> None:
+    from pipebench.bench.cases.machine import CPU_PROCESSES
+    from pipebench.bench.train import TrainOptions
+
     train = subparsers.add_parser(
         "train", help="train a model on your data with the planned split, and save it",
         description="Train the model on a data set with one strategy (or auto: advise's recommendation), "
@@ -38,7 +41,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--save", metavar="PATH", help="the checkpoint: the model's state_dict (torch.save)")
     train.add_argument("--save-every", default=None, metavar="STEPS", help="also checkpoint every STEPS steps")
     train.add_argument("--resume", action="store_true", help="continue the run whose checkpoint --save names")
-    train.add_argument("--log-every", default=None, metavar="STEPS", help="a log line every STEPS steps (default 10)")
+    train.add_argument("--log-every", default=None, metavar="STEPS", help="a log line every STEPS steps "
+                       f"(default {TrainOptions.log_every})")
     train.add_argument("--csv", metavar="FILE", help="one row per step: step, epoch, loss, samples/s, time")
     train.add_argument("--loader-workers", default=None, help="DataLoader worker processes (default: 0 on the CPU, 4 on GPUs)")
     train.add_argument("--write-job", metavar="DIR", help="check and plan, then write DIR/job.json and "
@@ -52,7 +56,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every visible GPU; "
                        "the CPU when there is none)")
     train.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo)")
-    train.add_argument("--stages", help="on the CPU, how many processes stand in for devices (default: 2)")
+    train.add_argument("--stages", help="on the CPU, how many processes stand in for devices "
+                       f"(default: {CPU_PROCESSES})")
     add_training_options(train)
     add_model_options(train)
     train.epilog = help_text()

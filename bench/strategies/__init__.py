@@ -164,6 +164,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
 
 BASELINE = "single"
 """The strategy every other is measured against (x_single, the auto selection, the plots' speed-up)."""
+AUTO_COUNT = 3
+"""How many strategies `--strategies auto` runs besides single where it names no count (auto:K)."""
 LEVELS = (BASELINE, "dataparallel", "ddp")
 """Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/report/plots.py); the
 report's x_dataparallel compares with the second."""
@@ -208,7 +210,7 @@ def parse_strategies(text: str | None) -> list[str]:
 
 
 def parse_auto(text: str | None) -> int | None:
-    """'auto' -> 3, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
+    """'auto' -> AUTO_COUNT, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
     if text is None or not text.strip().startswith("auto"):
         return None
     from pipebench.base.text.parse import parse_int
@@ -216,7 +218,7 @@ def parse_auto(text: str | None) -> int | None:
     head, _, count = text.strip().partition(":")
     if head == "auto":
         try:
-            return parse_int(count, "--strategies auto:K", 1, len(STRATEGIES)) if count else 3
+            return parse_int(count, "--strategies auto:K", 1, len(STRATEGIES)) if count else AUTO_COUNT
         except UserError:
             pass
     raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
