@@ -1,7 +1,7 @@
 """`pipebench`: list models, plan a pipeline, run the suite, look at the GPUs, report on results.
 
 One module per command (models, plan, advise, run, train, devices, report), each with `add_parser` and
-the command, bench/cli/source.py for where plan and advise get their profiles, and bench/cli/common.py
+the command, bench/cli/plan_inputs.py for where plan and advise get their profiles, and bench/cli/common.py
 for the options and helpers they share; reading options is
 pipebench.base.text.parse and pipebench.base.text.units, the work is the library's.
 

@@ -11,7 +11,7 @@ from pipebench.base.errors import printable
 
 
 def add_parser(subparsers) -> None:
-    from pipebench.bench.cli.source import add_source_options
+    from pipebench.bench.cli.plan_inputs import add_source_options
 
     advise = subparsers.add_parser(
         "advise",
@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
 def cmd_advise(args) -> int:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
-    from pipebench.bench.cli.source import check_outputs, load_or_profile
+    from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
     from pipebench.base.text.parse import parse_chunks
 

@@ -5,7 +5,7 @@ from pipebench.bench.cli.common import answer
 from pipebench.base.errors import printable
 from pipebench.request import BALANCES
 from pipebench.base.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
-from pipebench.bench.cli.source import add_source_options, check_outputs, load_or_profile
+from pipebench.bench.cli.plan_inputs import add_source_options, check_outputs, load_or_profile
 
 
 def add_parser(subparsers) -> None:
