@@ -269,3 +269,16 @@ def test_the_callers_environment_and_folder_come_back_as_given(tmp_path, monkeyp
     environ = dict(os.environ)
     plan = pipebench.plan(f"{path}:Net", batch=8, stages=2, repeats=1, settings={"input_shape": [4]})
     assert plan.balance and dict(os.environ) == environ and os.getcwd() == str(tmp_path)
+
+
+def test_the_callers_excepthook_comes_back_as_given(tmp_path):
+    """torch's init_process_group installs its own sys.excepthook, and the CPU link probe calls it in the
+    caller's process: every later traceback of the caller's started `[rank0]:` (eighth pass, D1). A model
+    file that sets one stands in for it here."""
+    import sys
+
+    path = tmp_path / "hook.py"
+    path.write_text(IMPORT_STATE.format(line="import sys; sys.excepthook = lambda *exc: None"))
+    hook = sys.excepthook
+    pipebench.plan(f"{path}:Net", batch=8, stages=2, repeats=1, settings={"input_shape": [4]})
+    assert sys.excepthook is hook

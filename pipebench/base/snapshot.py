@@ -60,11 +60,14 @@ def as_given(module: Any = None) -> Iterator[None]:
 
 
 def process_state() -> Callable[[], None]:
-    """Remember the environment variables and the working folder now; return the function that sets them
-    back (a folder since removed is left: there is nothing to go back to)."""
-    environ, cwd = dict(os.environ), os.getcwd()
+    """Remember the environment variables, the working folder and sys.excepthook now; return the function
+    that sets them back (a folder since removed is left: there is nothing to go back to). The hook matters
+    because torch's init_process_group, which the CPU link probe calls in the caller's process, installs its
+    own, and every later traceback of the caller's would start `[rank0]:`."""
+    environ, cwd, excepthook = dict(os.environ), os.getcwd(), sys.excepthook
 
     def restore() -> None:
+        sys.excepthook = excepthook
         for name in set(os.environ) - set(environ):
             del os.environ[name]
         for name, value in environ.items():
