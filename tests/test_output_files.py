@@ -238,7 +238,7 @@ def test_a_link_to_stdout_writes_the_plan_to_stdout(tmp_path, out):
 def test_a_link_to_a_file_stays_a_link(capsys, tmp_path):
     """The file it names gets the plan; the link is not replaced by a file of its own."""
     target = tmp_path / "real.json"
-    target.write_text("old")
+    target.write_text("")  # empty: a file of other content is refused (test_an_output_holding_another_file...)
     (tmp_path / "link.json").symlink_to(target)
     assert main(["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2",
                  "--json", str(tmp_path / "link.json")]) == 0, capsys.readouterr().err
@@ -269,3 +269,29 @@ def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, withi
                  "--json", str(fifo)]) == 0, capsys.readouterr().err
     reader.join(30)
     assert json.loads(got[0])["format"] == "pipebench-plan"
+
+
+@pytest.mark.parametrize("command, option, held, what", [
+    ("plan", "--json", "model,strategy,status\nmlp,single,ok\n", "a plan (pipebench-plan JSON)"),  # a run's CSV
+    ("plan", "--json", '{"format": "pipebench-results", "version": 1, "rows": []}\n', "a plan"),
+    ("plan", "--json", '{"format": "pipebench-profile", "version": 1, "profiles": []}\n', "a plan"),
+    ("plan", "--json", "my notes\n", "a plan"),
+    ("plan", "--save-profile", '{"format": "pipebench-plan", "version": 1}\n', "profiles (pipebench-profile JSON)"),
+    ("advise", "--json", '{"format": "pipebench-plan", "version": 1}\n', "a ranking of advise's (pipebench-advice"),
+])
+def test_an_output_holding_another_file_is_refused_not_replaced(capsys, tmp_path, command, option, held, what):
+    """`plan --json results.csv` replaced a run's results with a plan, and `--save-profile plan.json` a plan
+    with profiles, exit 0 (eighth pass, D2): an output file holds what the command writes there or nothing."""
+    out = tmp_path / "out.file"
+    out.write_text(held)
+    model = ["--profile", str(profile_file(tmp_path / "p.json"))] if option == "--json" else ["--model", "mlp", *TINY]
+    refused(capsys, [command, *model, "--stages", "2", option, str(out)], f"holds something other than {what}")
+    assert out.read_text() == held
+
+
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_an_output_of_the_commands_own_is_written_again(capsys, tmp_path, command):
+    """The check above leaves a command its own file: a plan's --json, advise's --json, written again."""
+    profiles, out = str(profile_file(tmp_path / "p.json")), tmp_path / "out.json"
+    for _ in range(2):
+        assert main([command, "--profile", profiles, "--stages", "2", "--json", str(out)]) == 0, capsys.readouterr().err

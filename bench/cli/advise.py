@@ -31,6 +31,9 @@ def add_parser(subparsers) -> None:
     advise.set_defaults(handler=cmd_advise)
 
 
+ADVICE = "pipebench-advice"  # the format --json writes: {"format", "version", "model", "batch", "devices", ...}
+
+
 def cmd_advise(args) -> int:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
@@ -39,7 +42,7 @@ def cmd_advise(args) -> int:
     from pipebench.base.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
-    check_outputs(args)
+    check_outputs(args, ADVICE, "a ranking of advise's")
     source = load_or_profile(args, lambda devices: advise_counts(devices, tuple(chunks)), advice_ranking)
     profiles, request = source
     devices = list(request.devices)
@@ -47,7 +50,7 @@ def cmd_advise(args) -> int:
     answer(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
                         link_gbps=request.link_gbps))
     if args.json:
-        write_json(args.json, {"model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
+        write_json(args.json, {"format": ADVICE, "version": 1, "model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})
         note(f"ranking written to {args.json}")
     return 0

@@ -6,6 +6,7 @@ from pipebench.base.errors import printable
 from pipebench.request import BALANCES
 from pipebench.base.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
 from pipebench.bench.cli.plan_inputs import add_source_options, check_outputs, load_or_profile
+from pipebench.partition.planning.plan import FORMAT as PLAN_FORMAT
 
 
 def add_parser(subparsers) -> None:
@@ -46,7 +47,7 @@ def cmd_plan(args) -> int:
     from pipebench.base.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks, single=True)[0]
-    check_outputs(args)
+    check_outputs(args, PLAN_FORMAT, "a plan")
     if args.export:
         check_engine(args.export[0])
     profiles, request = load_or_profile(args, ranking=plan_ranking, schedule=args.schedule,

@@ -58,12 +58,14 @@ class Source(NamedTuple):
     request: Request
 
 
-def check_outputs(args) -> None:
+def check_outputs(args, json_format: str, json_what: str) -> None:
     """--json, --save-profile and --export's file, checked together before any model file is imported and
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
     folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
-    file) are refused: the second write would replace the first."""
-    from pipebench.base.fileio.files import same_outputs, writable_file
+    file) are refused: the second write would replace the first. A file that holds something other than
+    what is written there (--json: `json_format`, plan's or advise's) is refused: files.not_another_file."""
+    from pipebench.base.fileio.files import json_of_format, not_another_file, same_outputs, writable_file
+    from pipebench.partition.profiling.profile_record import FORMAT as PROFILE
 
     if args.profile and args.save_profile:  # nothing is measured: no profile to save, and nothing would say so
         raise UserError("--save-profile saves a profile measured here; with --profile nothing is measured: give one "
@@ -77,6 +79,9 @@ def check_outputs(args) -> None:
         if path is not None:
             outputs[option] = str(writable_file(path, option))
     same_outputs({"--model": model_file(args.model), "--profile": args.profile}, outputs)
+    not_another_file(outputs["--json"], "--json", json_of_format(json_format), f"{json_what} ({json_format} JSON)")
+    not_another_file(outputs["--save-profile"], "--save-profile", json_of_format(PROFILE),
+                     "profiles (pipebench-profile JSON)")
     args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
     if export:
         args.export = [export[0], outputs["--export"]]

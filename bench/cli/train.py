@@ -219,15 +219,10 @@ def _torch_saved(path: str) -> bool:
 
 
 def _not_another_file(args) -> None:
-    """Refuse a --csv or --save that already holds something other than what train writes there: a run's
-    results CSV or a profile would be replaced by a train log or a checkpoint without a word. An empty file, a
-    train log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
+    """Refuse a --csv or --save that already holds something other than what train writes there: a train
+    log (--csv) and a checkpoint, a zip as torch.save writes it (--save), are train's own to write again."""
+    from pipebench.base.fileio.files import not_another_file
     from pipebench.bench.train.curves import COLUMNS, has_train_header
 
-    for option, path, ours, what in (("--csv", args.csv, has_train_header, f"a train log (header {','.join(COLUMNS)})"),
-                                     ("--save", args.save, _torch_saved, "a checkpoint of torch.save's")):
-        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
-            continue
-        if not ours(path):
-            raise UserError(f"{option} {path}: holds something other than {what}, which train would replace; "
-                            f"name another file or remove it")
+    not_another_file(args.csv, "--csv", has_train_header, f"a train log (header {','.join(COLUMNS)})")
+    not_another_file(args.save, "--save", _torch_saved, "a checkpoint of torch.save's")

@@ -27,12 +27,12 @@ import stat
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "shown", "check_regular", "writable_file", "writable_folder", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "writable_file", "not_another_file", "json_of_format", "writable_folder", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
@@ -126,6 +126,32 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
 
 NAME_MAX = 255
 """The longest file name, in bytes, of the file systems pipebench writes to (ext4, xfs, tmpfs, APFS)."""
+
+
+def not_another_file(path: str | Path | None, option: str, ours: Callable[[str], bool], what: str) -> None:
+    """Refuse an output that already holds something other than what the command writes there (`ours`
+    says which: a run's results, a profile, a user's own file would be replaced without a word). An empty
+    file, and a file of the command's own kind, are its to write again; a special file is written through."""
+    if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    if not ours(str(path)):
+        raise UserError(f"{option} {path}: holds something other than {what}, which would be replaced; name "
+                        "another file or remove it")
+
+
+def json_of_format(fmt: str) -> Callable[[str], bool]:
+    """Whether a file starts as pipebench's JSON of `fmt` does (`{"format": "pipebench-plan"`): a bounded
+    read of its first bytes, not a parse of the whole."""
+    start = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(fmt.encode()) + rb'"')
+
+    def ours(path: str) -> bool:
+        try:
+            with open(path, "rb") as file:
+                return start.match(file.read(4096)) is not None
+        except OSError:
+            return False
+
+    return ours
 
 
 def shown(path: Path) -> str:
