@@ -405,3 +405,29 @@ def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkey
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["models"]) == 130
     assert capsys.readouterr().err.strip() == "pipebench: interrupted"
+
+
+def test_a_swallowed_interrupt_starts_no_workers(capsys, monkeypatch, tmp_path):
+    """Ctrl-C in train's first second, while torch was imported under a bare `except:`, was swallowed: the
+    training ran to its end, then said "interrupted" (eighth pass, D3). No worker starts after a stop."""
+    import pipebench.bench.train.data as data
+    from helpers import NET_AND_DATA
+
+    parse = data.parse_data
+
+    def swallowing(*args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except BaseException:  # as some libraries' imports do
+            pass
+        return parse(*args)
+
+    monkeypatch.setattr(data, "parse_data", swallowing)
+    (tmp_path / "net.py").write_text(NET_AND_DATA)
+    from pipebench.bench.cli import main
+
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data", f"{tmp_path / 'net.py'}:data",
+                 "--input-shape", "4", "--batch", "8", "--steps", "2", "--strategy", "single", "--device", "cpu"])
+    out, err = capsys.readouterr()
+    assert code == 130 and "done:" not in out and err.strip().splitlines()[-1] == "pipebench: interrupted", err

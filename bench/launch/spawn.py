@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import free_port, loopback_interface
+from pipebench.base import interrupts
 from pipebench.base.errors import UserError
 from pipebench.base.processes import PARENT_ENV, TEMP_ENV, child_entry, kill_tree
 
@@ -186,7 +187,9 @@ def worker_command(job: Job, job_path: Path, out_dir: Path, *, port: int,
 def start_workers(job: Job, out_dir: Path, temp: Path, gpus, torchrun_args, group: int | None = None,
                   worker_module: str = "pipebench.bench.launch.worker") -> subprocess.Popen:
     """Start the job's workers (a worker group's, with `group`: worker_command); `temp` is this call's
-    temporary folder, which the child removes should we die."""
+    temporary folder, which the child removes should we die. A stop asked for before, whatever swallowed
+    its KeyboardInterrupt, starts none (interrupts.check)."""
+    interrupts.check()
     env = child_env(gpus)
     env[PARENT_ENV], env[TEMP_ENV] = str(os.getpid()), str(temp)
     loopback = loopback_interface()

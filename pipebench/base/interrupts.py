@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["catch", "restore", "arrived", "signalled"]
+__all__ = ["catch", "restore", "arrived", "signalled", "check"]
 
 _arrived: list[int] = []
 """The signals that asked this process to stop, since `catch`."""
@@ -54,3 +54,12 @@ def arrived() -> bool:
     catches none of ours (SIGINT's handler is not `_interrupt`), where Python's own meaning holds."""
     return bool(_arrived) or signal.getsignal(signal.SIGINT) is not _interrupt \
         and signal.getsignal(signal.SIGTERM) is not _interrupt
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt if a signal caught by `catch` has arrived: called where work starts that
+    would outlast it (workers about to start). A library's bare `except:` around an import (torch's, in the
+    first second of `train`) can swallow the KeyboardInterrupt the signal raised, and the first signal
+    ignores the next: without this the training ran to its end and only then said "interrupted"."""
+    if _arrived:
+        raise KeyboardInterrupt
