@@ -287,3 +287,20 @@ def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
     with pytest.raises(UserError, match="not both"):
         run_options.RunOptions(models={"mlp": 8}, strategies=["single"], training=Training(compile="default"),
                                compiles=("default", None))
+
+
+def test_a_run_refused_by_its_first_checks_is_one_line_without_the_device_line(tmp_path, ran, capsys):
+    """`run --device cpu` said "--device cpu: running on the CPU, ..." before run_suite's first checks refused
+    a damaged --resume folder, so the refusal was two lines (eighth pass, a note): the device line now comes
+    with the suite's own first line."""
+    from helpers import refused
+    from pipebench.bench.cli import main
+
+    argv = ["run", "--models", "mlp", "--flavour", "tiny", "--batch", "8", "--strategies", "ddp", "--device", "cpu",
+            "--out", str(tmp_path), "--steps", "1", "--warmup", "0"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "--device cpu: running on the CPU" in capsys.readouterr().err
+    (plans,) = tmp_path.glob("*-plans")
+    plans.rmdir() if not any(plans.iterdir()) else shutil.rmtree(plans)
+    plans.write_text("in the way\n")
+    refused(capsys, [*argv, "--resume"], "a file is in the way")

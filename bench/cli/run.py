@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, speeds, asks_cpu
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, DeferredNote, speeds, asks_cpu
 from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
@@ -101,10 +101,10 @@ def cmd_run(args) -> int:
     if args.speeds is not None and not probe:
         machine = machine.with_(speeds=speeds(args.speeds, machine.device_names))
     options = run_options.settle(options, machine, given=given, quick=args.quick)  # one line now, not a row after profiling
-    _say_where(args, options, machine, on_cpu)
+    say = DeferredNote(_where(args, options, machine, on_cpu))
     if probe:
-        machine = _probe_speeds(machine)
-    return _run_suite(options, machine)
+        machine = _probe_speeds(machine, say)
+    return _run_suite(options, machine, say)
 
 
 def _run_options(args, training, compiles: tuple[str | None, ...]):
@@ -144,19 +144,19 @@ def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
     return cap_machine(machine, cap, gpu_memory)
 
 
-def _say_where(args, options, machine, on_cpu: bool) -> None:
-    """One line on the CPU (why there, how many processes) or under --quick: what every case runs with."""
+def _where(args, options, machine, on_cpu: bool) -> str | None:
+    """The line on the CPU (why there, how many processes) or under --quick: what every case runs with;
+    None on GPUs without --quick."""
     from pipebench.bench.cases.run_options import describe_options
 
     uses = describe_options(options)
     if machine.gpus is None:
         why = "--device cpu" if on_cpu else "no CUDA GPU visible"
-        note(f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}")
-    elif args.quick:
-        note(f"--quick: {uses}")
+        return f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}"
+    return f"--quick: {uses}" if args.quick else None
 
 
-def _probe_speeds(machine):
+def _probe_speeds(machine, note):
     """--speeds auto on GPUs: the machine with each GPU's speed probed now, and said."""
     from pipebench.bench.cases.machine import probe_speeds
 
@@ -165,7 +165,7 @@ def _probe_speeds(machine):
     return machine
 
 
-def _run_suite(options, machine) -> int:
+def _run_suite(options, machine, note: DeferredNote) -> int:
     """Every case run (suite_run.run_suite), then the summary table and where the results went; Ctrl-C
     keeps the rows finished."""
     from pipebench.bench.cases import suite_run
@@ -173,6 +173,7 @@ def _run_suite(options, machine) -> int:
 
     try:
         rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
+        note.flush()
     except KeyboardInterrupt:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
         return EXIT_INTERRUPTED

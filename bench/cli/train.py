@@ -7,7 +7,7 @@ import os
 import sys
 
 from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, chosen_gpus,
-                                        model_file, model_settings, note, training_of)
+                                        model_file, model_settings, note, DeferredNote, training_of)
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import help_text
 from pipebench.base.errors import UserError, printable
@@ -132,7 +132,9 @@ def cmd_train(args) -> int:
         f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
         "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
     try:
-        result = run_training(options, machine, training, note=_said_first(where))
+        say = DeferredNote(where)
+        result = run_training(options, machine, training, note=say)
+        say.flush()
     except KeyboardInterrupt:
         note("pipebench: interrupted")
         return EXIT_INTERRUPTED
@@ -140,19 +142,6 @@ def cmd_train(args) -> int:
         print(f"pipebench train: failed: {printable(str(exc))}", file=sys.stderr)
         return 1
     return _answer(result, options.save)
-
-
-def _said_first(line: str | None):
-    """`note`, which says `line` (where training runs) before its first line: said at once, it would be a
-    second line above the refusal of data or a model that run_training's first checks refuse."""
-    pending = [line] if line else []
-
-    def say(text: str) -> None:
-        while pending:
-            note(pending.pop())
-        note(text)
-
-    return say
 
 
 def _seq_len(args, overrides: dict) -> int | None:
