@@ -194,8 +194,8 @@ def _trains(spec: str, settings: dict):
         finally:
             torch.set_num_threads(threads)
         expected = reference.state_dict()
-        if abs(result["first_loss"] - loss) > 1e-5 * abs(loss):
-            return f"first loss {result['first_loss']:.6f}, one device {loss:.6f}"
+        if abs(result.first_loss - loss) > 1e-5 * abs(loss):
+            return f"first loss {result.first_loss:.6f}, one device {loss:.6f}"
         for key, value in params.items():
             if not torch.allclose(value, expected[key], atol=1e-5, rtol=1e-4):
                 return f"{key} differs from one device after a step"

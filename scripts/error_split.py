@@ -148,7 +148,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
                 with Session(prepared.job, timeout=600, groups=groups) as workers:
                     parent = [workers.step() for _ in range(steps)]
                     workers.step(trace=True)
-                    own = (workers.finish().get("step_ms") or [])[:steps]
+                    own = workers.finish().step_ms[:steps]
                 micro = prepared.plan.micro_batches if prepared.plan else 1
                 found.append({"model": model, "strategy": case.strategy, "micro_batches": micro,
                               "parent_ms": statistics.median(parent), "workers_ms": statistics.median(own)})

@@ -58,6 +58,18 @@ def row(**changes) -> Row:
     return Row(**{**values, **changes})
 
 
+def worker_result(**changes):
+    """Rank 0's result of a single case of mlp on the CPU (bench/launch/worker_report.py WorkerResult), as
+    a worker that timed two 10 ms steps writes it, `changes` applied."""
+    from pipebench.bench.launch.worker_report import WorkerResult
+
+    values = dict(strategy="single", world_size=1, devices=["cpu"], device_name="cpu", torch_version="2",
+                  first_loss=1.0, diverged="", step_ms=[10.0, 10.0], step_ms_mean=10.0, step_ms_std=0.0,
+                  samples_per_s=800.0, peak_memory_bytes=[0], warmup_ms=[], compile_s=None, graph_breaks=None,
+                  timeline=[])
+    return WorkerResult(**{**values, **changes})
+
+
 # ---------------------------------------------------------------------------------- pipebench as a command
 
 def pipebench(tmp_path, *argv, env=None, timeout=240):

@@ -443,3 +443,11 @@ def test_advise_prices_a_pipeline_with_the_link_a_plan_prices_it_with(link):
     prediction = predict("pp-1f1b", saved, request, micro_batches=plan.micro_batches)
     assert prediction.predicted_step_ms == pytest.approx(plan.predicted_step_ms)
     assert (plan.link_gbps, plan.link_latency_ms) == request.links(saved[0])
+
+
+def test_a_price_of_a_step_of_no_time_has_no_rate():
+    """Every price builds its figure one way (Prediction.of_step): samples/s from the step and the batch,
+    None where the step took no time, as a strategy with no figure has none."""
+    priced = Prediction.of_step("ddp", 50.0, 64, memory=[1, 1], fits=True, recompute=True)
+    assert priced.predicted_samples_per_s == pytest.approx(1280.0) and priced.recompute and priced.schedule is None
+    assert Prediction.of_step("ddp", 0.0, 64, memory=[1, 1], fits=True).predicted_samples_per_s is None

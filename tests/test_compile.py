@@ -15,7 +15,7 @@ from pipebench.bench.report.tables import frame, summarise
 from pipebench.bench.report.report_notes import compile_notes
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.bench.launch.worker import graph_breaks
-from pipebench.bench.launch.worker_report import error_record
+from pipebench.bench.launch.worker_report import WorkerResult, error_record
 from pipebench.base.errors import UserError
 from pipebench.base.training import Training
 from test_distributed import SEED, trained_params
@@ -57,7 +57,7 @@ def compiled_job(strategy: str, **settings) -> Job:
                        seed=SEED, save_params=True, training=Training("fp32", compile="default"), **settings)
 
 
-def check_against_eager(tmp_path, job: Job, groups) -> dict:
+def check_against_eager(tmp_path, job: Job, groups) -> WorkerResult:
     """The compiled job's first loss and its parameters after the step equal one eager device's."""
     model = models.get_model(job.model, job.flavour, seed=SEED)
     result, params = trained_params(tmp_path, job, groups)
@@ -69,7 +69,7 @@ def check_against_eager(tmp_path, job: Job, groups) -> dict:
     finally:
         torch.set_num_threads(threads)
     ref = trainer.state_dict()
-    assert result["first_loss"] == pytest.approx(loss, rel=1e-5)
+    assert result.first_loss == pytest.approx(loss, rel=1e-5)
     assert params.keys() == ref.keys()
     for key in ref:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
@@ -86,7 +86,7 @@ def check_against_eager(tmp_path, job: Job, groups) -> dict:
 def test_every_strategy_compiled_trains_as_one_eager_device(tmp_path, groups, strategy, micro_batches):
     result = check_against_eager(tmp_path, compiled_job(strategy, micro_batches=micro_batches), groups)
     # The zoo's MLP compiles whole; FSDP2's gathers run eagerly around each compiled block, a break each.
-    assert result["graph_breaks"] == 0 if strategy != "fsdp" else result["graph_breaks"] >= 1
+    assert result.graph_breaks == 0 if strategy != "fsdp" else result.graph_breaks >= 1
 
 
 def test_compile_seconds_are_the_warm_up_beyond_the_timed_steps():

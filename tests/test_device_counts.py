@@ -64,7 +64,7 @@ def sweep(tmp_path, groups, profiled, devices: int, strategy: str) -> None:
     except WorkerError as exc:  # a schedule the installed torch lacks: unavailable, said by the worker
         assert exc.unavailable, f"{strategy} on {devices} devices failed: {exc}"
         return
-    assert result["world_size"] == STRATEGIES[strategy].processes(devices)
+    assert result.world_size == STRATEGIES[strategy].processes(devices)
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))

@@ -117,13 +117,13 @@ def test_a_launched_job_trains_like_one_device(tmp_path, one_thread):
     job = Job.by_hand("gpt", "device-map", flavour="tiny", batch=8, devices=2, device_type="cpu", steps=2, warmup=1,
                       save_params=True)
     result = launch(job, keep=tmp_path, timeout=300)
-    assert result["world_size"] == 1 and len(result["step_ms"]) == 2 and result["samples_per_s"] > 0
+    assert result.world_size == 1 and len(result.step_ms) == 2 and result.samples_per_s > 0
     params = torch.load(tmp_path / "params-rank0.pt")
     model = models.get_model("gpt", "tiny")
     inputs, targets = model.make_batch(8, seed=job.seed + 1)
     single = SingleTrainer(model, ["cpu"])
-    assert result["first_loss"] == pytest.approx(single.step(inputs, targets), rel=1e-6)
-    assert result["strategy"] == "device-map" and result["devices"] == CPUS
+    assert result.first_loss == pytest.approx(single.step(inputs, targets), rel=1e-6)
+    assert result.strategy == "device-map" and result.devices == CPUS
     ref = single.state_dict()
     assert params.keys() == ref.keys()
     for key in ref:

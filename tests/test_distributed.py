@@ -14,6 +14,7 @@ from pipebench.base.errors import UserError
 from pipebench.bench.launch.run_job import launch
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.launch.spawn import WorkerError, visible_devices
+from pipebench.bench.launch.worker_report import WorkerResult
 from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.partition.planning.plan import hand_plan
@@ -24,7 +25,7 @@ from pipebench.request import Request
 SEED = 0
 
 
-def trained_params(tmp_path, job: Job, groups=None) -> tuple[dict, dict[str, torch.Tensor]]:
+def trained_params(tmp_path, job: Job, groups=None) -> tuple[WorkerResult, dict[str, torch.Tensor]]:
     """Launch `job` for one step (in fresh processes, or as the next case of the session's warm `groups`:
     tests/conftest.py); its result and every process's updated parameters, merged."""
     result = launch(job, keep=tmp_path, timeout=300, groups=groups)
@@ -74,14 +75,14 @@ def check(tmp_path, job: Job, groups=None):
         ref_loss, ref = reference(model, pieces, job.batch)
     finally:
         torch.set_num_threads(threads)
-    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert result.first_loss == pytest.approx(ref_loss, rel=1e-5)
     start = dict(model.module.named_parameters())
     unused = ref.keys() - params.keys()  # in no stage: the forward never uses them (BERT's spare bias)
     assert params.keys() <= ref.keys() and all(torch.equal(ref[k], start[k].detach()) for k in unused), unused
     for key in params:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
     assert any(not torch.equal(ref[k], start[k].detach()) for k in ref)  # the step moved the weights
-    assert result["world_size"] == job.processes and len(result["peak_memory_bytes"]) in (job.processes, job.devices)
+    assert result.world_size == job.processes and len(result.peak_memory_bytes) in (job.processes, job.devices)
     return result
 
 
@@ -156,7 +157,7 @@ def test_pipeline_from_a_profiled_plan(tmp_path, groups):
     assert (stages[0].input_shape, stages[0].input_dtype) == ([2, 32], "int64") and stages[1].input_shape == [2, 32, 64]
     result, params = trained_params(tmp_path, job, groups)
     ref_loss, ref = reference(model, 1, 8)
-    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert result.first_loss == pytest.approx(ref_loss, rel=1e-5)
     for key in ref:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
 
@@ -217,7 +218,7 @@ def test_workers_ignore_a_models_py_in_the_current_folder(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     result = launch(Job.by_hand("mlp", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
                         steps=1, warmup=0), timeout=120)
-    assert result["first_loss"] > 0
+    assert result.first_loss > 0
 
 
 def test_visible_devices_count_within_the_users_choice():

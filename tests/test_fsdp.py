@@ -97,8 +97,8 @@ def run_both(tmp_path, training: Training, groups=None):
     assert all(params[k].dtype == torch.float32 for k in params)  # fp32 master weights, bf16 or not
     # Both cast the same fp32 weights to bf16 before each use (FSDP when gathering, autocast per
     # operation): the first losses differ only in summation order.
-    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-3)
-    return (result["first_loss"], ref_loss), start, params, ref
+    assert result.first_loss == pytest.approx(ref_loss, rel=1e-3)
+    return (result.first_loss, ref_loss), start, params, ref
 
 
 @pytest.mark.parametrize("mode, forwards", [("never", 1), ("always", 2)])

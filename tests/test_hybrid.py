@@ -10,6 +10,7 @@ from pipebench import models
 from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
+from pipebench.bench.launch.worker_report import WorkerResult
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.hybrid.trainer import _buckets
 from pipebench.bench.strategies.planned.single import SingleTrainer
@@ -22,7 +23,7 @@ from pipebench.request import Request
 SEED, BATCH, STAGES, REPLICAS = 0, 8, 2, 2
 
 
-def hybrid_params(tmp_path, job: Job) -> tuple[dict, dict[str, torch.Tensor]]:
+def hybrid_params(tmp_path, job: Job) -> tuple[WorkerResult, dict[str, torch.Tensor]]:
     """Launch `job` for one step: its result and one replica's parameters, after checking that the
     replicas of every stage hold equal parameters."""
     result = launch(job, keep=tmp_path, timeout=300)
@@ -64,16 +65,16 @@ def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, precision, o
     start = dict(model.module.named_parameters())
     assert params.keys() == ref.keys()
     assert any(not torch.equal(ref[k], start[k].detach()) for k in ref)  # the step moved the weights
-    assert result["world_size"] == 4 and len(result["peak_memory_bytes"]) == 4
+    assert result.world_size == 4 and len(result.peak_memory_bytes) == 4
     if precision == "fp32":
-        assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+        assert result.first_loss == pytest.approx(ref_loss, rel=1e-5)
         for key in params:
             torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
         return
     # bf16 rounds differently per micro-batch; AdamW's first step moves each weight by about lr * sign(grad), so
     # a weight whose gradient is near zero may step the other way (2 * lr apart). Few do, over the whole model;
     # a small tensor (a 64-wide bias) can hold one or two of them.
-    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-2)
+    assert result.first_loss == pytest.approx(ref_loss, rel=1e-2)
     lr = training.lr
     diffs = {key: (params[key] - ref[key]).abs() for key in params}
     for key, diff in diffs.items():

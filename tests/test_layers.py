@@ -117,7 +117,7 @@ def test_bench_folders_follow_the_flow():
 
 
 LAYERS = ("pipebench.base", "pipebench.base.errors", "pipebench.base.version", "pipebench.base.snapshot", "pipebench.base.text", "pipebench.base.fileio",
-          "pipebench.base.training", "pipebench.base.schedules", "pipebench.base.processes", "pipebench.base.interrupts", "pipebench.base.time_limit",
+          "pipebench.base.training", "pipebench.base.schedules", "pipebench.base.step_stats", "pipebench.base.processes", "pipebench.base.interrupts", "pipebench.base.time_limit",
           "pipebench.hardware", "pipebench.partition.capture", "pipebench.partition.profiling", "pipebench.request", "pipebench.model_spec",
           "pipebench.models", "pipebench.partition.planning", "pipebench.partition")
 """The packages (and pipebench/'s own modules) below the API and bench/, lowest first: each imports only

@@ -42,8 +42,8 @@ def test_strategies_on_two_gpus_agree_with_one(strategy, micro_batches):
     bounds = [0, 2, 4, 5, 7] if strategy == "pp-zbv" else [0, 4, 7]
     other = launch(Job.by_hand("gpt", strategy, devices=2, micro_batches=micro_batches, bounds=bounds, **common),
                    gpus=[0, 1], timeout=300)
-    assert other["first_loss"] == pytest.approx(single["first_loss"], rel=1e-4)
-    assert len(other["peak_memory_bytes"]) == 2 and all(b > 0 for b in other["peak_memory_bytes"])
+    assert other.first_loss == pytest.approx(single.first_loss, rel=1e-4)
+    assert len(other.peak_memory_bytes) == 2 and all(b > 0 for b in other.peak_memory_bytes)
 
 
 @pytest.mark.gpu
@@ -55,7 +55,7 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
     from pipebench.bench.launch.spawn import WorkerError
 
     common = dict(flavour="tiny", batch=8, devices=1, steps=1, warmup=0, training=Training(precision="bf16", optimizer="adamw"))
-    assert launch(Job.by_hand("gpt", "single", **common), gpus=[0], timeout=300)["first_loss"] > 0
+    assert launch(Job.by_hand("gpt", "single", **common), gpus=[0], timeout=300).first_loss > 0
     with pytest.raises(WorkerError) as caught:
         launch(Job.by_hand("gpt", "single", gpu_memory=2**16, **common), gpus=[0], timeout=300)
     assert caught.value.oom
@@ -74,5 +74,5 @@ def test_the_single_baseline_predicts_the_peak_it_measures():
     assert profile.whole_step_peak_bytes and profile.whole_step_peak_bytes > 0
     predicted = make_plan([profile], Request(devices=["cuda:0"], micro_batches=1)).memory_per_device()[0]
     measured = launch(Job.by_hand("resnet18", "single", flavour="full", batch=32, devices=1, steps=2, warmup=1),
-                      gpus=[0], timeout=300)["peak_memory_bytes"][0]
+                      gpus=[0], timeout=300).peak_memory_bytes[0]
     assert abs(predicted - measured) / measured < 0.10, (predicted, measured)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import worker_result
 from pipebench.bench.cases import run_options, suite_run
 from pipebench.bench.store.results import ResultsError, load
 from pipebench.bench.cases.prepare import Prepared
@@ -28,7 +29,7 @@ def ran(monkeypatch):
 
     def fake_run(prepared, machine, *, steps, timeout, groups=None, min_seconds=0.0):
         cases.append(prepared.case)
-        return make_row(prepared, machine, status="ok", step_ms=[10.0], result={"first_loss": 1.0},
+        return make_row(prepared, machine, status="ok", step_ms=[10.0], result=worker_result(first_loss=1.0),
                         started_at="2026-11-30T10:00:00")
     monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: None)
     monkeypatch.setattr(suite_run, "prepare", fake_prepare)
@@ -157,7 +158,7 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
             return 100.0
 
         def finish(self):
-            return {"first_loss": 1.0, "step_ms": self.own}
+            return worker_result(first_loss=1.0, step_ms=self.own)
 
     monkeypatch.setattr(sessions, "Session", Workers)
     prepared = Prepared(Case("mlp", "tiny", 8, "single"), SimpleNamespace(processes=1, micro_batches=1), plan=None,

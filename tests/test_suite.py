@@ -41,8 +41,8 @@ def test_session_times_each_step_in_the_parent(groups):
         workers.step(trace=True)
         result = workers.finish()
     assert len(times) == 3 and all(t > 0 for t in times)
-    assert len(result["step_ms"]) == 4  # the workers' own clocks, the traced step included
-    kinds = {(op["kind"], op["stage"], op["micro"]) for op in result["timeline"]}
+    assert len(result.step_ms) == 4  # the workers' own clocks, the traced step included
+    kinds = {(op["kind"], op["stage"], op["micro"]) for op in result.timeline}
     assert kinds == {(k, s, m) for k in "FB" for s in (0, 1) for m in (0, 1)}
 
 
@@ -260,6 +260,21 @@ def test_out_of_memory_is_told_apart():
         record = error_record(wrapped, 0)
     assert record["oom"] and record["type"] == "OutOfMemoryError"
     assert record["message"] == "CUDA out of memory. Tried to allocate 1.00 GiB (in: Failed to run stage backward)"
+
+
+def test_a_result_reads_back_as_the_worker_wrote_it_and_a_malformed_one_fails_the_case():
+    from helpers import worker_result
+    from pipebench.bench.launch.worker_report import WorkerResult
+
+    written = worker_result(step_ms=[10.0, 12.0], peak_memory_bytes=[2**30, 0], compile_s=1.5, graph_breaks=0,
+                            timeline=[{"kind": "F", "stage": 0, "micro": 0, "device": 0, "start_ms": 0.0, "end_ms": 1.0}])
+    assert WorkerResult.from_record(json.loads(json.dumps(written.to_record()))) == written
+    missing = written.to_record()
+    del missing["step_ms"]
+    with pytest.raises(WorkerError, match="missing field 'step_ms'"):
+        WorkerResult.from_record(missing)
+    with pytest.raises(WorkerError, match="peak_memory_bytes"):
+        WorkerResult.from_record({**written.to_record(), "peak_memory_bytes": "lots"})
 
 
 def test_a_failing_case_becomes_a_row_and_the_suite_goes_on(monkeypatch, tmp_path, capsys, profiles):

@@ -292,7 +292,7 @@ def test_bf16_and_adamw_through_every_strategy(tmp_path, groups, strategy, micro
         inputs, targets = model.make_batch(8, seed=1)
         first_loss, params = trainer.step(inputs, targets), trainer.state_dict()
     else:
-        first_loss = launch(job, keep=tmp_path, timeout=300, groups=groups)["first_loss"]
+        first_loss = launch(job, keep=tmp_path, timeout=300, groups=groups).first_loss
         params = {}
         for rank in range(job.processes):
             params.update(torch.load(tmp_path / f"params-rank{rank}.pt"))

@@ -45,7 +45,7 @@ def test_adamw_states_sharded_over_two_processes_step_like_one_device(tmp_path, 
     finally:
         torch.set_num_threads(threads)
     ref = trainer.state_dict()
-    assert result["first_loss"] == pytest.approx(ref_loss, rel=1e-5)
+    assert result.first_loss == pytest.approx(ref_loss, rel=1e-5)
     assert params.keys() == ref.keys()
     for key in ref:
         torch.testing.assert_close(params[key], ref[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")

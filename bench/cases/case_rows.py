@@ -3,25 +3,29 @@ of memory, with what it ran on, its settings and caps, and what its work is besi
 from __future__ import annotations
 
 import socket
-import statistics
 from dataclasses import asdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pipebench.bench.cases.case import Case, case_settings, now
 from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.store.row import Row
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
+from pipebench.base.step_stats import StepStats
 from pipebench.base.text.parse import is_user_model
 
+if TYPE_CHECKING:  # a result comes from the launch side, which loads torch
+    from pipebench.bench.launch.worker_report import WorkerResult
 
-def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "", result: dict | None = None,
-             step_ms: Sequence[float] = (), round_ms: Sequence[float] = (), started_at: str = "",
-             duration_s: float = 0.0) -> Row:
+
+def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str = "",
+             result: WorkerResult | None = None, step_ms: Sequence[float] = (), round_ms: Sequence[float] = (),
+             started_at: str = "", duration_s: float = 0.0) -> Row:
     """The results row of a case: what it measured (step times: measure_round says whose clock; the mean
-    step of each round, run_rounds) beside what its Plan said."""
-    case, plan, result = prepared.case, prepared.plan, result or {}
-    mean = statistics.fmean(step_ms) if step_ms else None
+    step of each round, run_rounds; rank 0's result, None where the case did not run to one) beside what
+    its Plan said."""
+    case, plan = prepared.case, prepared.plan
+    stats = StepStats.of(step_ms, case.batch)
     job, strategy = prepared.job, get_strategy(case.strategy)
     return Row(
         model=case.model, flavour=case.flavour or ("" if is_user_model(case.model) else "full"), strategy=case.strategy,
@@ -32,12 +36,9 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
         status=status, reason=reason or (REPLICA_RECOMPUTES if case.training.checkpoint == "auto"
                                          and prepared.prediction is not None and prepared.prediction.recompute
                                          else ""),
-        samples_per_s=case.batch / mean * 1e3 if mean else None, step_ms=mean,
-        step_ms_std=statistics.stdev(step_ms) if len(step_ms) > 1 else None,
-        step_ms_best=min(step_ms) if step_ms else None, round_ms=list(round_ms),
+        samples_per_s=stats.samples_per_s, step_ms=stats.mean_ms, step_ms_std=stats.std_ms,
+        step_ms_best=stats.best_ms, round_ms=list(round_ms),
         same_work_as=same_work_as(case.strategy, machine),
-        peak_memory_bytes=result.get("peak_memory_bytes", []), first_loss=result.get("first_loss"),
-        compile_s=result.get("compile_s"), graph_breaks=result.get("graph_breaks"),
         predicted_step_ms=prepared.prediction.predicted_step_ms if prepared.prediction else None,
         predicted_step_spread=prepared.prediction.step_spread if prepared.prediction else None,
         predicted_own_spread=prepared.prediction.own_spread if prepared.prediction else None,
@@ -49,10 +50,20 @@ def make_row(prepared: Prepared, machine: Machine, *, status: str, reason: str =
                 if plan and machine.speeds and plan.device_count > 1 else ""),
         max_memory=case_caps(case, machine, over=bool(prepared.over_cap)), settings=case_settings(case),
         **asdict(case.training),  # precision, optimizer, checkpoint, compile: the row's fields
-        device_name=result.get("device_name", machine.name), torch_version=result.get("torch_version", ""),
+        **_measured(result, machine),  # peak memory, first loss, compile cost, device, torch, timeline
         host=socket.gethostname(), started_at=started_at, duration_s=duration_s,
-        timeline=result.get("timeline", []), predicted_timeline=prepared.predicted_timeline,
+        predicted_timeline=prepared.predicted_timeline,
     )
+
+
+def _measured(result: WorkerResult | None, machine: Machine) -> dict[str, Any]:
+    """The row's fields that rank 0's result holds; without one, the machine's name and the Row's
+    defaults (nothing measured)."""
+    if result is None:
+        return {"device_name": machine.name}
+    return {"peak_memory_bytes": result.peak_memory_bytes, "first_loss": result.first_loss,
+            "compile_s": result.compile_s, "graph_breaks": result.graph_breaks, "device_name": result.device_name,
+            "torch_version": result.torch_version, "timeline": result.timeline}
 
 
 def same_work_as(strategy: str, machine: Machine) -> str:

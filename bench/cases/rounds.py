@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pipebench.bench.cases.case import now
 from pipebench.bench.cases.case_rows import make_row
@@ -17,13 +17,17 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.store.row import Row
 
+if TYPE_CHECKING:  # the launch side (torch) is imported where a case is measured (measure_round)
+    from pipebench.bench.launch.sessions import WorkerGroups
+    from pipebench.bench.launch.worker_report import WorkerResult
+
 
 MAX_TIMED_STEPS = 10_000
 """--min-seconds times no more steps than this, however short they are."""
 
 
-def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float, groups: Any = None,
-                 min_seconds: float = 0.0) -> Row:
+def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: float,
+                 groups: WorkerGroups | None = None, min_seconds: float = 0.0) -> Row:
     """Launch, run `steps` steps (more, until `min_seconds` have passed), trace one more, and make the row;
     failures and out-of-memory become rows too: one round of `run_rounds`."""
     return run_rounds([prepared], machine, rounds=1, steps=steps, timeout=timeout, groups=groups,
@@ -31,7 +35,8 @@ def run_prepared(prepared: Prepared, machine: Machine, *, steps: int, timeout: f
 
 
 def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, steps: int, timeout: float,
-               groups: Any = None, min_seconds: float = 0.0, note: Callable[[str], None] | None = None) -> list[Row]:
+               groups: WorkerGroups | None = None, min_seconds: float = 0.0,
+               note: Callable[[str], None] | None = None) -> list[Row]:
     """Measure `prepared` (cases of one model) in interleaved rounds, A B C, then C B A, then A B C ...:
     each round launches each case in its warm worker group, warms it up (the Job's warm-up steps), times
     `steps` steps (more, until min_seconds / rounds have passed) and ends it; the last round traces one
@@ -42,7 +47,7 @@ def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, s
     order given. note: hears each round's end."""
     order = list(range(len(prepared)))
     rounds_ms: list[list[list[float]]] = [[] for _ in prepared]
-    results: list[dict] = [{} for _ in prepared]
+    results: list[WorkerResult | None] = [None] * len(prepared)
     failed: dict[int, Row] = {}
     started = [""] * len(prepared)
     took = [0.0] * len(prepared)
@@ -70,7 +75,8 @@ def run_rounds(prepared: Sequence[Prepared], machine: Machine, *, rounds: int, s
             rows.append(failed[i])
             continue
         steps_ms = [ms for one in rounds_ms[i] for ms in one]
-        diverged = results[i].get("diverged") or ""  # a NaN or infinite loss: timed all the same, and said so
+        # A NaN or infinite loss: timed all the same, and said so.
+        diverged = results[i].diverged if results[i] is not None else ""
         rows.append(make_row(case, machine, status="diverged" if diverged else "ok", reason=diverged,
                              result=results[i], step_ms=steps_ms,
                              round_ms=[statistics.fmean(one) for one in rounds_ms[i]] if rounds > 1 else [],
@@ -84,8 +90,8 @@ class _RoundFailed(Exception):
         self.status, self.reason = status, reason
 
 
-def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any = None, min_seconds: float = 0.0,
-                  trace: bool = True) -> tuple[list[float], dict]:
+def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: WorkerGroups | None = None,
+                  min_seconds: float = 0.0, trace: bool = True) -> tuple[list[float], WorkerResult]:
     """One round of one case: launch, warm up, time `steps` steps (more, until `min_seconds` have passed),
     trace one more if `trace`, end; (step ms, rank 0's result). A step's time is the workers' own
     (synchronised, from a common start to the last rank's end): the parent's clock also holds its
@@ -107,7 +113,7 @@ def measure_round(prepared: Prepared, *, steps: int, timeout: float, groups: Any
     except WorkerError as exc:
         status = "oom" if exc.oom else "unavailable" if exc.unavailable else "timeout" if exc.timeout else "failed"
         raise _RoundFailed(status, str(exc)) from None
-    own = result.get("step_ms") or []
+    own = result.step_ms
     if len(own) == len(step_ms) + trace:  # the workers' clocks; the traced step last, left out like the parent's
         step_ms = own[:len(step_ms)]
     return step_ms, result

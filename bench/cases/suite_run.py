@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipebench.bench.store import results as res
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
@@ -30,6 +30,10 @@ from pipebench.bench.cases.run_options import RunOptions
 from pipebench.partition.profiling import sizes
 from pipebench.base.text.units import format_gib
 
+if TYPE_CHECKING:  # imported for the run where the groups start (run_suite): the launch side loads torch
+    from pipebench.bench.launch.sessions import WorkerGroups
+
+
 def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None] = print) -> tuple[list[res.Row], Path, Path]:
     """Run every case; returns this run's rows and the CSV and JSON paths. The cases run in warm worker
     groups, stopped when the run ends."""
@@ -40,7 +44,7 @@ def run_suite(options: RunOptions, machine: Machine, note: Callable[[str], None]
 
 
 def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None],
-               groups: Any) -> tuple[list[res.Row], Path, Path]:
+               groups: WorkerGroups | None) -> tuple[list[res.Row], Path, Path]:
     """Each model's cases in turn: every case prepared (planned, or found done or taken), then the ones
     to measure measured together in interleaved rounds; each row written as soon as it is known."""
     run = _start_run(options, machine, note, groups)
@@ -56,7 +60,8 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
     return run.rows, run.csv_path, run.json_path
 
 
-def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None], groups: Any) -> "_Run":
+def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None],
+               groups: WorkerGroups | None) -> "_Run":
     """The results files checked (and the folders beside them made), what --resume skips, the strategies
     of --strategies auto chosen and the cases listed and said, before any case is prepared."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
@@ -87,8 +92,8 @@ class _Run:
     options: RunOptions
     machine: Machine
     note: Callable[[str], None]
-    groups: Any
-    """The warm worker groups the cases run in (bench.launch.sessions.WorkerGroups)."""
+    groups: WorkerGroups | None
+    """The warm worker groups the cases run in (None: each case in workers of its own)."""
     csv_path: Path
     json_path: Path
     profile_dir: Path

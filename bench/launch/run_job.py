@@ -19,6 +19,7 @@ from typing import Sequence
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session, WorkerGroups
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
+from pipebench.bench.launch.worker_report import WorkerResult
 from pipebench.base.processes import kill_child
 from pipebench.base.time_limit import LIMIT_SECONDS
 
@@ -27,7 +28,7 @@ __all__ = ["launch"]
 
 def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = LIMIT_SECONDS,
            torchrun_args: Sequence[str] = (), keep: str | Path | None = None,
-           groups: WorkerGroups | None = None) -> dict:
+           groups: WorkerGroups | None = None) -> WorkerResult:
     """Run `job` in fresh processes (or a warm group's: `groups`), timing its steps in the workers, and
     return rank 0's result.
 
@@ -56,4 +57,4 @@ def launch(job: Job, *, gpus: Sequence[int] | None = None, timeout: float = LIMI
                               log=log_tail(out_dir / "workers.log")) from None
         finally:  # also on Ctrl-C: take the workers down with us
             kill_child(proc)
-        return collect_result(job, out_dir, rc)
+        return WorkerResult.from_record(collect_result(job, out_dir, rc), str(out_dir / "result.json"))

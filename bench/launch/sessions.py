@@ -28,6 +28,7 @@ from typing import Sequence
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import loopback_store
 from pipebench.bench.launch.spawn import WorkerError, collect_result, log_tail, start_workers
+from pipebench.bench.launch.worker_report import WorkerResult
 from pipebench.base.processes import kill_child
 from pipebench.base.time_limit import LIMIT_SECONDS
 
@@ -118,18 +119,20 @@ class Session:
         self._count += 1
         return (time.perf_counter() - start) * 1e3
 
-    def finish(self) -> dict:
+    def finish(self) -> WorkerResult:
         """Stop the workers (in a group: end the case) and return rank 0's result (bench/launch/worker.py)."""
         self._store.set(f"cmd{self._count}", "stop")
         if self._group is not None:
             self._wait_for("finished")
             self._finished = True
-            return collect_result(self.job, self.out_dir, 0, log=self._log)
-        try:
-            self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self._time_out()
-        return collect_result(self.job, self.out_dir, self._proc.returncode)
+            data = collect_result(self.job, self.out_dir, 0, log=self._log)
+        else:
+            try:
+                self._proc.wait(timeout=max(0.0, self._deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._time_out()
+            data = collect_result(self.job, self.out_dir, self._proc.returncode)
+        return WorkerResult.from_record(data, str(self.out_dir / "result.json"))
 
     def _time_out(self) -> None:
         """The session ran past `timeout`: stop every worker, whatever it is doing, and say so."""

@@ -4,10 +4,12 @@ after another (`serve`).
 
 Started by bench/launch/spawn.py, alone for single-process strategies or by torch.distributed.run (one per
 device) for the others; torchrun's RANK / WORLD_SIZE / LOCAL_RANK say which share is ours. Rank 0 writes
-OUT_DIR/result.json (a loss that became NaN or infinite is a result too: its `diverged` says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once (bench/launch/worker_report.py), so that
-torchrun ends the rest of the group. Every worker ends within a second of losing the process that
-started it (pipebench.base.processes.exit_with_parent), so that none outlives a killed run. CUDA_VISIBLE_DEVICES was
-set by the parent before this process started, so GPU i here is the i-th chosen GPU.
+OUT_DIR/result.json, a WorkerResult (a loss that became NaN or infinite is a result too: its `diverged`
+says when); a process that fails writes OUT_DIR/error-rank<r>.json and exits at once (both in
+bench/launch/worker_report.py), so that torchrun ends the rest of the group. Every worker ends within a
+second of losing the process that started it (pipebench.base.processes.exit_with_parent), so that none
+outlives a killed run. CUDA_VISIBLE_DEVICES was set by the parent before this process started, so GPU i
+here is the i-th chosen GPU.
 """
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import itertools
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,8 +33,9 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.strategies.micro_batches import to_device
 from pipebench.base.fileio.files import write_json
-from pipebench.bench.launch.worker_report import exit_without_teardown, fail_and_exit, work_and_report
+from pipebench.bench.launch.worker_report import WorkerResult, exit_without_teardown, fail_and_exit, work_and_report
 from pipebench.hardware.cpu import hold_memory
+from pipebench.base.step_stats import StepStats
 from pipebench.base.training import set_precision
 from pipebench.base.time_limit import LIMIT_SECONDS, WEEK_SECONDS
 
@@ -85,7 +87,7 @@ def _synchronize(devices) -> None:
 
 
 def run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
-        group_store=None) -> dict | None:
+        group_store=None) -> WorkerResult | None:
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None (see _run).
     A compiled case compiles cold: its compile seconds are what a first run costs, not a hit in the cache
     that its own profile (which compiles the same graphs) has just filled."""
@@ -105,7 +107,7 @@ def _compiling_cold():
 
 
 def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, control=None,
-         group_store=None) -> dict | None:
+         group_store=None) -> WorkerResult | None:
     """Build, warm up and run the timed steps; rank 0 returns the result, other ranks None.
 
     Timed steps run on their own (job.steps of them), or one per go-ahead from the parent's store when
@@ -306,32 +308,32 @@ def _slowest_of_all(mine: dict, world: int) -> dict:
             "diverged": next((s["diverged"] for s in shares if s["diverged"]), "")}
 
 
-def _result(job: Job, world: int, distributed: bool, trainer, measured: dict) -> dict:
+def _result(job: Job, world: int, distributed: bool, trainer, measured: dict) -> WorkerResult:
     """Rank 0's result.json: the case's devices, its measured steps and their summary, its first loss
     (JSON holds no NaN: a loss that is not a number is `diverged`), memory, compile cost and timeline."""
     step_ms, warmup_ms = measured["step_ms"], measured["warmup_ms"]
-    mean = statistics.fmean(step_ms) if step_ms else None
+    stats = StepStats.of(step_ms, job.batch)
     first_loss = trainer.first_loss if trainer.first_loss is not None and math.isfinite(trainer.first_loss) else None
     from pipebench.partition.profiling.measure import device_name
 
-    return {
-        "strategy": job.strategy,
-        "world_size": world,
-        "devices": [str(d) for d in trainer.devices] if not distributed else [f"{job.device_type}:{r}" for r in range(world)],
-        "device_name": device_name(trainer.devices[0]),
-        "torch_version": torch.__version__,
-        "first_loss": first_loss,
-        "diverged": measured["diverged"],
-        "step_ms": step_ms,
-        "step_ms_mean": mean,
-        "step_ms_std": statistics.stdev(step_ms) if len(step_ms) > 1 else 0.0,
-        "samples_per_s": job.batch / mean * 1e3 if step_ms else None,
-        "peak_memory_bytes": measured["peak"],
-        "warmup_ms": warmup_ms,
-        "compile_s": compile_seconds(warmup_ms, step_ms) if job.training.compile is not None else None,
-        "graph_breaks": measured["graph_breaks"],
-        "timeline": sorted(measured["timeline"], key=lambda op: (op["start_ms"], op["device"])),
-    }
+    return WorkerResult(
+        strategy=job.strategy,
+        world_size=world,
+        devices=[str(d) for d in trainer.devices] if not distributed else [f"{job.device_type}:{r}" for r in range(world)],
+        device_name=device_name(trainer.devices[0]),
+        torch_version=torch.__version__,
+        first_loss=first_loss,
+        diverged=measured["diverged"],
+        step_ms=step_ms,
+        step_ms_mean=stats.mean_ms,
+        step_ms_std=stats.std_ms,
+        samples_per_s=stats.samples_per_s,
+        peak_memory_bytes=measured["peak"],
+        warmup_ms=warmup_ms,
+        compile_s=compile_seconds(warmup_ms, step_ms) if job.training.compile is not None else None,
+        graph_breaks=measured["graph_breaks"],
+        timeline=sorted(measured["timeline"], key=lambda op: (op["start_ms"], op["device"])),
+    )
 
 
 def compile_seconds(warmup_ms: list[float], step_ms: list[float]) -> float | None:
@@ -385,7 +387,7 @@ def serve(port: int, out_dir: Path) -> None:
                          control=dist.PrefixStore(key, control) if control is not None else None,
                          group_store=dist.PrefixStore(key, shared) if shared is not None else None)
             if result is not None:
-                write_json(folder / "result.json", result)
+                write_json(folder / "result.json", result.to_record())
             _release()
             if shared is not None:
                 shared.set(f"{key}/ended{rank}", "1")
@@ -412,8 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--group":
         serve(int(argv[1]), Path(argv[2]))
         return 0
-    return work_and_report(argv, lambda job, out_dir, rank, world, local_rank: run(job, out_dir, rank, world,
-                                                                                   local_rank))
+    return work_and_report(argv, _result_record)
+
+
+def _result_record(job: Job, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+    """`run`'s result as result.json holds it (work_and_report writes it): rank 0's, None elsewhere."""
+    result = run(job, out_dir, rank, world, local_rank)
+    return None if result is None else result.to_record()
 
 
 if __name__ == "__main__":

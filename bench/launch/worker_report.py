@@ -1,9 +1,11 @@
-"""What a worker process hands back and how it ends: rank 0's result.json, or a failing process's
-error record (error-rank<r>.json: one line naming the root cause, whether it was out of memory or only a
-lost peer, the traceback), then an exit without the interpreter's teardown.
+"""What a worker process hands back and how it ends: rank 0's result.json (a benchmark case's is a
+`WorkerResult`), or a failing process's error record (error-rank<r>.json: one line naming the root
+cause, whether it was out of memory or only a lost peer, the traceback), then an exit without the
+interpreter's teardown.
 
 The benchmark's worker (bench/launch/worker.py) and `pipebench train`'s (bench/train/loop.py) both live
-this way (`work_and_report`); the parent reads the files back (bench/launch/spawn.py collect_result).
+this way (`work_and_report`); the parent reads the files back (bench/launch/spawn.py collect_result), and
+a benchmark case's result as its record (`WorkerResult.from_record`).
 """
 from __future__ import annotations
 
@@ -11,14 +13,67 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from pipebench.bench.launch.job import Job
+from pipebench.bench.launch.spawn import WorkerError
+from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import write_json
+from pipebench.base.fileio.records import record
 
-__all__ = ["work_and_report", "fail_and_exit", "error_record", "exit_without_teardown"]
+__all__ = ["WorkerResult", "work_and_report", "fail_and_exit", "error_record", "exit_without_teardown"]
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """Rank 0's result of a benchmark case (bench/launch/worker.py), as result.json holds it: written by
+    the worker (`to_record`), read back by the parent (`from_record`), the same fields both ways. A step
+    here is the slowest process's: every process times the same steps and the job's step ends with the
+    last of them. `pipebench train`'s worker hands back a record of its own (bench/train/loop.py)."""
+
+    strategy: str
+    world_size: int
+    """The job's processes."""
+    devices: list[str]
+    """The devices the case ran on, as torch names them ("cuda:0"; one per process where each has one)."""
+    device_name: str
+    torch_version: str
+    first_loss: float | None
+    """The first step's loss; None where it was not a finite number (`diverged` says so)."""
+    diverged: str
+    """How the loss left the finite numbers, the first time it did: "" while it did not."""
+    step_ms: list[float]
+    """Each timed step, the traced one included (the parent leaves it out: bench/cases/rounds.py)."""
+    step_ms_mean: float | None
+    step_ms_std: float | None
+    samples_per_s: float | None
+    """The steps' figures (pipebench/base/step_stats.py StepStats): None without them."""
+    peak_memory_bytes: list[int]
+    """Each device's peak allocated bytes over the timed steps (0 on a CPU)."""
+    warmup_ms: list[float]
+    compile_s: float | None
+    """What compiling cost (worker.compile_seconds); None uncompiled."""
+    graph_breaks: int | None
+    """torch.compile's graph breaks; None uncompiled."""
+    timeline: list[dict[str, Any]]
+    """The traced step's operations, each process's (bench/launch/trace.py), by start."""
+
+    @classmethod
+    def from_record(cls, data: Any, where: str = "result.json") -> "WorkerResult":
+        """The result a worker wrote (its JSON read back), every field checked against its type; a
+        field missing, unknown or of another type is a WorkerError naming it, which fails the case."""
+        try:
+            return record(cls, data, where)
+        except UserError as exc:
+            raise WorkerError(f"the worker's result is not one: {exc}") from None
+
+    def to_record(self) -> dict[str, Any]:
+        """The result as result.json holds it."""
+        return asdict(self)
 
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch")
 """Where torch.compile's own errors come from: a failure raised there is the compiler's, said as such."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from pipebench.base.step_stats import samples_per_s
 from pipebench.base.text.text_tables import text_table
 from pipebench.base.training import Training
 
@@ -150,8 +151,8 @@ class FidelityCase:
         return statistics.median(measured_step(r, self.against) for r in self.rows)
 
     @property
-    def samples_per_s(self) -> float:
-        return self.batch / self.step_ms * 1e3
+    def samples_per_s(self) -> float | None:
+        return samples_per_s(self.batch, self.step_ms)
 
     @property
     def predicted_step_ms(self) -> float:
@@ -188,7 +189,7 @@ def _figures(group: str, rows: list[FidelityCase]) -> Fidelity:
     steps = [abs(r.predicted_step_ms - r.step_ms) / r.step_ms for r in rows]
     memory = [abs(max(r.predicted_memory_bytes) - max(r.peak_memory_bytes)) / max(r.peak_memory_bytes)
               for r in rows if r.predicted_memory_bytes and r.peak_memory_bytes and max(r.peak_memory_bytes) > 0]
-    predicted = [r.batch / r.predicted_step_ms for r in rows]
+    predicted = [samples_per_s(r.batch, r.predicted_step_ms) for r in rows]
     measured = [r.samples_per_s for r in rows]
     pick = recommendation(rows, predicted)
     spread = [r for r in rows if r.predicted_step_spread is not None]

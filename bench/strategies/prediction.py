@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipebench.base.step_stats import samples_per_s
 from pipebench.partition.planning.plan import Plan
 
 __all__ = ["Prediction"]
@@ -36,6 +37,14 @@ class Prediction:
     drift (profile.step_spread drift=False). Two own intervals that overlap are a tie whichever is shown
     faster; with the drift, only a slower prediction inside the faster's interval is (`tie`). None:
     step_spread."""
+
+    @classmethod
+    def of_step(cls, strategy: str, step_ms: float, batch: int, *, memory: list[int], fits: bool,
+                micro_batches: int = 1, schedule: str | None = None, **more: Any) -> "Prediction":
+        """A price's figure: the step it predicts on `batch` samples, its samples/s from them
+        (pipebench/base/step_stats.py: None for a step of no time), the memory per device and whether it
+        fits; `more` the other fields (reason, plan, recompute, spreads)."""
+        return cls(strategy, step_ms, samples_per_s(batch, step_ms), memory, fits, micro_batches, schedule, **more)
 
     @property
     def step_interval_ms(self) -> tuple[float, float] | None:

@@ -151,5 +151,5 @@ def price_replicas(pricing: Pricing, cost: Callable[[Replicas, bool], tuple[floa
             (step, memory), recompute = recomputed, True
     if pricing.speeds:
         step /= min(pricing.speeds)
-    return Prediction(pricing.strategy.name, step, pricing.batch / step * 1e3 if step > 0 else None, memory,
-                      fitting(memory), 1, None, recompute=recompute)
+    return Prediction.of_step(pricing.strategy.name, step, pricing.batch, memory=memory, fits=fitting(memory),
+                              recompute=recompute)

@@ -25,6 +25,7 @@ from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.base.errors import UserError
 from pipebench.request import BALANCES, Request, split_error
 from pipebench.base.schedules import IN_TURN, get_schedule
+from pipebench.base.step_stats import samples_per_s
 from pipebench.base.training import OPTIMIZER_STATES, Training, flat_training, nest_training
 
 __all__ = ["BALANCES", "StagePlan", "Plan", "PlanError", "hand_plan", "uniform_bounds", "OPTIMIZER_STATES",
@@ -118,6 +119,8 @@ class Plan:
     stages: list[StagePlan]
     predicted_step_ms: float
     predicted_samples_per_s: float
+    """The batch over the predicted step (pipebench/base/step_stats.py); 0 where the plan predicts nothing
+    (a hand plan, whose step is 0 too; a profile whose layers take no time is refused before planning)."""
     bubble_fraction: float
     balance_ratio: float
     """Slowest stage over mean stage (forward + backward): 1.0 is perfect balance."""
@@ -406,7 +409,7 @@ def _record(problem: Problem, bounds: list[int], recompute: list[bool], run: Sim
         bounds=list(bounds),
         stages=_stage_plans(problem, bounds, recompute, run),
         predicted_step_ms=step_ms,
-        predicted_samples_per_s=profile.batch / step_ms * 1e3 if step_ms > 0 else float("inf"),
+        predicted_samples_per_s=samples_per_s(profile.batch, step_ms) or 0.0,  # 0: no figure, as a hand plan's
         bubble_fraction=run.timeline.bubble_fraction,
         balance_ratio=max(stage_compute) / (sum(stage_compute) / p) if sum(stage_compute) > 0 else 1.0,
         training=replace(request.training, precision=profile.training.precision, checkpoint=problem.checkpoint,

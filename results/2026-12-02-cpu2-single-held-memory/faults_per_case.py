@@ -36,7 +36,7 @@ with WorkerGroups() as groups:
                 b = stat(pid)
                 faults.append(b[0] - a[0]), user.append(b[1] - a[1]), kernel.append(b[2] - a[2])
             workers.step(trace=True)
-            own = workers.finish()["step_ms"][:steps]
+            own = workers.finish().step_ms[:steps]
         print(f"{strategy:13s} step median {statistics.median(own):6.1f} ms | page faults a step "
               f"{statistics.median(faults):6.0f}, user {1e3 * sum(user) / steps:5.1f} ms, kernel "
               f"{1e3 * sum(kernel) / steps:4.1f} ms", flush=True)

@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                 with Session(job, gpus=[0, 1], timeout=900) as workers:
                     results[name] += [workers.step() for _ in range(args.steps)]
                     workers.step(trace=True)
-                    traced.setdefault(name, []).append(busy_ms(workers.finish()["timeline"]))
+                    traced.setdefault(name, []).append(busy_ms(workers.finish().timeline))
                 print(f"{name}: {sum(results[name]) / len(results[name]):.1f} ms per step so far; "
                       f"busy ms per GPU in the traced step {traced[name][-1]}", flush=True)
     finally:

@@ -15,8 +15,8 @@ for fast in (True, False):
     for strategy, devices in (("single", 1), ("dataparallel", 2)):
         job = Job.by_hand("resnet101", strategy, batch=256, devices=devices, steps=3, warmup=2, training=Training(precision="tf32" if fast else "fp32"))
         result = launch(job, gpus=[0, 1][:devices], timeout=600)
-        row = {"strategy": strategy, "fast_math": fast, "step_ms": round(result["step_ms_mean"], 1),
-               "samples_per_s": round(result["samples_per_s"], 1), "first_loss": result["first_loss"]}
+        row = {"strategy": strategy, "fast_math": fast, "step_ms": round(result.step_ms_mean, 1),
+               "samples_per_s": round(result.samples_per_s, 1), "first_loss": result.first_loss}
         rows.append(row)
         print(json.dumps(row), flush=True)
 json.dump(rows, sys.stdout if len(sys.argv) < 2 else open(sys.argv[1], "w"), indent=1)

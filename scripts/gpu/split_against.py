@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pipebench
+from pipebench.base.step_stats import samples_per_s
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.sessions import Session
 from pipebench.bench.launch.spawn import call_in_child
@@ -79,7 +80,7 @@ def main() -> None:
                 results[name] += [workers.step() for _ in range(args.steps)]
                 result = workers.finish()
             print(f"{name}: {sum(results[name]) / len(results[name]):.1f} ms per step so far, first loss "
-                  f"{result['first_loss']:.5f}, peak GiB {[round(b / 2**30, 1) for b in result['peak_memory_bytes']]}",
+                  f"{result.first_loss:.5f}, peak GiB {[round(b / 2**30, 1) for b in result.peak_memory_bytes]}",
                   flush=True)
     mean = {name: sum(t) / len(t) for name, t in results.items()}
     summary = {
@@ -88,7 +89,7 @@ def main() -> None:
                          "micro_batches": p.micro_batches, "predicted_step_ms": p.predicted_step_ms}
                   for name, p in plans.items()},
         "step_ms": results, "mean_step_ms": mean,
-        "samples_per_s": {name: args.batch / m * 1e3 for name, m in mean.items()},
+        "samples_per_s": {name: samples_per_s(args.batch, m) for name, m in mean.items()},
         "time_over_midpoint": mean["parameter midpoint"] / mean["pipebench (time)"],
     }
     (out / "split-against.json").write_text(json.dumps(summary, indent=1))

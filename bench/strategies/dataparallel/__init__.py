@@ -25,8 +25,8 @@ def price_dataparallel(pricing: Pricing) -> Prediction:
             return pricing.no_figure("no profile of the whole batch")
         # The module as it is, on the whole batch, in one process: the whole step the profile timed so.
         step = whole.whole_step_ms or pricing.calibration * sum(l.step_ms for l in whole.layers)
-        return Prediction(pricing.strategy.name, step, pricing.batch / step * 1e3 if step > 0 else None,
-                          [costs.replica_memory(whole.layers, states)], True, 1, None)
+        return Prediction.of_step(pricing.strategy.name, step, pricing.batch,
+                                  memory=[costs.replica_memory(whole.layers, states)], fits=True)
 
     def cost(replicas: Replicas, recompute: bool):
         p, layers, unmodelled = replicas.p, replicas.layers, replicas.unmodelled

@@ -53,8 +53,8 @@ def price_device_map(pricing: Pricing) -> Prediction:
     reasons = []
     if cuts["estimated"]:
         reasons.append(f"cuts estimated from the layers' parameter bytes ({cuts['estimated']})")
-    return Prediction(strategy.name, step, whole.batch / step * 1e3 if step > 0 else None, memory, fits, 1, IN_TURN,
-                      "; ".join(reasons), plan=plan)
+    return Prediction.of_step(strategy.name, step, whole.batch, memory=memory, fits=fits, schedule=IN_TURN,
+                              reason="; ".join(reasons), plan=plan)
 
 
 def device_map_cuts(whole: Profile, devices: int, caps: Sequence[float] | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pipebench.base.step_stats import samples_per_s
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned import price_plan
 from pipebench.bench.strategies.pricing import Pricing
@@ -43,5 +44,5 @@ def price_hybrid(pricing: Pricing) -> Prediction:
                                        pricing.links)
                     for s in one.plan.stages)
     step = one.predicted_step_ms + allreduce
-    return replace(one, predicted_step_ms=step, predicted_samples_per_s=batch / step * 1e3 if step > 0 else None,
+    return replace(one, predicted_step_ms=step, predicted_samples_per_s=samples_per_s(batch, step),
                    peak_memory_bytes=one.peak_memory_bytes * replicas)

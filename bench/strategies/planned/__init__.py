@@ -44,5 +44,5 @@ def price_plan(pricing: Pricing) -> Prediction:
     step = plan.predicted_step_ms
     if one_cpu_process(strategy, devices):  # nothing overlaps: the stages take turns on one process's threads
         step = plan.micro_batches * sum(s.forward_ms + s.backward_ms for s in plan.stages)
-    return Prediction(strategy.name, step, plan.batch / step * 1e3 if step > 0 else None, plan.memory_per_device(),
-                      True, plan.micro_batches, schedule, plan=plan)
+    return Prediction.of_step(strategy.name, step, plan.batch, memory=plan.memory_per_device(), fits=True,
+                              micro_batches=plan.micro_batches, schedule=schedule, plan=plan)
