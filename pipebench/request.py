@@ -343,15 +343,15 @@ def virtual_stages(schedule: str, asked: Any) -> int:
     (exactly 2 for zbv); `asked` a count, or None for the schedule's own."""
     kind = get_schedule(schedule)
     if asked is not None:
-        asked = count_of(asked, "--virtual-stages")
+        asked = count_of(asked, "virtual_stages")
     if kind.stages_per_device == 1:
         if asked not in (None, 1):
-            raise UserError(f"--virtual-stages {asked}: {schedule} runs one stage per device")
+            raise UserError(f"{asked} virtual stages: {schedule} runs one stage per device")
         return 1
     if asked is None:
         return kind.stages_per_device
     if kind.fixed_stages_per_device and asked != kind.stages_per_device:
-        raise UserError(f"--virtual-stages {asked}: {schedule} runs exactly {kind.stages_per_device} stages per device")
+        raise UserError(f"{asked} virtual stages: {schedule} runs exactly {kind.stages_per_device} stages per device")
     return asked
 
 

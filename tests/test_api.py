@@ -136,7 +136,10 @@ def _tiny_net():
     (dict(batch=8, stages=2, speeds=[1.0, float("nan")]), r"speeds takes a finite number above 0"),
     (dict(batch=8, stages=2, speeds=[1.0]), r"need one speed per device \(1 != 2\)"),
     (dict(batch=8, stages=2, repeats=0), r"repeats takes a positive integer \(got 0\)"),
-    (dict(batch=8, stages=2, virtual_stages="2", schedule="interleaved"), r"--virtual-stages takes a positive integer"),
+    (dict(batch=8, stages=2, virtual_stages="2", schedule="interleaved"), r"virtual_stages takes a positive integer"),
+    (dict(batch=8, stages=2, virtual_stages=True, schedule="interleaved"), r"virtual_stages takes a positive integer"),
+    (dict(batch=8, stages=2, virtual_stages=10**6, schedule="interleaved"), r"virtual_stages takes a positive integer up to 64"),
+    (dict(batch=8, stages=2, virtual_stages=2, schedule="1f1b"), r"2 virtual stages: 1f1b runs one stage per device"),
     (dict(batch=8, gpus="0,1"), r"gpus takes a list of GPU ids"),
 ])
 def test_wrong_types_are_refused_before_anything_is_measured(kwargs, message, monkeypatch):

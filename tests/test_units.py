@@ -133,6 +133,6 @@ def test_virtual_stages():
     assert virtual_stages("zb-interleaved", 3) == 3
     for schedule, asked, message in [("1f1b", 2, "1f1b runs one stage per device"),
                                      ("zbv", 3, "zbv runs exactly 2 stages per device"),
-                                     ("interleaved", 0, "--virtual-stages takes a positive integer")]:
+                                     ("interleaved", 0, "virtual_stages takes a positive integer")]:
         with pytest.raises(UserError, match=message):
             virtual_stages(schedule, asked)
