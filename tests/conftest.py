@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import sysconfig
 import tempfile
 from pathlib import Path
@@ -21,6 +22,11 @@ os.environ["PIPEBENCH_CACHE"] = "off"
 os.environ.setdefault("PIPEBENCH_DRIFT_SECONDS", "0.2")
 os.environ["PIPEBENCH_LINK_CACHE"] = tempfile.mkdtemp(prefix="pipebench-test-links-")
 atexit.register(shutil.rmtree, os.environ["PIPEBENCH_LINK_CACHE"], ignore_errors=True)
+
+# The tests of interrupts send Ctrl-C as a terminal does. Started as a shell's background job, pytest (and
+# every process it starts) would inherit SIGINT ignored, which pipebench keeps ignored (base/interrupts.py).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config):
