@@ -44,14 +44,14 @@ class ProfilingSession:
 
     def __init__(self, spec: ModelSpec, request: Request, counts: list[int], devices: list[str], *,
                  note: Callable[[str], None] | None = None, progress: Callable[[int, int, str], None] | None = None,
-                 before_measuring: Callable[[], None] | None = None):
+                 on_layers: Callable[[int], None] | None = None):
         """`counts` and `devices` as `counts_and_devices(request)` checked them; the rest as for
         pipebench.profile()."""
         from pipebench.hardware.cpu import threads_per_device
 
         self.spec, self.model, self.request = spec, spec.model, request  # self.model: the model once built
         self.counts, self.devices, self.device = counts, devices, devices[0]
-        self.note, self.progress, self.before_measuring = note, progress, before_measuring
+        self.note, self.progress, self.on_layers = note, progress, on_layers
         self.on_gpu = self.device.startswith("cuda")
         self.repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS["cuda" if self.on_gpu else "cpu"]
         # On the CPU, time with one device's share of the cores, holding the memory freed between runs: what
@@ -119,6 +119,9 @@ class ProfilingSession:
                                     warmup=self.warmup, note=self.note, progress=self.progress,
                                     granularity=request.granularity, training=request.training,
                                     already=len(self.measured), captures=self.built["captures"])
+            if self.on_layers is not None:  # a model of your own's, captured: before the links are timed
+                self.on_layers(len(got[0].layers))
+                self.on_layers = None
             for p in got:
                 if self.store is not None:
                     self.store.put(self.keys[p.micro_batches], p)
@@ -149,10 +152,9 @@ class ProfilingSession:
     def _build(self) -> None:
         """Build the model, the first time a size must be measured: a cached answer never waits for it. A
         zoo name given without a flavour learns the zoo's default here, and the cache is asked again under it."""
-        if self.before_measuring is not None:
-            self.before_measuring()
         import torch
 
+        from pipebench.base.text.parse import is_user_model
         from pipebench.models import LayeredModel, UserModel, get_model
         from pipebench.partition.profiling.measure import Captures
         from pipebench.base.training import set_precision
@@ -163,6 +165,9 @@ class ProfilingSession:
             torch.cuda.set_device(target)
         model = self.model
         if isinstance(model, str):
+            if self.on_layers is not None and not is_user_model(model):  # the zoo's layers, on the meta device
+                self.on_layers(len(get_model(model, self.spec.flavour, device="meta", **(self.spec.settings or {}))))
+                self.on_layers = None
             self.model = get_model(model, self.spec.flavour, device=target, data_dir=self.spec.data_dir,
                                    **(self.spec.settings or {}))
             if self.store is not None and self.spec.flavour is None and isinstance(self.model, LayeredModel):

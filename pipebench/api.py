@@ -23,7 +23,7 @@ from pipebench.partition.profiling.profile_record import Profile, check_profile_
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.model_spec import ModelSpec, is_module
 from pipebench.base.text.parse import count_of
-from pipebench.request import Request, plan_devices
+from pipebench.request import Request, check_stage_count, plan_devices
 
 __all__ = ["profile", "plan", "advise", "run", "plan_devices", "Request"]
 
@@ -58,7 +58,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
             settings: dict[str, Any] | None = None, data_dir: str | None = None,
             loss_fn: Callable[[Any, Any], Any] | None = None, note: Callable[[str], None] | None = None,
             progress: Callable[[int, int, str], None] | None = None,
-            before_measuring: Callable[[], None] | None = None, rank: Ranking | None = None,
+            on_layers: Callable[[int], None] | None = None, rank: Ranking | None = None,
             **asked: Any) -> list[Profile]:
     """Profile every layer of `model` on the request's first device at the micro-batch sizes a plan for its
     batch considers, in its Training's precision (fp32, tf32 or bf16: pipebench/base/training.py), the whole
@@ -98,8 +98,10 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     cache: reuse sizes measured before in the profile cache (partition/profiling/cache.py) and keep new ones;
         fresh: measure every size again (and replace the cached ones). The cache is looked up before the
         model is built: when it holds every size, no model is built and no model file imported.
-    before_measuring(): called before the model is built to be measured, not when the cache answers (the
-        command line checks the stage count against the model's layers there).
+    on_layers(count): called with the model's layer count as soon as it is known, before anything is timed:
+        a zoo model's counted on the meta device before it is built; any other's once it is captured and
+        its first sizes measured, before the link figures are timed. Not called when the cache answers.
+        A plan checks its stage count there.
     An nn.Module object comes back as it was given (each submodule's mode, parameters, buffers,
     requires_grad, device, forward methods), and torch's global state too (RNG, threads, default dtype,
     grad mode, autocast, anomaly detection, matmul precision): pipebench/base/snapshot.py. Profiling runs under
@@ -111,12 +113,12 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     counts, devices = counts_and_devices(request)
     spec = ModelSpec(model, flavour=flavour, settings=settings, data_dir=data_dir, example_inputs=example_inputs,
                      loss_fn=loss_fn)
-    for name, function in (("note", note), ("progress", progress), ("before_measuring", before_measuring),
+    for name, function in (("note", note), ("progress", progress), ("on_layers", on_layers),
                            ("rank", rank)):
         if function is not None and not callable(function):  # a TypeError deep in the profiler before
             raise UserError(f"{name} takes a function, got a {type(function).__name__}")
     session = ProfilingSession(spec, request, counts, devices, note=note, progress=progress,
-                               before_measuring=before_measuring)
+                               on_layers=on_layers)
     return session.profiles(rank)
 
 
@@ -156,7 +158,8 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         request = request.measured_here(_named_gpus(asked))
         request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
         profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
-                           loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request))
+                           loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request),
+                           on_layers=lambda layers: check_stage_count(request.stages, layers))
         profiles = request.check_profiles(profiles)
     else:
         if isinstance(profiles, Profile):

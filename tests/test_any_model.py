@@ -55,6 +55,24 @@ def test_bad_models_are_one_line_and_exit_2(capsys, model, extra, message):
     assert message in errors[0], err
 
 
+def test_more_stages_than_layers_is_refused_before_the_links_are_timed(capsys, monkeypatch):
+    """A model of your own is counted once captured: more stages than its layers is refused there, not
+    after the link figures between 3 CPU processes are timed (30 s). The API refuses it as early."""
+    import torch
+
+    import pipebench
+    from pipebench.base.errors import UserError
+    from pipebench.partition import profile_session
+
+    monkeypatch.setattr(profile_session, "_links", lambda *a, **k: pytest.fail("timed the links before refusing"))
+    assert main(["plan", "--model", f"{BAD}:TwoLinear", "--input-shape", "8", "--batch", "8", "--chunks", "2",
+                 "--repeats", "1", "--stages", "3", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "pipebench: error: more stages than layers (3 > 2)"
+    with pytest.raises(UserError, match=r"more stages than layers \(3 > 2\)"):
+        pipebench.plan(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)), torch.randn(2, 4),
+                       stages=3, batch=6, micro_batches=2, repeats=1)
+
+
 def test_model_options_are_for_models_of_your_own(capsys):
     assert main(["plan", "--model", "convnet", "--input-shape", "1,28,28", "--stages", "2"]) == 2
     assert "--input-shape is for a model of your own" in capsys.readouterr().err

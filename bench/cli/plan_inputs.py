@@ -11,7 +11,6 @@ from pipebench.bench.cli.common import (add_model_options, add_server_options, a
                                         training_of)
 from pipebench.base.errors import UserError
 from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request, check_stage_count
-from pipebench.base.text.parse import is_user_model
 from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
 
@@ -109,10 +108,9 @@ def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
     with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
         profiles = pipebench.profile(args.model, None, request, flavour=args.flavour, settings=overrides,
                                      data_dir=args.data_dir, note=note, progress=progress,
-                                     before_measuring=lambda: _check_stages(args, overrides, request.stages),
+                                     on_layers=lambda layers: check_stage_count(request.stages, layers),
                                      rank=ranking(request) if ranking else None)
-    if not is_user_model(args.model):  # as _check_stages, for a cached one
-        check_stage_count(request.stages, len(profiles[0].layers))
+    check_stage_count(request.stages, len(profiles[0].layers))  # as on_layers, for a cached answer
     if args.save_profile:
         save_profiles(profiles, args.save_profile)
         note(f"profile written to {args.save_profile}")
@@ -175,13 +173,3 @@ def _settings(args) -> dict:
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data_folder(args.data_dir)
     return overrides
-
-
-def _check_stages(args, overrides: dict, stages: int) -> None:
-    """Before anything is measured: a zoo model is built on the meta device (no memory, no time), which
-    checks its settings and counts its layers, so --stages 11 for a 10-layer model is refused at once. A
-    model of your own is counted once torch.export has captured it, as profiling starts."""
-    from pipebench.models import get_model
-
-    if not is_user_model(args.model):
-        check_stage_count(stages, len(get_model(args.model, args.flavour, device="meta", **overrides)))
