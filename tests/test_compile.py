@@ -39,7 +39,7 @@ def two_steps(training: Training, name: str = "mlp") -> tuple[list[float], dict[
     return losses, trainer.state_dict()
 
 
-@pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-5), pytest.param("bf16", 2e-2, marks=SLOW)])
+@pytest.mark.parametrize("precision, tolerance", [pytest.param("fp32", 1e-5, marks=pytest.mark.ci), pytest.param("bf16", 2e-2, marks=SLOW)])
 def test_compiled_single_trains_as_eager(precision, tolerance):
     """The loss after a step and the parameters after two: fp32 within reordered float sums, bf16 within
     bf16's rounding (inductor fuses what eager rounds op by op)."""
@@ -77,7 +77,7 @@ def check_against_eager(tmp_path, job: Job, groups) -> WorkerResult:
 
 
 @pytest.mark.parametrize("strategy, micro_batches", [
-    ("pp-1f1b", 2),  # each stage's submodule compiled
+    pytest.param("pp-1f1b", 2, marks=pytest.mark.ci),  # each stage's submodule compiled; CI runs it after the default set
     pytest.param("ddp", 1, marks=SLOW), pytest.param("zero1", 1, marks=SLOW), pytest.param("fsdp", 1, marks=SLOW),
     pytest.param("pp-gpipe", 2, marks=SLOW), pytest.param("pp-zbv", 4, marks=SLOW),
     pytest.param("modelparallel", 1, marks=SLOW), pytest.param("pipeline", 2, marks=SLOW),

@@ -121,6 +121,7 @@ def test_the_plan_keeps_what_its_simulator_charged():
     assert again.simulate().step_time == pytest.approx(plan.predicted_step_ms)
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_the_probe_measures_the_processes_and_their_runtimes():
     from pipebench.hardware.cpu_processes import measure_cpu_processes
     from pipebench.partition.profiling.cache import LINK_FIELDS

@@ -80,6 +80,7 @@ def test_every_strategy_on_three_to_five_devices(tmp_path, groups, sixty, device
     sweep(tmp_path, groups, sixty, devices, strategy)
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
     """No processes: on 1 to 8 devices each strategy has a predicted figure and a Job, or a reason and
     an unavailable case, the two alike; advise ranks them on every count."""

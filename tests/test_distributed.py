@@ -193,6 +193,7 @@ def test_a_failing_worker_ends_the_group_with_its_error(tmp_path, monkeypatch):
         s.bind(("127.0.0.1", port))
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_worker_exception_names_the_cause(tmp_path):
     job = Job.by_hand("gpt", "ddp", flavour="tiny", batch=8, devices=2, device_type="cpu",
               overrides={"width": 63}, steps=1, warmup=0)  # 63 does not divide into 2 heads

@@ -87,6 +87,7 @@ def test_the_split_computes_the_models_logits_and_gradients(name):
     assert bool(split.shared()) == tied
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_failure_inside_the_split_is_one_line_and_exit_2(capsys, monkeypatch):
     import torch.fx.passes.split_utils as split_utils
 

@@ -73,7 +73,7 @@ def llama_object():
         num_key_value_heads=2, max_position_embeddings=32))
 
 
-@pytest.mark.parametrize("build", [gpt2_object, llama_object])
+@pytest.mark.parametrize("build", [gpt2_object, pytest.param(llama_object, marks=pytest.mark.ci)])
 def test_plan_takes_a_hugging_face_model_object_and_its_split_spec_builds_those_stages(build):
     from torch.distributed.pipelining import pipeline
 
@@ -126,6 +126,7 @@ def test_the_object_trains_as_the_command_line_trains_it():
     assert dict(trained.module.named_parameters()).keys() == dict(model.named_parameters()).keys()
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_dict_example_feeds_the_model_by_keyword():
     import pipebench
 

@@ -51,7 +51,7 @@ def reference(model, training: Training):
 
 
 @pytest.mark.parametrize("precision, optimizer", [
-    ("fp32", "sgd"),
+    pytest.param("fp32", "sgd", marks=pytest.mark.ci),  # CI runs it after the default set
     pytest.param("bf16", "adamw", marks=pytest.mark.slow),  # tests/test_training_settings.py covers bf16 + AdamW in every runtime
 ])
 def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, precision, optimizer):

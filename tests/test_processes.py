@@ -122,7 +122,7 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.ci)])
 def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
     """While the parent waits for its workers (a step, or here a start that never ends), Ctrl-C ends it
     at once; before, the wait in C++ held the signal until the store's timeout."""
@@ -407,6 +407,7 @@ def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkey
     assert capsys.readouterr().err.strip() == "pipebench: interrupted"
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_swallowed_interrupt_starts_no_workers(capsys, monkeypatch, tmp_path):
     """Ctrl-C in train's first second, while torch was imported under a bare `except:`, was swallowed: the
     training ran to its end, then said "interrupted" (eighth pass, D3). No worker starts after a stop."""

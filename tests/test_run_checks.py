@@ -213,6 +213,7 @@ def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monk
     assert [r.status for r in load(json_path)] == ["ok"]
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
     """The worker's own result writer failed on the NaN loss (ValueError: Out of range float values are not
     JSON compliant) and the measurement was lost: now the row is timed, says `diverged` and when, and the

@@ -171,6 +171,7 @@ def test_own_state_sets_pipebench_settings_and_puts_the_callers_back():
             torch.set_default_dtype(torch.float32)
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_the_cpu_probes_run_under_pipebench_settings():
     """Under a caller's (or a model file's) float64 default, rank 0 of the CPU processes' probe sent float64
     messages to fresh peers expecting float32: "the CPU processes' probe failed: ... Connection reset by

@@ -46,6 +46,7 @@ def test_session_times_each_step_in_the_parent(groups):
     assert kinds == {(k, s, m) for k in "FB" for s in (0, 1) for m in (0, 1)}
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_session_reports_a_failing_worker():
     """One process, as the claim needs (torchrun's ranks failing: tests/test_distributed.py, and in a worker
     group: test_run_runs_the_cases_of_one_process_count_in_one_group)."""
@@ -123,6 +124,7 @@ def resumed(tmp_path_factory, profiles):
     return steps, started, folder
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_run_writes_rows_resumes_and_reports(resumed):
     steps, started, folder = resumed
     code, out, err = steps["first"]
@@ -325,6 +327,7 @@ def test_pytest_benchmark_suite_times_cases_and_writes_rows(tmp_path):
     assert sorted(r.strategy for r in rows) == ["pp-1f1b", "single"]
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
     done = subprocess.run([sys.executable, "-m", "pytest", "bench/benchmarks/bench_suite.py", "-q", "-p", "no:cacheprovider",
                            "--suite-strategies", "hand-split"],
@@ -334,6 +337,7 @@ def test_pytest_benchmark_suite_rejects_a_bad_option_in_one_line():
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_timeout_ends_the_case_whatever_its_steps_do():
     """`run --steps 1000000000 --timeout 20` ran 400 s until killed from outside: the limit held for each
     wait on a step, and a million quick steps never waited that long. It now holds for the whole case."""

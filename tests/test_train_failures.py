@@ -59,6 +59,7 @@ def make_batch(batch_size):
 '''
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_loss_that_diverges_later_keeps_the_checkpoint_before_it(tmp_path, capsys):
     (tmp_path / "data.py").write_text(DATA)
     (tmp_path / "late.py").write_text(LATE)

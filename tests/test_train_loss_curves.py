@@ -18,6 +18,7 @@ from pipebench.bench.strategies import STRATEGIES
 
 # ------------------------------------------------------------------------------- a pipeline and one device
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_pp_1f1b_trains_as_one_device_and_saves_the_models_own_state_dict(tmp_path, text, capsys):
     """A GPT trained through a 2-process 1F1B pipeline follows one device's loss curve, and its checkpoint
     loads into the model itself, strict, equal to the single run's."""

@@ -114,6 +114,7 @@ def data():
 '''
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(capsys, monkeypatch, tmp_path):
     """F12: --model m.py:Net, relative, reached the workers as it was given; a --data function that called
     os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
