@@ -2,6 +2,8 @@
 the inputs, before any work, and a device, link or FIFO named for output is written through, not replaced."""
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -130,6 +132,44 @@ def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
     refused(capsys, ["report", str(folder), "--out", str(folder)], "is a folder read: its summary.csv would be")
     assert not (folder / "summary.csv").exists()
     assert main(["report", str(folder)]) == 0, capsys.readouterr().err
+
+
+def test_an_export_over_an_earlier_export_is_written_again(capsys, tmp_path):
+    """The check of --export above leaves an engine export, of any engine, to be written again."""
+    profiles, out = str(profile_file(tmp_path / "p.json")), tmp_path / "export.json"
+    for engine in ("deepspeed", "megatron"):
+        assert main(["plan", "--profile", profiles, "--stages", "2", "--export", engine, str(out)]) == 0, \
+            capsys.readouterr().err
+    assert json.loads(out.read_text())["engine"] == "megatron"
+
+
+def test_report_never_replaces_its_input_or_a_file_of_the_users(capsys, tmp_path):
+    """`report rq/summary.csv --out rq` replaced the results it read with the report's summary, and a user's
+    own report.md in --out was replaced too (ninth pass, E3). An earlier report there is written again."""
+    from helpers import results_file
+    from pipebench.bench.store.results import _csv_text, load
+    from test_report import make_row
+
+    rows = load(results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]))
+    folder = tmp_path / "rq"
+    folder.mkdir()
+    (folder / "summary.csv").write_text(_csv_text(rows))
+    held = (folder / "summary.csv").read_text()
+    refused(capsys, ["report", str(folder / "summary.csv"), "--out", str(folder)],
+            "the report's summary.csv would replace")
+    assert (folder / "summary.csv").read_text() == held
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my own report\n")
+    refused(capsys, ["report", str(tmp_path / "r"), "--out", str(mine)], "holds something other than a pipebench report")
+    assert (mine / "report.md").read_text() == "my own report\n"
+    (mine / "report.md").unlink()
+    (mine / "summary.csv").write_text("my own table\n")
+    refused(capsys, ["report", str(tmp_path / "r"), "--out", str(mine)], "holds something other than a pipebench report's")
+    (mine / "summary.csv").unlink()
+    for _ in range(2):
+        assert main(["report", str(tmp_path / "r"), "--out", str(mine)]) == 0, capsys.readouterr().err
+    assert (mine / "report.md").read_text().startswith("# pipebench report")
 
 
 def test_run_profiles_into_its_results_folder_is_refused(capsys, tmp_path):
@@ -278,14 +318,18 @@ def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, withi
     ("plan", "--json", "my notes\n", "a plan"),
     ("plan", "--save-profile", '{"format": "pipebench-plan", "version": 1}\n', "profiles (pipebench-profile JSON)"),
     ("advise", "--json", '{"format": "pipebench-plan", "version": 1}\n', "a ranking of advise's (pipebench-advice"),
+    ("plan", "--export", "model,strategy,status\nmlp,single,ok\n", "an engine export"),  # ninth pass, E1
+    ("plan", "--export", '{"format": "pipebench-profile", "version": 1, "profiles": []}\n', "an engine export"),
+    ("plan", "--export", "my notes\n", "an engine export"),
 ])
 def test_an_output_holding_another_file_is_refused_not_replaced(capsys, tmp_path, command, option, held, what):
     """`plan --json results.csv` replaced a run's results with a plan, and `--save-profile plan.json` a plan
     with profiles, exit 0 (eighth pass, D2): an output file holds what the command writes there or nothing."""
     out = tmp_path / "out.file"
     out.write_text(held)
-    model = ["--profile", str(profile_file(tmp_path / "p.json"))] if option == "--json" else ["--model", "mlp", *TINY]
-    refused(capsys, [command, *model, "--stages", "2", option, str(out)], f"holds something other than {what}")
+    model = ["--profile", str(profile_file(tmp_path / "p.json"))] if option != "--save-profile" else ["--model", "mlp", *TINY]
+    given = [option, "deepspeed", str(out)] if option == "--export" else [option, str(out)]
+    refused(capsys, [command, *model, "--stages", "2", *given], f"holds something other than {what}")
     assert out.read_text() == held
 
 

@@ -275,3 +275,18 @@ def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra
                  "single", *extra])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
+def test_a_removed_working_folder_is_one_line(capsys, monkeypatch, tmp_path):
+    """In a working folder since removed, the command line and the API ended in a FileNotFoundError
+    traceback from os.getcwd() (ninth pass, E2): one line, exit 2, before anything is imported or built."""
+    import pipebench
+    from pipebench.base.errors import UserError
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    refused(capsys, ["plan", "--model", "mlp", *TINY, "--stages", "2"], "the working folder no longer exists")
+    with pytest.raises(UserError, match="the working folder no longer exists"):
+        pipebench.plan("mlp", flavour="tiny", stages=2, batch=8)

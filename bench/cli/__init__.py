@@ -78,6 +78,13 @@ def _escaping() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    from pipebench.base.errors import UserError
+    from pipebench.base.snapshot import working_folder
+
+    try:
+        working_folder()  # before torch's import, which a removed folder may break
+    except UserError as exc:
+        return _fail(str(exc))
     try:
         parser = build_parser()  # imports every command's module: seconds, before signals are caught
     except KeyboardInterrupt:  # Ctrl-C during the imports: "interrupted", not a traceback through them

@@ -81,6 +81,8 @@ def check_outputs(args, json_format: str, json_what: str) -> None:
     not_another_file(outputs["--json"], "--json", json_of_format(json_format), f"{json_what} ({json_format} JSON)")
     not_another_file(outputs["--save-profile"], "--save-profile", json_of_format(PROFILE),
                      "profiles (pipebench-profile JSON)")
+    not_another_file(outputs["--export"], "--export", json_of_format(None, key="engine"),
+                     "an engine export (JSON starting with its \"engine\")")
     args.json, args.save_profile = outputs["--json"], outputs["--save-profile"]
     if export:
         args.export = [export[0], outputs["--export"]]

@@ -33,6 +33,7 @@ def cmd_report(args) -> int:
             raise UserError(f"--out {args.out} is a folder read: its summary.csv would be read as results next "
                             "time; give the report a folder of its own (default: <folder>/report)")
     found = results_files(files)  # folders expanded; a path that is not there: "no such file or folder"
+    _check_report_folder(Path(args.out or default_report_dir(Path(files[0]))), found)
     logs = [f for f in found if is_train_log(f)]
     rows = load([f for f in found if f not in logs]) if len(logs) < len(found) else []
     if not rows and not logs:
@@ -58,6 +59,35 @@ def cmd_report(args) -> int:
         note(line)
     answer("\nwrote " + ", ".join(printable(str(p)) for p in paths))
     return 0
+
+
+REPORT_FILES = ("report.md", "summary.csv")
+"""What a report writes beside its plots, by name, into its folder."""
+
+
+def _check_report_folder(out: Path, found: list[Path]) -> None:
+    """Refuse a report folder whose report.md or summary.csv would replace an input, or a file that is not
+    an earlier report's: a report.md is one when it starts as a report does, and its summary.csv with it."""
+    from pipebench.base.fileio.files import not_another_file
+
+    written = {(out / name).resolve(): name for name in REPORT_FILES}
+    for path in found:
+        if (name := written.get(Path(path).resolve())) is not None:
+            raise UserError(f"--out {printable(str(out))}: the report's {name} would replace {printable(str(path))}, "
+                            "which it reads; give the report a folder of its own")
+    markdown = out / "report.md"
+    ours = not markdown.exists() or _starts_with(markdown, b"# pipebench report")
+    not_another_file(markdown, "--out", lambda _: ours, "a pipebench report (report.md)")
+    not_another_file(out / "summary.csv", "--out", lambda _: ours and markdown.exists(),
+                     "a pipebench report's summary.csv (beside its report.md)")
+
+
+def _starts_with(path: Path, start: bytes) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(start)) == start
+    except OSError:
+        return False
 
 
 def default_report_dir(first: Path) -> Path:

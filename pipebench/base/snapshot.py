@@ -39,7 +39,7 @@ import os
 import sys
 from typing import Any, Callable, Iterator
 
-__all__ = ["as_given", "own_state", "global_state", "module_state", "process_state"]
+__all__ = ["as_given", "own_state", "global_state", "module_state", "process_state", "working_folder"]
 
 
 @contextlib.contextmanager
@@ -64,7 +64,7 @@ def process_state() -> Callable[[], None]:
     that sets them back (a folder since removed is left: there is nothing to go back to). The hook matters
     because torch's init_process_group, which the CPU link probe calls in the caller's process, installs its
     own, and every later traceback of the caller's would start `[rank0]:`."""
-    environ, cwd, excepthook = dict(os.environ), os.getcwd(), sys.excepthook
+    environ, cwd, excepthook = dict(os.environ), working_folder(), sys.excepthook
 
     def restore() -> None:
         sys.excepthook = excepthook
@@ -78,6 +78,17 @@ def process_state() -> Callable[[], None]:
                 os.chdir(cwd)
 
     return restore
+
+
+def working_folder() -> str:
+    """The working folder, or UserError where it was removed (a shell left in a deleted folder): relative
+    paths, a model file's among them, would name nothing, and the folder could not be gone back to."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        from pipebench.base.errors import UserError
+
+        raise UserError("the working folder no longer exists (it was removed); cd to one that does") from None
 
 
 @contextlib.contextmanager

@@ -139,10 +139,12 @@ def not_another_file(path: str | Path | None, option: str, ours: Callable[[str],
                         "another file or remove it")
 
 
-def json_of_format(fmt: str) -> Callable[[str], bool]:
-    """Whether a file starts as pipebench's JSON of `fmt` does (`{"format": "pipebench-plan"`): a bounded
-    read of its first bytes, not a parse of the whole."""
-    start = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(fmt.encode()) + rb'"')
+def json_of_format(fmt: str | None, key: str = "format") -> Callable[[str], bool]:
+    """Whether a file starts as pipebench's JSON of `fmt` does (`{"format": "pipebench-plan"`; `key` another
+    first key, such as an engine export's "engine", and `fmt` None for any value of it): a bounded read of
+    its first bytes, not a parse of the whole."""
+    value = rb'"' + re.escape(fmt.encode()) + rb'"' if fmt is not None else rb'"'
+    start = re.compile(rb'\s*\{\s*"' + re.escape(key.encode()) + rb'"\s*:\s*' + value)
 
     def ours(path: str) -> bool:
         try:
