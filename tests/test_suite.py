@@ -149,6 +149,7 @@ def test_run_writes_rows_resumes_and_reports(resumed):
     assert (folder / "report" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.ci  # reads the module's three runs (the `resumed` fixture, 30-50 s): CI runs it after the default set
 def test_run_runs_the_cases_of_one_process_count_in_one_group(resumed):
     """One worker group per process count, not one launch per case: the first run starts one for single
     and one for ddp and pp-1f1b. A case that fails in its group (pp-zb in the slower run) ends it and
@@ -163,6 +164,7 @@ def test_run_runs_the_cases_of_one_process_count_in_one_group(resumed):
     assert rows["pp-1f1b", "1;0.25"].status == "ok"
 
 
+@pytest.mark.ci  # reads the module's three runs (the `resumed` fixture, 30-50 s): CI runs it after the default set
 def test_min_seconds_times_steps_until_it_has_passed(resumed):
     """The slower run asked for 1 step and at least 0.3 s after a warm-up (a new group's first step can take
     longer than that): its pp-1f1b (ms a step) timed several,
@@ -203,6 +205,7 @@ def test_run_bad_input_exits_2(capsys, argv, message):
     assert "Traceback" not in err
 
 
+@pytest.mark.ci  # reads the module's three runs (the `resumed` fixture, 30-50 s): CI runs it after the default set
 def test_run_cuts_plans_for_the_given_speeds(resumed):
     """A device at a quarter of the speed is planned for, and the row says which speeds the plan assumed.
     Both runs go into one results file: --resume reruns only the cases planned for other speeds, and the
