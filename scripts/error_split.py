@@ -203,7 +203,7 @@ def pricing(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    from pipebench.bench.strategies import planned as prices
+    from pipebench.bench.strategies.planned import price as prices
 
     shared = prices.shared_cores
     prices.shared_cores = lambda profile, devices: None
