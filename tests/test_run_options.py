@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import refused
-from pipebench.bench.cases import suite_run
+from pipebench.bench.cases import run_suite
 from pipebench.bench.cli import main
 
 pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
@@ -22,7 +22,7 @@ def suite_options(monkeypatch):
         seen.update(options=options, machine=machine)
         return [], options.out / "rows.csv", options.out / "rows.json"
 
-    monkeypatch.setattr(suite_run, "run_suite", fake_run_suite)
+    monkeypatch.setattr(run_suite, "run_suite", fake_run_suite)
     return seen
 
 

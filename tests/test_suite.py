@@ -82,7 +82,7 @@ def resumed(tmp_path_factory, profiles):
     import contextlib
     import io
 
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
 
     from pipebench.bench.launch import sessions
 
@@ -105,11 +105,11 @@ def resumed(tmp_path_factory, profiles):
             prepared.job = replace(prepared.job, fail_on_rank=1)
         return prepared
 
-    prepare = suite_run.prepare
+    prepare = run_suite.prepare
     with pytest.MonkeyPatch.context() as monkeypatch:
         hide_gpus(monkeypatch)
         monkeypatch.setattr(sessions, "WorkerGroup", Counted)
-        monkeypatch.setattr(suite_run, "prepare", failing)
+        monkeypatch.setattr(run_suite, "prepare", failing)
         for name, args in [("first", argv("single,ddp,pp-1f1b", "--speeds", "1,1")),
                            ("again", argv("single,ddp,pp-1f1b", "--speeds", "1,1", "--resume")),
                            ("slower", argv("single,ddp,pp-zb,pp-1f1b", "--speeds", "1,0.25", "--resume",

@@ -166,13 +166,13 @@ def _probe_speeds(machine, note):
 
 
 def _run_suite(options, machine, note: DeferredNote) -> int:
-    """Every case run (suite_run.run_suite), then the summary table and where the results went; Ctrl-C
+    """Every case run (run_suite.run_suite), then the summary table and where the results went; Ctrl-C
     keeps the rows finished."""
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
     from pipebench.bench.report.tables import summary_table
 
     try:
-        rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
+        rows, csv_path, json_path = run_suite.run_suite(options, machine, note=note)
         note.flush()
     except KeyboardInterrupt:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
