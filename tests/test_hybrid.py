@@ -139,7 +139,7 @@ def test_hybrid_needs_two_copies_of_its_stages():
 
 
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():
-    """With --chunks m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
+    """With --micro-batches m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
     needs 2m micro-batches of the whole batch, where they split it."""
     from pipebench.bench.cases.run_suite import profile_counts
 

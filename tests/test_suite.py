@@ -187,7 +187,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
     (["run", "--models", "nosuch"], "unknown model 'nosuch'"),
     (["run", "--strategies", "single,warp"], "unknown strategy 'warp'"),
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
-    (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
+    (["run", "--micro-batches", "two"], "--micro-batches takes positive integers and/or auto"),
     (["run", "--steps", "0"], "--steps takes a positive integer up to 1,000,000 (got '0')"),
     (["run", "--min-seconds", "-1"], "--min-seconds takes a number from 0 to 86400 (got '-1')"),
     (["run", "--min-seconds", "nan"], "--min-seconds takes a number from 0 to 86400 (got 'nan')"),

@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
                      "advise's --stages N --device cpu")
     run.add_argument("--batch", help="global batch for every model (default: "
                      f"{', '.join(f'{model} {batch}' for model, batch in DEFAULT_MODELS.items())})")
-    run.add_argument("--chunks", default="auto",
+    run.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
     run.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded; default: "

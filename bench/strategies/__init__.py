@@ -60,7 +60,7 @@ class Strategy:
     one_device: bool = False
     """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False
-    """True: the batch is cut into the Plan's micro-batches (the planner's count, or --chunks)."""
+    """True: the batch is cut into the Plan's micro-batches (the planner's count, or --micro-batches)."""
     runs_torch_schedule: bool = False
     """It runs its schedule's torch.distributed.pipelining class (Schedule.torch_class)."""
     splits_batch: bool = False
