@@ -95,7 +95,7 @@ class ProfilingSession:
         guessed = [p.micro_batch for p in profiles if p.interpolated_from]
         if guessed and self.note:
             self.note(f"{self._name()}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated between "
-                      f"the measured ones, not measured (partition/profiling/sizes.py; --chunks M,M,... measures them)")
+                      f"the measured ones, not measured (partition/profiling/sizes.py; --micro-batches M,M,... measures them)")
         return profiles
 
     def measure(self, wanted: list[int]) -> list[Profile]:

@@ -227,7 +227,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
     from dataclasses import fields as fields_of
 
-    from pipebench.bench.cases import run_options, suite_run
+    from pipebench.bench.cases import run_options, run_suite
     from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.strategies import strategy_list, strategy_names
 
@@ -250,4 +250,4 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         raise UserError(f"machine takes a Machine (pipebench.bench.cases.machine.detect_machine), not {type(machine).__name__}")
     given = [name for name in run_options.QUICK_GIVEN if name in options] + ["batch"] * batch_given
     settled = run_options.settle(asked, machine, given=given, quick=quick)
-    return suite_run.run_suite(settled, machine, note=note or (lambda line: None))
+    return run_suite.run_suite(settled, machine, note=note or (lambda line: None))

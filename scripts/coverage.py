@@ -161,7 +161,7 @@ def measure(name: str) -> dict:
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["plan", "--model", spec, *_flags(settings), "--stages", "2", "--device", "cpu", "--batch", "8",
-                     "--chunks", "2", "--repeats", "1"])
+                     "--micro-batches", "2", "--repeats", "1"])
     row["plans"] = True if code == 0 else err.getvalue().strip().splitlines()[-1].removeprefix("pipebench: error: ")
     row["trains_pp_1f1b"] = _trains(spec, settings) if row["plans"] is True else "not planned"
     row["torch"], row["transformers"] = torch.__version__.split("+")[0], _transformers_version()

@@ -1,7 +1,7 @@
 """Which change moved the CPU step error: the profile, the pricing, or the measured side.
 
 Between two runs of the CPU quick suite three things changed at once, and the step error grew: the
-profile (`--chunks auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
+profile (`--micro-batches auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
 partition/profiling/sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
 contention, the pipeline runtime's and FSDP2's own costs, nn.DataParallel priced as the whole step), and
 the measured step (the workers' own clocks). Figures compared across runs on a shared 2-core machine
@@ -17,7 +17,7 @@ scored against the step it measured.
 cores), in rounds of: every size on one dynamic-batch export (`dynamic`) and every size on its own export
 (`static`, as the profiler did before one export served them all), in turn; with `--old-code DIR` (an
 older checkout laid out as an importable `pipebench` package) a profile made by that code (`old-code`);
-and `--chunks auto` as `pipebench run` profiles (`auto-run`). Each is saved as
+and `--micro-batches auto` as `pipebench run` profiles (`auto-run`). Each is saved as
 OUT/<model>-<variant><round>.profile.json, all with the link figures of the session's first probe, so
 that the probes' noise moves no comparison. A profile file OUT/<model>-nov30-run.profile.json (the
 11-30 run's own) is scored too.
@@ -167,7 +167,7 @@ STEPS = [  # (what changed, profile variant, pricing on), in the order the chain
     ("+ one dynamic-batch export (a)", "dynamic", False),
     ("+ the sizes between interpolated (a)", "auto", False),
     ("+ the shared-cores pricing (b)", "auto", True),
-    ("today's `--chunks auto` as run, priced today", "auto-run", True),
+    ("today's `--micro-batches auto` as run, priced today", "auto-run", True),
 ]
 
 
@@ -186,7 +186,7 @@ class Line:
 
 
 def interpolated(dynamic: list) -> list:
-    """What `--chunks auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
+    """What `--micro-batches auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
     other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
     from pipebench.bench.predict.ranking import advice_ranking
     from pipebench.partition.profiling import sizes
@@ -203,7 +203,7 @@ def pricing(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    from pipebench.bench.strategies import planned as prices
+    from pipebench.bench.strategies.planned import price as prices
 
     shared = prices.shared_cores
     prices.shared_cores = lambda profile, devices: None

@@ -1,4 +1,4 @@
-"""How much `--chunks auto`'s interpolated sizes cost in accuracy (partition/profiling/sizes.py), as a benchmark.
+"""How much `--micro-batches auto`'s interpolated sizes cost in accuracy (partition/profiling/sizes.py), as a benchmark.
 
 For each model, back to back in one process: every micro-batch size measured twice (the second time is
 the noise a measurement has anyway), then the sizes that auto measures taken from the first measurement

@@ -82,7 +82,7 @@ def nothing_runs(monkeypatch):
     too late fails the test at once instead of profiling or running a case."""
     import torch
 
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
     from pipebench.partition.profiling import measure
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -93,7 +93,7 @@ def nothing_runs(monkeypatch):
         raise AssertionError("got as far as profiling or running")
 
     monkeypatch.setattr(measure, "profile_sizes", too_far)
-    monkeypatch.setattr(suite_run, "run_suite", too_far)
+    monkeypatch.setattr(run_suite, "run_suite", too_far)
 
 
 @pytest.fixture

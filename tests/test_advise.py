@@ -239,7 +239,7 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     model.write_text("import torch\n\ndef net():\n    return torch.nn.Sequential(torch.nn.Linear(6, 16), "
                      "torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))\n")
     assert main(["advise", "--model", f"{model}:net", "--input-shape", "6", "--num-classes", "3", "--batch", "8",
-                 "--stages", "2", "--device", "cpu", "--repeats", "1", "--chunks", "2",
+                 "--stages", "2", "--device", "cpu", "--repeats", "1", "--micro-batches", "2",
                  "--optimizer", "adamw"]) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("recommended:"))
     command = shlex.split(line.split("check it with: ", 1)[1])

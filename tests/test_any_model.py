@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_the_seeds_convnet_plans_from_the_command_line_by_file_path(capsys, tmp_path):
     code = main(["plan", "--model", CONVNET, "--input-shape", "1,28,28", "--loss", "nll", "--stages", "2",
-                 "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
+                 "--batch", "8", "--micro-batches", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
     out = capsys.readouterr().out
     assert code == 0
     assert "conv1" in out and "fc2" in out  # stages named by the submodules where they begin and end
@@ -44,7 +44,7 @@ def test_the_seeds_convnet_plans_from_the_command_line_by_file_path(capsys, tmp_
     (f"{BAD}:TwoLinear", ["--input-shape", "8", "--loss", "hinge"], "unknown loss 'hinge'"),
 ])
 def test_bad_models_are_one_line_and_exit_2(capsys, model, extra, message):
-    argv = ["plan", "--model", model, "--batch", "8", "--chunks", "2", "--repeats", "1", *extra]
+    argv = ["plan", "--model", model, "--batch", "8", "--micro-batches", "2", "--repeats", "1", *extra]
     if "--stages" not in extra:
         argv += ["--stages", "2"]
     code = main(argv)

@@ -95,7 +95,7 @@ def test_the_command_line_says_it_used_the_cache(cache, capsys, one_thread):
     from pipebench.bench.cli import main
 
     args = ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--device", "cpu", "--batch", "4",
-            "--chunks", "2", "--repeats", "1", "--link-gbps", "0"]
+            "--micro-batches", "2", "--repeats", "1", "--link-gbps", "0"]
     assert main(args) in (0, None)
     assert "profile cache" not in capsys.readouterr().err
     assert main(args) in (0, None)
@@ -112,13 +112,13 @@ def test_a_plan_names_the_profile_it_came_from(cache, one_thread):
 
 
 def test_a_run_profiles_only_what_its_strategies_need():
-    from pipebench.bench.cases.suite_run import profile_counts
+    from pipebench.bench.cases.run_suite import profile_counts
 
     assert profile_counts([None], 2, batch=64, strategies=["single"]) == [1]
     assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]
     assert profile_counts([None], 2, batch=64, strategies=["single", "pp-1f1b"]) is None  # the planner picks
     assert profile_counts([4], 2, batch=64, strategies=["pp-1f1b"]) == [1, 4]
-    # only sizes that split the batch: 2 would not split 7, and single and pp-1f1b --chunks 1 need none of it
+    # only sizes that split the batch: 2 would not split 7, and single and pp-1f1b --micro-batches 1 need none of it
     assert profile_counts([1], 2, batch=7, strategies=["single", "pp-1f1b"]) == [1]
     assert profile_counts([1], 2, batch=1, strategies=["single", "pp-gpipe"]) == [1]
     assert profile_counts([1], 2, batch=7, strategies=["single", "dataparallel"]) == [1]
@@ -143,7 +143,7 @@ def test_cached_sizes_keep_their_link_figures_too(cache, monkeypatch, one_thread
     assert len(timed) == 2
 
 
-ADVISE = ["advise", "--batch", "4", "--stages", "2", "--device", "cpu", "--chunks", "2", "--repeats", "1",
+ADVISE = ["advise", "--batch", "4", "--stages", "2", "--device", "cpu", "--micro-batches", "2", "--repeats", "1",
           "--link-gbps", "0"]
 
 

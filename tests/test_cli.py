@@ -48,7 +48,7 @@ def test_plan_prints_stages_and_baseline(capsys):
 
 def test_plan_json_and_profile_round_trip(capsys, tmp_path):
     plan_file, profile_file = tmp_path / "plan.json", tmp_path / "profile.json"
-    code, out, _ = run(capsys, *TINY_GPT, "--stages", "3", "--chunks", "2", "--json", str(plan_file),
+    code, out, _ = run(capsys, *TINY_GPT, "--stages", "3", "--micro-batches", "2", "--json", str(plan_file),
                        "--save-profile", str(profile_file))
     assert code == 0
     first = json.loads(plan_file.read_text())
@@ -63,7 +63,7 @@ def test_plan_json_and_profile_round_trip(capsys, tmp_path):
 
 def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     plan_file = tmp_path / "plan.json"
-    code, out, _ = run(capsys, *TINY_GPT, "--stages", "2", "--chunks", "1", "--max-memory", "2MiB",
+    code, out, _ = run(capsys, *TINY_GPT, "--stages", "2", "--micro-batches", "1", "--max-memory", "2MiB",
                        "--json", str(plan_file))
     assert code == 0
     assert all(s["predicted_memory_bytes"] <= 2 * 2**20 for s in json.loads(plan_file.read_text())["stages"])
@@ -73,8 +73,8 @@ def test_plan_with_memory_cap_honours_it(capsys, tmp_path):
     (["plan", "--model", "nosuch", "--stages", "2"], "unknown model 'nosuch'; choose one of: "),
     (["plan", "--model", "gpt", "--flavour", "huge", "--stages", "2"], "huge"),
     ([*TINY_GPT, "--stages", "9"], "more stages than layers (9 > 7)"),
-    ([*TINY_GPT, "--stages", "2", "--chunks", "3"], "batch 8 does not split into 3 equal micro-batches"),
-    ([*TINY_GPT, "--stages", "2", "--chunks", "many"], "--chunks takes a positive integer or auto"),
+    ([*TINY_GPT, "--stages", "2", "--micro-batches", "3"], "batch 8 does not split into 3 equal micro-batches"),
+    ([*TINY_GPT, "--stages", "2", "--micro-batches", "many"], "--micro-batches takes a positive integer or auto"),
     ([*TINY_GPT, "--gpus", "99"], "GPU"),  # no machine has a GPU 99, with or without CUDA
     ([*TINY_GPT, "--gpus", "0,0"], "names a GPU twice"),
     ([*TINY_GPT, "--stages", "2", "--max-memory", "1KiB"], "leanest split needs"),
@@ -112,13 +112,13 @@ def test_malformed_profile_file(capsys, tmp_path):
 
 def test_profile_mismatch(capsys, tmp_path):
     profile_file = tmp_path / "profile.json"
-    assert run(capsys, *TINY_GPT, "--stages", "2", "--chunks", "1", "--save-profile", str(profile_file))[0] == 0
+    assert run(capsys, *TINY_GPT, "--stages", "2", "--micro-batches", "1", "--save-profile", str(profile_file))[0] == 0
     assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--model", "mlp", "--stages", "2"],
                        "does not match the profile's model gpt")
-    assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--stages", "2", "--chunks", "2"],
+    assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--stages", "2", "--micro-batches", "2"],
                        "no profile at micro-batch size 4")
     # What a saved profile was measured in is checked where given, and otherwise taken as the profile's own.
-    saved = ["plan", "--profile", str(profile_file), "--stages", "2", "--chunks", "1"]
+    saved = ["plan", "--profile", str(profile_file), "--stages", "2", "--micro-batches", "1"]
     assert_usage_error(capsys, [*saved, "--precision", "bf16"], "precision bf16 does not match the profiles' tf32")
     assert_usage_error(capsys, [*saved, "--compile", "default"], "compile default does not match the profiles' eager")
     assert_usage_error(capsys, ["plan", "--profile", str(profile_file), "--gpus", "0,1", "--speeds", "auto"],
@@ -158,9 +158,9 @@ def test_plan_shows_the_profiled_backward_split_for_zero_bubble_schedules(capsys
 def test_plan_with_speed_factors_gives_the_slow_device_fewer_layers(capsys, tmp_path):
     # Both plans from one saved profile: two profilings on a busy CPU could differ more than the speeds do.
     profile = tmp_path / "profile.json"
-    code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--chunks", "2",
+    code, equal, _ = run(capsys, *TINY_GPT, "--set", "depth=6", "--stages", "2", "--micro-batches", "2",
                          "--save-profile", str(profile))
-    code2, slow, _ = run(capsys, "plan", "--profile", str(profile), "--stages", "2", "--chunks", "2",
+    code2, slow, _ = run(capsys, "plan", "--profile", str(profile), "--stages", "2", "--micro-batches", "2",
                          "--speeds", "1,0.25")
     assert code == code2 == 0
     layers = lambda out: int(out.split("\n     1 ")[1].split("(")[1].split(")")[0])  # noqa: E731 - stage 1's count

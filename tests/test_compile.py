@@ -175,7 +175,7 @@ def test_training_refuses_unknown_and_impossible_modes():
 ])
 def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     """Before anything is profiled or run (both would fail the test)."""
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
     from pipebench.partition.profiling import measure
     from helpers import refused
 
@@ -183,7 +183,7 @@ def test_command_line_refuses_in_one_line(tmp_path, capsys, monkeypatch, args, m
         raise AssertionError("got as far as profiling or running")
 
     monkeypatch.setattr(measure, "profile_sizes", too_far)
-    monkeypatch.setattr(suite_run, "run_suite", too_far)
+    monkeypatch.setattr(run_suite, "run_suite", too_far)
     refused(capsys, [*args, *(["--out", str(tmp_path)] if args[0] == "run" else [])], message)
 
 

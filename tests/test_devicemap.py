@@ -1,5 +1,5 @@
 """accelerate's device_map="auto" (bench/strategies/devicemap/): the map accelerate computes, training
-equal to one device, a launched job, and its prediction (bench/strategies/devicemap/__init__.py)."""
+equal to one device, a launched job, and its prediction (bench/strategies/devicemap/price.py)."""
 from __future__ import annotations
 
 import pytest
@@ -170,7 +170,7 @@ def test_the_prediction_of_a_hugging_face_model_cuts_where_accelerate_does_from_
     pytest.importorskip("transformers")
     from pathlib import Path
 
-    from pipebench.bench.strategies.devicemap import _model_for_sizes
+    from pipebench.bench.strategies.devicemap.price import _model_for_sizes
     from pipebench.models import source
 
     target = f"{Path(__file__).parent / 'fixtures' / 'hf_models.py'}:llama"

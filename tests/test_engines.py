@@ -132,7 +132,7 @@ def test_the_command_writes_the_export_and_says_what_moved(tmp_path, capsys):
     _, profile = zoo_gpt_plan()
     save_profiles([profile], tmp_path / "profile.json")
     target = tmp_path / "megatron.json"
-    argv = ["plan", "--profile", str(tmp_path / "profile.json"), "--stages", "2", "--chunks", "2"]
+    argv = ["plan", "--profile", str(tmp_path / "profile.json"), "--stages", "2", "--micro-batches", "2"]
     assert main([*argv, "--export", "megatron", str(target)]) == 0
     plan_line = capsys.readouterr().out.strip().splitlines()[-1]
     written = json.loads(target.read_text())

@@ -40,7 +40,7 @@ def test_decoders_plan_two_stages_from_the_command_line(capsys, tmp_path, monkey
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code = main(["plan", "--model", f"{FIXTURES / 'hf_models.py'}:{name}", "--input-shape", "16",
                  "--input-dtype", "int64", "--token-range", "128", "--stages", "2", "--device", "cpu",
-                 "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
+                 "--batch", "8", "--micro-batches", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     from pipebench import Plan
@@ -96,7 +96,7 @@ def test_a_failure_inside_the_split_is_one_line_and_exit_2(capsys, monkeypatch):
 
     monkeypatch.setattr(split_utils, "split_by_tags", broken)
     code = main(["plan", "--model", f"{FIXTURES / 'hf_models.py'}:llama", "--input-shape", "16", "--input-dtype",
-                 "int64", "--token-range", "128", "--stages", "2", "--device", "cpu", "--batch", "8", "--chunks", "2",
+                 "int64", "--token-range", "128", "--stages", "2", "--device", "cpu", "--batch", "8", "--micro-batches", "2",
                  "--repeats", "1"])
     err = capsys.readouterr().err
     assert code == 2 and "interrupted" not in err and "Traceback" not in err

@@ -97,7 +97,7 @@ def test_each_task_plans_two_stages_from_the_command_line(capsys, tmp_path, monk
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     shape = ",".join(map(str, TASKS[name][2]["input_shape"]))
     code = main(["plan", "--model", f"{HF_MODELS}:{name}", "--input-shape", shape, "--stages", "2", "--device",
-                 "cpu", "--batch", "8", "--chunks", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
+                 "cpu", "--batch", "8", "--micro-batches", "2", "--repeats", "1", "--json", str(tmp_path / "plan.json")])
     captured = capsys.readouterr()
     if name in LAYERDROP and LAYERDROP_BRANCH:  # one line that says why, and what to do
         assert code == 2 and "transformers before 5.23 draws LayerDrop's random number" in captured.err
@@ -195,7 +195,7 @@ def make_batch(batch_size):
     ("t5", ["--input-shape", "4,4"], "of shape (batch, length): give --input-shape LENGTH (got 4,4)"),
 ])
 def test_what_a_model_cannot_take_is_one_line_that_says_what_it_takes(capsys, name, extra, message):
-    argv = ["plan", "--model", f"{HF_MODELS}:{name}", "--stages", "2", "--batch", "8", "--chunks", "2"]
+    argv = ["plan", "--model", f"{HF_MODELS}:{name}", "--stages", "2", "--batch", "8", "--micro-batches", "2"]
     if "--input-shape" not in extra:
         argv += ["--input-shape", ",".join(map(str, TASKS[name][2]["input_shape"]))]
     assert main(argv + extra) == 2

@@ -139,9 +139,9 @@ def test_hybrid_needs_two_copies_of_its_stages():
 
 
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():
-    """With --chunks m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
+    """With --micro-batches m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
     needs 2m micro-batches of the whole batch, where they split it."""
-    from pipebench.bench.cases.suite_run import profile_counts
+    from pipebench.bench.cases.run_suite import profile_counts
 
     hybrid = STRATEGIES["hybrid"]
     assert hybrid.replicas_here(4) == 2 and hybrid.replicas_here(8) == 4

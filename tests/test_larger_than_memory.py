@@ -68,12 +68,12 @@ def test_a_micro_batch_whose_activations_exceed_the_free_memory_is_refused_befor
     monkeypatch.setattr(measure, "profile_sizes", PROFILE_SIZES)  # the sizes are judged, none is run
     _little_free(monkeypatch, activations, 1000)
     monkeypatch.setattr(measure, "profile_model", lambda *a, **k: pytest.fail("the size was run"))
-    code = main(["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8", "--chunks", "2",
+    code = main(["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8", "--micro-batches", "2",
                  "--device", "cpu", "--link-gbps", "1"])
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the line that says what is profiled
     assert code == 2 and last.startswith("pipebench: error: cannot run mlp with micro-batches of 4: its "
                                          "activations need about "), last
-    assert last.endswith("more than the 1000 B free on cpu (a smaller --batch or model settings, or more --chunks)")
+    assert last.endswith("more than the 1000 B free on cpu (a smaller --batch or model settings, or more --micro-batches)")
 
 
 def test_only_the_sizes_whose_activations_exceed_the_free_memory_are_skipped():

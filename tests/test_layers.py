@@ -62,9 +62,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert {"pipebench.api", "pipebench.bench.cases.suite_run", "pipebench.bench.strategies", "pipebench.partition.planning.plan"} <= graph.keys()
+    assert {"pipebench.api", "pipebench.bench.cases.run_suite", "pipebench.bench.strategies", "pipebench.partition.planning.plan"} <= graph.keys()
     assert "pipebench.partition.planning.schedule" in graph["pipebench.partition.planning.plan"]
-    assert "pipebench.bench.store.results" in graph["pipebench.bench.cases.suite_run"]  # from pipebench.bench import results as res
+    assert "pipebench.bench.store.results" in graph["pipebench.bench.cases.run_suite"]  # from pipebench.bench import results as res
 
 
 def test_cycles_are_found():

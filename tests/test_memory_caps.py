@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import row
-from pipebench.bench.cases import run_options, suite_run
+from pipebench.bench.cases import run_options, run_suite
 from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
 from pipebench.bench.store.results import append, case_key
 from pipebench.bench.cases.case import Case
@@ -132,8 +132,8 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
         launched.append(prepared)
         return make_row(prepared, machine, status="oom", reason="CUDA out of memory", started_at="2026-12-01T11:00:00")
 
-    monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: profiled())
-    monkeypatch.setattr(suite_run, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
+    monkeypatch.setattr(run_suite, "profile_case_model", lambda *args, **kwargs: profiled())
+    monkeypatch.setattr(run_suite, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
         fake_run(p, machine, **kw) for p in prepared])
     machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
 
@@ -142,7 +142,7 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
                                        flavour="tiny", overrides={}, out=tmp_path, resume=True, steps=1, warmup=0,
                                        timeout=60, **changes)
         notes = []
-        rows, _, json_path = suite_run.run_suite(options, machine, note=notes.append)
+        rows, _, json_path = run_suite.run_suite(options, machine, note=notes.append)
         return rows, json_path, notes
 
     rows, json_path, _ = run()

@@ -59,7 +59,7 @@ def test_the_installed_wheel_plans_and_runs_from_another_folder(wheel, tmp_path)
     where = subprocess.run([sys.executable, "-P", "-c", "import pipebench; print(pipebench.__file__)"], cwd=elsewhere,
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(site)
-    planned = pipebench("plan", "--model", "convnet", "--stages", "2", "--batch", "8", "--chunks", "2",
+    planned = pipebench("plan", "--model", "convnet", "--stages", "2", "--batch", "8", "--micro-batches", "2",
                         "--json", "plan.json")
     assert planned.returncode == 0, planned.stderr
     assert json.loads((elsewhere / "plan.json").read_text())["format"] == "pipebench-plan"

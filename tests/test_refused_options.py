@@ -120,8 +120,8 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--set", "depth=abc"], "mlp depth must be a positive integer (got 'abc')"),
     (["--set", "depth=0"], "mlp depth must be a positive integer (got 0)"),
     (["--flavour", "huge"], "unknown flavour 'huge'"),
-    (["--chunks", "16"], "--chunks 16: mlp: batch 8 does not split into 16 equal micro-batches"),
-    (["--batch", "6", "--chunks", "4"], "--chunks 4: mlp: batch 6 does not split"),
+    (["--micro-batches", "16"], "--micro-batches 16: mlp: batch 8 does not split into 16 equal micro-batches"),
+    (["--batch", "6", "--micro-batches", "4"], "--micro-batches 4: mlp: batch 6 does not split"),
     (["--precision", "bogus"], "unknown precision 'bogus'; choose one of: fp32, tf32, bf16"),
     (["--optimizer", "adam"], "unknown optimizer 'adam'; choose one of: sgd, adamw"),
     (["--checkpoint", "sometimes"], "unknown checkpoint 'sometimes'"),
@@ -155,11 +155,11 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_pa
     # Unicode digits pass str.isdigit() but not int(): tracebacks before
     (["devices", "--gpus", "auto:²"], "--gpus auto:N takes a number of GPUs, e.g. auto:2 (got 'auto:²')"),
     (["plan", "--model", "mlp", "--gpus", "auto²"], "--gpus auto:N takes a number of GPUs"),
-    (["advise", "--model", "mlp", "--stages", "2", "--chunks", "²"], "--chunks takes positive integers and/or auto"),
-    (["advise", "--model", "mlp", "--stages", "2", "--chunks", "auto,²"], "--chunks takes positive integers"),
+    (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
+    (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "auto,²"], "--micro-batches takes positive integers"),
     (["run", "--models", "mlp", "--strategies", "auto:²"], "--strategies auto takes a count of strategies"),
-    (["run", "--models", "mlp", "--chunks", "²"], "--chunks takes positive integers and/or auto"),
-    (["plan", "--model", "mlp", "--chunks", "²"], "--chunks takes a positive integer or auto"),
+    (["run", "--models", "mlp", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
+    (["plan", "--model", "mlp", "--micro-batches", "²"], "--micro-batches takes a positive integer or auto"),
     # other scripts' digits, which int() takes: accepted silently before
     (["plan", "--model", "mlp", "--batch", "١٢"], "--batch takes a positive integer up to 16,777,216 (got '١٢')"),
     (["run", "--models", "mlp", "--steps", "١"], "--steps takes a positive integer"),
@@ -195,7 +195,7 @@ def test_a_value_that_starts_with_a_minus_is_one_line(capsys, argv, message):
 
 
 def test_repeated_chunks_count_once():
-    """`P --chunks auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
+    """`P --micro-batches auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
     from pipebench.base.errors import UserError
     from pipebench.base.text.parse import parse_chunks
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import worker_result
-from pipebench.bench.cases import run_options, suite_run
+from pipebench.bench.cases import run_options, run_suite
 from pipebench.bench.store.results import ResultsError, load
 from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.cases.case_rows import make_row
@@ -31,12 +31,12 @@ def ran(monkeypatch):
         cases.append(prepared.case)
         return make_row(prepared, machine, status="ok", step_ms=[10.0], result=worker_result(first_loss=1.0),
                         started_at="2026-11-30T10:00:00")
-    monkeypatch.setattr(suite_run, "profile_case_model", lambda *args, **kwargs: None)
-    monkeypatch.setattr(suite_run, "prepare", fake_prepare)
-    # Each case's rounds as one fake run, through suite_run.run_prepared (a test may replace it).
-    monkeypatch.setattr(suite_run, "run_prepared", fake_run, raising=False)
-    monkeypatch.setattr(suite_run, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
-        suite_run.run_prepared(p, machine, **kw) for p in prepared])
+    monkeypatch.setattr(run_suite, "profile_case_model", lambda *args, **kwargs: None)
+    monkeypatch.setattr(run_suite, "prepare", fake_prepare)
+    # Each case's rounds as one fake run, through run_suite.run_prepared (a test may replace it).
+    monkeypatch.setattr(run_suite, "run_prepared", fake_run, raising=False)
+    monkeypatch.setattr(run_suite, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
+        run_suite.run_prepared(p, machine, **kw) for p in prepared])
     return cases
 
 
@@ -45,7 +45,7 @@ def run(out: Path, *, resume=False, again=False, **overrides):
                                    overrides=overrides, out=out, resume=resume, again=again, steps=1, warmup=0,
                                    timeout=60)
     notes = []
-    rows, _, json_path = suite_run.run_suite(options, Machine(None, 2, "cpu"), note=notes.append)
+    rows, _, json_path = run_suite.run_suite(options, Machine(None, 2, "cpu"), note=notes.append)
     return rows, json_path, notes
 
 
@@ -203,12 +203,12 @@ def test_resume_into_a_results_file_that_cannot_be_written_is_refused_first(tmp_
 
 def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monkeypatch):
     """After a run whose single case failed, --resume ran it again and the file held two rows for it."""
-    ok = suite_run.run_prepared
-    monkeypatch.setattr(suite_run, "run_prepared", lambda prepared, machine, **kwargs: make_row(
+    ok = run_suite.run_prepared
+    monkeypatch.setattr(run_suite, "run_prepared", lambda prepared, machine, **kwargs: make_row(
         prepared, machine, status="failed", reason="rank 0: RuntimeError: injected", started_at="2026-11-30T09:00:00"))
     _, json_path, _ = run(tmp_path)
     assert [r.status for r in load(json_path)] == ["failed"]
-    monkeypatch.setattr(suite_run, "run_prepared", ok)
+    monkeypatch.setattr(run_suite, "run_prepared", ok)
     run(tmp_path, resume=True)
     assert [r.status for r in load(json_path)] == ["ok"]
 
@@ -225,7 +225,7 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
 
     model = f"{Path(__file__).parent / 'fixtures' / 'diverging_model.py'}:Diverges"
     job = Job.by_hand(model, "single", batch=4, devices=1, device_type="cpu", steps=2, warmup=1)
-    case = suite_run.make_cases({model: 4}, ["single"], [1])[0]
+    case = run_suite.make_cases({model: 4}, ["single"], [1])[0]
     row = run_prepared(Prepared(case, job, plan=None, gpus=None), Machine(None, 2, "cpu"), steps=2, timeout=120)
     assert row.status == "diverged", row.reason
     assert row.reason.startswith("the loss became nan at step 1") and row.first_loss is None
@@ -268,7 +268,7 @@ def test_the_api_and_the_command_line_settle_a_run_alike(tmp_path, monkeypatch):
     import pipebench
 
     seen = []
-    monkeypatch.setattr(suite_run, "run_suite", lambda options, machine, note: seen.append(options) or ([], None, None))
+    monkeypatch.setattr(run_suite, "run_suite", lambda options, machine, note: seen.append(options) or ([], None, None))
     cpu = Machine(None, 2, "cpu")
     pipebench.run(["mlp"], strategies=["single"], machine=cpu, out=tmp_path / "a", note=None)
     pipebench.run({"mlp": 16}, strategies=["single"], machine=cpu, out=tmp_path / "b", steps=3, note=None)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import refused
-from pipebench.bench.cases import suite_run
+from pipebench.bench.cases import run_suite
 from pipebench.bench.cli import main
 
 pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
@@ -22,7 +22,7 @@ def suite_options(monkeypatch):
         seen.update(options=options, machine=machine)
         return [], options.out / "rows.csv", options.out / "rows.json"
 
-    monkeypatch.setattr(suite_run, "run_suite", fake_run_suite)
+    monkeypatch.setattr(run_suite, "run_suite", fake_run_suite)
     return seen
 
 
@@ -47,13 +47,27 @@ def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
     assert (options.flavour, options.models, options.steps, options.warmup) == ("full", {"mlp": 8}, 7, 3)
     assert "flavour full, batch 8, 7 timed step(s) after 3 warm-up" in err
 
-    assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,4", "--out", str(tmp_path)]) == 0
+    assert main(["run", "--models", "mlp", "--quick", "--micro-batches", "2,4", "--out", str(tmp_path)]) == 0
     assert suite_options["options"].chunks == [2, 4]
+    assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,8", "--out", str(tmp_path)]) == 0  # the old name
+    assert suite_options["options"].chunks == [2, 8]
+
+
+def test_chunks_is_an_alias_of_micro_batches():
+    """The micro-batch count's option was --chunks: plan, advise and run still take it, as the same option,
+    and their help names --micro-batches first."""
+    from pipebench.bench.cli import _subparsers, build_parser
+
+    commands = _subparsers(build_parser())
+    for command in (commands["plan"], commands["advise"], commands["run"]):
+        (option,) = [action for action in command._actions if "--chunks" in action.option_strings]
+        assert option.option_strings == ["--micro-batches", "--chunks"] and option.dest == "chunks"
+        assert "--micro-batches" in command.format_help()
 
 
 def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
-    """`--strategies single,single` and `--chunks auto,auto` wrote two rows with one case key."""
-    assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--chunks", "auto,auto,2,2",
+    """`--strategies single,single` and `--micro-batches auto,auto` wrote two rows with one case key."""
+    assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--micro-batches", "auto,auto,2,2",
                  "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     options = suite_options["options"]
     assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])

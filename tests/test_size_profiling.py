@@ -1,4 +1,4 @@
-"""Measuring a model's micro-batch sizes (measure.SizeSweep, `--chunks auto` through pipebench.profile on the
+"""Measuring a model's micro-batch sizes (measure.SizeSweep, `--micro-batches auto` through pipebench.profile on the
 CPU): one depth, one capture and one speed gauge for every size, a few sizes measured and the others
 interpolated and marked, and only measured ones kept in the profile cache."""
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_every_size_gets_one_sweep_with_the_depth_the_capture_and_a_gauge(monkey
     assert captures.exports == 1  # one export for both sizes
 
 
-# ------------------------------------------------------------------------------------------- --chunks auto
+# ------------------------------------------------------------------------------------------- --micro-batches auto
 
 AUTO = dict(batch=16, device="cpu", flavour="tiny", repeats=1)
 

@@ -83,7 +83,7 @@ def resumed(tmp_path_factory, profiles):
     import contextlib
     import io
 
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
 
     from pipebench.bench.launch import sessions
 
@@ -106,11 +106,11 @@ def resumed(tmp_path_factory, profiles):
             prepared.job = replace(prepared.job, fail_on_rank=1)
         return prepared
 
-    prepare = suite_run.prepare
+    prepare = run_suite.prepare
     with pytest.MonkeyPatch.context() as monkeypatch:
         hide_gpus(monkeypatch)
         monkeypatch.setattr(sessions, "WorkerGroup", Counted)
-        monkeypatch.setattr(suite_run, "prepare", failing)
+        monkeypatch.setattr(run_suite, "prepare", failing)
         for name, args in [("first", argv("single,ddp,pp-1f1b", "--speeds", "1,1")),
                            ("again", argv("single,ddp,pp-1f1b", "--speeds", "1,1", "--resume")),
                            ("slower", argv("single,ddp,pp-zb,pp-1f1b", "--speeds", "1,0.25", "--resume",
@@ -191,7 +191,7 @@ def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
     (["run", "--models", "nosuch"], "unknown model 'nosuch'"),
     (["run", "--strategies", "single,warp"], "unknown strategy 'warp'"),
     (["run", "--gpus", "0"], "no CUDA GPU is visible here"),
-    (["run", "--chunks", "two"], "--chunks takes positive integers and/or auto"),
+    (["run", "--micro-batches", "two"], "--micro-batches takes positive integers and/or auto"),
     (["run", "--steps", "0"], "--steps takes a positive integer up to 1,000,000 (got '0')"),
     (["run", "--min-seconds", "-1"], "--min-seconds takes a number from 0 to 86400 (got '-1')"),
     (["run", "--min-seconds", "nan"], "--min-seconds takes a number from 0 to 86400 (got 'nan')"),

@@ -407,7 +407,7 @@ def cpu_only(monkeypatch):
 @pytest.mark.slow  # the rows' fields are checked without a run above; this is the whole path on the CPU
 def test_a_cpu_run_in_bf16_with_adamw_writes_rows_that_say_so(capsys, tmp_path, cpu_only):
     code = main(["run", "--models", "mlp", "--strategies", "single,ddp", "--quick", "--precision", "bf16",
-                 "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--chunks", "2", "--repeats", "1",
+                 "--optimizer", "adamw", "--steps", "1", "--warmup", "0", "--micro-batches", "2", "--repeats", "1",
                  "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 0, err

@@ -68,13 +68,13 @@ def test_chunks():
     assert parse_chunks("2, 4,auto") == [2, 4, None]
     assert parse_chunks("auto,4,auto,4") == [None, 4]  # one case each
     for bad in ("0", "two", "2,,4", "", "²", "auto,²", "١٢", "+2", "99999999999999999999"):
-        with pytest.raises(UserError, match="--chunks takes positive integers and/or auto, comma-separated"):
+        with pytest.raises(UserError, match="--micro-batches takes positive integers and/or auto, comma-separated"):
             parse_chunks(bad)
     assert parse_chunks("auto", single=True) == [None] and parse_chunks("8", single=True) == [8]
     for bad in ("many", "0", "-2", "²"):
-        with pytest.raises(UserError, match="--chunks takes a positive integer or auto"):
+        with pytest.raises(UserError, match="--micro-batches takes a positive integer or auto"):
             parse_chunks(bad, single=True)
-    with pytest.raises(UserError, match="--chunks takes one count or auto here"):
+    with pytest.raises(UserError, match="--micro-batches takes one count or auto here"):
         parse_chunks("2,4", single=True)
 
 

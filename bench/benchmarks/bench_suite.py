@@ -56,7 +56,7 @@ def _parse_options(config) -> tuple[RunOptions, object]:
     options = RunOptions(
         models=parse_models(config.getoption("--suite-models"), config.getoption("--suite-batch")),
         strategies=parse_strategies(config.getoption("--suite-strategies")),
-        chunks=parse_chunks(config.getoption("--suite-chunks")), flavour=None, overrides={},
+        chunks=parse_chunks(config.getoption("--suite-micro-batches")), flavour=None, overrides={},
         out=Path(config.getoption("--suite-out") or "."), resume=False,
         steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=LIMIT_SECONDS,
         training=Training(config.getoption("--suite-precision"), config.getoption("--suite-optimizer")),

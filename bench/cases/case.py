@@ -3,7 +3,7 @@
 A case is (model, flavour, batch, strategy, micro-batch count, training: precision, optimizer, checkpoint
 mode); `make_cases` makes every case of a run, and `CaseUnavailable` says why one cannot run. The rest of a
 case's way: bench/cases/prepare.py (profiled, planned, its Job), bench/cases/rounds.py (its steps timed),
-bench/cases/case_rows.py (its Row) and bench/cases/suite_run.py (`pipebench run`'s cases in rounds).
+bench/cases/case_rows.py (its Row) and bench/cases/run_suite.py (`pipebench run`'s cases in rounds).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Prepared cases measured: their steps timed in the parent through bench/launch/sessions.py's Session,
 the cases of one model in interleaved rounds, so that the machine's drift falls on all of them alike.
 
-`pipebench run` (bench/cases/suite_run.py) and the pytest-benchmark suite (bench/benchmarks/bench_suite.py)
+`pipebench run` (bench/cases/run_suite.py) and the pytest-benchmark suite (bench/benchmarks/bench_suite.py)
 share everything before this; they differ only in who times the steps (this module's loop, or
 pytest-benchmark's `pedantic`).
 """

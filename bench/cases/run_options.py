@@ -33,7 +33,7 @@ class RunOptions:
     strategies: list[str]
     """The strategies' names, in the order they run (bench/strategies/)."""
     chunks: list[int | None] = (None,)
-    """--chunks: the micro-batch counts of the pipelines (None: auto, the count predicted fastest)."""
+    """--micro-batches: the micro-batch counts of the pipelines (None: auto, the count predicted fastest)."""
     flavour: str | None = None
     """The zoo's size (tiny, small, ...; None: each model's full size)."""
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -207,7 +207,7 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
     """What can be refused before anything is profiled, refused now in one line: every model is built
     once on the meta device (no memory; a model of your own also puts a batch through it), which checks
     its flavour and every --set setting (unknown, or a count that is not a positive integer), each
-    --chunks count must split each model's batch into equal micro-batches, a strategy that splits the
+    --micro-batches count must split each model's batch into equal micro-batches, a strategy that splits the
     batch over one replica per device (DDP, FSDP) must find a --batch the user gave divisible by the
     `devices`, and --checkpoint needs strategies that can recompute (always; auto runs the others without).
     On the CPU (`on_cpu`) a model larger than the memory free now is refused (models/imports.py
@@ -229,7 +229,7 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
             check_module_fits(model.module if own else model.layers, name)
         for chunks in options.chunks:
             if (why := split_error(batch, chunks)) is not None:
-                raise UserError(f"--chunks {chunks}: {name}: {why}")
+                raise UserError(f"--micro-batches {chunks}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
         if batch_given and splitting and (why := split_error(batch, devices, splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")

@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
     )
     add_source_options(advise, "advise", where="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now",
                        stages="number of devices, all --device (e.g. --stages 2 --device cpu)")
-    advise.add_argument("--chunks", default="auto", metavar="auto|M,M,...",
+    advise.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
                         help="micro-batch counts the pipelines may choose from: auto (every power of two up to 64 "
                         "that splits the batch; a few sizes measured, the others interpolated and the close ones "
                         "measured; default) or a list such as 1,2,4,8 (each measured); the device count is always "
@@ -98,7 +98,7 @@ def check_command(args, profile, compared, devices: int) -> str:
     words += ["--strategies", ",".join([BASELINE, *(p.strategy for p in compared)])]
     counts = sorted({p.micro_batches for p in compared if p.micro_batches and is_pipeline(p.strategy)})
     if counts:
-        words += ["--chunks", ",".join(map(str, counts))]
+        words += ["--micro-batches", ",".join(map(str, counts))]
     if str(profile.device).startswith("cpu"):
         # CPU stand-ins: a few seconds of steps per case, past the bursts of the host's other load; the
         # quick suite's 2 steps judge the machine's moment as much as the strategy

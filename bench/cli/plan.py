@@ -19,7 +19,7 @@ def add_parser(subparsers) -> None:
     )
     add_source_options(plan, "plan", where="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now",
                        stages="number of stages, all on --device")
-    plan.add_argument("--chunks", default="auto",
+    plan.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto; a few sizes "
                       "are measured, the others interpolated, and those predicted within 5%% of the best measured)")
     plan.add_argument("--schedule", default=DEFAULT_SCHEDULE,

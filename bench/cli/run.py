@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
                      "advise's --stages N --device cpu")
     run.add_argument("--batch", help="global batch for every model (default: "
                      f"{', '.join(f'{model} {batch}' for model, batch in DEFAULT_MODELS.items())})")
-    run.add_argument("--chunks", default="auto",
+    run.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
     run.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded; default: "
@@ -166,13 +166,13 @@ def _probe_speeds(machine, note):
 
 
 def _run_suite(options, machine, note: DeferredNote) -> int:
-    """Every case run (suite_run.run_suite), then the summary table and where the results went; Ctrl-C
+    """Every case run (run_suite.run_suite), then the summary table and where the results went; Ctrl-C
     keeps the rows finished."""
-    from pipebench.bench.cases import suite_run
+    from pipebench.bench.cases import run_suite
     from pipebench.bench.report.tables import summary_table
 
     try:
-        rows, csv_path, json_path = suite_run.run_suite(options, machine, note=note)
+        rows, csv_path, json_path = run_suite.run_suite(options, machine, note=note)
         note.flush()
     except KeyboardInterrupt:
         note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")

@@ -3,8 +3,8 @@
 An entry says everything the rest of pipebench asks about a strategy: the devices and processes it
 uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches, recompute), its
 Trainer and its price (the function bench/predict/ranking.py calls to predict it). A strategy that follows a Plan
-is priced by the planner (planned/__init__.py price_plan); any other is a package of its own here, its price in
-the package's __init__.py (no torch; its own cost model, where it has one, in cost.py) and its Trainer in
+is priced by the planner (planned/price.py price_plan); any other is a package of its own here, its price in
+the package's price.py (no torch; its own cost model, where it has one, in cost.py) and its Trainer in
 its trainer.py (ddp/, zero1/, dataparallel/, fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
 schedule, its Trainer's module) and its tests.
 
@@ -24,15 +24,15 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipebench.bench.strategies.dataparallel import price_dataparallel
-from pipebench.bench.strategies.ddp import price_ddp
-from pipebench.bench.strategies.devicemap import price_device_map
-from pipebench.bench.strategies.fsdp import price_fsdp
-from pipebench.bench.strategies.hybrid import price_hybrid
+from pipebench.bench.strategies.dataparallel.price import price_dataparallel
+from pipebench.bench.strategies.ddp.price import price_ddp
+from pipebench.bench.strategies.devicemap.price import price_device_map
+from pipebench.bench.strategies.fsdp.price import price_fsdp
+from pipebench.bench.strategies.hybrid.price import price_hybrid
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.planned import price_plan
+from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
-from pipebench.bench.strategies.zero1 import price_zero1
+from pipebench.bench.strategies.zero1.price import price_zero1
 from pipebench.base.errors import UserError
 from pipebench.request import copies_error
 from pipebench.base.schedules import SCHEDULES, Schedule
@@ -60,7 +60,7 @@ class Strategy:
     one_device: bool = False
     """It runs on the first chosen device only (the baseline); else on all of them."""
     micro_batched: bool = False
-    """True: the batch is cut into the Plan's micro-batches (the planner's count, or --chunks)."""
+    """True: the batch is cut into the Plan's micro-batches (the planner's count, or --micro-batches)."""
     runs_torch_schedule: bool = False
     """It runs its schedule's torch.distributed.pipelining class (Schedule.torch_class)."""
     splits_batch: bool = False

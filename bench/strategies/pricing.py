@@ -7,10 +7,11 @@ and the links priced from both), and returns a `Prediction`. bench/predict/ranki
 Pricing (`predict`) and ranks what the prices say.
 
 - the strategies that follow a Plan (single, modelparallel, pipeline, every pp-* schedule) share the
-  package planned/: its `price_plan` is the planner (exact solver, schedule simulator, micro-batch choice);
-- the others each have a package of their own, their price (with their cost model) in its `__init__.py`
-  and their Trainer in its `trainer.py`: ddp/, zero1/, dataparallel/, fsdp/, devicemap/ and hybrid/. The
-  replicas among them (ddp, zero1, fsdp, dataparallel) give `price_replicas` their cost model; it opens
+  package planned/: its `price_plan` (planned/price.py) is the planner (exact solver, schedule simulator,
+  micro-batch choice);
+- the others each have a package of their own, their price in its `price.py` (their cost model, where
+  they have one of their own, in its `cost.py`) and their Trainer in its `trainer.py`: ddp/, zero1/,
+  dataparallel/, fsdp/, devicemap/ and hybrid/. The replicas among them (ddp, zero1, fsdp, dataparallel) give `price_replicas` their cost model; it opens
   with `Pricing.replicas` and judges the recompute, the speeds and the caps alike for all of them.
 
 No torch: a Trainer's module imports it, and the registry (with these prices) is imported by the

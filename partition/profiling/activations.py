@@ -69,5 +69,5 @@ def oversized(model: Any, device: torch.device, sizes: list[int]) -> dict[int, s
         if need is None or need <= free:
             break
         found[size] = (f"its activations need about {format_bytes(need)}, more than the {format_bytes(free)} "
-                       f"free on {device} (a smaller --batch or model settings, or more --chunks)")
+                       f"free on {device} (a smaller --batch or model settings, or more --micro-batches)")
     return found

@@ -8,7 +8,7 @@ replicas' share (`counts_to_profile`); under auto a few of them are measured (`a
 interpolated, the close ones measured too (`refine`).
 
 Measuring a size is the slow part of an answer (every segment timed forward and backward), and
-`--chunks auto` considers up to seven sizes. Per layer, the time of one micro-batch against its size is
+`--micro-batches auto` considers up to seven sizes. Per layer, the time of one micro-batch against its size is
 smooth: flat while the device is bound by launches, then affine; the bytes a layer saves and sends are
 affine in the size (per-sample activations plus what does not scale, such as a mask or RoPE table), and
 its parameters do not depend on it (and a figure's spread, its noise, is taken from the noisier
@@ -37,7 +37,7 @@ __all__ = ["AUTO_COUNTS", "TIE", "counts_to_ask", "counts_to_profile", "anchors"
            "close_counts", "refine"]
 
 AUTO_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-"""The micro-batch counts auto considers (`--chunks auto`, micro_batches None): those that split the batch."""
+"""The micro-batch counts auto considers (`--micro-batches auto`, micro_batches None): those that split the batch."""
 
 TIE = 0.05
 """Two predictions this close (a share of the better figure) are a tie: the step predictions' median

@@ -11,9 +11,9 @@ export PIPEBENCH_CACHE="$out/cache"
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" | tee "$out/versions.txt"
 L="--input-shape 512 --input-dtype int64 --precision bf16 --optimizer adamw"
 M=scripts/gpu/llama_1b.py:llama_1b
-timed plan2-llama1b-cold    python3 -m pipebench plan --model $M $L --batch 16 --stages 2 --device cuda:0 --chunks 2
-timed advise2-llama1b       python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --chunks 2
-timed advise2-llama1b-again python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --chunks 2
+timed plan2-llama1b-cold    python3 -m pipebench plan --model $M $L --batch 16 --stages 2 --device cuda:0 --micro-batches 2
+timed advise2-llama1b       python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --micro-batches 2
+timed advise2-llama1b-again python3 -m pipebench advise --model $M $L --batch 16 --stages 2 --device cuda:0 --micro-batches 2
 timed run-single-llama1b    python3 -m pipebench run --models $M $L --batch 16 --strategies single --gpus 0 --out "$out/run-llama"
 [ -n "${DECODER_ONLY:-}" ] && exit 0
 timed advise-resnet101-cold python3 -m pipebench advise --model resnet101 --batch 256 --precision bf16 --gpus 0

@@ -27,7 +27,7 @@ run() {  # name, then pipebench arguments; keeps stdout, stderr and wall time
   cat "$dir/$name.txt"; tail -3 "$dir/$name.log"
 }
 
-run resnet101-mb32 plan --model resnet101 --gpus 0 --batch 32 --chunks 1 --save-profile "$dir/resnet101-mb32.profile.json"
+run resnet101-mb32 plan --model resnet101 --gpus 0 --batch 32 --micro-batches 1 --save-profile "$dir/resnet101-mb32.profile.json"
 run resnet101-b256 plan --model resnet101 --gpus 0,1 --batch 256 --json "$dir/resnet101-b256.plan.json" --save-profile "$dir/resnet101-b256.profile.json"
 run gpt800m-b64 plan --model gpt --gpus 0,1 --batch 64 --json "$dir/gpt800m-b64.plan.json" --save-profile "$dir/gpt800m-b64.profile.json"
 run gpt800m-b64-gpipe plan --model gpt --profile "$dir/gpt800m-b64.profile.json" --gpus 0,1 --schedule gpipe --link-gbps "$(grep -o 'link_gbps": [0-9.]*' "$dir/gpt800m-b64.plan.json" | grep -o '[0-9.]*$')"

@@ -22,7 +22,7 @@ if [ "${PART:-advise}" = advise ]; then
     $py -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
   } > "$dir/env.txt" 2>&1
   cat "$dir/env.txt"
-  $py -m pipebench advise --model "$model" --batch "$batch" --gpus 0,1 --chunks "${CHUNKS:-1,2,4,8,16}" \
+  $py -m pipebench advise --model "$model" --batch "$batch" --gpus 0,1 --micro-batches "${CHUNKS:-1,2,4,8,16}" \
     --save-profile "$profile" --json "$dir/advise-$model.json" 2>&1 | tee "$dir/advise-$model.txt"
 fi
 if [ "${PART:-advise}" = run ]; then

@@ -2,7 +2,7 @@
 torch.distributed.pipelining user who balances parameters gets), same model, schedule and micro-batches,
 trained in fresh processes in alternating order.
 
-    python3 scripts/gpu/split_against.py --model scripts/gpu/llama_1b.py:llama_1b --batch 32 --chunks 4,8 \
+    python3 scripts/gpu/split_against.py --model scripts/gpu/llama_1b.py:llama_1b --batch 32 --micro-batches 4,8 \
         --set input_shape=512 --set input_dtype=int64 --set token_range=32000 --out DIR
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
     parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--chunks", default="4,8")
+    parser.add_argument("--micro-batches", "--chunks", dest="chunks", default="4,8")
     parser.add_argument("--set", dest="settings", action="append", default=[])
     parser.add_argument("--strategy", default="pp-1f1b")
     parser.add_argument("--steps", type=int, default=5)

@@ -21,11 +21,11 @@ py=${PYTHON:-python3}
   nproc
 } > "$dir/env.txt" 2>&1
 cat "$dir/env.txt"
-$py -m pipebench run --models "$models" --gpus 0,1 --out "$dir" --chunks "${CHUNKS:-auto}" \
+$py -m pipebench run --models "$models" --gpus 0,1 --out "$dir" --micro-batches "${CHUNKS:-auto}" \
     ${STRATEGIES:+--strategies "$STRATEGIES"} ${EXTRA:-} 2>&1 | tee "$dir/run.log"
 if [ -n "${SWEEP_STRATEGIES:-}" ]; then  # throughput against micro-batch count, into the same results file
   $py -m pipebench run --models "$models" --gpus 0,1 --out "$dir" --strategies "$SWEEP_STRATEGIES" \
-      --chunks "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
+      --micro-batches "${SWEEP_CHUNKS:-2,4,8,16}" --resume 2>&1 | tee -a "$dir/run.log"
 fi
 if [ -n "${PROBE:-}" ]; then  # DataParallel's slowness on ResNet-101: with and without TF32 + cuDNN autotuning
   mkdir -p "$dir/probe"

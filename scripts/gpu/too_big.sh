@@ -31,47 +31,47 @@ run() {  # run NAME LIMIT_S ARGS...: one pipebench run, its log kept, stopped at
 }
 case "$part" in
   big)
-    run big 420 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big" \
+    run big 420 --models gpt --flavour 8b --batch 16 $bf16 --micro-batches 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big" \
       --strategies single,ddp,pp-1f1b,fsdp,pp-zbv,device-map,pp-interleaved
-    run big-try 90 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big-try" \
+    run big-try 90 --models gpt --flavour 8b --batch 16 $bf16 --micro-batches 2,8 --repeats 3 --steps 3 --warmup 1 --out "$dir/big-try" \
       --strategies single --try-anyway
     ;;
   big2)  # the 8B cases a first call had no time for (each 8B case spends about 2 minutes building)
-    run big2 "${LIMIT:-330}" --models gpt --flavour 8b --batch 16 $bf16 --chunks 8 --repeats 3 --steps 3 --warmup 1 \
+    run big2 "${LIMIT:-330}" --models gpt --flavour 8b --batch 16 $bf16 --micro-batches 8 --repeats 3 --steps 3 --warmup 1 \
       --out "$dir/big2" --strategies "${STRATEGIES:-pp-zbv,pp-interleaved,pp-zb}"
     ;;
   lab)  # the seed's lab at 10 GiB a GPU; RESNET=1 adds ResNet-101 in bf16 + AdamW (the bf16 part's second model)
     run lab-convnet 100 --models convnet --gpu-memory 10GiB --out "$dir/lab" --steps 5 \
       --strategies single,dataparallel,ddp,fsdp,device-map,modelparallel,pipeline,pp-1f1b,pp-zbv
     run lab-gpt "${LAB_LIMIT:-200}" --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB \
-      --chunks 16 --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,pp-1f1b,pp-interleaved
-    run lab-gpt-device-map 60 --models gpt --flavour 800m --batch 64 $bf16 --gpu-memory 10GiB --chunks 16 \
+      --micro-batches 16 --out "$dir/lab" --steps 3 --warmup 1 --strategies single,ddp,fsdp,pp-1f1b,pp-interleaved
+    run lab-gpt-device-map 60 --models gpt --flavour 800m --batch 64 $bf16 --gpu-memory 10GiB --micro-batches 16 \
       --out "$dir/lab" --steps 3 --warmup 1 --strategies device-map
     if [ -n "${RESNET:-}" ]; then
-      run bf16-resnet101 "${RESNET_LIMIT:-150}" --models resnet101 --batch 256 $bf16 --chunks 4 --out "$dir/bf16" \
+      run bf16-resnet101 "${RESNET_LIMIT:-150}" --models resnet101 --batch 256 $bf16 --micro-batches 4 --out "$dir/bf16" \
         --steps 5 --strategies single,ddp,fsdp,pp-1f1b,pp-zbv
     fi
     ;;
   lab2)  # after the first lab: the plans' 10% margin under --gpu-memory, auto recompute for FSDP, FSDP's
          # BatchNorm in fp32 (ResNet-101's fsdp row failed in bf16)
-    run lab-gpt2 "${LAB2_LIMIT:-150}" --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --chunks 16 \
+    run lab-gpt2 "${LAB2_LIMIT:-150}" --models gpt --flavour 800m --batch 64 $bf16 --checkpoint auto --gpu-memory 10GiB --micro-batches 16 \
       --out "$dir/lab2" --steps 3 --warmup 1 --strategies fsdp,pp-1f1b,pp-interleaved
-    run bf16-resnet101-fsdp 60 --models resnet101 --batch 256 $bf16 --chunks 4 --out "$dir/bf16" --steps 5 \
+    run bf16-resnet101-fsdp 60 --models resnet101 --batch 256 $bf16 --micro-batches 4 --out "$dir/bf16" --steps 5 \
       --strategies single,ddp,fsdp
     ;;
   one)
-    run one-8b 300 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 \
+    run one-8b 300 --models gpt --flavour 8b --batch 16 $bf16 --micro-batches 2,8 --repeats 3 --steps 3 --warmup 1 \
       --out "$dir/one" --strategies single
-    run one-8b-try 90 --models gpt --flavour 8b --batch 16 $bf16 --chunks 2,8 --repeats 3 --steps 3 --warmup 1 \
+    run one-8b-try 90 --models gpt --flavour 8b --batch 16 $bf16 --micro-batches 2,8 --repeats 3 --steps 3 --warmup 1 \
       --out "$dir/one-try" --strategies single --try-anyway
-    run one-800m 120 --models gpt --batch 64 $bf16 --chunks 2,4,8,16 --out "$dir/one" --strategies single
-    run one-800m-lab 60 --models gpt --batch 64 $bf16 --chunks 2,4,8,16 --gpu-memory 10GiB --out "$dir/one-try" \
+    run one-800m 120 --models gpt --batch 64 $bf16 --micro-batches 2,4,8,16 --out "$dir/one" --strategies single
+    run one-800m-lab 60 --models gpt --batch 64 $bf16 --micro-batches 2,4,8,16 --gpu-memory 10GiB --out "$dir/one-try" \
       --strategies single --try-anyway
-    run one-resnet 150 --models resnet101 --batch 256 $bf16 --chunks 2,4,8 --out "$dir/one" --strategies single
+    run one-resnet 150 --models resnet101 --batch 256 $bf16 --micro-batches 2,4,8 --out "$dir/one" --strategies single
     ;;
   bf16)  # every strategy (hybrid needs 4 GPUs) at one micro-batch count, for issue 13's check in bf16
     model=${MODEL:-gpt}
-    run "bf16-$model" "${LIMIT:-520}" --models "$model" --batch "${BATCH:-64}" $bf16 --chunks "${CHUNKS:-8}" \
+    run "bf16-$model" "${LIMIT:-520}" --models "$model" --batch "${BATCH:-64}" $bf16 --micro-batches "${CHUNKS:-8}" \
       --out "$dir/bf16" --steps 5 \
       --strategies "${STRATEGIES:-single,ddp,dataparallel,fsdp,device-map,modelparallel,pipeline,pp-gpipe,pp-1f1b,pp-interleaved,pp-zb,pp-zbv}"
     ;;

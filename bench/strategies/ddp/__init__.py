@@ -1,26 +1,4 @@
-"""DistributedDataParallel, its home: the price here and its cost model in cost.py (no torch, for the
-registry and advise), the Trainer in trainer.py. ZeRO-1's price builds on cost.py's ddp_step too, and the
-hybrid's Trainer buckets its gradients as DDP does.
+"""DistributedDataParallel, its home: its price in price.py and its cost model in cost.py (no torch, for
+the registry and advise), the Trainer in trainer.py. ZeRO-1's price builds on cost.py's ddp_step too, and
+the hybrid's Trainer buckets its gradients as DDP does.
 """
-from __future__ import annotations
-
-from pipebench.bench.strategies.ddp.cost import ddp_step
-from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
-from pipebench.partition.planning import costs
-from pipebench.partition.planning.memory import recomputing
-
-__all__ = ["price_ddp"]
-
-def price_ddp(pricing: Pricing) -> Prediction:
-    """DDP: every device runs the whole model on batch / p samples, its gradients all-reduced in buckets
-    during the backward (cost.py ddp_step)."""
-    states = 2 + pricing.training.states
-
-    def cost(replicas: Replicas, recompute: bool):  # recompute: every layer's forward runs again in the backward
-        p, layers = replicas.p, replicas.layers
-        priced = [recomputing(l) for l in layers] if recompute else layers
-        return (ddp_step(priced, p, pricing.links, scale=pricing.calibration),
-                [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
-                                      recompute=recompute) + replicas.unmodelled] * p)
-    return price_replicas(pricing, cost)

@@ -10,7 +10,7 @@ parameter tensor on its own, and on gloo those calls' fixed costs double a step 
 against DDP's 84; 89 in buckets).
 
 The update is the same as one device's: the gradients are the whole batch's mean (DDP's all-reduce) and
-every parameter is stepped once, by its owner. Its price is this package's price_zero1 (its __init__.py): this module imports torch, which advise does not
+every parameter is stepped once, by its owner. Its price is this package's price_zero1 (price.py): this module imports torch, which advise does not
 wait for.
 """
 from __future__ import annotations

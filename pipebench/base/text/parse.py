@@ -7,7 +7,7 @@ only: `int()` would also take other scripts' digits such as '١٢', and '+1' or 
 (finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.base.text.units.parse_size.
 The API's keywords are checked by the same rules and bounds (`count_of`, `number_of`, `option_of`: an int
 that is not a bool, a finite real), and a micro-batch count by one rule wherever it is given
-(`micro_batches_error`: --chunks, a Request's micro_batches, RunOptions.chunks).
+(`micro_batches_error`: --micro-batches, a Request's micro_batches, RunOptions.chunks).
 Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
 an OverflowError or an allocation of exabytes.
 
@@ -46,7 +46,7 @@ LIMITS: dict[str, tuple[float, float]] = {
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
 MAX_CHUNKS = 2**16
-"""The most micro-batches `--chunks` takes."""
+"""The most micro-batches `--micro-batches` takes."""
 MAX_GPUS = 1024
 """`--gpus auto:N` and GPU ids stay below this."""
 SETTING_RANGE = (-2**31, 2**31)
@@ -144,24 +144,24 @@ def option_of(value: Any, name: str) -> int | float:
 
 def micro_batches_error(count: Any) -> str | None:
     """Why `count` is not a micro-batch count, an integer (not a bool) from 1 to MAX_CHUNKS, or None: the
-    one rule of --chunks (parse_chunks), a Request's micro_batches and RunOptions.chunks, each of which
+    one rule of --micro-batches (parse_chunks), a Request's micro_batches and RunOptions.chunks, each of which
     says it in its own terms."""
     return _count_error(count, "micro_batches", high=MAX_CHUNKS)
 
 
 def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
-    """`--chunks`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None], each count once; `single`
+    """`--micro-batches`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None], each count once; `single`
     (plan): exactly one count, or auto."""
     counts: list[int | None] = []
     for part in str(text).split(","):
         part = part.strip()
         if part != "auto" and not (re.fullmatch(r"[0-9]{1,30}", part) and micro_batches_error(int(part)) is None):
             what = "a positive integer or auto" if single else "positive integers and/or auto, comma-separated"
-            raise UserError(f"--chunks takes {what}, counts up to {MAX_CHUNKS:,} (got {text[:40]!r})")
+            raise UserError(f"--micro-batches takes {what}, counts up to {MAX_CHUNKS:,} (got {text[:40]!r})")
         counts.append(None if part == "auto" else int(part))
-    counts = list(dict.fromkeys(counts))  # '--chunks auto,auto' is one case, not two
+    counts = list(dict.fromkeys(counts))  # '--micro-batches auto,auto' is one case, not two
     if single and len(counts) != 1:
-        raise UserError(f"--chunks takes one count or auto here (got {text[:40]!r})")
+        raise UserError(f"--micro-batches takes one count or auto here (got {text[:40]!r})")
     return counts
 
 
