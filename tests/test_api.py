@@ -13,7 +13,7 @@ from pipebench import models
 from pipebench.base.errors import UserError
 
 
-@pytest.mark.parametrize("name", ["resnet18", "gpt", "convnet"])
+@pytest.mark.parametrize("name", [pytest.param("resnet18", marks=pytest.mark.ci), "gpt", "convnet"])
 def test_split_spec_makes_pipeline_build_exactly_the_planned_stages(name):
     from torch.distributed.pipelining import pipeline
 
@@ -70,6 +70,7 @@ def test_bad_input_is_a_user_error(kwargs, message):
         pipebench.plan(**kwargs)
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_plan_fills_the_defaults_the_command_line_fills():
     """pipebench.plan("mlp") refused ("plan needs the global batch size") where `pipebench plan --model mlp`
     took 8 on the CPU; both fill it now in one place, and the caps from what NVML says is free on the GPUs

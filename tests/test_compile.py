@@ -128,6 +128,7 @@ class _Breaks(nn.Module):
         return self.linear(y)
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_graph_break_is_counted_not_failed():
     from torch import _dynamo
 

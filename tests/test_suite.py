@@ -178,6 +178,7 @@ def test_min_seconds_times_steps_until_it_has_passed(resumed):
     assert once.step_ms_std is None and once.step_ms_best == once.step_ms
 
 
+@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_unavailable_cases_become_rows(capsys, tmp_path, profiles):
     # The hybrid copies a pipeline of 2 stages onto 4 devices or more; the CPU stands in for 2.
     code, _, err = run(capsys, "run", *DEEP_MLP, "--strategies", "hybrid", "--profiles", str(profiles),

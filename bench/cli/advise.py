@@ -112,5 +112,5 @@ def check_command(args, profile, compared, devices: int) -> str:
 
 
 CPU_CHECK = {"steps": 6, "min_seconds": 3}
-"""How `check it with` times each case on CPU stand-ins; bench/cpu_fidelity.sh reads it from here."""
+"""How `check it with` times each case on CPU stand-ins; scripts/cpu_fidelity.sh reads it from here."""
 
