@@ -44,8 +44,8 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
                        counts: Sequence[int] | None = None, strategies: Sequence[str] = (),
                        timeout: float | None = None) -> Profiled:
     """Profile the case's model at every micro-batch size with a ProfilingSession (partition/profile_session.py,
-    what `pipebench.profile` runs), in a child process (so that this one never initialises CUDA), timing the link between the first two GPUs; saved under
-    `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
+    what `pipebench.profile` runs), in a child process (so that this one never initialises CUDA), timing the
+    link between the first two GPUs; saved under `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
     of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
     sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
