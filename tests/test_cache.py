@@ -46,6 +46,7 @@ def test_a_second_profile_comes_from_the_cache(cache, measured, one_thread):
     assert sorted(measured) == [1, 2, 4]
 
 
+@pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_what_changes_the_figures_is_measured_again(cache, measured, one_thread):
     pipebench.profile("mlp", **TINY)
     pipebench.profile("mlp", **TINY, precision="bf16")

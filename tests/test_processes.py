@@ -122,7 +122,8 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.ci)])
+@pytest.mark.ci  # process handling, run by CI after the default run
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
     """While the parent waits for its workers (a step, or here a start that never ends), Ctrl-C ends it
     at once; before, the wait in C++ held the signal until the store's timeout."""
