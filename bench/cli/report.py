@@ -68,7 +68,7 @@ REPORT_FILES = ("report.md", "summary.csv")
 def _check_report_folder(out: Path, found: list[Path]) -> None:
     """Refuse a report folder whose report.md or summary.csv would replace an input, or a file that is not
     an earlier report's: a report.md is one when it starts as a report does, and its summary.csv with it."""
-    from pipebench.base.fileio.files import not_another_file
+    from pipebench.base.fileio.files import not_another_file, starts_with
 
     written = {(out / name).resolve(): name for name in REPORT_FILES}
     for path in found:
@@ -76,18 +76,10 @@ def _check_report_folder(out: Path, found: list[Path]) -> None:
             raise UserError(f"--out {printable(str(out))}: the report's {name} would replace {printable(str(path))}, "
                             "which it reads; give the report a folder of its own")
     markdown = out / "report.md"
-    ours = not markdown.exists() or _starts_with(markdown, b"# pipebench report")
+    ours = not markdown.exists() or starts_with(b"# pipebench report")(str(markdown))
     not_another_file(markdown, "--out", lambda _: ours, "a pipebench report (report.md)")
     not_another_file(out / "summary.csv", "--out", lambda _: ours and markdown.exists(),
                      "a pipebench report's summary.csv (beside its report.md)")
-
-
-def _starts_with(path: Path, start: bytes) -> bool:
-    try:
-        with open(path, "rb") as file:
-            return file.read(len(start)) == start
-    except OSError:
-        return False
 
 
 def default_report_dir(first: Path) -> Path:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "shown", "check_regular", "writable_file", "not_another_file", "json_of_format", "writable_folder", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
@@ -150,6 +150,19 @@ def json_of_format(fmt: str | None, key: str = "format") -> Callable[[str], bool
         try:
             with open(path, "rb") as file:
                 return start.match(file.read(4096)) is not None
+        except OSError:
+            return False
+
+    return ours
+
+
+def starts_with(start: bytes) -> Callable[[str], bool]:
+    """Whether a file starts with `start` (a report.md with "# pipebench report"): not_another_file's test for
+    a file that is not JSON, a bounded read as json_of_format's."""
+    def ours(path: str) -> bool:
+        try:
+            with open(path, "rb") as file:
+                return file.read(len(start)) == start
         except OSError:
             return False
 
