@@ -73,6 +73,17 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers():
+    """A command interrupted in this process keeps SIGINT and SIGTERM ignored, as it must until the process
+    exits (a second signal still exits 130): put them back, or every later test's processes inherit them
+    ignored and no Ctrl-C test can stop one."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
 # ----------------------------------------------------------------------- fixtures several test files share
 
 @pytest.fixture

@@ -408,6 +408,23 @@ def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkey
     assert capsys.readouterr().err.strip() == "pipebench: interrupted"
 
 
+def test_an_interrupted_command_leaves_no_signal_for_the_next_one(capsys, monkeypatch):
+    """`main` interrupted in this process kept the signal on record: the next call in the process that
+    starts workers (the API's run, the next command) raised KeyboardInterrupt before its first one."""
+    import pipebench.bench.cli as cli
+    from pipebench.base import interrupts
+
+    def interrupted(args):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        return 0
+
+    monkeypatch.setattr(cli, "_command", interrupted)
+    assert cli.main(["models"]) == 130
+    assert not interrupts.signalled()
+    interrupts.check()  # raises if the record outlived the command
+
+
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_swallowed_interrupt_starts_no_workers(capsys, monkeypatch, tmp_path):
     """Ctrl-C in train's first second, while torch was imported under a bare `except:`, was swallowed: the

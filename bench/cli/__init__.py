@@ -110,6 +110,7 @@ def _main(argv: list[str] | None) -> int:
         print("pipebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        interrupts.forget()
         if not interrupted:  # after an interrupt a second signal stays ignored until we have left: still 130
             interrupts.restore(previous)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["catch", "restore", "arrived", "signalled", "check"]
+__all__ = ["catch", "restore", "forget", "arrived", "signalled", "check"]
 
 _arrived: list[int] = []
 """The signals that asked this process to stop, since `catch`."""
@@ -42,6 +42,12 @@ def catch() -> dict:
 def restore(previous: dict) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
+
+
+def forget() -> None:
+    """End the record with the command it stopped: a later command or API call in the same process (the
+    tests, a notebook calling `main`) must not take an earlier command's signal for its own."""
+    _arrived.clear()
 
 
 def signalled() -> bool:
