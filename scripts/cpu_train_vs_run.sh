@@ -18,7 +18,7 @@ $py -c "import torch, transformers; print('torch', torch.__version__, 'transform
 $py scripts/stdlib_bytes.py "$out/train.bin" "$out/held.bin"
 $py scripts/digits_mnist.py "$out/digits"
 load() { echo "$1: load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/load.txt"; }
-COMMON="--precision fp32 --device cpu --stages 2"
+COMMON="--precision fp32 --device cpu --cpu-processes 2"
 GPT2="tests/fixtures/byte_gpt2.py:gpt2_small"
 for case in convnet gpt2; do
   if [ $case = convnet ]; then

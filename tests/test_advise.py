@@ -245,7 +245,7 @@ def test_the_recommendation_is_checkable_as_printed(tmp_path, capsys, monkeypatc
     command = shlex.split(line.split("check it with: ", 1)[1])
     assert command[:2] == ["pipebench", "run"] and "--optimizer" in command and "--input-shape" in command
     assert command[command.index("--min-seconds") + 1] == "3"  # CPU stand-ins: seconds of steps, past the bursts
-    assert command[command.index("--device") + 1] == "cpu" and command[command.index("--stages") + 1] == "2"
+    assert command[command.index("--device") + 1] == "cpu" and command[command.index("--cpu-processes") + 1] == "2"
     # Run as printed, twice (into a folder of its own, named for what it measures): the second run
     # measures anew beside the first, and nothing else mixes in.
     monkeypatch.chdir(tmp_path)

@@ -107,7 +107,7 @@ def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
 
 @pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_run_on_one_device_with_local_mnist(tmp_path):
-    """`run --device cpu --stages 1 --data-dir DIR`: DDP on one device trains as a group of one, on the
+    """`run --device cpu --cpu-processes 1 --data-dir DIR`: DDP on one device trains as a group of one, on the
     folder's images (the first loss is the one of the data, not of synthetic batches)."""
     import json
 
@@ -118,7 +118,7 @@ def test_run_on_one_device_with_local_mnist(tmp_path):
 
     write_idx_mnist(tmp_path / "mnist", train_count=20, test_count=4)
     out = tmp_path / "out"
-    assert main(["run", "--device", "cpu", "--stages", "1", "--models", "convnet", "--strategies", "single,ddp",
+    assert main(["run", "--device", "cpu", "--cpu-processes", "1", "--models", "convnet", "--strategies", "single,ddp",
                  "--data-dir", str(tmp_path / "mnist"), "--out", str(out), "--repeats", "1"]) == 0
     rows = json.loads(next(out.glob("*.json")).read_text())["rows"]
     assert [(r["strategy"], r["status"], r["world_size"]) for r in rows] == [("single", "ok", 1), ("ddp", "ok", 1)]

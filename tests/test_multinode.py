@@ -130,7 +130,7 @@ def test_pipebench_train_over_two_nodes(tmp_path):
     common = ["train", "--model", "gpt", "--flavour", "tiny", "--batch", "16", "--precision", "fp32", "--data",
               f"tokens:{text}", "--steps", "6", "--lr", "0.01", "--log-every", "2", "--device", "cpu"]
     job = tmp_path / "job"
-    assert main([*common, "--strategy", "pp-1f1b", "--stages", "1", "--nodes", "2", "--csv", str(tmp_path / "nodes.csv"),
+    assert main([*common, "--strategy", "pp-1f1b", "--cpu-processes", "1", "--nodes", "2", "--csv", str(tmp_path / "nodes.csv"),
                  "--save", str(tmp_path / "gpt.pth"), "--write-job", str(job)]) == 0
     assert main([*common, "--strategy", "single", "--csv", str(tmp_path / "single.csv")]) == 0
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",

@@ -135,9 +135,10 @@ def test_devices_refuses_gpus_it_cannot_have(capsys, monkeypatch, gpus, message)
     (["--gpu-memory", "1e999"], "--gpu-memory: memory size '1e999' is too large"),
     (["--device", "cuda"], "--device cuda: run takes --device cpu (CPU processes); name GPUs with --gpus"),
     (["--device", "cpu", "--gpus", "0"], "--device cpu runs CPU processes: leave out --gpus"),
-    (["--stages", "0"], "--stages takes a positive integer up to 1,024 (got '0')"),
-    (["--stages", "two"], "--stages takes a positive integer"),
-    (["--stages", "2", "--gpus", "0"], "--stages counts CPU processes: with --gpus, the GPUs named are the devices"),
+    (["--cpu-processes", "0"], "--cpu-processes takes a positive integer up to 1,024 (got '0')"),
+    (["--cpu-processes", "two"], "--cpu-processes takes a positive integer"),
+    (["--cpu-processes", "2", "--gpus", "0"], "--cpu-processes is for the CPU: with --gpus, the GPUs named are the devices"),
+    (["--stages", "2", "--gpus", "0"], "--cpu-processes is for the CPU: with --gpus"),  # its old name, the same option
 ])
 def test_run_refuses_before_running(capsys, tmp_path, extra, message):
     refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *extra], message)

@@ -65,6 +65,20 @@ def test_chunks_is_an_alias_of_micro_batches():
         assert "--micro-batches" in command.format_help()
 
 
+def test_stages_is_an_alias_of_cpu_processes_in_run_and_train():
+    """run's and train's count of CPU processes was --stages, which plan and advise keep for pipeline stages:
+    run and train still take it, as the same option, and their help names --cpu-processes first."""
+    from pipebench.bench.cli import _subparsers, build_parser
+
+    commands = _subparsers(build_parser())
+    for command in (commands["run"], commands["train"]):
+        (option,) = [action for action in command._actions if "--stages" in action.option_strings]
+        assert option.option_strings == ["--cpu-processes", "--stages"] and option.dest == "cpu_processes"
+    for command in (commands["plan"], commands["advise"]):
+        (option,) = [action for action in command._actions if "--stages" in action.option_strings]
+        assert option.option_strings == ["--stages"]
+
+
 def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
     """`--strategies single,single` and `--micro-batches auto,auto` wrote two rows with one case key."""
     assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--micro-batches", "auto,auto,2,2",
@@ -74,17 +88,20 @@ def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
 
 
 def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypatch, suite_options):
-    """--device cpu --stages 3: three CPU processes, even where a GPU is visible (advise's check command on a
-    GPU machine); --stages alone where GPUs are visible is refused: it counts CPU processes."""
+    """--device cpu --cpu-processes 3: three CPU processes, even where a GPU is visible (advise's check
+    command on a GPU machine); --cpu-processes alone where GPUs are visible is refused: it counts CPU
+    processes. --stages, its old name, is the same option."""
     import torch
 
-    assert main(["run", "--models", "mlp", "--batch", "12", "--stages", "3", "--out", str(tmp_path)]) == 0  # no GPU: the CPU
+    assert main(["run", "--models", "mlp", "--batch", "12", "--cpu-processes", "3", "--out", str(tmp_path)]) == 0  # no GPU: the CPU
     assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
+    assert main(["run", "--models", "mlp", "--batch", "12", "--stages", "4", "--out", str(tmp_path)]) == 0  # the old name
+    assert suite_options["machine"].devices == 4 and suite_options["machine"].gpus is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert main(["run", "--models", "mlp", "--batch", "12", "--device", "cpu", "--stages", "3",
+    assert main(["run", "--models", "mlp", "--batch", "12", "--device", "cpu", "--cpu-processes", "3",
                  "--out", str(tmp_path)]) == 0
     assert suite_options["machine"].devices == 3 and suite_options["machine"].gpus is None
     assert "--device cpu: running on the CPU, 3 processes standing in for devices" in capsys.readouterr().err
-    refused(capsys, ["run", "--models", "mlp", "--stages", "3", "--out", str(tmp_path)],
-            "--stages counts CPU processes: add --device cpu")
+    refused(capsys, ["run", "--models", "mlp", "--cpu-processes", "3", "--out", str(tmp_path)],
+            "--cpu-processes is for the CPU: add --device cpu")

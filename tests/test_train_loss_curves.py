@@ -138,7 +138,7 @@ def test_every_strategy_follows_one_devices_loss_curve(tmp_path, text, strategy)
     """Every strategy `pipebench run` knows (pp-1f1b: the default run's test above), 30 steps of SGD in fp32
     on real text: its losses equal single's within 1e-4 relative, and its checkpoint, the model's own
     state_dict, holds single's weights. hybrid: 2 replicas of a 2-stage pipeline, 4 processes."""
-    stages = ["--stages", 4] if STRATEGIES[strategy].replicated else []
+    stages = ["--cpu-processes", 4] if STRATEGIES[strategy].replicated else []
     for name in ("single", strategy):
         assert train(*GPT, *(stages if name == strategy else []), "--strategy", name, "--data", f"tokens:{text}",
                      "--steps", 30, "--lr", "0.01", "--csv", tmp_path / f"{name}.csv",

@@ -15,7 +15,7 @@ from pipebench.base.training import Training
 __all__ = ["Machine", "detect_machine", "probe_speeds", "CPU_PROCESSES"]
 
 CPU_PROCESSES = 2
-"""How many CPU processes stand in for devices where the run names no count (`run --stages`)."""
+"""How many CPU processes stand in for devices where the run names no count (`run --cpu-processes`)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Machine:
 def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
     """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: CPU_PROCESSES)
     when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
-    does not ask for them is refused (`run --stages N` without --device cpu).
+    does not ask for them is refused (`run --cpu-processes N` without --device cpu).
 
     Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
@@ -102,7 +102,7 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
             raise DeviceError("no CUDA GPU is visible here; leave out --gpus to run on the CPU")
         return Machine(None, cpu_processes or CPU_PROCESSES, cpu_name())
     if cpu_processes is not None:
-        raise UserError("--stages counts CPU processes: add --device cpu to run on the CPU here, or name the GPUs "
+        raise UserError("--cpu-processes is for the CPU: add --device cpu to run on the CPU here, or name the GPUs "
                         "with --gpus")
     chosen = list(range(count)) if gpus is None else gpus
     check_gpus(chosen)  # names a GPU that does not exist

@@ -63,7 +63,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     path = folder / f"{name}.profile.json"
     if not (reuse and path.exists()):
         devices = ([f"cuda:{i}" for i in range(min(2, machine.devices))] if machine.gpus is not None
-                   else ["cpu"] * machine.devices)  # as many CPU processes as run the cases (--stages)
+                   else ["cpu"] * machine.devices)  # as many CPU processes as run the cases (--cpu-processes)
         start = time.monotonic()
         try:
             call_in_child(_profile_to_file, path, case, devices, repeats=repeats,

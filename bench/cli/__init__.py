@@ -238,7 +238,7 @@ def _version() -> str:
 
 
 def _read_counts(args) -> None:
-    """Every count and number option of every command (--batch, --stages, --steps, --timeout...: the keys
+    """Every count and number option of every command (--batch, --stages, --cpu-processes, --steps, --timeout...: the keys
     of parse.LIMITS), read from its text by the one strict parser, before the command starts."""
     from pipebench.base.text.parse import LIMITS, parse_option
 

@@ -86,7 +86,7 @@ def check_command(args, profile, compared, devices: int) -> str:
     if not args.gpus and args.stages and str(args.device).startswith("cuda"):
         words += ["--gpus", ",".join(str(i) for i in range(int(args.stages)))]
     if str(profile.device).startswith("cpu"):  # CPU processes, as many as advised for, GPUs visible or not
-        words += ["--device", "cpu", "--stages", str(devices)]
+        words += ["--device", "cpu", "--cpu-processes", str(devices)]
     if profile.training.precision != Training().precision:
         words += ["--precision", profile.training.precision]
     if profile.training.optimizer != Training().optimizer:

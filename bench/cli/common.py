@@ -215,9 +215,9 @@ def model_file(text: str | None) -> str | None:
 def asks_cpu(args) -> bool:
     """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
     be or combine with."""
-    if args.device is None:  # --stages where GPUs are visible: detect_machine says so
-        if args.stages is not None and args.gpus:
-            raise UserError("--stages counts CPU processes: with --gpus, the GPUs named are the devices")
+    if args.device is None:  # --cpu-processes where GPUs are visible: detect_machine says so
+        if args.cpu_processes is not None and args.gpus:
+            raise UserError("--cpu-processes is for the CPU: with --gpus, the GPUs named are the devices")
         return False
     if args.device != "cpu":
         raise UserError(f"--device {args.device}: {args.command} takes --device cpu (CPU processes); name GPUs with --gpus")

@@ -35,8 +35,8 @@ def add_parser(subparsers) -> None:
                      "visible GPU; the CPU when there is none)")
     run.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo), even where GPUs are "
                      "visible (default: the GPUs, --gpus; the CPU when none is visible)")
-    run.add_argument("--stages", help=f"on the CPU, how many processes stand in for devices (default: {CPU_PROCESSES}), as "
-                     "advise's --stages N --device cpu")
+    run.add_argument("--cpu-processes", "--stages", dest="cpu_processes", metavar="N",
+                     help=f"on the CPU, how many processes stand in for devices, one each (default: {CPU_PROCESSES})")
     run.add_argument("--batch", help="global batch for every model (default: "
                      f"{', '.join(f'{model} {batch}' for model, batch in DEFAULT_MODELS.items())})")
     run.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
@@ -140,7 +140,7 @@ def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
 
     ids, _ = chosen_gpus(args.gpus or None)
     cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    machine = detect_machine(ids, args.stages, cpu=on_cpu)
+    machine = detect_machine(ids, args.cpu_processes, cpu=on_cpu)
     return cap_machine(machine, cap, gpu_memory)
 
 

@@ -49,15 +49,15 @@ def add_parser(subparsers) -> None:
                        "DIR/train.json for torchrun to start on each machine, instead of training here "
                        "(docs/several-machines.md)")
     train.add_argument("--nodes", default=None, help="with --write-job: machines the job spans, each with the "
-                       "devices named here (--gpus, or --stages on the CPU; default 1)")
+                       "devices named here (--gpus, or --cpu-processes on the CPU; default 1)")
     train.add_argument("--flavour", help="size flavour of a zoo model (default: full size)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a model setting (repeatable)")
     train.add_argument("--gpus", help="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now (default: every visible GPU; "
                        "the CPU when there is none)")
     train.add_argument("--device", help="cpu: CPU processes stand in for the devices (gloo)")
-    train.add_argument("--stages", help="on the CPU, how many processes stand in for devices "
-                       f"(default: {CPU_PROCESSES})")
+    train.add_argument("--cpu-processes", "--stages", dest="cpu_processes", metavar="N",
+                       help=f"on the CPU, how many processes stand in for devices, one each (default: {CPU_PROCESSES})")
     add_training_options(train)
     add_model_options(train)
     train.epilog = help_text()
@@ -121,7 +121,7 @@ def cmd_train(args) -> int:
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data = parse_data(args.data, _seq_len(args, overrides))
     on_cpu = asks_cpu(args)
-    machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.stages, "--stages"), cpu=on_cpu)
+    machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.cpu_processes, "--cpu-processes"), cpu=on_cpu)
     training.check_device(machine.device_type)  # cudagraphs on the CPU: one line, before the model is built
     workers = _count(args.loader_workers, "--loader-workers", 0)
     nodes = _count(args.nodes, "--nodes") or 1

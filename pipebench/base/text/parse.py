@@ -31,6 +31,7 @@ __all__ = ["LIMITS", "MAX_CHUNKS", "AutoGpus", "parse_int", "parse_number", "par
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
     "stages": (1, 1024),
+    "cpu_processes": (1, 1024),   # run's and train's; plan's and advise's devices are --stages
     "steps": (1, 10**6),
     "warmup": (0, 10**6),
     "rounds": (1, 1000),
