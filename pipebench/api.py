@@ -156,11 +156,8 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         if model is None:
             raise UserError("plan needs a model (or profiles)")
         request = request.measured_here(_named_gpus(asked))
-        request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
-        profiles = profile(model, example_inputs, request, flavour=flavour, settings=settings, data_dir=data_dir,
-                           loss_fn=loss_fn, note=note, progress=progress, rank=plan_ranking(request),
-                           on_layers=lambda layers: check_stage_count(request.stages, layers))
-        profiles = request.check_profiles(profiles)
+        profiles = plan_profiles(model, example_inputs, request, flavour=flavour, settings=settings,
+                                 data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress)
     else:
         if isinstance(profiles, Profile):
             profiles = [profiles]
@@ -184,7 +181,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     uses all the devices, and single). profiles: rank from these instead of profiling.
     Returns an Advice (bench/predict/ranking.py): `predictions` fastest first, `recommended`, `tied`.
     """
-    from pipebench.bench.predict.ranking import advice_ranking, advise_counts, rank_strategies
+    from pipebench.bench.predict.ranking import rank_strategies
     from pipebench.bench.strategies import strategy_list
 
     request = Request.from_keywords(request, asked)
@@ -194,9 +191,8 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
         if model is None:
             raise UserError("advise needs a model (or profiles)")
         request = request.measured_here(_named_gpus(asked))
-        measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
-        profiles = profile(model, example_inputs, measured, flavour=flavour, settings=settings, data_dir=data_dir,
-                           loss_fn=loss_fn, note=note, progress=progress, rank=advice_ranking(request, strategies))
+        profiles = advice_profiles(model, example_inputs, request, strategies=strategies, flavour=flavour,
+                                   settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress)
     elif isinstance(profiles, Profile):
         profiles = [profiles]
     if isinstance(profiles, (list, tuple)) and not profiles:
@@ -208,6 +204,31 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
                                                                      compile=first.compile)), strategies)
+
+
+def plan_profiles(model: Any, example_inputs: Any, request: Request, **how: Any) -> list[Profile]:
+    """The profiles `plan` makes a Plan from, for a Request settled on the devices it profiles on
+    (Request.measured_here): one micro-batch count or auto (a list is refused before anything is
+    measured), the counts the plan's ranking asks for measured (plan_ranking), its stages checked against
+    the model's layers as soon as they are known and again against a cached answer (check_profiles).
+    how: profile()'s keywords (flavour, settings, data_dir, loss_fn, note, progress). `pipebench plan`
+    profiles through it, under its progress bar and --timeout."""
+    request.chosen  # noqa: B018 (a plan takes one count: refused before profiling)
+    profiles = profile(model, example_inputs, request, rank=plan_ranking(request),
+                       on_layers=lambda layers: check_stage_count(request.stages, layers), **how)
+    return request.check_profiles(profiles)
+
+
+def advice_profiles(model: Any, example_inputs: Any, request: Request, *, strategies: Sequence[str] | None = None,
+                    **how: Any) -> list[Profile]:
+    """The profiles `advise` ranks from, for a Request settled on the devices it profiles on: the whole
+    batch, the replicas' share and the pipelines' counts asked for (advise_counts), the close ones
+    measured as the ranking of `strategies` asks (advice_ranking). how: as for plan_profiles. `pipebench
+    advise` profiles through it."""
+    from pipebench.bench.predict.ranking import advice_ranking, advise_counts
+
+    measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
+    return profile(model, example_inputs, measured, rank=advice_ranking(request, strategies), **how)
 
 
 def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None, quick: bool = False,

@@ -73,9 +73,9 @@ def test_speed_factors_are_finite_and_in_range(capsys, tmp_path, speeds, message
 
 
 def test_checkpointing_a_zero_bubble_plan_is_refused_before_profiling(capsys, monkeypatch):
-    import pipebench
+    import pipebench.api
 
-    monkeypatch.setattr(pipebench, "profile", lambda *a, **k: pytest.fail("profiled before refusing"))
+    monkeypatch.setattr(pipebench.api, "profile", lambda *a, **k: pytest.fail("profiled before refusing"))
     refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--schedule", "zbv",
                      "--checkpoint", "always"], "activation checkpointing needs a backward in one piece")
 

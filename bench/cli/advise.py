@@ -36,14 +36,14 @@ ADVICE = "pipebench-advice"  # the format --json writes: {"format", "version", "
 
 def cmd_advise(args) -> int:
     import pipebench
-    from pipebench.bench.predict.ranking import advice_ranking, advise_counts
+    from pipebench.api import advice_profiles
     from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
     from pipebench.base.text.parse import parse_chunks
 
     chunks = parse_chunks(args.chunks)
     check_outputs(args, ADVICE, "a ranking of advise's")
-    source = load_or_profile(args, lambda devices: advise_counts(devices, tuple(chunks)), advice_ranking)
+    source = load_or_profile(args, advice_profiles, micro_batches=None if None in chunks else chunks)
     profiles, request = source
     devices = list(request.devices)
     advice = pipebench.advise(profiles=profiles, request=request)

@@ -42,7 +42,7 @@ def cmd_plan(args) -> int:
     from pipebench.bench.predict.pays import plan_verdict
     from pipebench.base.fileio.files import write_json
     from pipebench.partition.planning.engines import check_engine, summary
-    from pipebench.partition.planning.plan_choice import plan_ranking
+    from pipebench.api import plan_profiles
     from pipebench.bench.report.plan_text import format_plan
     from pipebench.base.text.parse import parse_chunks
 
@@ -50,7 +50,7 @@ def cmd_plan(args) -> int:
     check_outputs(args, PLAN_FORMAT, "a plan")
     if args.export:
         check_engine(args.export[0])
-    profiles, request = load_or_profile(args, ranking=plan_ranking, schedule=args.schedule,
+    profiles, request = load_or_profile(args, plan_profiles, schedule=args.schedule,
                                         virtual_stages=args.virtual_stages, balance=args.balance,
                                         micro_batches=chunks)
     plan = pipebench.plan(profiles=profiles, request=request)

@@ -4,13 +4,13 @@ profiles (`add_source_options`), the outputs checked before any work (`check_out
 plan from."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, chosen_gpus,
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
 from pipebench.base.errors import UserError
-from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request, check_stage_count
+from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request
 from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
 
@@ -88,31 +88,25 @@ def check_outputs(args, json_format: str, json_what: str) -> None:
         args.export = [export[0], outputs["--export"]]
 
 
-def load_or_profile(args, counts=None, ranking=None, **asked) -> Source:
-    """The saved profile (--profile: no GPU touched), or a new one measured through pipebench.profile on the
-    devices asked for at the micro-batch counts `counts(device count)` gives (None: the request's) and
-    saved when --save-profile says so; with the Request the options say (`asked`: the command's own fields
-    of it, e.g. plan's schedule), checked against the profiles by `Request.check_profiles`.
-    ranking(request): what ranks the counts under auto (pipebench.profile's rank)."""
+def load_or_profile(args, profiled: Callable[..., list], **asked) -> Source:
+    """The saved profile (--profile: no GPU touched), or a new one measured on the devices asked for by
+    `profiled` (pipebench.api.plan_profiles or advice_profiles: which counts the command's answer needs,
+    and what ranks them, are the API's), under a progress bar and --timeout, and saved when --save-profile
+    says so; with the Request the options say (`asked`: the command's own fields of it, e.g. plan's
+    schedule), checked against the profiles by `Request.check_profiles`."""
     if args.profile:
         return _saved_source(args, asked)
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")
-    import pipebench
     from pipebench.partition.profiling.profile_record import save_profiles
     from pipebench.base.text.progress import ProgressBar
 
     devices, infos = _devices(args, check=True)
     overrides = _settings(args)
     request = _request(args, devices, batch=args.batch, **asked).measured_here(infos)
-    if counts:
-        request = request.with_(micro_batches=counts(len(devices)))
     with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
-        profiles = pipebench.profile(args.model, None, request, flavour=args.flavour, settings=overrides,
-                                     data_dir=args.data_dir, note=note, progress=progress,
-                                     on_layers=lambda layers: check_stage_count(request.stages, layers),
-                                     rank=ranking(request) if ranking else None)
-    check_stage_count(request.stages, len(profiles[0].layers))  # as on_layers, for a cached answer
+        profiles = profiled(args.model, None, request, flavour=args.flavour, settings=overrides,
+                            data_dir=args.data_dir, note=note, progress=progress)
     if args.save_profile:
         save_profiles(profiles, args.save_profile)
         note(f"profile written to {args.save_profile}")
