@@ -48,7 +48,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
     link between the first two GPUs; saved under `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
     of two that splits the batch, for the planner to choose from). Profiled in the case's precision, its
     whole step with the case's optimizer, compiled as the case is; each names the file unless it is tf32,
-    sgd or eager (so files from before they existed are reused). strategies: those the profile serves; under auto, the close choices
+    sgd or eager (the defaults: a file without them in its name is theirs). strategies: those the profile serves; under auto, the close choices
     of their predictions are measured (pipebench.profile's rank). timeout: the seconds the profiling may take
     (run's --timeout, which bounds each case too; None: no bound): a forward that hangs would hang the run."""
     from pipebench.bench.launch.spawn import ChildTimeout, WorkerError, call_in_child
