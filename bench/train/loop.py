@@ -126,7 +126,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "optimizer": job.training.optimizer,
               "params": ckpt.parameter_names(trainer)}
     step = _resume(optimizer, save, rank, layout) if resume else _fresh_start(job, rank)
-    run = _Run(job, settings, out_dir, rank, world, trainer, strategy, optimizer, layout, step)
+    run = _TrainingProcess(job, settings, out_dir, rank, world, trainer, strategy, optimizer, layout, step)
     run.epochs()
     if not run.diverged:
         run.checkpoint(run.step)
@@ -238,7 +238,7 @@ class _Log:
                                   f"{row['time_s']:.4g}"]))
 
 
-class _Run:
+class _TrainingProcess:
     """One process's training, from the step it starts at to the one it stops at: the steps, epoch by
     epoch; the checkpoints; and how it ended (`stopped` when asked to, `diverged` saying how the loss or
     the weights left the finite numbers, `saved_at` the step of the last checkpoint)."""
