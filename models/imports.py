@@ -58,15 +58,12 @@ from torch import nn
 
 from pipebench.base import interrupts
 from pipebench.base.errors import UserError, first_line, printable
-from pipebench.base.time_limit import REAL_EXIT, deadline, end_process
-from pipebench.base.text.units import env_seconds, format_bytes
+from pipebench.base.time_limit import IMPORT_SECONDS, REAL_EXIT, deadline, end_process, import_seconds
+from pipebench.base.text.units import format_bytes
 
 __all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
            "check_module_fits"]
 
-IMPORT_SECONDS = 120.0
-"""How long a model file's (or module's) import may take, $PIPEBENCH_IMPORT_SECONDS unless set: importing
-torch and transformers takes seconds here, a file that takes minutes is waiting for something."""
 
 
 def import_target(target: str) -> tuple[dict[str, Any], str]:
@@ -118,11 +115,6 @@ def _import_file(path: Path, target: str):
         del sys.modules[module_name]
         raise UserError(f"{target}: importing {path} failed: {raised(exc)}") from None
     return loaded
-
-
-def import_seconds() -> float:
-    """The import's time limit: $PIPEBENCH_IMPORT_SECONDS, else IMPORT_SECONDS."""
-    return env_seconds("PIPEBENCH_IMPORT_SECONDS", IMPORT_SECONDS, 1e6)
 
 
 class _Stopped(BaseException):

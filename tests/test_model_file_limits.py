@@ -49,6 +49,15 @@ def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
                  f"PIPEBENCH_IMPORT_SECONDS={value!r} should be a number of seconds above 0")
 
 
+def test_a_bad_import_limit_is_refused_where_no_model_file_is_imported(tmp_path, monkeypatch, capsys):
+    """A saved profile (or a cached one) imports no model file, and the bad value went unsaid."""
+    from helpers import profile_file, refused as refused_here
+
+    monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", "abc")
+    refused_here(capsys, ["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2"],
+                 "PIPEBENCH_IMPORT_SECONDS='abc' should be a number of seconds above 0")
+
+
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_forward_that_never_returns_is_one_line(tmp_path):
     """A model whose forward never returns hung `plan` and `run` at their first forward (run's in its parent,

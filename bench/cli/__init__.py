@@ -120,9 +120,11 @@ def _command(args) -> int:
         if not _writable(sys.stdout):  # `>&-`: every answer would vanish, and the flush below raise
             raise UserError("stdout is closed (>&-); send it somewhere, e.g. > /dev/null")
         _read_counts(args)
+        from pipebench.base.time_limit import import_seconds
         from pipebench.hardware.drift import drift_seconds
 
-        drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS is refused before any work
+        drift_seconds()  # a bad $PIPEBENCH_DRIFT_SECONDS or $PIPEBENCH_IMPORT_SECONDS is refused before any work,
+        import_seconds()  # whether or not this command reads it (a cached answer imports no model file)
         from pipebench.partition.profiling.cache import check_cache_folders
 
         check_cache_folders()  # and a cache folder that is a file

@@ -23,15 +23,26 @@ from typing import Callable, Iterator
 
 from pipebench.base.errors import UserError, printable
 
-__all__ = ["LIMIT_SECONDS", "WEEK_SECONDS", "GRACE_SECONDS", "REAL_EXIT", "time_limit", "deadline", "end_process"]
+__all__ = ["LIMIT_SECONDS", "IMPORT_SECONDS", "import_seconds", "WEEK_SECONDS", "GRACE_SECONDS", "REAL_EXIT", "time_limit", "deadline", "end_process"]
 
 LIMIT_SECONDS = 1800.0
 """Seconds a case of `run`, or the profiling of `plan` and `advise`, may take (--timeout)."""
+IMPORT_SECONDS = 120.0
+"""How long a model file's (or module's) import may take, $PIPEBENCH_IMPORT_SECONDS unless set: importing
+torch and transformers takes seconds here, a file that takes minutes is waiting for something."""
 WEEK_SECONDS = 7 * 24 * 3600.0
 """What stands for no limit where a timeout must be given (a store's wait, a training): a week, while the
 parent lives (what it started ends with it: pipebench/base/processes.py)."""
 GRACE_SECONDS = 2.0
 """How long past the limit the watchdog waits for the timer's exception to end the work."""
+
+
+def import_seconds() -> float:
+    """The import's time limit (models/imports.py): $PIPEBENCH_IMPORT_SECONDS, else IMPORT_SECONDS. The command
+    line asks it before any command, so that a bad value is refused where no model file is imported too."""
+    from pipebench.base.text.units import env_seconds
+
+    return env_seconds("PIPEBENCH_IMPORT_SECONDS", IMPORT_SECONDS, 1e6)
 
 
 REAL_EXIT = os._exit
