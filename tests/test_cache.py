@@ -113,7 +113,7 @@ def test_a_plan_names_the_profile_it_came_from(cache, one_thread):
 
 
 def test_a_run_profiles_only_what_its_strategies_need():
-    from pipebench.bench.cases.run_suite import profile_counts
+    from pipebench.bench.strategies import profile_counts
 
     assert profile_counts([None], 2, batch=64, strategies=["single"]) == [1]
     assert profile_counts([None], 2, batch=64, strategies=["single", "ddp", "fsdp"]) == [1, 2]

@@ -141,7 +141,7 @@ def test_hybrid_needs_two_copies_of_its_stages():
 def test_a_run_profiles_the_micro_batches_each_replica_cuts():
     """With --micro-batches m on 4 devices, each of the hybrid's 2 replicas cuts batch / 2 into m: the profile
     needs 2m micro-batches of the whole batch, where they split it."""
-    from pipebench.bench.cases.run_suite import profile_counts
+    from pipebench.bench.strategies import profile_counts
 
     hybrid = STRATEGIES["hybrid"]
     assert hybrid.replicas_here(4) == 2 and hybrid.replicas_here(8) == 4
@@ -149,4 +149,4 @@ def test_a_run_profiles_the_micro_batches_each_replica_cuts():
     both = ["single", "hybrid"]
     assert profile_counts([4], 4, batch=32, strategies=both) == [1, 4, 8]
     assert profile_counts([4], 4, batch=4, strategies=both) == [1, 4]  # 8 does not split 4: not asked for
-    assert profile_counts([2], 2) == [1, 2] and profile_counts([None], 4, batch=32, strategies=both) is None
+    assert profile_counts([2], 2, strategies=["pp-1f1b"]) == [1, 2] and profile_counts([None], 4, batch=32, strategies=both) is None

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipebench.bench.store import results as res
-from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
+from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy, profile_counts
 from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.case import Case, CaseUnavailable, make_cases, now
 from pipebench.bench.cases.case_rows import make_row, unavailable_row
 from pipebench.bench.cases.prepare import prepare, profile_case_model
 from pipebench.bench.cases.rounds import run_rounds
 from pipebench.bench.cases.run_options import RunOptions
-from pipebench.partition.profiling import sizes
 from pipebench.base.text.units import format_gib
 
 if TYPE_CHECKING:  # imported for the run where the groups start (run_suite): the launch side loads torch
@@ -199,20 +198,6 @@ def check_folders(folders: Sequence[Path]) -> None:
 def _model_key(case: Case) -> tuple:
     """The cases compared with one another (one model, batch, settings and training): measured together."""
     return (case.model, case.flavour, case.batch, case.overrides, case.training)
-
-
-def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
-                   strategies: Sequence[str] = ()) -> list[int] | None:
-    """The micro-batch counts a run profiles: what its strategies' predictions need
-    (partition/profiling/sizes.py counts_to_ask), from what each registry entry says: whether it
-    micro-batches, the devices it spreads the batch over, and its copies of a pipeline. Without
-    `strategies`, the device count and the counts of `chunks` are counted."""
-    chosen = [get_strategy(name) for name in strategies]
-    if not chosen:
-        return sizes.counts_to_ask(chunks, spread=[devices], batch=batch)
-    return sizes.counts_to_ask(chunks, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
-                               replicas={s.replicas_here(devices) for s in chosen},
-                               micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
-from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, registry_rank
+from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, profile_counts, registry_rank
 from pipebench.partition.planning import costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
@@ -166,14 +166,14 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
     return [name for name, s in STRATEGIES.items() if not s.replicated or len(devices) >= 2 * s.stages_per_replica]
 
 
-def advise_counts(devices: int, micro_batches) -> tuple[int, ...] | None:
-    """The micro-batch counts advise profiles (partition/profiling/sizes.py counts_to_ask): the whole batch
-    and the replicas' share, with the pipelines' counts asked for (`micro_batches`: a count, counts, or
-    None for auto: every count a pipeline might choose). On one device nothing micro-batches (a one-stage
-    pipeline is single), so the whole batch is all."""
+def advise_counts(devices: int, micro_batches) -> list[int] | None:
+    """The micro-batch counts advise profiles: what the strategies it ranks need (the registry's
+    profile_counts), with the pipelines' counts asked for (`micro_batches`: a count, counts, or None for
+    auto: every count a pipeline might choose). On one device nothing micro-batches (a one-stage pipeline is
+    single), so the whole batch is all."""
     given = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
-    counts = sizes.counts_to_ask(given, spread=[devices], micro_batched=devices > 1)
-    return None if counts is None else tuple(counts)
+    strategies = usable_strategies(["device"] * devices) if devices > 1 else [BASELINE]
+    return profile_counts(given, devices, strategies=strategies)
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):

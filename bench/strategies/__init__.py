@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies.dataparallel.price import price_dataparallel
 from pipebench.bench.strategies.ddp.price import price_ddp
@@ -34,10 +34,11 @@ from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1.price import price_zero1
 from pipebench.base.errors import UserError
+from pipebench.partition.profiling import sizes
 from pipebench.request import copies_error
 from pipebench.base.schedules import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "parse_strategies",
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts", "parse_strategies",
            "parse_auto"]
 
 
@@ -187,6 +188,19 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise UserError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+
+
+def profile_counts(micro_batches: Sequence[int | None], devices: int, *, strategies: Sequence[str],
+                   batch: int | None = None) -> list[int] | None:
+    """The micro-batch counts a profile must hold for `strategies` to be priced on `devices` devices, from
+    what each entry says: whether it micro-batches (then the counts of `micro_batches`; a None in them: the
+    planner chooses, None), the devices it spreads the batch over, and its copies of a pipeline
+    (partition/profiling/sizes.py counts_to_ask). Only counts that split `batch` (None: any). The one rule
+    of what `pipebench run` and `advise` profile."""
+    chosen = [get_strategy(name) for name in strategies]
+    return sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
+                               replicas={s.replicas_here(devices) for s in chosen},
+                               micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 
 def strategy_list(names: Any) -> list[str]:
