@@ -2,7 +2,7 @@
 # What changed since the GPU last ran, on one GPU, from the repository root:
 #   bash scripts/gpu/regression_h200.sh OUT
 # the GPU tests; the plan's NVML memory caps (Request.measured_here) and hardware/memory.free_bytes on a GPU;
-# a plan and a short train of a torchvision model on the GPU; `pipebench run --quick` and its report.
+# a plan, an advice and a short train of a torchvision model on the GPU; `pipebench run --quick` and its report.
 set -u
 source scripts/gpu/env.sh
 out=${1:-out}/regression; mkdir -p "$out"
@@ -24,6 +24,7 @@ print("measured_here batch", r.batch, "max_memory", r.max_memory)
 PY
 cat "$out/caps.txt" | cut -c1-300
 timed plan-resnet timeout 200 python3 -m pipebench plan --model torchvision.models:resnet18 --input-shape 3,224,224 --num-classes 1000 --stages 1 --device cuda --json "$out/plan-resnet.json"
+timed advise-resnet timeout 200 python3 -m pipebench advise --model torchvision.models:resnet18 --input-shape 3,224,224 --num-classes 1000 --stages 1 --device cuda --json "$out/advise-resnet.json"
 timed train-resnet timeout 200 python3 -m pipebench train --model torchvision.models:resnet18 --input-shape 3,224,224 --num-classes 1000 --data scripts/gpu/in_memory.py:images --batch 64 --steps 30 --strategy single --save "$out/resnet18.pt" --csv "$out/train.csv"
 timed run-quick timeout 300 python3 -m pipebench run --quick --out "$out/run-quick" --fresh
 timed report timeout 60 python3 -m pipebench report "$out/run-quick" --out "$out/report"
