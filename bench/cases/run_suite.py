@@ -60,7 +60,7 @@ def _run_cases(options: RunOptions, machine: Machine, note: Callable[[str], None
 
 
 def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None],
-               groups: WorkerGroups | None) -> "_Run":
+               groups: WorkerGroups | None) -> "_SuiteRun":
     """The results files checked (and the folders beside them made), what --resume skips, the strategies
     of --strategies auto chosen and the cases listed and said, before any case is prepared."""
     csv_path, json_path = res.results_paths(options.out, date.today(), socket.gethostname(), machine.hardware)
@@ -79,12 +79,12 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
          f" ({machine.gpus_label}); rows go to {csv_path} as each model's cases end")
-    return _Run(options, machine, note, groups, csv_path, json_path, profile_dir, plan_dir, rerun, done, earlier,
+    return _SuiteRun(options, machine, note, groups, csv_path, json_path, profile_dir, plan_dir, rerun, done, earlier,
                 cases, start=time.monotonic())
 
 
 @dataclass
-class _Run:
+class _SuiteRun:
     """One `pipebench run` under way: where its rows, plans and profiles go, the cases already done, and
     what it has profiled and written so far."""
 
