@@ -81,14 +81,14 @@ class RunOptions:
         what the caller gave."""
         import os
 
-        from pipebench.base.text.parse import MAX_CHUNKS, count_of, micro_batches_error, option_of
+        from pipebench.base.text.parse import MAX_MICRO_BATCHES, count_of, micro_batches_error, option_of
 
         for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
             if getattr(self, name) is not None or name != "repeats":  # repeats None: the profiler's own count
                 option_of(getattr(self, name), name)
         if not isinstance(self.chunks, (list, tuple)) or not self.chunks or not all(
                 c is None or micro_batches_error(c) is None for c in self.chunks):
-            raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
+            raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_MICRO_BATCHES:,}, or None: "
                             f"auto), e.g. [2, 4, None] (got {self.chunks!r:.40})")
         for name in ("out", "profiles", "data_dir"):
             value = getattr(self, name)

@@ -39,9 +39,9 @@ def cmd_advise(args) -> int:
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
     from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
-    from pipebench.base.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_micro_batches
 
-    chunks = parse_chunks(args.chunks)
+    chunks = parse_micro_batches(args.chunks)
     check_outputs(args, ADVICE, "a ranking of advise's")
     source = load_or_profile(args, lambda devices: advise_counts(devices, tuple(chunks)), advice_ranking)
     profiles, request = source

@@ -44,9 +44,9 @@ def cmd_plan(args) -> int:
     from pipebench.partition.planning.engines import check_engine, summary
     from pipebench.partition.planning.plan_choice import plan_ranking
     from pipebench.bench.report.plan_text import format_plan
-    from pipebench.base.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_micro_batches
 
-    chunks = parse_chunks(args.chunks, single=True)[0]
+    chunks = parse_micro_batches(args.chunks, single=True)[0]
     check_outputs(args, PLAN_FORMAT, "a plan")
     if args.export:
         check_engine(args.export[0])

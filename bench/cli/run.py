@@ -112,7 +112,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
     strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
     default)."""
     from pipebench.bench.cases import run_options
-    from pipebench.base.text.parse import parse_chunks, parse_override
+    from pipebench.base.text.parse import parse_micro_batches, parse_override
 
     models = run_options.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
@@ -121,7 +121,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
         strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
             parse_strategies(args.strategies))),
         auto=parse_auto(args.strategies),
-        chunks=parse_chunks(args.chunks),
+        chunks=parse_micro_batches(args.chunks),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
         resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         **{name: getattr(args, name) for name in ("steps", "warmup", "rounds") if getattr(args, name) is not None},
