@@ -75,7 +75,7 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options = replace(options, strategies=auto_strategies(options, machine, profile_dir, note))
     cases = [case for mode in options.compiles
-             for case in make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
+             for case in make_cases(options.models, options.strategies, options.micro_batches, flavour=options.flavour,
                                     overrides=options.overrides, training=replace(options.training, compile=mode),
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
@@ -151,7 +151,7 @@ class _Run:
             if profile_key not in self.profiled:  # every strategy is predicted from it, the pipelines planned
                 self.profiled[profile_key] = profile_case_model(
                     case, machine, self.profile_dir, repeats=options.repeats, reuse=not options.fresh, note=self.note,
-                    counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
+                    counts=profile_counts(options.micro_batches, machine.devices, batch=case.batch,
                                           strategies=options.strategies),
                     strategies=options.strategies, timeout=options.timeout)
             prepared = prepare(case, machine, self.profiled.get(profile_key), steps=options.steps,
@@ -201,16 +201,16 @@ def _model_key(case: Case) -> tuple:
     return (case.model, case.flavour, case.batch, case.overrides, case.training)
 
 
-def profile_counts(chunks: Sequence[int | None], devices: int, *, batch: int | None = None,
+def profile_counts(micro_batches: Sequence[int | None], devices: int, *, batch: int | None = None,
                    strategies: Sequence[str] = ()) -> list[int] | None:
     """The micro-batch counts a run profiles: what its strategies' predictions need
     (partition/profiling/sizes.py counts_to_ask), from what each registry entry says: whether it
     micro-batches, the devices it spreads the batch over, and its copies of a pipeline. Without
-    `strategies`, the device count and the counts of `chunks` are counted."""
+    `strategies`, the device count and the counts of `micro_batches` are counted."""
     chosen = [get_strategy(name) for name in strategies]
     if not chosen:
-        return sizes.counts_to_ask(chunks, spread=[devices], batch=batch)
-    return sizes.counts_to_ask(chunks, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
+        return sizes.counts_to_ask(micro_batches, spread=[devices], batch=batch)
+    return sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
                                replicas={s.replicas_here(devices) for s in chosen},
                                micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
@@ -225,7 +225,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
         probe = make_cases({model: batch}, [BASELINE], [1], flavour=options.flavour, overrides=options.overrides,
                            training=options.training, data_dir=options.data_dir)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
-                                      counts=profile_counts(options.chunks, machine.devices, batch=batch,
+                                      counts=profile_counts(options.micro_batches, machine.devices, batch=batch,
                                                             strategies=list(STRATEGIES)), timeout=options.timeout)
         advice = rank_strategies(profiled.profiles, machine.request(options.training))
         picked = top_strategies(advice, options.auto)

@@ -8,7 +8,7 @@ only: `int()` would also take other scripts' digits such as '١٢', and '+1' or 
 pipebench.base.text.units.parse_size.
 The API's keywords are checked by the same rules and bounds (`count_of`, `number_of`, `option_of`: an int
 that is not a bool, a finite real), and a micro-batch count by one rule wherever it is given
-(`micro_batches_error`: --micro-batches, a Request's micro_batches, RunOptions.chunks).
+(`micro_batches_error`: --micro-batches, a Request's micro_batches, RunOptions.micro_batches).
 Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
 an OverflowError or an allocation of exabytes.
 
@@ -147,8 +147,8 @@ def option_of(value: Any, name: str) -> int | float:
 
 def micro_batches_error(count: Any) -> str | None:
     """Why `count` is not a micro-batch count, an integer (not a bool) from 1 to MAX_MICRO_BATCHES, or None:
-    the one rule of --micro-batches (parse_micro_batches), a Request's micro_batches and RunOptions.chunks,
-    each of which says it in its own terms."""
+    the one rule of --micro-batches (parse_micro_batches), a Request's micro_batches and
+    RunOptions.micro_batches, each of which says it in its own terms."""
     return _count_error(count, "micro_batches", high=MAX_MICRO_BATCHES)
 
 
