@@ -65,6 +65,20 @@ def test_chunks_is_an_alias_of_micro_batches():
         assert "--micro-batches" in command.format_help()
 
 
+def test_run_takes_chunks_as_the_old_name_of_micro_batches(tmp_path, suite_options):
+    """pipebench.run's micro_batches was chunks: callers that pass chunks= get the same options; both at once
+    is one TypeError, before anything runs."""
+    import pipebench
+
+    for name in ("micro_batches", "chunks"):
+        pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], flavour="tiny", note=None, out=tmp_path, **{name: [2, None]})
+        assert suite_options["options"].micro_batches == [2, None]
+        suite_options.clear()
+    with pytest.raises(TypeError, match=r"run takes micro_batches or chunks \(its old name\), not both"):
+        pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], note=None, out=tmp_path, micro_batches=[2], chunks=[2])
+    assert not suite_options
+
+
 def test_stages_is_an_alias_of_cpu_processes_in_run_and_train():
     """run's and train's count of CPU processes was --stages, which plan and advise keep for pipeline stages:
     run and train still take it, as the same option, and their help names --cpu-processes first."""
