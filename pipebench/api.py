@@ -241,7 +241,8 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         or package.module:NAME. strategies: names (default: every one). machine: a Machine
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/run_options.py), e.g. flavour,
-        out, steps, warmup, rounds, training, compiles, chunks, resume; each field's default where not given.
+        out, steps, warmup, rounds, training, compiles, micro_batches (chunks: its old name), resume; each
+        field's default where not given.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
     `pipebench run --quick` (run_options.settle: the one path both take).
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
@@ -252,6 +253,10 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.strategies import strategy_list, strategy_names
 
+    if "chunks" in options:  # the old name of micro_batches, still taken
+        if "micro_batches" in options:
+            raise TypeError("run takes micro_batches or chunks (its old name), not both")
+        options["micro_batches"] = options.pop("chunks")
     if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
         raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
     batch_given = isinstance(models, dict)

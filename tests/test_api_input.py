@@ -27,8 +27,9 @@ from pipebench.base.errors import UserError
     ("timeout", math.nan, "timeout takes a number from 0.001 to 1e"),
     ("timeout", "10", "timeout takes a number from 0.001 to 1e"),
     ("min_seconds", math.inf, "min_seconds takes a number from 0 to 86400"),
-    ("chunks", "2", "chunks takes a list of micro-batch counts"),
-    ("chunks", [0], "chunks takes a list of micro-batch counts"),
+    ("micro_batches", "2", "micro_batches takes a list of micro-batch counts"),
+    ("micro_batches", [0], "micro_batches takes a list of micro-batch counts"),
+    ("chunks", [0], "micro_batches takes a list of micro-batch counts"),  # the old name: the same check
     ("out", 3, r"out takes a folder's path \(got int 3\)"),
     ("profiles", 5, r"profiles takes a folder's path \(got int 5\)"),
     ("data_dir", 5, r"data_dir takes a folder's path \(got int 5\)"),

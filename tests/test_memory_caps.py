@@ -138,7 +138,7 @@ def test_run_writes_predicted_oom_rows_without_launching_and_try_anyway_launches
     machine = Machine([0, 1], 2, "NVIDIA H200", caps=[4 * MB] * 2, gpu_memory=4 * MB)
 
     def run(**changes):
-        options = run_options.RunOptions(models={"mlp": 64}, strategies=["single", "ddp"], chunks=[None],
+        options = run_options.RunOptions(models={"mlp": 64}, strategies=["single", "ddp"], micro_batches=[None],
                                        flavour="tiny", overrides={}, out=tmp_path, resume=True, steps=1, warmup=0,
                                        timeout=60, **changes)
         notes = []

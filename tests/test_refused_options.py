@@ -195,16 +195,16 @@ def test_a_value_that_starts_with_a_minus_is_one_line(capsys, argv, message):
     refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", *argv], message)
 
 
-def test_repeated_chunks_count_once():
+def test_repeated_micro_batch_counts_count_once():
     """`P --micro-batches auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
     from pipebench.base.errors import UserError
-    from pipebench.base.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_micro_batches
 
-    assert parse_chunks("auto,auto", single=True) == [None]
-    assert parse_chunks("4, 4", single=True) == [4]
-    assert parse_chunks("2,auto,2,auto") == [2, None]
+    assert parse_micro_batches("auto,auto", single=True) == [None]
+    assert parse_micro_batches("4, 4", single=True) == [4]
+    assert parse_micro_batches("2,auto,2,auto") == [2, None]
     with pytest.raises(UserError, match="one count or auto here"):
-        parse_chunks("auto,4", single=True)
+        parse_micro_batches("auto,4", single=True)
 
 
 # --------------------------------------------------------------------------------- data folders and caches

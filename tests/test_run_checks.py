@@ -41,7 +41,7 @@ def ran(monkeypatch):
 
 
 def run(out: Path, *, resume=False, again=False, **overrides):
-    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], micro_batches=[None], flavour="tiny",
                                    overrides=overrides, out=out, resume=resume, again=again, steps=1, warmup=0,
                                    timeout=60)
     notes = []
@@ -244,7 +244,7 @@ def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_pa
 
     from pipebench.base.errors import UserError
 
-    asked = dict(models={"mlp": 64}, strategies=["single"], chunks=[None], flavour=None, overrides={},
+    asked = dict(models={"mlp": 64}, strategies=["single"], micro_batches=[None], flavour=None, overrides={},
                  out=str(tmp_path / "out"), resume=False, steps=5, warmup=2, timeout=60)
     with pytest.raises(UserError, match="steps takes a positive integer"):
         run_options.RunOptions(**{**asked, "steps": 0})

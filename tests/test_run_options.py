@@ -48,9 +48,9 @@ def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
     assert "flavour full, batch 8, 7 timed step(s) after 3 warm-up" in err
 
     assert main(["run", "--models", "mlp", "--quick", "--micro-batches", "2,4", "--out", str(tmp_path)]) == 0
-    assert suite_options["options"].chunks == [2, 4]
+    assert suite_options["options"].micro_batches == [2, 4]
     assert main(["run", "--models", "mlp", "--quick", "--chunks", "2,8", "--out", str(tmp_path)]) == 0  # the old name
-    assert suite_options["options"].chunks == [2, 8]
+    assert suite_options["options"].micro_batches == [2, 8]
 
 
 def test_chunks_is_an_alias_of_micro_batches():
@@ -61,8 +61,22 @@ def test_chunks_is_an_alias_of_micro_batches():
     commands = _subparsers(build_parser())
     for command in (commands["plan"], commands["advise"], commands["run"]):
         (option,) = [action for action in command._actions if "--chunks" in action.option_strings]
-        assert option.option_strings == ["--micro-batches", "--chunks"] and option.dest == "chunks"
+        assert option.option_strings == ["--micro-batches", "--chunks"] and option.dest == "micro_batches"
         assert "--micro-batches" in command.format_help()
+
+
+def test_run_takes_chunks_as_the_old_name_of_micro_batches(tmp_path, suite_options):
+    """pipebench.run's micro_batches was chunks: callers that pass chunks= get the same options; both at once
+    is one TypeError, before anything runs."""
+    import pipebench
+
+    for name in ("micro_batches", "chunks"):
+        pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], flavour="tiny", note=None, out=tmp_path, **{name: [2, None]})
+        assert suite_options["options"].micro_batches == [2, None]
+        suite_options.clear()
+    with pytest.raises(TypeError, match=r"run takes micro_batches or chunks \(its old name\), not both"):
+        pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], note=None, out=tmp_path, micro_batches=[2], chunks=[2])
+    assert not suite_options
 
 
 def test_stages_is_an_alias_of_cpu_processes_in_run_and_train():
@@ -84,7 +98,7 @@ def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
     assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--micro-batches", "auto,auto,2,2",
                  "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     options = suite_options["options"]
-    assert (list(options.models), options.strategies, options.chunks) == (["mlp"], ["single"], [None, 2])
+    assert (list(options.models), options.strategies, options.micro_batches) == (["mlp"], ["single"], [None, 2])
 
 
 def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypatch, suite_options):

@@ -388,7 +388,7 @@ def test_the_training_is_part_of_the_case():
 
 
 def test_describe_options_names_the_training_when_not_the_default():
-    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], chunks=[None], flavour="tiny",
+    options = run_options.RunOptions(models={"mlp": 8}, strategies=["ddp"], micro_batches=[None], flavour="tiny",
                                    overrides={}, out=Path("."), resume=False, steps=2, warmup=1, timeout=60)
     assert "sgd" not in run_options.describe_options(options)
     options = replace(options, training=Training("bf16", "adamw", "auto"))

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from pipebench.base.errors import DeviceError, UserError
-from pipebench.base.text.parse import (AutoGpus, parse_chunks, parse_gpus, parse_int, parse_number,
+from pipebench.base.text.parse import (AutoGpus, parse_gpus, parse_int, parse_micro_batches, parse_number,
                              parse_override, parse_speeds)
 from pipebench.request import virtual_stages
 from pipebench.base.text.units import GIB, MIB, format_bytes, format_count, format_gib, parse_size
@@ -62,20 +62,20 @@ def test_format_bytes_gib_and_count():
     assert [format_count(n) for n in (999, 1000, 45_600_000, 1_230_000_000)] == ["999", "1.00K", "45.60M", "1.23B"]
 
 
-def test_chunks():
-    assert parse_chunks("auto") == [None]
-    assert parse_chunks("4") == [4]
-    assert parse_chunks("2, 4,auto") == [2, 4, None]
-    assert parse_chunks("auto,4,auto,4") == [None, 4]  # one case each
+def test_micro_batches():
+    assert parse_micro_batches("auto") == [None]
+    assert parse_micro_batches("4") == [4]
+    assert parse_micro_batches("2, 4,auto") == [2, 4, None]
+    assert parse_micro_batches("auto,4,auto,4") == [None, 4]  # one case each
     for bad in ("0", "two", "2,,4", "", "²", "auto,²", "١٢", "+2", "99999999999999999999"):
         with pytest.raises(UserError, match="--micro-batches takes positive integers and/or auto, comma-separated"):
-            parse_chunks(bad)
-    assert parse_chunks("auto", single=True) == [None] and parse_chunks("8", single=True) == [8]
+            parse_micro_batches(bad)
+    assert parse_micro_batches("auto", single=True) == [None] and parse_micro_batches("8", single=True) == [8]
     for bad in ("many", "0", "-2", "²"):
         with pytest.raises(UserError, match="--micro-batches takes a positive integer or auto"):
-            parse_chunks(bad, single=True)
+            parse_micro_batches(bad, single=True)
     with pytest.raises(UserError, match="--micro-batches takes one count or auto here"):
-        parse_chunks("2,4", single=True)
+        parse_micro_batches("2,4", single=True)
 
 
 def test_parse_gpus():

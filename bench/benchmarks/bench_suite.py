@@ -24,7 +24,7 @@ from pipebench.base.errors import UserError
 from pipebench.bench.store import results as res
 from pipebench.bench.cases.run_options import RunOptions, parse_models, quick_options
 from pipebench.bench.strategies import get_strategy, parse_strategies
-from pipebench.base.text.parse import parse_chunks
+from pipebench.base.text.parse import parse_micro_batches
 from pipebench.base.training import Training
 from pipebench.bench.cases.case import CaseUnavailable, make_cases, now
 from pipebench.bench.cases.case_rows import make_row
@@ -56,7 +56,7 @@ def _parse_options(config) -> tuple[RunOptions, object]:
     options = RunOptions(
         models=parse_models(config.getoption("--suite-models"), config.getoption("--suite-batch")),
         strategies=parse_strategies(config.getoption("--suite-strategies")),
-        chunks=parse_chunks(config.getoption("--suite-micro-batches")), flavour=None, overrides={},
+        micro_batches=parse_micro_batches(config.getoption("--suite-micro-batches")), flavour=None, overrides={},
         out=Path(config.getoption("--suite-out") or "."), resume=False,
         steps=config.getoption("--suite-steps"), warmup=config.getoption("--suite-warmup"), timeout=LIMIT_SECONDS,
         training=Training(config.getoption("--suite-precision"), config.getoption("--suite-optimizer")),
@@ -69,7 +69,7 @@ def _parse_options(config) -> tuple[RunOptions, object]:
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
         options, _ = suite_options(metafunc.config)
-        cases = make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
+        cases = make_cases(options.models, options.strategies, options.micro_batches, flavour=options.flavour,
                            training=options.training)
         metafunc.parametrize("case", cases, ids=[c.label().replace(" ", "-") for c in cases])
 

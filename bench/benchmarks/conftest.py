@@ -14,7 +14,8 @@ def pytest_addoption(parser):
     group.addoption("--suite-strategies", default=None, help="comma-separated strategies (default: all)")
     group.addoption("--suite-gpus", default=None, help="GPU ids (default: every visible GPU)")
     group.addoption("--suite-batch", type=int, default=None, help="global batch for every model")
-    group.addoption("--suite-micro-batches", "--suite-chunks", dest="suite_chunks", default="auto", metavar="auto|M,M,...",
+    group.addoption("--suite-micro-batches", "--suite-chunks", dest="suite_micro_batches", default="auto",
+                    metavar="auto|M,M,...",
                     help="micro-batch counts for pipelines, e.g. 2,4,auto, as run --micro-batches")
     group.addoption("--suite-quick", action="store_true", help="tiny flavours, batch 8 (default without GPUs)")
     group.addoption("--suite-steps", type=int, default=5, help="timed steps (benchmark rounds) per case")

@@ -61,10 +61,10 @@ class Case:
         return f"{self.model}{flavour} b{self.batch} {self.strategy}{m}{training}"
 
 
-def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequence[int | None], *,
+def make_cases(models: dict[str, int], strategies: Sequence[str], micro_batches: Sequence[int | None], *,
                flavour: str | None = None, overrides: dict[str, Any] | None = None,
                training: Training = Training(), data_dir: str | None = None) -> list[Case]:
-    """Every model x strategy, and for micro-batched strategies every count in `chunks` (None = planner's)."""
+    """Every model x strategy, and for micro-batched strategies every count in `micro_batches` (None = planner's)."""
     from pipebench import models as zoo
 
     defaults = {info.name: info.default_flavour for info in zoo.list_models()}
@@ -73,7 +73,7 @@ def make_cases(models: dict[str, int], strategies: Sequence[str], chunks: Sequen
     for model, batch in models.items():
         named = None if zoo.is_user_model(model) else flavour or defaults.get(model)  # e.g. "800m", not "full"
         for strategy in strategies:
-            counts = chunks if get_strategy(strategy).micro_batched else [1]
+            counts = micro_batches if get_strategy(strategy).micro_batched else [1]
             cases += [Case(model, named, batch, strategy, m, extra, training, data_dir) for m in counts]
     return cases
 

@@ -32,7 +32,7 @@ class RunOptions:
     """{model name: global batch}: the zoo's names, FILE.py:NAME or package.module:NAME."""
     strategies: list[str]
     """The strategies' names, in the order they run (bench/strategies/)."""
-    chunks: list[int | None] = (None,)
+    micro_batches: list[int | None] = (None,)
     """--micro-batches: the micro-batch counts of the pipelines (None: auto, the count predicted fastest)."""
     flavour: str | None = None
     """The zoo's size (tiny, small, ...; None: each model's full size)."""
@@ -81,15 +81,16 @@ class RunOptions:
         what the caller gave."""
         import os
 
-        from pipebench.base.text.parse import MAX_CHUNKS, count_of, micro_batches_error, option_of
+        from pipebench.base.text.parse import MAX_MICRO_BATCHES, count_of, micro_batches_error, option_of
 
         for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
             if getattr(self, name) is not None or name != "repeats":  # repeats None: the profiler's own count
                 option_of(getattr(self, name), name)
-        if not isinstance(self.chunks, (list, tuple)) or not self.chunks or not all(
-                c is None or micro_batches_error(c) is None for c in self.chunks):
-            raise UserError(f"chunks takes a list of micro-batch counts (integers from 1 to {MAX_CHUNKS:,}, or None: "
-                            f"auto), e.g. [2, 4, None] (got {self.chunks!r:.40})")
+        if not isinstance(self.micro_batches, (list, tuple)) or not self.micro_batches or not all(
+                c is None or micro_batches_error(c) is None for c in self.micro_batches):
+            raise UserError(f"micro_batches takes a list of micro-batch counts (integers from 1 to "
+                            f"{MAX_MICRO_BATCHES:,}, or None: auto), e.g. [2, 4, None] "
+                            f"(got {self.micro_batches!r:.40})")
         for name in ("out", "profiles", "data_dir"):
             value = getattr(self, name)
             if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
@@ -115,7 +116,7 @@ class RunOptions:
         for mode in self.compiles:
             replace(self.training, compile=mode)  # an unknown mode: one line (Training checks it)
         object.__setattr__(self, "compiles", tuple(self.compiles))
-        object.__setattr__(self, "chunks", list(self.chunks))
+        object.__setattr__(self, "micro_batches", list(self.micro_batches))
         object.__setattr__(self, "out", Path(self.out))  # frozen: normalised once, here
         object.__setattr__(self, "profiles", None if self.profiles is None else Path(self.profiles))
 
@@ -227,9 +228,9 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
                               **options.overrides)
         if on_cpu:
             check_module_fits(model.module if own else model.layers, name)
-        for chunks in options.chunks:
-            if (why := split_error(batch, chunks)) is not None:
-                raise UserError(f"--micro-batches {chunks}: {name}: {why}")
+        for micro_batches in options.micro_batches:
+            if (why := split_error(batch, micro_batches)) is not None:
+                raise UserError(f"--micro-batches {micro_batches}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
         if batch_given and splitting and (why := split_error(batch, devices, splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")

@@ -74,7 +74,7 @@ def _start_run(options: RunOptions, machine: Machine, note: Callable[[str], None
     if options.auto is not None:  # --strategies auto:K: single and the K strategies predicted fastest
         options = replace(options, strategies=auto_strategies(options, machine, profile_dir, note))
     cases = [case for mode in options.compiles
-             for case in make_cases(options.models, options.strategies, options.chunks, flavour=options.flavour,
+             for case in make_cases(options.models, options.strategies, options.micro_batches, flavour=options.flavour,
                                     overrides=options.overrides, training=replace(options.training, compile=mode),
                                     data_dir=options.data_dir)]
     note(f"{len(cases)} case(s) on {machine.hardware.replace('x', ' x ', 1) if machine.gpus else machine.name}"
@@ -150,7 +150,7 @@ class _SuiteRun:
             if profile_key not in self.profiled:  # every strategy is predicted from it, the pipelines planned
                 self.profiled[profile_key] = profile_case_model(
                     case, machine, self.profile_dir, repeats=options.repeats, reuse=not options.fresh, note=self.note,
-                    counts=profile_counts(options.chunks, machine.devices, batch=case.batch,
+                    counts=profile_counts(options.micro_batches, machine.devices, batch=case.batch,
                                           strategies=options.strategies),
                     strategies=options.strategies, timeout=options.timeout)
             prepared = prepare(case, machine, self.profiled.get(profile_key), steps=options.steps,
@@ -210,7 +210,7 @@ def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, no
         probe = make_cases({model: batch}, [BASELINE], [1], flavour=options.flavour, overrides=options.overrides,
                            training=options.training, data_dir=options.data_dir)[0]
         profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
-                                      counts=profile_counts(options.chunks, machine.devices, batch=batch,
+                                      counts=profile_counts(options.micro_batches, machine.devices, batch=batch,
                                                             strategies=list(STRATEGIES)), timeout=options.timeout)
         advice = rank_strategies(profiled.profiles, machine.request(options.training))
         picked = top_strategies(advice, options.auto)

@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
     )
     add_source_options(advise, "advise", where="GPU ids, e.g. 0,1, or auto:N for the N freest GPUs now",
                        stages="number of devices, all --device (e.g. --stages 2 --device cpu)")
-    advise.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
+    advise.add_argument("--micro-batches", "--chunks", dest="micro_batches", default="auto", metavar="auto|M,M,...",
                         help="micro-batch counts the pipelines may choose from: auto (every power of two up to 64 "
                         "that splits the batch; a few sizes measured, the others interpolated and the close ones "
                         "measured; default) or a list such as 1,2,4,8 (each measured); the device count is always "
@@ -39,11 +39,11 @@ def cmd_advise(args) -> int:
     from pipebench.api import advice_profiles
     from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
-    from pipebench.base.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_micro_batches
 
-    chunks = parse_chunks(args.chunks)
+    micro_batches = parse_micro_batches(args.micro_batches)
     check_outputs(args, ADVICE, "a ranking of advise's")
-    source = load_or_profile(args, advice_profiles, micro_batches=None if None in chunks else chunks)
+    source = load_or_profile(args, advice_profiles, micro_batches=None if None in micro_batches else micro_batches)
     profiles, request = source
     devices = list(request.devices)
     advice = pipebench.advise(profiles=profiles, request=request)

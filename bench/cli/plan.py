@@ -19,7 +19,7 @@ def add_parser(subparsers) -> None:
     )
     add_source_options(plan, "plan", where="GPU ids, one stage each, e.g. 0,1, or auto:N for the N freest GPUs now",
                        stages="number of stages, all on --device")
-    plan.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M",
+    plan.add_argument("--micro-batches", "--chunks", dest="micro_batches", default="auto", metavar="auto|M",
                       help="micro-batch count, or auto to pick the fastest predicted (default: auto; a few sizes "
                       "are measured, the others interpolated, and those predicted within 5%% of the best measured)")
     plan.add_argument("--schedule", default=DEFAULT_SCHEDULE,
@@ -44,15 +44,15 @@ def cmd_plan(args) -> int:
     from pipebench.partition.planning.engines import check_engine, summary
     from pipebench.api import plan_profiles
     from pipebench.bench.report.plan_text import format_plan
-    from pipebench.base.text.parse import parse_chunks
+    from pipebench.base.text.parse import parse_micro_batches
 
-    chunks = parse_chunks(args.chunks, single=True)[0]
+    micro_batches = parse_micro_batches(args.micro_batches, single=True)[0]
     check_outputs(args, PLAN_FORMAT, "a plan")
     if args.export:
         check_engine(args.export[0])
     profiles, request = load_or_profile(args, plan_profiles, schedule=args.schedule,
                                         virtual_stages=args.virtual_stages, balance=args.balance,
-                                        micro_batches=chunks)
+                                        micro_batches=micro_batches)
     plan = pipebench.plan(profiles=profiles, request=request)
     # The parameter-balanced split at the plan's micro-batch count, priced on the same devices, speeds and
     # caps, so that the comparison is like for like; format_plan says when it breaks the caps.

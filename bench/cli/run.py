@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
                      help=f"on the CPU, how many processes stand in for devices, one each (default: {CPU_PROCESSES})")
     run.add_argument("--batch", help="global batch for every model (default: "
                      f"{', '.join(f'{model} {batch}' for model, batch in DEFAULT_MODELS.items())})")
-    run.add_argument("--micro-batches", "--chunks", dest="chunks", default="auto", metavar="auto|M,M,...",
+    run.add_argument("--micro-batches", "--chunks", dest="micro_batches", default="auto", metavar="auto|M,M,...",
                      help="micro-batch counts for pipelines, e.g. 2,4,8 or auto (the planner's; default)")
     run.add_argument("--flavour", help="size flavour for every model (default: full size)")
     run.add_argument("--data-dir", help="folder holding MNIST for the convnet (never downloaded; default: "
@@ -112,7 +112,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
     strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
     default)."""
     from pipebench.bench.cases import run_options
-    from pipebench.base.text.parse import parse_chunks, parse_override
+    from pipebench.base.text.parse import parse_micro_batches, parse_override
 
     models = run_options.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
@@ -121,7 +121,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
         strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
             parse_strategies(args.strategies))),
         auto=parse_auto(args.strategies),
-        chunks=parse_chunks(args.chunks),
+        micro_batches=parse_micro_batches(args.micro_batches),
         flavour=args.flavour, overrides=overrides, out=Path(args.out),
         resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         **{name: getattr(args, name) for name in ("steps", "warmup", "rounds") if getattr(args, name) is not None},

@@ -6,15 +6,15 @@ from pipebench.base.errors import UserError
 __all__ = ["split", "as_args", "to_device", "only_output"]
 
 
-def split(inputs, chunks: int) -> list:
+def split(inputs, micro_batches: int) -> list:
     """Equal micro-batches along dimension 0 (of each tensor of a tuple); an uneven split is an error,
     not a silent remainder."""
     if isinstance(inputs, (tuple, list)):
-        parts = [split(t, chunks) for t in inputs]
-        return [tuple(p[i] for p in parts) for i in range(chunks)]
-    if chunks < 1 or inputs.shape[0] % chunks:
-        raise ValueError(f"batch {inputs.shape[0]} does not split into {chunks} equal micro-batches")
-    return list(inputs.chunk(chunks))
+        parts = [split(t, micro_batches) for t in inputs]
+        return [tuple(p[i] for p in parts) for i in range(micro_batches)]
+    if micro_batches < 1 or inputs.shape[0] % micro_batches:
+        raise ValueError(f"batch {inputs.shape[0]} does not split into {micro_batches} equal micro-batches")
+    return list(inputs.chunk(micro_batches))
 
 
 def as_args(inputs) -> tuple:

@@ -55,22 +55,22 @@ SIZE_INDEPENDENT = ("params", "param_bytes")
 """LayerProfile figures that do not depend on the micro-batch size: taken from a measured neighbour."""
 
 
-def counts_to_ask(chunks: Iterable[int | None], *, spread: Iterable[int], replicas: Iterable[int] = (),
+def counts_to_ask(micro_batches: Iterable[int | None], *, spread: Iterable[int], replicas: Iterable[int] = (),
                   micro_batched: bool = True, batch: int | None = None) -> list[int] | None:
     """The micro-batch counts a run or advise asks its profile for, so that each of its strategies can be
     priced; None (auto: `counts_to_profile`) where a strategy that micro-batches is to choose its count (a
-    None in `chunks`). Always 1 (the whole batch: single, and the whole step that calibrates every price)
+    None in `micro_batches`). Always 1 (the whole batch: single, and the whole step that calibrates every price)
     and each of `spread` (the devices a strategy that does not micro-batch splits the batch over: DDP's
     and DataParallel's replicas run batch / devices samples each); where `micro_batched`, the counts
-    `chunks` asks of the pipelines, and each of them times each of `replicas` (a replicated pipeline's
+    `micro_batches` asks of the pipelines, and each of them times each of `replicas` (a replicated pipeline's
     copies each cut batch / r into m micro-batches: m x r of the whole batch). Only counts that split
     `batch` (None: any): a size no strategy can use must not make the profile, and with it every row, fail."""
-    chunks = list(chunks)
-    if micro_batched and None in chunks:
+    micro_batches = list(micro_batches)
+    if micro_batched and None in micro_batches:
         return None
     counts = {1, *spread}
     if micro_batched:
-        counts |= {*chunks, *(m * r for m in chunks for r in replicas)}
+        counts |= {*micro_batches, *(m * r for m in micro_batches for r in replicas)}
     return sorted(m for m in counts if not batch or batch % m == 0)
 
 

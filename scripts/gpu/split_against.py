@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
     parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--micro-batches", "--chunks", dest="chunks", default="4,8")
+    parser.add_argument("--micro-batches", "--chunks", dest="micro_batches", default="4,8")
     parser.add_argument("--set", dest="settings", action="append", default=[])
     parser.add_argument("--strategy", default="pp-1f1b")
     parser.add_argument("--steps", type=int, default=5)
@@ -59,8 +59,8 @@ def main() -> None:
         settings[key] = [int(v) for v in str(value).split(",")] if key == "input_shape" else value
     started = time.monotonic()
     path = out / "profile.json"
-    call_in_child(profile_to, str(path), args.model, args.batch, [int(c) for c in args.chunks.split(",")], settings,
-                  gpus=[0, 1])
+    counts = [int(c) for c in args.micro_batches.split(",")]
+    call_in_child(profile_to, str(path), args.model, args.batch, counts, settings, gpus=[0, 1])
     profiles = load_profiles(path)
     print(f"profiled in {time.monotonic() - started:.0f} s", flush=True)
     devices = ["cuda:0", "cuda:1"]

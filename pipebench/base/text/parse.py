@@ -4,10 +4,11 @@ factors, KEY=VALUE settings, typed on the command line or passed as Python value
 One strict parser per kind of value, used by every option of every command: `parse_int` (ASCII digits
 only: `int()` would also take other scripts' digits such as '١٢', and '+1' or '1_0'; '²' passes
 `str.isdigit()` and then fails `int()`), `parse_number`
-(finite, within bounds), `parse_chunks`, `parse_gpus`; byte sizes such as 20GiB are pipebench.base.text.units.parse_size.
+(finite, within bounds), `parse_micro_batches`, `parse_gpus`; byte sizes such as 20GiB are
+pipebench.base.text.units.parse_size.
 The API's keywords are checked by the same rules and bounds (`count_of`, `number_of`, `option_of`: an int
 that is not a bool, a finite real), and a micro-batch count by one rule wherever it is given
-(`micro_batches_error`: --micro-batches, a Request's micro_batches, RunOptions.chunks).
+(`micro_batches_error`: --micro-batches, a Request's micro_batches, RunOptions.micro_batches).
 Every bound is named here (`LIMITS`): a count beyond it is a typo, and taking it would only fail later with
 an OverflowError or an allocation of exabytes.
 
@@ -25,8 +26,9 @@ from typing import Any, Literal, NamedTuple
 from pipebench.base.errors import UserError
 from pipebench.base.errors import DeviceError
 
-__all__ = ["LIMITS", "MAX_CHUNKS", "AutoGpus", "parse_int", "parse_number", "parse_option", "count_of", "number_of",
-           "option_of", "micro_batches_error", "parse_chunks", "parse_gpus", "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
+__all__ = ["LIMITS", "MAX_MICRO_BATCHES", "AutoGpus", "parse_int", "parse_number", "parse_option", "count_of",
+           "number_of", "option_of", "micro_batches_error", "parse_micro_batches", "parse_gpus", "parse_device",
+           "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
@@ -46,7 +48,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "lr": (0.0, 1e38),            # within float32 (3.4e38; 1e300 overflows in a worker): a diverging rate is a run to record
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
-MAX_CHUNKS = 2**16
+MAX_MICRO_BATCHES = 2**16
 """The most micro-batches `--micro-batches` takes."""
 MAX_GPUS = 1024
 """`--gpus auto:N` and GPU ids stay below this."""
@@ -144,13 +146,13 @@ def option_of(value: Any, name: str) -> int | float:
 # ------------------------------------------------------------------------------------------ micro-batches
 
 def micro_batches_error(count: Any) -> str | None:
-    """Why `count` is not a micro-batch count, an integer (not a bool) from 1 to MAX_CHUNKS, or None: the
-    one rule of --micro-batches (parse_chunks), a Request's micro_batches and RunOptions.chunks, each of which
-    says it in its own terms."""
-    return _count_error(count, "micro_batches", high=MAX_CHUNKS)
+    """Why `count` is not a micro-batch count, an integer (not a bool) from 1 to MAX_MICRO_BATCHES, or None:
+    the one rule of --micro-batches (parse_micro_batches), a Request's micro_batches and
+    RunOptions.micro_batches, each of which says it in its own terms."""
+    return _count_error(count, "micro_batches", high=MAX_MICRO_BATCHES)
 
 
-def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
+def parse_micro_batches(text: str, *, single: bool = False) -> list[int | None]:
     """`--micro-batches`: 'auto' -> [None]; '4' -> [4]; '2,4,auto' -> [2, 4, None], each count once; `single`
     (plan): exactly one count, or auto."""
     counts: list[int | None] = []
@@ -158,7 +160,7 @@ def parse_chunks(text: str, *, single: bool = False) -> list[int | None]:
         part = part.strip()
         if part != "auto" and not (re.fullmatch(r"[0-9]{1,30}", part) and micro_batches_error(int(part)) is None):
             what = "a positive integer or auto" if single else "positive integers and/or auto, comma-separated"
-            raise UserError(f"--micro-batches takes {what}, counts up to {MAX_CHUNKS:,} (got {text[:40]!r})")
+            raise UserError(f"--micro-batches takes {what}, counts up to {MAX_MICRO_BATCHES:,} (got {text[:40]!r})")
         counts.append(None if part == "auto" else int(part))
     counts = list(dict.fromkeys(counts))  # '--micro-batches auto,auto' is one case, not two
     if single and len(counts) != 1:
