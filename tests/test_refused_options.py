@@ -55,8 +55,10 @@ def test_a_bad_drift_window_is_refused_before_profiling(capsys, monkeypatch, com
 
 
 def test_more_stages_than_layers_is_refused_before_profiling(capsys):
-    """The convnet has 10 layers: --stages 11 is refused before any profiling."""
+    """The convnet has 10 layers: --stages 11 is refused before any profiling, by advise as by plan (and as
+    both refuse it from a saved profile)."""
     refused(capsys, ["plan", "--model", "convnet", "--stages", "11"], "more stages than layers (11 > 10)")
+    refused(capsys, ["advise", "--model", "convnet", "--stages", "11"], "more stages than layers (11 > 10)")
     refused(capsys, ["plan", "--model", "gpt", *TINY, "--stages", "4", "--schedule", "interleaved"],
             "more stages than layers (8 > 7)")
 
