@@ -7,8 +7,8 @@ on build, comes back as one UserError line.
 
 A model file runs arbitrary code when imported, and three things it may do would otherwise end or hang
 pipebench with no word; the import is guarded in this process (`_guarded`):
-- it never returns (an infinite loop, a download that hangs): a time limit, IMPORT_SECONDS or
-  $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
+- it never returns (an infinite loop, a download that hangs): a time limit, IMPORT_SECONDS
+  (pipebench/base/time_limit.py) or $PIPEBENCH_IMPORT_SECONDS, names the file and what was waited for. A SIGALRM timer raises in the
   importing (main) thread, again each second until the file lets it out; a file that stops the timer
   (signal.alarm(0)), replaces its handler or swallows what it raises is ended by a watchdog thread
   GRACE_SECONDS later: the same line, and the process exits 2 at once (pipebench/base/time_limit.py
@@ -58,12 +58,10 @@ from torch import nn
 
 from pipebench.base import interrupts
 from pipebench.base.errors import UserError, first_line, printable
-from pipebench.base.time_limit import IMPORT_SECONDS, REAL_EXIT, deadline, end_process, import_seconds
+from pipebench.base.time_limit import REAL_EXIT, deadline, end_process, import_seconds
 from pipebench.base.text.units import format_bytes
 
-__all__ = ["import_target", "build", "raised", "forward_guarded", "where", "import_seconds", "IMPORT_SECONDS", "check_fits",
-           "check_module_fits"]
-
+__all__ = ["import_target", "build", "raised", "forward_guarded", "where", "check_fits", "check_module_fits"]
 
 
 def import_target(target: str) -> tuple[dict[str, Any], str]:

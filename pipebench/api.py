@@ -227,7 +227,7 @@ def advice_profiles(model: Any, example_inputs: Any, request: Request, *, strate
     advise` profiles through it."""
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
 
-    measured = request.with_(micro_batches=advise_counts(len(request.devices), request.micro_batches))
+    measured = request.with_(micro_batches=advise_counts(request.devices, request.micro_batches))
     return profile(model, example_inputs, measured, rank=advice_ranking(request, strategies), **how)
 
 

@@ -166,14 +166,14 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
     return [name for name, s in STRATEGIES.items() if not s.replicated or len(devices) >= 2 * s.stages_per_replica]
 
 
-def advise_counts(devices: int, micro_batches) -> list[int] | None:
+def advise_counts(devices: Sequence[str], micro_batches) -> list[int] | None:
     """The micro-batch counts advise profiles: what the strategies it ranks need (the registry's
     profile_counts), with the pipelines' counts asked for (`micro_batches`: a count, counts, or None for
     auto: every count a pipeline might choose). On one device nothing micro-batches (a one-stage pipeline is
     single), so the whole batch is all."""
     given = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
-    strategies = usable_strategies(["device"] * devices) if devices > 1 else [BASELINE]
-    return profile_counts(given, devices, strategies=strategies)
+    strategies = usable_strategies(devices) if len(devices) > 1 else [BASELINE]
+    return profile_counts(given, len(devices), strategies=strategies)
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):

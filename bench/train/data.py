@@ -258,7 +258,8 @@ def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data")
     data set's `__len__` and `__getitem__`), so it has the time limit of a model file's import and first
     forward: one that never returns is one line naming `label` (the --data given) and what was being read,
     not a hang."""
-    from pipebench.models.imports import import_seconds, too_late
+    from pipebench.base.time_limit import import_seconds
+    from pipebench.models.imports import too_late
     from pipebench.base.time_limit import time_limit
 
     seconds, reading = import_seconds(), ["its length"]
