@@ -167,8 +167,8 @@ def usable_strategies(devices: Sequence[str]) -> list[str]:
 
 
 def advise_counts(devices: Sequence[str], micro_batches) -> list[int] | None:
-    """The micro-batch counts advise profiles: what the strategies it ranks need (the registry's
-    profile_counts), with the pipelines' counts asked for (`micro_batches`: a count, counts, or None for
+    """The micro-batch counts advise profiles: what every strategy usable on `devices` needs (the registry's
+    profile_counts; also where the caller ranks only some of them), with the pipelines' counts asked for (`micro_batches`: a count, counts, or None for
     auto: every count a pipeline might choose). On one device nothing micro-batches (a one-stage pipeline is
     single), so the whole batch is all."""
     given = micro_batches if isinstance(micro_batches, (tuple, list)) else (micro_batches,)
