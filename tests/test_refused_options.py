@@ -266,9 +266,9 @@ def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra
     """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
     from helpers import DATA, NET
 
-    from pipebench.bench import train
+    from pipebench.bench.train import parent
 
-    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    monkeypatch.setattr(parent, "_launch", lambda *a, **k: pytest.fail("a worker started"))
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "data.py").write_text(DATA)
     code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",

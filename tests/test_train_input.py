@@ -61,7 +61,7 @@ def test_train_options_are_checked_once_when_made():
     frozen, and its bounds and nodes refused when made, with the lines the command line prints."""
     import dataclasses
 
-    from pipebench.bench.train import TrainOptions
+    from pipebench.bench.train.options import TrainOptions
     from pipebench.base.errors import UserError
 
     options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)

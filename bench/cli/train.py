@@ -19,7 +19,7 @@ stays (not 0: a script that trains and then uses the checkpoint must notice)."""
 
 def add_parser(subparsers) -> None:
     from pipebench.bench.cases.machine import CPU_PROCESSES
-    from pipebench.bench.train import TrainOptions
+    from pipebench.bench.train.options import TrainOptions
 
     train = subparsers.add_parser(
         "train", help="train a model on your data with the planned split, and save it",
@@ -111,7 +111,7 @@ def _data_file(text: str) -> str | None:
 def cmd_train(args) -> int:
     from pipebench.bench.cli.common import asks_cpu
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.bench.train import run_training
+    from pipebench.bench.train.parent import run_training
     from pipebench.bench.train.data import parse_data
     from pipebench.base.text.parse import parse_override
 
@@ -168,7 +168,7 @@ def _over_nodes(machine, nodes: int):
 
 def _train_options(args, data, batch: int, overrides: dict, *, workers: int, nodes: int):
     """The TrainOptions the command line gives (bench/train), each count read and its default filled."""
-    from pipebench.bench.train import TrainOptions
+    from pipebench.bench.train.options import TrainOptions
 
     return TrainOptions(
         model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
