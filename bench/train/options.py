@@ -55,19 +55,15 @@ class TrainOptions:
 
 
 def _check_bounds(options: TrainOptions) -> None:
-    """--lr positive and finite, and within the table of limits with --loader-workers (pipebench/base/text/parse.py
-    LIMITS), before any work: the command line bounds the counts from that table as it reads them, but --lr
-    arrives here as a float (1e300 overflowed in a worker, exit 1), and a caller of run_training passes what
-    it has."""
-    from pipebench.base.text.parse import LIMITS
+    """The learning rate and the loader's workers within the table of limits (pipebench/base/text/parse.py
+    LIMITS), by the rule of the API's options (`option_of`): the command line reads every count and number
+    from that table before any command runs, but a caller of run_training passes what it has, and a rate
+    beyond float32's range overflows in the workers."""
+    from pipebench.base.text.parse import option_of
 
-    if options.lr is not None and not (options.lr > 0 and options.lr < float("inf")):
-        raise UserError(f"--lr must be a positive number (got {options.lr})")
-    for name, option, value in (("lr", "--lr", options.lr), ("loader_workers", "--loader-workers", options.workers)):
-        low, high = LIMITS[name]
-        if value is not None and not low <= value <= high:
-            raise UserError(f"{option} takes a number from {low:g} up to {high:g} (got {value:g})")
-
+    for name, value in (("lr", options.lr), ("loader_workers", options.workers)):
+        if value is not None:
+            option_of(value, name)
 
 
 def _make_paths_absolute(options: TrainOptions) -> None:

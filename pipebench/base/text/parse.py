@@ -32,7 +32,11 @@ LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
     "stages": (1, 1024),
     "cpu_processes": (1, 1024),   # run's and train's; plan's and advise's devices are --stages
-    "steps": (1, 10**6),
+    "steps": (1, 10**6),          # run's timed steps per case, and train's optimizer steps
+    "epochs": (1, 10**6),         # train's passes over the data, each a step at least: --steps' bound
+    "save_every": (1, 10**6),     # train's steps between checkpoints: --steps' bound
+    "log_every": (0, 10**6),      # train's steps between log lines (0: none): --steps' bound
+    "nodes": (1, 1024),           # machines a train job written for torchrun spans
     "warmup": (0, 10**6),
     "rounds": (1, 1000),
     "repeats": (1, 1000),
@@ -43,7 +47,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "timeout": (1e-3, 1e7),       # seconds: 115 days
     "min_seconds": (0.0, 86400.0),  # a day of timed steps per case
     "loader_workers": (0, 64),    # DataLoader processes per worker: 5000 forks hundreds and hangs
-    "lr": (0.0, 1e38),            # within float32 (3.4e38; 1e300 overflows in a worker): a diverging rate is a run to record
+    "lr": (1e-38, 1e38),          # positive, within float32 (to 3.4e38, beyond which it overflows): a diverging rate is a run to record
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
 MAX_CHUNKS = 2**16
