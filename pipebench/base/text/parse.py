@@ -58,8 +58,8 @@ SETTING_RANGE = (-2**31, 2**31)
 """An integer `--set` value (depth, width...) lies within this."""
 MAX_DEPTH = 512
 """`--set depth` (blocks of gpt and vit, hidden layers of mlp) takes at most this: each block is a layer or
-two to build, capture and time, and depth=20000 kept `plan` building 40,000 layers for minutes before it
-said anything. The solver takes thousands of layers in milliseconds; profiling is what grows."""
+two to build, capture and time, so a deeper model is minutes of building and profiling before any answer.
+The solver takes thousands of layers in milliseconds; profiling is what grows."""
 
 _DIGITS = re.compile(r"-?[0-9]{1,30}")
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
@@ -116,7 +116,7 @@ def _count_error(value: Any, name: str, low: int = 1, high: int | None = None) -
 def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
     most `high`, or the CLI's bound for the option of that name (LIMITS) where there is one: the API
-    refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
+    refuses what the command line refuses (stages=10**6 would be minutes of building a million-device plan)."""
     if (why := _count_error(value, name, low, high)) is not None:
         raise UserError(why)
     return int(value)
