@@ -262,15 +262,15 @@ def test_train_refuses_cudagraphs_on_the_cpu_before_the_model_is_built(tmp_path,
 
 @pytest.mark.parametrize("extra, message", [
     (["--loader-workers", "5000"], "--loader-workers takes an integer from 0 up to 64 (got '5000')"),
-    (["--lr", "1e300"], "--lr takes a number from 0 up to 1e+38 (got 1e+300)"),
+    (["--lr", "1e300"], "--lr takes a number from 1e-38 to 1e+38 (got '1e300')"),
 ])
 def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra, message):
     """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
     from helpers import DATA, NET
 
-    from pipebench.bench import train
+    from pipebench.bench.train import parent
 
-    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    monkeypatch.setattr(parent, "_launch", lambda *a, **k: pytest.fail("a worker started"))
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "data.py").write_text(DATA)
     code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
@@ -278,6 +278,23 @@ def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra
                  "single", *extra])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--epochs", "0"], "--epochs takes a positive integer up to 1,000,000 (got '0')"),
+    (["--save-every", "0"], "--save-every takes a positive integer up to 1,000,000 (got '0')"),
+    (["--log-every", "-1"], "--log-every takes an integer from 0 up to 1,000,000 (got '-1')"),
+    (["--nodes", "1025"], "--nodes takes a positive integer up to 1,024 (got '1025')"),
+    (["--loader-workers", "x"], "--loader-workers takes an integer from 0 up to 64 (got 'x')"),
+    (["--lr", "0"], "--lr takes a number from 1e-38 to 1e+38 (got '0')"),
+])
+def test_train_counts_are_read_by_the_table_of_limits(tmp_path, capsys, extra, message):
+    """Every count of train's, and --lr, is bounded by pipebench/base/text/parse.py LIMITS before the command
+    starts: one line, exit 2, the model file never imported."""
+    (tmp_path / "m.py").write_text(NET + "\nraise SystemExit('built')\n")  # never imported: refused before
+    refused(capsys, ["train", "--model", f"{tmp_path / 'm.py'}:Net", "--input-shape", "4", "--data",
+                     f"{tmp_path / 'm.py'}:data", "--batch", "8", "--strategy", "single", "--device", "cpu", *extra],
+            message)
 
 
 def test_a_removed_working_folder_is_one_line(capsys, monkeypatch, tmp_path):

@@ -77,13 +77,13 @@ def test_a_loss_that_diverges_later_keeps_the_checkpoint_before_it(tmp_path, cap
 def test_a_workers_failure_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys):
     """A rank that raises inside training (a bug of ours or of the model's) ends train in one line naming the
     rank and the error, exit status 1, not the parent's traceback through the launcher."""
-    from pipebench.bench import train as training
+    from pipebench.bench.train import parent
     from pipebench.bench.launch.spawn import WorkerError
 
     def fails(*args, **kwargs):
         raise WorkerError("rank 1: IndexError: index out of range in self")
 
-    monkeypatch.setattr(training, "run_training", fails)
+    monkeypatch.setattr(parent, "run_training", fails)
     tokens = tmp_path / "tokens.bin"
     np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
     assert train("--model", "gpt", "--flavour", "tiny", "--data", f"tokens:{tokens}", "--batch", 8, "--steps", 1, "--device", "cpu", "--strategy", "single") == 1

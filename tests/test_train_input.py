@@ -58,18 +58,18 @@ def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path,
 
 def test_train_options_are_checked_once_when_made():
     """TrainOptions were checked inside run_training (and --lr's sign in the command line apart): now
-    frozen, and its bounds and nodes refused when made, with the lines the command line prints."""
+    frozen, and its bounds (the command line's, from LIMITS) and nodes refused when made."""
     import dataclasses
 
-    from pipebench.bench.train import TrainOptions
+    from pipebench.bench.train.options import TrainOptions
     from pipebench.base.errors import UserError
 
     options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.lr = 1.0
-    for changes, message in ((dict(lr=-1.0), "--lr must be a positive number (got -1.0)"),
-                             (dict(lr=1e300), "--lr takes a number from 0 up to 1e+38"),
-                             (dict(workers=65), "--loader-workers takes a number from 0 up to 64"),
+    for changes, message in ((dict(lr=-1.0), "lr takes a number from 1e-38 to 1e+38 (got '-1.0')"),
+                             (dict(lr=1e300), "lr takes a number from 1e-38 to 1e+38 (got '1e+300')"),
+                             (dict(workers=65), "loader_workers takes an integer from 0 up to 64 (got 65)"),
                              (dict(nodes=2), "give --write-job DIR")):
         with pytest.raises(UserError, match=re.escape(message)):
             dataclasses.replace(options, **changes)

@@ -120,7 +120,7 @@ def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(caps
     os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
     from helpers import NET
 
-    from pipebench.bench import train
+    from pipebench.bench.train import parent
 
     handed = {}
 
@@ -128,7 +128,7 @@ def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(caps
         handed.update(model=job.model, save=settings["save"], csv=settings["csv"])
         return {"steps": 2, "total": 2, "seconds": 0.0, "stopped": False, "diverged": ""}
 
-    monkeypatch.setattr(train, "_launch", launch)
+    monkeypatch.setattr(parent, "_launch", launch)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "data.py").write_text(CHDIR_DATA)

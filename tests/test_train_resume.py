@@ -97,9 +97,9 @@ def _resume(capsys, monkeypatch, tmp_path, spoil) -> str:
     no worker started."""
     from helpers import DATA, checkpoint
 
-    from pipebench.bench import train
+    from pipebench.bench.train import parent
 
-    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    monkeypatch.setattr(parent, "_launch", lambda *a, **k: pytest.fail("a worker started"))
     path = checkpoint(tmp_path, spoil)
     (tmp_path / "data.py").write_text(DATA)
     code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
@@ -195,9 +195,9 @@ def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monk
     "KeyError: 'betas'", exit 1, after the workers had started; past its length, "done: 800/4 steps"."""
     from helpers import DATA, checkpoint
 
-    from pipebench.bench import train
+    from pipebench.bench.train import parent
 
-    monkeypatch.setattr(train, "_launch", lambda *a, **k: pytest.fail("a worker started"))
+    monkeypatch.setattr(parent, "_launch", lambda *a, **k: pytest.fail("a worker started"))
     path = checkpoint(tmp_path, spoil)
     (tmp_path / "data.py").write_text(DATA)
     code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",

@@ -19,7 +19,7 @@ stays (not 0: a script that trains and then uses the checkpoint must notice)."""
 
 def add_parser(subparsers) -> None:
     from pipebench.bench.cases.machine import CPU_PROCESSES
-    from pipebench.bench.train import TrainOptions
+    from pipebench.bench.train.options import TrainOptions
 
     train = subparsers.add_parser(
         "train", help="train a model on your data with the planned split, and save it",
@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
     length = train.add_mutually_exclusive_group()
     length.add_argument("--epochs", default=None, help="passes over the data (default: 1)")
     length.add_argument("--steps", default=None, help="optimizer steps in all (instead of --epochs)")
-    train.add_argument("--lr", default=None, type=float, help="learning rate (default: the optimizer's, sgd 0.1)")
+    train.add_argument("--lr", default=None, help="learning rate (default: the optimizer's, sgd 0.1)")
     train.add_argument("--save", metavar="PATH", help="the checkpoint: the model's state_dict (torch.save)")
     train.add_argument("--save-every", default=None, metavar="STEPS", help="also checkpoint every STEPS steps")
     train.add_argument("--resume", action="store_true", help="continue the run whose checkpoint --save names")
@@ -62,12 +62,6 @@ def add_parser(subparsers) -> None:
     add_model_options(train)
     train.epilog = help_text()
     train.set_defaults(handler=cmd_train)
-
-
-def _count(text, option: str, low: int = 1) -> int | None:
-    from pipebench.base.text.parse import parse_int
-
-    return None if text is None else parse_int(str(text), option, low, 2**40)
 
 
 def check_outputs(args) -> None:
@@ -111,22 +105,21 @@ def _data_file(text: str) -> str | None:
 def cmd_train(args) -> int:
     from pipebench.bench.cli.common import asks_cpu
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.bench.train import run_training
+    from pipebench.bench.train.parent import run_training
     from pipebench.bench.train.data import parse_data
     from pipebench.base.text.parse import parse_override
 
     check_outputs(args)
     training = training_of(args)
-    batch = _count(args.batch, "--batch")
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
     data = parse_data(args.data, _seq_len(args, overrides))
     on_cpu = asks_cpu(args)
-    machine = detect_machine(chosen_gpus(args.gpus or None)[0], _count(args.cpu_processes, "--cpu-processes"), cpu=on_cpu)
+    machine = detect_machine(chosen_gpus(args.gpus or None)[0], args.cpu_processes, cpu=on_cpu)
     training.check_device(machine.device_type)  # cudagraphs on the CPU: one line, before the model is built
-    workers = _count(args.loader_workers, "--loader-workers", 0)
-    nodes = _count(args.nodes, "--nodes") or 1
+    workers = args.loader_workers
+    nodes = args.nodes or 1
     machine = _over_nodes(machine, nodes)
-    options = _train_options(args, data, batch, overrides,
+    options = _train_options(args, data, overrides,
                              workers=workers if workers is not None else (0 if machine.gpus is None else 4), nodes=nodes)
     where = None if machine.gpus is not None else (
         f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
@@ -166,15 +159,16 @@ def _over_nodes(machine, nodes: int):
     return replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
 
 
-def _train_options(args, data, batch: int, overrides: dict, *, workers: int, nodes: int):
-    """The TrainOptions the command line gives (bench/train), each count read and its default filled."""
-    from pipebench.bench.train import TrainOptions
+def _train_options(args, data, overrides: dict, *, workers: int, nodes: int):
+    """The TrainOptions the command line gives (bench/train/options.py), their defaults filled: its counts and
+    --lr are read already, by the table of limits (pipebench/base/text/parse.py LIMITS) before any command runs."""
+    from pipebench.bench.train.options import TrainOptions
 
     return TrainOptions(
-        model=args.model, strategy=args.strategy, data=data, batch=batch, flavour=args.flavour, overrides=overrides,
-        epochs=_count(args.epochs, "--epochs"), steps=_count(args.steps, "--steps"), lr=args.lr, save=args.save,
-        save_every=_count(args.save_every, "--save-every"), resume=args.resume,
-        log_every=_count(args.log_every, "--log-every", 0) if args.log_every is not None else 10, csv=args.csv,
+        model=args.model, strategy=args.strategy, data=data, batch=args.batch, flavour=args.flavour,
+        overrides=overrides, epochs=args.epochs, steps=args.steps, lr=args.lr, save=args.save,
+        save_every=args.save_every, resume=args.resume,
+        log_every=args.log_every if args.log_every is not None else TrainOptions.log_every, csv=args.csv,
         workers=workers, write_job=args.write_job, nodes=nodes)
 
 

@@ -34,7 +34,11 @@ LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
     "stages": (1, 1024),
     "cpu_processes": (1, 1024),   # run's and train's; plan's and advise's devices are --stages
-    "steps": (1, 10**6),
+    "steps": (1, 10**6),          # run's timed steps per case, and train's optimizer steps
+    "epochs": (1, 10**6),         # train's passes over the data, each a step at least: --steps' bound
+    "save_every": (1, 10**6),     # train's steps between checkpoints: --steps' bound
+    "log_every": (0, 10**6),      # train's steps between log lines (0: none): --steps' bound
+    "nodes": (1, 1024),           # machines a train job written for torchrun spans
     "warmup": (0, 10**6),
     "rounds": (1, 1000),
     "repeats": (1, 1000),
@@ -45,7 +49,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "timeout": (1e-3, 1e7),       # seconds: 115 days
     "min_seconds": (0.0, 86400.0),  # a day of timed steps per case
     "loader_workers": (0, 64),    # DataLoader processes per worker: 5000 forks hundreds and hangs
-    "lr": (0.0, 1e38),            # within float32 (3.4e38; 1e300 overflows in a worker): a diverging rate is a run to record
+    "lr": (1e-38, 1e38),          # positive, within float32 (to 3.4e38, beyond which it overflows): a diverging rate is a run to record
 }
 """Option (argparse's dest) -> the (lowest, highest) value it takes; a float bound makes it a number."""
 MAX_MICRO_BATCHES = 2**16
@@ -56,8 +60,8 @@ SETTING_RANGE = (-2**31, 2**31)
 """An integer `--set` value (depth, width...) lies within this."""
 MAX_DEPTH = 512
 """`--set depth` (blocks of gpt and vit, hidden layers of mlp) takes at most this: each block is a layer or
-two to build, capture and time, and depth=20000 kept `plan` building 40,000 layers for minutes before it
-said anything. The solver takes thousands of layers in milliseconds; profiling is what grows."""
+two to build, capture and time, so a deeper model is minutes of building and profiling before any answer.
+The solver takes thousands of layers in milliseconds; profiling is what grows."""
 
 _DIGITS = re.compile(r"-?[0-9]{1,30}")
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
@@ -114,7 +118,7 @@ def _count_error(value: Any, name: str, low: int = 1, high: int | None = None) -
 def count_of(value: Any, name: str, low: int = 1, high: int | None = None) -> int:
     """`value` as an integer of at least `low` (an int, not a bool, a float or text), else UserError; at
     most `high`, or the CLI's bound for the option of that name (LIMITS) where there is one: the API
-    refuses what the command line refuses (stages=10**6 built a million-device plan for minutes)."""
+    refuses what the command line refuses (stages=10**6 would be minutes of building a million-device plan)."""
     if (why := _count_error(value, name, low, high)) is not None:
         raise UserError(why)
     return int(value)

@@ -1,0 +1,95 @@
+"""What `pipebench train` is asked, as one frozen value checked when it is made.
+
+The command line (bench/cli/train.py) builds it, and reads its defaults for --help; the parent (parent.py)
+trains by it. What the values alone tell is checked here, once: their bounds, a job over several
+machines, the paths made absolute. What needs the model, the data or the machine is the parent's to
+check, before any worker starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipebench.base.errors import UserError
+from pipebench.base.time_limit import WEEK_SECONDS
+
+__all__ = ["TrainOptions"]
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What `pipebench train` is asked, checked once when made (the bounds, the nodes); what needs the
+    model, the data or the machine is checked by run_training before any worker starts."""
+
+    model: str
+    strategy: str
+    """A registry name, or "auto" (advise's recommendation)."""
+    data: Any
+    """A bench.train.data.DataSpec."""
+    batch: int
+    flavour: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    epochs: int | None = None
+    steps: int | None = None
+    lr: float | None = None
+    save: str | None = None
+    save_every: int | None = None
+    resume: bool = False
+    log_every: int = 10
+    csv: str | None = None
+    workers: int = 0
+    seed: int = 0
+    timeout: float = WEEK_SECONDS
+    """Seconds the training may take: no limit but a week's, while this process lives."""
+    write_job: str | None = None
+    """A folder: write the checked, planned job there (job.json, train.json) for torchrun to start on
+    each node, instead of starting the workers here (docs/several-machines.md)."""
+    nodes: int = 1
+    """Machines the job spans, each with this one's devices (with write_job)."""
+
+    def __post_init__(self):
+        _check_bounds(self)
+        _check_nodes(self)
+        _make_paths_absolute(self)
+
+
+def _check_bounds(options: TrainOptions) -> None:
+    """The learning rate and the loader's workers within the table of limits (pipebench/base/text/parse.py
+    LIMITS), by the rule of the API's options (`option_of`): the command line reads every count and number
+    from that table before any command runs, but a caller of run_training passes what it has, and a rate
+    beyond float32's range overflows in the workers."""
+    from pipebench.base.text.parse import option_of
+
+    for name, value in (("lr", options.lr), ("loader_workers", options.workers)):
+        if value is not None:
+            option_of(value, name)
+
+
+def _make_paths_absolute(options: TrainOptions) -> None:
+    """The model file, the checkpoint, the CSV and the job folder as absolute paths, made so before any of
+    the user's code runs: the workers start elsewhere, and a --data function that calls os.chdir("/") would
+    have them look for /m/good.py ("rank 0: UserError: ... no such file")."""
+    from pipebench.models.source import absolute_target
+
+    object.__setattr__(options, "model", absolute_target(options.model))
+    for name in ("save", "csv"):
+        if getattr(options, name):
+            object.__setattr__(options, name, str(Path(getattr(options, name)).resolve()))
+    if options.write_job:
+        object.__setattr__(options, "write_job", str(Path(options.write_job).expanduser().resolve()))
+
+
+def _check_nodes(options: TrainOptions) -> None:
+    """A job over several machines only as files for torchrun (--write-job), and only of a strategy of one
+    process per device."""
+    from pipebench.bench.strategies import get_strategy
+
+    if options.nodes > 1 and not options.write_job:
+        raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "
+                        "give --write-job DIR to write it (docs/several-machines.md)")
+    if options.strategy != "auto":
+        named = get_strategy(options.strategy)
+        if options.nodes > 1 and not named.process_per_device:
+            raise UserError(f"--nodes {options.nodes}: {named.name} runs in one process, on one machine; choose a "
+                            "strategy of one process per device (ddp, fsdp, zero1, pp-*, hybrid)")

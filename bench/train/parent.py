@@ -1,0 +1,219 @@
+"""What the parent process of `pipebench train` does: check, plan, start the workers and watch them.
+
+`run_training` checks everything it can before any worker starts (the model built, the checkpoint --resume
+continues, the data and whether it fits the model), chooses the strategy (`choose_strategy`: the one named,
+or advise's recommendation), plans it as `pipebench run` plans a case (bench/cases/prepare.py's `prepare`,
+from the cached profile: the same Plan the benchmark measured) and starts the workers through
+bench/launch/spawn.py with loop.py as their module, or writes the job for torchrun to start (`write_job`).
+It shows rank 0's progress (progress.py) and on Ctrl-C asks the workers to checkpoint and leave. None of
+this runs in a worker, which imports none of it.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from pipebench.base.errors import UserError
+from pipebench.bench.train.options import TrainOptions
+from pipebench.bench.train.progress import Progress
+
+__all__ = ["run_training", "choose_strategy", "write_job"]
+
+
+def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
+    """The strategy to train with and its profile (None where none is needed): the one named, or under
+    auto advise's recommendation from the (cached) profile, said in one line."""
+    from pipebench.bench.strategies import BASELINE, get_strategy
+    from pipebench.bench.cases.case import make_cases
+    from pipebench.bench.cases.prepare import profile_case_model
+    from pipebench.partition.profiling.cache import cache_folder
+
+    auto = options.strategy == "auto"
+    if not auto:
+        get_strategy(options.strategy)
+        if not get_strategy(options.strategy).needs_plan:
+            return options.strategy, None
+    probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
+                       overrides=options.overrides, training=training)[0]
+    from pipebench.partition.profiling.cache import cache_enabled
+
+    folder = cache_folder() / "train-profiles" if cache_enabled() else Path(tempfile.mkdtemp(prefix="pipebench-profile-"))
+    profiled = profile_case_model(probe, machine, folder, note=note)
+    if not auto:
+        return options.strategy, profiled
+    from pipebench.bench.predict.ranking import rank_strategies
+
+    advice = rank_strategies(profiled.profiles, machine.request(training))
+    if advice.recommended is None:
+        raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
+    pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
+    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
+    ratio = f", {pick.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single" if single else ""
+    runner_up = next((p for p in advice.predictions if p.strategy != pick.strategy and p.fits
+                      and p.predicted_samples_per_s), None)
+    beside = f"; next {runner_up.strategy} {runner_up.predicted_samples_per_s:.1f}" if runner_up else ""
+    if advice.tied:  # faster on paper, within the profile's noise: the simpler one wins
+        name, why = next(iter(advice.tied.items()))
+        faster = next(p for p in advice.predictions if p.strategy == name)
+        beside = f"; {name} ({faster.predicted_samples_per_s:.1f}) ties with it: {why}"
+    note(f"auto: {pick.strategy}, advise's recommendation: {pick.predicted_samples_per_s:.1f} samples/s predicted"
+         f"{ratio}{beside} (from the profile {profiled.path})")
+    return pick.strategy, profiled
+
+
+def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
+    """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
+    dataset, described, saved = _check_data_and_model(options)  # before any worker
+    name, profiled = choose_strategy(options, machine, training, note)
+    from pipebench.bench.train import checkpoint as ckpt
+
+    if options.resume:  # before any worker: inside them another batch or optimizer is a worker's error
+        ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
+                                            "optimizer": training.optimizer}, options.save)
+    per_epoch = len(dataset) // options.batch
+    total = options.steps or (options.epochs or 1) * per_epoch
+    if options.resume:
+        length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
+        ckpt.check_steps_left(options.save, saved["step"], total, length)
+    prepared = _prepare_job(options, machine, training, name, profiled)
+    job, plan = prepared.job, prepared.plan
+    where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
+    note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
+         + (f", checkpoint {options.save}" if options.save else ""))
+    settings = _worker_settings(options)
+    if options.write_job:
+        return write_job(job, settings, options, machine.devices // options.nodes, note)
+    return _launch(job, settings, prepared.gpus, options, note)
+
+
+
+def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
+    """What can fail before any worker starts, checked now: the model built, the checkpoint --resume
+    continues (its weights must fit the model), the data opened and fitting the model. Returns the
+    dataset, its description, and the layout the checkpoint was saved in with its step ({} without
+    --resume)."""
+    from pipebench import models
+    from pipebench.bench.train import checkpoint as ckpt
+    from pipebench.bench.train.data import check_fits, open_dataset
+
+    model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
+    saved: dict = {}
+    if options.resume:
+        if not options.save:
+            raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
+        record = ckpt.read_latest(options.save)
+        ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
+        saved = {**record.get("layout", {}), "step": record["step"]}
+    dataset = open_dataset(options.data)
+    described = check_fits(dataset, model, options.batch, 1, f"--data {options.data.label()}")
+    del model
+    return dataset, described, saved
+
+
+def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) -> Any:
+    """The training planned as `pipebench run` plans a case (bench/cases/prepare.py prepare, from its
+    profile) and its Job made; UserError where the strategy cannot train the model here, it is predicted
+    not to fit, or the batch does not split over its replicas. A profile kept only for this (the cache
+    off) is removed."""
+    from pipebench.bench.cases.case import CaseUnavailable, Case
+    from pipebench.bench.cases.prepare import prepare
+    from pipebench.bench.strategies import get_strategy
+    from pipebench.request import split_error
+
+    strategy = get_strategy(name)
+    case = Case(options.model, options.flavour, options.batch, name,
+                overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
+                training=training)
+    try:
+        prepared = prepare(case, machine, profiled, steps=1, warmup=0)
+    except CaseUnavailable as exc:
+        raise UserError(f"{name} cannot train {options.model} here: {exc}") from None
+    if profiled is not None and profiled.path.parent.name.startswith("pipebench-profile-"):  # the cache is off
+        import shutil
+
+        shutil.rmtree(profiled.path.parent, ignore_errors=True)
+    if prepared.job is None:
+        raise UserError(f"{name}: {prepared.over_cap}")
+    job = prepared.job
+    replicas = strategy.replicas_here(job.processes) if strategy.replicated else job.processes
+    if strategy.splits_batch and (why := split_error(options.batch, replicas, name)) is not None:
+        raise UserError(why)
+    return prepared
+
+
+def _worker_settings(options: TrainOptions) -> dict:
+    """What every worker of bench/train/loop.py reads from train.json: the data, the length, the
+    checkpoints and the log, with absolute paths (TrainOptions made them so)."""
+    return {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
+            "lr": options.lr, "save": options.save, "save_every": options.save_every, "resume": options.resume,
+            "csv": options.csv, "workers": options.workers}
+
+
+def write_job(job, settings: dict, options: TrainOptions, node_devices: int, note) -> dict:
+    """The planned job and its training settings as files in `options.write_job`, and the command that
+    starts them on each node: `pipebench.bench.train.loop` is an ordinary torchrun program, as the
+    benchmark's worker is. Nobody watches its progress file there, so rank 0 prints the log lines."""
+    from dataclasses import replace
+
+    from pipebench.base.fileio.files import write_json
+    from pipebench.hardware.cpu import threads_per_device
+
+    nodes = options.nodes
+    if job.processes % nodes:  # auto's pick, say, of one process
+        raise UserError(f"--nodes {nodes}: {job.strategy} runs {job.processes} process(es), which do not "
+                        f"spread evenly over {nodes} nodes; name a strategy with --strategy")
+    per_node = job.processes // nodes
+    if job.device_type == "cpu":  # each node's stand-in devices share its own cores
+        job = replace(job, cpu_threads=threads_per_device(node_devices))
+    folder = Path(options.write_job)
+    folder.mkdir(parents=True, exist_ok=True)
+    job.save(folder / "job.json")
+    write_json(folder / "train.json", {**settings, "print_every": options.log_every})
+    module = f"-m pipebench.bench.train.loop {folder / 'job.json'} {folder}"
+    threads = f"OMP_NUM_THREADS={job.cpu_threads} " if job.device_type == "cpu" else ""
+    if job.processes == 1:
+        command = f"PYTHONSAFEPATH=1 {threads}python {module}"
+    else:
+        command = (f"PYTHONSAFEPATH=1 {threads}torchrun --nnodes {nodes} --nproc-per-node {per_node} "
+                   f"--rdzv-backend c10d --rdzv-endpoint HOST:29500 {module}")
+    note(f"wrote {folder / 'job.json'} and {folder / 'train.json'}; on each of the {nodes} node(s), with this "
+         f"folder at the same path (HOST: a node all reach):\n  {command}")
+    return {"written": str(folder), "command": command}
+
+
+def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
+    """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
+    from pipebench.bench.launch.spawn import collect_result, start_workers
+    from pipebench.base.processes import kill_child
+    from pipebench.base.fileio.files import write_json
+
+    with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
+        out_dir = Path(tmp)
+        write_json(out_dir / "train.json", settings)
+        proc = start_workers(job, out_dir, out_dir, gpus, (), worker_module="pipebench.bench.train.loop")
+        watcher = Progress(out_dir / "progress.jsonl", options.log_every, note)
+        deadline = time.monotonic() + options.timeout
+        stopping = None
+        try:
+            while proc.poll() is None:
+                try:
+                    watcher.poll()
+                    time.sleep(0.2)
+                    if time.monotonic() > deadline:
+                        raise UserError(f"train: no end within {options.timeout:.0f} s; stopped")
+                except KeyboardInterrupt:
+                    if stopping is not None:
+                        raise
+                    note("pipebench: interrupted; the workers write a checkpoint and stop (Ctrl-C again ends them now)")
+                    (out_dir / "stop").touch()
+                    stopping = time.monotonic()
+            watcher.poll()
+            watcher.close()
+            return collect_result(job, out_dir, proc.returncode)
+        finally:
+            watcher.close()
+            kill_child(proc)
+
