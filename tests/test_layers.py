@@ -165,7 +165,7 @@ def test_the_packages_below_the_api_follow_their_order():
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 TABLE_HEADER = "| step | module | what it holds |"
-TABLE_STEPS = ("model", "capture", "profile", "plan", "predict", "strategy", "worker", "row", "report", "train",
+TABLE_STEPS = ("model", "capture", "profile", "plan", "predict", "strategy", "worker", "run", "row", "report", "train",
                "cli", "api", "hardware", "base")
 """The steps docs/architecture.md's table of modules files each module under."""
 
