@@ -39,6 +39,10 @@ class Advice:
     """The strategies predicted faster than the recommendation but tied with it, fastest first, each with
     why (`tie`)."""
 
+    def baseline(self) -> Prediction | None:
+        """The baseline's prediction, what every speed-up is over; None where it has no figure."""
+        return next((p for p in self.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
+
     def to_dict(self) -> dict[str, Any]:
         return {"strategies": [p.to_dict() for p in self.predictions], "recommended": self.recommended,
                 "tied": self.tied}

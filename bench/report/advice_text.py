@@ -14,7 +14,7 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     link between the devices was measured or given (`link_gbps`), a line where no pipeline pays (bench/
     pays.py), then one line: the recommendation, a tie said as one, and `check(compared)`: the command that
     measures it."""
-    single = _single(advice)
+    single = advice.baseline()
     table = _ranking_table(advice, single)
     head = _heading(profile, devices)
     tail = _recommendation(advice, single, check)
@@ -22,13 +22,6 @@ def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
     verdict = _pipeline_verdict(advice, single)
     unpriced = _unpriced_link_note(profile, devices, link_gbps)
     return "\n".join([head, "", table, "", *noisy, *unpriced, *verdict, tail])
-
-
-def _single(advice):
-    """The baseline's prediction, what every speed-up is over; None where it has no figure."""
-    from pipebench.bench.strategies import BASELINE
-
-    return next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
 
 
 def _heading(profile, devices) -> str:

@@ -50,7 +50,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     if advice.recommended is None:
         raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
     pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
-    single = next((p for p in advice.predictions if p.strategy == BASELINE and p.predicted_samples_per_s), None)
+    single = advice.baseline()
     ratio = f", {pick.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single" if single else ""
     runner_up = next((p for p in advice.predictions if p.strategy != pick.strategy and p.fits
                       and p.predicted_samples_per_s), None)
