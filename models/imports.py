@@ -161,26 +161,29 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     timed = limit and me is threading.main_thread()
     if timed:  # SIGALRM's is deadline's to put back
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    with deadline(seconds, lambda: late, _Stopped) if limit else contextlib.nullcontext():
-        going = (target, me, set(threading.enumerate()), exits)  # the watchdog among those before
-        os._exit = _exit
-        _going.append(going)
-        try:
+    going = None
+    try:  # around the deadline, not only the block: a short limit fires in the guard's own setting up too
+        with deadline(seconds, lambda: late, _Stopped) if limit else contextlib.nullcontext():
+            going = (target, me, set(threading.enumerate()), exits)  # the watchdog among those before
+            _going.append(going)
+            os._exit = _exit
             with _process_kept(target, f"{doing + ' ' if doing else ''}{what}"):
                 yield
-        except _Stopped:
-            if exits:
-                raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
-            raise UserError(late) from None
-        finally:
-            os._exit = _exit
-            _going.remove(going)
+    except _Stopped:
+        if exits:
+            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
+        raise UserError(late) from None
+    finally:
+        os._exit = _exit
+        if going is not None:
+            with contextlib.suppress(ValueError):  # stopped before it was appended
+                _going.remove(going)
             for thread in set(threading.enumerate()) - going[2]:
                 _model_threads[thread] = target
-            if timed:
-                for sig, handler in previous.items():
-                    if handler is not None:  # None: set outside Python, left alone
-                        signal.signal(sig, handler)
+        if timed:
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, left alone
+                    signal.signal(sig, handler)
 
 
 REAL_REGISTER = atexit.register
