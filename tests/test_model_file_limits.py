@@ -240,3 +240,19 @@ def test_a_limit_that_passes_before_the_file_runs_names_the_limit(tmp_path, monk
             import_target(f"{path}:Net")
         except UserError as exc:
             assert "_Stopped" not in str(exc) and "set PIPEBENCH_IMPORT_SECONDS to wait longer" in str(exc), exc
+
+
+def test_a_umask_the_import_sets_is_put_back(tmp_path):
+    """os.umask(0o777) in a model file stayed: the plan's JSON was written mode 000, and pipebench.plan's
+    caller was left with the file's umask."""
+    import os
+
+    from pipebench.models.imports import import_target
+
+    (tmp_path / "masked.py").write_text("import os\nos.umask(0o777)\n" + NET)
+    before = os.umask(0o022)
+    try:
+        import_target(f"{tmp_path / 'masked.py'}:Net")
+        assert os.umask(0o022) == 0o022
+    finally:
+        os.umask(before)
