@@ -73,8 +73,8 @@ def measure_cpu_processes(devices: int = 2, megabytes: int = 4, repeats: int = 5
             if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (the CLI's KeyboardInterrupt): the caller's
                 raise  # "interrupted", exit 130, not a "probe failed" DeviceError with no reason
             raise failure from None
-        for peer in peers:
-            peer.wait()
+        for peer in peers:  # read to the end, which closes the pipe (wait() alone left it open)
+            peer.communicate()
     return figures
 
 

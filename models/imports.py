@@ -20,8 +20,9 @@ pipebench with no word; the import is guarded in this process (`_guarded`):
   command line, and a child that imported the file, leave without them once their work is done
   (pipebench/base/processes.py leave);
 - it changes what pipebench goes on to rely on in this process (`_process_kept`): the default device
-  (torch.set_default_device("meta") makes every tensor pipebench makes a meta one) and sys.stdout/stderr
-  (None: a traceback at the first flush) are put back; a torch or torch.nn.functional function replaced
+  (torch.set_default_device("meta") makes every tensor pipebench makes a meta one), sys.stdout/stderr
+  (None: a traceback at the first flush) and the umask (0o777 writes the plan's JSON mode 000, and leaves
+  pipebench.plan's caller with it) are put back; a torch or torch.nn.functional function replaced
   (torch.randn = None) is put back and the file refused in one line, since the model may count on its
   patch; an exit handler it registers (atexit.register(lambda: os._exit(7)) would exit 7 after the
   answer) runs at exit under the guard, so that what it raises or an os._exit in it is one line on stderr and
@@ -161,26 +162,29 @@ def _guarded(target: str, what: str, doing: str = "importing", when: str = "when
     timed = limit and me is threading.main_thread()
     if timed:  # SIGALRM's is deadline's to put back
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    with deadline(seconds, lambda: late, _Stopped) if limit else contextlib.nullcontext():
-        going = (target, me, set(threading.enumerate()), exits)  # the watchdog among those before
-        os._exit = _exit
-        _going.append(going)
-        try:
+    going = None
+    try:  # around the deadline, not only the block: a short limit fires in the guard's own setting up too
+        with deadline(seconds, lambda: late, _Stopped) if limit else contextlib.nullcontext():
+            going = (target, me, set(threading.enumerate()), exits)  # the watchdog among those before
+            _going.append(going)
+            os._exit = _exit
             with _process_kept(target, f"{doing + ' ' if doing else ''}{what}"):
                 yield
-        except _Stopped:
-            if exits:
-                raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
-            raise UserError(late) from None
-        finally:
-            os._exit = _exit
-            _going.remove(going)
+    except _Stopped:
+        if exits:
+            raise UserError(f"{target}: it calls os._exit({exits[0]!r}) {when}; {rule}") from None
+        raise UserError(late) from None
+    finally:
+        os._exit = _exit
+        if going is not None:
+            with contextlib.suppress(ValueError):  # stopped before it was appended
+                _going.remove(going)
             for thread in set(threading.enumerate()) - going[2]:
                 _model_threads[thread] = target
-            if timed:
-                for sig, handler in previous.items():
-                    if handler is not None:  # None: set outside Python, left alone
-                        signal.signal(sig, handler)
+        if timed:
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, left alone
+                    signal.signal(sig, handler)
 
 
 REAL_REGISTER = atexit.register
@@ -197,7 +201,7 @@ class of the new dtype, and a float64 model file is one pipebench profiles in fl
 @contextlib.contextmanager
 def _process_kept(target: str, doing: str):
     """Leave this process as pipebench relies on it, whatever the user's code in the block does (see the
-    module docstring): the default device and sys.stdout/stderr put back on leaving; a public function of
+    module docstring): the default device, sys.stdout/stderr and the umask put back on leaving; a public function of
     WATCHED replaced or removed put back, and then one UserError line (torch's own wrapper of the same
     function is no replacement: importing torch._dynamo wraps torch.manual_seed); each exit handler
     registered meanwhile registered as `_at_exit` of it instead (atexit.unregister of the handler then
@@ -205,6 +209,8 @@ def _process_kept(target: str, doing: str):
     watched = [sys.modules[name] for name in WATCHED]
     functions = [(module, _functions(module)) for module in watched]
     streams = sys.stdout, sys.stderr
+    umask = os.umask(0o022)
+    os.umask(umask)  # os.umask only sets it: read by setting it back
     device = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
     register = atexit.register
 
@@ -218,6 +224,7 @@ def _process_kept(target: str, doing: str):
     finally:
         atexit.register = register
         sys.stdout, sys.stderr = streams
+        os.umask(umask)
         if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not device:
             torch.set_default_device(None if device is None else device.device)
         replaced = []

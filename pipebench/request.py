@@ -29,7 +29,7 @@ from pipebench.base.text.parse import LIMITS, count_of, micro_batches_error, num
 from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.base.training import Training
 
-__all__ = ["Request", "plan_devices", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "DEFAULT_REPEATS",
+__all__ = ["Request", "plan_devices", "plain", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "DEFAULT_REPEATS",
            "check_stage_count", "copies_error", "split_error", "check_recompute", "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
@@ -96,14 +96,14 @@ class Request:
         if self.batch is not None:
             set_("batch", count_of(self.batch, "batch"))
         set_("virtual_stages", virtual_stages(self.schedule, self.virtual_stages))
-        set_("micro_batches", _micro_batches(self.micro_batches))
+        set_("micro_batches", _micro_batches(plain(self.micro_batches)))
         set_("min_micro_batches", count_of(self.min_micro_batches, "min_micro_batches"))
         if self.batch is not None:
             self.check_split(self.batch)
         if self.balance not in BALANCES:
             raise UserError(f"unknown balance {self.balance!r}; choose one of: {', '.join(BALANCES)}")
-        set_("max_memory", self._per_device("max_memory", self.max_memory, one_figure=True))
-        set_("speeds", self._per_device("speeds", self.speeds, one_figure=False))
+        set_("max_memory", self._per_device("max_memory", plain(self.max_memory), one_figure=True))
+        set_("speeds", self._per_device("speeds", plain(self.speeds), one_figure=False))
         if self.speeds is not None and (why := speeds_error(list(self.speeds))) is not None:
             raise UserError(f"speeds {why} (got {list(self.speeds)})")
         if self.link_gbps is not None:
@@ -127,9 +127,9 @@ class Request:
         """`value` as positive finite numbers, one per device (or one figure for all where `one_figure`)."""
         if value is None:
             return None
-        if one_figure and not isinstance(value, (list, tuple)):
+        if one_figure and not _is_list(value):
             return number_of(value, name, low=0.0, above=True)
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        if not _is_list(value):
             raise UserError(f"{name} takes {'a number or ' if one_figure else ''}one number per device "
                             f"(got {value!r:.40})")
         figures = tuple(number_of(v, name, low=0.0, above=True) for v in value)
@@ -318,11 +318,24 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 
 # ------------------------------------------------------------------------------- a field's value
 
+def plain(value: Any) -> Any:
+    """`value` in Python's own types where it has tolist() (a numpy array or scalar, a tensor): an array is
+    then taken wherever a list of numbers is, and what is kept (and later written as JSON) holds no numpy
+    numbers. A 2-D array becomes a list of lists, which the checks refuse as any other."""
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) and not isinstance(value, (str, bytes)) else value
+
+
+def _is_list(value: Any) -> bool:
+    """Whether `value` is taken as a list: a sequence (a list, a tuple, a range) but text."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def _micro_batches(value: Any) -> int | tuple[int, ...] | None:
     """`micro_batches` as None (auto), one count, or the counts of a list, sorted, each once."""
-    if value is None or value == "auto":
+    if value is None or (isinstance(value, str) and value == "auto"):
         return None
-    if isinstance(value, (list, tuple)):
+    if _is_list(value):
         if not value:
             raise UserError("micro_batches names no count")
         return tuple(sorted({_micro_batch_count(v) for v in value}))
@@ -363,7 +376,8 @@ def plan_devices(*, stages: int | None = None, device: str = "cpu", gpus: Sequen
     if gpus is not None and stages is not None:
         raise UserError("give gpus or stages, not both")
     if gpus is not None:
-        if isinstance(gpus, (str, bytes)) or not isinstance(gpus, Sequence):
+        gpus = plain(gpus)
+        if not _is_list(gpus):
             raise UserError(f"gpus takes a list of GPU ids such as [0, 1] (got {gpus!r:.40})")
         if not gpus:
             raise UserError("gpus names no GPU")

@@ -222,6 +222,21 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
         pipebench.advise(profiles=[], stages=2)
 
 
+def test_run_takes_numpy_numbers_and_writes_python_ones(tmp_path):
+    """steps=np.int64(1) passed the checks, then the run died writing its JSON ("Object of type int64 is not
+    JSON serializable") and left a results file without rows: every number option is kept as Python's own."""
+    import json
+
+    import numpy as np
+
+    rows, csv_path, json_path = pipebench.run({"mlp": np.int64(8)}, strategies=["single"], flavour="tiny",
+                                              out=tmp_path, steps=np.int64(1), warmup=np.int64(0),
+                                              rounds=np.int32(1), min_seconds=np.float64(0.0),
+                                              micro_batches=[np.int64(2)], note=None)
+    assert [(r.strategy, r.status, r.batch) for r in rows] == [("single", "ok", 8)]
+    assert json.loads(json_path.read_text())  # plain numbers: json wrote it whole
+
+
 def test_run_measures_the_cases_as_the_command_does_and_refuses_bad_input(tmp_path):
     """pipebench.run is `pipebench run` in Python: one row per case in the results files it names."""
     rows, csv_path, json_path = pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", out=tmp_path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pipebench
@@ -251,3 +252,31 @@ def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message)
         call(pipebench, profiles)
     assert message.format(t=tmp_path) in str(caught.value), caught.value
     assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken
+
+
+def test_a_request_takes_numpy_arrays_where_it_takes_lists():
+    """micro_batches=np.array([1, 2]) was a ValueError traceback (an array's truth value), speeds and
+    max_memory as arrays and micro_batches=np.array([2]) were refused: an array (a sequence other than a
+    list or tuple too) is read as the list it holds, its numbers as Python's own."""
+    request = pipebench.Request(devices=("cpu", "cpu"), batch=8, micro_batches=np.array([1, 2]),
+                                speeds=np.array([1.0, 0.5]), max_memory=np.array([2e9, 3e9]))
+    assert request.micro_batches == (1, 2) and type(request.micro_batches[0]) is int
+    assert request.speeds == (1.0, 0.5) and type(request.speeds[0]) is float
+    assert request.max_memory == (2e9, 3e9)
+    assert pipebench.Request(micro_batches=np.array([2])).micro_batches == (2,)
+    assert pipebench.Request(micro_batches=range(1, 3)).micro_batches == (1, 2)
+    assert pipebench.Request.from_keywords(None, {"gpus": np.array([0, 1])}).devices == ("cuda:0", "cuda:1")
+    with pytest.raises(UserError, match="a plan takes one micro-batch count or auto"):
+        pipebench.plan(profiles=_profiles(), stages=2, micro_batches=np.array([1, 2]))
+
+
+@pytest.mark.parametrize("name, value", [
+    ("micro_batches", np.array([[1, 2]])),
+    ("micro_batches", "12"),
+    ("speeds", np.array([[1.0, 0.5]])),
+    ("speeds", "12"),
+    ("max_memory", np.array([[1e9], [1e9]])),
+])
+def test_a_request_refuses_a_table_or_text_for_a_list_in_one_line(name, value):
+    with pytest.raises(UserError, match=name):
+        pipebench.Request(devices=("cpu", "cpu"), **{name: value})

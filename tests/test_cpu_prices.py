@@ -141,6 +141,30 @@ def test_the_probes_peer_fails_in_one_line(monkeypatch):
         probes.measure_cpu_processes(2)
 
 
+def test_the_probe_closes_its_peers_pipes(monkeypatch):
+    """The peers' stderr pipes were left open once the probe had its figures: "ResourceWarning: unclosed
+    file" at exit, a traceback where warnings are errors. Peers that write a line each and end stand in
+    for the real ones."""
+    import gc
+    import subprocess
+    import sys
+    import warnings
+
+    from pipebench.hardware import cpu_processes as probes
+
+    def start_peers(folder, threads, devices, sizes):
+        return [subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('peer\\n')"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(devices - 1)]
+
+    monkeypatch.setattr(probes, "_start_peers", start_peers)
+    monkeypatch.setattr(probes, "_peer", lambda *args, **kwargs: {"link_gbps": 1.0})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert probes.measure_cpu_processes(3) == {"link_gbps": 1.0}
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)], [str(w.message) for w in seen]
+
+
 def test_dataparallel_on_the_cpu_is_the_whole_step_the_profile_timed():
     # One process runs the module as it is on the whole batch: the profile timed exactly that, even where
     # it is far from the layers' sum (beyond the calibration's bounds).

@@ -223,3 +223,36 @@ def test_a_model_file_cannot_keep_its_signal_handlers_or_os_exit(tmp_path):
     assert name == "Net" and "Net" in namespace
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     assert os._exit is not print
+
+
+@pytest.mark.parametrize("seconds", ["1e-9", "1e-6", "1e-4"])
+def test_a_limit_that_passes_before_the_file_runs_names_the_limit(tmp_path, monkeypatch, seconds):
+    """A limit so short that the timer fires while the guard itself is being set up (before or after the
+    file's own code) is the time limit too, not the guard's internal exception as the file's failure."""
+    from pipebench.base.errors import UserError
+    from pipebench.models.imports import import_target
+
+    monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", seconds)
+    for tries in range(20):  # where the timer fires varies: each import a file of its own name
+        path = tmp_path / f"good{seconds}_{tries}.py"
+        path.write_text(NET)
+        try:
+            import_target(f"{path}:Net")
+        except UserError as exc:
+            assert "_Stopped" not in str(exc) and "set PIPEBENCH_IMPORT_SECONDS to wait longer" in str(exc), exc
+
+
+def test_a_umask_the_import_sets_is_put_back(tmp_path):
+    """os.umask(0o777) in a model file stayed: the plan's JSON was written mode 000, and pipebench.plan's
+    caller was left with the file's umask."""
+    import os
+
+    from pipebench.models.imports import import_target
+
+    (tmp_path / "masked.py").write_text("import os\nos.umask(0o777)\n" + NET)
+    before = os.umask(0o022)
+    try:
+        import_target(f"{tmp_path / 'masked.py'}:Net")
+        assert os.umask(0o022) == 0o022
+    finally:
+        os.umask(before)

@@ -78,14 +78,20 @@ class RunOptions:
         """Each option of its type and within the command line's bound (pipebench/base/text/parse.py LIMITS,
         the one rule of a micro-batch count, the count of strategies for auto:K), refused in one line when the
         options are made: the command line's parsers make these types already, and `pipebench.run` passes
-        what the caller gave."""
+        what the caller gave. Each number is kept as the Python int or float its check makes: a numpy
+        number would pass the checks and then fail the results file's JSON, the run half written."""
         import os
 
         from pipebench.base.text.parse import MAX_MICRO_BATCHES, count_of, micro_batches_error, option_of
+        from pipebench.request import plain
+
+        def set_(name: str, value: Any) -> None:  # frozen: each field normalised once, here
+            object.__setattr__(self, name, value)
 
         for name in ("steps", "warmup", "rounds", "repeats", "timeout", "min_seconds"):
             if getattr(self, name) is not None or name != "repeats":  # repeats None: the profiler's own count
-                option_of(getattr(self, name), name)
+                set_(name, option_of(getattr(self, name), name))
+        set_("micro_batches", plain(self.micro_batches))
         if not isinstance(self.micro_batches, (list, tuple)) or not self.micro_batches or not all(
                 c is None or micro_batches_error(c) is None for c in self.micro_batches):
             raise UserError(f"micro_batches takes a list of micro-batch counts (integers from 1 to "
@@ -105,7 +111,7 @@ class RunOptions:
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} takes True or False (got {getattr(self, name)!r:.40})")
         if self.auto is not None:
-            count_of(self.auto, "auto", 1, len(STRATEGIES))
+            set_("auto", count_of(self.auto, "auto", 1, len(STRATEGIES)))
         if not isinstance(self.compiles, (list, tuple)) or not self.compiles:
             raise UserError(f"compiles takes a list of compile modes (None: eager), got {self.compiles!r:.40}")
         if self.training.compile is not None:  # one meaning: the modes are the compiles
@@ -115,10 +121,10 @@ class RunOptions:
             object.__setattr__(self, "training", replace(self.training, compile=None))
         for mode in self.compiles:
             replace(self.training, compile=mode)  # an unknown mode: one line (Training checks it)
-        object.__setattr__(self, "compiles", tuple(self.compiles))
-        object.__setattr__(self, "micro_batches", list(self.micro_batches))
-        object.__setattr__(self, "out", Path(self.out))  # frozen: normalised once, here
-        object.__setattr__(self, "profiles", None if self.profiles is None else Path(self.profiles))
+        set_("compiles", tuple(self.compiles))
+        set_("micro_batches", [None if count is None else int(count) for count in self.micro_batches])
+        set_("out", Path(self.out))
+        set_("profiles", None if self.profiles is None else Path(self.profiles))
 
 
 def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
