@@ -9,6 +9,7 @@ that need something only a profile knows have their one home here too:
 - `check_stage_count`: more stages than layers;
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
+- `Training.check_device`, asked when a Request is built: a compile mode the first device cannot run;
 - `copies_error`: devices that do not make two or more copies of a pipeline (the hybrid);
 - `Request.links`: the link that prices a cut, by default what the profile measured.
 
@@ -115,6 +116,7 @@ class Request:
             set_("link_latency_ms", number_of(self.link_latency_ms, "link_latency_ms", low=0.0))
         if not isinstance(self.training, Training):
             raise UserError(f"training takes a pipebench Training (got {type(self.training).__name__})")
+        self.training.check_device(self.devices[0].partition(":")[0])  # cudagraphs on the CPU
         check_recompute(self.schedule, self.training.checkpoint)
         for name in ("repeats", "granularity"):
             if getattr(self, name) is not None:

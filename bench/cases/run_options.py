@@ -148,8 +148,8 @@ def settle(options: RunOptions, machine: Machine, *, given: Sequence[str], quick
     options not `given` (QUICK_GIVEN: "batch" when the caller chose the batch), then everything checked
     against the machine before anything is profiled (check_run). `pipebench run` and `pipebench.run` both
     come through here."""
-    for mode in options.compiles:  # cudagraphs on the CPU: one line now
-        replace(options.training, compile=mode).check_device(machine.device_type)
+    for mode in options.compiles:  # each case's Request checked now (cudagraphs on the CPU): one line
+        machine.request(replace(options.training, compile=mode))
     if quick or machine.gpus is None:
         options = quick_options(options, given)
     return check_run(options, machine, batch_given="batch" in given)

@@ -62,6 +62,7 @@ class Job:
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
+        # A Job read from its file (a worker's, torchrun's) or made by hand has no Request to have checked it
         self.training.check_device(self.device_type)  # cudagraphs on the CPU: refused
         check_recompute(None, self.training.checkpoint, [strategy])  # auto: it runs without
         if self.gpu_memory is not None and self.gpu_memory <= 0:
