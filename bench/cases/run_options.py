@@ -232,7 +232,7 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
             if (why := split_error(batch, micro_batches)) is not None:
                 raise UserError(f"--micro-batches {micro_batches}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
-        if batch_given and splitting and (why := split_error(batch, devices, splitting[0])) is not None:
+        if batch_given and splitting and (why := split_error(batch, get_strategy(splitting[0]).replicas(devices), splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")
 
 
