@@ -28,12 +28,12 @@ __all__ = ["ProfilingSession", "counts_and_devices"]
 
 def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
     """The micro-batch counts `request` measures (partition/profiling/sizes.py counts_to_profile) and the
-    devices it names, each checked (one UserError), and a Training the first device cannot run refused now."""
+    devices it names, each checked (one UserError); a Training the first device cannot run the Request
+    refused when it was built."""
     from pipebench.hardware.devices import resolve_device
 
     counts = sizes.counts_to_profile(request.micro_batches, request.batch, len(request.devices))
     devices = [resolve_device(d) for d in request.devices]
-    request.training.check_device(devices[0].partition(":")[0])  # cudagraphs on the CPU: one line now
     return counts, devices
 
 

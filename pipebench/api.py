@@ -198,9 +198,7 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     if isinstance(profiles, (list, tuple)) and not profiles:
         raise UserError("advise needs profiles (pipebench.profile's), or a model to profile")
     check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
-    if request.batch is not None and request.batch != profiles[0].batch:
-        raise UserError(f"batch {request.batch} does not match the profile's batch {profiles[0].batch}")
-    # Not check_profiles: more devices than layers leaves the pipelines without a figure, not advise refused.
+    profiles = request.check_profiles(profiles)  # the batch, the devices against the layers, the split
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
                                                                      compile=first.compile)), strategies)
@@ -223,12 +221,15 @@ def advice_profiles(model: Any, example_inputs: Any, request: Request, *, strate
                     **how: Any) -> list[Profile]:
     """The profiles `advise` ranks from, for a Request settled on the devices it profiles on: the whole
     batch, the replicas' share and the pipelines' counts asked for (advise_counts), the close ones
-    measured as the ranking of `strategies` asks (advice_ranking). how: as for plan_profiles. `pipebench
-    advise` profiles through it."""
+    measured as the ranking of `strategies` asks (advice_ranking); more devices than the model has layers
+    refused as soon as they are counted and again against a cached answer (check_profiles), as from given
+    profiles. how: as for plan_profiles. `pipebench advise` profiles through it."""
     from pipebench.bench.predict.ranking import advice_ranking, advise_counts
 
     measured = request.with_(micro_batches=advise_counts(request.devices, request.micro_batches))
-    return profile(model, example_inputs, measured, rank=advice_ranking(request, strategies), **how)
+    profiles = profile(model, example_inputs, measured, rank=advice_ranking(request, strategies),
+                       on_layers=lambda layers: check_stage_count(request.stages, layers), **how)
+    return request.check_profiles(profiles)
 
 
 def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None, quick: bool = False,

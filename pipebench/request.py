@@ -9,7 +9,7 @@ that need something only a profile knows have their one home here too:
 - `check_stage_count`: more stages than layers;
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
-- `copies_error`: devices that do not make two or more copies of a pipeline (the hybrid);
+- `Training.check_device`, asked when a Request is built: a compile mode the first device cannot run;
 - `Request.links`: the link that prices a cut, by default what the profile measured.
 
 A field's type and bounds are pipebench/base/text/parse.py's (`count_of`, `number_of`,
@@ -30,7 +30,7 @@ from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.base.training import Training
 
 __all__ = ["Request", "plan_devices", "plain", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "DEFAULT_REPEATS",
-           "check_stage_count", "copies_error", "split_error", "check_recompute", "virtual_stages"]
+           "check_stage_count", "split_error", "check_recompute", "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
 """What the cuts balance: profiled time, parameter counts, or layer counts."""
@@ -115,6 +115,7 @@ class Request:
             set_("link_latency_ms", number_of(self.link_latency_ms, "link_latency_ms", low=0.0))
         if not isinstance(self.training, Training):
             raise UserError(f"training takes a pipebench Training (got {type(self.training).__name__})")
+        self.training.check_device(self.devices[0].partition(":")[0])  # cudagraphs on the CPU
         check_recompute(self.schedule, self.training.checkpoint)
         for name in ("repeats", "granularity"):
             if getattr(self, name) is not None:
@@ -291,15 +292,6 @@ def check_stage_count(stages: int, layers: int) -> None:
         raise UserError(f"need at least one stage (got {stages})")
     if stages > layers:
         raise UserError(f"more stages than layers ({stages} > {layers})")
-
-
-def copies_error(devices: int, stages: int) -> str | None:
-    """Why `devices` do not hold two or more copies of a `stages`-device pipeline (a replicated pipeline,
-    the hybrid: its registry entry, its price, its Job and its Trainer ask here), or None."""
-    if devices < 2 * stages or devices % stages:
-        return (f"needs {2 * stages} or more devices, a multiple of {stages} ({stages} pipeline stages x 2 or more "
-                f"replicas): {devices} do not make 2 or more copies of a {stages}-device pipeline")
-    return None
 
 
 def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[Any] = ()) -> None:

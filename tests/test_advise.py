@@ -289,7 +289,7 @@ def test_a_tie_goes_to_the_simpler_strategy_and_the_line_says_so(monkeypatch):
     advice = rank_strategies([], Request(devices=["cuda:0", "cuda:1"]), strategies=["single", "ddp", "fsdp", "pp-zbv"])
     assert advice.recommended == "ddp" and advice.tied == {"pp-zbv": "within 5%"}
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
-    line = format_advice(advice, profile, ["cuda:0", "cuda:1"]).splitlines()[-1]
+    line = format_advice(advice, profile, Request(devices=["cuda:0", "cuda:1"])).splitlines()[-1]
     assert line.startswith("recommended: ddp") and "pp-zbv (within 5%) predicted faster, a tie" in line
     assert line.endswith("--strategies single,ddp,pp-zbv")
 
@@ -310,13 +310,13 @@ def test_predictions_whose_intervals_overlap_are_a_tie_that_the_simpler_wins(mon
     noisy = advice_with(0.1)  # 533 ms x 1.1 = 587 > 640 x 0.9 = 576
     assert noisy.recommended == "ddp" and noisy.tied == {"pp-zbv": "intervals overlap"}
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
-    text = format_advice(noisy, profile, ["cuda:0", "cuda:1"])
+    text = format_advice(noisy, profile, Request(devices=["cuda:0", "cuda:1"]))
     assert "pp-zbv (intervals overlap) predicted faster, a tie" in text.splitlines()[-1]
     assert "533.33 ±10.0%" in text and "640.00 ±10.0%" in text
     assert "the profile is noisy" not in text
-    assert "the profile is noisy: predicted steps vary by up to ±30%" in format_advice(advice_with(0.3), profile, ["cuda:0"])
+    assert "the profile is noisy: predicted steps vary by up to ±30%" in format_advice(advice_with(0.3), profile, Request(devices=["cuda:0"]))
     profile.machine_drift = 0.3  # CPU stand-ins on a machine whose speed moved: that, not the repeats, is said
-    assert "this machine's speed moved ±30% while it was watched" in format_advice(advice_with(0.3), profile, ["cpu"])
+    assert "this machine's speed moved ±30% while it was watched" in format_advice(advice_with(0.3), profile, Request(devices=["cpu"]))
     close = Prediction("fsdp", 655.0, 64 / 655.0 * 1e3, [1], True, 1, None, step_spread=0.1)
     assert tie(close, noisy.predictions[1]) == "intervals overlap and within 5%"
 
@@ -406,11 +406,11 @@ def test_the_advice_says_when_no_link_was_measured_between_the_devices(monkeypat
     advice = rank_strategies([], Request(devices=["cuda:0", "cuda:0"]), strategies=["single", "ddp"])
     profile = Profile("gpt", "tiny", "cuda:0", "NVIDIA H200", "x", 64, 64, 1, 0, [64, 8], "int64", [])
     assert "no link between the devices was measured (cuda:0 stands in for all 2)" in format_advice(
-        advice, profile, ["cuda:0", "cuda:0"])
-    assert "no link" not in format_advice(advice, profile, ["cuda:0", "cuda:0"], link_gbps=400.0)
+        advice, profile, Request(devices=["cuda:0", "cuda:0"]))
+    assert "no link" not in format_advice(advice, profile, Request(devices=("cuda:0", "cuda:0"), link_gbps=400.0))
     profile.link_gbps = 380.0
-    assert "no link" not in format_advice(advice, profile, ["cuda:0", "cuda:1"])
-    assert "no link" not in format_advice(advice, profile, ["cuda:0"])
+    assert "no link" not in format_advice(advice, profile, Request(devices=["cuda:0", "cuda:1"]))
+    assert "no link" not in format_advice(advice, profile, Request(devices=["cuda:0"]))
 
 
 def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
@@ -424,9 +424,9 @@ def test_the_advice_says_when_the_step_waits_on_its_host(monkeypatch):
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: predictions[0])
     advice = rank_strategies([], Request(devices=["cuda:0"]), strategies=["single"])
     waits = Profile("m", "x", "cuda:0", "NVIDIA H200", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=12.0)
-    assert "75% of the step waits on the host's launches" in format_advice(advice, waits, ["cuda:0"])
+    assert "75% of the step waits on the host's launches" in format_advice(advice, waits, Request(devices=["cuda:0"]))
     waits.whole_step_ms = 3.0
-    assert "waits on the host" not in format_advice(advice, waits, ["cuda:0"])
+    assert "waits on the host" not in format_advice(advice, waits, Request(devices=["cuda:0"]))
 
 
 @pytest.mark.parametrize("link", [dict(link_gbps=50.0), dict(link_latency_ms=2.0), dict(link_gbps=50.0, link_latency_ms=2.0)])

@@ -220,6 +220,11 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
         pipebench.advise(profiles=profiles, stages=2, batch=16)
     with pytest.raises(UserError, match="needs profiles"):
         pipebench.advise(profiles=[], stages=2)
+    too_many = len(profiles[0].layers) + 1  # refused as `pipebench advise` refuses it, not ranked
+    with pytest.raises(UserError, match=rf"more stages than layers \({too_many} > {too_many - 1}\)"):
+        pipebench.advise(profiles=profiles, stages=too_many)
+    with pytest.raises(UserError, match=rf"more stages than layers \({too_many} > {too_many - 1}\)"):
+        pipebench.advise(net, torch.randn(4, 8), batch=8, stages=too_many, device="cpu", repeats=1)
 
 
 def test_run_takes_numpy_numbers_and_writes_python_ones(tmp_path):

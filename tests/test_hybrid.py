@@ -144,8 +144,8 @@ def test_a_run_profiles_the_micro_batches_each_replica_cuts():
     from pipebench.bench.strategies import profile_counts
 
     hybrid = STRATEGIES["hybrid"]
-    assert hybrid.replicas_here(4) == 2 and hybrid.replicas_here(8) == 4
-    assert hybrid.replicas_here(2) == 1 and STRATEGIES["ddp"].replicas_here(8) == 1
+    assert hybrid.replicas(4) == 2 and hybrid.replicas(8) == 4 and hybrid.replicas(8, 4) == 2
+    assert hybrid.replicas(2) == 1 and STRATEGIES["ddp"].replicas(8) == 8 and STRATEGIES["single"].replicas(8) == 1
     both = ["single", "hybrid"]
     assert profile_counts([4], 4, batch=32, strategies=both) == [1, 4, 8]
     assert profile_counts([4], 4, batch=4, strategies=both) == [1, 4]  # 8 does not split 4: not asked for

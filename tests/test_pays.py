@@ -70,7 +70,7 @@ def test_a_strategy_tied_with_single_is_not_recommended_over_it(monkeypatch):
     advice = rank_strategies([], Request(devices=["cpu", "cpu"]), strategies=["single", "pp-1f1b", "pp-zb"])
     assert advice.recommended == "single" and set(advice.tied) == {"pp-zb", "pp-1f1b"}
     profile = Profile("mlp", "", "cpu", "x86_64", "x", 64, 64, 1, 0, [64, 8], "float32", [])
-    text = format_advice(advice, profile, ["cpu", "cpu"])
+    text = format_advice(advice, profile, Request(devices=["cpu", "cpu"]))
     tail = text.splitlines()[-1]
     assert tail.startswith("recommended: single (") and "predicted faster, a tie: the simpler is recommended" in tail
     assert "x single" not in tail  # no speed-up claimed

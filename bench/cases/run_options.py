@@ -154,8 +154,8 @@ def settle(options: RunOptions, machine: Machine, *, given: Sequence[str], quick
     options not `given` (QUICK_GIVEN: "batch" when the caller chose the batch), then everything checked
     against the machine before anything is profiled (check_run). `pipebench run` and `pipebench.run` both
     come through here."""
-    for mode in options.compiles:  # cudagraphs on the CPU: one line now
-        replace(options.training, compile=mode).check_device(machine.device_type)
+    for mode in options.compiles:  # each case's Request checked now (cudagraphs on the CPU): one line
+        machine.request(replace(options.training, compile=mode))
     if quick or machine.gpus is None:
         options = quick_options(options, given)
     return check_run(options, machine, batch_given="batch" in given)
@@ -238,7 +238,7 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
             if (why := split_error(batch, micro_batches)) is not None:
                 raise UserError(f"--micro-batches {micro_batches}: {name}: {why}")
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
-        if batch_given and splitting and (why := split_error(batch, devices, splitting[0])) is not None:
+        if batch_given and splitting and (why := split_error(batch, get_strategy(splitting[0]).replicas(devices), splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")
 
 

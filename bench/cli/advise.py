@@ -36,37 +36,24 @@ ADVICE = "pipebench-advice"  # the format --json writes: {"format", "version", "
 
 def cmd_advise(args) -> int:
     import pipebench
+    from pipebench.api import advice_profiles
     from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
     from pipebench.base.text.parse import parse_micro_batches
 
     micro_batches = parse_micro_batches(args.micro_batches)
     check_outputs(args, ADVICE, "a ranking of advise's")
-    source = load_or_profile(args, _advice_profiles, micro_batches=None if None in micro_batches else micro_batches)
+    source = load_or_profile(args, advice_profiles, micro_batches=None if None in micro_batches else micro_batches)
     profiles, request = source
     devices = list(request.devices)
     advice = pipebench.advise(profiles=profiles, request=request)
-    answer(format_advice(advice, profiles[0], devices, check=lambda compared: check_command(args, profiles[0], compared, len(devices)),
-                        link_gbps=request.link_gbps))
+    answer(format_advice(advice, profiles[0], request,
+                         check=lambda compared: check_command(args, profiles[0], compared, len(devices))))
     if args.json:
         write_json(args.json, {"format": ADVICE, "version": 1, "model": profiles[0].model, "batch": profiles[0].batch, "devices": devices,
                                **advice.to_dict()})
         note(f"ranking written to {args.json}")
     return 0
-
-
-def _advice_profiles(model, example_inputs, request, **how) -> list:
-    """pipebench.api.advice_profiles, with the rule the command line holds a saved profile to as well
-    (Request.check_profiles): no more devices than layers, refused as soon as the layers are counted, and
-    again for a cached answer, which counts none. The API ranks such a request instead (its pipelines
-    without a figure)."""
-    from pipebench.api import advice_profiles
-    from pipebench.request import check_stage_count
-
-    profiles = advice_profiles(model, example_inputs, request,
-                               on_layers=lambda layers: check_stage_count(request.stages, layers), **how)
-    check_stage_count(request.stages, len(profiles[0].layers))
-    return profiles
 
 
 def model_slug(name: str) -> str:

@@ -115,7 +115,7 @@ def cmd_train(args) -> int:
     data = parse_data(args.data, _seq_len(args, overrides))
     on_cpu = asks_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], args.cpu_processes, cpu=on_cpu)
-    training.check_device(machine.device_type)  # cudagraphs on the CPU: one line, before the model is built
+    machine.request(training)  # the Request's checks (cudagraphs on the CPU): one line, before the model is built
     workers = args.loader_workers
     nodes = args.nodes or 1
     machine = _over_nodes(machine, nodes)

@@ -16,7 +16,8 @@ from pipebench.bench.strategies import get_strategy
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import read_json, record, write_json
 from pipebench.partition.planning.plan import Plan
-from pipebench.request import check_recompute, copies_error, split_error
+from pipebench.bench.strategies.hybrid.copies import copies_error
+from pipebench.request import check_recompute, split_error
 from pipebench.base.training import Training, nest_training
 
 __all__ = ["Job"]
@@ -62,6 +63,7 @@ class Job:
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
+        # A Job read from its file (a worker's, torchrun's) or made by hand has no Request to have checked it
         self.training.check_device(self.device_type)  # cudagraphs on the CPU: refused
         check_recompute(None, self.training.checkpoint, [strategy])  # auto: it runs without
         if self.gpu_memory is not None and self.gpu_memory <= 0:
@@ -102,9 +104,9 @@ class Job:
         """Copies of the model that each train on their share of the batch: one per process (DDP), one per
         copy of the Plan's devices (a replicated strategy), else 1."""
         strategy = get_strategy(self.strategy)
-        if strategy.replicated:
-            return self.devices // self.the_plan.device_count if self.plan is not None else 1
-        return self.devices if strategy.splits_batch else 1
+        if strategy.replicated and self.plan is None:
+            return 1
+        return strategy.replicas(self.devices, self.the_plan.device_count if strategy.replicated else None)
 
     @property
     def processes(self) -> int:
@@ -142,9 +144,10 @@ class Job:
                 p = stages_per_replica or kind.stages_per_replica
                 if (why := copies_error(devices, p)) is not None:
                     raise UserError(f"{strategy}: {why}")
-                if (why := split_error(batch, devices // p, strategy)) is not None:
+                replicas = kind.replicas(devices, p)
+                if (why := split_error(batch, replicas, strategy)) is not None:
                     raise UserError(why)
-                replica_batch = batch // (devices // p)
+                replica_batch = batch // replicas
             plan = hand_plan(model, cut_candidates(model, flavour, overrides), batch=replica_batch,
                              devices=[f"{device_type}:{i}" for i in range(p)],
                              flavour=flavour or "", schedule=kind.schedule.name,

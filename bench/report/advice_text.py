@@ -8,19 +8,20 @@ NOISY = 0.15
 """A step spread above this says more about the machine than about the strategies: format_advice says so."""
 
 
-def format_advice(advice, profile, devices, check=None, link_gbps=None) -> str:
-    """The ranking as a table, each step with its interval (± its spread), a line where the profile was
-    noisy (NOISY) and one where what moves between runs (between_runs_spread) is wider than that, a line where no
-    link between the devices was measured or given (`link_gbps`), a line where no pipeline pays (bench/
-    pays.py), then one line: the recommendation, a tie said as one, and `check(compared)`: the command that
-    measures it."""
+def format_advice(advice, profile, request, check=None) -> str:
+    """The ranking of `request` (pipebench/request.py: its devices, its link) as a table, each step with its
+    interval (± its spread), a line where the profile was noisy (NOISY) and one where what moves between
+    runs (between_runs_spread) is wider than that, a line where no link between the devices was measured
+    or given (Request.links), a line where no pipeline pays (bench/predict/pays.py), then one line: the
+    recommendation, a tie said as one, and `check(compared)`: the command that measures it."""
+    devices = list(request.devices)
     single = advice.baseline()
     table = _ranking_table(advice, single)
     head = _heading(profile, devices)
     tail = _recommendation(advice, single, check)
     noisy = _noise_notes(advice, profile)
     verdict = _pipeline_verdict(advice, single)
-    unpriced = _unpriced_link_note(profile, devices, link_gbps)
+    unpriced = _unpriced_link_note(profile, request)
     return "\n".join([head, "", table, "", *noisy, *unpriced, *verdict, tail])
 
 
@@ -135,10 +136,11 @@ def _pipeline_verdict(advice, single) -> list[str]:
     return [verdict, ""] if verdict else []
 
 
-def _unpriced_link_note(profile, devices, link_gbps) -> list[str]:
-    """A line (and a blank one) where several devices have no link measured or given: what crosses
-    between them was priced as free."""
-    if len(devices) < 2 or link_gbps or profile.link_gbps:
+def _unpriced_link_note(profile, request) -> list[str]:
+    """A line (and a blank one) where several devices have no link measured or given (the link that
+    priced them, Request.links, is 0): what crosses between them was priced as free."""
+    devices = request.devices
+    if len(devices) < 2 or request.links(profile)[0]:
         return []
     return [f"no link between the devices was measured ({devices[0]} stands in for all {len(devices)}): what "
             "crosses between them (activations, gradients, replicas) is priced as free, which favours the "

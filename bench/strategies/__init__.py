@@ -28,6 +28,7 @@ from pipebench.bench.strategies.dataparallel.price import price_dataparallel
 from pipebench.bench.strategies.ddp.price import price_ddp
 from pipebench.bench.strategies.devicemap.price import price_device_map
 from pipebench.bench.strategies.fsdp.price import price_fsdp
+from pipebench.bench.strategies.hybrid.copies import copies_error
 from pipebench.bench.strategies.hybrid.price import price_hybrid
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned.price import price_plan
@@ -35,7 +36,6 @@ from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1.price import price_zero1
 from pipebench.base.errors import UserError
 from pipebench.partition.profiling import sizes
-from pipebench.request import copies_error
 from pipebench.base.schedules import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts", "parse_strategies",
@@ -108,12 +108,16 @@ class Strategy:
         """Worker processes on `devices` chosen: one per device used, or one."""
         return self.devices_used(devices) if self.process_per_device else 1
 
-    def replicas_here(self, devices: int) -> int:
-        """Copies of a replicated strategy's pipeline on `devices` (1: not replicated, or it cannot run)."""
-        k = self.stages_per_replica
-        if k is None or copies_error(devices, k) is not None:
-            return 1
-        return devices // k
+    def replicas(self, devices: int, stages: int | None = None) -> int:
+        """Copies of the model that each train their own share of the batch on `devices`: one per copy of
+        a `stages`-device pipeline where pipelines are replicated (the hybrid; `stages` default
+        stages_per_replica; 1 where the devices make no two copies, hybrid/copies.py copies_error), one per
+        device where the batch is split (DDP, ZeRO-1, FSDP), else 1. The one home of the replica count: the
+        Job, the prices, the Trainers and the training loop's sampler ask here."""
+        if self.replicated:
+            k = self.stages_per_replica if stages is None else stages
+            return 1 if copies_error(devices, k) is not None else devices // k
+        return self.devices_used(devices) if self.splits_batch else 1
 
     def min_micro_batches(self, devices: int) -> int:
         """torch's Schedule1F1B needs at least as many micro-batches as stages."""
@@ -199,7 +203,7 @@ def profile_counts(micro_batches: Sequence[int | None], devices: int, *, strateg
     of what `pipebench run` and `advise` profile."""
     chosen = [get_strategy(name) for name in strategies]
     return sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
-                               replicas={s.replicas_here(devices) for s in chosen},
+                               replicas={s.replicas(devices) for s in chosen if s.replicated},
                                micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 

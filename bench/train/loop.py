@@ -73,9 +73,10 @@ def replica_of(trainer, strategy, rank: int, world: int) -> tuple[int, int]:
     """(replicas, this process's replica) for the sampler: one per process where the batch is split
     (DDP, ZeRO-1, FSDP), one per pipeline where pipelines are replicated (hybrid: its stages read
     their replica's share alike), else one for the whole job."""
-    if strategy.replicated:
+    if strategy.replicated:  # the Trainer's mesh says which copy this rank is in
         return trainer.replicas, trainer.replica
-    return (world, rank) if strategy.splits_batch else (1, 0)
+    replicas = strategy.replicas(world)
+    return (replicas, rank) if replicas > 1 else (1, 0)
 
 
 def reads_data(trainer, rank: int) -> bool:

@@ -115,15 +115,11 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
 
 def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) -> Any:
     """The training planned as `pipebench run` plans a case (bench/cases/prepare.py prepare, from its
-    profile) and its Job made; UserError where the strategy cannot train the model here, it is predicted
-    not to fit, or the batch does not split over its replicas. A profile kept only for this (the cache
-    off) is removed."""
+    profile) and its Job made; UserError where the strategy cannot train the model here (the batch not
+    splitting over its replicas among the reasons: the Job refused it), or it is predicted not to fit. A
+    profile kept only for this (the cache off) is removed."""
     from pipebench.bench.cases.case import CaseUnavailable, Case
     from pipebench.bench.cases.prepare import prepare
-    from pipebench.bench.strategies import get_strategy
-    from pipebench.request import split_error
-
-    strategy = get_strategy(name)
     case = Case(options.model, options.flavour, options.batch, name,
                 overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
                 training=training)
@@ -137,10 +133,6 @@ def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) 
         shutil.rmtree(profiled.path.parent, ignore_errors=True)
     if prepared.job is None:
         raise UserError(f"{name}: {prepared.over_cap}")
-    job = prepared.job
-    replicas = strategy.replicas_here(job.processes) if strategy.replicated else job.processes
-    if strategy.splits_batch and (why := split_error(options.batch, replicas, name)) is not None:
-        raise UserError(why)
     return prepared
 
 

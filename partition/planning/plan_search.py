@@ -86,17 +86,16 @@ class Problem:
 
 def problem_of(profile: Profile, request: Request, links: tuple[float, float], others: Sequence[Profile],
                shared: sim.SharedCores | None) -> Problem:
-    """The problem of `profile`'s count under `request`: the schedule's checkpoint mode, the stage count
-    checked against the layers, the placement, each stage's speed and cap, the calibration, the cut
-    prices and the stage costs both ways (keeping and recomputing), so that each later step asks for them
-    by name."""
+    """The problem of `profile`'s count under `request`: the schedule's checkpoint mode, the placement,
+    each stage's speed and cap, the calibration, the cut prices and the stage costs both ways (keeping
+    and recomputing), so that each later step asks for them by name. The stage count against the layers
+    its callers checked (make_plan through Request.check_profiles, plan_with_bounds through its bounds)."""
     layers, devices, schedule = profile.layers, request.devices, request.schedule
     link_gbps, latency = links
     checkpoint = request.training.checkpoint
     if get_schedule(schedule).split_backward:  # auto recomputes where it can; these schedules cannot
         checkpoint = "never"
     p = request.stages
-    check_stage_count(p, len(layers))
     where = sched.placement(schedule, p, len(devices))
     device_speeds = [1.0] * len(devices) if request.speeds is None else list(request.speeds)
     speeds = [device_speeds[d] for d in where]

@@ -9,7 +9,8 @@ from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.partition.planning import costs
-from pipebench.request import copies_error, split_error
+from pipebench.bench.strategies.hybrid.copies import copies_error
+from pipebench.request import split_error
 
 __all__ = ["price_hybrid"]
 
@@ -25,7 +26,7 @@ def price_hybrid(pricing: Pricing) -> Prediction:
                                                 schedule=strategy.torch_schedule)
     if (why := copies_error(p, k)) is not None:
         return unavailable(why)
-    replicas = p // k
+    replicas = strategy.replicas(p)
     if (why := split_error(batch, replicas, strategy.name)) is not None:
         return unavailable(why)
     share = [replace(pr, batch=batch // replicas) for pr in pricing.profiles if (batch // replicas) % pr.micro_batch == 0]

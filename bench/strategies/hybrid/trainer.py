@@ -27,7 +27,7 @@ from pipebench.bench.strategies.ddp.cost import DDP_BUCKET_BYTES
 from pipebench.bench.strategies.micro_batches import split
 from pipebench.bench.strategies.planned.pp import PipelineParallelTrainer
 from pipebench.base.errors import UserError
-from pipebench.request import copies_error
+from pipebench.bench.strategies.hybrid.copies import copies_error
 
 
 class HybridTrainer(PipelineParallelTrainer):
@@ -42,7 +42,7 @@ class HybridTrainer(PipelineParallelTrainer):
         world, stages = dist.get_world_size(), plan.device_count
         if (why := copies_error(world, stages)) is not None:
             raise UserError(f"{strategy.name}: {why}")
-        self.replicas = world // stages
+        self.replicas = strategy.replicas(world, stages)
         mesh = init_device_mesh(torch.device(devices[0]).type, (self.replicas, stages), mesh_dim_names=("dp", "pp"))
         self.dp_group = mesh.get_group("dp")
         self.replica = mesh.get_local_rank("dp")
