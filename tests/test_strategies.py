@@ -92,8 +92,9 @@ def test_uneven_micro_batches_are_an_error():
 
 
 def test_the_registry_declares_every_strategy_once():
-    """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
-    schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
+    """Every entry holds its package's function that returns its Trainer (the worker builds it from the
+    entry alone) and a schedule the planner simulates; pp-* entries name a torch.distributed.pipelining
+    class."""
     from pipebench.bench.strategies.trainers import Trainer
     from pipebench.base.schedules import SCHEDULES
 
@@ -101,10 +102,23 @@ def test_the_registry_declares_every_strategy_once():
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]
     for name, strategy in STRATEGIES.items():
         assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
+        assert strategy.trainer.__module__.startswith("pipebench.bench.strategies.")  # a function, not a name
         assert strategy.schedule is None or SCHEDULES[strategy.schedule.name] is strategy.schedule
         assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan
         assert callable(strategy.price)
+
+
+def test_the_registry_imports_no_torch_until_a_trainer_is_asked_for():
+    """The report, the results store and a cached advise read the registry without torch; the Trainer's
+    class, asked for, brings it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pipebench.bench.strategies import STRATEGIES; assert 'torch' not in sys.modules; "
+            "STRATEGIES['ddp'].trainer_class(); assert 'torch' in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])
