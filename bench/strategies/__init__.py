@@ -7,7 +7,8 @@ is priced by the planner (planned/price.py price_plan); any other is a package o
 the package's price.py (no torch; its own cost model, where it has one, in cost.py) and its Trainer in
 its trainer.py, which the package's `trainer_class` returns (ddp/, zero1/, dataparallel/, fsdp/, devicemap/,
 hybrid/). Adding a strategy is one entry here plus its package (or, for one more schedule, its Trainer's
-module and its function in planned/__init__.py) and its tests.
+module and its function in planned/__init__.py) and its tests, one of them showing that it trains as one
+device does (tests/test_strategies.py fails for an entry that no such test names).
 
 The price is held as the function itself; the Trainer as its package's function that returns the
 class (`ddp.trainer_class`, `planned.pp_trainer_class`), importing its module only when called: every
