@@ -9,6 +9,7 @@ from pipebench import models
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.run_job import launch
+from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.devicemap.trainer import DeviceMapTrainer, device_map_bounds, layer_bounds
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.base.errors import UserError
@@ -27,10 +28,11 @@ def one_step(trainer, model, batch=8):
 
 
 @pytest.mark.parametrize("name", ["gpt", "convnet"])
-def test_trains_like_one_device(name):
+@pytest.mark.parametrize("strategy", ["device-map"])
+def test_trains_like_one_device(strategy, name):
     model = models.get_model(name, "tiny")
     ref_loss, ref = one_step(SingleTrainer(model, ["cpu"], training=FP32_SGD), model)
-    loss, state = one_step(DeviceMapTrainer(model, CPUS, training=FP32_SGD), model)
+    loss, state = one_step(get_strategy(strategy).trainer_class()(model, CPUS, training=FP32_SGD), model)
     assert loss == pytest.approx(ref_loss, rel=1e-6)
     assert state.keys() == ref.keys()
     for key in ref:

@@ -54,10 +54,11 @@ def reference(model, training: Training):
     pytest.param("fp32", "sgd", marks=pytest.mark.ci),  # CI runs it after the default set
     pytest.param("bf16", "adamw", marks=pytest.mark.slow),  # tests/test_training_settings.py covers bf16 + AdamW in every runtime
 ])
-def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, precision, optimizer):
+@pytest.mark.parametrize("strategy", ["hybrid"])
+def test_two_stages_by_two_replicas_train_like_one_device(tmp_path, strategy, precision, optimizer):
     model = models.get_model("gpt", "tiny", seed=SEED)
     training = Training(precision, optimizer)
-    job = Job.by_hand("gpt", "hybrid", flavour="tiny", batch=BATCH, devices=STAGES * REPLICAS, device_type="cpu",
+    job = Job.by_hand("gpt", strategy, flavour="tiny", batch=BATCH, devices=STAGES * REPLICAS, device_type="cpu",
                       micro_batches=2, steps=1, warmup=0, seed=SEED, save_params=True, training=training)
     assert (job.replicas, job.the_plan.device_count, job.the_plan.batch) == (REPLICAS, STAGES, BATCH // REPLICAS)
     result, params = hybrid_params(tmp_path, job)

@@ -1,6 +1,9 @@
 """Every single-process strategy trains the same numbers as one device, from the same weights."""
 from __future__ import annotations
 
+import ast
+import re
+
 import pytest
 import torch
 
@@ -43,17 +46,18 @@ def assert_same_training(model, other, atol=1e-5):
 
 
 @pytest.mark.parametrize("name", ["gpt", "resnet18", "convnet", "vit_b_16", "mlp"])
-@pytest.mark.parametrize("strategy", [DataParallelTrainer, ModelParallelTrainer])
+@pytest.mark.parametrize("strategy", ["dataparallel", "modelparallel"])
 def test_whole_batch_strategies_match_single(name, strategy):
     model = models.get_model(name, "tiny")
-    assert_same_training(model, make(strategy, model))
+    assert_same_training(model, make(STRATEGIES[strategy].trainer_class(), model))
 
 
 @pytest.mark.parametrize("name", ["gpt", "mlp", "convnet"])
 @pytest.mark.parametrize("micro_batches, stages", [(1, 2), (2, 2), (4, 2), (8, 3)])
-def test_pipeline_matches_single(name, micro_batches, stages):
+@pytest.mark.parametrize("strategy", ["pipeline"])
+def test_pipeline_matches_single(strategy, name, micro_batches, stages):
     model = models.get_model(name, "tiny")
-    trainer = make(PipelineTrainer, model, devices=["cpu"] * stages, micro_batches=micro_batches)
+    trainer = make(STRATEGIES[strategy].trainer_class(), model, devices=["cpu"] * stages, micro_batches=micro_batches)
     assert_same_training(model, trainer)
 
 
@@ -92,8 +96,9 @@ def test_uneven_micro_batches_are_an_error():
 
 
 def test_the_registry_declares_every_strategy_once():
-    """Every entry names a Trainer that imports (the worker builds it from the entry alone) and a
-    schedule the planner simulates; pp-* entries name a torch.distributed.pipelining class."""
+    """Every entry holds its package's function that returns its Trainer (the worker builds it from the
+    entry alone) and a schedule the planner simulates; pp-* entries name a torch.distributed.pipelining
+    class."""
     from pipebench.bench.strategies.trainers import Trainer
     from pipebench.base.schedules import SCHEDULES
 
@@ -101,10 +106,67 @@ def test_the_registry_declares_every_strategy_once():
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]
     for name, strategy in STRATEGIES.items():
         assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
+        assert strategy.trainer.__module__.startswith("pipebench.bench.strategies.")  # a function, not a name
         assert strategy.schedule is None or SCHEDULES[strategy.schedule.name] is strategy.schedule
         assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan
         assert callable(strategy.price)
+
+
+LIKE_ONE_DEVICE = re.compile(r"like_one_device|match(es)?_single")
+"""How a test that checks a strategy's step against one device's is named (tests/test_distributed.py and
+the strategies' own test files)."""
+
+
+def strategies_shown_equal(source: str, names) -> set[str]:
+    """The names of `names` in the `strategy` parameter lists of `source`'s tests named LIKE_ONE_DEVICE
+    (read with ast, whatever each case's marks: CI runs the slow and ci ones)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and LIKE_ONE_DEVICE.search(node.name)):
+            continue
+        for mark in node.decorator_list:
+            if not (isinstance(mark, ast.Call) and getattr(mark.func, "attr", None) == "parametrize" and len(mark.args) > 1):
+                continue
+            argnames = mark.args[0]
+            argnames = ([n.strip() for n in argnames.value.split(",")] if isinstance(argnames, ast.Constant)
+                        else [getattr(e, "value", None) for e in getattr(argnames, "elts", [])])
+            if "strategy" in argnames:
+                found |= {c.value for c in ast.walk(mark.args[1]) if isinstance(c, ast.Constant) and c.value in names}
+    return found
+
+
+def test_the_lists_of_strategies_are_read_as_meant():
+    source = ("@pytest.mark.parametrize('strategy, stages', [('ddp', 1), pytest.param('hybrid', 4, marks=SLOW)])\n"
+              "def test_x_trains_like_one_device(strategy, stages): pass\n"
+              "@pytest.mark.parametrize('strategy', ['fsdp'])\ndef test_fsdp_is_priced(strategy): pass\n"
+              "@pytest.mark.parametrize('name', ['zero1'])\ndef test_y_matches_single(name): pass\n")
+    assert strategies_shown_equal(source, STRATEGIES) == {"ddp", "hybrid"}
+
+
+def test_every_registry_strategy_has_a_test_that_it_trains_like_one_device():
+    """A new registry entry fails here until a test named like one (LIKE_ONE_DEVICE) takes it in its
+    `strategy` parameter list; single is the one device the others are compared with."""
+    from pathlib import Path
+
+    from pipebench.bench.strategies import BASELINE
+
+    shown = set()
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        shown |= strategies_shown_equal(path.read_text(encoding="utf-8"), STRATEGIES)
+    assert sorted(set(STRATEGIES) - shown - {BASELINE}) == []
+
+
+def test_the_registry_imports_no_torch_until_a_trainer_is_asked_for():
+    """The report, the results store and a cached advise read the registry without torch; the Trainer's
+    class, asked for, brings it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pipebench.bench.strategies import STRATEGIES; assert 'torch' not in sys.modules; "
+            "STRATEGIES['ddp'].trainer_class(); assert 'torch' in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("name", ["single", "dataparallel", "modelparallel", "pipeline"])

@@ -120,7 +120,7 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
     step, a command's broadcast before each step under the parent's control, then the gather of the
     measurements, a barrier and the group's end."""
     distributed = get_strategy(job.strategy).process_per_device
-    _set_up_devices(job, local_rank, distributed)
+    set_up_devices(job, local_rank, distributed)
     if distributed:
         _join_process_group(job, rank, world, group_store)
     store = control if control is not None else _connect_to_parent(job, rank)
@@ -138,10 +138,12 @@ def _run(job: Job, out_dir: Path, rank: int, world: int, local_rank: int, *, con
     return _result(job, world, distributed, steps.trainer, measured)
 
 
-def _set_up_devices(job: Job, local_rank: int, distributed: bool) -> None:
+def set_up_devices(job: Job, local_rank: int, distributed: bool) -> None:
     """Give this process the devices it was profiled on: on the CPU one device's share of the cores,
-    holding the memory it frees; on GPUs its own card current, the Training's precision, the memory cap
-    the user asked for, and peak figures from zero (a worker group's earlier case's peak is not ours)."""
+    holding the memory it frees (glibc would hand a step's large buffers back and fault them in again the
+    next step); on GPUs its own card current, the Training's precision, the Job's memory cap, and peak
+    figures from zero (a worker group's earlier case's peak is not ours). `pipebench train`'s processes
+    (bench/train/loop.py) set up theirs here too, so that both honour the same Job alike."""
     if job.device_type == "cpu":
         torch.set_num_threads(job.cpu_threads)
         hold_memory()

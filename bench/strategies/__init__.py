@@ -5,14 +5,17 @@ uses, the pipeline Schedule its Plan is made for, what it can do (micro-batches,
 Trainer and its price (the function bench/predict/ranking.py calls to predict it). A strategy that follows a Plan
 is priced by the planner (planned/price.py price_plan); any other is a package of its own here, its price in
 the package's price.py (no torch; its own cost model, where it has one, in cost.py) and its Trainer in
-its trainer.py (ddp/, zero1/, dataparallel/, fsdp/, devicemap/, hybrid/). Adding a strategy is one entry here plus its package (or, for one more
-schedule, its Trainer's module) and its tests.
+its trainer.py, which the package's `trainer_class` returns (ddp/, zero1/, dataparallel/, fsdp/, devicemap/,
+hybrid/). Adding a strategy is one entry here plus its package (or, for one more schedule, its Trainer's
+module and its function in planned/__init__.py) and its tests, one of them showing that it trains as one
+device does (tests/test_strategies.py fails for an entry that no such test names).
 
-The price is held as the function itself. The Trainer is named as "module:Class" and imported by
-`Strategy.trainer_class` alone, the one lazy import: every Trainer's module imports torch, and this
-registry is imported where torch must not load (the report, the results store, a cached `pipebench
-advise`: tests/test_report.py, test_results_file.py and test_cache.py check it). The worker, the one place
-that builds a Trainer, pays for torch there.
+The price is held as the function itself; the Trainer as its package's function that returns the
+class (`ddp.trainer_class`, `planned.pp_trainer_class`), importing its module only when called: every
+Trainer's module imports torch, and this registry is imported where torch must not load (the report, the
+results store, a cached `pipebench advise`: tests/test_strategies.py, test_report.py,
+test_results_file.py and test_cache.py check it). The worker, the one place that builds a Trainer,
+pays for torch there.
 
 Every Trainer starts from the same weights (the model is built once on the CPU from its seed and
 copied), uses the same loss and the same optimizer step (pipebench/base/training.py), and records the loss
@@ -20,10 +23,10 @@ of its first step, so that a reader sees that every strategy computes the same t
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from pipebench.bench.strategies import dataparallel, ddp, devicemap, fsdp, hybrid, planned, zero1
 from pipebench.bench.strategies.dataparallel.price import price_dataparallel
 from pipebench.bench.strategies.ddp.price import price_ddp
 from pipebench.bench.strategies.devicemap.price import price_device_map
@@ -47,9 +50,10 @@ class Strategy:
     name: str
     summary: str
     """One line for the help and the report."""
-    trainer: str
-    """"module:Class" under pipebench.bench.strategies; imported by the worker only. Every Trainer is
-    built as Trainer(model, devices, plan=, strategy=, training=)."""
+    trainer: Callable[[], type]
+    """Returns its Trainer class, imported then (with torch): a function of the strategy's package (see
+    the module's docstring), called through `trainer_class` by the worker only. Every Trainer is built as
+    Trainer(model, devices, plan=, strategy=, training=)."""
     process_per_device: bool
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
     price: Callable[[Pricing], Prediction] = price_plan
@@ -126,44 +130,43 @@ class Strategy:
 
     def trainer_class(self):
         """Its Trainer class, imported now (with torch): see the module's docstring for why only here."""
-        module, _, name = self.trainer.partition(":")
-        return getattr(importlib.import_module(f"pipebench.bench.strategies.{module}"), name)
+        return self.trainer()
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy("single", "the whole model on one device: the baseline", "planned.single:SingleTrainer", False,
+    Strategy("single", "the whole model on one device: the baseline", planned.single_trainer_class, False,
              schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             "dataparallel.trainer:DataParallelTrainer", False, price=price_dataparallel, can_checkpoint=False),
+             dataparallel.trainer_class, False, price=price_dataparallel, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             "ddp.trainer:DDPTrainer", True, price=price_ddp, splits_batch=True),
+             ddp.trainer_class, True, price=price_ddp, splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             "zero1.trainer:Zero1Trainer", True, price=price_zero1, splits_batch=True),
-    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", "fsdp.trainer:FSDPTrainer", True,
+             zero1.trainer_class, True, price=price_zero1, splits_batch=True),
+    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", fsdp.trainer_class, True,
              price=price_fsdp, splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             "devicemap.trainer:DeviceMapTrainer", False, price=price_device_map, can_checkpoint=False),
+             devicemap.trainer_class, False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
-             "planned.modelparallel:ModelParallelTrainer", False, schedule=SCHEDULES["gpipe"]),
-    Strategy("pipeline", "GPipe in one process over CUDA streams", "planned.pipeline:PipelineTrainer", False,
+             planned.modelparallel_trainer_class, False, schedule=SCHEDULES["gpipe"]),
+    Strategy("pipeline", "GPipe in one process over CUDA streams", planned.pipeline_trainer_class, False,
              schedule=SCHEDULES["gpipe"], micro_batched=True),
     Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
-             "planned.pp:PipelineParallelTrainer", True, schedule=SCHEDULES["gpipe"], micro_batched=True,
+             planned.pp_trainer_class, True, schedule=SCHEDULES["gpipe"], micro_batched=True,
              runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", "planned.pp:PipelineParallelTrainer", True,
+    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", planned.pp_trainer_class, True,
              schedule=SCHEDULES["1f1b"], micro_batched=True, runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", "planned.pp:PipelineParallelTrainer",
+    Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", planned.pp_trainer_class,
              True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
              named_after_schedule=True),
-    Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", "planned.pp:PipelineParallelTrainer",
+    Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", planned.pp_trainer_class,
              True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True, runs_torch_schedule=True,
              can_checkpoint=False, named_after_schedule=True),
-    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", "planned.pp:PipelineParallelTrainer", True,
+    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", planned.pp_trainer_class, True,
              schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
              named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             "hybrid.trainer:HybridTrainer", True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
+             hybrid.trainer_class, True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
              micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
 

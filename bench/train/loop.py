@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from pipebench import models
 from pipebench.bench.launch.job import Job
-from pipebench.bench.launch.worker import build_trainer
+from pipebench.bench.launch.worker import build_trainer, set_up_devices
 from pipebench.bench.launch.worker_report import exit_without_teardown, work_and_report
 from pipebench.base.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
@@ -43,8 +43,6 @@ from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.base.fileio.csvtext import csv_line
 from pipebench.base.fileio.files import read_json
-from pipebench.hardware.cpu import hold_memory
-from pipebench.base.training import set_precision
 
 __all__ = ["train", "main", "replica_of", "reads_data"]
 
@@ -118,7 +116,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     same step: the stop is voted on and a divergence is seen alike on each (_StopVote, _diverged)."""
     strategy = get_strategy(job.strategy)
     distributed = strategy.process_per_device
-    _set_up_devices(job, local_rank, distributed)
+    set_up_devices(job, local_rank, distributed)
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
     save = settings.get("save")
@@ -137,18 +135,6 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     if rank != 0:
         return None
     return run.result()
-
-
-def _set_up_devices(job: Job, local_rank: int, distributed: bool) -> None:
-    """As run's worker does: on the CPU one device's share of the cores, keeping the memory it frees
-    (glibc would hand a step's large buffers back and fault them in again the next step); on GPUs this
-    process's own card current and the Training's precision."""
-    if job.device_type == "cpu":
-        torch.set_num_threads(job.cpu_threads)
-        hold_memory()
-    else:
-        torch.cuda.set_device(local_rank if distributed else 0)
-        set_precision(job.training)
 
 
 def _build(job: Job, settings: dict, local_rank: int, weights_from) -> tuple:
