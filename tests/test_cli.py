@@ -294,3 +294,29 @@ def test_help_still_prints_in_full(capsys, command):
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: pipebench {command}") and "options:" in out and "--help" in out
+
+
+@pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling or a run fails the test
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--models", "mlp", "--cpu-processes", "2", "--stages", "3"],
+     "pipebench run: error: argument --stages: 3 disagrees with --cpu-processes 2, another spelling of it; give one"),
+    (["train", "--model", "mlp", "--data", "nowhere.py:f", "--batch", "4", "--stages=3", "--cpu-processes", "2"],
+     "pipebench train: error: argument --cpu-processes: 2 disagrees with --stages 3, another spelling of it"),
+    (["plan", "--model", "mlp", "--stages", "2", "--micro-batches", "2", "--chunks", "4"],
+     "pipebench plan: error: argument --chunks: 4 disagrees with --micro-batches 2, another spelling of it"),
+    (["advise", "--model", "mlp", "--chunks", "4", "--micro-batches", "2"], "argument --micro-batches: 2 disagrees with --chunks 4"),
+    (["run", "--models", "mlp", "--micro-batches", "2", "--chunks", "2,4"], "argument --chunks: 2,4 disagrees with --micro-batches 2"),
+])
+def test_two_spellings_of_one_option_that_disagree_are_refused(capsys, argv, message):
+    """`run --cpu-processes 2 --stages 3` ran 3 processes and `plan --micro-batches 2 --chunks 4` planned 4:
+    the last spelling won without a word (tenth pass, debatable)."""
+    assert message in usage_line(capsys, argv)
+
+
+def test_two_spellings_of_one_option_that_agree_are_one_value():
+    from pipebench.bench.cli import _parse, build_parser
+
+    args = _parse(build_parser(), ["run", "--cpu-processes", "2", "--stages", " 2", "--chunks", "4", "--micro-batches", "4"])
+    assert (args.cpu_processes.strip(), args.micro_batches) == ("2", "4")
+    args = _parse(build_parser(), ["plan", "--model", "mlp", "--chunks", "4", "--chunks", "8"])  # one spelling: the last
+    assert args.micro_batches == "8"

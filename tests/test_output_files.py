@@ -339,3 +339,52 @@ def test_an_output_of_the_commands_own_is_written_again(capsys, tmp_path, comman
     profiles, out = str(profile_file(tmp_path / "p.json")), tmp_path / "out.json"
     for _ in range(2):
         assert main([command, "--profile", profiles, "--stages", "2", "--json", str(out)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["report.md", "summary.csv"])
+@pytest.mark.parametrize("kind", ["a FIFO", "a folder"])
+def test_a_report_file_that_is_not_a_regular_file_is_refused_before_anything_is_printed(capsys, tmp_path,
+                                                                                       within_seconds, name, kind):
+    """`report r0 --out o4` with o4/report.md a FIFO waited for ever on reading it; o4/summary.csv a FIFO or a
+    folder was refused only after the table was printed (tenth pass, F1)."""
+    import os
+
+    from helpers import results_file
+    from test_report import make_row
+
+    folder = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]).parent
+    out = tmp_path / "o4"
+    out.mkdir()
+    os.mkfifo(out / name) if kind == "a FIFO" else (out / name).mkdir()
+    code, captured = main(["report", str(folder), "--out", str(out)]), capsys.readouterr()
+    assert code == 2 and captured.out == "", captured
+    assert captured.err.count("\n") == 1 and captured.err.startswith("pipebench: error: --out "), captured.err
+    assert f"{name} is {kind}" in captured.err, captured.err
+
+
+def test_report_out_empty_is_refused(capsys, tmp_path):
+    """`report r0 --out ''` wrote into the default folder, where `train --save ''` is refused (tenth pass)."""
+    from helpers import results_file
+    from test_report import make_row
+
+    folder = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)]).parent
+    refused(capsys, ["report", str(folder), "--out", ""], "--out: an empty path; name a folder")
+    assert not (folder / "report").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_report_of_a_file_into_its_own_folder_is_refused(capsys, tmp_path, suffix):
+    """`report o1/res.csv --out o1` was written, after which `report o1` read the report's summary.csv as
+    results and was refused (tenth pass, F2)."""
+    from helpers import results_file
+    from pipebench.bench.store.results import _csv_text, load
+    from test_report import make_row
+
+    source = results_file(tmp_path / "r", [make_row("single", gpus="0", samples_per_s=100.0)])
+    folder = tmp_path / "o1"
+    folder.mkdir()
+    given = folder / f"res{suffix}"
+    given.write_text(_csv_text(load(source)) if suffix == ".csv" else source.read_text())
+    refused(capsys, ["report", str(given), "--out", str(folder)], "is the folder of")
+    assert sorted(p.name for p in folder.iterdir()) == [given.name]
+    assert main(["report", str(folder)]) == 0, capsys.readouterr().err

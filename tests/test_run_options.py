@@ -2,6 +2,7 @@
 defaults only where the user gave nothing, a case named twice run once, and as many processes as asked."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def test_rows_go_to_a_folder_of_their_own_by_default(capsys, tmp_path, monkeypat
     """Not beside the reference results committed in the checkout's results/."""
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--models", "mlp", "--strategies", "single"]) == 0
-    assert suite_options["options"].out == Path("pipebench-results") and (tmp_path / "pipebench-results").is_dir()
+    assert suite_options["options"].out == tmp_path / "pipebench-results" and (tmp_path / "pipebench-results").is_dir()
     assert "pipebench-results/rows.csv" in capsys.readouterr().out
 
 
@@ -119,3 +120,21 @@ def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypa
     assert "--device cpu: running on the CPU, 3 processes standing in for devices" in capsys.readouterr().err
     refused(capsys, ["run", "--models", "mlp", "--cpu-processes", "3", "--out", str(tmp_path)],
             "--cpu-processes is for the CPU: add --device cpu")
+
+
+def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, tmp_path, monkeypatch, suite_options):
+    """`run --models m/chdir.py:Net --out cd10run` with a model file calling os.chdir("/") when imported wrote
+    /cd10run, and its case was "unavailable: ... /m/chdir.py:Net: no such file" (tenth pass, F8): --models'
+    files, --out and --profiles (and --data-dir) are made absolute before any model file is imported."""
+    from helpers import NET
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "chdir.py").write_text("import os\nos.chdir('/')\n" + NET)
+    assert main(["run", "--models", "m/chdir.py:Net", "--input-shape", "4", "--strategies", "single", "--device", "cpu",
+                 "--out", "cd10run", "--profiles", "saved"]) == 0, capsys.readouterr().err
+    options = suite_options["options"]
+    assert os.getcwd() == "/"  # the file was imported here, before the suite
+    assert list(options.models) == [f"{tmp_path / 'm' / 'chdir.py'}:Net"]
+    assert (options.out, options.profiles) == (tmp_path / "cd10run", tmp_path / "saved")
+    assert (tmp_path / "cd10run").is_dir() and not Path("/cd10run").exists()

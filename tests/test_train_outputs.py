@@ -33,6 +33,8 @@ def train_files(tmp_path):
     (["--save", "/dev/null"], "--save /dev/null: is a character device"),
     (["--save", "{t}/folder"], "--save {t}/folder: is a folder; name a file"),
     (["--save", "{t}/blocked.pt"], "blocked.pt.train is in the way (a file, where the training state's folder goes)"),
+    (["--save", "{t}/dangling.pt"], "dangling.pt.train is in the way (a link, where the training state's folder"),
+    (["--save", "{t}/linked.pt"], "linked.pt.train is in the way (a link, where the training state's folder"),
     (["--write-job", "{t}/data.py"], "--write-job {t}/data.py: a file is in the way; name a folder"),
     (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
     (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
@@ -44,7 +46,9 @@ def train_files(tmp_path):
 def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
                                                                                       message):
     """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
-    `--csv FIFO` hung in the worker. Now each is one line before the model file is imported."""
+    `--csv FIFO` hung in the worker; `--save P` with P.train a link that leads nowhere trained, then failed
+    at the checkpoint, and P.train a link to a user's folder had the state written into it (tenth pass, F3).
+    Now each is one line before the model file is imported."""
     import os
     import zipfile
 
@@ -53,6 +57,8 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     (tmp_path / "blocked.pt.train").write_text("")
     (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
     (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
+    (tmp_path / "dangling.pt.train").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "linked.pt.train").symlink_to(tmp_path / "folder")
     (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's (sixth pass S5)
     (tmp_path / "p.json").write_text('{"format": "pipebench-profile"}\n')
     with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:  # someone's archive (seventh pass, D2)

@@ -4,6 +4,7 @@ what was given into what runs), and the checks against the machine before anythi
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -101,6 +102,7 @@ class RunOptions:
             value = getattr(self, name)
             if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
                 raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
+        _make_paths_absolute(self)
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             where = "not a folder" if Path(self.data_dir).exists() else "no such folder"
             raise UserError(f"data_dir {self.data_dir}: {where}")
@@ -240,6 +242,21 @@ def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = 
         splitting = [s for s in options.strategies if get_strategy(s).splits_batch and not get_strategy(s).replicated]
         if batch_given and splitting and (why := split_error(batch, get_strategy(splitting[0]).replicas(devices), splitting[0])) is not None:
             raise UserError(f"--batch {batch}: {name}: {why}; use a multiple of {devices}")
+
+
+def _make_paths_absolute(options: RunOptions) -> None:
+    """The model files (FILE.py:NAME), the results and profiles folders and --data-dir as absolute paths,
+    made so when the options are made, before any model file is imported: a file that calls os.chdir("/")
+    would have the results land in /out and the profiling child look for /m/net.py."""
+    from pipebench.models.source import absolute_target
+
+    if isinstance(options.models, dict):
+        object.__setattr__(options, "models", {absolute_target(str(name)): batch for name, batch in options.models.items()})
+    object.__setattr__(options, "out", Path(os.path.abspath(options.out)))
+    if options.profiles is not None:
+        object.__setattr__(options, "profiles", Path(os.path.abspath(options.profiles)))
+    if options.data_dir is not None:
+        object.__setattr__(options, "data_dir", os.path.abspath(options.data_dir))
 
 
 def parse_models(text: str | None, batch: int | None) -> dict[str, int]:

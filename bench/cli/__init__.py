@@ -167,6 +167,28 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise _UsageError(f"{self.prog}: error: {message}; `{self.prog} --help` lists the options")
 
+    def add_argument(self, *names, **kwargs):
+        """An option of two long spellings (--cpu-processes and --stages, --micro-batches and --chunks) is a
+        _OneValue: given under both, the values must agree."""
+        if sum(name.startswith("--") for name in names) > 1 and kwargs.get("action", "store") == "store":
+            kwargs["action"] = _OneValue
+        return super().add_argument(*names, **kwargs)
+
+
+class _OneValue(argparse._StoreAction):
+    """An option stored as argparse does, that refuses a value under one spelling that disagrees with the
+    value under another (`--cpu-processes 2 --stages 3`): argparse's last-wins would take 3 without a word.
+    One spelling given twice is argparse's own, the last kept."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = self.__dict__.setdefault("_given", {})  # a parser is built for each command line
+        for spelling, value in given.items():
+            if spelling != option_string and str(value).strip() != str(values).strip():
+                parser.error(f"argument {option_string}: {values} disagrees with {spelling} {value}, another "
+                             "spelling of it; give one")
+        given[option_string] = values
+        super().__call__(parser, namespace, values, option_string)
+
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """`argv` parsed; an option no command knows is refused by that command's parser, which names it (the

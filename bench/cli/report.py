@@ -29,11 +29,8 @@ def cmd_report(args) -> int:
     files = args.files or [DEFAULT_OUT]
     if args.out is not None:  # checked, not created: a refused input leaves no folder behind
         creatable_folder(args.out, "--out")
-        if any(Path(f).is_dir() and Path(f).resolve() == Path(args.out).resolve() for f in files):
-            raise UserError(f"--out {args.out} is a folder read: its summary.csv would be read as results next "
-                            "time; give the report a folder of its own (default: <folder>/report)")
     found = results_files(files)  # folders expanded; a path that is not there: "no such file or folder"
-    _check_report_folder(Path(args.out or default_report_dir(Path(files[0]))), found)
+    _check_report_folder(Path(args.out or default_report_dir(Path(files[0]))), files, found)
     logs = [f for f in found if is_train_log(f)]
     rows = load([f for f in found if f not in logs]) if len(logs) < len(found) else []
     if not rows and not logs:
@@ -65,16 +62,32 @@ REPORT_FILES = ("report.md", "summary.csv")
 """What a report writes beside its plots, by name, into its folder."""
 
 
-def _check_report_folder(out: Path, found: list[Path]) -> None:
-    """Refuse a report folder whose report.md or summary.csv would replace an input, or a file that is not
-    an earlier report's: a report.md is one when it starts as a report does, and its summary.csv with it."""
-    from pipebench.base.fileio.files import not_another_file, starts_with
+def _check_report_folder(out: Path, given: list[str], found: list[Path]) -> None:
+    """Refuse a report folder whose report.md or summary.csv would replace an input; a folder read, or the
+    folder of a file read, whose summary.csv the next report of that folder would read as results; one where
+    a file the report writes is not a regular file (a FIFO would wait for ever, a folder would be a traceback
+    after the table is printed); or a file there that is not an earlier report's: a report.md is one when it
+    starts as a report does, and its summary.csv with it."""
+    from pipebench.base.fileio.files import not_another_file, not_regular, starts_with
 
+    where = printable(str(out))
     written = {(out / name).resolve(): name for name in REPORT_FILES}
     for path in found:
         if (name := written.get(Path(path).resolve())) is not None:
-            raise UserError(f"--out {printable(str(out))}: the report's {name} would replace {printable(str(path))}, "
+            raise UserError(f"--out {where}: the report's {name} would replace {printable(str(path))}, "
                             "which it reads; give the report a folder of its own")
+    for path in map(Path, given):
+        if path.is_dir() and path.resolve() == out.resolve():
+            raise UserError(f"--out {where} is a folder read: its summary.csv would be read as results next "
+                            "time; give the report a folder of its own (default: <folder>/report)")
+        if not path.is_dir() and path.parent.resolve() == out.resolve():
+            raise UserError(f"--out {where} is the folder of {printable(str(path))}: its summary.csv would be read "
+                            f"as results with it next time; give the report a folder of its own (default: "
+                            f"{printable(str(default_report_dir(path)))})")
+    for path in [out / name for name in REPORT_FILES] + sorted(out.glob("*.png")):
+        if (kind := not_regular(path)) is not None:
+            raise UserError(f"--out {where}: {path.name} is {kind}, where the report writes a file; give the "
+                            "report a folder of its own")
     markdown = out / "report.md"
     ours = not markdown.exists() or starts_with(b"# pipebench report")(str(markdown))
     not_another_file(markdown, "--out", lambda _: ours, "a pipebench report (report.md)")

@@ -68,7 +68,8 @@ def check_outputs(args) -> None:
     """--save (and its training state folder PATH.train), --csv and --write-job's job.json and train.json,
     checked together before any model file is imported and any work (files.writable_file), and made
     absolute. Regular files only: the workers append to --csv row by row and --resume reads --save back,
-    which a FIFO would hang. None may be another output, the --data file or the model file (files.same_outputs):
+    which a FIFO would hang. PATH.train is a folder of train's own or nothing: a link there would have the
+    state written into whatever it leads to (a user's folder), or fail at the first checkpoint if it leads nowhere. None may be another output, the --data file or the model file (files.same_outputs):
     the write would replace it; --data and --model may name one file, both read."""
     from pathlib import Path
 
@@ -78,8 +79,9 @@ def check_outputs(args) -> None:
     if args.save is not None:  # not truthiness: --save '' taken as no --save would train and save nothing
         args.save = outputs["--save"] = str(writable_file(args.save, "--save", regular=True))
         state = Path(args.save + ".train")
-        if state.exists() and not state.is_dir():
-            raise UserError(f"--save {args.save}: {state} is in the way (a file, where the training state's folder "
+        if state.is_symlink() or state.exists() and not state.is_dir():  # a link's target is no folder of train's
+            what = "a link" if state.is_symlink() else "a file"
+            raise UserError(f"--save {args.save}: {state} is in the way ({what}, where the training state's folder "
                             "goes); move it or name another --save")
     if args.csv is not None:
         args.csv = outputs["--csv"] = str(writable_file(args.csv, "--csv", regular=True))

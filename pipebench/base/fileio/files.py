@@ -32,7 +32,7 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "shown", "check_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
@@ -41,7 +41,9 @@ def writable_folder(path: str | Path, option: str, *, in_the_way: str = "name a 
     """`path` as a folder this command can write into, created now: a file in the way, a name too long or a
     place where no folder can be made (/proc) is one line before any work. `in_the_way`: the fix that line
     gives for a file in the way (a folder the user did not name, such as a run's plans beside its results,
-    says what to do instead)."""
+    says what to do instead). An empty path is refused: taken as the working folder, it would write there
+    without the user having named it."""
+    _not_empty(path, option)
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -64,6 +66,7 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder this command could create and write into, without creating it: for an output
     written only after later checks pass (train --write-job), so that a refusal leaves nothing behind. An
     existing folder is checked as writable_folder does; otherwise its nearest existing parent is."""
+    _not_empty(path, option)
     path = Path(os.path.abspath(path))
     try:
         if path.exists() or path.is_symlink():
@@ -80,6 +83,11 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     except UserError as exc:  # said of the folder asked for, not only of the parent that refuses it
         raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc})") from None
     return path
+
+
+def _not_empty(path: str | Path, option: str) -> None:
+    if str(path) == "":
+        raise UserError(f"{option}: an empty path; name a folder")
 
 
 def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Path:
@@ -188,8 +196,7 @@ def _special(path: Path) -> str | None:
         return "a stream" if _through_streams(path) else None
     if stat.S_ISDIR(mode):
         return None  # writable_file says it is a folder
-    return {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-            stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
+    return _kind_of(mode)
 
 
 def _through_streams(path: Path) -> bool:
@@ -474,6 +481,22 @@ def check_regular(path: str | Path, *, kind: str, error: type[UserError] = UserE
 def _not_regular(path: Any, mode: int, kind: str, error: type[UserError]) -> None:
     if stat.S_ISDIR(mode):
         raise error(f"{path}: is a folder, not a {kind} file")
-    what = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+    raise error(f"{path}: is {_kind_of(mode)}, not a {kind} file; give a regular file")
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What `path` is when something other than a regular file is there, a link followed ("a folder", "a
+    FIFO", "a character device", ...); None for a regular file or nothing (a link that leads nowhere). Asked
+    of the file's type only, never by opening it: an open for reading waits on a FIFO for a writer."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "a folder" if stat.S_ISDIR(mode) else _kind_of(mode)
+
+
+def _kind_of(mode: int) -> str:
+    return {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
             stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(mode), "a special file")
-    raise error(f"{path}: is {what}, not a {kind} file; give a regular file")
