@@ -395,7 +395,7 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
 def check_module_fits(module: nn.Module, what: str) -> None:
     """check_fits for a module built already, on the meta device: what it would take built in memory."""
     size = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
-    from pipebench.hardware.memory import free_bytes
+    from pipebench.hardware.free_memory import free_bytes
 
     free = free_bytes("cpu")
     if size > free:

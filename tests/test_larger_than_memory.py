@@ -104,12 +104,12 @@ def test_a_data_set_whose_sampler_order_exceeds_the_free_memory_is_refused(capsy
     Python ints a sample) was OOM-killed, "workers exited with status -9"."""
     from pipebench.bench.cli import main
     from pipebench.bench.train import data
-    from pipebench.hardware import memory
+    from pipebench.hardware import free_memory
 
     big = tmp_path / "big.bin"
     with open(big, "wb") as file:
         file.truncate(2 * (32 * 1_000_000 + 1))  # sparse: a million sequences of gpt tiny's 32 tokens, no disk used
-    _little_free(monkeypatch, memory, 1_000_000)  # read where data.py asks it, when it asks
+    _little_free(monkeypatch, free_memory, 1_000_000)  # read where data.py asks it, when it asks
     monkeypatch.setattr(data, "_checked_samples", lambda *a: pytest.fail("samples were read"))
     code = main(["train", "--model", "gpt", "--flavour", "tiny", "--batch", "8", "--steps", "2", "--strategy",
                  "single", "--device", "cpu", "--data", f"tokens:{big}"])

@@ -63,7 +63,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_the_package():
     graph = import_graph()
     assert {"pipebench.api", "pipebench.bench.cases.run_suite", "pipebench.bench.strategies", "pipebench.partition.planning.plan"} <= graph.keys()
-    assert "pipebench.partition.planning.schedule" in graph["pipebench.partition.planning.plan"]
+    assert "pipebench.partition.planning.schedule_order" in graph["pipebench.partition.planning.plan"]
     assert "pipebench.bench.store.results" in graph["pipebench.bench.cases.run_suite"]  # from pipebench.bench import results as res
 
 
@@ -147,11 +147,11 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_an_upward_import_between_layers_is_found():
     graph = {"pipebench.hardware.probes": {"pipebench.partition.planning.simulator", "pipebench.hardware.cpu"},
-             "pipebench.request": {"pipebench.partition.planning.schedule", "pipebench.api"},
+             "pipebench.request": {"pipebench.partition.planning.schedule_order", "pipebench.api"},
              "pipebench.partition.planning.solver": {"pipebench.request"}}
     assert upward_imports(graph) == ["pipebench.hardware.probes -> pipebench.partition.planning.simulator",
                                      "pipebench.request -> pipebench.api",
-                                     "pipebench.request -> pipebench.partition.planning.schedule"]
+                                     "pipebench.request -> pipebench.partition.planning.schedule_order"]
 
 
 def test_the_packages_below_the_api_follow_their_order():

@@ -221,7 +221,7 @@ def test_report_module_imports_no_torch_and_no_matplotlib():
 
 def test_ideal_share_is_the_schedule_bound():
     from pipebench.bench.report.tables import _ideal_share
-    from pipebench.partition.planning.schedule import ideal_efficiency
+    from pipebench.partition.planning.schedule_order import ideal_efficiency
 
     assert _ideal_share("pp-1f1b", 2, 8, 1) == pytest.approx(8 / 9) == ideal_efficiency(2, 8)
     assert _ideal_share("pp-interleaved", 2, 4, 2) == pytest.approx(8 / 9)  # v stages per device: v·m chunks

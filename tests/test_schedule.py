@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from pipebench.partition.planning.schedule import device_orders, ideal_efficiency, op_order, placement
+from pipebench.partition.planning.schedule_order import device_orders, ideal_efficiency, op_order, placement
 from pipebench.partition.planning.simulator import simulate
 
 

@@ -39,7 +39,7 @@ def cmd_plan(args) -> int:
     from pipebench.base.schedules import get_schedule
 
     get_schedule(args.schedule)  # a typo: one line and exit 2, before anything is measured
-    from pipebench.bench.predict.pays import plan_verdict
+    from pipebench.bench.predict.pipeline_gain import plan_verdict
     from pipebench.base.fileio.files import write_json
     from pipebench.partition.planning.engines import check_engine, summary
     from pipebench.api import plan_profiles

@@ -12,7 +12,7 @@ def format_advice(advice, profile, request, check=None) -> str:
     """The ranking of `request` (pipebench/request.py: its devices, its link) as a table, each step with its
     interval (± its spread), a line where the profile was noisy (NOISY) and one where what moves between
     runs (between_runs_spread) is wider than that, a line where no link between the devices was measured
-    or given (Request.links), a line where no pipeline pays (bench/predict/pays.py), then one line: the
+    or given (Request.links), a line where no pipeline pays (bench/predict/pipeline_gain.py), then one line: the
     recommendation, a tie said as one, and `check(compared)`: the command that measures it."""
     devices = list(request.devices)
     single = advice.baseline()
@@ -127,9 +127,9 @@ def _noise_notes(advice, profile) -> list[str]:
 
 
 def _pipeline_verdict(advice, single) -> list[str]:
-    """Why no pipeline pays, for the fastest pipeline that fits (bench/predict/pays.py), and a blank line;
+    """Why no pipeline pays, for the fastest pipeline that fits (bench/predict/pipeline_gain.py), and a blank line;
     none where one pays or none fits."""
-    from pipebench.bench.predict.pays import no_pipeline_pays
+    from pipebench.bench.predict.pipeline_gain import no_pipeline_pays
 
     pipelines = [p for p in advice.predictions if is_pipeline(p.strategy) and p.fits and p.predicted_samples_per_s]
     verdict = no_pipeline_pays(pipelines[0], single) if pipelines else ""

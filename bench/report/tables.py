@@ -36,7 +36,7 @@ from pipebench.bench.strategies import BASELINE, LEVELS, STRATEGIES, registry_ra
 from pipebench.bench.store.row import CASE_FIELDS, FIELDS, Row
 from pipebench.base.fileio.csvtext import frame_csv
 from pipebench.base.fileio.files import write_text
-from pipebench.partition.planning.schedule import ideal_efficiency
+from pipebench.partition.planning.schedule_order import ideal_efficiency
 from pipebench.base.training import Training
 from pipebench.base.text.units import GIB, format_gib
 

@@ -7,7 +7,7 @@ runs loop.py. The modules, in the order a training meets them:
     options.py     TrainOptions: what the command is asked, checked when made (bounds, nodes, absolute paths)
     parent.py      the parent process: the data and model checked, the strategy chosen and planned, the
                    workers started and watched (`run_training`), or the job written for torchrun (`write_job`)
-    progress.py    rank 0's progress rows as the user sees them: the recipe's log line, the tqdm bar
+    train_log.py   rank 0's progress rows as the user sees them: the recipe's log line, the tqdm bar
     data.py        the --data sources and their checks
     loop.py        one worker: DataLoader + DistributedSampler, the Trainer's step, checkpoints
     checkpoint.py  the user's state_dict, gathered; the per-process training state that --resume reads

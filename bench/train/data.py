@@ -225,7 +225,7 @@ def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | Non
 def _check_sampler_memory(count: int) -> None:
     """That one process's sampler order of `count` samples (SAMPLER_BYTES each) fits the memory free here:
     beyond it the kernel ends the worker when its epoch starts. Checked before any sample is read."""
-    from pipebench.hardware.memory import free_bytes
+    from pipebench.hardware.free_memory import free_bytes
     from pipebench.base.text.units import format_bytes
 
     need, free = count * SAMPLER_BYTES, free_bytes("cpu")

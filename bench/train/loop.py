@@ -38,7 +38,7 @@ from pipebench.base.processes import exit_with_parent
 from pipebench.bench.strategies import get_strategy
 from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.train import checkpoint as ckpt
-from pipebench.bench.train.progress import log_line
+from pipebench.bench.train.train_log import log_line
 from pipebench.bench.train.curves import COLUMNS
 from pipebench.bench.train.data import DataSpec, open_dataset
 from pipebench.base.fileio.csvtext import csv_line

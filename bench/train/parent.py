@@ -5,7 +5,7 @@ continues, the data and whether it fits the model), chooses the strategy (`choos
 or advise's recommendation), plans it as `pipebench run` plans a case (bench/cases/prepare.py's `prepare`,
 from the cached profile: the same Plan the benchmark measured) and starts the workers through
 bench/launch/spawn.py with loop.py as their module, or writes the job for torchrun to start (`write_job`).
-It shows rank 0's progress (progress.py) and on Ctrl-C asks the workers to checkpoint and leave. None of
+It shows rank 0's progress (train_log.py) and on Ctrl-C asks the workers to checkpoint and leave. None of
 this runs in a worker, which imports none of it.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from pipebench.base.errors import UserError
 from pipebench.bench.train.options import TrainOptions
-from pipebench.bench.train.progress import Progress
+from pipebench.bench.train.train_log import Progress
 
 __all__ = ["run_training", "choose_strategy", "write_job"]
 

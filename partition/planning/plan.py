@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pipebench.base.fileio.files import read_json, record, writable_file, write_json
-from pipebench.partition.planning import schedule as sched
+from pipebench.partition.planning import schedule_order as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.cuts import transfer_ms
 from pipebench.partition.planning.plan_search import Problem, Simulated, problem_of, simulated, solved, uniform_bounds

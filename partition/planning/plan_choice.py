@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.partition.planning import schedule as sched
+from pipebench.partition.planning import schedule_order as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.plan import Plan, plan_for, shared_cores
 from pipebench.partition.profiling.profile_record import Profile

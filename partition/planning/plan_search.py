@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
-from pipebench.partition.planning import schedule as sched
+from pipebench.partition.planning import schedule_order as sched
 from pipebench.partition.planning import simulator as sim
 from pipebench.partition.planning.cuts import (EVERY_CUT_LIMIT, StageCost, cut_prices, no_worse_than_baselines, polish_cuts,
                                       shortest_of_all_cuts, simulate_stages, stage_scale)

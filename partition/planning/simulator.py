@@ -2,7 +2,7 @@
 
 No torch: the planner calls it for every candidate micro-batch count, and the report draws its
 timeline beside the measured one. The schedules themselves, where their stages sit and in what order
-each device runs its operations, are partition/planning/schedule.py.
+each device runs its operations, are partition/planning/schedule_order.py.
 
 Each device runs its operations in a fixed order (schedule.device_orders), one at a time. A forward
 F(s, i) of micro-batch i waits for F(s-1, i) plus the transfer across the cut; a backward B(s, i) waits
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pipebench.partition.planning.schedule import device_orders, per_stage, placement
+from pipebench.partition.planning.schedule_order import device_orders, per_stage, placement
 from pipebench.base.schedules import DEFAULT_SCHEDULE
 
 __all__ = ["Op", "Timeline", "simulate", "SharedCores", "pipeline_costs"]

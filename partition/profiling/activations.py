@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from pipebench.hardware.memory import free_bytes
+from pipebench.hardware.free_memory import free_bytes
 from pipebench.base.text.units import format_bytes
 
 __all__ = ["activation_bytes", "oversized"]

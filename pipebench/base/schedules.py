@@ -3,7 +3,7 @@ stages sit on the devices, whether its backward splits), so that callers ask the
 its name.
 
 A vocabulary below every layer that names a schedule: the Request checks its schedule here, the registry of
-strategies names each pipeline's, and the planner (partition/planning/schedule.py: each device's order of
+strategies names each pipeline's, and the planner (partition/planning/schedule_order.py: each device's order of
 operations) and the simulator read it for every candidate. No torch.
 """
 from __future__ import annotations

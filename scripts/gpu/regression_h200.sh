@@ -12,7 +12,7 @@ git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || true
 timed gpu-tests timeout 200 python3 -m pytest -q -m "gpu or multigpu" -p no:cacheprovider tests/test_on_gpus.py
 python3 - > "$out/caps.txt" 2>&1 <<'PY'
 import torch
-from pipebench.hardware.memory import free_bytes
+from pipebench.hardware.free_memory import free_bytes
 from pipebench.hardware.gpus import gpus_by_id, free_memory_caps
 from pipebench.request import Request
 infos = gpus_by_id([0])

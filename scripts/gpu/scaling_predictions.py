@@ -13,7 +13,7 @@ import sys
 
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import load_profiles
-from pipebench.partition.planning.schedule import ideal_efficiency
+from pipebench.partition.planning.schedule_order import ideal_efficiency
 from pipebench.base.schedules import IN_TURN, SCHEDULES
 from pipebench.base.text.units import GIB
 from pipebench.request import Request

@@ -1,10 +1,10 @@
-"""When no pipeline pays: the one line plan and advise print (bench/predict/pays.py), and a tie with single said as one."""
+"""When no pipeline pays: the one line plan and advise print (bench/predict/pipeline_gain.py), and a tie with single said as one."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 from pipebench.bench.predict.ranking import Prediction, rank_strategies, predict
-from pipebench.bench.predict.pays import no_pipeline_pays, plan_verdict
+from pipebench.bench.predict.pipeline_gain import no_pipeline_pays, plan_verdict
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.request import Request
