@@ -121,14 +121,14 @@ def cmd_train(args) -> int:
     workers = args.loader_workers
     nodes = args.nodes or 1
     machine = _over_nodes(machine, nodes)
-    options = _train_options(args, data, overrides,
+    options = _train_options(args, data, overrides, training,
                              workers=workers if workers is not None else (0 if machine.gpus is None else 4), nodes=nodes)
     where = None if machine.gpus is not None else (
         f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices} "
         "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
     try:
         say = DeferredNote(where)
-        result = run_training(options, machine, training, note=say)
+        result = run_training(options, machine, note=say)
         say.flush()
     except KeyboardInterrupt:
         note("pipebench: interrupted")
@@ -161,14 +161,14 @@ def _over_nodes(machine, nodes: int):
     return replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
 
 
-def _train_options(args, data, overrides: dict, *, workers: int, nodes: int):
+def _train_options(args, data, overrides: dict, training, *, workers: int, nodes: int):
     """The TrainOptions the command line gives (bench/train/options.py), their defaults filled: its counts and
     --lr are read already, by the table of limits (pipebench/base/text/parse.py LIMITS) before any command runs."""
     from pipebench.bench.train.options import TrainOptions
 
     return TrainOptions(
         model=args.model, strategy=args.strategy, data=data, batch=args.batch, flavour=args.flavour,
-        overrides=overrides, epochs=args.epochs, steps=args.steps, lr=args.lr, save=args.save,
+        overrides=overrides, training=training, epochs=args.epochs, steps=args.steps, lr=args.lr, save=args.save,
         save_every=args.save_every, resume=args.resume,
         log_every=args.log_every if args.log_every is not None else TrainOptions.log_every, csv=args.csv,
         workers=workers, write_job=args.write_job, nodes=nodes)

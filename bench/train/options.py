@@ -13,6 +13,7 @@ from typing import Any
 
 from pipebench.base.errors import UserError
 from pipebench.base.time_limit import WEEK_SECONDS
+from pipebench.base.training import Training
 
 __all__ = ["TrainOptions"]
 
@@ -32,6 +33,8 @@ class TrainOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     epochs: int | None = None
     steps: int | None = None
+    training: Training = field(default_factory=Training)
+    """How each step trains (precision, optimizer, checkpointing, compile), as run's cases take it."""
     lr: float | None = None
     save: str | None = None
     save_every: int | None = None

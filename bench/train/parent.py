@@ -23,7 +23,7 @@ from pipebench.bench.train.train_log import Progress
 __all__ = ["run_training", "choose_strategy", "write_job"]
 
 
-def choose_strategy(options: TrainOptions, machine, training, note: Callable[[str], None]) -> tuple[str, Any]:
+def choose_strategy(options: TrainOptions, machine, note: Callable[[str], None]) -> tuple[str, Any]:
     """The strategy to train with and its profile (None where none is needed): the one named, or under
     auto advise's recommendation from the (cached) profile, said in one line."""
     from pipebench.bench.strategies import BASELINE, get_strategy
@@ -37,7 +37,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
         if not get_strategy(options.strategy).needs_plan:
             return options.strategy, None
     probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
-                       overrides=options.overrides, training=training)[0]
+                       overrides=options.overrides, training=options.training)[0]
     from pipebench.partition.profiling.cache import cache_enabled
 
     folder = cache_folder() / "train-profiles" if cache_enabled() else Path(tempfile.mkdtemp(prefix="pipebench-profile-"))
@@ -46,7 +46,7 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
         return options.strategy, profiled
     from pipebench.bench.predict.ranking import rank_strategies
 
-    advice = rank_strategies(profiled.profiles, machine.request(training))
+    advice = rank_strategies(profiled.profiles, machine.request(options.training))
     if advice.recommended is None:
         raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
     pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
@@ -64,21 +64,21 @@ def choose_strategy(options: TrainOptions, machine, training, note: Callable[[st
     return pick.strategy, profiled
 
 
-def run_training(options: TrainOptions, machine, training, note: Callable[[str], None] = print) -> dict:
+def run_training(options: TrainOptions, machine, note: Callable[[str], None] = print) -> dict:
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
     dataset, described, saved = _check_data_and_model(options)  # before any worker
-    name, profiled = choose_strategy(options, machine, training, note)
+    name, profiled = choose_strategy(options, machine, note)
     from pipebench.bench.train import checkpoint as ckpt
 
     if options.resume:  # before any worker: inside them another batch or optimizer is a worker's error
         ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
-                                            "optimizer": training.optimizer}, options.save)
+                                            "optimizer": options.training.optimizer}, options.save)
     per_epoch = len(dataset) // options.batch
     total = options.steps or (options.epochs or 1) * per_epoch
     if options.resume:
         length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
         ckpt.check_steps_left(options.save, saved["step"], total, length)
-    prepared = _prepare_job(options, machine, training, name, profiled)
+    prepared = _prepare_job(options, machine, name, profiled)
     job, plan = prepared.job, prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
     note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
@@ -113,7 +113,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
     return dataset, described, saved
 
 
-def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) -> Any:
+def _prepare_job(options: TrainOptions, machine, name: str, profiled) -> Any:
     """The training planned as `pipebench run` plans a case (bench/cases/prepare.py prepare, from its
     profile) and its Job made; UserError where the strategy cannot train the model here (the batch not
     splitting over its replicas among the reasons: the Job refused it), or it is predicted not to fit. A
@@ -122,7 +122,7 @@ def _prepare_job(options: TrainOptions, machine, training, name: str, profiled) 
     from pipebench.bench.cases.prepare import prepare
     case = Case(options.model, options.flavour, options.batch, name,
                 overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
-                training=training)
+                training=options.training)
     try:
         prepared = prepare(case, machine, profiled, steps=1, warmup=0)
     except CaseUnavailable as exc:
