@@ -8,11 +8,11 @@
 
 `profile` measures a model, `plan` cuts it into balanced stages with the exact solver and predicts the
 step, `advise` predicts every strategy from one profile and recommends the fastest that fits, `run` measures
-them side by side; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
+them side by side and `train` trains with the answer, to a checkpoint the model loads; a `Plan` saves and loads as versioned JSON and is what every strategy's workers run. The command
 line (`pipebench models | devices | plan | advise | run | train | report`) builds the same values (a
-`Request`, a run's `RunOptions`) and takes the same paths; `train` is the command line's alone.
+`Request`, a run's `RunOptions`, a training's `TrainOptions`) and takes the same paths.
 """
-from pipebench.api import advise, plan, plan_devices, profile, run
+from pipebench.api import advise, plan, plan_devices, profile, run, train
 from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import Plan, StagePlan
 from pipebench.partition.planning.plan_choice import make_plan
@@ -23,6 +23,6 @@ from pipebench.base.training import Training
 from pipebench.base.version import __version__
 
 __all__ = [
-    "plan", "profile", "advise", "run", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
+    "plan", "profile", "advise", "run", "train", "plan_devices", "Request", "Training", "Plan", "StagePlan", "make_plan", "Profile", "LayerProfile",
     "load_profiles", "save_profiles", "solve", "InfeasibleError", "UserError",
 ]

@@ -270,3 +270,37 @@ def test_train_takes_its_model_and_data_from_one_file(tmp_path):
                        f"{tmp_path / 'both.py'}:data", *TRAIN)
     assert result.returncode == 0, result.stderr
     assert "done: 2/2 steps" in result.stdout + result.stderr
+
+
+# --------------------------------------------------------------------------------- the Python API
+
+def test_the_api_trains_as_the_command_line_does_and_refuses_in_one_line(tmp_path):
+    """`pipebench.train` was missing: a lab's script had to build argv for `pipebench train`. It trains to a
+    checkpoint the model's own class loads, and refuses what the command line refuses, before any work."""
+    import torch
+
+    import pipebench
+    from pipebench import models
+    from pipebench.base.errors import UserError
+    from pipebench.bench.cases.machine import detect_machine
+
+    tokens = tmp_path / "tokens.bin"
+    np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
+    machine = detect_machine(None, 1, cpu=True)
+    result = pipebench.train("gpt", f"tokens:{tokens}", batch=8, strategy="single", flavour="tiny", steps=2,
+                             machine=machine, save=str(tmp_path / "gpt.pt"), note=None)
+    assert result["steps"] == 2 and result["save"] == str(tmp_path / "gpt.pt")
+    model = models.get_model("gpt", "tiny").module
+    model.load_state_dict(torch.load(tmp_path / "gpt.pt"))  # the model's own names
+    for call, message in ((dict(batch="8"), "batch takes"), (dict(batch=8, epochs=0), "epochs"),
+                          (dict(batch=8, bogus=1), "train takes no option bogus"),
+                          (dict(batch=8, save=str(tmp_path / "data.py")), None),
+                          (dict(batch=8, training="fp32"), "training takes a Training")):
+        if message is None:
+            (tmp_path / "data.py").write_text("x = 1\n")
+            call, message = dict(batch=8, save=str(tmp_path / "data.py")), "--data and --save name the same file"
+            data = f"{tmp_path / 'data.py'}:data"
+        else:
+            data = f"tokens:{tokens}"
+        with pytest.raises(UserError, match=re.escape(message)):
+            pipebench.train("gpt", data, strategy="single", flavour="tiny", steps=1, machine=machine, note=None, **call)

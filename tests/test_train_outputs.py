@@ -73,11 +73,9 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
 def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names(tmp_path):
     """The S5 check refuses another file at --csv or --save, not train's own: a train log under any name (--csv
     takes one), a checkpoint torch.save wrote, and an empty file are written again."""
-    import argparse
-
     import torch
 
-    from pipebench.bench.cli.train import check_outputs
+    from pipebench.bench.train.outputs import check_outputs
     from pipebench.bench.train.curves import COLUMNS
 
     train_files(tmp_path)
@@ -85,10 +83,9 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     torch.save({"weight": torch.ones(1)}, tmp_path / "earlier.pt")
     (tmp_path / "empty.csv").write_text("")
     for csv, save in ((tmp_path / "log.txt", tmp_path / "earlier.pt"), (tmp_path / "empty.csv", None)):
-        args = argparse.Namespace(model=f"{tmp_path / 'net.py'}:Net", data=f"{tmp_path / 'data.py'}:data",
-                                  csv=str(csv), save=None if save is None else str(save), write_job=None)
-        check_outputs(args)
-        assert args.csv == str(csv)
+        checked = check_outputs(None if save is None else str(save), str(csv), None,
+                                data=f"{tmp_path / 'data.py'}:data", model=f"{tmp_path / 'net.py'}:Net")
+        assert checked.csv == str(csv)
 
 
 @pytest.mark.parametrize("option", ["--save", "--csv"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from pipebench.base.errors import UserError
+from pipebench.bench.train.outputs import model_file
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -201,15 +202,6 @@ def data_folder(text: str | None) -> str | None:
     if text is not None and not Path(text).is_dir():
         raise UserError(f"--data-dir {text}: {'not a folder' if Path(text).exists() else 'no such folder'}")
     return text
-
-
-def model_file(text: str | None) -> str | None:
-    """The file of FILE.py:NAME (--model, train's --data), which no output may replace; None for a zoo name,
-    a module or nothing given."""
-    import os
-
-    where, sep, _ = (text or "").rpartition(":")
-    return os.path.expanduser(where) if sep and where.endswith(".py") else None
 
 
 def asks_cpu(args) -> bool:

@@ -5,6 +5,7 @@ case (the same Plan, from the cached profile), starts the workers and shows thei
 runs loop.py. The modules, in the order a training meets them:
 
     options.py     TrainOptions: what the command is asked, checked when made (bounds, nodes, absolute paths)
+    outputs.py     what it writes, checked first: the checkpoint, its state folder, --csv, --write-job's files
     parent.py      the parent process: the data and model checked, the strategy chosen and planned, the
                    workers started and watched (`run_training`), or the job written for torchrun (`write_job`)
     train_log.py   rank 0's progress rows as the user sees them: the recipe's log line, the tqdm bar

@@ -21,7 +21,7 @@ import torch
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import check_regular
 
-__all__ = ["DataSpec", "parse_data", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
+__all__ = ["DataSpec", "parse_data", "token_length", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
 
 KINDS = ("mnist", "tokens")
 SAMPLES_CHECKED = 64
@@ -62,6 +62,18 @@ def parse_data(text: str, seq_len: int | None = None) -> DataSpec:
     if sep and where.endswith(".py") and name.isidentifier():
         return DataSpec("file", str(Path(where).expanduser().resolve()), name)
     raise UserError(f"--data takes mnist:DIR, tokens:FILE or FILE.py:NAME (got {text[:60]!r})")
+
+
+def token_length(model: str, flavour: str | None, overrides: dict) -> int | None:
+    """The tokens a sample of a token file takes: --input-shape's one dimension, else gpt's own (its
+    flavour's, or --set's); None for another model."""
+    if "input_shape" in overrides and len(overrides["input_shape"]) == 1:
+        return overrides["input_shape"][0]
+    if model == "gpt":
+        from pipebench import models
+
+        return models.get_model("gpt", flavour, device="meta", **overrides).config["seq_len"]
+    return None
 
 
 class MnistImages(torch.utils.data.Dataset):

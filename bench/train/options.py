@@ -58,15 +58,17 @@ class TrainOptions:
 
 
 def _check_bounds(options: TrainOptions) -> None:
-    """The learning rate and the loader's workers within the table of limits (pipebench/base/text/parse.py
+    """The counts, the learning rate and the loader's workers within the table of limits (pipebench/base/text/parse.py
     LIMITS), by the rule of the API's options (`option_of`): the command line reads every count and number
     from that table before any command runs, but a caller of run_training passes what it has, and a rate
     beyond float32's range overflows in the workers."""
     from pipebench.base.text.parse import option_of
 
-    for name, value in (("lr", options.lr), ("loader_workers", options.workers)):
+    for name, value in (("batch", options.batch), ("epochs", options.epochs), ("steps", options.steps),
+                        ("save_every", options.save_every), ("log_every", options.log_every), ("nodes", options.nodes),
+                        ("lr", options.lr), ("loader_workers", options.workers)):
         if value is not None:
-            option_of(value, name)
+            object.__setattr__(options, "workers" if name == "loader_workers" else name, option_of(value, name))
 
 
 def _make_paths_absolute(options: TrainOptions) -> None:

@@ -20,7 +20,17 @@ from pipebench.base.errors import UserError
 from pipebench.bench.train.options import TrainOptions
 from pipebench.bench.train.train_log import Progress
 
-__all__ = ["run_training", "choose_strategy", "write_job"]
+__all__ = ["run_training", "choose_strategy", "write_job", "over_nodes"]
+
+
+def over_nodes(machine, nodes: int):
+    """The machine a job over `nodes` machines is planned for: every node's devices (and their caps),
+    each node like this one."""
+    if nodes <= 1:
+        return machine
+    from dataclasses import replace
+
+    return replace(machine, devices=machine.devices * nodes, caps=machine.caps * nodes if machine.caps else None)
 
 
 def choose_strategy(options: TrainOptions, machine, note: Callable[[str], None]) -> tuple[str, Any]:
