@@ -54,6 +54,14 @@ def test_a_bad_drift_window_is_refused_before_profiling(capsys, monkeypatch, com
     refused(capsys, command, "PIPEBENCH_DRIFT_SECONDS='two' should be a number of seconds above 0")
 
 
+@pytest.mark.parametrize("name", ["PIPEBENCH_DRIFT_SECONDS", "PIPEBENCH_IMPORT_SECONDS"])
+@pytest.mark.parametrize("digits", ["\u0662", "\uff12", "1_0"])
+def test_seconds_in_the_environment_are_ascii_numbers(capsys, monkeypatch, name, digits):
+    """float() reads an Arabic-Indic or a full-width 2, and 1_0 as 10; the options take ASCII digits only."""
+    monkeypatch.setenv(name, digits)
+    refused(capsys, ["plan", "--model", "mlp", "--stages", "2"], f"{name}={digits!r} should be a number of seconds")
+
+
 def test_more_stages_than_layers_is_refused_before_profiling(capsys):
     """The convnet has 10 layers: --stages 11 is refused before any profiling, by advise as by plan (and as
     both refuse it from a saved profile)."""
