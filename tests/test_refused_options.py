@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling o
     (["--link-gbps", "fast"], "--link-gbps takes 0"),
     (["--speeds", "inf,1"], "--speeds factors lie between 0.001 and 1000"),
     (["--speeds", "1e-300,1"], "--speeds factors lie between 0.001 and 1000"),
+    (["--data-dir", ""], "--data-dir: an empty path; name a folder"),  # not the working folder
 ])
 def test_plan_refuses_before_profiling(capsys, extra, message):
     refused(capsys, ["plan", "--model", "mlp", *TINY, "--stages", "2", *extra], message)

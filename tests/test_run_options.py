@@ -138,3 +138,23 @@ def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, t
     assert list(options.models) == [f"{tmp_path / 'm' / 'chdir.py'}:Net"]
     assert (options.out, options.profiles) == (tmp_path / "cd10run", tmp_path / "saved")
     assert (tmp_path / "cd10run").is_dir() and not Path("/cd10run").exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--profiles", "--data-dir"])
+def test_an_empty_folder_is_refused(capsys, tmp_path, monkeypatch, suite_options, option):
+    """`run --out ''` wrote into the working folder (and `--profiles ''` was taken as none given), where
+    `report --out ''` is refused: an empty path names no folder."""
+    monkeypatch.chdir(tmp_path)
+    out = [] if option == "--out" else ["--out", str(tmp_path / "r")]
+    refused(capsys, ["run", "--models", "mlp", "--strategies", "single", *out, option, ""],
+            f"{option}: an empty path; name a folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["out", "profiles", "data_dir"])
+def test_run_options_refuse_an_empty_folder(name):
+    from pipebench.base.errors import UserError
+    from pipebench.bench.cases.run_options import RunOptions
+
+    with pytest.raises(UserError, match=f"^{name}: an empty path; name a folder$"):
+        RunOptions(models={"mlp": 8}, strategies=["single"], **{name: ""})

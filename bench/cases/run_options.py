@@ -83,6 +83,7 @@ class RunOptions:
         number would pass the checks and then fail the results file's JSON, the run half written."""
         import os
 
+        from pipebench.base.fileio.files import not_empty
         from pipebench.base.text.parse import MAX_MICRO_BATCHES, count_of, micro_batches_error, option_of
         from pipebench.request import plain
 
@@ -102,6 +103,8 @@ class RunOptions:
             value = getattr(self, name)
             if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
                 raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
+            if value is not None:
+                not_empty(value, name)
         _make_paths_absolute(self)
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             where = "not a folder" if Path(self.data_dir).exists() else "no such folder"
