@@ -399,6 +399,7 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
         hint = ""
         if any(a.is_floating_point() for a in args) and "indices" in str(exc) and ("Long" in str(exc) or "Int" in str(exc)):
             hint = " (a model that takes token ids needs --input-dtype int64)"
+        hint = hint or _dtype_hint(module, args, exc)
         inner = module.wrapped if isinstance(module, AsTrained) else module
         if is_hugging_face(inner):
             given = ", ".join(module.keywords) if isinstance(module, AsTrained) and module.keywords else "by position"
@@ -407,6 +408,17 @@ def run_forward(module: nn.Module, inputs: Any, target: str) -> Any:
         raise RejectedInput(f"{target} rejects an input of shape {shapes}: {type(exc).__name__}: {first_line(exc)}"
                             f"{hint}") from None
     return outputs
+
+
+def _dtype_hint(module: nn.Module, args: tuple, exc: Exception) -> str:
+    """The fix for a type error from floating-point inputs whose dtype is not the parameters' (a file that
+    sets torch.set_default_dtype(torch.float64) builds float64 parameters; the made-up inputs are float32)."""
+    dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), None)
+    name = str(dtype).removeprefix("torch.")
+    if (dtype is None or name not in DTYPES or "type" not in str(exc).lower()
+            or not any(a.is_floating_point() and a.dtype != dtype for a in args)):
+        return ""
+    return f"; its parameters are {name}: give --input-dtype {name} (the API's settings={{'input_dtype': '{name}'}})"
 
 
 def _check_loss(module: nn.Module, make_batch, loss_fn, target: str, *, finite: bool = False) -> None:

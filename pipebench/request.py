@@ -311,9 +311,12 @@ def check_recompute(schedule: str | None, checkpoint: str, strategies: Sequence[
 # ------------------------------------------------------------------------------- a field's value
 
 def plain(value: Any) -> Any:
-    """`value` in Python's own types where it has tolist() (a numpy array or scalar, a tensor): an array is
-    then taken wherever a list of numbers is, and what is kept (and later written as JSON) holds no numpy
-    numbers. A 2-D array becomes a list of lists, which the checks refuse as any other."""
+    """`value` in Python's own types where it has tolist() (a numpy array or scalar, a tensor), and each item
+    of a list or tuple so: an array is then taken wherever a list of numbers is, and what is kept (and later
+    written as JSON) holds no numpy numbers. A 2-D array becomes a list of lists, which the checks refuse as
+    any other."""
+    if type(value) in (list, tuple):
+        return type(value)(plain(item) for item in value)
     tolist = getattr(value, "tolist", None)
     return tolist() if callable(tolist) and not isinstance(value, (str, bytes)) else value
 

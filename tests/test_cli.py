@@ -231,6 +231,21 @@ def test_token_ids_given_as_floats_hint_at_the_input_dtype(tmp_path, capsys):
     assert len(err) == 1 and "--input-dtype int64" in err[0]
 
 
+def test_a_model_built_in_float64_hints_at_the_input_dtype(tmp_path, capsys):
+    """A file that sets float64 as torch's default dtype builds float64 parameters; the made-up inputs are
+    float32, so the line says which --input-dtype matches them."""
+    model = tmp_path / "m.py"
+    model.write_text("import torch\ntorch.set_default_dtype(torch.float64)\n\n"
+                     "class Net(torch.nn.Sequential):\n    def __init__(self):\n"
+                     "        super().__init__(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))\n")
+    assert main(["plan", "--model", f"{model}:Net", "--input-shape", "4", "--stages", "2", "--device", "cpu",
+                 "--batch", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pipebench: error: ") and "rejects an input" in err[0], err
+    assert err[0].endswith("; its parameters are float64: give --input-dtype float64 "
+                           "(the API's settings={'input_dtype': 'float64'})"), err
+
+
 # ------------------------------------------------------------------- what argparse refuses: one line each
 
 COMMANDS = ["models", "plan", "advise", "run", "train", "devices", "report"]

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling o
     (["--link-gbps", "fast"], "--link-gbps takes 0"),
     (["--speeds", "inf,1"], "--speeds factors lie between 0.001 and 1000"),
     (["--speeds", "1e-300,1"], "--speeds factors lie between 0.001 and 1000"),
+    (["--data-dir", ""], "--data-dir: an empty path; name a folder"),  # not the working folder
 ])
 def test_plan_refuses_before_profiling(capsys, extra, message):
     refused(capsys, ["plan", "--model", "mlp", *TINY, "--stages", "2", *extra], message)
@@ -52,6 +53,14 @@ def test_every_model_checks_its_counts(capsys, model, setting, message):
 def test_a_bad_drift_window_is_refused_before_profiling(capsys, monkeypatch, command):
     monkeypatch.setenv("PIPEBENCH_DRIFT_SECONDS", "two")
     refused(capsys, command, "PIPEBENCH_DRIFT_SECONDS='two' should be a number of seconds above 0")
+
+
+@pytest.mark.parametrize("name", ["PIPEBENCH_DRIFT_SECONDS", "PIPEBENCH_IMPORT_SECONDS"])
+@pytest.mark.parametrize("digits", ["\u0662", "\uff12", "1_0"])
+def test_seconds_in_the_environment_are_ascii_numbers(capsys, monkeypatch, name, digits):
+    """float() reads an Arabic-Indic or a full-width 2, and 1_0 as 10; the options take ASCII digits only."""
+    monkeypatch.setenv(name, digits)
+    refused(capsys, ["plan", "--model", "mlp", "--stages", "2"], f"{name}={digits!r} should be a number of seconds")
 
 
 def test_more_stages_than_layers_is_refused_before_profiling(capsys):

@@ -138,3 +138,43 @@ def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, t
     assert list(options.models) == [f"{tmp_path / 'm' / 'chdir.py'}:Net"]
     assert (options.out, options.profiles) == (tmp_path / "cd10run", tmp_path / "saved")
     assert (tmp_path / "cd10run").is_dir() and not Path("/cd10run").exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--profiles", "--data-dir"])
+def test_an_empty_folder_is_refused(capsys, tmp_path, monkeypatch, suite_options, option):
+    """`run --out ''` wrote into the working folder (and `--profiles ''` was taken as none given), where
+    `report --out ''` is refused: an empty path names no folder."""
+    monkeypatch.chdir(tmp_path)
+    out = [] if option == "--out" else ["--out", str(tmp_path / "r")]
+    refused(capsys, ["run", "--models", "mlp", "--strategies", "single", *out, option, ""],
+            f"{option}: an empty path; name a folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["out", "profiles", "data_dir"])
+def test_run_options_refuse_an_empty_folder(name):
+    from pipebench.base.errors import UserError
+    from pipebench.bench.cases.run_options import RunOptions
+
+    with pytest.raises(UserError, match=f"^{name}: an empty path; name a folder$"):
+        RunOptions(models={"mlp": 8}, strategies=["single"], **{name: ""})
+
+
+def test_run_options_keep_numpy_values_as_pythons():
+    """A numpy batch or setting (pipebench.run({"mlp": np.int64(8)}) or overrides={"depth": np.int64(2)})
+    was kept as numpy's, which json cannot write: each is kept as the Python value it holds, an array (or a
+    tuple of numpy numbers) as a list (tuple) of Python numbers."""
+    import json
+
+    import numpy as np
+
+    from pipebench.bench.cases.run_options import RunOptions
+
+    options = RunOptions(models={"mlp": np.int64(8)}, strategies=["single"],
+                         overrides={"depth": np.int64(2), "scale": np.float32(0.5), "input_shape": np.array([1, 28]),
+                                    "sizes": (np.int64(3), 4), "loss": "mse"})
+    assert options.models == {"mlp": 8} and type(options.models["mlp"]) is int
+    assert options.overrides == {"depth": 2, "scale": 0.5, "input_shape": [1, 28], "sizes": (3, 4), "loss": "mse"}
+    assert [type(v) for v in (options.overrides["depth"], options.overrides["scale"], *options.overrides["sizes"])] \
+        == [int, float, int, int]
+    assert json.loads(json.dumps({"models": options.models, "overrides": options.overrides}))["models"] == {"mlp": 8}

@@ -79,10 +79,12 @@ class RunOptions:
         """Each option of its type and within the command line's bound (pipebench/base/text/parse.py LIMITS,
         the one rule of a micro-batch count, the count of strategies for auto:K), refused in one line when the
         options are made: the command line's parsers make these types already, and `pipebench.run` passes
-        what the caller gave. Each number is kept as the Python int or float its check makes: a numpy
-        number would pass the checks and then fail the results file's JSON, the run half written."""
+        what the caller gave. Each number is kept as the Python int or float its check makes, and the models'
+        batches and the settings as Python's values (request.plain): a numpy number would pass the checks and
+        then fail the results file's JSON, the run half written."""
         import os
 
+        from pipebench.base.fileio.files import not_empty
         from pipebench.base.text.parse import MAX_MICRO_BATCHES, count_of, micro_batches_error, option_of
         from pipebench.request import plain
 
@@ -93,6 +95,10 @@ class RunOptions:
             if getattr(self, name) is not None or name != "repeats":  # repeats None: the profiler's own count
                 set_(name, option_of(getattr(self, name), name))
         set_("micro_batches", plain(self.micro_batches))
+        if isinstance(self.models, dict):
+            set_("models", {name: plain(batch) for name, batch in self.models.items()})
+        if isinstance(self.overrides, dict):
+            set_("overrides", {key: plain(value) for key, value in self.overrides.items()})
         if not isinstance(self.micro_batches, (list, tuple)) or not self.micro_batches or not all(
                 c is None or micro_batches_error(c) is None for c in self.micro_batches):
             raise UserError(f"micro_batches takes a list of micro-batch counts (integers from 1 to "
@@ -102,6 +108,8 @@ class RunOptions:
             value = getattr(self, name)
             if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "out")):
                 raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
+            if value is not None:
+                not_empty(value, name)
         _make_paths_absolute(self)
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             where = "not a folder" if Path(self.data_dir).exists() else "no such folder"

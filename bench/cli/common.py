@@ -199,6 +199,10 @@ def data_folder(text: str | None) -> str | None:
     """--data-dir (plan, advise and run): the folder as given, or one line when it is not a folder."""
     from pathlib import Path
 
+    from pipebench.base.fileio.files import not_empty
+
+    if text is not None:
+        not_empty(text, "--data-dir")
     if text is not None and not Path(text).is_dir():
         raise UserError(f"--data-dir {text}: {'not a folder' if Path(text).exists() else 'no such folder'}")
     return text

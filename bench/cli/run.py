@@ -112,8 +112,12 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
     strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
     default)."""
     from pipebench.bench.cases import run_options
+    from pipebench.base.fileio.files import not_empty
     from pipebench.base.text.parse import parse_micro_batches, parse_override
 
+    for option, text in (("--out", args.out), ("--profiles", args.profiles)):
+        if text is not None:
+            not_empty(text, option)
     models = run_options.parse_models(args.models, args.batch)
     overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
     return run_options.RunOptions(
@@ -126,7 +130,7 @@ def _run_options(args, training, compiles: tuple[str | None, ...]):
         resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
         **{name: getattr(args, name) for name in ("steps", "warmup", "rounds") if getattr(args, name) is not None},
         min_seconds=args.min_seconds or 0.0,
-        profiles=Path(args.profiles) if args.profiles else None, training=training, try_anyway=args.try_anyway,
+        profiles=None if args.profiles is None else Path(args.profiles), training=training, try_anyway=args.try_anyway,
         data_dir=data_folder(args.data_dir), compiles=compiles,
     )
 

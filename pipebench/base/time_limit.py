@@ -90,6 +90,16 @@ def deadline(seconds: float, late: Callable[[], str], stop: type[BaseException])
         if not finished.wait(seconds + (GRACE_SECONDS if timed else 0)):
             end_process(late())
 
+    def disarm():
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)  # first: no alarm comes after this one
+        finished.set()
+        if timed:
+            if previous is not None and previous is not _UNSET:  # None: set outside Python, left alone
+                signal.signal(signal.SIGALRM, previous)
+            if earlier[0]:  # someone's timer was running: it goes on
+                signal.setitimer(signal.ITIMER_REAL, *earlier)
+
     previous, earlier = _UNSET, (0.0, 0.0)
     try:  # armed inside: a limit that passes before the block starts (--timeout 0.001) still disarms
         if timed:
@@ -98,13 +108,11 @@ def deadline(seconds: float, late: Callable[[], str], stop: type[BaseException])
         threading.Thread(target=watchdog, daemon=True, name="pipebench-time-limit").start()
         yield
     finally:
-        finished.set()
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            if previous is not None and previous is not _UNSET:  # None: set outside Python, left alone
-                signal.signal(signal.SIGALRM, previous)
-            if earlier[0]:  # someone's timer was running: it goes on
-                signal.setitimer(signal.ITIMER_REAL, *earlier)
+        try:
+            disarm()
+        except stop:  # the alarm came as the block left, before the timer was off: the limit passed; the
+            disarm()  # next alarm is a second away, so this one ends it all
+            raise
 
 
 def end_process(message: str) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "not_empty", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
 
 
@@ -43,7 +43,7 @@ def writable_folder(path: str | Path, option: str, *, in_the_way: str = "name a 
     gives for a file in the way (a folder the user did not name, such as a run's plans beside its results,
     says what to do instead). An empty path is refused: taken as the working folder, it would write there
     without the user having named it."""
-    _not_empty(path, option)
+    not_empty(path, option)
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder this command could create and write into, without creating it: for an output
     written only after later checks pass (train --write-job), so that a refusal leaves nothing behind. An
     existing folder is checked as writable_folder does; otherwise its nearest existing parent is."""
-    _not_empty(path, option)
+    not_empty(path, option)
     path = Path(os.path.abspath(path))
     try:
         if path.exists() or path.is_symlink():
@@ -85,7 +85,9 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     return path
 
 
-def _not_empty(path: str | Path, option: str) -> None:
+def not_empty(path: str | Path, option: str) -> None:
+    """Refuse an empty path (`option`: the option or keyword that gave it): taken as the working folder, it
+    names a place the user did not."""
     if str(path) == "":
         raise UserError(f"{option}: an empty path; name a folder")
 

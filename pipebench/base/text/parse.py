@@ -27,8 +27,8 @@ from pipebench.base.errors import UserError
 from pipebench.base.errors import DeviceError
 
 __all__ = ["LIMITS", "MAX_MICRO_BATCHES", "AutoGpus", "parse_int", "parse_number", "parse_option", "count_of",
-           "number_of", "option_of", "micro_batches_error", "parse_micro_batches", "parse_gpus", "parse_device",
-           "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
+           "number_of", "option_of", "ascii_float", "micro_batches_error", "parse_micro_batches", "parse_gpus",
+           "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
@@ -67,8 +67,9 @@ _DIGITS = re.compile(r"-?[0-9]{1,30}")
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
 
 
-def _float(text: str) -> float:
-    """A number written in ASCII (float() also reads other scripts' digits); NaN when it is not one."""
+def ascii_float(text: str) -> float:
+    """A number written in ASCII (float() also reads other scripts' digits and '1_0'); NaN when it is not
+    one. Every number a user types, an option's or an environment variable's (units.env_seconds), is read here."""
     return float(text) if _NUMBER.fullmatch(str(text).strip()) else math.nan
 
 
@@ -84,7 +85,7 @@ def parse_int(text: str, option: str, low: int, high: int) -> int:
 def parse_number(text: str, option: str, low: float, high: float) -> float:
     """`text` as a finite decimal number from `low` to `high` (no NaN, no infinities, ASCII digits)."""
     text = str(text).strip()
-    value = _float(text)
+    value = ascii_float(text)
     if not low <= value <= high:  # also NaN
         raise UserError(f"{option} takes a number from {low:g} to {high:g} (got {text[:40]!r})")
     return value
@@ -237,7 +238,7 @@ def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | No
     are refused)."""
     if text is None or text == "auto":
         return text
-    speeds = [_float(part) for part in text.split(",")]
+    speeds = [ascii_float(part) for part in text.split(",")]
     if not all(_NUMBER.fullmatch(part.strip()) for part in text.split(",")):
         raise UserError(f"--speeds takes auto or comma-separated positive numbers (got {text[:40]!r})")
     if len(speeds) != n or not all(s > 0 for s in speeds):  # `not all(> 0)` also refuses NaN
@@ -261,7 +262,7 @@ def parse_link_gbps(text: str | None) -> float | None:
     least 0.001 (a slower link would price a cut in hours, and NaN or a negative price no cut at all)."""
     if text is None:
         return None
-    gbps = _float(text)
+    gbps = ascii_float(text)
     if not (gbps == 0 or 1e-3 <= gbps < math.inf):
         raise UserError(f"--link-gbps takes 0 (transfers not priced) or GB/s from 0.001 up (got {text!r})")
     return gbps

@@ -6,11 +6,11 @@ tables and messages. Nothing here imports torch or pandas.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 
 from pipebench.base.errors import UserError
+from pipebench.base.text.parse import ascii_float
 
 __all__ = ["KIB", "MIB", "GIB", "parse_size", "env_seconds", "format_bytes", "format_gib", "format_count"]
 
@@ -39,14 +39,12 @@ def parse_size(text: str, option: str | None = None) -> int:
 
 
 def env_seconds(name: str, default: float, most: float) -> float:
-    """$`name` as seconds, or `default` where it is not set (UserError unless a number above 0, below `most`)."""
+    """$`name` as seconds, or `default` where it is not set (UserError unless a number above 0, below `most`,
+    in ASCII digits as the options are: float() would also read '\u0662' or '1_0')."""
     text = os.environ.get(name)
     if text is None:
         return default
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
+    seconds = ascii_float(text)
     if not 0 < seconds < most:
         raise UserError(f"{name}={text!r} should be a number of seconds above 0 and below {most:g}")
     return seconds
