@@ -333,5 +333,9 @@ def test_two_spellings_of_one_option_that_agree_are_one_value():
 
     args = _parse(build_parser(), ["run", "--cpu-processes", "2", "--stages", " 2", "--chunks", "4", "--micro-batches", "4"])
     assert (args.cpu_processes.strip(), args.micro_batches) == ("2", "4")
+    args = _parse(build_parser(), ["advise", "--model", "mlp", "--micro-batches", "1,2", "--chunks", "2,1"])  # one set
+    assert args.micro_batches == "2,1"
+    args = _parse(build_parser(), ["plan", "--model", "mlp", "--micro-batches", "2", "--chunks", "02"])
+    assert args.micro_batches == "02"
     args = _parse(build_parser(), ["plan", "--model", "mlp", "--chunks", "4", "--chunks", "8"])  # one spelling: the last
     assert args.micro_batches == "8"

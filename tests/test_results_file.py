@@ -170,7 +170,7 @@ def test_every_file_name_part_is_one_slug():
     advise's check folder alike: only what each keeps or strips differs."""
     from pipebench.bench.cli.advise import model_slug
     from pipebench.bench.report.plots import _slug as plot_slug
-    from pipebench.base.fileio.files import slug
+    from pipebench.base.fileio.file_names import slug
 
     assert slug("convnet.py:ConvNet") == "convnet.py-ConvNet" and slug(" résumé / 中文 ") == "r-sum"
     assert slug("a--b+c", keep="._+-", strip="") == "a--b+c" and slug("-.x.-", strip="-.") == "x" and slug("") == ""

@@ -20,7 +20,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.store.row import timeline_from_ops
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.base.errors import UserError
-from pipebench.base.fileio.files import slug
+from pipebench.base.fileio.file_names import slug
 from pipebench.hardware.cpu import threads_per_device
 from pipebench.models.source import ModelSource
 from pipebench.partition.planning.plan import Plan

@@ -183,11 +183,19 @@ class _OneValue(argparse._StoreAction):
     def __call__(self, parser, namespace, values, option_string=None):
         given = self.__dict__.setdefault("_given", {})  # a parser is built for each command line
         for spelling, value in given.items():
-            if spelling != option_string and str(value).strip() != str(values).strip():
+            if spelling != option_string and _meaning(value) != _meaning(values):
                 parser.error(f"argument {option_string}: {values} disagrees with {spelling} {value}, another "
                              "spelling of it; give one")
         given[option_string] = values
         super().__call__(parser, namespace, values, option_string)
+
+
+def _meaning(text) -> frozenset:
+    """What a value of an aliased option says, whatever its form: its comma-separated items, each a number
+    where it is ASCII digits (02 is 2), as a set (both options are counts, or lists of counts that count
+    each value once), so `--micro-batches 1,2 --chunks 2,1` agree."""
+    items = (item.strip() for item in str(text).split(","))
+    return frozenset(int(item) if item.isascii() and item.isdigit() else item for item in items)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -58,7 +58,7 @@ def cmd_advise(args) -> int:
 
 def model_slug(name: str) -> str:
     """A model's name as a folder's: 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'."""
-    from pipebench.base.fileio.files import slug
+    from pipebench.base.fileio.file_names import slug
 
     return slug(Path(name.split(":")[0]).name + ("-" + name.rsplit(":", 1)[1] if ":" in name else ""))
 

@@ -13,7 +13,7 @@ import pandas as pd
 from pipebench.bench.report.labels import GROUP, case_label, group_labels, is_pipeline, one_device
 from pipebench.bench.store.row import CASE_FIELDS
 from pipebench.bench.strategies import BASELINE, LEVELS
-from pipebench.base.fileio.files import slug
+from pipebench.base.fileio.file_names import slug
 
 __all__ = ["write_plots"]
 

@@ -39,7 +39,8 @@ from filelock import FileLock
 from pipebench.bench.store.row import CSV_COLUMNS, DONE_STATUSES, FIELDS, LATER_FIELDS, ResultsError, Row, case_key
 from pipebench.base.fileio.csvtext import csv_rows, csv_text
 from pipebench.base.errors import UserError
-from pipebench.base.fileio.files import read_json, slug, write_text
+from pipebench.base.fileio.file_names import slug
+from pipebench.base.fileio.files import read_json, write_text
 
 __all__ = ["FORMAT", "VERSION", "results_paths", "start_run", "claims_folder", "append", "load", "files", "done_keys",
            "claim"]

@@ -154,7 +154,7 @@ class Plan:
     equal layer counts) that the simulated step prices faster than the solver's is taken instead."""
     placement: list[int] = field(default_factory=list)
     """The device index (0 .. device_count - 1) of each stage, as the schedule places it: the one place
-    every executor reads it from (partition.planning.schedule.placement computes it when the plan is made)."""
+    every executor reads it from (partition.planning.schedule_order.placement computes it when the plan is made)."""
     cores_shared: bool = False
     """The devices are CPU processes sharing one machine's cores: the step is simulated with
     simulator.SharedCores(contention, action_ms)."""

@@ -11,7 +11,7 @@ their gradients cross between processes with point-to-point sends (NCCL on GPUs,
     pp-zbv          ScheduleZBVZeroBubble            2                    s < p: s, else 2p - 1 - s  (V)
 
 The torch class comes from the strategy registry (bench/strategies/__init__.py); which stages this
-process runs comes from the Plan (`Plan.placement`, made once by partition.planning.schedule.placement).
+process runs comes from the Plan (`Plan.placement`, made once by partition.planning.schedule_order.placement).
 
 A schedule the installed torch lacks raises `UnavailableStrategy`, never a stand-in.
 

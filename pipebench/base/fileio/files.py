@@ -7,7 +7,6 @@ One home for what every file format here needs (profiles, plans, jobs, results, 
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
-- `slug`: a name (a model's, a host's, a label) as part of a file name.
 - `read_json`: a versioned JSON object read back into a dataclass (pipebench/base/fileio/records.py `record`: every
   field checked against its annotation, an error that names the file and the field in one line).
 - Files that are not regular files: a write never replaces them. A character device (/dev/null, a
@@ -33,7 +32,7 @@ from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
 __all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "not_empty", "write_text", "write_json", "replace_file",
-           "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs", "slug"]
+           "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs"]
 
 
 
@@ -239,14 +238,6 @@ def _own_descriptor(path: Path) -> int | None:
             if parts[-1].isdigit():
                 return int(parts[-1])
     return None
-
-
-def slug(text: str, keep: str = "._+", strip: str = "-") -> str:
-    """`text` as part of a file name, the same on every file system and shell: ASCII letters and digits and
-    the characters of `keep` kept, every run of any other character one '-', then `strip`'s characters
-    taken off both ends. 'convnet.py:ConvNet' -> 'convnet.py-ConvNet'; '2xNVIDIA H200' -> '2xNVIDIA-H200'.
-    May be empty: the caller says what that means."""
-    return re.sub(f"[^A-Za-z0-9{re.escape(keep)}]+", "-", text).strip(strip)
 
 
 def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
