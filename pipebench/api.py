@@ -251,7 +251,6 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     from dataclasses import fields as fields_of
 
     from pipebench.bench.cases import run_options, run_suite
-    from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.strategies import strategy_list, strategy_names
 
     if "chunks" in options:  # the old name of micro_batches, still taken
@@ -271,10 +270,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     if unknown := sorted(set(options) - known):
         raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
     asked = run_options.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
-    if machine is None:
-        machine = detect_machine(None)
-    elif not isinstance(machine, Machine):
-        raise UserError(f"machine takes a Machine (pipebench.bench.cases.machine.detect_machine), not {type(machine).__name__}")
+    machine = _machine_of(machine)
     given = [name for name in run_options.QUICK_GIVEN if name in options] + ["batch"] * batch_given
     settled = run_options.settle(asked, machine, given=given, quick=quick)
     return run_suite.run_suite(settled, machine, note=note or (lambda line: None))
@@ -303,7 +299,6 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     from dataclasses import fields as fields_of
 
     from pipebench.base.training import Training
-    from pipebench.bench.cases.machine import Machine, detect_machine
     from pipebench.bench.train.data import parse_data, token_length
     from pipebench.bench.train.options import TrainOptions
     from pipebench.bench.train.outputs import check_outputs
@@ -320,10 +315,7 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     training = Training() if training is None else training
     if not isinstance(training, Training):
         raise UserError(f"training takes a Training (pipebench.base.training), not {type(training).__name__}")
-    if machine is None:
-        machine = detect_machine(None)
-    elif not isinstance(machine, Machine):
-        raise UserError(f"machine takes a Machine (pipebench.bench.cases.machine.detect_machine), not {type(machine).__name__}")
+    machine = _machine_of(machine)
     machine.request(training)  # the Request's checks (cudagraphs on the CPU): one line, before the model is built
     overrides = dict(options.pop("overrides", None) or {})
     asked = TrainOptions(model=model, strategy=strategy, data=None, batch=batch, overrides=overrides,
@@ -333,3 +325,14 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     spec = parse_data(data, token_length(model, asked.flavour, overrides))
     result = run_training(replace(asked, data=spec), over_nodes(machine, asked.nodes), note=note or (lambda line: None))
     return {**result, "save": asked.save}
+
+
+def _machine_of(machine: Any):
+    """The Machine `run` and `train` work on: the one given, or every visible GPU (else 2 CPU processes)."""
+    from pipebench.bench.cases.machine import Machine, detect_machine
+
+    if machine is None:
+        return detect_machine(None)
+    if not isinstance(machine, Machine):
+        raise UserError(f"machine takes a Machine (pipebench.bench.cases.machine.detect_machine), not {type(machine).__name__}")
+    return machine
