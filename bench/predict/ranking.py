@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, profile_counts, registry_rank
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.partition.profiling import sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.base.errors import UserError
@@ -73,18 +73,18 @@ def tie(a: Prediction, b: Prediction) -> str:
     return " and ".join(why)
 
 
-def links_of(profile: Profile, request: Request) -> costs.Links:
+def links_of(profile: Profile, request: Request) -> link_costs.Links:
     """The link figures saved with the profile, the request's link where it names one (Request.links, as a
     plan prices its cuts), and on CPU stand-ins what sharing the cores costs. Without a measured all-reduce,
     its bus bandwidth is taken to be the copy bandwidth (a ring of two devices moves the same bytes over the
     same link)."""
     copy, latency = request.links(profile)
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
-    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
-                       collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
-                       fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
-                       ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
-                       scatter_gbps=profile.scatter_gbps)
+    return link_costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
+                            collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
+                            fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
+                            ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
+                            scatter_gbps=profile.scatter_gbps)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Request,
