@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import Plan, shared_cores
 from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
-from pipebench.partition.profiling.sizes import Ranking
+from pipebench.partition.profiling.micro_batch_sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.model_spec import ModelSpec, is_module

@@ -16,7 +16,7 @@ from pipebench.bench.strategies import STRATEGIES, parse_auto
 from pipebench.base.errors import UserError
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.partition.planning import link_costs
-from pipebench.partition.profiling.sizes import TIE
+from pipebench.partition.profiling.micro_batch_sizes import TIE
 from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
 from pipebench.base.training import Training
 from pipebench.request import Request

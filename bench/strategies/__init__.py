@@ -38,7 +38,7 @@ from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1.price import price_zero1
 from pipebench.base.errors import UserError
-from pipebench.partition.profiling import sizes
+from pipebench.partition.profiling import micro_batch_sizes
 from pipebench.base.schedules import SCHEDULES, Schedule
 
 __all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts", "parse_strategies",
@@ -202,12 +202,12 @@ def profile_counts(micro_batches: Sequence[int | None], devices: int, *, strateg
     """The micro-batch counts a profile must hold for `strategies` to be priced on `devices` devices, from
     what each entry says: whether it micro-batches (then the counts of `micro_batches`; a None in them: the
     planner chooses, None), the devices it spreads the batch over, and its copies of a pipeline
-    (partition/profiling/sizes.py counts_to_ask). Only counts that split `batch` (None: any). The one rule
+    (partition/profiling/micro_batch_sizes.py counts_to_ask). Only counts that split `batch` (None: any). The one rule
     of what `pipebench run` and `advise` profile."""
     chosen = [get_strategy(name) for name in strategies]
-    return sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
-                               replicas={s.replicas(devices) for s in chosen if s.replicated},
-                               micro_batched=any(s.micro_batched for s in chosen), batch=batch)
+    return micro_batch_sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
+                                           replicas={s.replicas(devices) for s in chosen if s.replicated},
+                                           micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 
 def strategy_list(names: Any) -> list[str]:
