@@ -242,7 +242,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         or package.module:NAME. strategies: names (default: every one). machine: a Machine
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/run_options.py), e.g. flavour,
-        out, steps, warmup, rounds, training, compiles, micro_batches (chunks: its old name), resume; each
+        out, steps, warmup, rounds, training, compiles, micro_batches (or its alias chunks), resume; each
         field's default where not given.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
     `pipebench run --quick` (run_options.settle: the one path both take).
