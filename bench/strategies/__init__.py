@@ -23,7 +23,7 @@ of its first step, so that a reader sees that every strategy computes the same t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies import dataparallel, ddp, devicemap, fsdp, hybrid, planned, zero1
@@ -54,8 +54,9 @@ class Strategy:
     """Returns its Trainer class, imported then (with torch): a function of the strategy's package (see
     the module's docstring), called through `trainer_class` by the worker only. Every Trainer is built as
     Trainer(model, devices, plan=, strategy=, training=)."""
-    process_per_device: bool
-    """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
+    process_per_device: bool = field(kw_only=True)
+    """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all.
+    Keyword-only: a bare True or False in an entry does not say which question it answers."""
     price: Callable[[Pricing], Prediction] = price_plan
     """The function that predicts it (pricing.py, or the strategy's package): price(Pricing) -> Prediction, the
     Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
@@ -134,39 +135,39 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy("single", "the whole model on one device: the baseline", planned.single_trainer_class, False,
-             schedule=SCHEDULES["gpipe"], one_device=True),
+    Strategy("single", "the whole model on one device: the baseline", planned.single_trainer_class,
+             process_per_device=False, schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             dataparallel.trainer_class, False, price=price_dataparallel, can_checkpoint=False),
+             dataparallel.trainer_class, process_per_device=False, price=price_dataparallel, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             ddp.trainer_class, True, price=price_ddp, splits_batch=True),
+             ddp.trainer_class, process_per_device=True, price=price_ddp, splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             zero1.trainer_class, True, price=price_zero1, splits_batch=True),
-    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", fsdp.trainer_class, True,
-             price=price_fsdp, splits_batch=True),
+             zero1.trainer_class, process_per_device=True, price=price_zero1, splits_batch=True),
+    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", fsdp.trainer_class,
+             process_per_device=True, price=price_fsdp, splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             devicemap.trainer_class, False, price=price_device_map, can_checkpoint=False),
+             devicemap.trainer_class, process_per_device=False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
-             planned.modelparallel_trainer_class, False, schedule=SCHEDULES["gpipe"]),
-    Strategy("pipeline", "GPipe in one process over CUDA streams", planned.pipeline_trainer_class, False,
-             schedule=SCHEDULES["gpipe"], micro_batched=True),
+             planned.modelparallel_trainer_class, process_per_device=False, schedule=SCHEDULES["gpipe"]),
+    Strategy("pipeline", "GPipe in one process over CUDA streams", planned.pipeline_trainer_class,
+             process_per_device=False, schedule=SCHEDULES["gpipe"], micro_batched=True),
     Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
-             planned.pp_trainer_class, True, schedule=SCHEDULES["gpipe"], micro_batched=True,
+             planned.pp_trainer_class, process_per_device=True, schedule=SCHEDULES["gpipe"], micro_batched=True,
              runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", planned.pp_trainer_class, True,
+    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", planned.pp_trainer_class, process_per_device=True,
              schedule=SCHEDULES["1f1b"], micro_batched=True, runs_torch_schedule=True, named_after_schedule=True),
     Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", planned.pp_trainer_class,
-             True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
+             process_per_device=True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
              named_after_schedule=True),
     Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", planned.pp_trainer_class,
-             True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True, runs_torch_schedule=True,
+             process_per_device=True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True,
+             runs_torch_schedule=True, can_checkpoint=False, named_after_schedule=True),
+    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", planned.pp_trainer_class,
+             process_per_device=True, schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True,
              can_checkpoint=False, named_after_schedule=True),
-    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", planned.pp_trainer_class, True,
-             schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
-             named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             hybrid.trainer_class, True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
+             hybrid.trainer_class, process_per_device=True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
              micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
 
