@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from pipebench.bench.predict.ranking import Advice, Prediction, rank_strategies, predict, tie, top_strategies
 from pipebench.bench.cli import main
-from pipebench.bench.strategies import STRATEGIES, parse_auto
+from pipebench.bench.cli.strategy_option import parse_auto
+from pipebench.bench.strategies import STRATEGIES
 from pipebench.base.errors import UserError
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.partition.planning import link_costs

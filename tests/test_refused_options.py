@@ -170,6 +170,9 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_pa
     (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
     (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "auto,²"], "--micro-batches takes positive integers"),
     (["run", "--models", "mlp", "--strategies", "auto:²"], "--strategies auto takes a count of strategies"),
+    (["run", "--models", "mlp", "--strategies", "auto:"], "--strategies auto takes a count of strategies"),
+    (["run", "--models", "mlp", "--strategies", "single,,ddp"], "--strategies names an empty strategy"),
+    (["run", "--models", "mlp", "--strategies", "single,"], "--strategies names an empty strategy"),
     (["run", "--models", "mlp", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
     (["plan", "--model", "mlp", "--micro-batches", "²"], "--micro-batches takes a positive integer or auto"),
     # other scripts' digits, which int() takes: accepted silently before

@@ -41,8 +41,7 @@ from pipebench.base.errors import UserError
 from pipebench.partition.profiling import micro_batch_sizes
 from pipebench.base.schedules import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts", "parse_strategies",
-           "parse_auto"]
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts"]
 
 
 @dataclass(frozen=True)
@@ -173,8 +172,6 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
 
 BASELINE = "single"
 """The strategy every other is measured against (x_single, the auto selection, the plots' speed-up)."""
-AUTO_COUNT = 3
-"""How many strategies `--strategies auto` runs besides single where it names no count (auto:K)."""
 LEVELS = (BASELINE, "dataparallel", "ddp")
 """Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/report/plots.py); the
 report's x_dataparallel compares with the second."""
@@ -218,36 +215,3 @@ def strategy_list(names: Any) -> list[str]:
         raise UserError(f"strategies takes a non-empty list of names such as ['single', 'ddp'], not {names!r:.60}")
     return [get_strategy(name).name for name in names]
 
-
-def parse_strategies(text: str | None) -> list[str]:
-    """'single,ddp' -> ["single", "ddp"]; None -> every strategy."""
-    if text is None:
-        return strategy_names()
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"--strategies names no strategy (got {text!r}); choose from: {', '.join(STRATEGIES)}")
-    for name in names:
-        get_strategy(name)
-    return names
-
-
-def parse_auto(text: str | None) -> int | None:
-    """'auto' -> AUTO_COUNT, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
-    if text is None or not text.strip().startswith("auto"):
-        return None
-    from pipebench.base.text.parse import parse_int
-
-    head, _, count = text.strip().partition(":")
-    if head == "auto":
-        try:
-            return parse_int(count, "--strategies auto:K", 1, len(STRATEGIES)) if count else AUTO_COUNT
-        except UserError:
-            pass
-    raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
-                    f"(got {text[:40]!r})")
-
-
-def help_text() -> str:
-    """The strategies, one line each, for `pipebench run --help`."""
-    width = max(map(len, STRATEGIES))
-    return "strategies:\n" + "\n".join(f"  {s.name:<{width}}  {s.summary}" for s in STRATEGIES.values())
