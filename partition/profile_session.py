@@ -154,7 +154,7 @@ class ProfilingSession:
         zoo name given without a flavour learns the zoo's default here, and the cache is asked again under it."""
         import torch
 
-        from pipebench.base.text.parse import is_user_model
+        from pipebench.model_spec import is_user_model
         from pipebench.models import LayeredModel, UserModel, get_model
         from pipebench.partition.profiling.measure import Captures
         from pipebench.base.training import set_precision
