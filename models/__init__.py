@@ -22,7 +22,7 @@ from pipebench.models.base import Built, LayeredModel
 from pipebench.models.imports import check_fits
 from pipebench.models.source import ModelSource, UserModel, check_settings, load_user_model
 from pipebench.base.errors import UserError
-from pipebench.base.text.parse import is_user_model
+from pipebench.model_spec import is_user_model
 
 __all__ = ["LayeredModel", "ModelInfo", "UnknownModelError", "UserModel", "get_model", "is_user_model", "list_models", "model_names"]
 

@@ -4,7 +4,7 @@ A `ProfilingSession` holds one request's micro-batch counts, the profile cache's
 what was asked alone, before anything is built), the model once it must be built, and the profiles
 measured or found so far. `measure(counts)` measures what the cache does not hold, `links()` times (or
 finds) the link figures a plan prices its cuts with, and `profiles(rank)` runs the whole session: the
-first sizes, the links, then the sizes a close choice depends on (partition/profiling/sizes.py).
+first sizes, the links, then the sizes a close choice depends on (partition/profiling/micro_batch_sizes.py).
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from pipebench.base.errors import UserError
-from pipebench.partition.profiling import sizes
+from pipebench.partition.profiling import micro_batch_sizes
 from pipebench.partition.planning.plan_choice import plan_ranking
 from pipebench.partition.profiling.profile_record import Profile
 from pipebench.base.schedules import DEFAULT_SCHEDULE
-from pipebench.partition.profiling.sizes import Ranking
+from pipebench.partition.profiling.micro_batch_sizes import Ranking
 from pipebench.model_spec import ModelSpec
 from pipebench.request import DEFAULT_REPEATS, Request
 from pipebench.base.training import Training
@@ -27,12 +27,12 @@ __all__ = ["ProfilingSession", "counts_and_devices"]
 
 
 def counts_and_devices(request: Request) -> tuple[list[int], list[str]]:
-    """The micro-batch counts `request` measures (partition/profiling/sizes.py counts_to_profile) and the
+    """The micro-batch counts `request` measures (partition/profiling/micro_batch_sizes.py counts_to_profile) and the
     devices it names, each checked (one UserError); a Training the first device cannot run the Request
     refused when it was built."""
     from pipebench.hardware.devices import resolve_device
 
-    counts = sizes.counts_to_profile(request.micro_batches, request.batch, len(request.devices))
+    counts = micro_batch_sizes.counts_to_profile(request.micro_batches, request.batch, len(request.devices))
     devices = [resolve_device(d) for d in request.devices]
     return counts, devices
 
@@ -70,9 +70,9 @@ class ProfilingSession:
     def profiles(self, rank: Ranking | None = None) -> list[Profile]:
         """The session's answer: the first sizes (every count asked, or auto's anchors), the link figures on
         each profile, and under auto the sizes a close choice depends on, measured until they all are
-        (sizes.refine; rank None: the default ranking, `default_ranking`). Fewest micro-batches first."""
+        (micro_batch_sizes.refine; rank None: the default ranking, `default_ranking`). Fewest micro-batches first."""
         auto = self.request.micro_batches is None
-        first = sizes.anchors(self.counts, len(self.devices)) if auto else self.counts
+        first = micro_batch_sizes.anchors(self.counts, len(self.devices)) if auto else self.counts
         if missing := [m for m in first if m not in self.cached]:
             self.measure(missing)
         if self.cached and self.note:
@@ -90,12 +90,12 @@ class ProfilingSession:
         if not auto:
             return with_links(sorted(self.measured, key=lambda p: p.micro_batches))
         rank = rank if rank is not None else default_ranking(self.devices)
-        profiles = sizes.refine(with_links(list(self.measured)), self.counts, rank,
-                                lambda wanted: with_links(self.measure(wanted)))
+        profiles = micro_batch_sizes.refine(with_links(list(self.measured)), self.counts, rank,
+                                            lambda wanted: with_links(self.measure(wanted)))
         guessed = [p.micro_batch for p in profiles if p.interpolated_from]
         if guessed and self.note:
             self.note(f"{self._name()}: micro-batch size(s) {', '.join(map(str, guessed))} interpolated between "
-                      f"the measured ones, not measured (partition/profiling/sizes.py; --micro-batches M,M,... measures them)")
+                      f"the measured ones, not measured (partition/profiling/micro_batch_sizes.py; --micro-batches M,M,... measures them)")
         return profiles
 
     def measure(self, wanted: list[int]) -> list[Profile]:
@@ -154,7 +154,7 @@ class ProfilingSession:
         zoo name given without a flavour learns the zoo's default here, and the cache is asked again under it."""
         import torch
 
-        from pipebench.base.text.parse import is_user_model
+        from pipebench.model_spec import is_user_model
         from pipebench.models import LayeredModel, UserModel, get_model
         from pipebench.partition.profiling.measure import Captures
         from pipebench.base.training import set_precision

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from pipebench.base.errors import UserError
 from pipebench.partition.planning.plan import Plan, shared_cores
 from pipebench.partition.planning.plan_choice import make_plan, plan_ranking
-from pipebench.partition.profiling.sizes import Ranking
+from pipebench.partition.profiling.micro_batch_sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.model_spec import ModelSpec, is_module
@@ -242,7 +242,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         or package.module:NAME. strategies: names (default: every one). machine: a Machine
         (bench/cases/machine.py detect_machine: GPUs by id, or CPU processes; default: every visible GPU,
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/run_options.py), e.g. flavour,
-        out, steps, warmup, rounds, training, compiles, micro_batches (chunks: its old name), resume; each
+        out, steps, warmup, rounds, training, compiles, micro_batches (or its alias chunks), resume; each
         field's default where not given.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
     `pipebench run --quick` (run_options.settle: the one path both take).

@@ -18,7 +18,14 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import as_path
 
-__all__ = ["ModelSpec", "is_module"]
+__all__ = ["ModelSpec", "is_module", "is_user_model"]
+
+
+def is_user_model(name: str) -> bool:
+    """Whether a model name (`--model`, a case's, a profile's) names a model of your own, `file.py:NAME` or
+    `package.module:NAME`, not the zoo's (whose names have no colon). Here beside ModelSpec, not in models/,
+    which imports torch: the command line asks before any model is built."""
+    return ":" in name
 
 
 def is_module(model: Any) -> bool:

@@ -2,7 +2,7 @@
 
 Between two runs of the CPU quick suite three things changed at once, and the step error grew: the
 profile (`--micro-batches auto` measures a few sizes on one dynamic-batch export and interpolates the rest:
-partition/profiling/sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
+partition/profiling/micro_batch_sizes.py), the CPU pricing (processes sharing the cores: simulator.SharedCores, the probes'
 contention, the pipeline runtime's and FSDP2's own costs, nn.DataParallel priced as the whole step), and
 the measured step (the workers' own clocks). Figures compared across runs on a shared 2-core machine
 measure its load as much as the change, so this separates them offline: every committed row is
@@ -77,7 +77,7 @@ def measure(out: Path, models: Sequence[str], rounds: int, old_code: Path | None
     from pipebench.models import get_model
     from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
     from pipebench.partition.profiling.measure import Captures, profile_sizes
-    from pipebench.partition.profiling.sizes import counts_to_profile
+    from pipebench.partition.profiling.micro_batch_sizes import counts_to_profile
 
     out.mkdir(parents=True, exist_ok=True)
     counts = counts_to_profile(None, BATCH, 1)
@@ -187,14 +187,14 @@ class Line:
 
 def interpolated(dynamic: list) -> list:
     """What `--micro-batches auto` would have given from the sizes of `dynamic`: the anchors taken from it, the
-    other sizes interpolated, and those the advice's ranking finds close taken from it too (sizes.refine)."""
+    other sizes interpolated, and those the advice's ranking finds close taken from it too (micro_batch_sizes.refine)."""
     from pipebench.bench.predict.ranking import advice_ranking
-    from pipebench.partition.profiling import sizes
+    from pipebench.partition.profiling import micro_batch_sizes
 
     by_count = {p.micro_batches: p for p in dynamic}
     counts = sorted(by_count)
-    first = [by_count[m] for m in sizes.anchors(counts, len(DEVICES))]
-    return sizes.refine(first, counts, advice_ranking(Request(devices=DEVICES)), lambda wanted: [by_count[m] for m in wanted])
+    first = [by_count[m] for m in micro_batch_sizes.anchors(counts, len(DEVICES))]
+    return micro_batch_sizes.refine(first, counts, advice_ranking(Request(devices=DEVICES)), lambda wanted: [by_count[m] for m in wanted])
 
 
 @contextmanager

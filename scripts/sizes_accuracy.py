@@ -1,4 +1,4 @@
-"""How much `--micro-batches auto`'s interpolated sizes cost in accuracy (partition/profiling/sizes.py), as a benchmark.
+"""How much `--micro-batches auto`'s interpolated sizes cost in accuracy (partition/profiling/micro_batch_sizes.py), as a benchmark.
 
 For each model, back to back in one process: every micro-batch size measured twice (the second time is
 the noise a measurement has anyway), then the sizes that auto measures taken from the first measurement
@@ -7,7 +7,7 @@ and the others interpolated between them. Printed:
   and 90th percentile over the layers, times weighted alike), beside the same statistic between the two
   measurements;
 - the plan (2 stages, 1f1b) and the advice (2 devices) made from every size measured, against those made
-  as auto makes them: the anchors measured, the close counts measured (refine, within sizes.TIE) and
+  as auto makes them: the anchors measured, the close counts measured (refine, within micro_batch_sizes.TIE) and
   the rest interpolated. "same" when the choice is the same; else the measured step of auto's choice
   over the measured best.
 
@@ -68,24 +68,24 @@ def _choice(profiles, devices):
 def compare(name: str, batch: int) -> dict:
     import pipebench
     from pipebench.bench.predict.ranking import advice_ranking
-    from pipebench.partition.profiling import sizes
+    from pipebench.partition.profiling import micro_batch_sizes
     from pipebench.partition.planning.plan_choice import plan_ranking
 
     spec = MODELS[name]
     model, example = _llama() if name == "hf-llama" else (name, None)
-    counts = sizes.counts_to_profile(None, batch, 1)
+    counts = micro_batch_sizes.counts_to_profile(None, batch, 1)
     common = dict(batch=batch, device="cpu", flavour=spec.get("flavour"), settings=spec.get("settings"),
                   micro_batches=counts)
     first = pipebench.profile(model, example, **common)
     second = pipebench.profile(model, example, **common)
     by_count = {p.micro_batches: p for p in first}
     devices = ["cpu", "cpu"]
-    anchors = [by_count[m] for m in sizes.anchors(counts, len(devices))]
+    anchors = [by_count[m] for m in micro_batch_sizes.anchors(counts, len(devices))]
     rows = []
     for m in counts:
         if any(a.micro_batches == m for a in anchors):
             continue
-        guess = sizes.interpolate(anchors, m)
+        guess = micro_batch_sizes.interpolate(anchors, m)
         again = next(p for p in second if p.micro_batches == m)
         rows.append({"size": batch // m, "from": guess.interpolated_from,
                      "time": _errors(guess, by_count[m], TIMES), "noise": _errors(again, by_count[m], TIMES),
@@ -99,7 +99,7 @@ def compare(name: str, batch: int) -> dict:
             asked.extend(wanted)
             return [by_count[m] for m in wanted]
 
-        auto = sizes.refine(anchors, counts, rank, measure)
+        auto = micro_batch_sizes.refine(anchors, counts, rank, measure)
         plan, advice = _choice(auto, devices)
         if what == "plan":
             best, got = measured_plan.micro_batches, plan.micro_batches

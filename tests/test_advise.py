@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from pipebench.bench.predict.ranking import Advice, Prediction, rank_strategies, predict, tie, top_strategies
 from pipebench.bench.cli import main
-from pipebench.bench.strategies import STRATEGIES, parse_auto
+from pipebench.bench.cli.strategy_option import parse_auto
+from pipebench.bench.strategies import STRATEGIES
 from pipebench.base.errors import UserError
 from pipebench.bench.strategies.ddp.cost import ddp_step
-from pipebench.partition.planning import costs
-from pipebench.partition.profiling.sizes import TIE
+from pipebench.partition.planning import link_costs
+from pipebench.partition.profiling.micro_batch_sizes import TIE
 from pipebench.partition.profiling.profile_record import BETWEEN_RUNS, LayerProfile, Profile, save_profiles, step_spread
 from pipebench.base.training import Training
 from pipebench.request import Request
@@ -42,19 +43,19 @@ def profiles(**kw):
 
 
 def test_allreduce_is_a_ring():
-    links = costs.Links(allreduce_gbps=10.0, latency_ms=0.5)
-    assert costs.allreduce_ms(10**9, 2, links) == pytest.approx(100.0 + 0.5)  # 2 (p-1)/p x 1 GB at 10 GB/s
-    assert costs.allreduce_ms(10**9, 4, links) == pytest.approx(150.0 + 0.5)
-    assert costs.allreduce_ms(10**9, 1, links) == 0.0
+    links = link_costs.Links(allreduce_gbps=10.0, latency_ms=0.5)
+    assert link_costs.allreduce_ms(10**9, 2, links) == pytest.approx(100.0 + 0.5)  # 2 (p-1)/p x 1 GB at 10 GB/s
+    assert link_costs.allreduce_ms(10**9, 4, links) == pytest.approx(150.0 + 0.5)
+    assert link_costs.allreduce_ms(10**9, 1, links) == 0.0
 
 
 def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
     layers = [layer(f"l{i}", 1.0, 2.0, 30 * 2**20) for i in range(4)]  # a 30 MiB layer: a bucket each
-    free = ddp_step(layers, 2, costs.Links())
+    free = ddp_step(layers, 2, link_costs.Links())
     assert free == pytest.approx(12.0)
     # Each bucket takes 1 ms on the link: all but the last hide behind the next layer's 2 ms backward.
     per_bucket = 30 * 2**20 / 1e9 / 1e-3  # GB/s giving exactly 1 ms for a bucket
-    one_ms = costs.Links(allreduce_gbps=per_bucket)
+    one_ms = link_costs.Links(allreduce_gbps=per_bucket)
     hidden = dict(first_bucket_bytes=30 * 2**20, bucket_bytes=30 * 2**20, contention=0.0)
     assert ddp_step(layers, 2, one_ms, **hidden) == pytest.approx(12.0 + 1.0)
     # With contention, the backward pays for the all-reduce it overlaps (3 of the 4 buckets; the last
@@ -62,7 +63,7 @@ def test_ddp_hides_the_allreduce_behind_the_backward_until_the_last_bucket():
     assert ddp_step(layers, 2, one_ms, **{**hidden, "contention": 1.0}) == pytest.approx(12.0 + 3.0 + 1.0)
     # A slow link exposes nearly all of it: the first of 4 buckets of 5 ms starts at 6 ms (forward 4, one
     # backward 2) and the others queue behind it on the link.
-    five_ms = costs.Links(allreduce_gbps=per_bucket / 5)
+    five_ms = link_costs.Links(allreduce_gbps=per_bucket / 5)
     assert ddp_step(layers, 2, five_ms, **hidden) == pytest.approx(4.0 + 2.0 + 4 * 5.0)
 
 

@@ -144,7 +144,7 @@ def _tiny_net():
     (dict(batch=8, gpus="0,1"), r"gpus takes a list of GPU ids"),
 ])
 def test_wrong_types_are_refused_before_anything_is_measured(kwargs, message, monkeypatch):
-    """The Python API checks its arguments as the command line does (issue 42): one UserError each, before
+    """The Python API checks its arguments as the command line does: one UserError each, before
     any model is built or timed (a measurement here would fail the test)."""
     from pipebench.partition.profiling import measure
 
@@ -184,7 +184,7 @@ def test_plan_from_no_profiles_is_refused(profiles, message):
     ({}, "needs example_inputs"),
 ])
 def test_an_empty_or_meta_example_is_refused(example, message):
-    """An empty example, and one on the meta device, returned a Plan of nothing measured (issue 42)."""
+    """An empty example, and one on the meta device, returned a Plan of nothing measured."""
     with pytest.raises(UserError, match=message):
         pipebench.plan(_tiny_net(), example, batch=8, stages=2, repeats=1)
 

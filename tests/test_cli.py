@@ -324,7 +324,7 @@ def test_help_still_prints_in_full(capsys, command):
 ])
 def test_two_spellings_of_one_option_that_disagree_are_refused(capsys, argv, message):
     """`run --cpu-processes 2 --stages 3` ran 3 processes and `plan --micro-batches 2 --chunks 4` planned 4:
-    the last spelling won without a word (tenth pass, debatable)."""
+    the last spelling won without a word."""
     assert message in usage_line(capsys, argv)
 
 

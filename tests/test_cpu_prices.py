@@ -1,5 +1,5 @@
 """What the CPU stand-ins for devices cost: processes sharing one machine's cores (the simulator's
-simulator.SharedCores, the replicas' costs.Links.contention, the probes that measure them), and one process
+simulator.SharedCores, the replicas' link_costs.Links.contention, the probes that measure them), and one process
 running the whole module (nn.DataParallel on the CPU)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pipebench.bench.predict.ranking import predict
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.bench.strategies.fsdp.cost import fsdp_blocks, fsdp_step
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.base.schedules import SCHEDULES
 from pipebench.partition.planning.simulator import SharedCores, simulate
@@ -75,13 +75,13 @@ def _layer(name, fwd, bwd, param_bytes):
 
 def test_replicas_computing_at_once_pay_the_contention():
     layers = [_layer(f"l{i}", 1.0, 2.0, 10**6) for i in range(4)]
-    assert ddp_step(layers, 2, costs.Links(contention=1.5)) == pytest.approx(1.5 * ddp_step(layers, 2, costs.Links()))
-    assert fsdp_step(layers, 2, costs.Links(contention=1.5)) == pytest.approx(1.5 * fsdp_step(layers, 2, costs.Links()))
+    assert ddp_step(layers, 2, link_costs.Links(contention=1.5)) == pytest.approx(1.5 * ddp_step(layers, 2, link_costs.Links()))
+    assert fsdp_step(layers, 2, link_costs.Links(contention=1.5)) == pytest.approx(1.5 * fsdp_step(layers, 2, link_costs.Links()))
 
 
 def test_fsdp_pays_its_runtime_on_every_layer_with_parameters():
     layers = [_layer(f"l{i}", 1.0, 2.0, 10**6 if i % 2 else 0) for i in range(4)]  # 2 of 4 with parameters
-    assert fsdp_step(layers, 2, costs.Links(fsdp_layer_ms=0.5)) == pytest.approx(12.0 + 2 * 0.5)
+    assert fsdp_step(layers, 2, link_costs.Links(fsdp_layer_ms=0.5)) == pytest.approx(12.0 + 2 * 0.5)
 
 
 def _profiles(device, contention=None, action_ms=None):
@@ -204,21 +204,21 @@ def test_replica_steps_on_cpu_stand_ins_pay_ddps_runtime_and_the_losss_all_reduc
     # 4 layers, 3 with parameters: DDP's runtime is 0.5 a step and 0.1 a layer with parameters; the
     # loss's all-reduce at the end is one collective of 0.3; FSDP pays that collective too.
     layers = [_layer(f"l{i}", 1.0, 2.0, 10**6 if i else 0) for i in range(4)]
-    bare = costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05)
-    priced = costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3, ddp_ms=0.5,
-                         ddp_layer_ms=0.1)
+    bare = link_costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05)
+    priced = link_costs.Links(copy_gbps=1.0, allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3, ddp_ms=0.5,
+                              ddp_layer_ms=0.1)
     assert ddp_step(layers, 2, priced) - ddp_step(layers, 2, bare) == pytest.approx(
         0.5 + 3 * 0.1 + 0.3 + (0.3 - 0.05) * 2)  # and DDP's 2 buckets' all-reduces at the collective's fixed cost
     assert ddp_step(layers, 1, priced) == pytest.approx(ddp_step(layers, 1, bare) + 0.5 + 0.3)
-    assert fsdp_step(layers, 2, costs.Links(collective_ms=0.3)) == pytest.approx(
-        fsdp_step(layers, 2, costs.Links()) + 0.3)
+    assert fsdp_step(layers, 2, link_costs.Links(collective_ms=0.3)) == pytest.approx(
+        fsdp_step(layers, 2, link_costs.Links()) + 0.3)
 
 
 def test_a_collectives_fixed_cost_is_the_collectives_not_a_messages():
-    links = costs.Links(allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3)
-    assert costs.allreduce_ms(10**6, 2, links) == pytest.approx(1.0 + 0.3)
-    assert costs.gather_ms(10**6, 2, links) == pytest.approx(0.5 + 0.3)
-    assert costs.allreduce_ms(10**6, 2, costs.Links(allreduce_gbps=1.0, latency_ms=0.05)) == pytest.approx(1.05)
+    links = link_costs.Links(allreduce_gbps=1.0, latency_ms=0.05, collective_ms=0.3)
+    assert link_costs.allreduce_ms(10**6, 2, links) == pytest.approx(1.0 + 0.3)
+    assert link_costs.gather_ms(10**6, 2, links) == pytest.approx(0.5 + 0.3)
+    assert link_costs.allreduce_ms(10**6, 2, link_costs.Links(allreduce_gbps=1.0, latency_ms=0.05)) == pytest.approx(1.05)
 
 
 def test_advise_prices_the_profiles_process_figures():
@@ -262,8 +262,8 @@ def test_fsdps_runtime_is_paid_per_block_it_shards_not_per_profiled_layer():
     layers = [_layer(name, 1.0, 2.0, 0 if name.endswith("drop") else 10**6) for name in names]
     assert fsdp_blocks(layers, 4) == [True, False, True, False, False, True, False, False]
     assert fsdp_blocks(layers, 1) == [n != "transformer.drop" for n in names]  # the zoo's layers are its blocks
-    links = costs.Links(fsdp_layer_ms=0.5)
-    bare = fsdp_step(layers, 2, costs.Links())
+    links = link_costs.Links(fsdp_layer_ms=0.5)
+    bare = fsdp_step(layers, 2, link_costs.Links())
     assert fsdp_step(layers, 2, links, blocks=fsdp_blocks(layers, 4)) == pytest.approx(bare + 3 * 0.5)
     assert fsdp_step(layers, 2, links) == pytest.approx(bare + 7 * 0.5)
 
@@ -277,15 +277,15 @@ def test_fsdp_gathers_a_block_in_one_collective_whose_calls_its_runtime_already_
     layers = [_layer(name, 1.0, 2.0, 10**6) for name in names]
     blocks = [True, False, False, True, False, False]
     compute = 6 * (1.0 + 2.0)
-    gpu = costs.Links(allreduce_gbps=1e6, collective_ms=0.5)  # bytes free: only the calls cost
+    gpu = link_costs.Links(allreduce_gbps=1e6, collective_ms=0.5)  # bytes free: only the calls cost
     # nothing overlaps (DDP_CONTENTION 1): each block's two gathers and reduce-scatter cost 0.5 each, then
     # the loss's collective
     assert fsdp_step(layers, 2, gpu, blocks=blocks) == pytest.approx(compute + 2 * 3 * 0.5 + 0.5)
     assert fsdp_step(layers, 2, gpu) == pytest.approx(compute + 6 * 3 * 0.5 + 0.5)  # a block a layer
-    cpu = costs.Links(allreduce_gbps=1e6, collective_ms=0.5, fsdp_layer_ms=4.0)
+    cpu = link_costs.Links(allreduce_gbps=1e6, collective_ms=0.5, fsdp_layer_ms=4.0)
     assert fsdp_step(layers, 2, cpu, blocks=blocks) == pytest.approx(compute + 2 * 4.0 + 0.5)
     # the bytes: a block's 3 MB, (p - 1) / p of them at 1 GB/s, 1.5 ms a collective
-    wire = costs.Links(allreduce_gbps=1.0, fsdp_layer_ms=4.0)
+    wire = link_costs.Links(allreduce_gbps=1.0, fsdp_layer_ms=4.0)
     assert fsdp_step(layers, 2, wire, blocks=blocks) == pytest.approx(compute + 2 * 4.0 + 2 * 3 * 1.5)
 
 
@@ -294,13 +294,13 @@ def test_fsdps_gathers_and_reduce_scatters_move_at_their_own_bandwidths():
     FSDP's collectives are priced at theirs, and a slower reduce-scatter lengthens the step by the backward's
     last one at least; unmeasured (GPUs), they are the all-reduce's."""
     layers = [_layer(f"l{i}", 0.1, 0.2, 10**7) for i in range(4)]  # 10 MB a layer: the link decides
-    base = costs.Links(allreduce_gbps=1.0)
-    same = costs.Links(allreduce_gbps=1.0, gather_gbps=1.0, scatter_gbps=1.0)
+    base = link_costs.Links(allreduce_gbps=1.0)
+    same = link_costs.Links(allreduce_gbps=1.0, gather_gbps=1.0, scatter_gbps=1.0)
     assert fsdp_step(layers, 2, same) == pytest.approx(fsdp_step(layers, 2, base))
-    assert costs.gather_ms(10**7, 2, costs.Links(allreduce_gbps=1.0, gather_gbps=0.5)) == pytest.approx(10.0)
-    assert costs.gather_ms(10**7, 2, costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25), scatter=True) == pytest.approx(20.0)
-    slow_gather = fsdp_step(layers, 2, costs.Links(allreduce_gbps=1.0, gather_gbps=0.5))
-    slow_scatter = fsdp_step(layers, 2, costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25))
+    assert link_costs.gather_ms(10**7, 2, link_costs.Links(allreduce_gbps=1.0, gather_gbps=0.5)) == pytest.approx(10.0)
+    assert link_costs.gather_ms(10**7, 2, link_costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25), scatter=True) == pytest.approx(20.0)
+    slow_gather = fsdp_step(layers, 2, link_costs.Links(allreduce_gbps=1.0, gather_gbps=0.5))
+    slow_scatter = fsdp_step(layers, 2, link_costs.Links(allreduce_gbps=1.0, scatter_gbps=0.25))
     assert slow_gather > fsdp_step(layers, 2, base) + 2 * 5.0  # each pass's first gather waits 5 ms more
     assert slow_scatter >= fsdp_step(layers, 2, base) + 15.0
     profiles = _profiles("cpu", 1.0, 0.0)

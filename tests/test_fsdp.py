@@ -12,7 +12,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.strategies.fsdp.trainer import blocks
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.bench.strategies.fsdp.cost import fsdp_memory, fsdp_step
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.base.training import Training
 from pipebench.request import Request
 from test_advise import layer, profiles
@@ -184,18 +184,18 @@ def test_bf16_adamw_moves_each_weight_as_one_device(tmp_path, groups):
 # ------------------------------------------------------------------------------------------- its price
 
 def test_a_gather_moves_half_an_allreduce():
-    links = costs.Links(allreduce_gbps=10.0, latency_ms=0.5)
-    assert costs.gather_ms(10**9, 2, links) == pytest.approx(50.0 + 0.5)  # (p-1)/p x 1 GB at 10 GB/s
-    assert costs.gather_ms(10**9, 4, links) == pytest.approx(75.0 + 0.5)
-    assert costs.gather_ms(10**9, 1, links) == 0.0 and costs.gather_ms(0, 2, links) == 0.0
+    links = link_costs.Links(allreduce_gbps=10.0, latency_ms=0.5)
+    assert link_costs.gather_ms(10**9, 2, links) == pytest.approx(50.0 + 0.5)  # (p-1)/p x 1 GB at 10 GB/s
+    assert link_costs.gather_ms(10**9, 4, links) == pytest.approx(75.0 + 0.5)
+    assert link_costs.gather_ms(10**9, 1, links) == 0.0 and link_costs.gather_ms(0, 2, links) == 0.0
 
 
 def test_fsdp_hides_each_gather_behind_the_previous_layers_compute():
     layers = [layer(f"l{i}", 1.0, 2.0, 10**9) for i in range(4)]  # 1 GB each
-    assert fsdp_step(layers, 2, costs.Links()) == pytest.approx(12.0)  # the link not priced
+    assert fsdp_step(layers, 2, link_costs.Links()) == pytest.approx(12.0)  # the link not priced
     # Each gather or reduce-scatter takes 0.5 ms: only the first gather of each pass and the last
     # reduce-scatter are exposed (the others overlap a 1 ms forward or a 2 ms backward).
-    fast = costs.Links(allreduce_gbps=1000.0)
+    fast = link_costs.Links(allreduce_gbps=1000.0)
     free = dict(contention=0.0)  # overlap that costs the compute nothing
     assert fsdp_step(layers, 2, fast, **free) == pytest.approx(12.0 + 3 * 0.5)
     assert fsdp_step(layers, 2, fast, scale=2.0, **free) == pytest.approx(24.0 + 3 * 0.5)
@@ -207,7 +207,7 @@ def test_fsdp_hides_each_gather_behind_the_previous_layers_compute():
     # A slow link (5 ms per collective) sets the pace: 4 gathers forward, then 4 gathers and 4
     # reduce-scatters in the backward, back to back on the link (12 x 5 ms), idle only while the last
     # layer's forward runs (1 ms): the backward's first gather waits for it.
-    slow = costs.Links(allreduce_gbps=100.0)
+    slow = link_costs.Links(allreduce_gbps=100.0)
     assert fsdp_step(layers, 2, slow, **free) == pytest.approx(12 * 5.0 + 1.0)
 
 

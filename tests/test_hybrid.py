@@ -15,7 +15,7 @@ from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.hybrid.trainer import _buckets
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.base.errors import UserError
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.base.training import Training
 from pipebench.request import Request
@@ -123,7 +123,7 @@ def test_hybrid_is_priced_as_one_replicas_plan_plus_the_allreduce_of_its_stages(
     pp = predict("pp-1f1b", [replace(p, batch=32) for p in _profiles() if 32 % p.micro_batch == 0], Request(devices=gpus[:2]), micro_batches=4)  # one replica: half the batch on 2 stages
     stage = 4 * 2 * 10**6  # 4 of the 8 layers' parameters per stage
     assert hybrid.plan.batch == 32 and hybrid.plan.micro_batches == 4 and hybrid.plan.device_count == 2
-    allreduce = costs.allreduce_ms(stage, 2, costs.Links(100.0, 10.0))
+    allreduce = link_costs.allreduce_ms(stage, 2, link_costs.Links(100.0, 10.0))
     assert hybrid.predicted_step_ms == pytest.approx(pp.predicted_step_ms + allreduce)
     assert hybrid.predicted_samples_per_s == pytest.approx(64 / hybrid.predicted_step_ms * 1e3)
     assert hybrid.peak_memory_bytes == pp.peak_memory_bytes * 2

@@ -1,4 +1,4 @@
-"""partition/profiling/sizes.py: which micro-batch sizes are measured, the ones between predicted, and the close
+"""partition/profiling/micro_batch_sizes.py: which micro-batch sizes are measured, the ones between predicted, and the close
 ones measured before the choice is made. Synthetic profiles, no torch."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.request import Request
 from pipebench.base.errors import UserError
-from pipebench.partition.profiling.sizes import (TIE, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
+from pipebench.partition.profiling.micro_batch_sizes import (TIE, anchors, close_counts, complete, counts_to_ask, counts_to_profile,
                                                  interpolate, refine)
 
 BATCH = 64
@@ -147,7 +147,7 @@ def test_refine_drops_a_count_that_fails_and_measures_nothing_without_a_ranking(
 
 
 def test_sizes_imports_no_torch():
-    code = "import sys, partition.profiling.sizes; sys.exit('torch' in sys.modules)"
+    code = "import sys, partition.profiling.micro_batch_sizes; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -137,7 +137,7 @@ def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_
 
 def test_a_limit_that_passes_as_the_block_starts_is_its_one_line():
     """`--timeout 0.001`: the alarm came while the timer's watchdog thread was starting, before the block's
-    `try`, and the internal exception escaped as a traceback (fourth pass, F10)."""
+    `try`, and the internal exception escaped as a traceback."""
     import threading
 
     from pipebench.base.errors import UserError

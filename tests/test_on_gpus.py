@@ -64,7 +64,7 @@ def test_gpu_memory_caps_a_worker_for_real(tmp_path):
 @pytest.mark.gpu
 def test_the_single_baseline_predicts_the_peak_it_measures():
     """The profile measures the whole step's peak; the single baseline's prediction is within 10% of the
-    peak the trainer then measures (issue 24's memory target)."""
+    peak the trainer then measures."""
     from pipebench.bench.launch.job import Job
     from pipebench.bench.launch.run_job import launch
     from pipebench.partition.planning.plan_choice import make_plan

@@ -62,7 +62,7 @@ def test_report_checks_its_folder_before_reading(capsys, tmp_path):
 
 
 def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
-    """`report nothere.csv --out qr8` made qr8/ before it found nothing to read (seventh pass, D1)."""
+    """`report nothere.csv --out qr8` made qr8/ before it found nothing to read."""
     out = tmp_path / "deep" / "qr8"
     refused(capsys, ["report", str(tmp_path / "nothere.csv"), "--out", str(out)], "no such file")
     assert not (tmp_path / "deep").exists()
@@ -145,7 +145,7 @@ def test_an_export_over_an_earlier_export_is_written_again(capsys, tmp_path):
 
 def test_report_never_replaces_its_input_or_a_file_of_the_users(capsys, tmp_path):
     """`report rq/summary.csv --out rq` replaced the results it read with the report's summary, and a user's
-    own report.md in --out was replaced too (ninth pass, E3). An earlier report there is written again."""
+    own report.md in --out was replaced too. An earlier report there is written again."""
     from helpers import results_file
     from pipebench.bench.store.results import _csv_text, load
     from test_report import make_row
@@ -204,7 +204,7 @@ def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_p
 
 @pytest.mark.parametrize("option", ["--json", "--save-profile"])
 def test_an_output_through_a_link_onto_python_source_is_refused(capsys, tmp_path, option):
-    """Fourth pass, F4: `--json link.json`, link.json a link to victim.py, replaced victim.py with the plan: the
+    """`--json link.json`, link.json a link to victim.py, replaced victim.py with the plan: the
     guard read the name's suffix, not the file's."""
     victim = tmp_path / "victim.py"
     victim.write_text("print('mine')\n")
@@ -318,13 +318,13 @@ def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, withi
     ("plan", "--json", "my notes\n", "a plan"),
     ("plan", "--save-profile", '{"format": "pipebench-plan", "version": 1}\n', "profiles (pipebench-profile JSON)"),
     ("advise", "--json", '{"format": "pipebench-plan", "version": 1}\n', "a ranking of advise's (pipebench-advice"),
-    ("plan", "--export", "model,strategy,status\nmlp,single,ok\n", "an engine export"),  # ninth pass, E1
+    ("plan", "--export", "model,strategy,status\nmlp,single,ok\n", "an engine export"),
     ("plan", "--export", '{"format": "pipebench-profile", "version": 1, "profiles": []}\n', "an engine export"),
     ("plan", "--export", "my notes\n", "an engine export"),
 ])
 def test_an_output_holding_another_file_is_refused_not_replaced(capsys, tmp_path, command, option, held, what):
     """`plan --json results.csv` replaced a run's results with a plan, and `--save-profile plan.json` a plan
-    with profiles, exit 0 (eighth pass, D2): an output file holds what the command writes there or nothing."""
+    with profiles, exit 0: an output file holds what the command writes there or nothing."""
     out = tmp_path / "out.file"
     out.write_text(held)
     model = ["--profile", str(profile_file(tmp_path / "p.json"))] if option != "--save-profile" else ["--model", "mlp", *TINY]
@@ -346,7 +346,7 @@ def test_an_output_of_the_commands_own_is_written_again(capsys, tmp_path, comman
 def test_a_report_file_that_is_not_a_regular_file_is_refused_before_anything_is_printed(capsys, tmp_path,
                                                                                        within_seconds, name, kind):
     """`report r0 --out o4` with o4/report.md a FIFO waited for ever on reading it; o4/summary.csv a FIFO or a
-    folder was refused only after the table was printed (tenth pass, F1)."""
+    folder was refused only after the table was printed."""
     import os
 
     from helpers import results_file
@@ -363,7 +363,7 @@ def test_a_report_file_that_is_not_a_regular_file_is_refused_before_anything_is_
 
 
 def test_report_out_empty_is_refused(capsys, tmp_path):
-    """`report r0 --out ''` wrote into the default folder, where `train --save ''` is refused (tenth pass)."""
+    """`report r0 --out ''` wrote into the default folder, where `train --save ''` is refused."""
     from helpers import results_file
     from test_report import make_row
 
@@ -375,7 +375,7 @@ def test_report_out_empty_is_refused(capsys, tmp_path):
 @pytest.mark.parametrize("suffix", [".csv", ".json"])
 def test_report_of_a_file_into_its_own_folder_is_refused(capsys, tmp_path, suffix):
     """`report o1/res.csv --out o1` was written, after which `report o1` read the report's summary.csv as
-    results and was refused (tenth pass, F2)."""
+    results and was refused."""
     from helpers import results_file
     from pipebench.bench.store.results import _csv_text, load
     from test_report import make_row

@@ -38,7 +38,7 @@ def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("stdout", [">&-", "1</dev/null"])
 def test_a_stdout_that_takes_nothing_is_one_line_before_the_work(tmp_path, stdout):
-    """Fourth pass, F6: under `flock LOCK pipebench ... >&-` the lock file took descriptor 1, open for reading
+    """Under `flock LOCK pipebench ... >&-` the lock file took descriptor 1, open for reading
     only: every answer was an EBADF traceback, `OSError: [Errno 9] Bad file descriptor`, after the work.
     `1</dev/null` is that descriptor."""
     import subprocess
@@ -52,7 +52,7 @@ def test_a_stdout_that_takes_nothing_is_one_line_before_the_work(tmp_path, stdou
 
 @pytest.mark.parametrize("stderr", ["2>&-", "2</dev/null"])
 def test_a_refusal_exits_2_where_stderr_takes_nothing(tmp_path, stderr):
-    """Fourth pass, F6: with stderr closed a refused input exited 1 (the error line's own EBADF), and an answer
+    """With stderr closed a refused input exited 1 (the error line's own EBADF), and an answer
     was an EBADF traceback at the first progress line; now the refusal exits 2 and the answer is given."""
     import subprocess
     import sys
@@ -68,7 +68,7 @@ def test_a_refusal_exits_2_where_stderr_takes_nothing(tmp_path, stderr):
 
 
 def test_a_descriptor_that_takes_nothing_is_output_lost():
-    """Fourth pass, F6: EBADF (a descriptor closed, or open for reading only) is the output lost, as EPIPE and
+    """EBADF (a descriptor closed, or open for reading only) is the output lost, as EPIPE and
     ENOSPC are, one line rather than a traceback."""
     import errno
 
@@ -79,7 +79,7 @@ def test_a_descriptor_that_takes_nothing_is_output_lost():
 
 @pytest.mark.ci  # a whole command in a subprocess: run by CI after the default run
 def test_a_stdout_that_cannot_encode_the_answer_gets_escapes(tmp_path):
-    """Under PYTHONIOENCODING=ascii the plan's own "±" was a UnicodeEncodeError traceback (fourth pass, F7)."""
+    """Under PYTHONIOENCODING=ascii the plan's own "±" was a UnicodeEncodeError traceback."""
     import os
     import subprocess
     import sys

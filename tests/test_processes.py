@@ -261,7 +261,7 @@ def test_a_child_inherits_the_users_environment(monkeypatch):
 # ------------------------------------------------------------------ interrupts at any moment of a run
 
 RUN = ["--models", "mlp", "--strategies", "single,ddp,pp-1f1b", "--fresh"]
-"""The run of issue 42's interrupts: profiled afresh, so that the CPU processes' probe runs."""
+"""The run the interrupt tests stop: profiled afresh, so that the CPU processes' probe runs."""
 
 
 def of_the_run(temp: Path) -> list[int]:
@@ -397,7 +397,7 @@ def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, si
 
 def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkeypatch):
     """Ctrl-C in the first seconds, while build_parser imports every command's module (train -> spawn ->
-    torch), was a KeyboardInterrupt traceback (seventh pass, D3): now one line and exit 130."""
+    torch), was a KeyboardInterrupt traceback: now one line and exit 130."""
     import pipebench.bench.cli as cli
 
     def interrupted():
@@ -428,7 +428,7 @@ def test_an_interrupted_command_leaves_no_signal_for_the_next_one(capsys, monkey
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_swallowed_interrupt_starts_no_workers(capsys, monkeypatch, tmp_path):
     """Ctrl-C in train's first second, while torch was imported under a bare `except:`, was swallowed: the
-    training ran to its end, then said "interrupted" (eighth pass, D3). No worker starts after a stop."""
+    training ran to its end, then said "interrupted". No worker starts after a stop."""
     import pipebench.bench.train.data as data
     from helpers import NET_AND_DATA
 

@@ -170,6 +170,9 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_pa
     (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
     (["advise", "--model", "mlp", "--stages", "2", "--micro-batches", "auto,²"], "--micro-batches takes positive integers"),
     (["run", "--models", "mlp", "--strategies", "auto:²"], "--strategies auto takes a count of strategies"),
+    (["run", "--models", "mlp", "--strategies", "auto:"], "--strategies auto takes a count of strategies"),
+    (["run", "--models", "mlp", "--strategies", "single,,ddp"], "--strategies names an empty strategy"),
+    (["run", "--models", "mlp", "--strategies", "single,"], "--strategies names an empty strategy"),
     (["run", "--models", "mlp", "--micro-batches", "²"], "--micro-batches takes positive integers and/or auto"),
     (["plan", "--model", "mlp", "--micro-batches", "²"], "--micro-batches takes a positive integer or auto"),
     # other scripts' digits, which int() takes: accepted silently before
@@ -254,7 +257,7 @@ def test_a_cache_folder_that_is_a_file_is_refused_first(capsys, tmp_path, monkey
     ("PIPEBENCH_LINK_CACHE", "~nosuchuser7/c", "PIPEBENCH_LINK_CACHE: the cache folder cannot be found"),
 ])
 def test_a_cache_folder_the_system_cannot_use_is_one_line(capsys, monkeypatch, variable, value, message):
-    """Sixth pass S4: a name too long for the file system, or a ~user that does not exist, was an OSError or
+    """A name too long for the file system, or a ~user that does not exist, was an OSError or
     RuntimeError traceback (exit 1)."""
     monkeypatch.setenv(variable, value)
     refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "2"], message)
@@ -308,7 +311,7 @@ def test_train_counts_are_read_by_the_table_of_limits(tmp_path, capsys, extra, m
 
 def test_a_removed_working_folder_is_one_line(capsys, monkeypatch, tmp_path):
     """In a working folder since removed, the command line and the API ended in a FileNotFoundError
-    traceback from os.getcwd() (ninth pass, E2): one line, exit 2, before anything is imported or built."""
+    traceback from os.getcwd(): one line, exit 2, before anything is imported or built."""
     import pipebench
     from pipebench.base.errors import UserError
 

@@ -293,7 +293,7 @@ def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
 
 def test_a_run_refused_by_its_first_checks_is_one_line_without_the_device_line(tmp_path, ran, capsys):
     """`run --device cpu` said "--device cpu: running on the CPU, ..." before run_suite's first checks refused
-    a damaged --resume folder, so the refusal was two lines (eighth pass, a note): the device line now comes
+    a damaged --resume folder, so the refusal was two lines: the device line now comes
     with the suite's own first line."""
     from helpers import refused
     from pipebench.bench.cli import main

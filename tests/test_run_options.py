@@ -124,7 +124,7 @@ def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypa
 
 def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, tmp_path, monkeypatch, suite_options):
     """`run --models m/chdir.py:Net --out cd10run` with a model file calling os.chdir("/") when imported wrote
-    /cd10run, and its case was "unavailable: ... /m/chdir.py:Net: no such file" (tenth pass, F8): --models'
+    /cd10run, and its case was "unavailable: ... /m/chdir.py:Net: no such file": --models'
     files, --out and --profiles (and --data-dir) are made absolute before any model file is imported."""
     from helpers import NET
 

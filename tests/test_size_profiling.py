@@ -11,7 +11,7 @@ from pipebench import models
 from pipebench.partition.profiling import measure
 from pipebench.partition.profiling.cache import ProfileCache
 from pipebench.partition.profiling.measure import Captures, SizeSweep, profile_model, profile_sizes
-from pipebench.partition.profiling.sizes import counts_to_profile
+from pipebench.partition.profiling.micro_batch_sizes import counts_to_profile
 
 
 # ---------------------------------------------------------------------------------- what every size shares

@@ -274,7 +274,7 @@ def test_the_callers_environment_and_folder_come_back_as_given(tmp_path, monkeyp
 
 def test_the_callers_excepthook_comes_back_as_given(tmp_path):
     """torch's init_process_group installs its own sys.excepthook, and the CPU link probe calls it in the
-    caller's process: every later traceback of the caller's started `[rank0]:` (eighth pass, D1). A model
+    caller's process: every later traceback of the caller's started `[rank0]:`. A model
     file that sets one stands in for it here."""
     import sys
 

@@ -1,5 +1,5 @@
 """CPU processes stand in for devices: every one of them, and the profile that predicts them, gets one
-device's share of the cores (issue 15, item 12: a profile timed with every core, or with torch's default
+device's share of the cores (a profile timed with every core, or with torch's default
 under load, predicted steps 10-24x off)."""
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
                                                                                       message):
     """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
     `--csv FIFO` hung in the worker; `--save P` with P.train a link that leads nowhere trained, then failed
-    at the checkpoint, and P.train a link to a user's folder had the state written into it (tenth pass, F3).
+    at the checkpoint, and P.train a link to a user's folder had the state written into it.
     Now each is one line before the model file is imported."""
     import os
     import zipfile
@@ -59,9 +59,9 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     (tmp_path / "link.pt").symlink_to(tmp_path / "x.pt")
     (tmp_path / "dangling.pt.train").symlink_to(tmp_path / "nowhere")
     (tmp_path / "linked.pt.train").symlink_to(tmp_path / "folder")
-    (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's (sixth pass S5)
+    (tmp_path / "results.csv").write_text("model,strategy,status\nmlp,single,ok\n")  # a run's
     (tmp_path / "p.json").write_text('{"format": "pipebench-profile"}\n')
-    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:  # someone's archive (seventh pass, D2)
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:  # someone's archive
         archive.writestr("holiday/data.txt", "not a checkpoint")
     argv = train_files(tmp_path)
     before = (tmp_path / "data.py").read_text()
@@ -97,7 +97,7 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
 
 def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line(capsys, tmp_path):
     """`train` said "--device cpu: training on the CPU, ..." before run_training's first checks refused the
-    data, so a refusal was two lines (seventh pass, a note): the device line now comes with the first line
+    data, so a refusal was two lines: the device line now comes with the first line
     of the training itself."""
     argv = train_files(tmp_path)
     (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
@@ -146,7 +146,7 @@ LAUNCHER = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE
 
 
 def test_a_callers_launcher_variables_stay_out_of_the_workers(monkeypatch):
-    """Fourth pass, F2: RANK, WORLD_SIZE, LOCAL_RANK and the rest of torchrun's variables, inherited from a
+    """RANK, WORLD_SIZE, LOCAL_RANK and the rest of torchrun's variables, inherited from a
     caller inside another job, reached the workers, which joined the caller's group (env://) or took its rank."""
     from pipebench.bench.launch.spawn import child_env
 
@@ -159,7 +159,7 @@ def test_a_callers_launcher_variables_stay_out_of_the_workers(monkeypatch):
 
 @pytest.mark.ci  # a whole train: run by CI after the default run
 def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_path):
-    """Fourth pass, F2: `RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 pipebench train ...` was exit 1, "workers exited with
+    """`RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 pipebench train ...` was exit 1, "workers exited with
     status 0 and no result" (the single worker, rank 3 by RANK, wrote none)."""
     from pipebench.bench.cli import main
 

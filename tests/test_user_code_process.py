@@ -61,7 +61,7 @@ TRAIN = ("train", "--input-shape", "4", "--num-classes", "2", "--batch", "8", "-
 
 
 def test_a_thread_started_at_import_does_not_keep_train_running(tmp_path):
-    """train trained, and then never ended (fifth pass, F3): the child that profiled the model waited, as
+    """train trained, and then never ended: the child that profiled the model waited, as
     Python does at exit, for the non-daemon thread its import started."""
     (tmp_path / "thread.py").write_text(NET + "import threading, time\n"
                                         "threading.Thread(target=time.sleep, args=(10 ** 6,)).start()\n")
@@ -90,7 +90,7 @@ OWN = "KeyboardInterrupt of its own (no Ctrl-C or SIGTERM arrived)"
 ])
 def test_a_keyboard_interrupt_the_users_code_raises_is_its_failure(tmp_path, argv, message):
     """A KeyboardInterrupt raised by a model file or a --data function, with no signal sent, read as Ctrl-C:
-    "interrupted", exit 130, and a run ended (fifth pass, F7). It is the user's code failing, like SystemExit."""
+    "interrupted", exit 130, and a run ended. It is the user's code failing, like SystemExit."""
     (tmp_path / "kbint.py").write_text(NET + "raise KeyboardInterrupt\n")
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "data.py").write_text(DATA)

@@ -11,7 +11,7 @@ from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.loopback import free_port
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.strategies.planned.single import SingleTrainer
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.base.training import Training
 from pipebench.request import Request
 from test_advise import profiles
@@ -57,9 +57,9 @@ def test_it_is_priced_as_ddp_with_the_optimizer_states_sharded():
     adamw = Training(optimizer="adamw")
     ddp, zero1 = (predict(name, profiles(), Request(devices=["cuda:0", "cuda:1"], training=adamw)) for name in ("ddp", "zero1"))
     params = 8 * 2 * 10**6  # eight layers of 2 MB
-    links = costs.Links(copy_gbps=100.0, allreduce_gbps=100.0)
+    links = link_costs.Links(copy_gbps=100.0, allreduce_gbps=100.0)
     assert zero1.peak_memory_bytes == [m - params * 2 // 2 for m in ddp.peak_memory_bytes]
-    assert zero1.predicted_step_ms == pytest.approx(ddp.predicted_step_ms + costs.gather_ms(params, 2, links))
+    assert zero1.predicted_step_ms == pytest.approx(ddp.predicted_step_ms + link_costs.gather_ms(params, 2, links))
     assert zero1.fits and zero1.schedule is None
     with_sgd = predict("zero1", profiles(), Request(devices=["cuda:0", "cuda:1"]))  # no state: DDP's memory
     assert with_sgd.peak_memory_bytes == predict("ddp", profiles(), Request(devices=["cuda:0", "cuda:1"])).peak_memory_bytes

@@ -1,7 +1,7 @@
 """How fast the planner answers: the exact solver and the micro-batch search on a large chain.
 
 Run: pytest bench/benchmarks/bench_planner.py   (a benchmark, not a test: it prints times, asserts only validity)
-Target (issue 2): 1,000 layers into 8 stages with speeds, caps and cut prices, plus the micro-batch
+Target: 1,000 layers into 8 stages with speeds, caps and cut prices, plus the micro-batch
 search, well under a second on a 2-core CPU.
 """
 from __future__ import annotations

@@ -23,7 +23,8 @@ from pipebench.base.errors import UserError
 
 from pipebench.bench.store import results as res
 from pipebench.bench.cases.run_options import RunOptions, parse_models, quick_options
-from pipebench.bench.strategies import get_strategy, parse_strategies
+from pipebench.bench.cli.strategy_option import parse_strategies
+from pipebench.bench.strategies import get_strategy
 from pipebench.base.text.parse import parse_micro_batches
 from pipebench.base.training import Training
 from pipebench.bench.cases.case import CaseUnavailable, make_cases, now

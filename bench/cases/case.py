@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from pipebench.bench.store.row import settings_text
 from pipebench.bench.strategies import STRATEGIES, get_strategy
-from pipebench.base.text.parse import is_user_model
+from pipebench.model_spec import is_user_model
 from pipebench.base.training import Training
 
 

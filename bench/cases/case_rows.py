@@ -12,7 +12,7 @@ from pipebench.bench.cases.prepare import Prepared
 from pipebench.bench.store.row import Row
 from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.base.step_stats import StepStats
-from pipebench.base.text.parse import is_user_model
+from pipebench.model_spec import is_user_model
 
 if TYPE_CHECKING:  # a result comes from the launch side, which loads torch
     from pipebench.bench.launch.worker_report import WorkerResult

@@ -27,7 +27,7 @@ from pipebench.partition.planning.plan import Plan
 from pipebench.partition.profiling.profile_record import Profile, load_profiles, save_profiles
 from pipebench.partition.planning.memory import over_cap
 from pipebench.request import Request
-from pipebench.base.text.parse import is_user_model
+from pipebench.model_spec import is_user_model
 from pipebench.base.training import DEFAULT_PRECISION, Training
 
 

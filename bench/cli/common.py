@@ -173,7 +173,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_settings(args, names: list[str]) -> dict:
     """The settings --input-shape and friends give, for get_model; refused for the zoo's models."""
-    from pipebench.base.text.parse import is_user_model
+    from pipebench.model_spec import is_user_model
 
     given = {"input_shape": args.input_shape, "input_dtype": args.input_dtype, "num_classes": args.num_classes,
              "token_range": args.token_range, "loss": args.loss, "granularity": args.granularity}

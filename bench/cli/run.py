@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, DeferredNote, speeds, asks_cpu
-from pipebench.bench.strategies import help_text, parse_auto, parse_strategies
+from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
 
@@ -16,7 +16,7 @@ def add_parser(subparsers) -> None:
     from pipebench.bench.cases.case import DEFAULT_MODELS
     from pipebench.bench.cases.machine import CPU_PROCESSES
     from pipebench.bench.cases.run_options import FULL, QUICK, RunOptions
-    from pipebench.bench.strategies import AUTO_COUNT
+    from pipebench.bench.cli.strategy_option import AUTO_COUNT
 
     def steps(name: str) -> str:  # "(default: 5; 2 with --quick)"
         return f"(default: {FULL[name]}; {QUICK[name]} with --quick)"

@@ -9,7 +9,7 @@ import sys
 from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, chosen_gpus,
                                         model_file, model_settings, note, DeferredNote, training_of)
 from pipebench.bench.launch.spawn import WorkerError
-from pipebench.bench.strategies import help_text
+from pipebench.bench.cli.strategy_option import help_text
 from pipebench.base.errors import UserError, printable
 
 EXIT_DIVERGED = 1

@@ -116,7 +116,7 @@ def _group(row) -> str:
 def recommendation(rows: list, predicted: list[float]) -> int:
     """The row advise would have recommended from `predicted` samples/s and the rows' intervals
     (bench/predict/ranking.py `recommendation_of`; a row written before rows kept their interval ties by the
-    TIE margin alone, partition/profiling/sizes.py)."""
+    TIE margin alone, partition/profiling/micro_batch_sizes.py)."""
     from pipebench.bench.predict.ranking import recommendation_of
     from pipebench.bench.strategies.prediction import Prediction
 

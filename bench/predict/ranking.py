@@ -17,8 +17,8 @@ from typing import Any, Sequence
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies import BASELINE, STRATEGIES, Strategy, get_strategy, profile_counts, registry_rank
-from pipebench.partition.planning import costs
-from pipebench.partition.profiling import sizes
+from pipebench.partition.planning import link_costs
+from pipebench.partition.profiling import micro_batch_sizes
 from pipebench.partition.profiling.profile_record import Profile, step_spread
 from pipebench.base.errors import UserError
 from pipebench.partition.planning.memory import caps_per_device, over_cap
@@ -51,7 +51,7 @@ class Advice:
 def tie(a: Prediction, b: Prediction) -> str:
     """Why two predictions are a tie ("" where they are not), any of:
     - their own intervals overlap: the profile's noise could swap them (`own_interval_ms`);
-    - the slower is predicted within TIE of the faster (partition/profiling/sizes.py);
+    - the slower is predicted within TIE of the faster (partition/profiling/micro_batch_sizes.py);
     - the slower's step lies inside the faster's interval as shown, the machine's drift in it
       (`step_interval_ms`): a step of the faster measured later may land anywhere in that. On a shared 2-vCPU VM
       the same cases measured minutes apart rank one another only to Kendall's tau 0.64-0.69 (bench/
@@ -66,25 +66,25 @@ def tie(a: Prediction, b: Prediction) -> str:
     why = []
     if a_low <= b_high and b_low <= a_high:
         why.append("intervals overlap")
-    if rates[0] >= rates[1] * (1 - sizes.TIE):
-        why.append(f"within {sizes.TIE:.0%}")
+    if rates[0] >= rates[1] * (1 - micro_batch_sizes.TIE):
+        why.append(f"within {micro_batch_sizes.TIE:.0%}")
     if slow.predicted_step_ms <= fast.step_interval_ms[1] and not why:
         why.append(f"inside {fast.strategy}'s interval of ±{fast.step_spread:.0%}")
     return " and ".join(why)
 
 
-def links_of(profile: Profile, request: Request) -> costs.Links:
+def links_of(profile: Profile, request: Request) -> link_costs.Links:
     """The link figures saved with the profile, the request's link where it names one (Request.links, as a
     plan prices its cuts), and on CPU stand-ins what sharing the cores costs. Without a measured all-reduce,
     its bus bandwidth is taken to be the copy bandwidth (a ring of two devices moves the same bytes over the
     same link)."""
     copy, latency = request.links(profile)
     allreduce = profile.allreduce_gbps if profile.allreduce_gbps else copy
-    return costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
-                       collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
-                       fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
-                       ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
-                       scatter_gbps=profile.scatter_gbps)
+    return link_costs.Links(copy_gbps=copy, allreduce_gbps=allreduce, latency_ms=latency,
+                            collective_ms=profile.collective_ms, contention=profile.core_contention or 1.0,
+                            fsdp_layer_ms=profile.fsdp_layer_ms or 0.0, ddp_ms=profile.ddp_ms or 0.0,
+                            ddp_layer_ms=profile.ddp_layer_ms or 0.0, gather_gbps=profile.gather_gbps,
+                            scatter_gbps=profile.scatter_gbps)
 
 
 def predict(strategy: str | Strategy, profiles: Sequence[Profile], request: Request,
@@ -181,7 +181,7 @@ def advise_counts(devices: Sequence[str], micro_batches) -> list[int] | None:
 
 
 def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
-    """The ranking that partition/profiling/sizes.py's refine asks for, for rank_strategies(profiles, request): one group per
+    """The ranking that partition/profiling/micro_batch_sizes.py's refine asks for, for rank_strategies(profiles, request): one group per
     pipeline, the micro-batch counts its planner considered, and one group of every strategy's prediction,
     each pipeline's at its chosen count, a replica strategy's at its replicas' share. strategies: those of
     them to rank (None: every usable one)."""

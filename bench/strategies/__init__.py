@@ -23,7 +23,7 @@ of its first step, so that a reader sees that every strategy computes the same t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pipebench.bench.strategies import dataparallel, ddp, devicemap, fsdp, hybrid, planned, zero1
@@ -38,11 +38,10 @@ from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
 from pipebench.bench.strategies.zero1.price import price_zero1
 from pipebench.base.errors import UserError
-from pipebench.partition.profiling import sizes
+from pipebench.partition.profiling import micro_batch_sizes
 from pipebench.base.schedules import SCHEDULES, Schedule
 
-__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts", "parse_strategies",
-           "parse_auto"]
+__all__ = ["Strategy", "STRATEGIES", "BASELINE", "LEVELS", "get_strategy", "registry_rank", "strategy_names", "strategy_list", "profile_counts"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +53,9 @@ class Strategy:
     """Returns its Trainer class, imported then (with torch): a function of the strategy's package (see
     the module's docstring), called through `trainer_class` by the worker only. Every Trainer is built as
     Trainer(model, devices, plan=, strategy=, training=)."""
-    process_per_device: bool
-    """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all."""
+    process_per_device: bool = field(kw_only=True)
+    """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all.
+    Keyword-only: a bare True or False in an entry does not say which question it answers."""
     price: Callable[[Pricing], Prediction] = price_plan
     """The function that predicts it (pricing.py, or the strategy's package): price(Pricing) -> Prediction, the
     Pricing (pricing.py) saying what it is asked: this entry, the profiles, the devices, their caps and speeds,
@@ -134,46 +134,44 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy("single", "the whole model on one device: the baseline", planned.single_trainer_class, False,
-             schedule=SCHEDULES["gpipe"], one_device=True),
+    Strategy("single", "the whole model on one device: the baseline", planned.single_trainer_class,
+             process_per_device=False, schedule=SCHEDULES["gpipe"], one_device=True),
     Strategy("dataparallel", "nn.DataParallel: one process replicates the model on every GPU each step",
-             dataparallel.trainer_class, False, price=price_dataparallel, can_checkpoint=False),
+             dataparallel.trainer_class, process_per_device=False, price=price_dataparallel, can_checkpoint=False),
     Strategy("ddp", "DistributedDataParallel: a replica per process, gradients all-reduced",
-             ddp.trainer_class, True, price=price_ddp, splits_batch=True),
+             ddp.trainer_class, process_per_device=True, price=price_ddp, splits_batch=True),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer (ZeRO-1): optimizer states sharded over the replicas",
-             zero1.trainer_class, True, price=price_zero1, splits_batch=True),
-    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", fsdp.trainer_class, True,
-             price=price_fsdp, splits_batch=True),
+             zero1.trainer_class, process_per_device=True, price=price_zero1, splits_batch=True),
+    Strategy("fsdp", "FSDP2: fully_shard per block, parameters gathered as needed", fsdp.trainer_class,
+             process_per_device=True, price=price_fsdp, splits_batch=True),
     Strategy("device-map",
              "Hugging Face accelerate's device_map=\"auto\": layers spread over the GPUs, one working at a time",
-             devicemap.trainer_class, False, price=price_device_map, can_checkpoint=False),
+             devicemap.trainer_class, process_per_device=False, price=price_device_map, can_checkpoint=False),
     Strategy("modelparallel", "the hand split: each stage on its device at the plan's cuts, one process, no micro-batches",
-             planned.modelparallel_trainer_class, False, schedule=SCHEDULES["gpipe"]),
-    Strategy("pipeline", "GPipe in one process over CUDA streams", planned.pipeline_trainer_class, False,
-             schedule=SCHEDULES["gpipe"], micro_batched=True),
+             planned.modelparallel_trainer_class, process_per_device=False, schedule=SCHEDULES["gpipe"]),
+    Strategy("pipeline", "GPipe in one process over CUDA streams", planned.pipeline_trainer_class,
+             process_per_device=False, schedule=SCHEDULES["gpipe"], micro_batched=True),
     Strategy("pp-gpipe", "torch.distributed.pipelining ScheduleGPipe, one process per GPU",
-             planned.pp_trainer_class, True, schedule=SCHEDULES["gpipe"], micro_batched=True,
+             planned.pp_trainer_class, process_per_device=True, schedule=SCHEDULES["gpipe"], micro_batched=True,
              runs_torch_schedule=True, named_after_schedule=True),
-    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", planned.pp_trainer_class, True,
+    Strategy("pp-1f1b", "torch.distributed.pipelining Schedule1F1B", planned.pp_trainer_class, process_per_device=True,
              schedule=SCHEDULES["1f1b"], micro_batched=True, runs_torch_schedule=True, named_after_schedule=True),
     Strategy("pp-interleaved", "ScheduleInterleaved1F1B, 2 stages per GPU in loops", planned.pp_trainer_class,
-             True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
+             process_per_device=True, schedule=SCHEDULES["interleaved"], micro_batched=True, runs_torch_schedule=True,
              named_after_schedule=True),
     Strategy("pp-zb", "ScheduleInterleavedZeroBubble, 2 stages per GPU in loops", planned.pp_trainer_class,
-             True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True, runs_torch_schedule=True,
+             process_per_device=True, schedule=SCHEDULES["zb-interleaved"], micro_batched=True,
+             runs_torch_schedule=True, can_checkpoint=False, named_after_schedule=True),
+    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", planned.pp_trainer_class,
+             process_per_device=True, schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True,
              can_checkpoint=False, named_after_schedule=True),
-    Strategy("pp-zbv", "ScheduleZBVZeroBubble, 2 stages per GPU in a V", planned.pp_trainer_class, True,
-             schedule=SCHEDULES["zbv"], micro_batched=True, runs_torch_schedule=True, can_checkpoint=False,
-             named_after_schedule=True),
     Strategy("hybrid", "pipeline stages (1F1B) replicated with DDP over a 2-D device mesh: 4 or more GPUs",
-             hybrid.trainer_class, True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
+             hybrid.trainer_class, process_per_device=True, price=price_hybrid, schedule=SCHEDULES["1f1b"],
              micro_batched=True, runs_torch_schedule=True, splits_batch=True, stages_per_replica=2),
 ]}
 
 BASELINE = "single"
 """The strategy every other is measured against (x_single, the auto selection, the plots' speed-up)."""
-AUTO_COUNT = 3
-"""How many strategies `--strategies auto` runs besides single where it names no count (auto:K)."""
 LEVELS = (BASELINE, "dataparallel", "ddp")
 """Strategies without micro-batches drawn as levels beside the pipelines' curves (bench/report/plots.py); the
 report's x_dataparallel compares with the second."""
@@ -202,12 +200,12 @@ def profile_counts(micro_batches: Sequence[int | None], devices: int, *, strateg
     """The micro-batch counts a profile must hold for `strategies` to be priced on `devices` devices, from
     what each entry says: whether it micro-batches (then the counts of `micro_batches`; a None in them: the
     planner chooses, None), the devices it spreads the batch over, and its copies of a pipeline
-    (partition/profiling/sizes.py counts_to_ask). Only counts that split `batch` (None: any). The one rule
+    (partition/profiling/micro_batch_sizes.py counts_to_ask). Only counts that split `batch` (None: any). The one rule
     of what `pipebench run` and `advise` profile."""
     chosen = [get_strategy(name) for name in strategies]
-    return sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
-                               replicas={s.replicas(devices) for s in chosen if s.replicated},
-                               micro_batched=any(s.micro_batched for s in chosen), batch=batch)
+    return micro_batch_sizes.counts_to_ask(micro_batches, spread={s.devices_used(devices) for s in chosen if not s.micro_batched},
+                                           replicas={s.replicas(devices) for s in chosen if s.replicated},
+                                           micro_batched=any(s.micro_batched for s in chosen), batch=batch)
 
 
 def strategy_list(names: Any) -> list[str]:
@@ -217,36 +215,3 @@ def strategy_list(names: Any) -> list[str]:
         raise UserError(f"strategies takes a non-empty list of names such as ['single', 'ddp'], not {names!r:.60}")
     return [get_strategy(name).name for name in names]
 
-
-def parse_strategies(text: str | None) -> list[str]:
-    """'single,ddp' -> ["single", "ddp"]; None -> every strategy."""
-    if text is None:
-        return strategy_names()
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"--strategies names no strategy (got {text!r}); choose from: {', '.join(STRATEGIES)}")
-    for name in names:
-        get_strategy(name)
-    return names
-
-
-def parse_auto(text: str | None) -> int | None:
-    """'auto' -> AUTO_COUNT, 'auto:K' -> K (run single and the K strategies predicted fastest); None otherwise."""
-    if text is None or not text.strip().startswith("auto"):
-        return None
-    from pipebench.base.text.parse import parse_int
-
-    head, _, count = text.strip().partition(":")
-    if head == "auto":
-        try:
-            return parse_int(count, "--strategies auto:K", 1, len(STRATEGIES)) if count else AUTO_COUNT
-        except UserError:
-            pass
-    raise UserError(f"--strategies auto takes a count of strategies to run besides single, e.g. auto:3 "
-                    f"(got {text[:40]!r})")
-
-
-def help_text() -> str:
-    """The strategies, one line each, for `pipebench run --help`."""
-    width = max(map(len, STRATEGIES))
-    return "strategies:\n" + "\n".join(f"  {s.name:<{width}}  {s.summary}" for s in STRATEGIES.values())

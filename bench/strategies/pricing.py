@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.partition.planning.costs import Links
+from pipebench.partition.planning.link_costs import Links
 from pipebench.partition.planning.memory import caps_per_device, unmodelled_bytes, within_caps
 from pipebench.partition.profiling.profile_record import Profile, calibration
 from pipebench.request import Request, split_error
@@ -54,7 +54,7 @@ class Pricing:
     caps and speeds, with the micro-batch count a micro-batched strategy must use (None: the planner's
     choice; always None for the others)."""
     links: Links
-    """The links between the devices (partition/planning/costs.py), and what sharing CPU cores costs."""
+    """The links between the devices (partition/planning/link_costs.py), and what sharing CPU cores costs."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))

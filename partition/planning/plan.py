@@ -148,7 +148,7 @@ class Plan:
     """The profile (partition/profiling/cache.py's name for it) the plan was made from; None: not cached."""
     interpolated_from: list[int] | None = None
     """The plan's profile was not measured but interpolated between the profiles measured at these
-    micro-batch sizes (partition/profiling/sizes.py); None: measured."""
+    micro-batch sizes (partition/profiling/micro_batch_sizes.py); None: measured."""
     cut_note: str = ""
     """Why the cuts are not the solver's, when they are not: a baseline's cut (parameter-balanced, or
     equal layer counts) that the simulated step prices faster than the solver's is taken instead."""

@@ -106,7 +106,7 @@ def _plan_each_count(counts: list[int], plan_of: Callable[[int], Plan]) -> tuple
 
 
 def plan_ranking(request: Request) -> Callable[[Sequence[Profile]], list[list[tuple]]]:
-    """The ranking that partition/profiling/sizes.py's refine asks for, for one plan: rank(profiles) -> one group,
+    """The ranking that partition/profiling/micro_batch_sizes.py's refine asks for, for one plan: rank(profiles) -> one group,
     each micro-batch count make_plan(profiles, request) considered with its predicted step (None where it
     does not fit); no group when nothing fits. The cores' sharing the profiles measured prices CPU
     stand-ins, as pipebench.plan does."""
@@ -128,7 +128,7 @@ def candidate_steps(plan: Plan) -> list[tuple[int, float | None]]:
 PROFILE_NOISE = 0.03
 """Predicted throughputs closer than this share are a tie: repeated profiles of one model on one GPU
 differ by about this much, so ranking within it would pick a micro-batch count at random. Smaller than
-the tie between strategies (partition/profiling/sizes.py TIE, the predictions' error): one plan's counts
+the tie between strategies (partition/profiling/micro_batch_sizes.py TIE, the predictions' error): one plan's counts
 share one profile and its errors."""
 
 

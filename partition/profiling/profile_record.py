@@ -197,7 +197,7 @@ class Profile:
     an interpolated profile)."""
     interpolated_from: list[int] | None = None
     """Not measured: every figure on the straight line between the profiles measured at these two
-    micro-batch sizes (partition/profiling/sizes.py). None: measured."""
+    micro-batch sizes (partition/profiling/micro_batch_sizes.py). None: measured."""
 
     @property
     def micro_batches(self) -> int:

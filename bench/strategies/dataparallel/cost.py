@@ -3,13 +3,13 @@
 One process broadcasts the parameters from the first device to the others every step, runs the
 replicas' forwards and backwards in threads on 1/p of the batch each, gathers the outputs on the first
 device, and sums the gradients back onto it after the backward; the link model is
-partition/planning/costs.py's.
+partition/planning/link_costs.py's.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from pipebench.partition.planning.costs import Links
+from pipebench.partition.planning.link_costs import Links
 from pipebench.partition.profiling.profile_record import LayerProfile
 
 __all__ = ["dataparallel_step"]

@@ -5,13 +5,13 @@ in buckets (torch's default: 25 MiB, the first one 1 MiB), each bucket starting 
 has produced all its gradients, one bucket at a time on the link, overlapped with the rest of the
 backward. What is left of the all-reduce after the backward ends is exposed. ZeRO-1's price builds on
 `ddp_step` and the hybrid's Trainer buckets its gradients as DDP does (`DDP_BUCKET_BYTES`); the link
-model is partition/planning/costs.py's.
+model is partition/planning/link_costs.py's.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from pipebench.partition.planning.costs import DDP_CONTENTION, Links, allreduce_ms, step_end
+from pipebench.partition.planning.link_costs import DDP_CONTENTION, Links, allreduce_ms, step_end
 from pipebench.partition.profiling.profile_record import LayerProfile
 
 __all__ = ["ddp_step", "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]

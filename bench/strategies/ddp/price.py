@@ -5,7 +5,7 @@ from __future__ import annotations
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.partition.planning.memory import recomputing
 
 __all__ = ["price_ddp"]
@@ -19,6 +19,6 @@ def price_ddp(pricing: Pricing) -> Prediction:
         p, layers = replicas.p, replicas.layers
         priced = [recomputing(l) for l in layers] if recompute else layers
         return (ddp_step(priced, p, pricing.links, scale=pricing.calibration),
-                [costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
-                                      recompute=recompute) + replicas.unmodelled] * p)
+                [link_costs.replica_memory(layers, states, extra_param_copies=1 if p > 1 else 0,
+                                           recompute=recompute) + replicas.unmodelled] * p)
     return price_replicas(pricing, cost)

@@ -2,7 +2,7 @@
 
 Every device holds 1/p of the parameters, gradients and optimizer states, all-gathers each block's
 parameters before its forward and again before its backward, and reduce-scatters its gradients
-(partition/planning/costs.py `gather_ms`: half an all-reduce's traffic each), overlapped with the compute
+(partition/planning/link_costs.py `gather_ms`: half an all-reduce's traffic each), overlapped with the compute
 as DDP's buckets are.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from pipebench.partition.planning.costs import DDP_CONTENTION, Links, gather_ms, step_end
+from pipebench.partition.planning.link_costs import DDP_CONTENTION, Links, gather_ms, step_end
 from pipebench.partition.profiling.profile_record import LayerProfile, kept_bytes
 
 __all__ = ["fsdp_blocks", "fsdp_step", "fsdp_memory"]

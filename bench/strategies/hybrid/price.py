@@ -1,5 +1,5 @@
 """The hybrid's price (no torch): one replica's Plan (bench/strategies/planned/price.py price_plan) plus each
-stage's gradient all-reduce (partition/planning/costs.py allreduce_ms)."""
+stage's gradient all-reduce (partition/planning/link_costs.py allreduce_ms)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,7 +8,7 @@ from pipebench.base.step_stats import samples_per_s
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.planned.price import price_plan
 from pipebench.bench.strategies.pricing import Pricing
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.bench.strategies.hybrid.copies import copies_error
 from pipebench.request import split_error
 
@@ -39,8 +39,8 @@ def price_hybrid(pricing: Pricing) -> Prediction:
     if one.plan is None:
         return replace(one, peak_memory_bytes=one.peak_memory_bytes * replicas)
     layers = share[0].layers
-    allreduce = max(costs.allreduce_ms(sum(l.param_bytes for l in layers[s.first_layer:s.end_layer]), replicas,
-                                       pricing.links)
+    allreduce = max(link_costs.allreduce_ms(sum(l.param_bytes for l in layers[s.first_layer:s.end_layer]), replicas,
+                                            pricing.links)
                     for s in one.plan.stages)
     step = one.predicted_step_ms + allreduce
     return replace(one, predicted_step_ms=step, predicted_samples_per_s=samples_per_s(batch, step),

@@ -4,14 +4,14 @@ from __future__ import annotations
 from pipebench.bench.strategies.ddp.cost import ddp_step
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
-from pipebench.partition.planning import costs
+from pipebench.partition.planning import link_costs
 from pipebench.partition.planning.memory import recomputing
 
 __all__ = ["price_zero1"]
 
 def price_zero1(pricing: Pricing) -> Prediction:
     """ZeRO-1 (trainer.py): DDP's step (bench/strategies/ddp/cost.py ddp_step) plus the broadcast of the
-    updated shards after it, which moves what an all-gather of the parameters does (costs.gather_ms); DDP's
+    updated shards after it, which moves what an all-gather of the parameters does (link_costs.gather_ms); DDP's
     memory with the optimizer's states divided over the p replicas."""
     links = pricing.links
 
@@ -20,7 +20,7 @@ def price_zero1(pricing: Pricing) -> Prediction:
         params = sum(l.param_bytes for l in layers)
         states = -(-params * pricing.training.states // p)  # this replica's share of the optimizer's states
         priced = [recomputing(l) for l in layers] if recompute else layers
-        return (ddp_step(priced, p, links, scale=pricing.calibration) + costs.gather_ms(params, p, links),
-                [costs.replica_memory(layers, 2, extra_param_copies=1 if p > 1 else 0, recompute=recompute)
+        return (ddp_step(priced, p, links, scale=pricing.calibration) + link_costs.gather_ms(params, p, links),
+                [link_costs.replica_memory(layers, 2, extra_param_copies=1 if p > 1 else 0, recompute=recompute)
                  + states + replicas.unmodelled] * p)
     return price_replicas(pricing, cost)

@@ -28,7 +28,7 @@ from pipebench.base.errors import DeviceError
 
 __all__ = ["LIMITS", "MAX_MICRO_BATCHES", "AutoGpus", "parse_int", "parse_number", "parse_option", "count_of",
            "number_of", "option_of", "ascii_float", "micro_batches_error", "parse_micro_batches", "parse_gpus",
-           "parse_device", "is_user_model", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
+           "parse_device", "parse_speeds", "speeds_error", "parse_link_gbps", "parse_override"]
 
 LIMITS: dict[str, tuple[float, float]] = {
     "batch": (1, 2**24),          # 16.7M samples: far beyond any step that fits in memory
@@ -224,12 +224,6 @@ SPEED_RANGE = 1e3
 """Speed factors lie within [1/SPEED_RANGE, SPEED_RANGE] and within SPEED_RANGE x of each other: GPUs a
 thousand times apart do not share a pipeline, and factors beyond that (1e-300, inf) only break the
 solver's arithmetic."""
-
-
-def is_user_model(name: str) -> bool:
-    """`--model`: True for a model of your own, `file.py:NAME` or `package.module:NAME` (the zoo's names
-    have no colon). Here, not in models/, so that asking imports no torch."""
-    return ":" in name
 
 
 def parse_speeds(text: str | None, n: int) -> list[float] | Literal["auto"] | None:
