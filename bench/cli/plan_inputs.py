@@ -1,5 +1,5 @@
 """Where `pipebench plan` and `pipebench advise` get their profiles: the options that name a model or saved
-profiles (`add_source_options`), the outputs checked before any work (`check_outputs`), and
+profiles (`add_source_options`), the outputs checked before any work (`check_plan_outputs`), and
 `load_or_profile`, which reads the saved profiles or profiles the model, with the Request both commands
 plan from."""
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Source(NamedTuple):
     request: Request
 
 
-def check_outputs(args, json_format: str, json_what: str) -> None:
+def check_plan_outputs(args, json_format: str, json_what: str) -> None:
     """--json, --save-profile and --export's file, checked together before any model file is imported and
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
     folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
