@@ -146,6 +146,22 @@ def test_a_saved_profile_is_checked_against_flavour_and_settings(capsys, tmp_pat
     assert run(capsys, *saved, "--model", "mlp", "--flavour", "tiny", "--set", "depth=3", "--set", "hidden=64")[0] == 0
 
 
+@pytest.mark.usefixtures("nothing_runs")
+def test_a_saved_profile_of_a_model_file_takes_the_file_named_relatively(capsys, tmp_path, monkeypatch):
+    """A model file's profile records its absolute path: `--model m.py:Net` from its folder is that file."""
+    from helpers import profile_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("")
+    saved = profile_file(tmp_path / "p.json", lambda e: e.update(model=f"{tmp_path.resolve()}/m.py:Net", flavour="",
+                                                                 config={"input_shape": [4]}))
+    argv = ["plan", "--profile", str(saved), "--stages", "2", "--model", "m.py:Net"]
+    assert run(capsys, *argv, "--input-shape", "4")[0] == 0
+    assert_usage_error(capsys, [*argv, "--input-shape", "5"], "--input-shape [5] does not match the profile's "
+                       "input_shape=[4]")
+    assert_usage_error(capsys, [*argv, "--flavour", "tiny"], "--flavour tiny: the profile's")
+
+
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
     """Many users keep a models.py of their own; it must not shadow pipebench's models package."""
