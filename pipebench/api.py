@@ -142,7 +142,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu"); batch (default: the profiles', else 256 on a GPU and 8
     on the CPU, as `pipebench plan`: Request.measured_here); schedule (gpipe, 1f1b,
     interleaved, zb-interleaved or zbv; the last three put `virtual_stages`, default 2, stages on each
-    device); micro_batches ("auto" picks the count with the highest predicted throughput among those
+    device; None: the default, 1f1b); micro_batches ("auto" picks the count with the highest predicted throughput among those
     profiled); max_memory (bytes per device the plan must stay within; default, for a model profiled on
     `gpus`: what NVML says is free on them now, as `pipebench plan --gpus`); speeds (per-device speed factors:
     a busy GPU is slower); link_gbps (GB/s that prices a cut; default: what the profile measured, 0 when

@@ -294,6 +294,17 @@ def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, mo
                           stages=2).batch == 8
 
 
+@pytest.mark.usefixtures("nothing_runs")
+def test_schedule_none_is_the_default_schedule(tmp_path):
+    """None is the default of every other keyword a request takes (batch, micro_batches, link_gbps, ...);
+    schedule=None was refused as "unknown schedule None"."""
+    from pipebench.base.schedules import DEFAULT_SCHEDULE
+
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
+    assert pipebench.Request(schedule=None).schedule == DEFAULT_SCHEDULE
+    assert pipebench.plan(profiles=profiles, stages=2, schedule=None) == pipebench.plan(profiles=profiles, stages=2)
+
+
 def test_a_request_takes_numpy_arrays_where_it_takes_lists():
     """micro_batches=np.array([1, 2]) was a ValueError traceback (an array's truth value), speeds and
     max_memory as arrays and micro_batches=np.array([2]) were refused: an array (a sequence other than a
