@@ -46,19 +46,13 @@ from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs
                                       UserBatches, loss as named_loss, not_finite, vocabulary)
 from pipebench.models.hugging_face import AsTrained, as_trained, is_hugging_face
 from pipebench.models.imports import build, forward_guarded, import_target, raised, where
+from pipebench.model_spec import absolute_target  # torch-free: a saved profile's model is checked without torch
 
 __all__ = ["ModelSource", "absolute_target", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
 
 OUTPUTS = ("tensor", "logits", "first")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
-
-
-def absolute_target(target: str) -> str:
-    """`path/to/file.py:NAME` with its path absolute, any other target as it is: workers start elsewhere,
-    and the user's own code (a --data function's os.chdir) may move the folder a relative path meant."""
-    file, sep, name = target.rpartition(":")
-    return f"{Path(file).resolve()}:{name}" if sep and file.endswith(".py") else target
 
 
 @dataclass(frozen=True)

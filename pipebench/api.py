@@ -142,14 +142,15 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
     `gpus` (e.g. [0, 1]), or `stages` on `device` (e.g. stages=4, device="cpu"); batch (default: the profiles', else 256 on a GPU and 8
     on the CPU, as `pipebench plan`: Request.measured_here); schedule (gpipe, 1f1b,
     interleaved, zb-interleaved or zbv; the last three put `virtual_stages`, default 2, stages on each
-    device); micro_batches ("auto" picks the count with the highest predicted throughput among those
+    device; None: the default, 1f1b); micro_batches ("auto" picks the count with the highest predicted throughput among those
     profiled); max_memory (bytes per device the plan must stay within; default, for a model profiled on
     `gpus`: what NVML says is free on them now, as `pipebench plan --gpus`); speeds (per-device speed factors:
     a busy GPU is slower); link_gbps (GB/s that prices a cut; default: what the profile measured, 0 when
     nothing was); training, or its parts: precision (that of the profile made here), optimizer (whose
     states the memory counts) and checkpoint (never, auto or always: which stages recompute their
     activations); repeats and granularity as for profile(). Each is checked once, one clear UserError.
-    model, example_inputs, flavour, settings, data_dir, loss_fn, note, progress: as for profile().
+    model, example_inputs, flavour, settings, data_dir, loss_fn, note, progress: as for profile(). With
+    `profiles`, a model, flavour or settings given must be what they record (ModelSpec.check_profiled).
     """
     request = Request.from_keywords(request, asked)
     if profiles is None:
@@ -162,6 +163,7 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         if isinstance(profiles, Profile):
             profiles = [profiles]
         check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
+        ModelSpec(model, flavour=flavour, settings=settings).check_profiled(profiles[0])
         profiles = request.check_profiles(profiles, training_given=[name for name in ("precision", "compile")
                                                                     if asked.get(name) is not None or "training" in asked])
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
@@ -178,7 +180,8 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     request, or its fields as keywords: as for plan(); devices (or gpus, or stages on device) are the
     devices every strategy is priced on, max_memory the cap each must fit, micro_batches the pipelines'
     counts (None: every count they might choose). strategies: the names to rank (default: every one that
-    uses all the devices, and single). profiles: rank from these instead of profiling.
+    uses all the devices, and single). profiles: rank from these instead of profiling (a model, flavour or
+    settings given beside them must be what they record, as for plan()).
     Returns an Advice (bench/predict/ranking.py): `predictions` fastest first, `recommended`, `tied`.
     """
     from pipebench.bench.predict.ranking import rank_strategies
@@ -187,7 +190,8 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     request = Request.from_keywords(request, asked)
     if strategies is not None:
         strategies = strategy_list(strategies)
-    if profiles is None:
+    given = profiles is not None
+    if not given:
         if model is None:
             raise UserError("advise needs a model (or profiles)")
         request = request.measured_here(_named_gpus(asked))
@@ -198,6 +202,8 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     if isinstance(profiles, (list, tuple)) and not profiles:
         raise UserError("advise needs profiles (pipebench.profile's), or a model to profile")
     check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
+    if given:  # the model, flavour and settings named beside them: what they record
+        ModelSpec(model, flavour=flavour, settings=settings).check_profiled(profiles[0])
     profiles = request.check_profiles(profiles)  # the batch, the devices against the layers, the split
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,

@@ -11,14 +11,23 @@ object of one exists only then), so a cached profile of a named model loads none
 """
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import as_path
 
-__all__ = ["ModelSpec", "is_module", "is_user_model"]
+__all__ = ["ModelSpec", "absolute_target", "is_module", "is_user_model"]
+
+
+def absolute_target(target: str) -> str:
+    """`path/to/file.py:NAME` with its path absolute, any other target as it is: workers start elsewhere,
+    and the user's own code (a --data function's os.chdir) may move the folder a relative path meant."""
+    file, sep, name = target.rpartition(":")
+    return f"{Path(file).resolve()}:{name}" if sep and file.endswith(".py") else target
 
 
 def is_user_model(name: str) -> bool:
@@ -75,3 +84,34 @@ class ModelSpec:
     def name(self) -> str:
         """What the model is called in notes and the cache: a built model's name, else what was given."""
         return getattr(self.model, "name", self.model)
+
+    def check_profiled(self, profile: Any, names: tuple[str, str] = ("model", "flavour"),
+                       said: Callable[[str, Any], str] = lambda key, value: f"settings {key}={value}") -> None:
+        """Refuse a model, flavour or setting given beside saved profiles that is not what `profile` (their
+        first) records, in one line naming both: planned from them, what was asked would not be the model
+        planned. What is not given (None) is the profile's own. `names`: what the caller calls the model and
+        the flavour, `said(key, value)`: a setting (`pipebench plan --profile`: --model, --flavour, --set
+        KEY=VALUE or --input-shape VALUE). A model file's is its absolute path, an nn.Module object's its
+        class name, as the profile records them."""
+        from pipebench.partition.profiling.profile_record import model_label
+
+        option, flavour_option = names
+        if self.model is not None:
+            model = type(self.model).__name__ if is_module(self.model) else self.name
+            if (absolute_target(model) if isinstance(model, str) else model) != profile.model:
+                raise UserError(f"{option} {model} does not match the profile's model {profile.model}")
+        label = model_label(profile.model, profile.flavour)
+        if self.flavour is not None and self.flavour != profile.flavour:
+            raise UserError(f"{flavour_option} {self.flavour} does not match the profile's {profile.flavour}"
+                            if profile.flavour else f"{flavour_option} {self.flavour}: the profile's {label} is a "
+                            "model of your own, which has no flavours")
+        for key, value in (self.settings or {}).items():
+            if value is None:  # None asks for the default, which the profile records resolved
+                continue
+            if key not in profile.config:
+                known = ", ".join(map(str, profile.config)) or "none recorded"
+                raise UserError(f"{said(key, value)}: the profile's {label} has no setting {key} (its settings: "
+                                f"{known})")
+            given, recorded = (json.loads(json.dumps(v, default=str)) for v in (value, profile.config[key]))
+            if given != recorded:
+                raise UserError(f"{said(key, given)} does not match the profile's {key}={recorded}")

@@ -49,8 +49,9 @@ class Request:
     """The device of each pipeline position ("cuda:0", "cpu", ...); the profile is measured on the first."""
     batch: int | None = None
     """The global batch; None: the profile's (a plan from saved profiles)."""
-    schedule: str = DEFAULT_SCHEDULE
-    """The pipeline schedule (pipebench/base/schedules.py SCHEDULES) the plan is made for."""
+    schedule: str | None = DEFAULT_SCHEDULE
+    """The pipeline schedule (pipebench/base/schedules.py SCHEDULES) the plan is made for; None: the
+    default (DEFAULT_SCHEDULE), as None is every other keyword's default."""
     virtual_stages: int | None = None
     """Stages per device; None: the schedule's own (2 for interleaved, zb-interleaved and zbv, else 1)."""
     micro_batches: int | tuple[int, ...] | None = None
@@ -95,6 +96,8 @@ class Request:
         set_("devices", tuple(devices))
         if self.batch is not None:
             set_("batch", count_of(self.batch, "batch"))
+        if self.schedule is None:
+            set_("schedule", DEFAULT_SCHEDULE)
         set_("virtual_stages", virtual_stages(self.schedule, self.virtual_stages))
         set_("micro_batches", _micro_batches(plain(self.micro_batches)))
         set_("min_micro_batches", count_of(self.min_micro_batches, "min_micro_batches"))

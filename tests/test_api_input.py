@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import pipebench
 from helpers import profile_file
@@ -252,6 +253,56 @@ def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message)
         call(pipebench, profiles)
     assert message.format(t=tmp_path) in str(caught.value), caught.value
     assert pipebench.plan(profiles=profiles, stages=2, precision="tf32").batch == 8  # the profile's own: taken
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call, message", [
+    (lambda pb, p: pb.plan("gpt", profiles=p, stages=2), "model gpt does not match the profile's model mlp"),
+    (lambda pb, p: pb.advise("gpt", profiles=p, stages=2), "model gpt does not match the profile's model mlp"),
+    (lambda pb, p: pb.plan("m.py:Net", profiles=p, stages=2), "m.py:Net does not match the profile's model mlp"),
+    (lambda pb, p: pb.plan(profiles=p, stages=2, flavour="small"), "flavour small does not match the profile's tiny"),
+    (lambda pb, p: pb.plan("mlp", profiles=p, stages=2, settings={"depth": 8}),
+     "settings depth=8 does not match the profile's depth=3"),
+    (lambda pb, p: pb.plan(torch.nn.Linear(4, 4), torch.randn(2, 4), profiles=p, stages=2),
+     "model Linear does not match the profile's model mlp"),
+])
+def test_given_profiles_are_checked_against_the_model_named(tmp_path, call, message):
+    """plan("gpt", profiles=an mlp's) planned the mlp without a word, as it did for another flavour or
+    setting; `pipebench plan --model gpt --profile FILE` is refused, and so is this now."""
+    config = {"in_features": 64, "hidden": 64, "depth": 3, "classes": 10}
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json", lambda e: e.update(config=config)))
+    with pytest.raises(UserError) as caught:
+        call(pipebench, profiles)
+    assert message in str(caught.value), caught.value
+    assert pipebench.plan("mlp", profiles=profiles, stages=2, flavour="tiny", settings={"depth": 3}).batch == 8
+    assert pipebench.advise("mlp", profiles=profiles, stages=2).recommended
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, monkeypatch):
+    """The profile of a model file records its path made absolute, and an object's its class name: the
+    model given as it was profiled matches them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("")
+    file = pipebench.load_profiles(profile_file(tmp_path / "f.json", lambda e: e.update(
+        model=f"{tmp_path}/m.py:Net", flavour="", config={"input_shape": [4]})))
+    assert pipebench.plan("m.py:Net", profiles=file, stages=2, settings={"input_shape": (4,)}).batch == 8
+    with pytest.raises(UserError, match=r"settings input_shape=\[5\] does not match the profile's input_shape=\[4\]"):
+        pipebench.plan("m.py:Net", profiles=file, stages=2, settings={"input_shape": [5]})
+    net = pipebench.load_profiles(profile_file(tmp_path / "n.json", lambda e: e.update(model="Sequential", flavour="")))
+    assert pipebench.plan(torch.nn.Sequential(torch.nn.Linear(4, 4)), torch.randn(2, 4), profiles=net,
+                          stages=2).batch == 8
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_schedule_none_is_the_default_schedule(tmp_path):
+    """None is the default of every other keyword a request takes (batch, micro_batches, link_gbps, ...);
+    schedule=None was refused as "unknown schedule None"."""
+    from pipebench.base.schedules import DEFAULT_SCHEDULE
+
+    profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
+    assert pipebench.Request(schedule=None).schedule == DEFAULT_SCHEDULE
+    assert pipebench.plan(profiles=profiles, stages=2, schedule=None) == pipebench.plan(profiles=profiles, stages=2)
 
 
 def test_a_request_takes_numpy_arrays_where_it_takes_lists():

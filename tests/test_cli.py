@@ -127,6 +127,41 @@ def test_profile_mismatch(capsys, tmp_path):
     assert run(capsys, *saved)[0] == 0
 
 
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("command", ["plan", "advise"])
+def test_a_saved_profile_is_checked_against_flavour_and_settings(capsys, tmp_path, command):
+    """--flavour and --set name the model as --model does: with --profile they must be what the profile
+    records (omitted, they are its own), else its tiny mlp would be planned for a `--set depth=8` asked."""
+    from helpers import profile_file
+
+    config = {"in_features": 64, "hidden": 64, "depth": 3, "classes": 10}
+    saved = [command, "--profile", str(profile_file(tmp_path / "p.json", lambda e: e.update(config=config))),
+             "--stages", "2"]
+    assert_usage_error(capsys, [*saved, "--flavour", "small"], "--flavour small does not match the profile's tiny")
+    assert_usage_error(capsys, [*saved, "--set", "depth=8"], "--set depth=8 does not match the profile's depth=3")
+    assert_usage_error(capsys, [*saved, "--set", "width=3"],
+                       "--set width=3: the profile's mlp (tiny) has no setting width (its settings: in_features, "
+                       "hidden, depth, classes)")
+    assert_usage_error(capsys, [*saved, "--input-shape", "4"], "--input-shape is for a model of your own")
+    assert run(capsys, *saved, "--model", "mlp", "--flavour", "tiny", "--set", "depth=3", "--set", "hidden=64")[0] == 0
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_a_saved_profile_of_a_model_file_takes_the_file_named_relatively(capsys, tmp_path, monkeypatch):
+    """A model file's profile records its absolute path: `--model m.py:Net` from its folder is that file."""
+    from helpers import profile_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text("")
+    saved = profile_file(tmp_path / "p.json", lambda e: e.update(model=f"{tmp_path.resolve()}/m.py:Net", flavour="",
+                                                                 config={"input_shape": [4]}))
+    argv = ["plan", "--profile", str(saved), "--stages", "2", "--model", "m.py:Net"]
+    assert run(capsys, *argv, "--input-shape", "4")[0] == 0
+    assert_usage_error(capsys, [*argv, "--input-shape", "5"], "--input-shape [5] does not match the profile's "
+                       "input_shape=[4]")
+    assert_usage_error(capsys, [*argv, "--flavour", "tiny"], "--flavour tiny: the profile's")
+
+
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_console_script_ignores_a_models_py_in_the_current_folder(tmp_path):
     """Many users keep a models.py of their own; it must not shadow pipebench's models package."""

@@ -37,12 +37,12 @@ ADVICE = "pipebench-advice"  # the format --json writes: {"format", "version", "
 def cmd_advise(args) -> int:
     import pipebench
     from pipebench.api import advice_profiles
-    from pipebench.bench.cli.plan_inputs import check_outputs, load_or_profile
+    from pipebench.bench.cli.plan_inputs import check_plan_outputs, load_or_profile
     from pipebench.base.fileio.files import write_json
     from pipebench.base.text.parse import parse_micro_batches
 
     micro_batches = parse_micro_batches(args.micro_batches)
-    check_outputs(args, ADVICE, "a ranking of advise's")
+    check_plan_outputs(args, ADVICE, "a ranking of advise's")
     source = load_or_profile(args, advice_profiles, micro_batches=None if None in micro_batches else micro_batches)
     profiles, request = source
     devices = list(request.devices)

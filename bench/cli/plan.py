@@ -5,7 +5,7 @@ from pipebench.bench.cli.common import answer
 from pipebench.base.errors import printable
 from pipebench.request import BALANCES
 from pipebench.base.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES
-from pipebench.bench.cli.plan_inputs import add_source_options, check_outputs, load_or_profile
+from pipebench.bench.cli.plan_inputs import add_source_options, check_plan_outputs, load_or_profile
 from pipebench.partition.planning.plan import FORMAT as PLAN_FORMAT
 
 
@@ -47,7 +47,7 @@ def cmd_plan(args) -> int:
     from pipebench.base.text.parse import parse_micro_batches
 
     micro_batches = parse_micro_batches(args.micro_batches, single=True)[0]
-    check_outputs(args, PLAN_FORMAT, "a plan")
+    check_plan_outputs(args, PLAN_FORMAT, "a plan")
     if args.export:
         check_engine(args.export[0])
     profiles, request = load_or_profile(args, plan_profiles, schedule=args.schedule,

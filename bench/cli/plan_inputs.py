@@ -1,5 +1,5 @@
 """Where `pipebench plan` and `pipebench advise` get their profiles: the options that name a model or saved
-profiles (`add_source_options`), the outputs checked before any work (`check_outputs`), and
+profiles (`add_source_options`), the outputs checked before any work (`check_plan_outputs`), and
 `load_or_profile`, which reads the saved profiles or profiles the model, with the Request both commands
 plan from."""
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pipebench.bench.cli.common import (add_model_options, add_server_options, a
                                         data_folder, model_file, model_settings, note, speeds, training_given,
                                         training_of)
 from pipebench.base.errors import UserError
+from pipebench.model_spec import ModelSpec
 from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request
 from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
@@ -57,7 +58,7 @@ class Source(NamedTuple):
     request: Request
 
 
-def check_outputs(args, json_format: str, json_what: str) -> None:
+def check_plan_outputs(args, json_format: str, json_what: str) -> None:
     """--json, --save-profile and --export's file, checked together before any model file is imported and
     anything profiled (files.writable_file), and made absolute: a model file that changes the working
     folder when imported moves none of them. Two that name one file (or the --profile read, or --model's
@@ -102,7 +103,8 @@ def load_or_profile(args, profiled: Callable[..., list], **asked) -> Source:
     from pipebench.base.text.progress import ProgressBar
 
     devices, infos = _devices(args, check=True)
-    overrides = _settings(args)
+    overrides = _settings(args, args.model)
+    data_folder(args.data_dir)
     request = _request(args, devices, batch=args.batch, **asked).measured_here(infos)
     with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
         profiles = profiled(args.model, None, request, flavour=args.flavour, settings=overrides,
@@ -121,13 +123,19 @@ def _late(args, progress) -> str:
 
 def _saved_source(args, asked: dict) -> Source:
     """--profile FILE: the profiles read back, and the Request of the options, checked against them before
-    any work (the model named, the batch, the stages against the layers, the split, --precision and
-    --compile where given). The batch defaults to theirs."""
+    any work (the model, --flavour and --set named: ModelSpec.check_profiled; the batch, the stages against
+    the layers, the split, --precision and --compile where given). The batch defaults to theirs."""
     from pipebench.partition.profiling.profile_record import load_profiles
 
     profiles = load_profiles(args.profile)
-    if args.model and args.model != profiles[0].model:
-        raise UserError(f"--model {args.model} does not match the profile's model {profiles[0].model}")
+    model = args.model or profiles[0].model
+    of_file = model_settings(args, [model])  # --input-shape and friends: a model file's; --set gives the others
+
+    def said(key, value) -> str:
+        return f"--{key.replace('_', '-')} {value}" if key in of_file else f"--set {key}={value}"
+
+    spec = ModelSpec(args.model, flavour=args.flavour, settings=_settings(args, model))
+    spec.check_profiled(profiles[0], ("--model", "--flavour"), said)
     devices, _ = _devices(args, check=False)
     request = _request(args, devices, batch=profiles[0].batch if args.batch is None else args.batch,
                        measuring=False, **asked)
@@ -161,11 +169,9 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     return [resolve_device(args.device or "cpu", check=check)] * stages, None
 
 
-def _settings(args) -> dict:
-    """The model's settings: --set, and --input-shape and friends for a model of your own, read (nothing
+def _settings(args, model: str) -> dict:
+    """The settings of `model`: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model)."""
     from pipebench.base.text.parse import parse_override
 
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
-    data_folder(args.data_dir)
-    return overrides
+    return {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [model])}
