@@ -6,7 +6,7 @@
     >>> plan.split_spec()             # torch.distributed.pipelining.pipeline(module, (x,), split_spec=...)
 
 The command line builds the same values (`Request`, `RunOptions`) from its options: `pipebench plan` and
-`advise` call these functions, `pipebench run` shares `run`'s path (bench/cases/run_options.py settle).
+`advise` call these functions, `pipebench run` reads its options into `run`'s keywords (bench/cases/run_options.py RunOptions.from_keywords).
 """
 from __future__ import annotations
 
@@ -244,7 +244,8 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         out, steps, warmup, rounds, training, compiles, micro_batches (chunks: its old name), resume; each
         field's default where not given.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
-    `pipebench run --quick` (run_options.settle: the one path both take).
+    `pipebench run --quick` (RunOptions.from_keywords: the one path both take). quick, resume, again: True
+    or False; resume and again together are refused (one skips the cases done, the other runs them anew).
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
     the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
     from pipebench.bench.cases import run_suite

@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
     run.add_argument("--again", action="store_true",
                      help="run every case again, even into a results file that holds them (the report keeps the "
-                     "later row of each case); advise's check command runs so, into a folder of its own")
+                     "later row of each case; not with --resume); advise's check command runs so, into a folder of its own")
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
     run.add_argument("--steps", default=None, help=f"timed steps per case {steps('steps')}")
