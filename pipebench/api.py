@@ -6,7 +6,7 @@
     >>> plan.split_spec()             # torch.distributed.pipelining.pipeline(module, (x,), split_spec=...)
 
 The command line builds the same values (`Request`, `RunOptions`) from its options: `pipebench plan` and
-`advise` call these functions, `pipebench run` shares `run`'s path (bench/cases/run_options.py settle).
+`advise` call these functions, `pipebench run` reads its options into `run`'s keywords (bench/cases/run_options.py RunOptions.from_keywords).
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from pipebench.partition.profiling.micro_batch_sizes import Ranking
 from pipebench.partition.profiling.profile_record import Profile, check_profile_list
 from pipebench.partition.profile_session import ProfilingSession, counts_and_devices
 from pipebench.model_spec import ModelSpec, is_module
-from pipebench.base.text.parse import count_of
 from pipebench.request import Request, check_stage_count, plan_devices
 
 __all__ = ["profile", "plan", "advise", "run", "train", "plan_devices", "Request"]
@@ -251,34 +250,15 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         out, steps, warmup, rounds, training, compiles, micro_batches (or its alias chunks), resume; each
         field's default where not given.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
-    `pipebench run --quick` (run_options.settle: the one path both take).
+    `pipebench run --quick` (RunOptions.from_keywords: the one path both take). quick, resume, again: True
+    or False; resume and again together are refused (one skips the cases done, the other runs them anew).
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
     the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
-    from dataclasses import fields as fields_of
+    from pipebench.bench.cases import run_suite
+    from pipebench.bench.cases.run_options import RunOptions
 
-    from pipebench.bench.cases import run_options, run_suite
-    from pipebench.bench.strategies import strategy_list, strategy_names
-
-    if "chunks" in options:  # the old name of micro_batches, still taken
-        if "micro_batches" in options:
-            raise TypeError("run takes micro_batches or chunks (its old name), not both")
-        options["micro_batches"] = options.pop("chunks")
-    if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
-        raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
-    batch_given = isinstance(models, dict)
-    if not batch_given:
-        models = run_options.model_batches([str(name) for name in models], None)
-    else:
-        run_options.model_batches([str(name) for name in models], None)  # an unknown name: one line
-        models = {str(name): count_of(batch, "batch") for name, batch in models.items()}
-    names = strategy_names() if strategies is None else strategy_list(strategies)
-    known = {f.name for f in fields_of(run_options.RunOptions)} - {"models", "strategies"}
-    if unknown := sorted(set(options) - known):
-        raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
-    asked = run_options.RunOptions(models=models, strategies=list(dict.fromkeys(names)), **options)
     machine = _machine_of(machine)
-    given = [name for name in run_options.QUICK_GIVEN if name in options] + ["batch"] * batch_given
-    settled = run_options.settle(asked, machine, given=given, quick=quick)
+    settled = RunOptions.from_keywords(models, machine, strategies=strategies, quick=quick, **options)
     return run_suite.run_suite(settled, machine, note=note or (lambda line: None))
 
 

@@ -126,11 +126,11 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
     assert sorted(r.settings for r in load(json_path)) == ["depth=1", "depth=2"]
 
 
-def test_again_with_resume_runs_a_case_the_file_held_before_it_began(tmp_path, ran):
-    """`--again --resume` said "run by another run ...; skipped" of a case the file held from before, with
+def test_again_runs_a_case_the_file_held_before_it_began(tmp_path, ran):
+    """`--again` must not say "run by another run ...; skipped" of a case the file held from before, with
     no other run alive."""
     run(tmp_path)
-    _, json_path, notes = run(tmp_path, resume=True, again=True)
+    _, json_path, notes = run(tmp_path, again=True)
     assert len(ran) == 2 and not any("another run" in n for n in notes)
     assert len(load(json_path)) == 2
 
@@ -306,3 +306,44 @@ def test_a_run_refused_by_its_first_checks_is_one_line_without_the_device_line(t
     plans.rmdir() if not any(plans.iterdir()) else shutil.rmtree(plans)
     plans.write_text("in the way\n")
     refused(capsys, [*argv, "--resume"], "a file is in the way")
+
+
+def test_a_run_refused_for_its_profiles_folder_leaves_no_out_folder(tmp_path, capsys):
+    """--profiles naming a file is refused in one line, and the --out folder (and its parents) that the run
+    would have made are not left behind, empty."""
+    from helpers import refused
+    from pipebench.bench.cli import main
+
+    (tmp_path / "p.json").write_text("{}\n")
+    out = tmp_path / "new" / "o1"
+    refused(capsys, ["run", "--quick", "--models", "mlp", "--strategies", "single", "--device", "cpu",
+                     "--profiles", str(tmp_path / "p.json"), "--out", str(out)], "a file is in the way")
+    assert not (tmp_path / "new").exists()
+
+
+def test_resume_and_again_contradict_and_are_refused(tmp_path, capsys):
+    """--resume skips the cases done, --again runs them anew: both at once is one line (exit 2), and one
+    UserError from pipebench.run, before any folder is made."""
+    import pipebench
+    from helpers import refused
+    from pipebench.base.errors import UserError
+    from pipebench.bench.cli import main
+
+    refused(capsys, ["run", "--quick", "--models", "mlp", "--strategies", "single", "--device", "cpu", "--resume",
+                     "--again", "--out", str(tmp_path / "o")], "--resume skips the cases")
+    with pytest.raises(UserError, match="not both"):
+        pipebench.run(["mlp"], strategies=["single"], machine=Machine(None, 2, "cpu"), out=tmp_path / "o",
+                      resume=True, again=True, note=None)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("quick", ["yes", 1, None])
+def test_run_takes_quick_as_true_or_false_only(tmp_path, quick):
+    """quick='yes' ran as quick=True: a value other than True or False is one UserError, as resume's is."""
+    import pipebench
+    from pipebench.base.errors import UserError
+
+    with pytest.raises(UserError, match=r"quick takes True or False \(got "):
+        pipebench.run(["mlp"], strategies=["single"], machine=Machine(None, 2, "cpu"), out=tmp_path / "o",
+                      quick=quick, note=None)
+    assert not (tmp_path / "o").exists()

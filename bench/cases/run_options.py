@@ -4,6 +4,7 @@ what was given into what runs), and the checks against the machine before anythi
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -120,6 +121,9 @@ class RunOptions:
         for name in ("resume", "again", "fresh", "try_anyway"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} takes True or False (got {getattr(self, name)!r:.40})")
+        if self.resume and self.again:
+            raise UserError("--resume skips the cases the results file holds and --again runs them anew: give one, "
+                            "not both")
         if self.auto is not None:
             set_("auto", count_of(self.auto, "auto", 1, len(STRATEGIES)))
         if not isinstance(self.compiles, (list, tuple)) or not self.compiles:
@@ -135,6 +139,42 @@ class RunOptions:
         set_("micro_batches", [None if count is None else int(count) for count in self.micro_batches])
         set_("out", Path(self.out))
         set_("profiles", None if self.profiles is None else Path(self.profiles))
+
+    @classmethod
+    def from_keywords(cls, models: Any, machine: Machine, *, strategies: Sequence[str] | None = None,
+                      quick: bool = False, **options: Any) -> "RunOptions":
+        """What runs on `machine` for what `pipebench.run` and `pipebench run` are asked, each rule of theirs
+        here once: models as {name: batch} (the batch then counts as given) or names (each at its default
+        batch), strategies (default: every one; none besides single under auto:K), the other fields of
+        RunOptions by name (chunks: micro_batches' other name), then `settle`d: quick values for what was not
+        given, everything checked against the machine, one UserError before anything is profiled."""
+        from dataclasses import fields
+
+        from pipebench.base.text.parse import count_of
+        from pipebench.bench.strategies import strategy_list, strategy_names
+
+        if "chunks" in options:
+            if "micro_batches" in options:
+                raise TypeError("run takes micro_batches or chunks (its old name), not both")
+            options["micro_batches"] = options.pop("chunks")
+        if not isinstance(quick, bool):
+            raise UserError(f"quick takes True or False (got {quick!r:.40})")
+        if isinstance(models, str) or not isinstance(models, (dict, list, tuple)) or not models:
+            raise UserError(f"models takes names or {{name: batch}}, e.g. ['mlp'] or {{'mlp': 8}}, not {models!r:.60}")
+        batch_given = isinstance(models, dict)
+        batches = model_batches([str(name) for name in models], None)  # an unknown name: one line
+        if batch_given:
+            batches = {str(name): count_of(batch, "batch") for name, batch in models.items()}
+        if strategies is not None:
+            names = strategy_list(strategies)
+        else:
+            names = [] if options.get("auto") is not None else strategy_names()
+        known = {f.name for f in fields(cls)} - {"models", "strategies"}
+        if unknown := sorted(set(options) - known):
+            raise UserError(f"run takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
+        asked = cls(models=batches, strategies=list(dict.fromkeys(names)), **options)  # single,single: one case
+        given = [name for name in QUICK_GIVEN if name in options] + ["batch"] * batch_given
+        return settle(asked, machine, given=given, quick=quick)
 
 
 def quick_options(options: RunOptions, given: Sequence[str] = ()) -> RunOptions:
@@ -208,16 +248,35 @@ def cap_machine(machine: Machine, max_memory: int | None, gpu_memory: int | None
 def check_run(options: RunOptions, machine: Machine, *, batch_given: bool = True) -> RunOptions:
     """Everything a run is asked against the machine, refused in one line before anything is profiled
     (check_options), and the results and profiles folders writable: returns the options with those
-    folders made and absolute."""
+    folders made and absolute (none left made when refused)."""
     from pipebench.base.fileio.files import writable_folder
 
     check_options(options, machine.devices, batch_given=batch_given, on_cpu=machine.gpus is None)
+    made = _absent_folders(Path(options.out))
     out = writable_folder(options.out, "--out")
-    profiles = None if options.profiles is None else writable_folder(options.profiles, "--profiles")
-    if profiles is not None and profiles.resolve() == out.resolve():  # its .json files would spoil `report OUT`
-        raise UserError(f"--profiles and --out name one folder {out}; report reads every .json there as "
-                        "results: give --profiles a folder of its own (by default they go beside the results)")
+    try:
+        profiles = None if options.profiles is None else writable_folder(options.profiles, "--profiles")
+        if profiles is not None and profiles.resolve() == out.resolve():  # its .json files would spoil `report OUT`
+            raise UserError(f"--profiles and --out name one folder {out}; report reads every .json there as "
+                            "results: give --profiles a folder of its own (by default they go beside the results)")
+    except UserError:  # a refused run leaves nothing: the folders made for --out go again
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: kept
+                folder.rmdir()
+        raise
     return replace(options, out=out, profiles=profiles)
+
+
+def _absent_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first: what making it creates."""
+    absent = []
+    try:
+        while not (path.exists() or path.is_symlink()) and path != path.parent:
+            absent.append(path)
+            path = path.parent
+    except OSError:  # a name the file system refuses: nothing can be made there (writable_folder says so)
+        return []
+    return absent
 
 
 def check_options(options: RunOptions, devices: int = 1, *, batch_given: bool = True, on_cpu: bool = False) -> None:

@@ -208,6 +208,16 @@ def data_folder(text: str | None) -> str | None:
     return text
 
 
+def cpu_notice(machine, on_cpu: bool, doing: str, nodes: int = 1) -> str | None:
+    """The line run and train say first on CPU processes: why the CPU (--device cpu, or no GPU visible) and
+    how many processes stand in for devices; None on GPUs, where nothing needs saying."""
+    if machine.gpus is not None:
+        return None
+    why = "--device cpu" if on_cpu else "no CUDA GPU visible"
+    return (f"{why}: {doing} on the CPU, {machine.devices * nodes} processes standing in for devices (gloo)"
+            + (f" over {nodes} nodes" if nodes > 1 else ""))
+
+
 def asks_cpu(args) -> bool:
     """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
     be or combine with."""

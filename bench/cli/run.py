@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, DeferredNote, speeds, asks_cpu
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, DeferredNote, speeds, asks_cpu, cpu_notice
 from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     run.add_argument("--resume", action="store_true", help="skip cases already in today's results file")
     run.add_argument("--again", action="store_true",
                      help="run every case again, even into a results file that holds them (the report keeps the "
-                     "later row of each case); advise's check command runs so, into a folder of its own")
+                     "later row of each case; not with --resume); advise's check command runs so, into a folder of its own")
     run.add_argument("--out", default=DEFAULT_OUT,
                      help=f"folder for the results files, created if missing (default: ./{DEFAULT_OUT})")
     run.add_argument("--steps", default=None, help=f"timed steps per case {steps('steps')}")
@@ -86,49 +86,47 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from pipebench.bench.cases import run_options
-    from pipebench.bench.cli.common import compile_modes
+    """The options read into pipebench.run's keywords and made what runs by the same
+    RunOptions.from_keywords, then run by the same run_suite, with the CPU's line and a summary table."""
+    from pipebench.bench.cases.run_options import RunOptions
 
-    compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
-    args.compile = None
-    training = training_of(args)  # an unknown value: one line now
-    gpu_memory = parse_gpu_memory(args.gpu_memory)
-    given = [key for key in run_options.QUICK_GIVEN if getattr(args, key) is not None]
-    options = _run_options(args, training, compiles)
+    keywords = _run_keywords(args)
     on_cpu = asks_cpu(args)
-    machine = _run_machine(args, on_cpu, gpu_memory)
+    machine = _run_machine(args, on_cpu, parse_gpu_memory(args.gpu_memory))
     probe = args.speeds == "auto" and machine.gpus is not None
     if args.speeds is not None and not probe:
         machine = machine.with_(speeds=speeds(args.speeds, machine.device_names))
-    options = run_options.settle(options, machine, given=given, quick=args.quick)  # one line now, not a row after profiling
+    options = RunOptions.from_keywords(machine=machine, quick=args.quick, **keywords)  # one line now, not a row after profiling
     say = DeferredNote(_where(args, options, machine, on_cpu))
     if probe:
         machine = _probe_speeds(machine, say)
     return _run_suite(options, machine, say)
 
 
-def _run_options(args, training, compiles: tuple[str | None, ...]):
-    """The RunOptions the command line gives (bench/cases/run_options.py): the models and their batch, the
-    strategies (or auto:K), the micro-batch counts, steps, warm-up and rounds (each not given: its field's
-    default)."""
+def _run_keywords(args) -> dict:
+    """pipebench.run's keywords from the command line, each option's text read by its parser: the models
+    (with their batch where --batch is given), the strategies or auto:K, and the RunOptions fields given."""
     from pipebench.bench.cases import run_options
+    from pipebench.bench.cli.common import compile_modes
     from pipebench.base.fileio.files import not_empty
     from pipebench.base.text.parse import parse_micro_batches, parse_override
 
+    compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
+    args.compile = None
+    training = training_of(args)  # an unknown value: one line now
     for option, text in (("--out", args.out), ("--profiles", args.profiles)):
         if text is not None:
             not_empty(text, option)
-    models = run_options.parse_models(args.models, args.batch)
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, list(models))}
-    return run_options.RunOptions(
-        models=models,
-        strategies=[] if parse_auto(args.strategies) else list(dict.fromkeys(  # single,single: one case
-            parse_strategies(args.strategies))),
-        auto=parse_auto(args.strategies),
+    names = list(run_options.parse_models(args.models, None))
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, names)}
+    auto = parse_auto(args.strategies)
+    return dict(
+        models=names if args.batch is None else {name: args.batch for name in names},
+        strategies=None if auto is not None else parse_strategies(args.strategies), auto=auto,
         micro_batches=parse_micro_batches(args.micro_batches),
-        flavour=args.flavour, overrides=overrides, out=Path(args.out),
+        overrides=overrides, out=Path(args.out),
         resume=args.resume, again=args.again, timeout=args.timeout, repeats=args.repeats, fresh=args.fresh,
-        **{name: getattr(args, name) for name in ("steps", "warmup", "rounds") if getattr(args, name) is not None},
+        **{name: getattr(args, name) for name in ("steps", "warmup", "rounds", "flavour") if getattr(args, name) is not None},
         min_seconds=args.min_seconds or 0.0,
         profiles=None if args.profiles is None else Path(args.profiles), training=training, try_anyway=args.try_anyway,
         data_dir=data_folder(args.data_dir), compiles=compiles,
@@ -154,9 +152,8 @@ def _where(args, options, machine, on_cpu: bool) -> str | None:
     from pipebench.bench.cases.run_options import describe_options
 
     uses = describe_options(options)
-    if machine.gpus is None:
-        why = "--device cpu" if on_cpu else "no CUDA GPU visible"
-        return f"{why}: running on the CPU, {machine.devices} processes standing in for devices (gloo): {uses}"
+    if (line := cpu_notice(machine, on_cpu, "running")) is not None:
+        return f"{line}: {uses}"
     return f"--quick: {uses}" if args.quick else None
 
 

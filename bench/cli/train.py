@@ -66,7 +66,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_train(args) -> int:
     from pipebench.api import train
-    from pipebench.bench.cli.common import asks_cpu
+    from pipebench.bench.cli.common import asks_cpu, cpu_notice
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.base.text.parse import parse_override
 
@@ -75,9 +75,7 @@ def cmd_train(args) -> int:
     on_cpu = asks_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], args.cpu_processes, cpu=on_cpu)
     nodes = args.nodes or 1
-    where = None if machine.gpus is not None else (
-        f"{'--device cpu' if on_cpu else 'no CUDA GPU visible'}: training on the CPU, {machine.devices * nodes} "
-        "processes standing in for devices (gloo)" + (f" over {nodes} nodes" if nodes > 1 else ""))
+    where = cpu_notice(machine, on_cpu, "training", nodes)
     asked = {name: getattr(args, name) for name in ("epochs", "steps", "lr", "save_every", "log_every", "csv",
                                                     "write_job") if getattr(args, name) is not None}
     say = DeferredNote(where)
