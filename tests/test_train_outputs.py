@@ -88,10 +88,11 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
         assert checked.csv == str(csv)
 
 
-@pytest.mark.parametrize("option", ["--save", "--csv"])
-def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
-    """`train --save ''` trained and saved nothing, exit 0: the empty value read as no --save."""
-    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name a file")
+@pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
+def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
+    """`train --save ''` would train and save nothing, `--write-job ''` train here instead of writing the
+    job, were the empty value read as the option not given."""
+    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name {names}")
     assert not (tmp_path / "imported").exists()
 
 

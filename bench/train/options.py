@@ -81,7 +81,7 @@ def _make_paths_absolute(options: TrainOptions) -> None:
     for name in ("save", "csv"):
         if getattr(options, name):
             object.__setattr__(options, name, str(Path(getattr(options, name)).resolve()))
-    if options.write_job:
+    if options.write_job is not None:
         object.__setattr__(options, "write_job", str(Path(options.write_job).expanduser().resolve()))
 
 
@@ -90,7 +90,7 @@ def _check_nodes(options: TrainOptions) -> None:
     process per device."""
     from pipebench.bench.strategies import get_strategy
 
-    if options.nodes > 1 and not options.write_job:
+    if options.nodes > 1 and options.write_job is None:
         raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "
                         "give --write-job DIR to write it (docs/several-machines.md)")
     if options.strategy != "auto":

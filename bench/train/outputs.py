@@ -43,7 +43,7 @@ def check_outputs(save: str | None, csv: str | None, write_job: str | None, *, d
                             "goes); move it or name another --save")
     if csv is not None:
         csv = outputs["--csv"] = str(writable_file(csv, "--csv", regular=True))
-    if write_job:
+    if write_job is not None:  # not truthiness: --write-job '' taken as none would train here instead
         folder = creatable_folder(Path(write_job).expanduser(), "--write-job")  # made when the job is written
         write_job = str(folder)
         for name in ("job.json", "train.json"):

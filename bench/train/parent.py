@@ -94,7 +94,7 @@ def run_training(options: TrainOptions, machine, note: Callable[[str], None] = p
     note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
          + (f", checkpoint {options.save}" if options.save else ""))
     settings = _worker_settings(options)
-    if options.write_job:
+    if options.write_job is not None:
         return write_job(job, settings, options, machine.devices // options.nodes, note)
     return _launch(job, settings, prepared.gpus, options, note)
 
