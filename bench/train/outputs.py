@@ -44,7 +44,7 @@ def check_outputs(save: str | None, csv: str | None, write_job: str | None, *, d
     if csv is not None:
         csv = outputs["--csv"] = str(writable_file(csv, "--csv", regular=True))
     if write_job is not None:  # not truthiness: --write-job '' taken as none would train here instead
-        folder = creatable_folder(Path(write_job).expanduser(), "--write-job")  # made when the job is written
+        folder = creatable_folder(os.path.expanduser(write_job), "--write-job")  # made when the job is written
         write_job = str(folder)
         for name in ("job.json", "train.json"):
             outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
