@@ -96,6 +96,12 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
     assert not (tmp_path / "imported").exists()
 
 
+def test_save_every_without_save_is_refused(capsys, tmp_path):
+    """Checkpoints every step with nowhere to write them would train and save nothing."""
+    refused(capsys, [*train_files(tmp_path), "--save-every", "1"], "--save-every 1: checkpoints are written to --save")
+    assert not (tmp_path / "imported").exists()
+
+
 def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line(capsys, tmp_path):
     """`train` said "--device cpu: training on the CPU, ..." before run_training's first checks refused the
     data, so a refusal was two lines (seventh pass, a note): the device line now comes with the first line
