@@ -39,6 +39,9 @@ def train_files(tmp_path):
     (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
     (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
     (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
+    (["--write-job", "{t}/mine"], "--write-job {t}/mine: {t}/mine/job.json: holds something other than a job train wrote"),
+    (["--write-job", "{t}/notes"], "--write-job {t}/notes: train.json is a link; remove it or name another folder"),
+    (["--save", "{t}/s.pt", "--write-job", "{t}/s.pt.train"], "is inside --save's training state folder"),
     (["--csv", "{t}/results.csv"], "--csv {t}/results.csv: holds something other than a train log (header step,"),
     (["--save", "{t}/p.json"], "--save {t}/p.json: holds something other than a checkpoint of torch.save's"),
     (["--save", "{t}/photos.zip"], "--save {t}/photos.zip: holds something other than a checkpoint of torch.save's"),
@@ -53,6 +56,11 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     import zipfile
 
     os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "job.json").write_text('{"mine": 1}\n')  # the user's own job.json
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    (tmp_path / "notes" / "train.json").symlink_to(tmp_path / "notes.txt")
     (tmp_path / "folder").mkdir()
     (tmp_path / "blocked.pt.train").write_text("")
     (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
@@ -86,6 +94,13 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
         checked = check_outputs(None if save is None else str(save), str(csv), None,
                                 data=f"{tmp_path / 'data.py'}:data", model=f"{tmp_path / 'net.py'}:Net")
         assert checked.csv == str(csv)
+    from pipebench.bench.launch.job import Job
+
+    (tmp_path / "job").mkdir()
+    Job(model="mlp", strategy="ddp", batch=8, devices=1).save(tmp_path / "job" / "job.json")
+    (tmp_path / "job" / "train.json").write_text('{"data": {}, "epochs": 1, "print_every": 10}\n')
+    checked = check_outputs(None, None, str(tmp_path / "job"), data=f"{tmp_path / 'data.py'}:data", model="mlp")
+    assert checked.write_job == str(tmp_path / "job")
 
 
 @pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
