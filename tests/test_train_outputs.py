@@ -83,7 +83,7 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     takes one), a checkpoint torch.save wrote, and an empty file are written again."""
     import torch
 
-    from pipebench.bench.train.outputs import check_outputs
+    from pipebench.bench.train.outputs import check_train_outputs
     from pipebench.bench.train.curves import COLUMNS
 
     train_files(tmp_path)
@@ -91,7 +91,7 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     torch.save({"weight": torch.ones(1)}, tmp_path / "earlier.pt")
     (tmp_path / "empty.csv").write_text("")
     for csv, save in ((tmp_path / "log.txt", tmp_path / "earlier.pt"), (tmp_path / "empty.csv", None)):
-        checked = check_outputs(None if save is None else str(save), str(csv), None,
+        checked = check_train_outputs(None if save is None else str(save), str(csv), None,
                                 data=f"{tmp_path / 'data.py'}:data", model=f"{tmp_path / 'net.py'}:Net")
         assert checked.csv == str(csv)
     from pipebench.bench.launch.job import Job
@@ -99,7 +99,7 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     (tmp_path / "job").mkdir()
     Job(model="mlp", strategy="ddp", batch=8, devices=1).save(tmp_path / "job" / "job.json")
     (tmp_path / "job" / "train.json").write_text('{"data": {}, "epochs": 1, "print_every": 10}\n')
-    checked = check_outputs(None, None, str(tmp_path / "job"), data=f"{tmp_path / 'data.py'}:data", model="mlp")
+    checked = check_train_outputs(None, None, str(tmp_path / "job"), data=f"{tmp_path / 'data.py'}:data", model="mlp")
     assert checked.write_job == str(tmp_path / "job")
 
 

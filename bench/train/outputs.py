@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from pipebench.base.errors import UserError
 
-__all__ = ["TrainOutputs", "check_outputs"]
+__all__ = ["TrainOutputs", "check_train_outputs"]
 
 
 class TrainOutputs(NamedTuple):
@@ -23,7 +23,7 @@ class TrainOutputs(NamedTuple):
     write_job: str | None
 
 
-def check_outputs(save: str | None, csv: str | None, write_job: str | None, *, data: str, model: str) -> TrainOutputs:
+def check_train_outputs(save: str | None, csv: str | None, write_job: str | None, *, data: str, model: str) -> TrainOutputs:
     """--save (and its training state folder PATH.train), --csv and --write-job's job.json and train.json,
     checked together (files.writable_file) and made absolute. Regular files only: the workers append to
     --csv row by row and --resume reads --save back, which a FIFO would hang. PATH.train is a folder of
