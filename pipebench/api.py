@@ -287,7 +287,7 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     from pipebench.base.training import Training
     from pipebench.bench.train.data import parse_data, token_length
     from pipebench.bench.train.options import TrainOptions
-    from pipebench.bench.train.outputs import check_outputs
+    from pipebench.bench.train.outputs import check_train_outputs
     from pipebench.bench.train.parent import over_nodes, run_training
 
     for name, value in (("model", model), ("data", data), ("strategy", strategy)):
@@ -297,7 +297,7 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
                                                          "nodes", "workers"}
     if unknown := sorted(set(options) - known):
         raise UserError(f"train takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
-    checked = check_outputs(save, options.pop("csv", None), options.pop("write_job", None), data=data, model=model)
+    checked = check_train_outputs(save, options.pop("csv", None), options.pop("write_job", None), data=data, model=model)
     training = Training() if training is None else training
     if not isinstance(training, Training):
         raise UserError(f"training takes a Training (pipebench.base.training), not {type(training).__name__}")

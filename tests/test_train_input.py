@@ -70,7 +70,8 @@ def test_train_options_are_checked_once_when_made():
     for changes, message in ((dict(lr=-1.0), "lr takes a number from 1e-38 to 1e+38 (got '-1.0')"),
                              (dict(lr=1e300), "lr takes a number from 1e-38 to 1e+38 (got '1e+300')"),
                              (dict(workers=65), "loader_workers takes an integer from 0 up to 64 (got 65)"),
-                             (dict(nodes=2), "give --write-job DIR")):
+                             (dict(nodes=2), "give --write-job DIR"),
+                             (dict(save_every=1), "--save-every 1: checkpoints are written to --save; give --save PATH")):
         with pytest.raises(UserError, match=re.escape(message)):
             dataclasses.replace(options, **changes)
 

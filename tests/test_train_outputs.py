@@ -39,6 +39,9 @@ def train_files(tmp_path):
     (["--write-job", "{t}/job", "--save", "{t}/job/job.json"], "--save and --write-job's job.json name the same file"),
     (["--write-job", "{t}/job", "--csv", "{t}/job/train.json"], "--csv and --write-job's train.json name the same"),
     (["--write-job", "{t}/folderjob"], "folderjob/job.json: is a folder; name a file"),
+    (["--write-job", "{t}/mine"], "--write-job {t}/mine: {t}/mine/job.json: holds something other than a job train wrote"),
+    (["--write-job", "{t}/notes"], "--write-job {t}/notes: train.json is a link; remove it or name another folder"),
+    (["--save", "{t}/s.pt", "--write-job", "{t}/s.pt.train"], "is inside --save's training state folder"),
     (["--csv", "{t}/results.csv"], "--csv {t}/results.csv: holds something other than a train log (header step,"),
     (["--save", "{t}/p.json"], "--save {t}/p.json: holds something other than a checkpoint of torch.save's"),
     (["--save", "{t}/photos.zip"], "--save {t}/photos.zip: holds something other than a checkpoint of torch.save's"),
@@ -53,6 +56,11 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
     import zipfile
 
     os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "job.json").write_text('{"mine": 1}\n')  # the user's own job.json
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    (tmp_path / "notes" / "train.json").symlink_to(tmp_path / "notes.txt")
     (tmp_path / "folder").mkdir()
     (tmp_path / "blocked.pt.train").write_text("")
     (tmp_path / "folderjob" / "job.json").mkdir(parents=True)
@@ -75,7 +83,7 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     takes one), a checkpoint torch.save wrote, and an empty file are written again."""
     import torch
 
-    from pipebench.bench.train.outputs import check_outputs
+    from pipebench.bench.train.outputs import check_train_outputs
     from pipebench.bench.train.curves import COLUMNS
 
     train_files(tmp_path)
@@ -83,15 +91,29 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     torch.save({"weight": torch.ones(1)}, tmp_path / "earlier.pt")
     (tmp_path / "empty.csv").write_text("")
     for csv, save in ((tmp_path / "log.txt", tmp_path / "earlier.pt"), (tmp_path / "empty.csv", None)):
-        checked = check_outputs(None if save is None else str(save), str(csv), None,
+        checked = check_train_outputs(None if save is None else str(save), str(csv), None,
                                 data=f"{tmp_path / 'data.py'}:data", model=f"{tmp_path / 'net.py'}:Net")
         assert checked.csv == str(csv)
+    from pipebench.bench.launch.job import Job
+
+    (tmp_path / "job").mkdir()
+    Job(model="mlp", strategy="ddp", batch=8, devices=1).save(tmp_path / "job" / "job.json")
+    (tmp_path / "job" / "train.json").write_text('{"data": {}, "epochs": 1, "print_every": 10}\n')
+    checked = check_train_outputs(None, None, str(tmp_path / "job"), data=f"{tmp_path / 'data.py'}:data", model="mlp")
+    assert checked.write_job == str(tmp_path / "job")
 
 
-@pytest.mark.parametrize("option", ["--save", "--csv"])
-def test_an_empty_output_path_is_refused(capsys, tmp_path, option):
-    """`train --save ''` trained and saved nothing, exit 0: the empty value read as no --save."""
-    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name a file")
+@pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
+def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
+    """`train --save ''` would train and save nothing, `--write-job ''` train here instead of writing the
+    job, were the empty value read as the option not given."""
+    refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name {names}")
+    assert not (tmp_path / "imported").exists()
+
+
+def test_save_every_without_save_is_refused(capsys, tmp_path):
+    """Checkpoints every step with nowhere to write them would train and save nothing."""
+    refused(capsys, [*train_files(tmp_path), "--save-every", "1"], "--save-every 1: checkpoints are written to --save")
     assert not (tmp_path / "imported").exists()
 
 

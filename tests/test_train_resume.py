@@ -207,6 +207,30 @@ def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monk
     assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
 
 
+@pytest.mark.parametrize("spoil, extra, message", [
+    (lambda state: None, ["--strategy", "auto", "--batch", "4"],
+     "the training state is of batch 8, this run's is 4; resume with --batch 8"),
+    (_with_optimizer("sgd"), ["--strategy", "auto", "--batch", "8", "--optimizer", "adamw"],
+     "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
+    (lambda state: None, ["--strategy", "pp-1f1b", "--batch", "8"],
+     "the training state is of strategy single, this run's is pp-1f1b; resume with --strategy single"),
+])
+def test_a_resume_of_other_settings_is_refused_before_profiling(capsys, monkeypatch, tmp_path, spoil, extra,
+                                                                message):
+    """The batch, the optimizer and a named strategy are known without the profile that auto and a
+    pipeline plan from: a state of others is refused first, the profiler never called."""
+    from pipebench.bench.cases import prepare
+
+    monkeypatch.setattr(prepare, "profile_case_model", lambda *a, **k: pytest.fail("profiled first"))
+    path = checkpoint(tmp_path, spoil)
+    (tmp_path / "data.py").write_text(DATA)
+    code = main(["train", "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--data",
+                 f"{tmp_path / 'data.py'}:data", *extra, "--steps", "4", "--device", "cpu", "--save", str(path),
+                 "--resume"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
+
+
 def test_a_checkpoint_layout_names_its_optimizer():
     """The layout a worker saves and checks holds the optimizer, so that the parent can check it."""
     from pipebench.bench.train import checkpoint as ckpt

@@ -231,7 +231,8 @@ RESUMED_AS = {"strategy": "--strategy", "batch": "--batch", "optimizer": "--opti
 def check_resumed_settings(saved: dict, now: dict, path) -> None:
     """The checkpoint's layout (latest.json's, or a process's state's) is of this run's settings: the first
     of RESUMED_AS that differs named, with the option that resumes it. The parent checks what it knows
-    before any worker starts (bench/train/parent.py run_training): in a worker, another --batch or
+    before the profile, and auto's pick after it, before any worker starts (bench/train/parent.py
+    run_training): in a worker, another --batch or
     --optimizer is "rank 1: UserError" or "KeyError: 'betas'", exit 1. A checkpoint written before the layout held
     the optimizer is not checked for it."""
     for key, option in RESUMED_AS.items():

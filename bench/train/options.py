@@ -1,8 +1,8 @@
 """What `pipebench train` is asked, as one frozen value checked when it is made.
 
 The command line (bench/cli/train.py) builds it, and reads its defaults for --help; the parent (parent.py)
-trains by it. What the values alone tell is checked here, once: their bounds, a job over several
-machines, the paths made absolute. What needs the model, the data or the machine is the parent's to
+trains by it. What the values alone tell is checked here, once: their bounds, the options that need
+another, the paths made absolute. What needs the model, the data or the machine is the parent's to
 check, before any worker starts.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class TrainOptions:
 
     def __post_init__(self):
         _check_bounds(self)
-        _check_nodes(self)
+        _check_needed_options(self)
         _make_paths_absolute(self)
 
 
@@ -81,16 +81,20 @@ def _make_paths_absolute(options: TrainOptions) -> None:
     for name in ("save", "csv"):
         if getattr(options, name):
             object.__setattr__(options, name, str(Path(getattr(options, name)).resolve()))
-    if options.write_job:
+    if options.write_job is not None:
         object.__setattr__(options, "write_job", str(Path(options.write_job).expanduser().resolve()))
 
 
-def _check_nodes(options: TrainOptions) -> None:
-    """A job over several machines only as files for torchrun (--write-job), and only of a strategy of one
-    process per device."""
+def _check_needed_options(options: TrainOptions) -> None:
+    """An option that needs another, given without it, is refused (not dropped without a word): a job over
+    several machines only as files for torchrun (--write-job), and only of a strategy of one process per
+    device; checkpoints every STEPS steps only to a --save."""
     from pipebench.bench.strategies import get_strategy
 
-    if options.nodes > 1 and not options.write_job:
+    if options.save_every is not None and options.save is None:
+        raise UserError(f"--save-every {options.save_every}: checkpoints are written to --save; give --save PATH")
+
+    if options.nodes > 1 and options.write_job is None:
         raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "
                         "give --write-job DIR to write it (docs/several-machines.md)")
     if options.strategy != "auto":

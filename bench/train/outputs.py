@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from pipebench.base.errors import UserError
 
-__all__ = ["TrainOutputs", "check_outputs"]
+__all__ = ["TrainOutputs", "check_train_outputs"]
 
 
 class TrainOutputs(NamedTuple):
@@ -23,7 +23,7 @@ class TrainOutputs(NamedTuple):
     write_job: str | None
 
 
-def check_outputs(save: str | None, csv: str | None, write_job: str | None, *, data: str, model: str) -> TrainOutputs:
+def check_train_outputs(save: str | None, csv: str | None, write_job: str | None, *, data: str, model: str) -> TrainOutputs:
     """--save (and its training state folder PATH.train), --csv and --write-job's job.json and train.json,
     checked together (files.writable_file) and made absolute. Regular files only: the workers append to
     --csv row by row and --resume reads --save back, which a FIFO would hang. PATH.train is a folder of
@@ -43,14 +43,19 @@ def check_outputs(save: str | None, csv: str | None, write_job: str | None, *, d
                             "goes); move it or name another --save")
     if csv is not None:
         csv = outputs["--csv"] = str(writable_file(csv, "--csv", regular=True))
-    if write_job:
-        folder = creatable_folder(Path(write_job).expanduser(), "--write-job")  # made when the job is written
+    if write_job is not None:  # not truthiness: --write-job '' taken as none would train here instead
+        folder = creatable_folder(os.path.expanduser(write_job), "--write-job")  # made when the job is written
         write_job = str(folder)
+        _not_in_state_folder(folder, save)
         for name in ("job.json", "train.json"):
+            if (folder / name).is_symlink():  # the write would go through it, into whatever it leads to
+                raise UserError(f"--write-job {folder}: {name} is a link; remove it or name another folder")
             outputs[f"--write-job's {name}"] = str(writable_file(folder / name, f"--write-job {folder}:")
                                                    if folder.is_dir() else folder / name)
     same_outputs({"--data": _data_file(data), "--model": model_file(model)}, outputs)
     _not_another_file(save, csv)
+    if write_job is not None:
+        _not_another_job_file(Path(write_job))
     return TrainOutputs(save, csv, write_job)
 
 
@@ -89,3 +94,44 @@ def _not_another_file(save: str | None, csv: str | None) -> None:
 
     not_another_file(csv, "--csv", has_train_header, f"a train log (header {','.join(COLUMNS)})")
     not_another_file(save, "--save", _torch_saved, "a checkpoint of torch.save's")
+
+
+def _not_in_state_folder(folder: Path, save: str | None) -> None:
+    """--write-job's folder is not --save's training state folder (PATH.train) or inside it: that folder is
+    train's checkpoint state, which the job's files would mix with."""
+    if save is None:
+        return
+    state = Path(os.path.realpath(save + ".train"))
+    if Path(os.path.realpath(folder)) == state or state in Path(os.path.realpath(folder)).parents:
+        raise UserError(f"--write-job {folder}: is inside --save's training state folder {state}; name another folder")
+
+
+def _job_file(path: str) -> bool:
+    """Whether `path` reads back as a Job (bench/launch/job.py), as --write-job writes job.json."""
+    from pipebench.bench.launch.job import Job
+
+    try:
+        Job.load(path)
+    except UserError:
+        return False
+    return True
+
+
+def _train_settings_file(path: str) -> bool:
+    """Whether `path` is a JSON object of the workers' settings, as --write-job writes train.json."""
+    from pipebench.base.fileio.files import read_json
+
+    try:
+        settings = read_json(path, kind="train settings")
+    except UserError:
+        return False
+    return isinstance(settings, dict) and {"data", "epochs", "print_every"} <= set(settings)
+
+
+def _not_another_job_file(folder: Path) -> None:
+    """Refuse a job.json or train.json in --write-job's folder that is not one train wrote there."""
+    from pipebench.base.fileio.files import not_another_file
+
+    not_another_file(folder / "job.json", f"--write-job {folder}:", _job_file, "a job train wrote")
+    not_another_file(folder / "train.json", f"--write-job {folder}:", _train_settings_file,
+                     "the training settings train wrote")

@@ -76,25 +76,27 @@ def choose_strategy(options: TrainOptions, machine, note: Callable[[str], None])
 
 def run_training(options: TrainOptions, machine, note: Callable[[str], None] = print) -> dict:
     """Check, plan, launch and watch; returns rank 0's result (steps done, whether it was stopped)."""
-    dataset, described, saved = _check_data_and_model(options)  # before any worker
-    name, profiled = choose_strategy(options, machine, note)
     from pipebench.bench.train import checkpoint as ckpt
 
-    if options.resume:  # before any worker: inside them another batch or optimizer is a worker's error
-        ckpt.check_resumed_settings(saved, {"strategy": name, "batch": options.batch,
-                                            "optimizer": options.training.optimizer}, options.save)
-    per_epoch = len(dataset) // options.batch
-    total = options.steps or (options.epochs or 1) * per_epoch
-    if options.resume:
+    dataset, described, saved = _check_data_and_model(options)  # before any worker
+    known = {"batch": options.batch, "optimizer": options.training.optimizer}
+    if options.strategy != "auto":
+        known["strategy"] = options.strategy
+    total = options.steps or (options.epochs or 1) * (len(dataset) // options.batch)
+    if options.resume:  # before the profile: inside the workers another batch or optimizer is a worker's error
+        ckpt.check_resumed_settings(saved, known, options.save)
         length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
         ckpt.check_steps_left(options.save, saved["step"], total, length)
+    name, profiled = choose_strategy(options, machine, note)
+    if options.resume:  # auto's pick, known only now
+        ckpt.check_resumed_settings(saved, {"strategy": name}, options.save)
     prepared = _prepare_job(options, machine, name, profiled)
     job, plan = prepared.job, prepared.plan
     where = f", {plan.micro_batches} micro-batches, stages {plan.balance}" if plan is not None and len(plan.stages) > 1 else ""
     note(f"train {options.model} with {name} on {job.processes} process(es){where}: {described}; {total:,} steps"
          + (f", checkpoint {options.save}" if options.save else ""))
     settings = _worker_settings(options)
-    if options.write_job:
+    if options.write_job is not None:
         return write_job(job, settings, options, machine.devices // options.nodes, note)
     return _launch(job, settings, prepared.gpus, options, note)
 
