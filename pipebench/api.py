@@ -85,9 +85,9 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     micro_batches: "auto" (every power of two up to 64 that splits the batch; sizes that fail are
         skipped with a note), one count, or a list of counts (each measured). Under "auto" a few sizes
         are measured (the whole batch, the smallest micro-batch, the device count's and one between) and
-        the others interpolated between them (partition/profiling/sizes.py: `interpolated_from` marks them); then
+        the others interpolated between them (partition/profiling/micro_batch_sizes.py: `interpolated_from` marks them); then
         `rank(profiles)` ranks the choices they serve, and the interpolated counts predicted within
-        sizes.TIE of the best are measured, until the close ones all are. rank None: on two or more
+        micro_batch_sizes.TIE of the best are measured, until the close ones all are. rank None: on two or more
         devices, the default schedule's plan over `devices` ranks its micro-batch counts; on one, nothing
         is measured beyond those sizes.
     devices: the devices the plan will use; with two distinct GPUs among them the link between the first

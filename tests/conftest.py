@@ -93,7 +93,7 @@ def nothing_runs(monkeypatch):
     too late fails the test at once instead of profiling or running a case."""
     import torch
 
-    from pipebench.bench.cases import run_suite
+    from pipebench.bench.cases import prepare, run_suite
     from pipebench.partition.profiling import measure
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -103,7 +103,8 @@ def nothing_runs(monkeypatch):
     def too_far(*args, **kwargs):
         raise AssertionError("got as far as profiling or running")
 
-    monkeypatch.setattr(measure, "profile_sizes", too_far)
+    monkeypatch.setattr(measure, "profile_sizes", too_far)  # pipebench.profile and plan, in this process
+    monkeypatch.setattr(prepare, "profile_case_model", too_far)  # train's profile, which runs in a child
     monkeypatch.setattr(run_suite, "run_suite", too_far)
 
 

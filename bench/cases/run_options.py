@@ -155,7 +155,7 @@ class RunOptions:
 
         if "chunks" in options:
             if "micro_batches" in options:
-                raise TypeError("run takes micro_batches or chunks (its old name), not both")
+                raise TypeError("run takes micro_batches or its alias chunks, not both")
             options["micro_batches"] = options.pop("chunks")
         if not isinstance(quick, bool):
             raise UserError(f"quick takes True or False (got {quick!r:.40})")
