@@ -75,7 +75,7 @@ def test_run_takes_chunks_as_the_old_name_of_micro_batches(tmp_path, suite_optio
         pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], flavour="tiny", note=None, out=tmp_path, **{name: [2, None]})
         assert suite_options["options"].micro_batches == [2, None]
         suite_options.clear()
-    with pytest.raises(TypeError, match=r"run takes micro_batches or chunks \(its old name\), not both"):
+    with pytest.raises(TypeError, match=r"run takes micro_batches or its alias chunks, not both"):
         pipebench.run({"mlp": 8}, strategies=["pp-1f1b"], note=None, out=tmp_path, micro_batches=[2], chunks=[2])
     assert not suite_options
 
