@@ -98,7 +98,12 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
 
     (tmp_path / "job").mkdir()
     Job(model="mlp", strategy="ddp", batch=8, devices=1).save(tmp_path / "job" / "job.json")
-    (tmp_path / "job" / "train.json").write_text('{"data": {}, "epochs": 1, "print_every": 10}\n')
+    from pipebench.base.fileio.files import write_json
+    from pipebench.bench.train.data import DataSpec
+    from pipebench.bench.train.settings import TrainSettings
+
+    settings = TrainSettings(DataSpec("file", str(tmp_path / "data.py"), "data"), print_every=10)
+    write_json(tmp_path / "job" / "train.json", settings.to_json())
     checked = check_train_outputs(None, None, str(tmp_path / "job"), data=f"{tmp_path / 'data.py'}:data", model="mlp")
     assert checked.write_job == str(tmp_path / "job")
 

@@ -40,7 +40,8 @@ from pipebench.bench.strategies.trainers import hand_over
 from pipebench.bench.train import checkpoint as ckpt
 from pipebench.bench.train.train_log import log_line
 from pipebench.bench.train.curves import COLUMNS
-from pipebench.bench.train.data import DataSpec, open_dataset
+from pipebench.bench.train.data import open_dataset
+from pipebench.bench.train.settings import TrainSettings
 from pipebench.base.fileio.csvtext import csv_line
 from pipebench.base.fileio.files import read_json
 
@@ -105,7 +106,7 @@ def _as_batch(batch):
     return batch
 
 
-def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
+def train(job: Job, settings: TrainSettings, out_dir: Path, rank: int, world: int, local_rank: int) -> dict | None:
     """Train the Job's model with its strategy on the data of `settings` (OUT_DIR/train.json), from its
     checkpoint where it resumes; rank 0 returns the result (steps, stopped, seconds, diverged, saved_at),
     the other ranks None.
@@ -119,8 +120,8 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     set_up_devices(job, local_rank, distributed)
     if distributed:
         dist.init_process_group("nccl" if job.device_type == "cuda" else "gloo")
-    save = settings.get("save")
-    resume = settings.get("resume") and save
+    save = settings.save
+    resume = settings.resume and save
     trainer, optimizer = _build(job, settings, local_rank, save if resume else None)
     layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "optimizer": job.training.optimizer,
               "params": ckpt.parameter_names(trainer)}
@@ -137,7 +138,7 @@ def train(job: Job, settings: dict, out_dir: Path, rank: int, world: int, local_
     return run.result()
 
 
-def _build(job: Job, settings: dict, local_rank: int, weights_from) -> tuple:
+def _build(job: Job, settings: TrainSettings, local_rank: int, weights_from) -> tuple:
     """(trainer, optimizer): the model from its seed, with the checkpoint's weights where it resumes
     (`weights_from`, checked against the model first), the strategy's Trainer for it, and the Trainer's
     optimizer at the learning rate asked for. The Trainer takes its own share of the batch: a replica's
@@ -150,9 +151,9 @@ def _build(job: Job, settings: dict, local_rank: int, weights_from) -> tuple:
     trainer = build_trainer(job, hand_over(model), local_rank)
     trainer.local_batch = True
     optimizer = trainer._optimizer = trainer.make_optimizer()
-    if settings.get("lr") is not None:
+    if settings.lr is not None:
         for group in optimizer.param_groups:
-            group["lr"] = settings["lr"]
+            group["lr"] = settings.lr
     return trainer, optimizer
 
 
@@ -182,9 +183,9 @@ class _Data:
     process's one, a replica's share of the batch, whole batches an epoch, and whether this process reads
     at all (reads_data: a pipeline's stages between the first and last do not)."""
 
-    def __init__(self, job: Job, settings: dict, trainer, strategy, rank: int, world: int):
-        self.job, self.workers = job, settings.get("workers", 0)
-        self.dataset = open_dataset(DataSpec(**settings["data"]))
+    def __init__(self, job: Job, settings: TrainSettings, trainer, strategy, rank: int, world: int):
+        self.job, self.workers = job, settings.workers
+        self.dataset = open_dataset(settings.data)
         self.replicas, self.replica = replica_of(trainer, strategy, rank, world)
         self.local = job.batch // self.replicas
         self.per_epoch = len(self.dataset) // job.batch
@@ -205,10 +206,10 @@ class _Log:
     start, or where it is missing), and the log line itself every `print_every` steps, for a run that
     torchrun started and no parent reads."""
 
-    def __init__(self, settings: dict, out_dir: Path, *, writes: bool, fresh: bool):
-        self.csv = Path(settings["csv"]) if settings.get("csv") else None
+    def __init__(self, settings: TrainSettings, out_dir: Path, *, writes: bool, fresh: bool):
+        self.csv = Path(settings.csv) if settings.csv else None
         self.progress = out_dir / "progress.jsonl"
-        self.shown = settings.get("print_every") or 0
+        self.shown = settings.print_every
         if writes and self.csv is not None and (fresh or not self.csv.exists()):
             self.csv.parent.mkdir(parents=True, exist_ok=True)
             self.csv.write_text(csv_line(COLUMNS), newline="")
@@ -230,18 +231,18 @@ class _TrainingProcess:
     epoch; the checkpoints; and how it ended (`stopped` when asked to, `diverged` saying how the loss or
     the weights left the finite numbers, `saved_at` the step of the last checkpoint)."""
 
-    def __init__(self, job: Job, settings: dict, out_dir: Path, rank: int, world: int, trainer, strategy, optimizer,
+    def __init__(self, job: Job, settings: TrainSettings, out_dir: Path, rank: int, world: int, trainer, strategy, optimizer,
                  layout: dict, step: int):
         self.job, self.rank, self.trainer, self.optimizer, self.layout = job, rank, trainer, optimizer, layout
         self.distributed = strategy.process_per_device
         self.step = step
-        self.save = settings.get("save")
+        self.save = settings.save
         self.data = _Data(job, settings, trainer, strategy, rank, world)
-        self.total = settings["steps"] if settings.get("steps") else settings["epochs"] * self.data.per_epoch
+        self.total = settings.steps if settings.steps else settings.epochs * self.data.per_epoch
         self.device = trainer.devices[0]
         self.log = _Log(settings, out_dir, writes=rank == 0, fresh=step == 0)
         self.stop_file = out_dir / "stop"
-        self.every = settings.get("save_every") or 0
+        self.every = settings.save_every or 0
         self.started = time.perf_counter()
         self.stopped = False
         self.diverged = ""
@@ -371,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
 
     def work(job, out_dir, rank, world, local_rank):
-        return train(job, read_json(out_dir / "train.json", kind="train settings"), out_dir, rank, world, local_rank)
+        settings = TrainSettings.from_json(read_json(out_dir / "train.json", kind="train settings"))
+        return train(job, settings, out_dir, rank, world, local_rank)
 
     return work_and_report(argv, work)
 

@@ -118,14 +118,16 @@ def _job_file(path: str) -> bool:
 
 
 def _train_settings_file(path: str) -> bool:
-    """Whether `path` is a JSON object of the workers' settings, as --write-job writes train.json."""
+    """Whether `path` is a JSON object of the workers' settings, as --write-job writes train.json: the keys
+    of a TrainSettings record, each of its fields."""
     from pipebench.base.fileio.files import read_json
+    from pipebench.bench.train.settings import TrainSettings
 
     try:
         settings = read_json(path, kind="train settings")
     except UserError:
         return False
-    return isinstance(settings, dict) and {"data", "epochs", "print_every"} <= set(settings)
+    return isinstance(settings, dict) and set(settings) == TrainSettings.names()
 
 
 def _not_another_job_file(folder: Path) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from pipebench.base.errors import UserError
 from pipebench.bench.train.options import TrainOptions
+from pipebench.bench.train.settings import TrainSettings
 from pipebench.bench.train.train_log import Progress
 
 __all__ = ["run_training", "choose_strategy", "write_job", "over_nodes"]
@@ -148,15 +148,15 @@ def _prepare_job(options: TrainOptions, machine, name: str, profiled) -> Any:
     return prepared
 
 
-def _worker_settings(options: TrainOptions) -> dict:
+def _worker_settings(options: TrainOptions) -> TrainSettings:
     """What every worker of bench/train/loop.py reads from train.json: the data, the length, the
     checkpoints and the log, with absolute paths (TrainOptions made them so)."""
-    return {"data": asdict(options.data), "epochs": options.epochs or 1, "steps": options.steps,
-            "lr": options.lr, "save": options.save, "save_every": options.save_every, "resume": options.resume,
-            "csv": options.csv, "workers": options.workers}
+    return TrainSettings(data=options.data, epochs=options.epochs or 1, steps=options.steps, lr=options.lr,
+                         save=options.save, save_every=options.save_every, resume=options.resume, csv=options.csv,
+                         workers=options.workers)
 
 
-def write_job(job, settings: dict, options: TrainOptions, node_devices: int, note) -> dict:
+def write_job(job, settings: TrainSettings, options: TrainOptions, node_devices: int, note) -> dict:
     """The planned job and its training settings as files in `options.write_job`, and the command that
     starts them on each node: `pipebench.bench.train.loop` is an ordinary torchrun program, as the
     benchmark's worker is. Nobody watches its progress file there, so rank 0 prints the log lines."""
@@ -175,7 +175,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
     folder = Path(options.write_job)
     folder.mkdir(parents=True, exist_ok=True)
     job.save(folder / "job.json")
-    write_json(folder / "train.json", {**settings, "print_every": options.log_every})
+    write_json(folder / "train.json", replace(settings, print_every=options.log_every).to_json())
     module = f"-m pipebench.bench.train.loop {folder / 'job.json'} {folder}"
     threads = f"OMP_NUM_THREADS={job.cpu_threads} " if job.device_type == "cpu" else ""
     if job.processes == 1:
@@ -188,7 +188,7 @@ def write_job(job, settings: dict, options: TrainOptions, node_devices: int, not
     return {"written": str(folder), "command": command}
 
 
-def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
+def _launch(job, settings: TrainSettings, gpus, options: TrainOptions, note) -> dict:
     """Start the workers, follow progress.jsonl until they end, pass a Ctrl-C on as a stop request."""
     from pipebench.bench.launch.spawn import collect_result, start_workers
     from pipebench.base.processes import kill_child
@@ -196,7 +196,7 @@ def _launch(job, settings: dict, gpus, options: TrainOptions, note) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="pipebench-train-") as tmp:
         out_dir = Path(tmp)
-        write_json(out_dir / "train.json", settings)
+        write_json(out_dir / "train.json", settings.to_json())
         proc = start_workers(job, out_dir, out_dir, gpus, (), worker_module="pipebench.bench.train.loop")
         watcher = Progress(out_dir / "progress.jsonl", options.log_every, note)
         deadline = time.monotonic() + options.timeout
