@@ -92,13 +92,14 @@ class ModelSpec:
         planned. What is not given (None) is the profile's own. `names`: what the caller calls the model and
         the flavour, `said(key, value)`: a setting (`pipebench plan --profile`: --model, --flavour, --set
         KEY=VALUE or --input-shape VALUE). A model file's is its absolute path, an nn.Module object's its
-        class name, as the profile records them."""
+        class name, as the profile records them (a file's FILE.py:NAME is an object of class NAME)."""
         from pipebench.partition.profiling.profile_record import model_label
 
         option, flavour_option = names
         if self.model is not None:
             model = type(self.model).__name__ if is_module(self.model) else self.name
-            if (absolute_target(model) if isinstance(model, str) else model) != profile.model:
+            recorded = profile.model.rpartition(":")[2] if is_module(self.model) else profile.model
+            if (absolute_target(model) if isinstance(model, str) else model) != recorded:
                 raise UserError(f"{option} {model} does not match the profile's model {profile.model}")
         label = model_label(profile.model, profile.flavour)
         if self.flavour is not None and self.flavour != profile.flavour:

@@ -292,6 +292,11 @@ def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, mo
     net = pipebench.load_profiles(profile_file(tmp_path / "n.json", lambda e: e.update(model="Sequential", flavour="")))
     assert pipebench.plan(torch.nn.Sequential(torch.nn.Linear(4, 4)), torch.randn(2, 4), profiles=net,
                           stages=2).batch == 8
+    class Net(torch.nn.Sequential):
+        pass
+
+    # an object of the class a model file's profile names (FILE.py:Net) is that model
+    assert pipebench.plan(Net(torch.nn.Linear(4, 4)), torch.randn(2, 4), profiles=file, stages=2).batch == 8
 
 
 @pytest.mark.usefixtures("nothing_runs")
