@@ -230,6 +230,8 @@ def test_a_data_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path, folder, m
     (tmp_path / "a-file").write_text("")
     path = str(tmp_path / folder)
     refused(capsys, ["plan", "--model", "convnet", "--stages", "2", "--data-dir", path], message.format(path))
+    refused(capsys, ["plan", "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--data-dir", path],
+            message.format(path))  # beside saved profiles too
 
 
 def test_unusable_mnist_data_is_a_user_error(tmp_path):

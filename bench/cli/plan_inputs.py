@@ -104,7 +104,6 @@ def load_or_profile(args, profiled: Callable[..., list], **asked) -> Source:
 
     devices, infos = _devices(args, check=True)
     overrides = _settings(args, args.model)
-    data_folder(args.data_dir)
     request = _request(args, devices, batch=args.batch, **asked).measured_here(infos)
     with ProgressBar() as progress, time_limit(args.timeout, lambda: _late(args, progress)):
         profiles = profiled(args.model, None, request, flavour=args.flavour, settings=overrides,
@@ -171,7 +170,9 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 
 def _settings(args, model: str) -> dict:
     """The settings of `model`: --set, and --input-shape and friends for a model of your own, read (nothing
-    is built: a cached answer needs no model)."""
+    is built: a cached answer needs no model); --data-dir checked with them, a profile read or made."""
     from pipebench.base.text.parse import parse_override
 
-    return {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [model])}
+    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [model])}
+    data_folder(args.data_dir)
+    return overrides
