@@ -98,8 +98,8 @@ class ModelSpec:
         option, flavour_option = names
         if self.model is not None:
             model = type(self.model).__name__ if is_module(self.model) else self.name
-            recorded = profile.model.rpartition(":")[2] if is_module(self.model) else profile.model
-            if (absolute_target(model) if isinstance(model, str) else model) != recorded:
+            profiled_as = profile.model.rpartition(":")[2] if is_module(self.model) else profile.model
+            if (absolute_target(model) if isinstance(model, str) else model) != profiled_as:
                 raise UserError(f"{option} {model} does not match the profile's model {profile.model}")
         label = model_label(profile.model, profile.flavour)
         if self.flavour is not None and self.flavour != profile.flavour:

@@ -88,11 +88,13 @@ def _make_paths_absolute(options: TrainOptions) -> None:
 def _check_needed_options(options: TrainOptions) -> None:
     """An option that needs another, given without it, is refused (not dropped without a word): a job over
     several machines only as files for torchrun (--write-job), and only of a strategy of one process per
-    device; checkpoints every STEPS steps only to a --save."""
+    device; checkpoints every STEPS steps, and a resumed training, only with a --save."""
     from pipebench.bench.strategies import get_strategy
 
-    if options.save_every is not None and options.save is None:
+    if options.save_every is not None and not options.save:
         raise UserError(f"--save-every {options.save_every}: checkpoints are written to --save; give --save PATH")
+    if options.resume and not options.save:
+        raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
 
     if options.nodes > 1 and options.write_job is None:
         raise UserError(f"--nodes {options.nodes}: a job over several machines is started by torchrun on each; "

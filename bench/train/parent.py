@@ -114,8 +114,6 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
     saved: dict = {}
     if options.resume:
-        if not options.save:
-            raise UserError("--resume continues the checkpoint that --save names; give --save PATH")
         record = ckpt.read_latest(options.save)
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
         saved = {**record.get("layout", {}), "step": record["step"]}
