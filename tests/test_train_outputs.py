@@ -1,7 +1,6 @@
 """Where `pipebench train` writes and what its workers are handed: --csv, --save and --write-job checked by
 type and together before the model file is imported, train's own files written again, a refusal by its
-first checks in one line; paths made whole before a data function can change folder, and no launcher
-variables of a caller's job."""
+first checks in one line."""
 from __future__ import annotations
 
 import pytest
@@ -129,67 +128,3 @@ def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line
     argv = train_files(tmp_path)
     (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
     refused(capsys, argv, "the data's samples do not fit")
-
-
-# ----------------------------------------------------------------------------- what the workers are handed
-
-CHDIR_DATA = '''
-import os
-import torch
-
-
-def data():
-    os.chdir("/")
-    return torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randint(0, 4, (16,)))
-'''
-
-
-@pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
-def test_a_data_function_that_changes_folder_leaves_the_workers_paths_whole(capsys, monkeypatch, tmp_path):
-    """F12: --model m.py:Net, relative, reached the workers as it was given; a --data function that called
-    os.chdir("/") had them look for /m.py ("rank 0: UserError: ... no such file"), exit 1."""
-    from helpers import NET
-
-    from pipebench.bench.train import parent
-
-    handed = {}
-
-    def launch(job, settings, *args):
-        handed.update(model=job.model, save=settings["save"], csv=settings["csv"])
-        return {"steps": 2, "total": 2, "seconds": 0.0, "stopped": False, "diverged": ""}
-
-    monkeypatch.setattr(parent, "_launch", launch)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "net.py").write_text(NET)
-    (tmp_path / "data.py").write_text(CHDIR_DATA)
-    assert main(["train", "--model", "net.py:Net", "--input-shape", "4", "--data", "data.py:data", "--batch", "8",
-                 "--steps", "2", "--device", "cpu", "--strategy", "single", "--save", "m.pt", "--csv", "log.csv"]) == 0
-    assert handed == {"model": f"{tmp_path / 'net.py'}:Net", "save": str(tmp_path / "m.pt"),
-                      "csv": str(tmp_path / "log.csv")}
-
-
-LAUNCHER = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
-            "MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "1", "TORCHELASTIC_RUN_ID": "theirs", "PET_NNODES": "3"}
-
-
-def test_a_callers_launcher_variables_stay_out_of_the_workers(monkeypatch):
-    """RANK, WORLD_SIZE, LOCAL_RANK and the rest of torchrun's variables, inherited from a
-    caller inside another job, reached the workers, which joined the caller's group (env://) or took its rank."""
-    from pipebench.bench.launch.spawn import child_env
-
-    for name, value in LAUNCHER.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("PETS", "kept")
-    env = child_env(None)
-    assert not set(LAUNCHER) & set(env) and env["PETS"] == "kept"
-
-
-@pytest.mark.ci  # a whole train: run by CI after the default run
-def test_train_inside_another_jobs_variables_trains(capsys, monkeypatch, tmp_path):
-    """`RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 pipebench train ...` was exit 1, "workers exited with
-    status 0 and no result" (the single worker, rank 3 by RANK, wrote none)."""
-    from pipebench.bench.cli import main
-
-    for name, value in LAUNCHER.items():
-        monkeypatch.setenv(name, value)
-    assert main(train_files(tmp_path)) == 0, capsys.readouterr().err[-500:]
