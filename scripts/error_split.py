@@ -132,7 +132,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     command's round trip through the store included: the clock of rows before the workers' own) and by
     the workers (what rows hold now). Saved as OUT/clocks.json."""
     from pipebench.bench.launch.sessions import Session, WorkerGroups
-    from pipebench.bench.cases.prepare import Profiled, prepare
+    from pipebench.bench.cases.prepare import CaseProfiles, prepare
     from pipebench.bench.cases.case import make_cases
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.partition.profiling.profile_record import load_profiles
@@ -142,7 +142,7 @@ def clocks(out: Path, models: Sequence[str], strategies: Sequence[str], steps: i
     with WorkerGroups() as groups:
         for model in models:
             path = out / f"{model}-dynamic1.profile.json"
-            profiled = Profiled(load_profiles(path), path)
+            profiled = CaseProfiles(load_profiles(path), path)
             for case in make_cases({model: BATCH}, strategies, [None], flavour="tiny"):
                 prepared = prepare(case, machine, profiled, steps=steps, warmup=2)
                 with Session(prepared.job, timeout=600, groups=groups) as workers:

@@ -16,7 +16,7 @@ from pipebench.bench.predict.ranking import rank_strategies, predict
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.strategies import STRATEGIES
 from pipebench.bench.cases.case import Case, CaseUnavailable
-from pipebench.bench.cases.prepare import Profiled, prepare
+from pipebench.bench.cases.prepare import CaseProfiles, prepare
 from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.measure import profile_model
 
@@ -36,10 +36,10 @@ def profiles_for(batch: int, counts):
 @pytest.fixture(scope="module")
 def sixty():
     """Batch 60 splits over 1 to 5 replicas and into micro-batches for every schedule on them."""
-    return Profiled(profiles_for(60, [1, 2, 3, 4, 5, 6, 10, 12, 15, 20]), path=None)
+    return CaseProfiles(profiles_for(60, [1, 2, 3, 4, 5, 6, 10, 12, 15, 20]), path=None)
 
 
-def prepared(strategy: str, devices: int, profiled: Profiled, batch: int):
+def prepared(strategy: str, devices: int, profiled: CaseProfiles, batch: int):
     case = Case("mlp", "tiny", batch, strategy, overrides=(("depth", DEPTH),))
     return prepare(case, Machine(None, devices, "cpu"), profiled, steps=1, warmup=0)
 
@@ -85,7 +85,7 @@ def test_every_strategy_is_predicted_and_planned_on_one_to_eight_devices():
     """No processes: on 1 to 8 devices each strategy has a predicted figure and a Job, or a reason and
     an unavailable case, the two alike; advise ranks them on every count."""
     batch = 840  # splits over 1 to 8 replicas
-    profiled = Profiled(profiles_for(batch, [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15, 20, 24]), path=None)
+    profiled = CaseProfiles(profiles_for(batch, [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15, 20, 24]), path=None)
     for devices in range(1, 9):
         machine = Machine(None, devices, "cpu")
         for name, strategy in STRATEGIES.items():

@@ -12,11 +12,12 @@ from pipebench.bench.cases import run_options, run_suite
 from pipebench.bench.report.tables import frame, markdown_table, ranking, summarise
 from pipebench.bench.store.results import append, case_key
 from pipebench.bench.cases.case import Case
-from pipebench.bench.cases.prepare import Profiled, prepare
+from pipebench.bench.cases.prepare import CaseProfiles, prepare
 from pipebench.bench.cases.case_rows import case_caps, make_row
 from pipebench.bench.cases.machine import Machine
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
 from pipebench.base.training import Training
+from pipebench.base.errors import UserError
 
 
 MB = 10**6
@@ -62,13 +63,13 @@ def test_gpu_memory_caps_every_case_and_the_plans(monkeypatch):
     assert run_options.cap_machine(Machine([0, 1], 2, "x", caps=[100 * GIB] * 2), 20 * GIB, 10 * GIB).caps == [9 * GIB] * 2
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), gpus) == "9;5"  # every strategy is capped for real
     assert case_caps(Case("mlp", "tiny", 8, "ddp"), Machine([0, 1], 2, "x", caps=[GIB] * 2)) == ""
-    with pytest.raises(Exception, match="no CUDA GPU is visible here"):
+    with pytest.raises(UserError, match="--gpu-memory caps GPU memory, and no CUDA GPU is visible here"):
         run_options.cap_machine(Machine(None, 2, "cpu"), None, GIB)
 
 
 # --------------------------------------------------------------------------------- predicted out of memory
 
-def profiled(saved_per_sample: int = 100) -> Profiled:
+def profiled(saved_per_sample: int = 100) -> CaseProfiles:
     """Eight layers of 2 MB of parameters on two GPUs, at micro-batches of 64, 32, 16 and 8."""
     def one(micro):
         scale = micro / 64
@@ -76,7 +77,7 @@ def profiled(saved_per_sample: int = 100) -> Profiled:
                                saved_per_sample * micro) for i in range(8)]
         return Profile("mlp", "tiny", "cuda:0", "gpu", "x", 64, micro, 1, 0, [micro, 8], "float32", layers,
                        link_gbps=100.0)
-    return Profiled([one(64 // m) for m in (1, 2, 4, 8)], Path("unused.profile.json"))
+    return CaseProfiles([one(64 // m) for m in (1, 2, 4, 8)], Path("unused.profile.json"))
 
 
 @pytest.mark.parametrize("strategy, message", [

@@ -34,7 +34,8 @@ from pipebench.base.training import DEFAULT_PRECISION, Training
 # ------------------------------------------------------------------------------------------- profiles
 
 @dataclass
-class Profiled:
+class CaseProfiles:
+    """A case's model profiled: one Profile per micro-batch size, and the file they are saved in."""
     profiles: list[Profile]
     path: Path
 
@@ -42,7 +43,7 @@ class Profiled:
 def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: int | None = None,
                        reuse: bool = True, note: Callable[[str], None] = print,
                        counts: Sequence[int] | None = None, strategies: Sequence[str] = (),
-                       timeout: float | None = None) -> Profiled:
+                       timeout: float | None = None) -> CaseProfiles:
     """Profile the case's model at every micro-batch size with a ProfilingSession (partition/profile_session.py,
     what `pipebench.profile` runs), in a child process (so that this one never initialises CUDA), timing the
     link between the first two GPUs; saved under `folder` and reused when already there. counts: the micro-batch counts to profile (None: every power
@@ -76,7 +77,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
         except (UserError, WorkerError) as exc:
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
-    return Profiled(load_profiles(path), path)
+    return CaseProfiles(load_profiles(path), path)
 
 
 def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int | None, micro_batches="auto",
@@ -121,7 +122,7 @@ class Prepared:
     """Why the case is predicted not to fit in the machine's memory cap; "" when it fits (or no cap)."""
 
 
-def prepare(case: Case, machine: Machine, profiled: Profiled | None, *, steps: int, warmup: int,
+def prepare(case: Case, machine: Machine, profiled: CaseProfiles | None, *, steps: int, warmup: int,
             try_anyway: bool = False) -> Prepared:
     """Plan the case as its registry entry says and make its Job; CaseUnavailable when it cannot run.
 
