@@ -106,7 +106,7 @@ def test_the_registry_declares_every_strategy_once():
                                 "pp-gpipe", "pp-1f1b", "pp-interleaved", "pp-zb", "pp-zbv", "hybrid"]
     for name, strategy in STRATEGIES.items():
         assert strategy.name == name and issubclass(strategy.trainer_class(), Trainer)
-        assert strategy.trainer.__module__.startswith("pipebench.bench.strategies.")  # a function, not a name
+        assert strategy.import_trainer.__module__.startswith("pipebench.bench.strategies.")  # a function, not a name
         assert strategy.schedule is None or SCHEDULES[strategy.schedule.name] is strategy.schedule
         assert (strategy.torch_schedule is not None) == (name.startswith("pp-") or name == "hybrid")
         assert not strategy.micro_batched or strategy.needs_plan

@@ -49,9 +49,9 @@ class Strategy:
     name: str
     summary: str
     """One line for the help and the report."""
-    trainer: Callable[[], type]
-    """Returns its Trainer class, imported then (with torch): a function of the strategy's package (see
-    the module's docstring), called through `trainer_class` by the worker only. Every Trainer is built as
+    import_trainer: Callable[[], type]
+    """Imports its Trainer's module (with torch) and returns the class: a function of the strategy's package
+    (see the module's docstring), called through `trainer_class` by the worker only. Every Trainer is built as
     Trainer(model, devices, plan=, strategy=, training=)."""
     process_per_device: bool = field(kw_only=True)
     """True: one process per device through torchrun (NCCL or gloo); False: one process drives them all.
@@ -130,7 +130,7 @@ class Strategy:
 
     def trainer_class(self):
         """Its Trainer class, imported now (with torch): see the module's docstring for why only here."""
-        return self.trainer()
+        return self.import_trainer()
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
