@@ -42,10 +42,10 @@ from pipebench.base.errors import UserError
     ("auto", 10**6, "auto takes a positive integer up to"),
 ])
 def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, message):
-    """pipebench.run(steps=-1) ran the case and then failed with a StatisticsError; timeout=nan, chunks="2",
-    out=3 and training="bf16" gave deep ValueErrors, TypeErrors and AttributeErrors; repeats=0 and steps=2.5
-    wrote failed or unavailable rows; warmup=-1, min_seconds=inf, resume="no" and auto=-1 ran. Each is one
-    UserError now, before anything is profiled or written."""
+    """pipebench.run refuses steps=-1, timeout=nan, chunks="2", out=3, training="bf16", repeats=0, steps=2.5,
+    warmup=-1, min_seconds=inf, resume="no" and auto=-1, each in one UserError before anything is profiled or
+    written: no case runs, no failed or unavailable row is written, and no StatisticsError, ValueError,
+    TypeError or AttributeError comes from deep inside."""
     out = tmp_path / "o"
     options = {"out": out, option: value}
     with pytest.raises(UserError, match=message):
@@ -62,7 +62,7 @@ def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, mes
     ([1.0, float("nan"), 3.0], None),
 ])
 def test_the_solver_refuses_nan_and_infinity(costs, speeds):
-    """From Python too: speeds=[nan, 1] was an AssertionError deep in the solver's bisection."""
+    """From Python too: speeds=[nan, 1] is one line, not an AssertionError deep in the solver's bisection."""
     from pipebench.partition.planning.solver import solve
 
     with pytest.raises(ValueError, match="must be finite"):
@@ -73,14 +73,14 @@ def test_the_solver_refuses_nan_and_infinity(costs, speeds):
     ([10**400, 1, 1], "costs takes finite numbers; one is too large for a float"),
 ])
 def test_solve_refuses_a_number_no_float_holds(costs, message):
-    """solve([10**400, 1, 1], 2) was an OverflowError of float()."""
+    """solve([10**400, 1, 1], 2) is one line, not an OverflowError of float()."""
     with pytest.raises(UserError, match=message):
         pipebench.solve(costs, 2)
 
 
 def test_solve_takes_any_iterable_once():
-    """A generator of costs (or memory, caps, cut prices) was read twice, the second time empty: "max() arg is
-    an empty sequence". Each is read once now, and the answer is the list's."""
+    """A generator of costs (or memory, caps, cut prices) is read once, and the answer is the list's: read
+    twice, the second time empty, it would fail with "max() arg is an empty sequence"."""
     costs, memory, prices = [1, 1, 1, 5, 1, 1, 1, 1], [1] * 8, [0.1] * 7
     assert pipebench.solve(iter(costs), 3) == pipebench.solve(costs, 3) == [0, 3, 4, 8]
     assert pipebench.solve(iter(costs), 3, speeds=iter([1, 2, 1]), memory=iter(memory), caps=iter([9, 9, 9]),
@@ -113,8 +113,8 @@ def _profiles(model="toy", layers=6, batch=8):
 
 @pytest.mark.parametrize("save", ["profiles", "plan"])
 def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
-    """save_profiles and Plan.save onto a 300-character name were OSError ENAMETOOLONG; a path ending in /
-    wrote a file named like the folder. Both are the command line's line now (fileio.files.writable_file)."""
+    """save_profiles and Plan.save onto a 300-character name, or onto a path ending in /, are the command
+    line's one line (fileio.files.writable_file): no OSError ENAMETOOLONG, no file named like the folder."""
     profiles = _profiles()
     write = (lambda path: pipebench.save_profiles(profiles, path)) if save == "profiles" else \
         pipebench.plan(profiles=profiles, stages=2).save
@@ -127,8 +127,9 @@ def test_saving_onto_a_name_too_long_is_one_line(tmp_path, save):
 
 @pytest.mark.parametrize("call", ["plan", "advise", "save_profiles"])
 def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
-    """plan(profiles=[an mlp's, a convnet's]) made a Plan of the convnet, advise recommended from the mixture
-    and save_profiles wrote a file that load_profiles refuses; each is the profile file's line now."""
+    """plan, advise and save_profiles given the profiles of two models (an mlp's and a convnet's) refuse them
+    with the profile file's line: no Plan of one of them, no recommendation from the mixture, no file that
+    load_profiles refuses."""
     mixed = [_profiles("mlp")[0], _profiles("convnet")[1]]
     with pytest.raises(UserError, match=r"^profiles\[1\] is for another model or batch than profiles\[0\]$"):
         if call == "save_profiles":
@@ -146,8 +147,8 @@ def test_profiles_of_two_models_are_refused_as_in_one_file(tmp_path, call):
     (dict(layer=dict(forward_ms=float("nan"))), "profiles[0].layers[0].forward_ms: expected a finite number"),
 ])
 def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, message):
-    """plan(profiles=...) planned a Profile of no repeats (a file's is refused), and batch='8' or a layer's
-    params='x' were TypeErrors of `//` and `+`; save_profiles wrote them."""
+    """plan(profiles=...) and save_profiles check a Profile as a file's is checked: no repeats, batch='8' or a
+    layer's params='x' are refused in one line, not planned, saved or a TypeError of `//` and `+`."""
     import dataclasses
 
     import pipebench
@@ -168,8 +169,8 @@ def test_profiles_a_caller_edited_are_checked_as_a_files_are(tmp_path, edit, mes
 
 @pytest.mark.parametrize("devices", [("tpu:0", "tpu:1"), ("cuda:-1", "cuda:-1"), ("gpu0",)])
 def test_a_request_checks_its_device_names_as_the_devices_keyword_does(devices):
-    """Request(devices=("tpu:0", "tpu:1")) and ("cuda:-1", ...) were planned, a stage on 'tpu:0', while
-    pipebench.plan(devices=...) refused them: one rule now (text.parse.parse_device), in the Request."""
+    """Request(devices=("tpu:0", "tpu:1")) and ("cuda:-1", ...) are refused as pipebench.plan(devices=...)
+    refuses them: one rule (text.parse.parse_device), in the Request; no stage lands on 'tpu:0'."""
     with pytest.raises(UserError, match=rf"devices takes cpu, cuda or cuda:N \(got '{devices[0]}'\)"):
         pipebench.Request(devices=devices, batch=8)
     with pytest.raises(UserError, match=r"takes cpu, cuda or cuda:N"):
@@ -177,8 +178,8 @@ def test_a_request_checks_its_device_names_as_the_devices_keyword_does(devices):
 
 
 def test_speeds_beyond_the_commands_range_are_refused_by_the_request():
-    """speeds=(0.001, 1000.0) was planned while --speeds refused them: one rule (text.parse.speeds_error),
-    asked by the Request."""
+    """speeds=(0.001, 1000.0) is refused as --speeds refuses it: one rule (text.parse.speeds_error), asked by
+    the Request."""
     with pytest.raises(UserError, match=r"speeds factors lie between 0.001 and 1000 and within 1000x of each other"):
         pipebench.plan(profiles=_profiles(), stages=2, speeds=(0.001, 1000.0))
     assert pipebench.Request(devices=("cpu", "cpu"), speeds=(0.5, 1.0)).speeds == (0.5, 1.0)
@@ -212,8 +213,8 @@ def test_the_api_refuses_no_strategies(tmp_path):
     (lambda pb: pb.save_profiles([3], "x"), "profiles takes Profile objects (pipebench.profile makes them), got a int"),
 ])
 def test_the_api_refuses_wrong_types_in_one_line(tmp_path, monkeypatch, call, message):
-    """Each was a raw TypeError or AttributeError from deep inside (len(None), os.open(123), 'str' has no
-    to_dict)."""
+    """Each wrong type is one line, not a raw TypeError or AttributeError from deep inside (len(None),
+    os.open(123), 'str' has no to_dict)."""
     import pipebench
 
     monkeypatch.chdir(tmp_path)
@@ -240,9 +241,10 @@ def test_the_api_refuses_wrong_types_in_one_line(tmp_path, monkeypatch, call, me
     (lambda pb, p: pb.profile("convnet", flavour="tiny", data_dir=3, batch=8), "data_dir's path must be a str"),
 ])
 def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message):
-    """Each was an AttributeError, an IsADirectoryError, a plain ValueError, a TypeError of pathlib, or
-    accepted: a NaN cap fitted everything, an example for a zoo model was ignored, a tf32 profile planned
-    as bf16 (the CLI refuses `--precision bf16` with a tf32 --profile)."""
+    """Each wrong value is one UserError, not an AttributeError, an IsADirectoryError, a plain ValueError or a
+    TypeError of pathlib, nor taken: a NaN cap does not fit everything, an example for a zoo model is not
+    ignored, a tf32 profile is not planned as bf16 (the CLI refuses `--precision bf16` with a tf32 --profile).
+    """
     import pipebench
 
     class Profiles(list):
@@ -267,8 +269,8 @@ def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message)
      "model Linear does not match the profile's model mlp"),
 ])
 def test_given_profiles_are_checked_against_the_model_named(tmp_path, call, message):
-    """plan("gpt", profiles=an mlp's) planned the mlp without a word, as it did for another flavour or
-    setting; `pipebench plan --model gpt --profile FILE` is refused, and so is this now."""
+    """plan("gpt", profiles=an mlp's) is refused, as `pipebench plan --model gpt --profile FILE` is, and so
+    are the profiles of another flavour or setting: none is planned as the model named."""
     config = {"in_features": 64, "hidden": 64, "depth": 3, "classes": 10}
     profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json", lambda e: e.update(config=config)))
     with pytest.raises(UserError) as caught:
@@ -301,8 +303,8 @@ def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, mo
 
 @pytest.mark.usefixtures("nothing_runs")
 def test_schedule_none_is_the_default_schedule(tmp_path):
-    """None is the default of every other keyword a request takes (batch, micro_batches, link_gbps, ...);
-    schedule=None was refused as "unknown schedule None"."""
+    """None is the default of every keyword a request takes (batch, micro_batches, link_gbps, ...), schedule
+    too: schedule=None plans the default schedule, not "unknown schedule None"."""
     from pipebench.base.schedules import DEFAULT_SCHEDULE
 
     profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
@@ -311,9 +313,9 @@ def test_schedule_none_is_the_default_schedule(tmp_path):
 
 
 def test_a_request_takes_numpy_arrays_where_it_takes_lists():
-    """micro_batches=np.array([1, 2]) was a ValueError traceback (an array's truth value), speeds and
-    max_memory as arrays and micro_batches=np.array([2]) were refused: an array (a sequence other than a
-    list or tuple too) is read as the list it holds, its numbers as Python's own."""
+    """micro_batches=np.array([1, 2]) or np.array([2]), and speeds and max_memory as arrays, are taken: an
+    array (a sequence other than a list or tuple too) is read as the list it holds, its numbers as Python's
+    own, with no ValueError of an array's truth value."""
     request = pipebench.Request(devices=("cpu", "cpu"), batch=8, micro_batches=np.array([1, 2]),
                                 speeds=np.array([1.0, 0.5]), max_memory=np.array([2e9, 3e9]))
     assert request.micro_batches == (1, 2) and type(request.micro_batches[0]) is int

@@ -40,7 +40,8 @@ def test_the_api_refuses_nan_example_inputs():
 
 
 def test_a_sparse_example_is_one_line():
-    """A sparse example tensor was a NotImplementedError of the SparseCPU backend, deep in the batches."""
+    """A sparse example tensor is one line, not a NotImplementedError of the SparseCPU backend deep in the
+    batches."""
     import torch
 
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
@@ -49,7 +50,8 @@ def test_a_sparse_example_is_one_line():
 
 
 def test_a_meta_default_device_is_one_line():
-    """torch.set_default_device("meta") in the caller was "Cannot copy out of meta tensor" in the batches."""
+    """torch.set_default_device("meta") in the caller is one line, not "Cannot copy out of meta tensor" in the
+    batches."""
     import torch
 
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
@@ -64,7 +66,8 @@ def test_a_meta_default_device_is_one_line():
 
 
 def test_an_input_shape_of_text_is_one_line(tmp_path):
-    """settings={"input_shape": "4"} for a model file was a TypeError of `<` between str and int."""
+    """settings={"input_shape": "4"} for a model file is one line, not a TypeError of `<` between str and int.
+    """
     path = tmp_path / "good.py"
     path.write_text("import torch.nn as nn\nclass Net(nn.Sequential):\n"
                     "    def __init__(self):\n        super().__init__(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n")
@@ -91,8 +94,8 @@ def test_an_exit_in_the_builder_is_a_user_error_from_python():
     ({"settings": [1]}, "settings takes a dict such as {'loss': 'mse'}, got a list"),
 ])
 def test_the_api_checks_a_modules_loss_and_settings(kwargs, message):
-    """A loss_fn of 3 was a TypeError deep in the profiler; a loss of one number per sample was planned;
-    settings=[1] was a TypeError from dict()."""
+    """A loss_fn of 3, a loss of one number per sample and settings=[1] are each one line, before profiling:
+    no TypeError deep in the profiler or from dict(), no plan of a loss that is not one number."""
     import torch
     from torch import nn
 
@@ -108,8 +111,9 @@ def test_the_api_checks_a_modules_loss_and_settings(kwargs, message):
 @pytest.mark.usefixtures("nothing_runs")
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_a_loss_that_is_not_finite_is_refused_and_the_callers_weights_stay(value):
-    """A loss of NaN (or inf) was profiled: the timed update at lr 0 wrote 0 * nan = nan into every weight of the
-    caller's module, and the profile timed NaN arithmetic."""
+    """A loss of NaN (or inf) is refused before profiling, and the caller's module keeps its weights: the
+    timed update at lr 0 would write 0 * nan = nan into every weight, and the profile would time NaN
+    arithmetic."""
     import torch
     from torch import nn
 
@@ -152,7 +156,7 @@ def test_the_api_checks_a_modules_callbacks_and_settings(kwargs, message):
     ({1: 2}, "settings takes a dict such as {'loss': 'mse'} keyed by setting names, got the key 1"),
 ])
 def test_settings_not_a_dict_of_names_is_one_line(settings, message):
-    """settings=[("depth", 2)] and {1: 2} for a zoo model were TypeErrors of get_model's **."""
+    """settings=[("depth", 2)] and {1: 2} for a zoo model are one line, not TypeErrors of get_model's **."""
     with pytest.raises(UserError) as caught:
         pipebench.plan("mlp", flavour="tiny", batch=8, stages=2, settings=settings, cache=False)
     assert message in str(caught.value)
@@ -168,8 +172,8 @@ def test_settings_not_a_dict_of_names_is_one_line(settings, message):
     (dict(devices=["cpu"] * 2000, batch=8), "devices takes up to 1,024 devices (got 2,000)"),
 ])
 def test_the_api_bounds_counts_as_the_cli_does(kwargs, message):
-    """The second pass: plan(stages=10**6) hung building a million-device plan (the CLI refuses --stages
-    1000000 at once), and plan(batch=2**63) profiled before it said a micro-batch of 2**63 did not run."""
+    """plan(stages=10**6) is refused at once, as the CLI refuses --stages 1000000, instead of building a
+    million-device plan; plan(batch=2**63) is refused before any profiling."""
     import torch
     from torch import nn
 

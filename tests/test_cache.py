@@ -70,8 +70,8 @@ def test_a_corrupt_or_stale_entry_is_measured_again(cache, measured, one_thread)
 
 
 def test_an_entry_that_is_a_link_is_replaced_not_written_through(cache, tmp_path):
-    """A cache entry that was a symlink to a regular file was written through: a link planted in a shared
-    PIPEBENCH_CACHE overwrote the file it points to."""
+    """A cache entry that is a symlink to a regular file is replaced, not written through: a link planted in a
+    shared PIPEBENCH_CACHE leaves the file it points to as it is."""
     key = {"links": ["cpu", "cpu"]}
     other = tmp_path / "someone_elses.txt"
     other.write_text("theirs\n")

@@ -142,9 +142,9 @@ def test_the_probes_peer_fails_in_one_line(monkeypatch):
 
 
 def test_the_probe_closes_its_peers_pipes(monkeypatch):
-    """The peers' stderr pipes were left open once the probe had its figures: "ResourceWarning: unclosed
-    file" at exit, a traceback where warnings are errors. Peers that write a line each and end stand in
-    for the real ones."""
+    """The probe closes its peers' stderr pipes once it has its figures: no "ResourceWarning: unclosed file"
+    at exit, which is a traceback where warnings are errors. Peers that write a line each and end stand in for
+    the real ones."""
     import gc
     import subprocess
     import sys
@@ -271,8 +271,8 @@ def test_fsdps_runtime_is_paid_per_block_it_shards_not_per_profiled_layer():
 def test_fsdp_gathers_a_block_in_one_collective_whose_calls_its_runtime_already_priced():
     """FSDP2 gathers a block's parameters in one collective, not one per layer: a collective's fixed cost
     (collective_ms) is paid per block on GPUs, and on CPU stand-ins not again, as the measured runtime
-    (fsdp_layer_ms) timed FSDP2's calls with their waits. Found pricing ResNet-18's FSDP step on the CPU at
-    628 ms where it measured 269-330: 44 profiled layers, 132 collectives at 1.6 ms each."""
+    (fsdp_layer_ms) times FSDP2's calls with their waits. Priced per layer, ResNet-18's FSDP step on the CPU
+    comes to 628 ms where it measures 269-330: 44 profiled layers, 132 collectives at 1.6 ms each."""
     names = [f"layer{b}.{i}.conv" for b in (1, 2) for i in (0, 1, 2)]  # 2 blocks of 3 layers at granularity 3
     layers = [_layer(name, 1.0, 2.0, 10**6) for name in names]
     blocks = [True, False, False, True, False, False]
@@ -311,9 +311,9 @@ def test_fsdps_gathers_and_reduce_scatters_move_at_their_own_bandwidths():
 
 
 def test_an_interrupt_during_the_cpu_probe_is_an_interrupt(monkeypatch):
-    """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe ran became
-    DeviceError "the CPU processes' probe failed: " with no reason (exit 2, not 130); it is the
-    KeyboardInterrupt again now, once the peer processes are ended."""
+    """Ctrl-C or SIGTERM (the CLI's KeyboardInterrupt) while the CPU processes' probe runs is the
+    KeyboardInterrupt again once the peer processes are ended (exit 130), not DeviceError "the CPU processes'
+    probe failed: " with no reason (exit 2)."""
     from pipebench.hardware import cpu_processes as probes
 
     started = []

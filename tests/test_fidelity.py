@@ -84,9 +84,9 @@ def test_it_says_how_many_measurements_fell_inside_their_interval():
 
 
 def test_a_cpu_prediction_is_judged_against_the_fastest_step_and_the_mean_is_shown_too(tmp_path, capsys):
-    """The fastest step is the machine without others' load, which a CPU prediction is of: ddp's mean of
-    60 ms holds steps slowed by a burst, its fastest 50 ms is what was predicted. A row written before rows
-    kept their fastest step is judged by its mean."""
+    """The fastest step is the machine without others' load, which a CPU prediction is of: ddp's mean of 60 ms
+    holds steps slowed by a burst, its fastest 50 ms is what is predicted. A row without a fastest step (of a
+    file older than that column) is judged by its mean."""
     cpu = dict(gpus="cpu", device_name="cpu")
     rows = [row("single", 100.0, 100.0, world_size=1, step_ms_best=100.0, **cpu),
             row("ddp", 60.0, 50.0, step_ms_best=50.0, **cpu), row("pp-1f1b", 80.0, 80.0, **cpu)]

@@ -51,8 +51,8 @@ def test_decoders_plan_two_stages_from_the_command_line(capsys, tmp_path, monkey
 
 def test_a_decoder_splits_in_bf16_as_it_runs():
     """Under bf16 the graph is captured in the autocast its stages run in: torch 2.11 replays the region a
-    Hugging Face model runs with autocast off (its RoPE) with the dtypes it was captured with, and refused
-    a graph captured in fp32 ('Tensor dtype mismatch')."""
+    Hugging Face model runs with autocast off (its RoPE) with the dtypes it was captured with, and refuses a
+    graph captured in fp32 ('Tensor dtype mismatch')."""
     from pipebench.base.training import Training, autocast
 
     model = hf_models.llama().train()

@@ -58,7 +58,7 @@ def test_a_deeply_nested_profile_is_one_line(capsys, tmp_path):
     ("batch", 0, "p.batch: must be at least 1, got 0"),
 ])
 def test_a_profile_of_no_repeats_is_refused(capsys, tmp_path, field, value, message):
-    """A profile file with "repeats": 0 (a mean of no runs) was used."""
+    """A profile file with "repeats": 0 (a mean of no runs) is refused, not used."""
     path = profile_file(tmp_path / "p.json", lambda e: e.update({field: value}))
     refused(capsys, ["plan", "--profile", str(path), "--stages", "2"], message.replace("p.", ""))
 
@@ -154,8 +154,8 @@ def test_a_plan_file_of_nonsense_is_refused_when_loaded(tmp_path, edit, message)
 
 @pytest.mark.parametrize("field", ["samples_per_s", "step_ms"])
 def test_an_ok_row_of_zero_is_refused_when_read(capsys, tmp_path, field):
-    """An ok row of 0 samples/s was read, and the report said "infx one CPU process" and wrote inf into
-    summary.csv; now reading it (and so `report`) refuses it in one line."""
+    """An ok row of 0 samples/s is refused in one line when read (and so by `report`): no "infx one CPU
+    process" in the report, no inf in summary.csv."""
     from test_results_file import _row_dict, _write_json
 
     from pipebench.bench.store.results import ResultsError, load
@@ -180,7 +180,8 @@ def resume_folder(tmp_path):
 
 
 def test_a_resumed_csv_that_is_a_fifo_is_refused_unopened(tmp_path):
-    """run --resume waited forever on a results CSV that is a FIFO (the JSON twin as a FIFO was refused)."""
+    """run --resume refuses a results CSV that is a FIFO without opening it, as it refuses its JSON twin as a
+    FIFO: opened, it would wait for ever."""
     import os
     import threading
 
@@ -201,7 +202,8 @@ def test_a_resumed_csv_that_is_a_fifo_is_refused_unopened(tmp_path):
 
 
 def test_a_resumed_csv_that_links_to_dev_null_is_refused_not_replaced(tmp_path):
-    """A results CSV that is a link to /dev/null was moved aside and replaced by a regular file."""
+    """A results CSV that is a link to /dev/null is refused, not moved aside and replaced by a regular file.
+    """
     import os
 
     from pipebench.bench.store.results import ResultsError, start_run
@@ -251,8 +253,9 @@ def test_reads_are_bounded(tmp_path):
     ("zero", ["plan", "--stages", "2"], "x.py:Net: is a character device, not a model file"),
 ])
 def test_special_files_as_data_or_model_say_what_they_are(capsys, tmp_path, make, argv, message):
-    """`--data tokens:FIFO` and a data file that is a FIFO said "no such file"; a model file that is a link to a
-    FIFO or /dev/zero was "ModuleNotFoundError: No module named '/dev/zero'"."""
+    """`--data tokens:FIFO`, a data file that is a FIFO, and a model file that is a link to a FIFO or
+    /dev/zero are each refused with what they are, not "no such file" or "ModuleNotFoundError: No module named
+    '/dev/zero'"."""
     import os
 
     target = tmp_path / ("x.py" if "x.py" in " ".join(argv) or argv[0] == "plan" else "x")

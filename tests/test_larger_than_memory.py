@@ -30,7 +30,8 @@ class Huge(nn.Module):
 
 @pytest.mark.parametrize("command", ["plan", "run"])
 def test_a_model_larger_than_the_free_memory_is_refused_before_it_is_built(capsys, tmp_path, command):
-    """It was built on the CPU with no size check first (the battery's memory limit stopped it)."""
+    """A model larger than the free memory is refused from its size, before it is built on the CPU (where only
+    the machine's memory limit would stop it)."""
     import psutil
 
     (tmp_path / "huge.py").write_text(HUGE)
@@ -60,8 +61,9 @@ def _little_free(monkeypatch, module, free: int) -> None:
 
 
 def test_a_micro_batch_whose_activations_exceed_the_free_memory_is_refused_before_it_runs(capsys, monkeypatch):
-    """Activations beyond the memory (gpt at seq_len 10,000,000, resnet18 at batch 16,777,216) were run on
-    the CPU: the kernel's OOM killer ended pipebench, exit 137 and no line."""
+    """Activations beyond the memory (gpt at seq_len 10,000,000, resnet18 at batch 16,777,216) are refused
+    before they run on the CPU, where the kernel's OOM killer would end pipebench with exit 137 and no line.
+    """
     from pipebench.bench.cli import main
     from pipebench.partition.profiling import activations, measure
 
@@ -100,8 +102,9 @@ def test_only_the_sizes_whose_activations_exceed_the_free_memory_are_skipped():
 
 
 def test_a_data_set_whose_sampler_order_exceeds_the_free_memory_is_refused(capsys, monkeypatch, tmp_path):
-    """`train --data tokens:big.bin` on a 100G sparse file: the workers' DistributedSampler order (a list of
-    Python ints a sample) was OOM-killed, "workers exited with status -9"."""
+    """`train --data tokens:big.bin` on a 100G sparse file is refused before the workers start: their
+    DistributedSampler order (a list of Python ints a sample) would be OOM-killed, "workers exited with status
+    -9"."""
     from pipebench.bench.cli import main
     from pipebench.bench.train import data
     from pipebench.hardware import free_memory

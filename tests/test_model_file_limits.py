@@ -98,8 +98,8 @@ class Net(nn.Module):
 ])
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_a_forward_that_hangs_while_profiling_stops_at_the_time_limit(tmp_path, hang):
-    """plan's profiling had no time limit (run's has --timeout): a forward that hung after its first call
-    hung the command. Now --timeout bounds it and the line names what it waited for."""
+    """plan's --timeout bounds its profiling, as run's bounds a run: a forward that hangs after its first call
+    ends the command at the limit, in a line that names what it waited for."""
     (tmp_path / "late.py").write_text(LATE.format(hang=hang))
     result = pipebench(tmp_path, "plan", "--model", tmp_path / "late.py:Net", "--input-shape", "4", "--stages", "2",
                        "--batch", "8", "--timeout", "3", "--fresh", timeout=120)
@@ -121,8 +121,8 @@ LATER = """
 
 @pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_path):
-    """`run --timeout 20` of a model whose forward hung once profiling had begun hung for ever: the profiling
-    child had no bound."""
+    """`run --timeout 20` bounds the profiling child too: a model whose forward hangs once profiling has begun
+    ends at the limit instead of hanging for ever."""
     import json as json_
 
     (tmp_path / "later.py").write_text(NET.split("    def forward")[0] + LATER)
@@ -136,8 +136,8 @@ def test_a_forward_that_hangs_while_profiled_is_bounded_by_the_runs_timeout(tmp_
 
 
 def test_a_limit_that_passes_as_the_block_starts_is_its_one_line():
-    """`--timeout 0.001`: the alarm came while the timer's watchdog thread was starting, before the block's
-    `try`, and the internal exception escaped as a traceback."""
+    """`--timeout 0.001`: an alarm that comes while the timer's watchdog thread is starting, before the
+    block's `try`, is the limit's one line, not the internal exception as a traceback."""
     import threading
 
     from pipebench.base.errors import UserError
@@ -196,8 +196,8 @@ threading.Thread(target=later, daemon=True).start()
 
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_thread_that_calls_os_exit_after_the_import_is_one_line(tmp_path):
-    """A daemon thread started at import, calling os._exit(0) once the import was over, ended the run with exit 0
-    and no word."""
+    """A daemon thread started at import, calling os._exit(0) once the import is over, is one line, not the
+    run's end with exit 0 and no word."""
     (tmp_path / "later.py").write_text(NET + THREAD_EXIT)
     result = pipebench(tmp_path, "plan", "--model", tmp_path / "later.py:Net", "--input-shape", "4", "--stages", "2",
                        "--batch", "8", "--repeats", "1", "--device", "cpu", timeout=120)
@@ -243,8 +243,8 @@ def test_a_limit_that_passes_before_the_file_runs_names_the_limit(tmp_path, monk
 
 
 def test_a_umask_the_import_sets_is_put_back(tmp_path):
-    """os.umask(0o777) in a model file stayed: the plan's JSON was written mode 000, and pipebench.plan's
-    caller was left with the file's umask."""
+    """os.umask(0o777) in a model file is put back: the plan's JSON is not written mode 000, and
+    pipebench.plan's caller keeps its own umask."""
     import os
 
     from pipebench.models.imports import import_target

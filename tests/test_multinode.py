@@ -87,12 +87,12 @@ def run_on_two_nodes(tmp_path: Path, strategy: str) -> tuple[list[Path], list[st
 
 
 class NodesHung(Exception):
-    """The two agents were still running at the deadline (their logs' tails in the message)."""
+    """The two agents are still running at the deadline (their logs' tails in the message)."""
 
 
 def run_twice_if_hung(tmp_path: Path, strategy: str) -> tuple[list[Path], list[str]]:
-    """run_on_two_nodes; once more if it hung. CI saw one such hang in many runs, on a loaded machine,
-    with no log kept; the logs of a hang now come back as a warning, and two hangs in a row fail."""
+    """run_on_two_nodes; once more if it hangs. A hang is rare (one in many CI runs, on a loaded machine): its
+    logs come back as a warning, and two hangs in a row fail."""
     try:
         return run_on_two_nodes(tmp_path / "first", strategy)
     except NodesHung as hung:

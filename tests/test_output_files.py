@@ -29,7 +29,8 @@ def bad_folders(tmp_path: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("option", ["--out", "--profiles"])
 def test_run_refuses_folders_it_cannot_write(capsys, tmp_path, option):
-    """Items 8 and 9: these failed with a traceback once the first case had been profiled."""
+    """run refuses an --out or --profiles folder it cannot write in one line, before the first case is
+    profiled."""
     for folder, message in bad_folders(tmp_path):
         refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path / "out"), option, folder],
                 f"{option} {folder}: {message}")
@@ -47,7 +48,8 @@ def bad_outputs(tmp_path: Path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("command", ["plan", "advise"])
 @pytest.mark.parametrize("option", ["--json", "--save-profile"])
 def test_plan_and_advise_check_their_outputs_before_profiling(capsys, tmp_path, command, option):
-    """IsADirectoryError, FileNotFoundError or OSError once profiling had ended, before."""
+    """plan and advise refuse a --json or --save-profile file they cannot write in one line before profiling,
+    not with an IsADirectoryError, FileNotFoundError or OSError once profiling has ended."""
     for path, message in bad_outputs(tmp_path):
         refused(capsys, [command, "--model", "mlp", *TINY, "--stages", "2", option, path], message)
 
@@ -70,8 +72,8 @@ def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
 
 @pytest.mark.parametrize("option", ["--json", "--save-profile"])
 def test_outputs_that_name_a_folder_or_a_kernel_file_are_refused_first(capsys, tmp_path, option):
-    """`--json out/` wrote a file named out; `--save-profile /proc/self/status` was an OSError traceback
-    after profiling."""
+    """`--json out/` (a folder's name) and `--save-profile /proc/self/status` (a kernel file) are refused
+    before profiling: no file named out, no OSError traceback after profiling."""
     plan = ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", "--batch", "8"]
     refused(capsys, [*plan, option, f"{tmp_path}/out/"], "names a folder (it ends with /); name a file")
     assert not (tmp_path / "out").exists()
@@ -123,7 +125,8 @@ def test_a_profile_read_and_saved_at_once_is_refused(capsys, tmp_path, command):
 
 
 def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
-    """`report DIR --out DIR` wrote summary.csv among the results, and every later `report DIR` was refused."""
+    """`report DIR --out DIR` is refused: its summary.csv among the results would make every later `report
+    DIR` refused."""
     from pipebench.bench.cli import main
     from helpers import results_file
     from test_report import make_row
@@ -135,7 +138,7 @@ def test_report_into_a_folder_it_reads_is_refused(capsys, tmp_path):
 
 
 def test_an_export_over_an_earlier_export_is_written_again(capsys, tmp_path):
-    """The check of --export above leaves an engine export, of any engine, to be written again."""
+    """The check of --export above writes an engine export, of any engine, again."""
     profiles, out = str(profile_file(tmp_path / "p.json")), tmp_path / "export.json"
     for engine in ("deepspeed", "megatron"):
         assert main(["plan", "--profile", profiles, "--stages", "2", "--export", engine, str(out)]) == 0, \
@@ -144,8 +147,8 @@ def test_an_export_over_an_earlier_export_is_written_again(capsys, tmp_path):
 
 
 def test_report_never_replaces_its_input_or_a_file_of_the_users(capsys, tmp_path):
-    """`report rq/summary.csv --out rq` replaced the results it read with the report's summary, and a user's
-    own report.md in --out was replaced too. An earlier report there is written again."""
+    """`report rq/summary.csv --out rq` is refused (the report's summary would replace the results it reads),
+    and so is a --out whose report.md is the user's own. An earlier report there is written again."""
     from helpers import results_file
     from pipebench.bench.store.results import _csv_text, load
     from test_report import make_row
@@ -190,8 +193,9 @@ def test_an_output_onto_the_model_file_is_refused(capsys, tmp_path, command, out
 
 @pytest.mark.parametrize("option", [["--json"], ["--save-profile"], ["--export", "deepspeed"]])
 def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_path, option):
-    """`--json layers.py`, layers.py a helper the model file imports (`from layers import Block`), replaced the
-    helper with JSON: the model file no longer imported. Python source is never an output."""
+    """`--json layers.py`, layers.py a helper the model file imports (`from layers import Block`), is refused
+    before the import: JSON in its place would leave the model file unable to import. Python source is never
+    an output."""
     (tmp_path / "layers.py").write_text("from torch import nn\nBlock = nn.Linear\n")
     (tmp_path / "net.py").write_text("open(__file__ + '.imported', 'w').close()\nfrom torch import nn\n"
                                      "from layers import Block\n\n\ndef Net():\n    return nn.Sequential(Block(4, 4), "
@@ -286,7 +290,8 @@ def test_a_link_to_a_file_stays_a_link(capsys, tmp_path):
 
 
 def test_a_fifo_output_without_a_reader_is_refused_before_any_work(capsys, tmp_path, within_seconds, nothing_runs):
-    """`--json FIFO` with nothing reading it was refused only when the plan was written, after profiling."""
+    """`--json FIFO` with nothing reading it is refused before any work, not when the plan is written after
+    profiling."""
     import os
 
     fifo = tmp_path / "out.json"
@@ -335,7 +340,7 @@ def test_an_output_holding_another_file_is_refused_not_replaced(capsys, tmp_path
 
 @pytest.mark.parametrize("command", ["plan", "advise"])
 def test_an_output_of_the_commands_own_is_written_again(capsys, tmp_path, command):
-    """The check above leaves a command its own file: a plan's --json, advise's --json, written again."""
+    """The check above leaves a command its own file: a plan's --json, advise's --json, is written again."""
     profiles, out = str(profile_file(tmp_path / "p.json")), tmp_path / "out.json"
     for _ in range(2):
         assert main([command, "--profile", profiles, "--stages", "2", "--json", str(out)]) == 0, capsys.readouterr().err
@@ -345,8 +350,8 @@ def test_an_output_of_the_commands_own_is_written_again(capsys, tmp_path, comman
 @pytest.mark.parametrize("kind", ["a FIFO", "a folder"])
 def test_a_report_file_that_is_not_a_regular_file_is_refused_before_anything_is_printed(capsys, tmp_path,
                                                                                        within_seconds, name, kind):
-    """`report r0 --out o4` with o4/report.md a FIFO waited for ever on reading it; o4/summary.csv a FIFO or a
-    folder was refused only after the table was printed."""
+    """`report r0 --out o4` with o4/report.md a FIFO, or o4/summary.csv a FIFO or a folder, is refused before
+    the table is printed, and the FIFO is never read (which would wait for ever)."""
     import os
 
     from helpers import results_file
@@ -374,8 +379,8 @@ def test_report_out_empty_is_refused(capsys, tmp_path):
 
 @pytest.mark.parametrize("suffix", [".csv", ".json"])
 def test_report_of_a_file_into_its_own_folder_is_refused(capsys, tmp_path, suffix):
-    """`report o1/res.csv --out o1` was written, after which `report o1` read the report's summary.csv as
-    results and was refused."""
+    """`report o1/res.csv --out o1` is refused: its summary.csv would be read as results by a later `report
+    o1`, which would then be refused."""
     from helpers import results_file
     from pipebench.bench.store.results import _csv_text, load
     from test_report import make_row

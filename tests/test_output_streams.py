@@ -23,8 +23,9 @@ def test_a_full_stdout_is_one_line(tmp_path):
 
 
 def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
-    """`plan ... >&-` was an AttributeError traceback (sys.stdout is None) after the work; `--json /dev/fd/987`
-    (no such descriptor open) a FileNotFoundError traceback, writing in /proc/<pid>/fd."""
+    """`plan ... >&-` (sys.stdout is None) and `--json /dev/fd/987` (no such descriptor open) are one line,
+    not an AttributeError traceback after the work or a FileNotFoundError traceback writing in /proc/<pid>/fd.
+    """
     import subprocess
     import sys
 
@@ -38,9 +39,9 @@ def test_a_closed_stdout_or_descriptor_is_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("stdout", [">&-", "1</dev/null"])
 def test_a_stdout_that_takes_nothing_is_one_line_before_the_work(tmp_path, stdout):
-    """Under `flock LOCK pipebench ... >&-` the lock file took descriptor 1, open for reading
-    only: every answer was an EBADF traceback, `OSError: [Errno 9] Bad file descriptor`, after the work.
-    `1</dev/null` is that descriptor."""
+    """A stdout open for reading only, as under `flock LOCK pipebench ... >&-` where the lock file takes
+    descriptor 1, is one line before the work, not an EBADF traceback (`OSError: [Errno 9] Bad file
+    descriptor`) after it. `1</dev/null` is that descriptor."""
     import subprocess
     import sys
 
@@ -52,8 +53,8 @@ def test_a_stdout_that_takes_nothing_is_one_line_before_the_work(tmp_path, stdou
 
 @pytest.mark.parametrize("stderr", ["2>&-", "2</dev/null"])
 def test_a_refusal_exits_2_where_stderr_takes_nothing(tmp_path, stderr):
-    """With stderr closed a refused input exited 1 (the error line's own EBADF), and an answer
-    was an EBADF traceback at the first progress line; now the refusal exits 2 and the answer is given."""
+    """With stderr closed a refused input exits 2 (not 1, from the error line's own EBADF), and an answer is
+    given, with no EBADF traceback at the first progress line."""
     import subprocess
     import sys
 
@@ -79,7 +80,7 @@ def test_a_descriptor_that_takes_nothing_is_output_lost():
 
 @pytest.mark.ci  # a whole command in a subprocess: run by CI after the default run
 def test_a_stdout_that_cannot_encode_the_answer_gets_escapes(tmp_path):
-    """Under PYTHONIOENCODING=ascii the plan's own "±" was a UnicodeEncodeError traceback."""
+    """Under PYTHONIOENCODING=ascii the plan's own "±" is escaped, not a UnicodeEncodeError traceback."""
     import os
     import subprocess
     import sys

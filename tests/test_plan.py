@@ -153,8 +153,8 @@ def test_more_stages_than_layers():
 
 
 def test_profiles_are_checked_once_a_plan(monkeypatch):
-    """pipebench.plan checks the profiles against its request and make_plan takes them as checked (the
-    check ran in both); checked for another request, or against more of the Training, they are checked again."""
+    """pipebench.plan checks the profiles against its request and make_plan takes them as checked, so they are
+    checked once; checked for another request, or against more of the Training, they are checked again."""
     import pipebench
     from pipebench.partition.profiling import profile_record
 
@@ -321,10 +321,10 @@ def test_a_stage_costs_the_larger_of_its_launch_and_device_sums():
 
 @pytest.mark.parametrize("cpu, whole", [(0.5, 11.0), (2.0, 21.0)])
 def test_the_single_baseline_is_predicted_at_its_profiles_whole_step_launch_bound_or_not(cpu, whole):
-    """The calibration takes the segments' prediction of the whole step to the step the profile timed; it
-    is on both clocks, so a launch-bound model (each layer's forward 2 ms to launch, 1 ms on the device)
-    lands on its whole step too. On the device clock alone it stayed at the launches' 24 ms where 21 ms was
-    timed (ConvNeXt-S on an H200: 84.4 ms predicted, 77.1 timed)."""
+    """The calibration takes the segments' prediction of the whole step to the step the profile timed; it is
+    on both clocks, so a launch-bound model (each layer's forward 2 ms to launch, 1 ms on the device) lands on
+    its whole step too. On the device clock alone it would stay at the launches' 24 ms where 21 ms is timed
+    (ConvNeXt-S on an H200: 84.4 ms predicted, 77.1 timed)."""
     layers = [LayerProfile(f"l{i}", 10, 40, 1.0, 2.0, 100, [8, 4], "float32", 100,
                            forward_cpu_ms=cpu, backward_cpu_ms=2 * cpu) for i in range(4)]
     profile = Profile("m", "x", "cuda:0", "gpu", "x", 8, 8, 1, 0, [8, 4], "float32", layers, whole_step_ms=whole)

@@ -125,8 +125,8 @@ except KeyboardInterrupt:
 @pytest.mark.ci  # process handling, run by CI after the default run
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_does_not_wait_for_the_workers(tmp_path, sig):
-    """While the parent waits for its workers (a step, or here a start that never ends), Ctrl-C ends it
-    at once; before, the wait in C++ held the signal until the store's timeout."""
+    """While the parent waits for its workers (a step, or here a start that never ends), Ctrl-C ends it at
+    once, not after the store's timeout (a wait in C++ holds the signal)."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     # Ctrl-C's KeyboardInterrupt, set even where this test's own process was started with SIGINT ignored
@@ -293,8 +293,8 @@ def assert_the_run_left_nothing(temp: Path) -> None:
 @pytest.mark.ci  # process handling, run by CI after the default run
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGTERM twice", "Ctrl-C to the group"])
 def test_an_interrupt_during_the_cpu_probe_leaves_nothing(tmp_path, how):
-    """Each left a pipebench-cpu-* folder (the probe's peers and folder were outside the workers' clean-up),
-    one SIGINT a probe peer running, and a second SIGTERM exited -15 instead of 130."""
+    """An interrupt during the CPU probe leaves no pipebench-cpu-* folder and no probe peer running (the
+    probe's peers and folder are cleaned up with the workers'), and a second SIGTERM exits 130, not -15."""
     proc, temp, _, err = start_run(tmp_path, *RUN, group=how == "Ctrl-C to the group")
     try:
         wait_until(lambda: naming(temp, "pipebench.hardware.cpu_processes"), "the CPU probe's peers started", deadline=300)
@@ -314,8 +314,9 @@ def test_an_interrupt_during_the_cpu_probe_leaves_nothing(tmp_path, how):
 @pytest.mark.ci  # process handling, run by CI after the default run
 @pytest.mark.parametrize("when", ["the profiling child starts", "the CPU probe runs"])
 def test_kill_9_of_the_parent_while_profiling_leaves_nothing(tmp_path, when):
-    """kill -9 1.7 s in left the profiling child and its resource tracker running (the child looked for its
-    parent only after its imports, when it had been reparented already); during the probe, its folder."""
+    """kill -9 of the parent 1.7 s in leaves neither the profiling child nor its resource tracker running (the
+    child watches its parent from its start, before its imports, when it may be reparented already), nor,
+    during the probe, its folder."""
     proc, temp, _, _ = start_run(tmp_path, *RUN)
     try:
         mark = "multiprocessing" if when.startswith("the profiling") else "pipebench.hardware.cpu_processes"
@@ -329,8 +330,8 @@ def test_kill_9_of_the_parent_while_profiling_leaves_nothing(tmp_path, when):
 
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_two_runs_resuming_one_folder_one_killed_leave_nothing(tmp_path):
-    """Two runs resuming into one folder, one of them killed with -9 while its workers run: a pipebench-*
-    folder was left."""
+    """Two runs resuming into one folder, one of them killed with -9 while its workers run, leave no
+    pipebench-* folder."""
     first, temp, out, err = start_run(tmp_path, "--models", "mlp", "--strategies", "single,ddp", "--resume")
     env = {**os.environ, "TMPDIR": str(temp), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     second = subprocess.Popen([sys.executable, "-m", "pipebench", "run", "--quick", "--out", str(out), "--models",
@@ -397,7 +398,7 @@ def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, si
 
 def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkeypatch):
     """Ctrl-C in the first seconds, while build_parser imports every command's module (train -> spawn ->
-    torch), was a KeyboardInterrupt traceback: now one line and exit 130."""
+    torch), is one line and exit 130, not a KeyboardInterrupt traceback."""
     import pipebench.bench.cli as cli
 
     def interrupted():
@@ -427,8 +428,9 @@ def test_an_interrupted_command_leaves_no_signal_for_the_next_one(capsys, monkey
 
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_swallowed_interrupt_starts_no_workers(capsys, monkeypatch, tmp_path):
-    """Ctrl-C in train's first second, while torch was imported under a bare `except:`, was swallowed: the
-    training ran to its end, then said "interrupted". No worker starts after a stop."""
+    """Ctrl-C in train's first second, while torch is imported under a bare `except:` that swallows it, still
+    stops train: no worker starts after a stop, and no training runs to its end before saying "interrupted".
+    """
     import pipebench.bench.train.data as data
     from helpers import NET_AND_DATA
 

@@ -97,7 +97,7 @@ def test_a_schedule_typo_is_one_line(capsys):
 
 
 def test_a_depth_beyond_what_pipebench_plans_is_one_line_at_once(capsys, tmp_path):
-    """`plan --set depth=20000` built 40,000 layers for minutes, saying nothing, until it was killed."""
+    """`plan --set depth=20000` is one line at once, not 40,000 layers built for minutes in silence."""
     refused(capsys, ["plan", "--model", "gpt", "--flavour", "tiny", "--set", "depth=20000", "--stages", "2",
                      "--device", "cpu", "--batch", "8"], "--set depth=20000: pipebench plans models of at most 512")
     refused(capsys, ["run", "--models", "gpt", "--set", "depth=20000", "--out", str(tmp_path)], "at most 512 blocks")
@@ -210,7 +210,8 @@ def test_a_value_that_starts_with_a_minus_is_one_line(capsys, argv, message):
 
 
 def test_repeated_micro_batch_counts_count_once():
-    """`P --micro-batches auto,auto` was a ValueError traceback, though the docs say repeated values count once."""
+    """`P --micro-batches auto,auto` counts auto once, as the docs say repeated values do, with no ValueError.
+    """
     from pipebench.base.errors import UserError
     from pipebench.base.text.parse import parse_micro_batches
 
@@ -226,7 +227,7 @@ def test_repeated_micro_batch_counts_count_once():
 @pytest.mark.parametrize("folder, message", [("nonexistent", "--data-dir {}: no such folder"),
                                              ("a-file", "--data-dir {}: not a folder")])
 def test_a_data_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path, folder, message):
-    """The message was good, but it came as a traceback."""
+    """A --data-dir that is not a folder is one line, not a traceback."""
     (tmp_path / "a-file").write_text("")
     path = str(tmp_path / folder)
     refused(capsys, ["plan", "--model", "convnet", "--stages", "2", "--data-dir", path], message.format(path))
@@ -259,8 +260,8 @@ def test_a_cache_folder_that_is_a_file_is_refused_first(capsys, tmp_path, monkey
     ("PIPEBENCH_LINK_CACHE", "~nosuchuser7/c", "PIPEBENCH_LINK_CACHE: the cache folder cannot be found"),
 ])
 def test_a_cache_folder_the_system_cannot_use_is_one_line(capsys, monkeypatch, variable, value, message):
-    """A name too long for the file system, or a ~user that does not exist, was an OSError or
-    RuntimeError traceback (exit 1)."""
+    """A cache folder whose name is too long for the file system, or under a ~user that does not exist, is one
+    line, not an OSError or RuntimeError traceback (exit 1)."""
     monkeypatch.setenv(variable, value)
     refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "2"], message)
 

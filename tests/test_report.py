@@ -248,8 +248,8 @@ def test_rows_of_other_settings_are_not_one_case():
 
 
 def test_one_cap_and_strategies_that_record_none_are_not_several_caps():
-    """On one GPU the planned cases record the free memory as their cap and DDP records none: that is one
-    cap, and no label names it (the report once read "single, memory cap 133 GiB is fastest")."""
+    """On one GPU the planned cases record the free memory as their cap and DDP records none: that is one cap,
+    and no label names it (no "single, memory cap 133 GiB is fastest")."""
     rows = [make_row("single", gpus="0", samples_per_s=100.0, max_memory="133"),
             make_row("ddp", gpus="0", samples_per_s=99.0),
             make_row("pp-1f1b", gpus="0", micro_batches=4, schedule="1f1b", samples_per_s=98.0, max_memory="133")]
@@ -286,7 +286,8 @@ def test_a_report_from_a_csv_blames_the_csv_for_missing_timelines(tmp_path):
 
 
 def test_each_timeline_panel_has_its_own_time_axis_and_a_whole_title(tmp_path, monkeypatch):
-    """A prediction 20x off squeezed the measured step into 5% of the width, and a long title was clipped."""
+    """Each timeline panel has its own time axis, so a prediction 20x off does not squeeze the measured step
+    into 5% of the width, and its whole title, unclipped."""
     from pipebench.bench.report import plots
 
     figures = {}
@@ -350,8 +351,8 @@ def test_report_reads_where_run_writes_by_default(capsys, tmp_path, monkeypatch)
 
 
 def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
-    """Every strategy carries a prediction now; the report names the pairs it ranked wrongly (ties within
-    3% measured are not judged) and says so under the model's table."""
+    """Every strategy carries a prediction; the report names the pairs it ranks wrongly (ties within 3%
+    measured are not judged) and says so under the model's table."""
     from pipebench.bench.report.report_notes import misordered_pairs, order_notes
 
     def case(strategy, step, predicted, **kw):
@@ -372,8 +373,8 @@ def test_pairs_whose_predicted_order_was_wrong_are_flagged(tmp_path):
 
 
 def test_an_order_is_wrong_only_where_the_measurements_differ_by_more_than_their_noise():
-    """ddp measured 10% faster than pp-1f1b but predicted slower: wrong while their steps varied little,
-    a measured tie once the difference is within the sum of their standard deviations."""
+    """ddp measured 10% faster than pp-1f1b but predicted slower: wrong while their steps vary little, a
+    measured tie once the difference is within the sum of their standard deviations."""
     from pipebench.bench.report.report_notes import measured_ties, misordered_pairs, order_notes
 
     def rows(std):

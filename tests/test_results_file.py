@@ -343,7 +343,8 @@ def _append_many(csv_path, json_path, writer, count, barrier):
 
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_two_processes_appending_to_one_file_lose_no_row(paths):
-    """Two jobs on one server write one date-host-hardware file: 176 of 300 rows were kept before the lock."""
+    """Two jobs on one server write one date-host-hardware file under its lock and keep all 300 rows (without
+    the lock, 176 of 300 are kept)."""
     import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")
@@ -441,7 +442,8 @@ def test_start_run_refuses_a_second_run_into_one_file_without_resume(paths):
 
 
 def test_two_runs_into_one_fresh_folder_the_second_is_refused(paths):
-    """Both were accepted: neither found a row, and each wrote its own row for every case."""
+    """Of two runs into one fresh folder the second is refused: neither finds a row, and both would write
+    their own row for every case."""
     assert results.start_run(*paths, resume=False) == set()
     with pytest.raises(ResultsError, match="was started by another run; add --resume"):
         results.start_run(*paths, resume=False)

@@ -69,7 +69,8 @@ def test_a_second_run_into_one_file_without_resume_is_refused(tmp_path, ran):
 
 
 def test_a_csv_without_its_json_is_refused_before_any_case_runs(tmp_path, ran):
-    """The missing JSON was found only when the first finished case was appended: that case was lost."""
+    """A results CSV without its JSON is refused before any case runs, not when the first finished case is
+    appended, which would lose that case."""
     _, json_path, _ = run(tmp_path)
     json_path.unlink()
     with pytest.raises(ResultsError, match="exists without its JSON file"):
@@ -127,8 +128,8 @@ def test_a_case_written_by_another_run_meanwhile_is_not_run_again(tmp_path, ran,
 
 
 def test_again_runs_a_case_the_file_held_before_it_began(tmp_path, ran):
-    """`--again` must not say "run by another run ...; skipped" of a case the file held from before, with
-    no other run alive."""
+    """`--again` runs a case the file held from before, with no other run alive, and does not say "run by
+    another run ...; skipped"."""
     run(tmp_path)
     _, json_path, notes = run(tmp_path, again=True)
     assert len(ran) == 2 and not any("another run" in n for n in notes)
@@ -171,8 +172,8 @@ def test_a_rows_step_time_is_the_workers_clock_not_the_parents(monkeypatch):
 
 @pytest.mark.parametrize("folder", ["claims", "plans"])
 def test_resume_into_a_folder_whose_own_folder_is_a_file_is_refused_first(tmp_path, ran, folder):
-    """A claims or -plans folder that is a file was a FileExistsError traceback, the plans' one after the
-    case had run."""
+    """A claims or -plans folder that is a file is refused before any case runs, not a FileExistsError
+    traceback (the plans' one after the case has run)."""
     from pipebench.base.errors import UserError
 
     _, json_path, _ = run(tmp_path)
@@ -189,7 +190,8 @@ def test_resume_into_a_folder_whose_own_folder_is_a_file_is_refused_first(tmp_pa
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None, reason="chattr +i needs root")
 def test_resume_into_a_results_file_that_cannot_be_written_is_refused_first(tmp_path, ran):
-    """An immutable results JSON: the case ran, then its row was lost to a PermissionError."""
+    """An immutable results JSON is refused before the case runs, not after, when its row would be lost to a
+    PermissionError."""
     _, json_path, _ = run(tmp_path)
     ran.clear()
     subprocess.run(["chattr", "+i", str(json_path)], check=True)
@@ -202,7 +204,8 @@ def test_resume_into_a_results_file_that_cannot_be_written_is_refused_first(tmp_
 
 
 def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monkeypatch):
-    """After a run whose single case failed, --resume ran it again and the file held two rows for it."""
+    """After a run whose single case failed, --resume runs it again and the file holds one row for it, the new
+    one."""
     ok = run_suite.run_prepared
     monkeypatch.setattr(run_suite, "run_prepared", lambda prepared, machine, **kwargs: make_row(
         prepared, machine, status="failed", reason="rank 0: RuntimeError: injected", started_at="2026-11-30T09:00:00"))
@@ -215,9 +218,9 @@ def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monk
 
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
-    """The worker's own result writer failed on the NaN loss (ValueError: Out of range float values are not
-    JSON compliant) and the measurement was lost: now the row is timed, says `diverged` and when, and the
-    report shows it as such."""
+    """A loss that becomes NaN is a timed row that says `diverged` and when, and the report shows it as such;
+    the worker's result writer does not fail on the NaN (ValueError: Out of range float values are not JSON
+    compliant) and lose the measurement."""
     from pipebench.bench.launch.job import Job
     from pipebench.bench.report.tables import frame, markdown_table, summarise
     from pipebench.bench.store.results import append
@@ -238,8 +241,8 @@ def test_a_loss_that_becomes_nan_is_a_diverged_row_not_a_lost_one(tmp_path):
 
 
 def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_path):
-    """RunOptions were checked late (check_run) and changed in place by quick_options and check_run: now
-    frozen, refused when made, and each change a new value, checked again."""
+    """RunOptions are frozen and checked once, when made: each change (quick_options, check_run) is a new
+    value, checked again, not a change in place."""
     import dataclasses
 
     from pipebench.base.errors import UserError
@@ -262,9 +265,9 @@ def test_run_options_are_checked_once_when_made_and_changed_as_new_values(tmp_pa
 
 
 def test_the_api_and_the_command_line_settle_a_run_alike(tmp_path, monkeypatch):
-    """pipebench.run(["gpt"]) on the CPU ran the full-size GPT at its default batch where `pipebench run`
-    runs the tiny one at batch 8: both now come through run_options.settle, the quick values for what
-    was not given."""
+    """pipebench.run(["gpt"]) on the CPU runs what `pipebench run` runs, the tiny GPT at batch 8, not the
+    full-size one at its default batch: both come through run_options.settle, the quick values for what is not
+    given."""
     import pipebench
 
     seen = []
@@ -278,8 +281,8 @@ def test_the_api_and_the_command_line_settle_a_run_alike(tmp_path, monkeypatch):
 
 
 def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
-    """pipebench.run(training=Training(compile="default")) ran eager while its line said compiled: the
-    Training's mode now becomes the run's compiles, and both at once is refused."""
+    """pipebench.run(training=Training(compile="default")) compiles, as its line says: the Training's mode
+    becomes the run's compiles, and both at once is refused."""
     from pipebench.base.errors import UserError
     from pipebench.base.training import Training
 
@@ -292,9 +295,9 @@ def test_a_compile_mode_in_the_training_is_the_runs_one_mode():
 
 
 def test_a_run_refused_by_its_first_checks_is_one_line_without_the_device_line(tmp_path, ran, capsys):
-    """`run --device cpu` said "--device cpu: running on the CPU, ..." before run_suite's first checks refused
-    a damaged --resume folder, so the refusal was two lines: the device line now comes
-    with the suite's own first line."""
+    """`run --device cpu` refused by run_suite's first checks (a damaged --resume folder) is one line: the
+    device line ("--device cpu: running on the CPU, ...") comes with the suite's own first line, after those
+    checks."""
     from helpers import refused
     from pipebench.bench.cli import main
 

@@ -55,8 +55,8 @@ def test_the_cpu_run_keeps_what_the_user_gave(capsys, tmp_path, suite_options):
 
 
 def test_chunks_is_an_alias_of_micro_batches():
-    """The micro-batch count's option was --chunks: plan, advise and run still take it, as the same option,
-    and their help names --micro-batches first."""
+    """--chunks, the micro-batch count's first name, is the same option as --micro-batches in plan, advise and
+    run, and their help names --micro-batches first."""
     from pipebench.bench.cli import _subparsers, build_parser
 
     commands = _subparsers(build_parser())
@@ -67,8 +67,8 @@ def test_chunks_is_an_alias_of_micro_batches():
 
 
 def test_run_takes_chunks_as_the_old_name_of_micro_batches(tmp_path, suite_options):
-    """pipebench.run's micro_batches was chunks: callers that pass chunks= get the same options; both at once
-    is one TypeError, before anything runs."""
+    """pipebench.run takes chunks=, the old name of micro_batches, as the same option; both at once is one
+    TypeError, before anything runs."""
     import pipebench
 
     for name in ("micro_batches", "chunks"):
@@ -81,8 +81,8 @@ def test_run_takes_chunks_as_the_old_name_of_micro_batches(tmp_path, suite_optio
 
 
 def test_stages_is_an_alias_of_cpu_processes_in_run_and_train():
-    """run's and train's count of CPU processes was --stages, which plan and advise keep for pipeline stages:
-    run and train still take it, as the same option, and their help names --cpu-processes first."""
+    """run and train take --stages, the old name of their count of CPU processes (plan and advise keep it for
+    pipeline stages), as the same option as --cpu-processes, and their help names --cpu-processes first."""
     from pipebench.bench.cli import _subparsers, build_parser
 
     commands = _subparsers(build_parser())
@@ -123,9 +123,9 @@ def test_the_cpu_run_takes_as_many_processes_as_asked(capsys, tmp_path, monkeypa
 
 
 def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, tmp_path, monkeypatch, suite_options):
-    """`run --models m/chdir.py:Net --out cd10run` with a model file calling os.chdir("/") when imported wrote
-    /cd10run, and its case was "unavailable: ... /m/chdir.py:Net: no such file": --models'
-    files, --out and --profiles (and --data-dir) are made absolute before any model file is imported."""
+    """`run --models m/chdir.py:Net --out cd10run` with a model file calling os.chdir("/") when imported
+    writes ./cd10run and finds its model file: --models' files, --out and --profiles (and --data-dir) are made
+    absolute before any model file is imported."""
     from helpers import NET
 
     monkeypatch.chdir(tmp_path)
@@ -142,8 +142,8 @@ def test_a_model_file_that_changes_folder_moves_none_of_the_runs_paths(capsys, t
 
 @pytest.mark.parametrize("option", ["--out", "--profiles", "--data-dir"])
 def test_an_empty_folder_is_refused(capsys, tmp_path, monkeypatch, suite_options, option):
-    """`run --out ''` wrote into the working folder (and `--profiles ''` was taken as none given), where
-    `report --out ''` is refused: an empty path names no folder."""
+    """`run --out ''` and `--profiles ''` are refused, as `report --out ''` is: an empty path names no folder
+    (neither the working folder nor none given)."""
     monkeypatch.chdir(tmp_path)
     out = [] if option == "--out" else ["--out", str(tmp_path / "r")]
     refused(capsys, ["run", "--models", "mlp", "--strategies", "single", *out, option, ""],
@@ -161,9 +161,9 @@ def test_run_options_refuse_an_empty_folder(name):
 
 
 def test_run_options_keep_numpy_values_as_pythons():
-    """A numpy batch or setting (pipebench.run({"mlp": np.int64(8)}) or overrides={"depth": np.int64(2)})
-    was kept as numpy's, which json cannot write: each is kept as the Python value it holds, an array (or a
-    tuple of numpy numbers) as a list (tuple) of Python numbers."""
+    """A numpy batch or setting (pipebench.run({"mlp": np.int64(8)}) or overrides={"depth": np.int64(2)}) is
+    kept as the Python value it holds, which json can write, an array (or a tuple of numpy numbers) as a list
+    (tuple) of Python numbers."""
     import json
 
     import numpy as np

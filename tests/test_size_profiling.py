@@ -139,8 +139,8 @@ def test_one_dynamic_capture_records_each_size_as_its_own_capture_would():
 
 
 def test_auto_measures_the_replicas_share_on_three_devices(counted, one_thread, monkeypatch):
-    """Batch 12 on 3 devices: DDP's and DataParallel's replicas run 4 samples each, a count (3) among no
-    power of two, measured beside auto's sizes (`run --cpu-processes 3` had left DDP without a prediction)."""
+    """Batch 12 on 3 devices: DDP's and DataParallel's replicas run 4 samples each, a count (3) among no power
+    of two, measured beside auto's sizes, so that `run --cpu-processes 3` predicts DDP too."""
     import pipebench.partition.profile_session
 
     monkeypatch.setattr(pipebench.partition.profile_session, "_links", lambda *args, **kwargs: {})  # no CPU processes' probe here

@@ -192,8 +192,8 @@ def test_the_cpu_probes_run_under_pipebench_settings():
 
 
 def test_a_callers_autocast_does_not_reach_the_profile():
-    """Under the caller's torch.autocast("cpu", dtype=torch.bfloat16) the layers were profiled in bfloat16 by a
-    profile that says tf32."""
+    """Under the caller's torch.autocast("cpu", dtype=torch.bfloat16) a profile that says tf32 profiles the
+    layers in tf32, not bfloat16."""
     from torch import nn
 
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))

@@ -41,7 +41,8 @@ def is_number(text: str) -> bool:
 
 
 def test_results_csv_cells_start_no_formula_and_read_back(tmp_path):
-    """The results CSV wrote model names as they were: `\\r=1+1` unquoted, a new row starting with =1+1."""
+    """The results CSV quotes and escapes model names such as `\r=1+1`, so that no row starts with =1+1, and
+    reads them back as they were."""
     from pipebench.bench.store import results
     from test_report import make_row
 
@@ -73,7 +74,7 @@ def test_summary_csv_cells_start_no_formula(capsys, tmp_path):
 
 
 def test_summary_csv_escapes_what_a_spreadsheet_would_evaluate(capsys, tmp_path):
-    """=HYPERLINK(...) was copied verbatim, so a spreadsheet ran it as a formula."""
+    """summary.csv escapes =HYPERLINK(...), which a spreadsheet would run as a formula if copied verbatim."""
     rows = [make_row("single", model=name, gpus="0", samples_per_s=100.0)
             for name in ('=HYPERLINK("http://x")', "+A1", "-cmd", "@SUM(A1)", "plain")]
     path = results_file(tmp_path / "r", rows)
@@ -100,7 +101,8 @@ def test_a_spreadsheet_edited_csv_still_reads(tmp_path):
 
 @pytest.mark.parametrize("command", ["report", "fidelity"])
 def test_a_csv_with_a_byte_order_mark_is_read(capsys, tmp_path, command):
-    """A CSV saved by a spreadsheet, with a UTF-8 byte-order mark, was refused as "missing column 'model'"."""
+    """A CSV saved by a spreadsheet, with a UTF-8 byte-order mark, is read, not refused as "missing column
+    'model'"."""
     from pipebench.bench.predict import fidelity
     from pipebench.bench.store import results
     from pipebench.bench.cli import main

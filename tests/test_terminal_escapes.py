@@ -54,8 +54,8 @@ def test_a_file_name_with_a_line_feed_stays_on_its_answer_line(capsys, tmp_path)
 
 @pytest.mark.usefixtures("nothing_runs")
 def test_a_model_name_with_a_line_feed_stays_on_advises_check_line(capsys, tmp_path):
-    """A profile of a model named "mlp\\x1b[2J\\r\\nEVIL" made advise's `check it with:` line carry a raw
-    line feed (its ESC and CR were escaped)."""
+    """A profile of a model named "mlp\x1b[2J\r\nEVIL" leaves advise's `check it with:` line one line: its
+    line feed is escaped, as its ESC and CR are."""
     from pipebench.bench.cli import main
 
     path = profile_file(tmp_path / "p.json", lambda entry: entry.update(model=EVIL))

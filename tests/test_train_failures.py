@@ -22,7 +22,8 @@ def data():
 
 @pytest.mark.ci  # a whole run or train through the command line, 10-20 s: CI runs it after the default set
 def test_a_diverging_loss_stops_in_one_line_and_saves_no_nan_weights(tmp_path, capsys):
-    """A NaN loss trained on to the end, and its NaN weights were saved over the checkpoint, exit 0."""
+    """A NaN loss stops train in one line and saves no NaN weights over the checkpoint, not training on to the
+    end with exit 0."""
     model, message = "diverging_model.py:Diverges", "the loss became nan at step 1; stopped after 1/3 steps"
     (tmp_path / "data.py").write_text(DATA)
     save = tmp_path / "model.pth"

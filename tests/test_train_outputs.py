@@ -47,10 +47,10 @@ def train_files(tmp_path):
 ])
 def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_imported(capsys, tmp_path, outputs,
                                                                                       message):
-    """`train --csv DATA` and `--save DATA` overwrote the user's data file; `--save X --csv X` was accepted;
-    `--csv FIFO` hung in the worker; `--save P` with P.train a link that leads nowhere trained, then failed
-    at the checkpoint, and P.train a link to a user's folder had the state written into it.
-    Now each is one line before the model file is imported."""
+    """Each is one line before the model file is imported: `train --csv DATA` and `--save DATA` (the user's
+    data file), `--save X --csv X`, `--csv FIFO` (which would hang the worker), and `--save P` with P.train a
+    link that leads nowhere (which would train, then fail at the checkpoint) or a link to a user's folder
+    (which would get the state written into it)."""
     import os
     import zipfile
 
@@ -78,8 +78,8 @@ def test_train_outputs_are_checked_by_type_and_together_before_the_model_is_impo
 
 
 def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names(tmp_path):
-    """The S5 check refuses another file at --csv or --save, not train's own: a train log under any name (--csv
-    takes one), a checkpoint torch.save wrote, and an empty file are written again."""
+    """The check of train's outputs refuses another file at --csv or --save, not train's own: a train log
+    under any name (--csv takes one), a checkpoint torch.save wrote, and an empty file are written again."""
     import torch
 
     from pipebench.bench.train.outputs import check_train_outputs
@@ -109,8 +109,8 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
 
 @pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
 def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
-    """`train --save ''` would train and save nothing, `--write-job ''` train here instead of writing the
-    job, were the empty value read as the option not given."""
+    """`train --save ''` and `--write-job ''` are refused: read as the option not given, they would train and
+    save nothing, or train here instead of writing the job."""
     refused(capsys, [*train_files(tmp_path), option, ""], f"{option}: an empty path; name {names}")
     assert not (tmp_path / "imported").exists()
 
@@ -122,9 +122,8 @@ def test_save_every_without_save_is_refused(capsys, tmp_path):
 
 
 def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line(capsys, tmp_path):
-    """`train` said "--device cpu: training on the CPU, ..." before run_training's first checks refused the
-    data, so a refusal was two lines: the device line now comes with the first line
-    of the training itself."""
+    """`train` refused by run_training's first checks (its data) is one line: the device line ("--device cpu:
+    training on the CPU, ...") comes with the first line of the training itself, after those checks."""
     argv = train_files(tmp_path)
     (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
     refused(capsys, argv, "the data's samples do not fit")

@@ -29,8 +29,8 @@ def _write(name, text):
      "m.pt was written after its training state at step 2, by something else or a kill between the two"),
 ])
 def test_resume_refuses_a_damaged_training_state_before_any_worker(capsys, tmp_path, spoil, message):
-    """A garbage, missing or folder rank0.pt was a worker's ValueError, IsADirectoryError or UnpicklingError
-    (exit 1) once the workers had started; a step of -3 was resumed."""
+    """A garbage, missing or folder rank0.pt, and a step of -3, are refused before any worker starts, not a
+    worker's ValueError, IsADirectoryError or UnpicklingError (exit 1), nor resumed."""
     from pipebench.bench.cli import main
 
     path = checkpoint(tmp_path, spoil)
@@ -112,8 +112,8 @@ def _resume(capsys, monkeypatch, tmp_path, spoil) -> str:
 
 @pytest.mark.ci  # whole commands: run by CI after the default run
 def test_a_crafted_training_state_runs_no_code(capsys, monkeypatch, tmp_path):
-    """F1: rank0.pt was read with torch.load(weights_only=False) in the worker: its pickle ran its author's
-    code (here a folder made), then "rank 0: KeyError: 'layout'", exit 1."""
+    """A crafted rank0.pt runs no code: it is read with weights_only, so its pickle cannot run its author's
+    code (here a folder made), and it is refused in one line, not "rank 0: KeyError: 'layout'", exit 1."""
     import os
 
     marker = tmp_path / "ran"
@@ -151,9 +151,9 @@ def test_a_crafted_training_state_runs_no_code(capsys, monkeypatch, tmp_path):
 @pytest.mark.ci  # whole commands: run by CI after the default run
 def test_a_training_state_the_worker_could_not_resume_is_refused_first(capsys, monkeypatch, tmp_path, spoil,
                                                                        message):
-    """F3, F9: a zip of another kind, a truncated one, a list, no layout or a bad RNG state were a worker's
-    RuntimeError, KeyError or TypeError (exit 1) after the model was built; a step of 1e9 said "done:
-    1000000000/4 steps", exit 0; a latest.json layout of "x" was a traceback, AttributeError."""
+    """A zip of another kind, a truncated one, a list, no layout, a bad RNG state, a step of 1e9 and a
+    latest.json layout of "x" are each refused before the model is built: no worker's RuntimeError, KeyError
+    or TypeError (exit 1), no "done: 1000000000/4 steps" with exit 0, no AttributeError traceback."""
     last = _resume(capsys, monkeypatch, tmp_path, spoil)
     assert message in last, last
 
@@ -191,8 +191,9 @@ def _at_step(step):
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monkeypatch, tmp_path, spoil, extra,
                                                                    message):
-    """train --resume with another --batch was a worker's "rank 1: UserError", with another --optimizer its
-    "KeyError: 'betas'", exit 1, after the workers had started; past its length, "done: 800/4 steps"."""
+    """train --resume with another --batch or another --optimizer, or past its length, is refused before any
+    worker starts: not a worker's "rank 1: UserError" or "KeyError: 'betas'" (exit 1), nor "done: 800/4
+    steps"."""
     from helpers import DATA, checkpoint
 
     from pipebench.bench.train import parent
@@ -278,7 +279,8 @@ dist.destroy_process_group()
 @pytest.mark.ci  # two fresh interpreters: run by CI after the default run
 def test_an_fsdp_state_of_dtensors_reads_back_in_a_fresh_process(tmp_path):
     """FSDP's optimizer state holds DTensors, which weights_only reads only once torch.distributed.tensor is
-    imported: the parent's check refused every FSDP --resume ("must be imported to load DTensors")."""
+    imported: the parent's check imports it, and reads an FSDP --resume in a fresh process (not "must be
+    imported to load DTensors")."""
     import subprocess
     import sys
 

@@ -310,9 +310,9 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def test_plans_and_profiles_written_with_three_flat_strings_still_load():
-    """Every Plan and Profile under results/ was written before the Training was one field (precision,
-    optimizer and checkpoint as flat strings, or only the optimizer): each loads with its Training whole,
-    the values it wrote, and a saved plan keeps the plan_id its rows name it by."""
+    """A Plan or Profile that holds precision, optimizer and checkpoint as flat strings (or only the
+    optimizer), as every one under results/ does, loads with its Training whole, the values it holds, and a
+    saved plan keeps the plan_id its rows name it by."""
     from pipebench.partition.profiling.profile_record import load_profiles
 
     plans = sorted(RESULTS.rglob("*.plan.json"))
@@ -361,7 +361,8 @@ def test_rows_keep_the_training_through_json_and_csv(paths):
 
 
 def test_files_from_before_the_training_fields_load_as_tf32_sgd(paths):
-    """Every run before these fields existed was TF32 with SGD, keeping every activation."""
+    """A file without the training fields is of a TF32 run with SGD, keeping every activation, and loads as
+    one."""
     append(row(), *paths)
     data = json.loads(paths[1].read_text())
     for name in ("precision", "optimizer", "checkpoint"):

@@ -28,7 +28,7 @@ def test_parse_size_rejects(text):
 
 @pytest.mark.parametrize("text", ["1e999", "2000000TiB", "1e30"])
 def test_parse_size_refuses_sizes_beyond_any_memory(text):
-    """1e999 was an OverflowError converting infinity to an int."""
+    """1e999 is refused as a size, not an OverflowError converting infinity to an int."""
     with pytest.raises(UserError, match=f"memory size {text!r} is too large"):
         parse_size(text)
 

@@ -91,7 +91,8 @@ def make_batch(batch_size):
     ("batch_size * 2", "batch_size", "make_batch(2) returned 4 samples (shape [4, 4])"),
 ])
 def test_a_make_batch_of_another_size_is_refused(capsys, tmp_path, inputs, targets, message):
-    """A make_batch that always returns 3 samples was profiled and planned as batch 8, exit 0."""
+    """A make_batch that always returns 3 samples is refused for batch 8, not profiled and planned with exit
+    0."""
     path = tmp_path / "short.py"
     path.write_text(SHORT.format(inputs=inputs, targets=targets))
     refused(capsys, ["plan", "--model", f"{path}:Net", "--stages", "2", "--batch", "8"], message)
@@ -106,7 +107,8 @@ def test_a_make_batch_of_another_size_is_refused(capsys, tmp_path, inputs, targe
     ("None", "make_batch(2) must return (inputs, targets), got a NoneType"),
 ])
 def test_a_make_batch_of_other_things_than_tensors_is_one_line(capsys, tmp_path, returns, message):
-    """Strings were an AttributeError traceback; one tensor was unpacked along its batch as (inputs, targets)."""
+    """A make_batch of strings is one line, not an AttributeError traceback; one tensor is refused, not
+    unpacked along its batch as (inputs, targets)."""
     path = tmp_path / "odd.py"
     path.write_text(SHORT.format(inputs="n", targets="n").replace("def make_batch(batch_size):", "def make_batch(n):")
                     .replace("return torch.randn(n, 4), torch.randint(0, 4, (n,))", f"return {returns}"))
@@ -115,7 +117,8 @@ def test_a_make_batch_of_other_things_than_tensors_is_one_line(capsys, tmp_path,
 
 @pytest.mark.parametrize("value", ["float('nan')", "float('inf')", "-float('inf')"])
 def test_a_make_batch_of_nan_or_infinite_inputs_is_refused(capsys, tmp_path, value):
-    """NaN inputs were profiled and planned: every loss NaN, and what was timed was not the model's arithmetic."""
+    """NaN or infinite inputs are refused, not profiled and planned: every loss would be NaN, and what is
+    timed would not be the model's arithmetic."""
     path = tmp_path / "nan.py"
     path.write_text("import torch" + NET + f"""
 def make_batch(batch_size):

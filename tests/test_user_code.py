@@ -32,7 +32,7 @@ def test_an_exit_in_the_model_builder_is_one_line(tmp_path, body, name, message)
 
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_builtins_exit_as_a_model_is_one_line_not_exit_0(tmp_path):
-    """--model builtins:exit exited 0 with no output, as if the plan had been made."""
+    """--model builtins:exit is one line, not exit 0 with no output as if the plan were made."""
     result = pipebench(tmp_path, "plan", "--model", "builtins:exit", "--input-shape", "4", "--stages", "2",
                        "--batch", "8")
     one_line(result, "builtins:exit: building it failed: it calls sys.exit(None) or exit() when built")
@@ -51,8 +51,8 @@ OWN = "class E(BaseException):\n    pass\n"
     (OWN + NET.replace("return self.b(self.a(x))", "raise E('in forward')"), "its forward raised E: in forward"),
 ])
 def test_a_base_exception_of_the_model_file_is_one_line(capsys, tmp_path, body, message):
-    """A model file's own BaseException subclass (or GeneratorExit), at import, in __init__ or in forward, was
-    a traceback and exit 1: pipebench caught Exception and SystemExit only."""
+    """A model file's own BaseException subclass (or GeneratorExit), at import, in __init__ or in forward, is
+    one line: pipebench catches more than Exception and SystemExit, so there is no traceback and exit 1."""
     path = tmp_path / "baseexc.py"
     path.write_text(body)
     refused(capsys, ["plan", "--model", f"{path}:Net", "--input-shape", "4", "--stages", "2", "--batch", "8"],
@@ -69,13 +69,15 @@ def test_a_base_exception_at_import_is_a_user_error_for_run_too(capsys, tmp_path
 # --------------------------------------------------------------------------------- names too long to exist
 
 def test_a_model_file_name_too_long_is_one_line(capsys, tmp_path):
-    """--model /tmp/aaa...(300).py:Net was a traceback of OSError [Errno 36] (pathlib's is_file)."""
+    """--model /tmp/aaa...(300).py:Net is one line, not a traceback of OSError [Errno 36] (pathlib's is_file).
+    """
     refused(capsys, ["plan", "--model", f"{tmp_path / ('a' * 300)}.py:Net", "--input-shape", "4", "--stages", "2"],
             "File name too long")
 
 
 def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
-    """train --write-job /tmp/aaa...(300) was a traceback of OSError [Errno 36] (creatable_folder's exists)."""
+    """train --write-job /tmp/aaa...(300) is one line, not a traceback of OSError [Errno 36]
+    (creatable_folder's exists)."""
     (tmp_path / "net.py").write_text(NET)
     refused(capsys, ["train", "--model", f"{tmp_path / 'net.py'}:Net", "--data", f"{tmp_path / 'net.py'}:data",
                      *TRAIN, "--write-job", str(tmp_path / ("a" * 300))],
