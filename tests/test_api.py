@@ -228,8 +228,8 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
 
 
 def test_run_takes_numpy_numbers_and_writes_python_ones(tmp_path):
-    """steps=np.int64(1) passed the checks, then the run died writing its JSON ("Object of type int64 is not
-    JSON serializable") and left a results file without rows: every number option is kept as Python's own."""
+    """steps=np.int64(1) passes the checks and the run writes its JSON, rows and all: every number option is
+    kept as Python's own, which json writes (numpy's int64 is "not JSON serializable")."""
     import json
 
     import numpy as np

@@ -316,8 +316,8 @@ def test_a_missing_value_is_one_line_for_every_command(capsys, argv):
     (["train", "--model", "mlp", "--data", "x.py:f", "--bat", "-4"], "--batch takes a positive integer"),
 ])
 def test_an_abbreviated_option_with_a_value_that_starts_with_a_minus(capsys, argv, message):
-    """argparse took `-x` after `--mod` for an option ("expected one argument" and its usage block): the
-    abbreviation is the option, and its own check refuses the value in one line."""
+    """`--mod -x`: the abbreviation is the option and `-x` its value, which its own check refuses in one line,
+    not argparse's "expected one argument" and its usage block."""
     assert message in usage_line(capsys, argv)
 
 
@@ -358,8 +358,8 @@ def test_help_still_prints_in_full(capsys, command):
     (["run", "--models", "mlp", "--micro-batches", "2", "--chunks", "2,4"], "argument --chunks: 2,4 disagrees with --micro-batches 2"),
 ])
 def test_two_spellings_of_one_option_that_disagree_are_refused(capsys, argv, message):
-    """`run --cpu-processes 2 --stages 3` ran 3 processes and `plan --micro-batches 2 --chunks 4` planned 4:
-    the last spelling won without a word."""
+    """`run --cpu-processes 2 --stages 3` and `plan --micro-batches 2 --chunks 4` are refused in one line
+    naming both spellings: the last spelling does not win without a word."""
     assert message in usage_line(capsys, argv)
 
 

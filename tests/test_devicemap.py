@@ -167,8 +167,8 @@ def test_on_gpus_the_whole_batch_goes_one_device_at_a_time_and_the_output_comes_
 
 
 def test_the_prediction_of_a_hugging_face_model_cuts_where_accelerate_does_from_a_meta_build(monkeypatch):
-    """A model of your own is built on the meta device for accelerate's sizes, never run (a 1.1B Llama
-    took tens of seconds built and run on the CPU): the cuts are those of the trainer's real model."""
+    """A model of your own is built on the meta device for accelerate's sizes, never run (a 1.1B Llama takes
+    tens of seconds built and run on the CPU): the cuts are those of the trainer's real model."""
     pytest.importorskip("transformers")
     from pathlib import Path
 

@@ -123,9 +123,10 @@ class Unused(nn.Module):
 
 @pytest.mark.parametrize("strategy", ["ddp", "zero1", "fsdp"])
 def test_a_parameter_the_forward_never_uses_trains_like_one_device(tmp_path, groups, strategy):
-    """A model with a parameter its forward never uses (a pooler, an aux head) failed under DDP ("Expected
-    to have finished reduction in the prior iteration"): torch's DDP waits for every parameter's gradient
-    unless told to look for unused ones (bench/strategies/ddp/trainer.py; ZeRO-1 is DDP). FSDP trained it already."""
+    """A model with a parameter its forward never uses (a pooler, an aux head) trains as one device does under
+    DDP, ZeRO-1 (which is DDP) and FSDP: torch's DDP waits for every parameter's gradient ("Expected to have
+    finished reduction in the prior iteration") unless told to look for unused ones
+    (bench/strategies/ddp/trainer.py)."""
     (tmp_path / "unused.py").write_text(UNUSED)
     job = Job.by_hand(f"{tmp_path / 'unused.py'}:Unused", strategy, overrides={"input_shape": [4]}, batch=8,
                       devices=2, device_type="cpu", steps=1, warmup=0, seed=SEED, save_params=True)

@@ -126,9 +126,9 @@ def test_always_recomputes_each_block_in_its_backward(tmp_path, mode, forwards):
 
 @pytest.mark.parametrize("name, gathered", [("resnet18", torch.float32), ("gpt", torch.bfloat16)])
 def test_bf16_gathers_a_model_with_batchnorm_in_fp32_and_computes_in_bf16(tmp_path, name, gathered):
-    """CUDA's batch norm refuses bf16 weights beside fp32 running statistics (ResNet-101 in bf16 failed so
-    on an H200; the CPU's accepts them): a model with BatchNorm is gathered in fp32, and autocast runs its
-    convolutions in bf16; one without is gathered in bf16."""
+    """CUDA's batch norm refuses bf16 weights beside fp32 running statistics (ResNet-101 in bf16 on an H200;
+    the CPU's accepts them): a model with BatchNorm is gathered in fp32, and autocast runs its convolutions in
+    bf16; one without is gathered in bf16."""
     from pipebench.bench.strategies.fsdp.trainer import FSDPTrainer
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)

@@ -67,7 +67,8 @@ def test_a_profile_of_no_repeats_is_refused(capsys, tmp_path, field, value, mess
                                              ("1e400", "the number 1e400 is beyond any measurement")])
 @pytest.mark.parametrize("command", ["plan", "advise"])
 def test_a_profile_with_numbers_beyond_any_measurement_is_one_line(capsys, tmp_path, number, message, command):
-    """A ValueError (Python's 4,300-digit limit) or OverflowError traceback before."""
+    """A profile whose numbers lie beyond any measurement (past Python's 4,300-digit limit, or past a float)
+    is one line, not a ValueError or OverflowError traceback."""
     path = profile_file(tmp_path / "p.json")
     path.write_text(path.read_text().replace('"param_bytes": 40', f'"param_bytes": {number}', 1))
     refused(capsys, [command, "--profile", str(path), "--stages", "2"], message)
@@ -110,8 +111,8 @@ def stage_edit(**values):
     (stage_edit(layers=[]), "plan: stages[0]: layers [0, 2) but 0 layer names"),
 ])
 def test_a_plan_file_a_profile_would_refuse_is_refused(tmp_path, plan_dict, edit, message):
-    """Plan.load took a step of -5 ms, a bubble of 5.0, a calibration of 0 and a stage of no layers, and
-    split_spec() and export() worked on them."""
+    """Plan.load refuses a step of -5 ms, a bubble of 5.0, a calibration of 0 and a stage of no layers, as a
+    profile's would be refused: split_spec() and export() never see them."""
     from pipebench.partition.planning.plan import Plan, PlanError
 
     data = json.loads(json.dumps(plan_dict))
@@ -138,8 +139,8 @@ def test_the_good_plan_loads(tmp_path, plan_dict):
     (dict(bounds=[0, 3, 4]), "plan: bounds [0, 3, 4] and the stages' layers are not contiguous"),
 ])
 def test_a_plan_file_of_nonsense_is_refused_when_loaded(tmp_path, edit, message):
-    """Plan.load took micro_batches 0 (then 'need at least one micro-batch' when simulated), virtual_stages 0
-    (a ZeroDivisionError), an unknown schedule and placements on devices the plan has not."""
+    """Plan.load refuses micro_batches 0 (else 'need at least one micro-batch' when simulated), virtual_stages
+    0 (else a ZeroDivisionError), an unknown schedule and placements on devices the plan has not."""
     import pipebench
 
     profiles = pipebench.load_profiles(profile_file(tmp_path / "p.json"))
@@ -202,8 +203,7 @@ def test_a_resumed_csv_that_is_a_fifo_is_refused_unopened(tmp_path):
 
 
 def test_a_resumed_csv_that_links_to_dev_null_is_refused_not_replaced(tmp_path):
-    """A results CSV that is a link to /dev/null is refused, not moved aside and replaced by a regular file.
-    """
+    """A results CSV that is a link to /dev/null is refused, not moved aside and replaced by a file."""
     import os
 
     from pipebench.bench.store.results import ResultsError, start_run

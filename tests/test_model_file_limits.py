@@ -22,7 +22,8 @@ pytestmark = pytest.mark.usefixtures("nothing_runs")  # conftest.py: profiling o
 ])
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_an_import_that_hangs_or_exits_is_one_line(tmp_path, body, message):
-    """An endless loop at import hung pipebench with no bound; os._exit(3) ended it with exit 3 and no word."""
+    """An endless loop at import is bounded in time and os._exit(3) is caught: each is one line, not a hang or
+    exit 3 with no word."""
     (tmp_path / "loop.py").write_text(NET + body)
     result = pipebench(tmp_path, "plan", "--model", tmp_path / "loop.py:Net", "--input-shape", "4", "--stages", "2",
                        env={"PIPEBENCH_IMPORT_SECONDS": "1"}, timeout=120)
@@ -50,7 +51,8 @@ def test_a_bad_import_limit_is_one_line(tmp_path, value, monkeypatch, capsys):
 
 
 def test_a_bad_import_limit_is_refused_where_no_model_file_is_imported(tmp_path, monkeypatch, capsys):
-    """A saved profile (or a cached one) imports no model file, and the bad value went unsaid."""
+    """A bad import limit is refused even where a saved (or cached) profile means no model file is imported.
+    """
     from helpers import profile_file, refused as refused_here
 
     monkeypatch.setenv("PIPEBENCH_IMPORT_SECONDS", "abc")
@@ -60,8 +62,8 @@ def test_a_bad_import_limit_is_refused_where_no_model_file_is_imported(tmp_path,
 
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_forward_that_never_returns_is_one_line(tmp_path):
-    """A model whose forward never returns hung `plan` and `run` at their first forward (run's in its parent,
-    checking the model), with no bound and no word."""
+    """A model whose forward never returns is one line at the limit, at `plan`'s and `run`'s first forward
+    (run's in its parent, checking the model), not a hang with no word."""
     (tmp_path / "hang.py").write_text(NET.replace("        return self.b(self.a(x))",
                                                   "        import time\n        time.sleep(10 ** 6)"))
     result = pipebench(tmp_path, "plan", "--model", f"{tmp_path / 'hang.py'}:Net", "--input-shape", "4", "--stages",
@@ -170,7 +172,8 @@ def test_a_forward_that_ends_the_process_is_one_line(tmp_path, call, message):
 
 @pytest.mark.ci  # a whole process or a second profile, 5-15 s: CI runs it after the default set
 def test_a_thread_started_at_import_does_not_keep_pipebench_running(tmp_path):
-    """The plan printed, and the process never exited: Python waits for every thread that is not a daemon."""
+    """A thread started at import that is not a daemon does not keep the process running once the plan is
+    printed (Python waits for every such thread)."""
     (tmp_path / "threads.py").write_text(NET + "import threading, time\n"
                                          "threading.Thread(target=time.sleep, args=(10 ** 6,)).start()\n")
     result = pipebench(tmp_path, "plan", "--model", tmp_path / "threads.py:Net", "--input-shape", "4", "--stages", "2",
@@ -208,8 +211,8 @@ def test_a_thread_that_calls_os_exit_after_the_import_is_one_line(tmp_path):
 
 
 def test_a_model_file_cannot_keep_its_signal_handlers_or_os_exit(tmp_path):
-    """A file that ignored SIGINT and SIGTERM at import made the command one that neither Ctrl-C nor SIGTERM
-    ends; one that replaced os._exit made pipebench's own exits (a worker's, the command's) do nothing."""
+    """A file that ignores SIGINT and SIGTERM at import, or replaces os._exit, has them put back: Ctrl-C and
+    SIGTERM end the command, and pipebench's own exits (a worker's, the command's) exit."""
     import os
     import signal
 

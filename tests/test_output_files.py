@@ -64,7 +64,7 @@ def test_report_checks_its_folder_before_reading(capsys, tmp_path):
 
 
 def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
-    """`report nothere.csv --out qr8` made qr8/ before it found nothing to read."""
+    """`report nothere.csv --out qr8` is refused and makes no qr8/."""
     out = tmp_path / "deep" / "qr8"
     refused(capsys, ["report", str(tmp_path / "nothere.csv"), "--out", str(out)], "no such file")
     assert not (tmp_path / "deep").exists()
@@ -82,7 +82,7 @@ def test_outputs_that_name_a_folder_or_a_kernel_file_are_refused_first(capsys, t
 
 @pytest.mark.parametrize("command", ["plan", "advise"])
 def test_json_dash_is_refused_not_a_file_named_dash(capsys, monkeypatch, tmp_path, command):
-    """`--json -` wrote a file named "-" in the current folder."""
+    """`--json -` is refused in one line, not written to a file named "-" in the current folder."""
     monkeypatch.chdir(tmp_path)
     refused(capsys, [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--json", "-"],
             "--json -: --json writes a file, and stdout carries the answer; name a file")
@@ -105,7 +105,7 @@ def test_an_export_into_a_folder_is_refused_before_profiling(capsys, tmp_path):
     (["--json", "p.json"], "--profile and --json name the same file"),
 ])
 def test_two_outputs_of_one_path_are_refused(capsys, tmp_path, monkeypatch, outputs, message):
-    """`--json same.json --save-profile same.json` exited 0, the plan replacing the profile."""
+    """`--json same.json --save-profile same.json` is refused: the plan would replace the profile."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "link.json").symlink_to(tmp_path / "same.json")
     profile_file(tmp_path / "p.json")
@@ -117,7 +117,8 @@ def test_two_outputs_of_one_path_are_refused(capsys, tmp_path, monkeypatch, outp
 
 @pytest.mark.parametrize("command", ["plan", "advise"])
 def test_a_profile_read_and_saved_at_once_is_refused(capsys, tmp_path, command):
-    """`--profile P --save-profile Q` exited 0 and wrote nothing: with --profile nothing is measured."""
+    """`--profile P --save-profile Q` is refused: with --profile nothing is measured, so nothing would be
+    saved."""
     argv = [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", "--device", "cpu",
             "--save-profile", str(tmp_path / "q.json")]
     refused(capsys, argv, "--save-profile saves a profile measured here; with --profile nothing is measured")
@@ -184,7 +185,8 @@ def test_run_profiles_into_its_results_folder_is_refused(capsys, tmp_path):
 @pytest.mark.parametrize("command, output", [("plan", ["--json"]), ("plan", ["--save-profile"]),
                                              ("plan", ["--export", "deepspeed"]), ("advise", ["--json"])])
 def test_an_output_onto_the_model_file_is_refused(capsys, tmp_path, command, output):
-    """`plan --model net.py:Net --json net.py` profiled, then replaced the user's model file with the plan."""
+    """`plan --model net.py:Net --json net.py` is refused before profiling: the plan would replace the user's
+    model file."""
     (tmp_path / "net.py").write_text(NET)
     refused(capsys, [command, "--model", f"{tmp_path / 'net.py'}:Net", "--input-shape", "4", "--stages", "2",
                      "--device", "cpu", *output, str(tmp_path / "net.py")], "--model and ")
@@ -208,8 +210,8 @@ def test_an_output_onto_python_source_is_refused_before_the_import(capsys, tmp_p
 
 @pytest.mark.parametrize("option", ["--json", "--save-profile"])
 def test_an_output_through_a_link_onto_python_source_is_refused(capsys, tmp_path, option):
-    """`--json link.json`, link.json a link to victim.py, replaced victim.py with the plan: the
-    guard read the name's suffix, not the file's."""
+    """`--json link.json`, link.json a link to victim.py, is refused: the guard reads the file the name leads
+    to, not the name's suffix."""
     victim = tmp_path / "victim.py"
     victim.write_text("print('mine')\n")
     (tmp_path / "link.json").symlink_to(victim)
@@ -235,7 +237,7 @@ def character_device(path: Path) -> Path:
 
 
 def test_a_device_named_for_output_is_written_through_not_replaced(capsys, tmp_path):
-    """`--json null`, null a character device: it became a regular file holding the plan."""
+    """`--json null`, null a character device: the plan is written through it, and it stays a device."""
     import stat
 
     null = character_device(tmp_path / "null")
@@ -245,7 +247,8 @@ def test_a_device_named_for_output_is_written_through_not_replaced(capsys, tmp_p
 
 
 def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
-    """`--save-profile null` replaced the device as --json did (the write both go through: files.write_text)."""
+    """`--save-profile null` writes through the device too, as --json does (both writes go through
+    files.write_text)."""
     import stat
 
     from pipebench.partition.profiling.profile_record import load_profiles, save_profiles
@@ -257,9 +260,9 @@ def test_a_profile_saved_to_a_device_leaves_the_device(tmp_path):
 
 @pytest.mark.parametrize("out", ["a file", "a pipe"])
 def test_a_link_to_stdout_writes_the_plan_to_stdout(tmp_path, out):
-    """`--json stdout`, stdout a link to /proc/self/fd/1: the link became a regular file and stdout got
-    nothing. Now the plan's table, its JSON and the line naming where it went, in that order, whether
-    stdout is a file (`> out.txt`) or a pipe."""
+    """`--json stdout`, stdout a link to /proc/self/fd/1: the link stays a link and stdout gets the plan's
+    table, its JSON and the line naming where it went, in that order, whether stdout is a file (`> out.txt`)
+    or a pipe."""
     import subprocess
     import sys
 
@@ -328,8 +331,8 @@ def test_a_fifo_output_with_a_reader_gets_the_plan_whole(capsys, tmp_path, withi
     ("plan", "--export", "my notes\n", "an engine export"),
 ])
 def test_an_output_holding_another_file_is_refused_not_replaced(capsys, tmp_path, command, option, held, what):
-    """`plan --json results.csv` replaced a run's results with a plan, and `--save-profile plan.json` a plan
-    with profiles, exit 0: an output file holds what the command writes there or nothing."""
+    """`plan --json results.csv` (a run's results) and `--save-profile plan.json` (a plan) are refused, not
+    replaced with exit 0: an output file holds what the command writes there or nothing."""
     out = tmp_path / "out.file"
     out.write_text(held)
     model = ["--profile", str(profile_file(tmp_path / "p.json"))] if option != "--save-profile" else ["--model", "mlp", *TINY]
@@ -368,7 +371,7 @@ def test_a_report_file_that_is_not_a_regular_file_is_refused_before_anything_is_
 
 
 def test_report_out_empty_is_refused(capsys, tmp_path):
-    """`report r0 --out ''` wrote into the default folder, where `train --save ''` is refused."""
+    """`report r0 --out ''` is refused, as `train --save ''` is, not written into the default folder."""
     from helpers import results_file
     from test_report import make_row
 

@@ -94,8 +94,8 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path):
 
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_kill_9_of_the_parent_while_workers_start_leaves_nothing(tmp_path):
-    """kill -9 cannot be handled by the parent: its children notice it is gone and end themselves (before,
-    rank 0 spun in the store's connect-retry loop for minutes, holding ports)."""
+    """kill -9 cannot be handled by the parent: its children notice it is gone and end themselves, and rank 0
+    does not spin in the store's connect-retry loop for minutes, holding ports."""
     proc, temp, _, _ = start_run(tmp_path, "--models", "mlp", "--strategies", "ddp")
     try:
         wait_until(lambda: worker_running(temp), "the workers started")
@@ -350,8 +350,8 @@ def test_two_runs_resuming_one_folder_one_killed_leave_nothing(tmp_path):
 
 @pytest.mark.ci  # process handling, run by CI after the default run
 def test_kill_9_of_the_whole_process_group_leaves_nothing(tmp_path):
-    """kill -9 of the command's process group (`kill -9 -PGID`, timeout's KILL) killed the reaper with it,
-    while profiling: the run's pipebench-run-* folder stayed in the temp dir."""
+    """kill -9 of the command's process group (`kill -9 -PGID`, timeout's KILL) while profiling, the reaper
+    killed with it, leaves no pipebench-run-* folder in the temp dir."""
     proc, temp, _, _ = start_run(tmp_path, *RUN, group=True)
     try:
         wait_until(lambda: naming(temp, "multiprocessing"), "the profiling child started", deadline=300)
@@ -380,9 +380,9 @@ raise RuntimeError("half imported")
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_that_the_model_swallows_is_still_an_interrupt(tmp_path, sig):
-    """A torchvision import cut short by SIGTERM on the H200 ended as "cannot import torchvision.models:
-    RecursionError", exit 2: something in the import swallowed the KeyboardInterrupt and failed later. What
-    follows a signal is the interrupt: one line, exit 130."""
+    """What follows a signal is the interrupt (one line, exit 130), even where the code it cut short swallows
+    the KeyboardInterrupt and fails later: a torchvision import cut short by SIGTERM on an H200 fails as
+    "cannot import torchvision.models: RecursionError", which is not said."""
     (tmp_path / "slow.py").write_text(SWALLOWS)
     proc = subprocess.Popen([sys.executable, "-m", "pipebench", "plan", "--model", f"{tmp_path / 'slow.py'}:Net",
                              "--input-shape", "4", "--stages", "2"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
@@ -410,8 +410,8 @@ def test_an_interrupt_while_the_commands_are_imported_is_one_line(capsys, monkey
 
 
 def test_an_interrupted_command_leaves_no_signal_for_the_next_one(capsys, monkeypatch):
-    """`main` interrupted in this process kept the signal on record: the next call in the process that
-    starts workers (the API's run, the next command) raised KeyboardInterrupt before its first one."""
+    """`main` interrupted in this process leaves no signal on record: the next call in the process that starts
+    workers (the API's run, the next command) runs, with no KeyboardInterrupt before its first one."""
     import pipebench.bench.cli as cli
     from pipebench.base import interrupts
 

@@ -156,7 +156,7 @@ def test_run_refuses_before_running(capsys, tmp_path, extra, message):
 
 
 def test_a_batch_that_does_not_split_over_the_replicas_is_refused(capsys, tmp_path):
-    """`run --batch 3 --strategies ddp` on 2 processes profiled, then wrote an unavailable row."""
+    """`run --batch 3 --strategies ddp` on 2 processes is refused before profiling, not an unavailable row."""
     refused(capsys, ["run", "--models", "mlp", "--batch", "3", "--strategies", "single,ddp", "--out", str(tmp_path)],
             "--batch 3: mlp: batch 3 does not split evenly over 2 ddp replicas; use a multiple of 2")
 
@@ -205,7 +205,8 @@ def test_counts_and_sizes_are_read_strictly(capsys, tmp_path, argv, message):
     (["--batch", "-8x"], "--batch takes a positive integer"),
 ])
 def test_a_value_that_starts_with_a_minus_is_one_line(capsys, argv, message):
-    """argparse took `-1GB` for an option: its usage message and "expected one argument", not one line."""
+    """`-1GB` is the option's value, refused in one line as a size, not taken by argparse for an option (its
+    usage message and "expected one argument")."""
     refused(capsys, ["plan", "--model", "mlp", "--flavour", "tiny", "--stages", "2", *argv], message)
 
 
@@ -245,7 +246,8 @@ def test_unusable_mnist_data_is_a_user_error(tmp_path):
 
 @pytest.mark.parametrize("cache", ["file", "file/below"])
 def test_a_cache_folder_that_is_a_file_is_refused_first(capsys, tmp_path, monkeypatch, cache):
-    """PIPEBENCH_CACHE naming a regular file: every entry failed to be written, and the cache went unused."""
+    """PIPEBENCH_CACHE naming a regular file is refused before any work, not a cache whose every entry fails
+    to be written."""
     (tmp_path / "file").write_text("mine\n")
     monkeypatch.setenv("PIPEBENCH_CACHE", str(tmp_path / cache))
     tiny = ["plan", "--model", "mlp", "--flavour", "tiny", "--batch", "8", "--stages", "2"]
@@ -280,7 +282,8 @@ def test_train_refuses_cudagraphs_on_the_cpu_before_the_model_is_built(tmp_path,
     (["--lr", "1e300"], "--lr takes a number from 1e-38 to 1e+38 (got '1e300')"),
 ])
 def test_train_bounds_loader_workers_and_lr(capsys, monkeypatch, tmp_path, extra, message):
-    """--loader-workers 5000 forked hundreds of processes and hung; --lr 1e300 overflowed in a worker."""
+    """--loader-workers 5000 (hundreds of forked processes, hung) and --lr 1e300 (an overflow in a worker) are
+    refused in one line."""
     from helpers import DATA, NET
 
     from pipebench.bench.train import parent

@@ -428,8 +428,8 @@ def cpu_case(strategy, step_ms, round_ms=(), world_size=1, same_work_as="", **ch
 
 
 def test_a_one_process_strategy_is_never_named_faster_than_single_on_one_device():
-    """resnet101 tiny on the CPU: dataparallel ran after single and measured 1.53x it; both compute the
-    same on one device, so the report names single and says how the same-work cases measured against it."""
+    """resnet101 tiny on the CPU: dataparallel, run after single, measures 1.53x it; both compute the same on
+    one device, so the report names single and says how the same-work cases measured against it."""
     rows = [cpu_case("single", 60.0, [59.0, 61.0]),
             cpu_case("dataparallel", 39.2, [39.0, 39.4], same_work_as="single"),
             cpu_case("modelparallel", 45.0, [44.0, 46.0], same_work_as="single"),

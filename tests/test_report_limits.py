@@ -51,7 +51,8 @@ def test_extreme_figures_are_refused_rather_than_plotted(capsys, tmp_path, chang
 
 
 def test_report_walks_a_folder_with_a_link_loop(capsys, tmp_path):
-    """RuntimeError: Symlink loop, from resolving every file found in the folder."""
+    """report walks a folder with a link loop, with no "RuntimeError: Symlink loop" from resolving every file
+    found in it."""
     folder = tmp_path / "results"
     results_file(folder, two_rows())
     (folder / "x.json").symlink_to("y.json")

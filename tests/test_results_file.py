@@ -64,7 +64,8 @@ def test_csv_is_the_flat_view_and_reads_back_without_timelines(paths):
 
 
 def test_files_from_before_the_speeds_field_still_load(paths):
-    """`speeds` came later (LATER_FIELDS): JSON rows and CSV columns without it load with the default."""
+    """`speeds` is a later field (LATER_FIELDS): JSON rows and CSV columns without it load with the default.
+    """
     append(make_row(speeds="1;0.5"), *paths)
     data = json.loads(paths[1].read_text())
     del data["rows"][0]["speeds"]
@@ -463,7 +464,8 @@ def test_a_lock_file_planted_as_a_link_is_not_followed(paths, tmp_path):
 
 
 def test_a_negative_measurement_is_a_corrupt_file(tmp_path):
-    """`report` on a file with negative throughput printed "-133.14x one GPU": refused in one line."""
+    """`report` on a file with negative throughput refuses it in one line as corrupt, not "-133.14x one GPU".
+    """
     from pipebench.bench.cli import main
 
     path = tmp_path / "bad.json"

@@ -50,7 +50,7 @@ def run(out: Path, *, resume=False, again=False, **overrides):
 
 
 def test_resume_runs_a_case_again_with_other_set_values(tmp_path, ran):
-    """After a `--set depth=3` run, `--resume --set depth=4` said "done already" and never ran."""
+    """After a `--set depth=3` run, `--resume --set depth=4` runs its case, not "done already"."""
     _, json_path, _ = run(tmp_path, depth=3)
     _, _, notes = run(tmp_path, resume=True, depth=4)
     assert not any("done already" in n for n in notes) and len(ran) == 2
@@ -342,7 +342,7 @@ def test_resume_and_again_contradict_and_are_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("quick", ["yes", 1, None])
 def test_run_takes_quick_as_true_or_false_only(tmp_path, quick):
-    """quick='yes' ran as quick=True: a value other than True or False is one UserError, as resume's is."""
+    """quick='yes' is one UserError, as resume's is: a value other than True or False is not taken as True."""
     import pipebench
     from pipebench.base.errors import UserError
 

@@ -95,7 +95,8 @@ def test_stages_is_an_alias_of_cpu_processes_in_run_and_train():
 
 
 def test_a_case_named_twice_is_one_case(capsys, tmp_path, suite_options):
-    """`--strategies single,single` and `--micro-batches auto,auto` wrote two rows with one case key."""
+    """`--strategies single,single` and `--micro-batches auto,auto` are one case each, one row, not two rows
+    with one case key."""
     assert main(["run", "--models", "mlp,mlp", "--strategies", "single,single", "--micro-batches", "auto,auto,2,2",
                  "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     options = suite_options["options"]

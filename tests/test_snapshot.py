@@ -133,9 +133,9 @@ def test_a_buffer_replaced_by_another_tensor_is_put_back():
 
 
 def test_a_nan_written_through_the_parameter_is_undone():
-    """The timed update at lr 0 of a NaN loss writes 0 * nan = nan through the parameter; the restore looked
-    at the version counter of the `p.data` it kept, which such a write does not move, and left every weight
-    of the caller's NaN."""
+    """The timed update at lr 0 of a NaN loss writes 0 * nan = nan through the parameter, which moves the
+    parameter's version counter, not the one of the `p.data` kept: the values are written back whatever
+    happened, and every weight of the caller's comes back."""
     from torch import nn
 
     from pipebench.base.snapshot import module_state
@@ -151,8 +151,9 @@ def test_a_nan_written_through_the_parameter_is_undone():
 
 
 def test_own_state_sets_pipebench_settings_and_puts_the_callers_back():
-    """pipebench's measurements ran under the caller's torch.autocast, no_grad, anomaly detection and default
-    dtype; and the global snapshot did not cover autocast or anomaly detection at all."""
+    """pipebench's measurements run under its own settings, not the caller's torch.autocast, no_grad, anomaly
+    detection and default dtype, and the global snapshot puts those back, autocast and anomaly detection too.
+    """
     from pipebench.base.snapshot import own_state
 
     with torch.autocast("cpu", dtype=torch.float16), torch.no_grad(), torch.autograd.detect_anomaly(check_nan=False):
@@ -173,9 +174,9 @@ def test_own_state_sets_pipebench_settings_and_puts_the_callers_back():
 
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_the_cpu_probes_run_under_pipebench_settings():
-    """Under a caller's (or a model file's) float64 default, rank 0 of the CPU processes' probe sent float64
-    messages to fresh peers expecting float32: "the CPU processes' probe failed: ... Connection reset by
-    peer"; with gradients off the drift probe's backward raised."""
+    """Under a caller's (or a model file's) float64 default, rank 0 of the CPU processes' probe sends float32
+    as its fresh peers expect (float64 fails: "Connection reset by peer"), and with gradients off the drift
+    probe's backward runs."""
     from pipebench.hardware.cpu_processes import measure_cpu_processes
     from pipebench.hardware.drift import measure_machine_drift
 
@@ -237,8 +238,8 @@ def test_a_model_file_that_turns_gradients_off_at_import_plans(capsys, tmp_path)
     ("torch.set_default_dtype(torch.float64)", lambda torch: torch.get_default_dtype() != torch.float32),
 ])
 def test_a_model_files_torch_state_stays_in_pipebench(tmp_path, line, left):
-    """A file calling torch.autograd.set_detect_anomaly(True) at import left anomaly detection on in the
-    caller's process after pipebench.plan: the global snapshot did not cover it."""
+    """A file calling torch.autograd.set_detect_anomaly(True) at import leaves anomaly detection off in the
+    caller's process after pipebench.plan: the global snapshot covers it."""
     path = tmp_path / "state.py"
     path.write_text(IMPORT_STATE.format(line=line))
     plan = pipebench.plan(f"{path}:Net", batch=8, stages=2, repeats=1, settings={"input_shape": [4]})
@@ -256,9 +257,9 @@ def test_a_float64_model_file_is_profiled_in_float64(tmp_path):
 
 
 def test_the_callers_environment_and_folder_come_back_as_given(tmp_path, monkeypatch):
-    """torch's first import of torch._dynamo (torch.export's) set TORCHINDUCTOR_CACHE_DIR in the caller's
-    os.environ after pipebench.plan, and a model file that sets a variable or changes folder at import left
-    them so: the process's environment and working folder are restored as torch's state is."""
+    """The caller's os.environ and working folder come back after pipebench.plan as torch's state does:
+    without the TORCHINDUCTOR_CACHE_DIR that torch's first import of torch._dynamo (torch.export's) sets, and
+    without a model file's variable or change of folder at import."""
     import os
 
     path = tmp_path / "process.py"

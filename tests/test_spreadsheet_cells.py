@@ -41,7 +41,7 @@ def is_number(text: str) -> bool:
 
 
 def test_results_csv_cells_start_no_formula_and_read_back(tmp_path):
-    """The results CSV quotes and escapes model names such as `\r=1+1`, so that no row starts with =1+1, and
+    """The results CSV quotes and escapes model names such as `\\r=1+1`, so that no row starts with =1+1, and
     reads them back as they were."""
     from pipebench.bench.store import results
     from test_report import make_row

@@ -43,7 +43,8 @@ EVIL = "mlp\x1b[2J\r\nEVIL"
 
 @pytest.mark.usefixtures("nothing_runs")
 def test_a_file_name_with_a_line_feed_stays_on_its_answer_line(capsys, tmp_path):
-    """`plan --json $'a\\nb.json'` printed "plan written to .../a" and then "b.json" on a line of its own."""
+    """`plan --json $'a\\nb.json'` says "plan written to .../a\\nb.json" on one line, not "b.json" on a line
+    of its own."""
     from pipebench.bench.cli import main
 
     path = profile_file(tmp_path / "p.json")
@@ -54,7 +55,7 @@ def test_a_file_name_with_a_line_feed_stays_on_its_answer_line(capsys, tmp_path)
 
 @pytest.mark.usefixtures("nothing_runs")
 def test_a_model_name_with_a_line_feed_stays_on_advises_check_line(capsys, tmp_path):
-    """A profile of a model named "mlp\x1b[2J\r\nEVIL" leaves advise's `check it with:` line one line: its
+    """A profile of a model named "mlp\\x1b[2J\\r\\nEVIL" leaves advise's `check it with:` line one line: its
     line feed is escaped, as its ESC and CR are."""
     from pipebench.bench.cli import main
 

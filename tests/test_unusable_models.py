@@ -58,8 +58,8 @@ class Integers(Good):
 ])
 @pytest.mark.parametrize("command", ["plan", "run"])
 def test_models_that_cannot_train_are_refused(capsys, tmp_path, monkeypatch, name, extra, message, command):
-    """Profiled and "planned" before (exit 0), or exit 0 with no word at all (sys.exit on import), or the
-    allocator's traceback asking for 8e18 bytes."""
+    """Each is refused in one line before profiling: not profiled and "planned" (exit 0), nor exit 0 with no
+    word at all (sys.exit on import), nor the allocator's traceback asking for 8e18 bytes."""
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "models.py").write_text(MODELS)
     (tmp_path / "vector_loss.py").write_text("from models import Good\nimport torch.nn.functional as F\n\n"

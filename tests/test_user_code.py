@@ -88,8 +88,8 @@ def test_a_write_job_folder_name_too_long_is_one_line(capsys, tmp_path):
 
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
 def test_a_hanging_import_off_the_main_thread_is_stopped(tmp_path):
-    """pipebench.plan("hang.py:Net") from a thread of the caller's hung for ever: no timer can be set off the
-    main thread. Now the watchdog ends the process at the limit with the line, exit status 2."""
+    """pipebench.plan("hang.py:Net") from a thread of the caller's, where no timer can be set, ends at the
+    limit: the watchdog ends the process with the line, exit status 2."""
     import os
     import subprocess
 

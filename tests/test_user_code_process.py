@@ -89,8 +89,8 @@ OWN = "KeyboardInterrupt of its own (no Ctrl-C or SIGTERM arrived)"
     ((*TRAIN, "--model", "net.py:Net", "--data", "data.py:interrupts"), f"interrupts() failed: {OWN}"),
 ])
 def test_a_keyboard_interrupt_the_users_code_raises_is_its_failure(tmp_path, argv, message):
-    """A KeyboardInterrupt raised by a model file or a --data function, with no signal sent, read as Ctrl-C:
-    "interrupted", exit 130, and a run ended. It is the user's code failing, like SystemExit."""
+    """A KeyboardInterrupt raised by a model file or a --data function, with no signal sent, is the user's
+    code failing, like SystemExit, not Ctrl-C ("interrupted", exit 130, the run ended)."""
     (tmp_path / "kbint.py").write_text(NET + "raise KeyboardInterrupt\n")
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "data.py").write_text(DATA)
