@@ -72,9 +72,9 @@ def test_bad_input_is_a_user_error(kwargs, message):
 
 @pytest.mark.ci  # a whole run, train or probe in processes, 5-50 s: CI runs it after the default set (docs/testing.md)
 def test_plan_fills_the_defaults_the_command_line_fills():
-    """pipebench.plan("mlp") fills what `pipebench plan --model mlp` fills, in one place: the batch (8 on the
-    CPU, where neither says "plan needs the global batch size") and the caps from what NVML says is free on
-    the GPUs named (Request.measured_here)."""
+    """pipebench.plan("mlp") fills what `pipebench plan --model mlp` fills, in one place
+    (Request.measured_here): the batch (8 on the CPU, 256 on GPUs) unless given, and the caps from what NVML
+    says is free on the GPUs named."""
     from pipebench.hardware.gpus import GpuInfo, free_memory_caps
     from pipebench.request import DEFAULT_BATCH, Request
 
