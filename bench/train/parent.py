@@ -79,11 +79,11 @@ def run_training(options: TrainOptions, machine, note: Callable[[str], None] = p
     from pipebench.bench.train import checkpoint as ckpt
 
     dataset, described, saved = _check_data_and_model(options)  # before any worker
-    known = {"batch": options.batch, "optimizer": options.training.optimizer}
+    known = {"batch": options.batch, "optimizer": options.training.optimizer, "precision": options.training.precision}
     if options.strategy != "auto":
         known["strategy"] = options.strategy
     total = options.steps or (options.epochs or 1) * (len(dataset) // options.batch)
-    if options.resume:  # before the profile: inside the workers another batch or optimizer is a worker's error
+    if options.resume:  # before the profile: what the workers would refuse (or, the precision, train on), refused now
         ckpt.check_resumed_settings(saved, known, options.save)
         length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
         ckpt.check_steps_left(options.save, saved["step"], total, length)
