@@ -109,7 +109,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
     --resume)."""
     from pipebench import models
     from pipebench.bench.train import checkpoint as ckpt
-    from pipebench.bench.train.data import check_fits, open_dataset
+    from pipebench.bench.train.data import check_data_fits_model, open_dataset
 
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
     saved: dict = {}
@@ -118,7 +118,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
         saved = {**record.get("layout", {}), "step": record["step"]}
     dataset = open_dataset(options.data)
-    described = check_fits(dataset, model, options.batch, 1, f"--data {options.data.label()}")
+    described = check_data_fits_model(dataset, model, options.batch, 1, f"--data {options.data.label()}")
     del model
     return dataset, described, saved
 
