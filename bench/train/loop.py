@@ -184,7 +184,7 @@ class _Data:
     at all (reads_data: a pipeline's stages between the first and last do not)."""
 
     def __init__(self, job: Job, settings: TrainSettings, trainer, strategy, rank: int, world: int):
-        self.job, self.workers = job, settings.workers
+        self.job, self.loader_workers = job, settings.loader_workers
         self.dataset = open_dataset(settings.data)
         self.replicas, self.replica = replica_of(trainer, strategy, rank, world)
         self.local = job.batch // self.replicas
@@ -197,7 +197,7 @@ class _Data:
         if not self.reads:
             return None
         return iter(loader(self.dataset, self.local, self.replicas, self.replica, seed=self.job.seed, epoch=epoch,
-                           skip_batches=within, workers=self.workers, pin=self.job.device_type == "cuda"))
+                           skip_batches=within, workers=self.loader_workers, pin=self.job.device_type == "cuda"))
 
 
 class _Log:

@@ -151,7 +151,7 @@ def _worker_settings(options: TrainOptions) -> TrainSettings:
     checkpoints and the log, with absolute paths (TrainOptions made them so)."""
     return TrainSettings(data=options.data, epochs=options.epochs or 1, steps=options.steps, lr=options.lr,
                          save=options.save, save_every=options.save_every, resume=options.resume, csv=options.csv,
-                         workers=options.workers)
+                         loader_workers=options.loader_workers)
 
 
 def write_job(job, settings: TrainSettings, options: TrainOptions, node_devices: int, note) -> dict:
