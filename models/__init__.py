@@ -19,7 +19,7 @@ import torch
 
 from pipebench.models import convnet, gpt, mlp, mnist, resnet, vit
 from pipebench.models.base import Built, LayeredModel
-from pipebench.models.imports import check_fits
+from pipebench.models.imports import check_fits_in_memory
 from pipebench.models.source import ModelSource, UserModel, check_settings, load_user_model
 from pipebench.base.errors import UserError
 from pipebench.model_spec import is_user_model
@@ -140,7 +140,7 @@ def get_model(
 
     device = torch.device(device) if device is not None else None
     on_device = device if device is not None else contextlib.nullcontext()
-    check_fits(lambda: entry.build(config), f"model {name!r} ({flavour})", device)
+    check_fits_in_memory(lambda: entry.build(config), f"model {name!r} ({flavour})", device)
     with _seeded_rng(seed, device), on_device:
         built = entry.build(config)
     make_batch = real_batches if real_batches is not None else built.make_batch

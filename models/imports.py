@@ -62,7 +62,7 @@ from pipebench.base.errors import UserError, first_line, printable
 from pipebench.base.time_limit import REAL_EXIT, deadline, end_process, import_seconds
 from pipebench.base.text.units import format_bytes
 
-__all__ = ["import_target", "build", "raised", "forward_guarded", "where", "check_fits", "check_module_fits"]
+__all__ = ["import_target", "build", "raised", "forward_guarded", "where", "check_fits_in_memory", "check_module_fits"]
 
 
 def import_target(target: str) -> tuple[dict[str, Any], str]:
@@ -347,8 +347,8 @@ def build(factory: Any, target: str, device) -> nn.Module:
                         "function without arguments that returns the module)")
     context = torch.device(device) if device is not None else contextlib.nullcontext()
 
-    def built():  # the meta build of check_fits, too, is the user's code: sys.exit there would end pipebench
-        check_fits(factory, target, device)
+    def built():  # check_fits_in_memory's meta build, too, is the user's code: sys.exit there would end pipebench
+        check_fits_in_memory(factory, target, device)
         with context:
             return factory()
 
@@ -370,7 +370,7 @@ def parameters(function) -> list[inspect.Parameter]:
     return params[1:] if params and params[0].name == "self" else params
 
 
-def check_fits(make: Callable[[], Any], what: str, device) -> None:
+def check_fits_in_memory(make: Callable[[], Any], what: str, device) -> None:
     """Refuse, before it is built, a model whose parameters and buffers alone take more than the memory
     free now (psutil's available), where it is built in that memory (`device` the CPU, or None): built
     there, it would be killed by the kernel, or swap the machine to a halt, long before any answer. Its
@@ -393,7 +393,7 @@ def check_fits(make: Callable[[], Any], what: str, device) -> None:
 
 
 def check_module_fits(module: nn.Module, what: str) -> None:
-    """check_fits for a module built already, on the meta device: what it would take built in memory."""
+    """check_fits_in_memory for a module built already, on the meta device: what it would take built in memory."""
     size = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
     from pipebench.hardware.free_memory import free_bytes
 

@@ -168,8 +168,8 @@ def module_for_sizes(source: ModelSource) -> nn.Module:
 def _seeded_build(factory: Any, target: str, seed: int, device) -> nn.Module:
     """The module `factory` builds on `device` with weights seeded by `seed`. A constructor that reads tensor
     values (torchvision's RegNet rounds its widths with torch ops) cannot run on the meta device, which holds
-    none: asked for meta, such a model is built on the CPU (models/imports.py check_fits judged its size
-    before where it could)."""
+    none: asked for meta, such a model is built on the CPU (models/imports.py check_fits_in_memory judged its
+    size before where it could)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:

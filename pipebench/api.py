@@ -262,8 +262,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     return run_suite.run_suite(settled, machine, note=note or (lambda line: None))
 
 
-def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine: Any = None, training: Any = None,
-          save: str | None = None, nodes: int = 1, workers: int | None = None,
+def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine: Any = None,
           note: Callable[[str], None] | None = print, **options: Any) -> dict:
     """Train a model on a data set, as `pipebench train`: with `strategy` (or "auto": advise's
     recommendation from the profile), through the same workers and Plan as `pipebench run`, to one
@@ -274,42 +273,20 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     model: a zoo name, FILE.py:NAME or package.module:NAME. data: as --data: "mnist:DIR", "tokens:FILE"
         (nanoGPT's uint16 train.bin) or "FILE.py:NAME" (a function returning a Dataset of (input, target)).
     machine: a Machine (bench/cases/machine.py detect_machine; default: every visible GPU, else 2 CPU
-        processes). training: a Training (precision, optimizer, checkpoint, compile; default fp32 sgd).
-    nodes: machines a job spans, with write_job=DIR only (docs/several-machines.md). workers: the
-        DataLoader's worker processes (default: 0 on the CPU, 4 on GPUs). options: the other fields of
-        TrainOptions (bench/train/options.py): flavour, overrides, epochs, steps, lr, save_every, resume,
-        log_every, csv, seed, timeout, write_job.
+        processes). options: the other fields of TrainOptions (bench/train/options.py): training (a
+        Training: precision, optimizer, checkpoint, compile; default tf32 sgd), save, flavour, overrides,
+        epochs, steps, lr, save_every, resume, log_every, csv, loader_workers (the DataLoader's worker
+        processes; default 0 on the CPU, 4 on GPUs), seed, timeout, write_job, nodes (machines a job spans,
+        with write_job only: docs/several-machines.md).
     Everything is checked before any model file is imported or any worker starts, one UserError: the
-    outputs (train's --save, --csv and --write-job rules, bench/train/outputs.py), the options' bounds, the
-    data, the model and the strategy (run_training)."""
-    from dataclasses import fields as fields_of
-
-    from pipebench.base.training import Training
-    from pipebench.bench.train.data import parse_data, token_length
+    keywords, the outputs, the options' bounds (TrainOptions.from_keywords), then the data, the model and
+    the strategy (run_training)."""
     from pipebench.bench.train.options import TrainOptions
-    from pipebench.bench.train.outputs import check_train_outputs
     from pipebench.bench.train.parent import over_nodes, run_training
 
-    for name, value in (("model", model), ("data", data), ("strategy", strategy)):
-        if not isinstance(value, str):
-            raise UserError(f"{name} takes a name (text), not {type(value).__name__}")
-    known = {f.name for f in fields_of(TrainOptions)} - {"model", "strategy", "data", "batch", "training", "save",
-                                                         "nodes", "workers"}
-    if unknown := sorted(set(options) - known):
-        raise UserError(f"train takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
-    checked = check_train_outputs(save, options.pop("csv", None), options.pop("write_job", None), data=data, model=model)
-    training = Training() if training is None else training
-    if not isinstance(training, Training):
-        raise UserError(f"training takes a Training (pipebench.base.training), not {type(training).__name__}")
     machine = _machine_of(machine)
-    machine.request(training)  # the Request's checks (cudagraphs on the CPU): one line, before the model is built
-    overrides = dict(options.pop("overrides", None) or {})
-    asked = TrainOptions(model=model, strategy=strategy, data=None, batch=batch, overrides=overrides,
-                         training=training, save=checked.save, csv=checked.csv, write_job=checked.write_job,
-                         nodes=nodes, workers=(0 if machine.gpus is None else 4) if workers is None else workers,
-                         **options)  # the bounds: one line before the data is read
-    spec = parse_data(data, token_length(model, asked.flavour, overrides))
-    result = run_training(replace(asked, data=spec), over_nodes(machine, asked.nodes), note=note or (lambda line: None))
+    asked = TrainOptions.from_keywords(model, data, machine, batch=batch, strategy=strategy, **options)
+    result = run_training(asked, over_nodes(machine, asked.nodes), note=note or (lambda line: None))
     return {**result, "save": asked.save}
 
 

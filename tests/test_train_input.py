@@ -58,22 +58,50 @@ def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path,
 
 def test_train_options_are_checked_once_when_made():
     """TrainOptions were checked inside run_training (and --lr's sign in the command line apart): now
-    frozen, and its bounds (the command line's, from LIMITS) and nodes refused when made."""
+    frozen, and its bounds (the command line's, from LIMITS), flags, data and nodes refused when made."""
     import dataclasses
 
+    from pipebench.bench.train.data import DataSpec
     from pipebench.bench.train.options import TrainOptions
     from pipebench.base.errors import UserError
 
-    options = TrainOptions(model="mlp", strategy="ddp", data=None, batch=8, lr=0.1)
+    options = TrainOptions(model="mlp", strategy="ddp", data=DataSpec("tokens", "/t.bin", seq_len=4), batch=8, lr=0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.lr = 1.0
     for changes, message in ((dict(lr=-1.0), "lr takes a number from 1e-38 to 1e+38 (got '-1.0')"),
                              (dict(lr=1e300), "lr takes a number from 1e-38 to 1e+38 (got '1e+300')"),
-                             (dict(workers=65), "loader_workers takes an integer from 0 up to 64 (got 65)"),
+                             (dict(loader_workers=65), "loader_workers takes an integer from 0 up to 64 (got 65)"),
+                             (dict(resume="no", save="/m.pt"), "resume takes True or False (got 'no')"),
+                             (dict(data="tokens:/t.bin"), "data takes a DataSpec (bench/train/data.py parse_data), "
+                                                          "not str"),
+                             (dict(training="fp32"), "training takes a Training (pipebench.base.training), not str"),
                              (dict(nodes=2), "give --write-job DIR"),
                              (dict(save_every=1), "--save-every 1: checkpoints are written to --save; give --save PATH")):
         with pytest.raises(UserError, match=re.escape(message)):
             dataclasses.replace(options, **changes)
+
+
+def test_train_options_from_keywords_check_what_the_api_is_given(tmp_path):
+    """The one path from `pipebench.train`'s keywords (and so from the command line's) to TrainOptions: the
+    names as text, no unknown keyword, the data parsed into its DataSpec before the options are made, the
+    loader's workers by the machine."""
+    from pipebench.bench.cases.machine import detect_machine
+    from pipebench.bench.train.data import DataSpec
+    from pipebench.bench.train.options import TrainOptions
+    from pipebench.base.errors import UserError
+
+    machine = detect_machine(None, 1, cpu=True)
+    options = TrainOptions.from_keywords("gpt", f"tokens:{tmp_path / 't.bin'}", machine, batch=8, flavour="tiny",
+                                         strategy="single")
+    assert options.data == DataSpec("tokens", str(tmp_path / "t.bin"), seq_len=options.data.seq_len)
+    assert options.data.seq_len and options.loader_workers == 0
+    for model, keywords, message in ((3, {}, "model takes a name (text), not int"),
+                                     ("gpt", dict(bogus=1), "train takes no option bogus"),
+                                     ("gpt", dict(workers=1), "train takes no option workers"),
+                                     ("gpt", dict(resume=1, save=str(tmp_path / "m.pt")),
+                                      "resume takes True or False (got 1)")):
+        with pytest.raises(UserError, match=re.escape(message)):
+            TrainOptions.from_keywords(model, f"tokens:{tmp_path / 't.bin'}", machine, batch=8, **keywords)
 
 
 # --------------------------------------------------------------------------------- data sets of the user's

@@ -1,8 +1,9 @@
 """`pipebench train --resume` reads the training state safely and refuses, before any worker starts, one it
-could not continue: damaged, crafted, of another batch or optimizer, or already past --steps."""
+could not continue: damaged, crafted, of another batch, optimizer or precision, or already past --steps."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -160,10 +161,11 @@ def test_a_training_state_the_worker_could_not_resume_is_refused_first(capsys, m
 
 # -------------------------------------------------------------------------------- states of other settings
 
-def _with_optimizer(name):
+def _with_layout(**fields):
+    """The checkpoint with latest.json's layout holding `fields` (a setting and its value)."""
     def spoil(state):
         latest = json.loads((state / "latest.json").read_text())
-        latest["layout"]["optimizer"] = name
+        latest["layout"].update(fields)
         (state / "latest.json").write_text(json.dumps(latest))
     return spoil
 
@@ -185,7 +187,7 @@ def _at_step(step):
      "is at step 800, and --steps 4 ends there or before: nothing is left to train"),
     (lambda state: None, ["--batch", "4"],
      "the training state is of batch 8, this run's is 4; resume with --batch 8"),
-    (_with_optimizer("sgd"), ["--batch", "8", "--optimizer", "adamw"],
+    (_with_layout(optimizer="sgd"), ["--batch", "8", "--optimizer", "adamw"],
      "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
 ])
 @pytest.mark.ci  # whole commands in subprocesses: run by CI after the default run
@@ -211,15 +213,17 @@ def test_a_resume_that_cannot_continue_is_refused_before_any_worker(capsys, monk
 @pytest.mark.parametrize("spoil, extra, message", [
     (lambda state: None, ["--strategy", "auto", "--batch", "4"],
      "the training state is of batch 8, this run's is 4; resume with --batch 8"),
-    (_with_optimizer("sgd"), ["--strategy", "auto", "--batch", "8", "--optimizer", "adamw"],
+    (_with_layout(optimizer="sgd"), ["--strategy", "auto", "--batch", "8", "--optimizer", "adamw"],
      "the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
     (lambda state: None, ["--strategy", "pp-1f1b", "--batch", "8"],
      "the training state is of strategy single, this run's is pp-1f1b; resume with --strategy single"),
+    (_with_layout(precision="tf32"), ["--strategy", "auto", "--batch", "8", "--precision", "fp32"],
+     "the training state is of precision tf32, this run's is fp32; resume with --precision tf32"),
 ])
 def test_a_resume_of_other_settings_is_refused_before_profiling(capsys, monkeypatch, tmp_path, spoil, extra,
                                                                 message):
-    """The batch, the optimizer and a named strategy are known without the profile that auto and a
-    pipeline plan from: a state of others is refused first, the profiler never called."""
+    """The batch, the optimizer, the precision and a named strategy are known without the profile that auto
+    and a pipeline plan from: a state of others is refused first, the profiler never called."""
     from pipebench.bench.cases import prepare
 
     monkeypatch.setattr(prepare, "profile_case_model", lambda *a, **k: pytest.fail("profiled first"))
@@ -232,15 +236,22 @@ def test_a_resume_of_other_settings_is_refused_before_profiling(capsys, monkeypa
     assert code == 2 and last.startswith("pipebench: error: ") and message in last, last
 
 
-def test_a_checkpoint_layout_names_its_optimizer():
-    """The layout a worker saves and checks holds the optimizer, so that the parent can check it."""
+def test_a_checkpoint_layout_names_its_optimizer_and_precision():
+    """The layout a worker saves and checks holds the optimizer and the precision, so that the parent can
+    check them; a layout without them (an older pipebench's checkpoint) is not checked for them."""
+    from pipebench.base.errors import UserError
     from pipebench.bench.train import checkpoint as ckpt
 
     ckpt.check_resumed_settings({"strategy": "single", "batch": 8}, {"strategy": "single", "batch": 8,
-                                                                     "optimizer": "adamw"}, "m.pt")  # an old one
-    with pytest.raises(Exception, match="resume with --optimizer sgd"):
-        ckpt.check_layout({"strategy": "single", "processes": 1, "batch": 8, "optimizer": "sgd", "params": []},
-                          {"strategy": "single", "processes": 1, "batch": 8, "optimizer": "adamw", "params": []}, "m.pt")
+                                                                     "optimizer": "adamw", "precision": "fp32"}, "m.pt")
+    saved = {"strategy": "single", "processes": 1, "batch": 8, "optimizer": "sgd", "precision": "tf32", "params": []}
+    for now, message in (
+            ({**saved, "optimizer": "adamw"},
+             "m.pt: the training state is of optimizer sgd, this run's is adamw; resume with --optimizer sgd"),
+            ({**saved, "precision": "bf16"},
+             "m.pt: the training state is of precision tf32, this run's is bf16; resume with --precision tf32")):
+        with pytest.raises(UserError, match=re.escape(message)):
+            ckpt.check_layout(saved, now, "m.pt")
 
 
 # ----------------------------------------------------------------------------------- states that read back

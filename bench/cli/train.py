@@ -81,8 +81,8 @@ def cmd_train(args) -> int:
     say = DeferredNote(where)
     try:
         result = train(args.model, args.data, batch=args.batch, strategy=args.strategy, machine=machine,
-                       note=say, save=args.save, nodes=nodes, workers=args.loader_workers, resume=args.resume,
-                       flavour=args.flavour, training=training, overrides=overrides, **asked)
+                       note=say, save=args.save, nodes=nodes, loader_workers=args.loader_workers,
+                       resume=args.resume, flavour=args.flavour, training=training, overrides=overrides, **asked)
         say.flush()
     except KeyboardInterrupt:
         note("pipebench: interrupted")

@@ -224,19 +224,22 @@ def check_weights(state: dict, module: torch.nn.Module, path) -> None:
         raise UserError(f"{path} is a checkpoint of another model: it has {extra[0]!r}, which this one has not")
 
 
-RESUMED_AS = {"strategy": "--strategy", "batch": "--batch", "optimizer": "--optimizer", "processes": None}
+RESUMED_AS = {"strategy": "--strategy", "batch": "--batch", "optimizer": "--optimizer", "precision": "--precision",
+              "processes": None}
 """The layout's settings a resumed run must share with its checkpoint, and the option that sets each."""
+ADDED_TO_LAYOUT = ("optimizer", "precision")
+"""The settings an older pipebench's layout lacks: such a checkpoint is not checked for them."""
 
 
 def check_resumed_settings(saved: dict, now: dict, path) -> None:
     """The checkpoint's layout (latest.json's, or a process's state's) is of this run's settings: the first
     of RESUMED_AS that differs named, with the option that resumes it. The parent checks what it knows
     before the profile, and auto's pick after it, before any worker starts (bench/train/parent.py
-    run_training): in a worker, another --batch or
-    --optimizer is "rank 1: UserError" or "KeyError: 'betas'", exit 1. A checkpoint written before the layout held
-    the optimizer is not checked for it."""
+    run_training): in a worker, another --batch or --optimizer is "rank 1: UserError" or "KeyError:
+    'betas'", exit 1, and another --precision trains on without a word, a run that no longer follows the
+    one it continues."""
     for key, option in RESUMED_AS.items():
-        if key not in now or (key == "optimizer" and key not in saved):
+        if key not in now or (key in ADDED_TO_LAYOUT and key not in saved):
             continue
         if saved.get(key) != now[key]:
             how = f"resume with {option} {saved.get(key)}" if option else f"resume with the same {key}"

@@ -9,7 +9,7 @@
 Every problem a data set has (missing, empty, the wrong dtype, ids beyond the vocabulary, a sequence longer
 than the data, NaN or infinite values, labels out of range in the SAMPLES_CHECKED samples read, more samples
 than the free memory holds a sampler's order of) is a UserError line, found in the parent before any worker
-starts (`check_fits`).
+starts (`check_data_fits_model`).
 """
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ import torch
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import check_regular
 
-__all__ = ["DataSpec", "parse_data", "token_length", "open_dataset", "TokenSequences", "MnistImages", "check_fits"]
+__all__ = ["DataSpec", "parse_data", "token_length", "open_dataset", "TokenSequences", "MnistImages",
+           "check_data_fits_model"]
 
 KINDS = ("mnist", "tokens")
 SAMPLES_CHECKED = 64
-"""How many samples, spread evenly from the first to the last, `check_fits` reads for NaN, infinite values and
-labels out of range: a bound on the time a check takes, whatever the data set's size."""
+"""How many samples, spread evenly from the first to the last, `check_data_fits_model` reads for NaN,
+infinite values and labels out of range: a bound on the time a check takes, whatever the data set's size."""
 IGNORED_TARGET = -100
 """The target that cross_entropy ignores (its ignore_index): padding, not a label out of range."""
 SAMPLER_BYTES = 64
@@ -193,7 +194,7 @@ def _checked_samples(dataset, count: int, reading: list[str]) -> tuple[int | Non
     what the workers would train on is no number), and that the targets are numbers or tensors with values
     (a string or a meta tensor would raise a traceback in the checks after this one). Returns the lowest and highest
     integer target seen (None for targets of floats). `reading[0]` says which sample is being read, for
-    check_fits's time limit."""
+    check_data_fits_model's time limit."""
     import math
 
     picks = count if count <= SAMPLES_CHECKED else SAMPLES_CHECKED
@@ -260,7 +261,7 @@ def _tensors(value) -> list[torch.Tensor]:
     return []
 
 
-def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data") -> str:
+def check_data_fits_model(dataset, model, batch: int, replicas: int, label: str = "--data") -> str:
     """That `dataset` can train `model` at `batch`: not empty, at least one batch, an epoch's order that fits
     the memory free (_check_sampler_memory), samples that are
     (input, target) pairs the model's forward and loss take, targets within its classes or vocabulary, no
@@ -280,10 +281,10 @@ def check_fits(dataset, model, batch: int, replicas: int, label: str = "--data")
         return too_late(label, f"reading {reading[0]}", seconds)
 
     with time_limit(seconds, late):
-        return _check_fits(dataset, model, batch, reading)
+        return _check_data_fits_model(dataset, model, batch, reading)
 
 
-def _check_fits(dataset, model, batch: int, reading: list[str]) -> str:
+def _check_data_fits_model(dataset, model, batch: int, reading: list[str]) -> str:
     try:
         count = len(dataset)
     except Exception as exc:  # noqa: BLE001 - the user's data set: its error in one line

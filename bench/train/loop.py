@@ -124,7 +124,7 @@ def train(job: Job, settings: TrainSettings, out_dir: Path, rank: int, world: in
     resume = settings.resume and save
     trainer, optimizer = _build(job, settings, local_rank, save if resume else None)
     layout = {"strategy": job.strategy, "processes": world, "batch": job.batch, "optimizer": job.training.optimizer,
-              "params": ckpt.parameter_names(trainer)}
+              "precision": job.training.precision, "params": ckpt.parameter_names(trainer)}
     step = _resume(optimizer, save, rank, layout) if resume else _fresh_start(job, rank)
     run = _TrainingProcess(job, settings, out_dir, rank, world, trainer, strategy, optimizer, layout, step)
     run.epochs()
@@ -159,8 +159,8 @@ def _build(job: Job, settings: TrainSettings, local_rank: int, weights_from) -> 
 
 def _resume(optimizer, save, rank: int, layout: dict) -> int:
     """This process's training state from the checkpoint `save` (checked to be of the same layout: the
-    same strategy, processes, batch and parameters): its optimizer's state, its random streams; the step
-    it had reached, returned."""
+    same strategy, processes, batch, optimizer, precision and parameters): its optimizer's state, its
+    random streams; the step it had reached, returned."""
     path = ckpt.rank_state_path(save, rank)
     latest = read_json(ckpt.state_folder(save) / "latest.json", kind="checkpoint state")  # the parent checked it
     saved = ckpt.load_rank_state(path, step=latest["step"])
@@ -184,7 +184,7 @@ class _Data:
     at all (reads_data: a pipeline's stages between the first and last do not)."""
 
     def __init__(self, job: Job, settings: TrainSettings, trainer, strategy, rank: int, world: int):
-        self.job, self.workers = job, settings.workers
+        self.job, self.loader_workers = job, settings.loader_workers
         self.dataset = open_dataset(settings.data)
         self.replicas, self.replica = replica_of(trainer, strategy, rank, world)
         self.local = job.batch // self.replicas
@@ -197,7 +197,7 @@ class _Data:
         if not self.reads:
             return None
         return iter(loader(self.dataset, self.local, self.replicas, self.replica, seed=self.job.seed, epoch=epoch,
-                           skip_batches=within, workers=self.workers, pin=self.job.device_type == "cuda"))
+                           skip_batches=within, workers=self.loader_workers, pin=self.job.device_type == "cuda"))
 
 
 class _Log:

@@ -1,9 +1,11 @@
 """What `pipebench train` is asked, as one frozen value checked when it is made.
 
-The command line (bench/cli/train.py) builds it, and reads its defaults for --help; the parent (parent.py)
-trains by it. What the values alone tell is checked here, once: their bounds, the options that need
-another, the paths made absolute. What needs the model, the data or the machine is the parent's to
-check, before any worker starts.
+`pipebench.train` makes it from its keywords (`TrainOptions.from_keywords`), and the command line
+(bench/cli/train.py) through `pipebench.train`, reading its defaults for --help; the parent (parent.py)
+trains by it. What the values alone tell is checked here, once: the keywords, their types and bounds, the
+options that need another, the outputs and the paths made absolute, the data read as its DataSpec. What
+needs the model's build, the data's contents or the machine's devices is the parent's to check, before
+any worker starts.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ __all__ = ["TrainOptions"]
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """What `pipebench train` is asked, checked once when made (the bounds, the nodes); what needs the
-    model, the data or the machine is checked by run_training before any worker starts."""
+    """What `pipebench train` is asked, checked once when made (the types, the bounds, the options that
+    need another); what needs the model's build, the data's contents or the machine's devices is checked
+    by run_training before any worker starts."""
 
     model: str
     strategy: str
@@ -41,7 +44,8 @@ class TrainOptions:
     resume: bool = False
     log_every: int = 10
     csv: str | None = None
-    workers: int = 0
+    loader_workers: int = 0
+    """The DataLoader's worker processes in each process that reads the data (--loader-workers)."""
     seed: int = 0
     timeout: float = WEEK_SECONDS
     """Seconds the training may take: no limit but a week's, while this process lives."""
@@ -52,9 +56,57 @@ class TrainOptions:
     """Machines the job spans, each with this one's devices (with write_job)."""
 
     def __post_init__(self):
+        _check_types(self)
         _check_bounds(self)
         _check_needed_options(self)
         _make_paths_absolute(self)
+
+    @classmethod
+    def from_keywords(cls, model: str, data: str, machine, *, batch: int, strategy: str = "auto",
+                      **options: Any) -> TrainOptions:
+        """What `pipebench.train` (and so `pipebench train`) is asked, each rule of its keywords here once:
+        model, data and strategy as text, no keyword TrainOptions lacks, the outputs checked together
+        (bench/train/outputs.py check_train_outputs), `training` a Training (default Training(): tf32,
+        sgd) that `machine` can run (its Request's checks: cudagraphs on the CPU), loader_workers by the
+        machine where not given (0 on the CPU, 4 on GPUs), the data read as its DataSpec, then the fields
+        checked when made. One UserError, before any model file is imported or any worker starts."""
+        from dataclasses import fields
+
+        from pipebench.bench.train.data import parse_data, token_length
+        from pipebench.bench.train.outputs import check_train_outputs
+
+        for name, value in (("model", model), ("data", data), ("strategy", strategy)):
+            if not isinstance(value, str):
+                raise UserError(f"{name} takes a name (text), not {type(value).__name__}")
+        known = {f.name for f in fields(cls)} - {"model", "strategy", "data", "batch"}
+        if unknown := sorted(set(options) - known):
+            raise UserError(f"train takes no option {', '.join(unknown)}; it takes: {', '.join(sorted(known))}")
+        checked = check_train_outputs(options.pop("save", None), options.pop("csv", None),
+                                      options.pop("write_job", None), data=data, model=model)
+        if options.get("training") is None:
+            options["training"] = Training()
+        if options.get("loader_workers") is None:
+            options["loader_workers"] = 0 if machine.gpus is None else 4
+        overrides = dict(options.pop("overrides", None) or {})
+        spec = parse_data(data, token_length(model, options.get("flavour"), overrides))
+        asked = cls(model=model, strategy=strategy, data=spec, batch=batch, overrides=overrides, save=checked.save,
+                    csv=checked.csv, write_job=checked.write_job, **options)
+        machine.request(asked.training)  # the Request's checks (cudagraphs on the CPU), before the model is built
+        return asked
+
+
+def _check_types(options: TrainOptions) -> None:
+    """The values no bound reads, of their types: a caller of TrainOptions passes what it has, and a
+    resume="no" is true (the checkpoint continued), a training of "fp32" or a data of text an
+    AttributeError in the parent."""
+    from pipebench.bench.train.data import DataSpec
+
+    if not isinstance(options.training, Training):
+        raise UserError(f"training takes a Training (pipebench.base.training), not {type(options.training).__name__}")
+    if not isinstance(options.resume, bool):
+        raise UserError(f"resume takes True or False (got {options.resume!r:.40})")
+    if not isinstance(options.data, DataSpec):
+        raise UserError(f"data takes a DataSpec (bench/train/data.py parse_data), not {type(options.data).__name__}")
 
 
 def _check_bounds(options: TrainOptions) -> None:
@@ -66,9 +118,9 @@ def _check_bounds(options: TrainOptions) -> None:
 
     for name, value in (("batch", options.batch), ("epochs", options.epochs), ("steps", options.steps),
                         ("save_every", options.save_every), ("log_every", options.log_every), ("nodes", options.nodes),
-                        ("lr", options.lr), ("loader_workers", options.workers)):
+                        ("lr", options.lr), ("loader_workers", options.loader_workers)):
         if value is not None:
-            object.__setattr__(options, "workers" if name == "loader_workers" else name, option_of(value, name))
+            object.__setattr__(options, name, option_of(value, name))
 
 
 def _make_paths_absolute(options: TrainOptions) -> None:

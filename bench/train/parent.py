@@ -79,11 +79,11 @@ def run_training(options: TrainOptions, machine, note: Callable[[str], None] = p
     from pipebench.bench.train import checkpoint as ckpt
 
     dataset, described, saved = _check_data_and_model(options)  # before any worker
-    known = {"batch": options.batch, "optimizer": options.training.optimizer}
+    known = {"batch": options.batch, "optimizer": options.training.optimizer, "precision": options.training.precision}
     if options.strategy != "auto":
         known["strategy"] = options.strategy
     total = options.steps or (options.epochs or 1) * (len(dataset) // options.batch)
-    if options.resume:  # before the profile: inside the workers another batch or optimizer is a worker's error
+    if options.resume:  # before the profile: what the workers would refuse (or, the precision, train on), refused now
         ckpt.check_resumed_settings(saved, known, options.save)
         length = f"--steps {options.steps}" if options.steps else f"--epochs {options.epochs or 1} ({total:,} steps)"
         ckpt.check_steps_left(options.save, saved["step"], total, length)
@@ -109,7 +109,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
     --resume)."""
     from pipebench import models
     from pipebench.bench.train import checkpoint as ckpt
-    from pipebench.bench.train.data import check_fits, open_dataset
+    from pipebench.bench.train.data import check_data_fits_model, open_dataset
 
     model = models.get_model(options.model, options.flavour, seed=options.seed, **options.overrides)
     saved: dict = {}
@@ -118,7 +118,7 @@ def _check_data_and_model(options: TrainOptions) -> tuple[Any, str, dict]:
         ckpt.check_weights(ckpt.load_weights(options.save), model.module, options.save)
         saved = {**record.get("layout", {}), "step": record["step"]}
     dataset = open_dataset(options.data)
-    described = check_fits(dataset, model, options.batch, 1, f"--data {options.data.label()}")
+    described = check_data_fits_model(dataset, model, options.batch, 1, f"--data {options.data.label()}")
     del model
     return dataset, described, saved
 
@@ -151,7 +151,7 @@ def _worker_settings(options: TrainOptions) -> TrainSettings:
     checkpoints and the log, with absolute paths (TrainOptions made them so)."""
     return TrainSettings(data=options.data, epochs=options.epochs or 1, steps=options.steps, lr=options.lr,
                          save=options.save, save_every=options.save_every, resume=options.resume, csv=options.csv,
-                         workers=options.workers)
+                         loader_workers=options.loader_workers)
 
 
 def write_job(job, settings: TrainSettings, options: TrainOptions, node_devices: int, note) -> dict:

@@ -28,7 +28,7 @@ class TrainSettings:
     save_every: int | None = None
     resume: bool = False
     csv: str | None = None
-    workers: int = 0
+    loader_workers: int = 0
     """The DataLoader's worker processes."""
     print_every: int = 0
     """Steps between the log lines rank 0 prints itself (a job torchrun started, which no parent watches); 0
