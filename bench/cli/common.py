@@ -195,16 +195,29 @@ def model_settings(args, names: list[str]) -> dict:
     return given
 
 
+OPTION_OF = {"data_dir": "--data-dir"}
+"""The API's keywords whose refusals the command line says in its options' names (as_option)."""
+
+
+def as_option(error: UserError) -> UserError:
+    """A refusal the API makes, naming its keyword first (`data_dir X: no such folder`: ModelSpec's rule), as
+    the command line says it, naming its option (`--data-dir X: no such folder`); any other as it is."""
+    text = str(error)
+    for keyword, option in OPTION_OF.items():
+        if text.startswith((f"{keyword} ", f"{keyword}:")):
+            return UserError(option + text[len(keyword):])
+    return error
+
+
 def data_folder(text: str | None) -> str | None:
-    """--data-dir (plan, advise and run): the folder as given, or one line when it is not a folder."""
-    from pathlib import Path
+    """--data-dir (plan and advise): the folder as given, refused in one line by ModelSpec's rule (empty, not
+    a folder) in the option's name."""
+    from pipebench.model_spec import ModelSpec
 
-    from pipebench.base.fileio.files import not_empty
-
-    if text is not None:
-        not_empty(text, "--data-dir")
-    if text is not None and not Path(text).is_dir():
-        raise UserError(f"--data-dir {text}: {'not a folder' if Path(text).exists() else 'no such folder'}")
+    try:
+        ModelSpec(None, data_dir=text)
+    except UserError as exc:
+        raise as_option(exc) from None
     return text
 
 
@@ -219,14 +232,10 @@ def cpu_notice(machine, on_cpu: bool, doing: str, nodes: int = 1) -> str | None:
 
 
 def asks_cpu(args) -> bool:
-    """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
-    be or combine with."""
-    if args.device is None:  # --cpu-processes where GPUs are visible: detect_machine says so
-        if args.cpu_processes is not None and args.gpus:
-            raise UserError("--cpu-processes is for the CPU: with --gpus, the GPUs named are the devices")
+    """Whether --device asks for CPU processes (where GPUs are visible too); one line for any other value.
+    What it cannot combine with (--gpus; --cpu-processes with --gpus) is detect_machine's to refuse."""
+    if args.device is None:
         return False
     if args.device != "cpu":
         raise UserError(f"--device {args.device}: {args.command} takes --device cpu (CPU processes); name GPUs with --gpus")
-    if args.gpus:
-        raise UserError("--device cpu runs CPU processes: leave out --gpus")
     return True

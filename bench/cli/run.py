@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, DeferredNote, asks_cpu, cpu_notice
+from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, as_option, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, DeferredNote, asks_cpu, cpu_notice
 from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
@@ -110,6 +110,8 @@ def cmd_run(args) -> int:
             machine=machine, quick=args.quick, max_memory=max_memory, gpu_memory=gpu_memory, note=say,
             on_start=on_start, speeds=parse_speeds(args.speeds, machine.devices), **keywords)
         say.flush()
+    except UserError as exc:  # pipebench.run's refusal, in the option's name where it names a keyword
+        raise as_option(exc) from None
     except KeyboardInterrupt:
         if "options" not in started:  # while the options were read: nothing ran
             raise
@@ -147,7 +149,7 @@ def _run_keywords(args) -> dict:
         **{name: getattr(args, name) for name in ("steps", "warmup", "rounds", "flavour") if getattr(args, name) is not None},
         min_seconds=args.min_seconds or 0.0,
         profiles=None if args.profiles is None else Path(args.profiles), training=training, try_anyway=args.try_anyway,
-        data_dir=data_folder(args.data_dir), compiles=compiles,
+        data_dir=args.data_dir, compiles=compiles,
     )
 
 
