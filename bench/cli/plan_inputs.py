@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, chosen_gpus,
-                                        data_folder, model_file, model_settings, note, speeds, training_given,
-                                        training_of)
+from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, data_folder,
+                                        model_settings, training_given, training_of)
+from pipebench.bench.cli.machine_choice import chosen_gpus, speeds
+from pipebench.bench.cli.output import note
+from pipebench.bench.train.outputs import model_file
 from pipebench.base.errors import UserError
 from pipebench.model_spec import ModelSpec
 from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request

@@ -5,7 +5,9 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, as_option, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, DeferredNote, asks_cpu, cpu_notice
+from pipebench.bench.cli.common import as_option, add_model_options, add_server_options, add_training_options, training_of, model_settings
+from pipebench.bench.cli.machine_choice import asks_cpu, chosen_gpus, cpu_notice
+from pipebench.bench.cli.output import EXIT_INTERRUPTED, DeferredNote, answer
 from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
