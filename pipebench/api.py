@@ -6,7 +6,8 @@
     >>> plan.split_spec()             # torch.distributed.pipelining.pipeline(module, (x,), split_spec=...)
 
 The command line builds the same values (`Request`, `RunOptions`) from its options: `pipebench plan` and
-`advise` call these functions, `pipebench run` reads its options into `run`'s keywords (bench/cases/run_options.py RunOptions.from_keywords).
+`advise` call these functions, `pipebench run` reads its options into `run`'s keywords and calls it (its caps
+and speeds too: max_memory, gpu_memory, speeds; bench/cases/run_options.py RunOptions.from_keywords).
 """
 from __future__ import annotations
 
@@ -238,7 +239,9 @@ def advice_profiles(model: Any, example_inputs: Any, request: Request, *, strate
 
 
 def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = None, quick: bool = False,
-        note: Callable[[str], None] | None = print, **options: Any):
+        max_memory: int | None = None, gpu_memory: int | None = None, speeds: Any = None,
+        note: Callable[[str], None] | None = print, on_start: Callable[[Any, Any], None] | None = None,
+        **options: Any):
     """Run the benchmark suite, as `pipebench run`: every model with every strategy on this machine, side
     by side, one results row per case appended to <out>/<date>-<host>-<hardware>.csv and .json as it
     ends. Returns (rows, csv path, json path).
@@ -249,17 +252,49 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         else 2 CPU processes). options: the fields of RunOptions (bench/cases/run_options.py), e.g. flavour,
         out, steps, warmup, rounds, training, compiles, micro_batches (or its alias chunks), resume; each
         field's default where not given.
+    max_memory: bytes every case may use per device, which plans are cut under and predictions judged by
+        (`--max-memory`; default: the machine's caps, on GPUs what was free when it was detected).
+    gpu_memory: bytes every worker may allocate per GPU, enforced in the workers (`--gpu-memory`: a smaller
+        card on a bigger one), and the memory cap at most that less a margin; refused without GPUs.
+    speeds: one speed factor per device that plans are cut for (`--speeds`), or "auto": each GPU's speed
+        probed now, in a child process, and said through `note` (GPUs only); default: the machine's.
+        max_memory, gpu_memory and speeds are applied to the machine (run_options.cap_machine) before the
+        options are checked against it.
     quick (and the CPU, always): tiny flavours, batch 8 and short rounds for what is not given, as
     `pipebench run --quick` (RunOptions.from_keywords: the one path both take). quick, resume, again: True
     or False; resume and again together are refused (one skips the cases done, the other runs them anew).
+    on_start(options, machine): called once everything is checked, before any speed probe or profile, with
+    the RunOptions that run and the Machine they run on (`pipebench run` says its line then).
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
     the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
     from pipebench.bench.cases import run_suite
-    from pipebench.bench.cases.run_options import RunOptions
+    from pipebench.bench.cases.machine import probe_speeds
+    from pipebench.base.text.parse import count_of
+    from pipebench.bench.cases.run_options import RunOptions, cap_machine
+    from pipebench.request import plain
 
-    machine = _machine_of(machine)
+    note = note or (lambda line: None)
+    for name, function in (("note", note), ("on_start", on_start)):
+        if function is not None and not callable(function):
+            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
+    for name, size in (("max_memory", max_memory), ("gpu_memory", gpu_memory)):
+        if size is not None:
+            count_of(size, name)  # bytes: a positive integer
+    probe = isinstance(speeds, str) and speeds == "auto"
+    if speeds is not None and not probe and not isinstance(plain(speeds), (list, tuple)):
+        raise UserError(f"speeds takes 'auto' or one speed factor per device, e.g. [1, 0.5] (got {speeds!r:.40})")
+    machine = cap_machine(_machine_of(machine), max_memory, gpu_memory)
+    if probe and machine.gpus is None:
+        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+    if speeds is not None and not probe:
+        machine = machine.with_(speeds=plain(speeds))  # one factor per device, each within --speeds' range (Machine)
     settled = RunOptions.from_keywords(models, machine, strategies=strategies, quick=quick, **options)
-    return run_suite.run_suite(settled, machine, note=note or (lambda line: None))
+    if on_start is not None:
+        on_start(settled, machine)
+    if probe:
+        machine = machine.with_(speeds=probe_speeds(machine))
+        note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+    return run_suite.run_suite(settled, machine, note=note)
 
 
 def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine: Any = None,

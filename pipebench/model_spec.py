@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipebench.base.errors import UserError
-from pipebench.base.fileio.files import as_path
+from pipebench.base.fileio.files import as_path, not_empty
 
 __all__ = ["ModelSpec", "absolute_target", "is_module", "is_user_model"]
 
@@ -54,7 +54,7 @@ class ModelSpec:
     settings: dict[str, Any] | None = None
     """The model's settings (--set): the zoo's overrides, or a model file's input_shape, loss, ..."""
     data_dir: str | None = None
-    """A folder of real data for the models that read one (mnist)."""
+    """A folder of real data for the models that read one (mnist); refused when made unless it is a folder."""
     example_inputs: Any = None
     """An nn.Module object's example batch, of any size: its batches are made like it."""
     loss_fn: Callable[[Any, Any], Any] | None = None
@@ -70,8 +70,12 @@ class ModelSpec:
         if self.example_inputs is not None and not module:  # it would be ignored: the model makes its own batches
             raise UserError("example_inputs is for an nn.Module object; a zoo model or FILE.py:NAME makes its own "
                             "batches (make_batch, --input-shape)")
-        if self.data_dir is not None:
-            object.__setattr__(self, "data_dir", str(as_path(self.data_dir, "data_dir")))
+        if self.data_dir is not None:  # the one home of the rule: a folder (RunOptions and --data-dir ask it here)
+            folder = as_path(self.data_dir, "data_dir")
+            not_empty(self.data_dir, "data_dir")  # Path("") would be the working folder
+            if not folder.is_dir():
+                raise UserError(f"data_dir {self.data_dir}: {'not a folder' if folder.exists() else 'no such folder'}")
+            object.__setattr__(self, "data_dir", str(folder))
         settings = self.settings
         if settings is not None:
             if not isinstance(settings, dict):

@@ -9,6 +9,7 @@ that need something only a profile knows have their one home here too:
 - `check_stage_count`: more stages than layers;
 - `split_error`: a batch that must split into equal shares (micro-batches, or replicas);
 - `check_recompute`: a schedule or strategy that cannot recompute activations;
+- `check_training`: a training that is not a Training (the Request's, RunOptions' and train's);
 - `Training.check_device`, asked when a Request is built: a compile mode the first device cannot run;
 - `Request.links`: the link that prices a cut, by default what the profile measured.
 
@@ -30,7 +31,7 @@ from pipebench.base.schedules import DEFAULT_SCHEDULE, get_schedule
 from pipebench.base.training import Training
 
 __all__ = ["Request", "plan_devices", "plain", "CheckedProfiles", "BALANCES", "DEFAULT_BATCH", "DEFAULT_REPEATS",
-           "check_stage_count", "split_error", "check_recompute", "virtual_stages"]
+           "check_stage_count", "check_training", "split_error", "check_recompute", "virtual_stages"]
 
 BALANCES = ("time", "params", "uniform")
 """What the cuts balance: profiled time, parameter counts, or layer counts."""
@@ -116,8 +117,7 @@ class Request:
             set_("link_gbps", gbps)
         if self.link_latency_ms is not None:
             set_("link_latency_ms", number_of(self.link_latency_ms, "link_latency_ms", low=0.0))
-        if not isinstance(self.training, Training):
-            raise UserError(f"training takes a pipebench Training (got {type(self.training).__name__})")
+        check_training(self.training)
         self.training.check_device(self.devices[0].partition(":")[0])  # cudagraphs on the CPU
         check_recompute(self.schedule, self.training.checkpoint)
         for name in ("repeats", "granularity"):
@@ -163,9 +163,10 @@ class Request:
     @classmethod
     def from_keywords(cls, request: "Request | None", asked: dict[str, Any], *, stages: int | None = None) -> "Request":
         """`request`, or the Request that the keywords `asked` say: the devices as `devices`, `gpus` (one stage
-        per GPU id) or `stages` (default: the one given here, else 2) on `device` (default cpu); the Training
-        whole or as its parts (precision, optimizer, checkpoint: its defaults for those not given); every other
-        keyword a field of Request (TypeError for any other name). Both a request and keywords: refused."""
+        per GPU id; `device` beside them refused) or `stages` (default: the one given here, else 2) on `device`
+        (default cpu); the Training whole or as its parts (precision, optimizer, checkpoint: its defaults for
+        those not given); every other keyword a field of Request (TypeError for any other name). Both a request
+        and keywords: refused."""
         from pipebench.hardware.devices import resolve_device
 
         if request is not None:
@@ -182,6 +183,9 @@ class Request:
         if unknown:
             raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
                             f"optimizer, checkpoint, compile and {', '.join(f.name for f in fields(cls) if f.name != 'devices')}")
+        if where["gpus"] is not None and where["device"] is not None:  # the one home of --device with --gpus
+            raise UserError(f"--device {where['device']} with --gpus: the GPUs named are the devices; leave out "
+                            "--device")
         devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
         if devices is not None:
             if where["gpus"] is not None or where["stages"] is not None:
@@ -287,6 +291,14 @@ def split_error(batch: int, parts: int | None, replicas: str | None = None) -> s
     if replicas is not None:
         return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
     return f"batch {batch} does not split into {parts} equal micro-batches"
+
+
+def check_training(training: Any) -> None:
+    """Refuse a `training` that is not a Training (UserError): the one home of that rule, which the Request
+    (and so pipebench.train, through its machine's Request) and RunOptions ask."""
+    if not isinstance(training, Training):
+        raise UserError(f"training takes a Training (pipebench.base.training), not {type(training).__name__} "
+                        f"{training!r:.40}")
 
 
 def check_stage_count(stages: int, layers: int) -> None:

@@ -36,7 +36,7 @@ from pipebench.base.errors import UserError
     ("profiles", 5, r"profiles takes a folder's path \(got int 5\)"),
     ("data_dir", 5, r"data_dir takes a folder's path \(got int 5\)"),
     ("data_dir", "/nonexistent-pipebench-folder", "data_dir /nonexistent-pipebench-folder: no such folder"),
-    ("training", "bf16", "training takes a pipebench.base.training.Training"),
+    ("training", "bf16", r"training takes a Training \(pipebench.base.training\), not str 'bf16'"),
     ("resume", "no", r"resume takes True or False \(got 'no'\)"),
     ("auto", -1, r"auto takes a positive integer \(got -1\)"),
     ("auto", 10**6, "auto takes a positive integer up to"),

@@ -179,3 +179,26 @@ def test_run_options_keep_numpy_values_as_pythons():
     assert [type(v) for v in (options.overrides["depth"], options.overrides["scale"], *options.overrides["sizes"])] \
         == [int, float, int, int]
     assert json.loads(json.dumps({"models": options.models, "overrides": options.overrides}))["models"] == {"mlp": 8}
+
+
+def test_the_api_caps_and_speeds_the_machine_as_the_command_does(capsys, tmp_path, suite_options):
+    """pipebench.run takes what `pipebench run --max-memory --speeds` is given (the command calls it): the
+    machine capped and its speeds set before the options are checked, and on_start told what runs; on the
+    CPU --gpu-memory and --speeds auto are refused in the command's words, from either."""
+    import pipebench
+    from pipebench.base.errors import UserError
+
+    started = []
+    pipebench.run(["mlp"], strategies=["single"], out=tmp_path, note=None, max_memory=2**30, speeds=[1, 0.5],
+                  on_start=lambda options, machine: started.append((options.out, machine.speeds)))
+    assert suite_options["machine"].caps == [2**30] * 2 and suite_options["machine"].speeds == [1, 0.5]
+    assert started == [(tmp_path, [1, 0.5])]
+    assert main(["run", "--models", "mlp", "--strategies", "single", "--out", str(tmp_path), "--max-memory", "1GiB",
+                 "--speeds", "1,0.5"]) == 0
+    assert suite_options["machine"].caps == [2**30] * 2 and suite_options["machine"].speeds == [1, 0.5]
+    capsys.readouterr()
+    for keywords, option, message in ((dict(gpu_memory=2**30), ["--gpu-memory", "1GiB"], "--gpu-memory caps GPU memory"),
+                                      (dict(speeds="auto"), ["--speeds", "auto"], "--speeds auto probes GPUs")):
+        with pytest.raises(UserError, match=message):
+            pipebench.run(["mlp"], strategies=["single"], out=tmp_path, note=None, **keywords)
+        refused(capsys, ["run", "--models", "mlp", "--out", str(tmp_path), *option], message)

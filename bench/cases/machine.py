@@ -86,8 +86,10 @@ class Machine:
 
 def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, cpu: bool = False) -> Machine:
     """The chosen GPUs (all visible ones when `gpus` is None), or `cpu_processes` CPU processes (None: CPU_PROCESSES)
-    when there is none or `cpu` asks for them; a count of CPU processes where GPUs are visible and `cpu`
-    does not ask for them is refused (`run --cpu-processes N` without --device cpu).
+    when there is none or `cpu` asks for them. Refused, in one line each, before any GPU is looked at: GPU ids
+    with `cpu` (`--device cpu --gpus`), and a count of CPU processes with GPU ids (`--cpu-processes N --gpus`)
+    or where GPUs are visible and `cpu` does not ask for them (`run --cpu-processes N` without --device cpu):
+    the one home of these rules, for run, train and the API alike.
 
     Counts and names GPUs through torch in this process, which starts the CUDA driver but no context;
     the cases themselves run in children with CUDA_VISIBLE_DEVICES set."""
@@ -96,6 +98,10 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     from pipebench.base.errors import DeviceError
     from pipebench.hardware.devices import check_gpus
 
+    if cpu and gpus is not None:
+        raise UserError("--device cpu runs CPU processes: leave out --gpus")
+    if cpu_processes is not None and gpus is not None:
+        raise UserError("--cpu-processes is for the CPU: with --gpus, the GPUs named are the devices")
     count = 0 if cpu else torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         if gpus is not None:

@@ -15,7 +15,8 @@ from pipebench.bench.cases.machine import Machine
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.bench.strategies import STRATEGIES, get_strategy
 from pipebench.base.errors import UserError
-from pipebench.request import check_recompute, split_error
+from pipebench.model_spec import ModelSpec
+from pipebench.request import check_recompute, check_training, split_error
 from pipebench.base.time_limit import LIMIT_SECONDS
 from pipebench.base.training import Training
 
@@ -111,13 +112,9 @@ class RunOptions:
                 raise UserError(f"{name} takes a folder's path (got {type(value).__name__} {value!r:.40})")
             if value is not None:
                 not_empty(value, name)
+        ModelSpec(None, data_dir=self.data_dir)  # the model side's rule: a folder, said as given
         _make_paths_absolute(self)
-        if self.data_dir is not None and not Path(self.data_dir).is_dir():
-            where = "not a folder" if Path(self.data_dir).exists() else "no such folder"
-            raise UserError(f"data_dir {self.data_dir}: {where}")
-        if not isinstance(self.training, Training):
-            raise UserError(f"training takes a pipebench.base.training.Training (got {type(self.training).__name__} "
-                            f"{self.training!r:.40})")
+        check_training(self.training)
         for name in ("resume", "again", "fresh", "try_anyway"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} takes True or False (got {getattr(self, name)!r:.40})")

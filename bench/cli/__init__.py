@@ -1,8 +1,9 @@
 """`pipebench`: list models, plan a pipeline, run the suite, look at the GPUs, report on results.
 
 One module per command (models, plan, advise, run, train, devices, report), each with `add_parser` and
-the command, bench/cli/plan_inputs.py for where plan and advise get their profiles, and bench/cli/common.py
-for the options and helpers they share; reading options is
+the command, bench/cli/plan_inputs.py for where plan and advise get their profiles, bench/cli/common.py
+for the options they share, bench/cli/machine_choice.py for where they work (--gpus, --device cpu) and
+bench/cli/output.py for what they say (stdout, stderr, exit statuses); reading options is
 pipebench.base.text.parse and pipebench.base.text.units, the work is the library's.
 
 Bad input (unknown model, impossible split, malformed file, missing GPU) ends with one line on stderr
@@ -14,7 +15,7 @@ import argparse
 import sys
 
 from pipebench.base import interrupts
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE
+from pipebench.bench.cli.output import EXIT_INTERRUPTED, EXIT_USAGE
 from pipebench.base.errors import UserError
 
 __all__ = ["main"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipebench.bench.cli.common import answer, note
+from pipebench.bench.cli.output import answer, note
 from pipebench.bench.report.advice_text import format_advice
 from pipebench.bench.report.labels import is_pipeline
 from pipebench.base.errors import printable

@@ -1,47 +1,10 @@
-"""What the subcommands share: their common options, reading them, and where progress goes."""
+"""The options the commands share (the server's limits, the Training, a model of your own, --data-dir)
+and reading them; what is said is output.py's, where the work runs machine_choice.py's."""
 from __future__ import annotations
 
 import argparse
 
 from pipebench.base.errors import UserError
-from pipebench.bench.train.outputs import model_file
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
-
-def note(message: str, end: str = "\n") -> None:
-    """Progress and remarks go to stderr, so stdout holds only the command's answer (through tqdm, which
-    keeps a progress bar whole)."""
-    from pipebench.base.text.progress import say
-
-    say(message, end=end)
-
-
-class DeferredNote:
-    """A `note` that says `line` (where the work runs) before its own first line, or at `flush` when the
-    work said nothing: said at once, it was a second line above a refusal that the work's first checks make
-    (a damaged --resume folder, data that do not fit the model), where a refusal is one line."""
-
-    def __init__(self, line: str | None):
-        self.pending = line
-
-    def __call__(self, message: str, end: str = "\n") -> None:
-        self.flush()
-        note(message, end=end)
-
-    def flush(self) -> None:
-        if self.pending:
-            line, self.pending = self.pending, None
-            note(line)
-
-
-def answer(text: str = "") -> None:
-    """The command's answer on stdout, `printable` but for its own line feeds: a model's, layer's or file's
-    name in it cannot clear the terminal or rewrite a line."""
-    from pipebench.base.errors import printable
-
-    print(printable(text, keep="\n"))
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -111,47 +74,6 @@ def training_given(args) -> list[str]:
     return [name for name in ("precision", "compile") if getattr(args, name, None) is not None]
 
 
-def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[float] | None:
-    """--speeds: None (equal), 'auto' (probe each GPU now: only on GPUs, and only where `probe`, i.e. not
-    with a saved profile, which touches no GPU), or one factor per device."""
-    from pipebench.base.text.parse import parse_speeds
-
-    factors = parse_speeds(text, len(devices))
-    if factors != "auto":
-        return factors
-    if not devices[0].startswith("cuda"):
-        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
-    if not probe:
-        raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
-    from pipebench.hardware.gpu_probes import measure_speeds
-
-    distinct = list(dict.fromkeys(devices))
-    factors = measure_speeds(distinct)
-    note("speed probe: " + ", ".join(f"{d} {s:.2f}" for d, s in zip(distinct, factors)))
-    return factors
-
-
-def chosen_gpus(text: str | None, *, now: bool = True) -> tuple[list[int] | None, list | None]:
-    """--gpus, read the same way by plan, advise, run and train: (the GPU ids, what NVML says of them, for
-    the default memory caps; None where it cannot tell), or (None, None) when not given. auto:N takes the
-    N freest GPUs now and says which it took, and why. `now` False (a saved profile, which touches no
-    GPU): the ids as named, and auto:N refused."""
-    from pipebench.base.text.parse import parse_gpus
-
-    if text is None:
-        return None, None
-    if not now:
-        if text.startswith("auto"):
-            raise UserError("--gpus auto:N looks at the GPUs now; with --profile name them, e.g. --gpus 0,1")
-        return parse_gpus(text), None
-    from pipebench.hardware.gpus import describe_choice, parse_gpu_choice
-
-    ids, infos = parse_gpu_choice(text)
-    if text.startswith("auto"):
-        note(describe_choice(infos))
-    return ids, infos or None
-
-
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """How a model of your own (--model FILE.py:NAME or package.module:NAME) is fed and cut; plan and run
     share them (models/source.py says what each does)."""
@@ -195,38 +117,27 @@ def model_settings(args, names: list[str]) -> dict:
     return given
 
 
+OPTION_OF = {"data_dir": "--data-dir"}
+"""The API's keywords whose refusals the command line says in its options' names (as_option)."""
+
+
+def as_option(error: UserError) -> UserError:
+    """A refusal the API makes, naming its keyword first (`data_dir X: no such folder`: ModelSpec's rule), as
+    the command line says it, naming its option (`--data-dir X: no such folder`); any other as it is."""
+    text = str(error)
+    for keyword, option in OPTION_OF.items():
+        if text.startswith((f"{keyword} ", f"{keyword}:")):
+            return UserError(option + text[len(keyword):])
+    return error
+
+
 def data_folder(text: str | None) -> str | None:
-    """--data-dir (plan, advise and run): the folder as given, or one line when it is not a folder."""
-    from pathlib import Path
+    """--data-dir (plan and advise): the folder as given, refused in one line by ModelSpec's rule (empty, not
+    a folder) in the option's name."""
+    from pipebench.model_spec import ModelSpec
 
-    from pipebench.base.fileio.files import not_empty
-
-    if text is not None:
-        not_empty(text, "--data-dir")
-    if text is not None and not Path(text).is_dir():
-        raise UserError(f"--data-dir {text}: {'not a folder' if Path(text).exists() else 'no such folder'}")
+    try:
+        ModelSpec(None, data_dir=text)
+    except UserError as exc:
+        raise as_option(exc) from None
     return text
-
-
-def cpu_notice(machine, on_cpu: bool, doing: str, nodes: int = 1) -> str | None:
-    """The line run and train say first on CPU processes: why the CPU (--device cpu, or no GPU visible) and
-    how many processes stand in for devices; None on GPUs, where nothing needs saying."""
-    if machine.gpus is not None:
-        return None
-    why = "--device cpu" if on_cpu else "no CUDA GPU visible"
-    return (f"{why}: {doing} on the CPU, {machine.devices * nodes} processes standing in for devices (gloo)"
-            + (f" over {nodes} nodes" if nodes > 1 else ""))
-
-
-def asks_cpu(args) -> bool:
-    """Whether --device asks for CPU processes (where GPUs are visible too); one line for what it cannot
-    be or combine with."""
-    if args.device is None:  # --cpu-processes where GPUs are visible: detect_machine says so
-        if args.cpu_processes is not None and args.gpus:
-            raise UserError("--cpu-processes is for the CPU: with --gpus, the GPUs named are the devices")
-        return False
-    if args.device != "cpu":
-        raise UserError(f"--device {args.device}: {args.command} takes --device cpu (CPU processes); name GPUs with --gpus")
-    if args.gpus:
-        raise UserError("--device cpu runs CPU processes: leave out --gpus")
-    return True

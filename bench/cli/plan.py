@@ -1,7 +1,7 @@
 """`pipebench plan`: profile a model (or load a saved profile) and print a balanced pipeline plan."""
 from __future__ import annotations
 
-from pipebench.bench.cli.common import answer
+from pipebench.bench.cli.output import answer
 from pipebench.base.errors import printable
 from pipebench.request import BALANCES
 from pipebench.base.schedules import DEFAULT_SCHEDULE, SCHEDULES as SIMULATED_SCHEDULES

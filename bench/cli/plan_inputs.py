@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, chosen_gpus,
-                                        data_folder, model_file, model_settings, note, speeds, training_given,
-                                        training_of)
+from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, data_folder,
+                                        model_settings, training_given, training_of)
+from pipebench.bench.cli.machine_choice import chosen_gpus, speeds
+from pipebench.bench.cli.output import note
+from pipebench.bench.train.outputs import model_file
 from pipebench.base.errors import UserError
 from pipebench.model_spec import ModelSpec
 from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request
@@ -155,17 +157,18 @@ def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked
 
 
 def _devices(args, check: bool) -> tuple[list[str], list | None]:
-    """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus
-    (checked to exist when `check`), else --stages on --device."""
+    """(the device of each stage, what NVML says of the GPUs taken, for the default memory caps): --gpus,
+    else --stages on --device, as Request.from_keywords reads them (--device beside --gpus refused there),
+    each checked to exist when `check`."""
     from pipebench.hardware.devices import check_gpus, resolve_device
 
-    if args.gpus is not None:
-        if args.device is not None:  # --gpus names the devices; advise's check command would be refused by run
-            raise UserError(f"--device {args.device} with --gpus: the GPUs named are the devices; leave out --device")
-        ids, infos = chosen_gpus(args.gpus, now=check)
-        return (check_gpus(ids) if check else [f"cuda:{i}" for i in ids]), infos
-    stages = 2 if args.stages is None else args.stages
-    return [resolve_device(args.device or "cpu", check=check)] * stages, None
+    if args.gpus is not None and args.device is not None:  # Request's refusal, asked before auto:N says which
+        Request.from_keywords(None, {"gpus": [0], "device": args.device})  # GPUs it took: one line
+    ids, infos = chosen_gpus(args.gpus, now=check)
+    devices = list(Request.from_keywords(None, {"gpus": ids, "stages": args.stages, "device": args.device}).devices)
+    if check:
+        devices = check_gpus(ids) if ids is not None else [resolve_device(devices[0], check=True)] * len(devices)
+    return devices, infos
 
 
 def _settings(args, model: str) -> dict:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipebench.bench.cli.common import answer, note
+from pipebench.bench.cli.output import answer, note
 from pipebench.bench.store.results import DEFAULT_OUT
 from pipebench.base.errors import UserError, printable
 

@@ -5,7 +5,9 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import EXIT_INTERRUPTED, answer, data_folder, add_model_options, add_server_options, add_training_options, training_of, model_settings, chosen_gpus, note, DeferredNote, speeds, asks_cpu, cpu_notice
+from pipebench.bench.cli.common import as_option, add_model_options, add_server_options, add_training_options, training_of, model_settings
+from pipebench.bench.cli.machine_choice import asks_cpu, chosen_gpus, cpu_notice
+from pipebench.bench.cli.output import EXIT_INTERRUPTED, DeferredNote, answer
 from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
 from pipebench.base.errors import UserError, printable
 from pipebench.base.time_limit import LIMIT_SECONDS
@@ -86,21 +88,41 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    """The options read into pipebench.run's keywords and made what runs by the same
-    RunOptions.from_keywords, then run by the same run_suite, with the CPU's line and a summary table."""
-    from pipebench.bench.cases.run_options import RunOptions
+    """The options read into pipebench.run's keywords, then pipebench.run itself (the machine capped, the
+    speeds probed, RunOptions.from_keywords and run_suite are its), with the CPU's line and a summary table."""
+    import pipebench.api
+    from pipebench.base.text.parse import parse_speeds
+    from pipebench.base.text.units import parse_size
+    from pipebench.bench.report.tables import summary_table
 
     keywords = _run_keywords(args)
     on_cpu = asks_cpu(args)
-    machine = _run_machine(args, on_cpu, parse_gpu_memory(args.gpu_memory))
-    probe = args.speeds == "auto" and machine.gpus is not None
-    if args.speeds is not None and not probe:
-        machine = machine.with_(speeds=speeds(args.speeds, machine.device_names))
-    options = RunOptions.from_keywords(machine=machine, quick=args.quick, **keywords)  # one line now, not a row after profiling
-    say = DeferredNote(_where(args, options, machine, on_cpu))
-    if probe:
-        machine = _probe_speeds(machine, say)
-    return _run_suite(options, machine, say)
+    gpu_memory = parse_gpu_memory(args.gpu_memory)
+    max_memory = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
+    machine = _run_machine(args, on_cpu)
+    say = DeferredNote(None)
+    started = {}
+
+    def on_start(options, machine) -> None:  # checked: the line on the CPU or under --quick, said before the first
+        started["options"] = options
+        say.pending = _where(args, options, machine, on_cpu)
+
+    try:
+        rows, csv_path, json_path = pipebench.api.run(
+            machine=machine, quick=args.quick, max_memory=max_memory, gpu_memory=gpu_memory, note=say,
+            on_start=on_start, speeds=parse_speeds(args.speeds, machine.devices), **keywords)
+        say.flush()
+    except UserError as exc:  # pipebench.run's refusal, in the option's name where it names a keyword
+        raise as_option(exc) from None
+    except KeyboardInterrupt:
+        if "options" not in started:  # while the options were read: nothing ran
+            raise
+        say(f"pipebench: interrupted; finished rows are kept in {started['options'].out}; --resume continues")
+        return EXIT_INTERRUPTED
+    answer(summary_table(rows))
+    answer(f"\nresults: {printable(str(csv_path))}\n         {printable(str(json_path))}")
+    answer(f"report:  pipebench report {printable(str(json_path))}")
+    return 0
 
 
 def _run_keywords(args) -> dict:
@@ -129,21 +151,17 @@ def _run_keywords(args) -> dict:
         **{name: getattr(args, name) for name in ("steps", "warmup", "rounds", "flavour") if getattr(args, name) is not None},
         min_seconds=args.min_seconds or 0.0,
         profiles=None if args.profiles is None else Path(args.profiles), training=training, try_anyway=args.try_anyway,
-        data_dir=data_folder(args.data_dir), compiles=compiles,
+        data_dir=args.data_dir, compiles=compiles,
     )
 
 
-def _run_machine(args, on_cpu: bool, gpu_memory: int | None):
+def _run_machine(args, on_cpu: bool):
     """The machine the cases run on: the GPUs --gpus names (auto:N: the freest now), else every visible
-    one, or CPU processes; its memory cap from --max-memory and --gpu-memory."""
+    one, or CPU processes (pipebench.run caps it: --max-memory, --gpu-memory)."""
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.bench.cases.run_options import cap_machine
-    from pipebench.base.text.units import parse_size
 
     ids, _ = chosen_gpus(args.gpus or None)
-    cap = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    machine = detect_machine(ids, args.cpu_processes, cpu=on_cpu)
-    return cap_machine(machine, cap, gpu_memory)
+    return detect_machine(ids, args.cpu_processes, cpu=on_cpu)
 
 
 def _where(args, options, machine, on_cpu: bool) -> str | None:
@@ -155,33 +173,6 @@ def _where(args, options, machine, on_cpu: bool) -> str | None:
     if (line := cpu_notice(machine, on_cpu, "running")) is not None:
         return f"{line}: {uses}"
     return f"--quick: {uses}" if args.quick else None
-
-
-def _probe_speeds(machine, note):
-    """--speeds auto on GPUs: the machine with each GPU's speed probed now, and said."""
-    from pipebench.bench.cases.machine import probe_speeds
-
-    machine = machine.with_(speeds=probe_speeds(machine))
-    note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
-    return machine
-
-
-def _run_suite(options, machine, note: DeferredNote) -> int:
-    """Every case run (run_suite.run_suite), then the summary table and where the results went; Ctrl-C
-    keeps the rows finished."""
-    from pipebench.bench.cases import run_suite
-    from pipebench.bench.report.tables import summary_table
-
-    try:
-        rows, csv_path, json_path = run_suite.run_suite(options, machine, note=note)
-        note.flush()
-    except KeyboardInterrupt:
-        note(f"pipebench: interrupted; finished rows are kept in {options.out}; --resume continues")
-        return EXIT_INTERRUPTED
-    answer(summary_table(rows))
-    answer(f"\nresults: {printable(str(csv_path))}\n         {printable(str(json_path))}")
-    answer(f"report:  pipebench report {printable(str(json_path))}")
-    return 0
 
 
 def parse_gpu_memory(text: str | None) -> int | None:

@@ -6,8 +6,10 @@ import argparse
 import os
 import sys
 
-from pipebench.bench.cli.common import (EXIT_INTERRUPTED, answer, add_model_options, add_training_options, chosen_gpus,
-                                        model_file, model_settings, note, DeferredNote, training_of)
+from pipebench.bench.cli.common import add_model_options, add_training_options, model_settings, training_of
+from pipebench.bench.cli.machine_choice import chosen_gpus
+from pipebench.bench.cli.output import EXIT_INTERRUPTED, DeferredNote, answer, note
+from pipebench.bench.train.outputs import model_file
 from pipebench.bench.launch.spawn import WorkerError
 from pipebench.bench.cli.strategy_option import help_text
 from pipebench.base.errors import UserError, printable
@@ -66,7 +68,7 @@ def add_parser(subparsers) -> None:
 
 def cmd_train(args) -> int:
     from pipebench.api import train
-    from pipebench.bench.cli.common import asks_cpu, cpu_notice
+    from pipebench.bench.cli.machine_choice import asks_cpu, cpu_notice
     from pipebench.bench.cases.machine import detect_machine
     from pipebench.base.text.parse import parse_override
 

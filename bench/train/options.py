@@ -100,9 +100,9 @@ def _check_types(options: TrainOptions) -> None:
     resume="no" is true (the checkpoint continued), a training of "fp32" or a data of text an
     AttributeError in the parent."""
     from pipebench.bench.train.data import DataSpec
+    from pipebench.request import check_training
 
-    if not isinstance(options.training, Training):
-        raise UserError(f"training takes a Training (pipebench.base.training), not {type(options.training).__name__}")
+    check_training(options.training)
     if not isinstance(options.resume, bool):
         raise UserError(f"resume takes True or False (got {options.resume!r:.40})")
     if not isinstance(options.data, DataSpec):
