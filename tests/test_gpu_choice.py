@@ -177,8 +177,9 @@ def test_gpus_are_checked_through_nvml_without_cuda(monkeypatch):
 
 @pytest.mark.parametrize("command", ["train", "run"])
 def test_gpus_auto_takes_the_chosen_ids_in_every_command(monkeypatch, tmp_path, command):
-    """`train --gpus auto:2` read 'auto:2' as the GPU list [2] (parse_gpus's AutoGpus iterates as its count):
-    it would have trained on GPU 2 alone. Every command reads --gpus through cli/common.py chosen_gpus."""
+    """`train --gpus auto:2` and `run --gpus auto:2` take the two GPUs auto chooses, not the GPU list [2]
+    (parse_gpus's AutoGpus iterates as its count): every command reads --gpus through cli/machine_choice.py
+    chosen_gpus."""
     from pipebench.bench.cases import machine
     from pipebench.hardware import gpus
 
