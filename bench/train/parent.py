@@ -128,10 +128,9 @@ def _prepare_job(options: TrainOptions, machine, name: str, profiled) -> Any:
     profile) and its Job made; UserError where the strategy cannot train the model here (the batch not
     splitting over its replicas among the reasons: the Job refused it), or it is predicted not to fit. A
     profile kept only for this (the cache off) is removed."""
-    from pipebench.bench.cases.case import CaseUnavailable, Case
+    from pipebench.bench.cases.case import CaseUnavailable, Case, overrides_key
     from pipebench.bench.cases.prepare import prepare
-    case = Case(options.model, options.flavour, options.batch, name,
-                overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
+    case = Case(options.model, options.flavour, options.batch, name, overrides=overrides_key(options.overrides),
                 training=options.training)
     try:
         prepared = prepare(case, machine, profiled, steps=1, warmup=0)
