@@ -160,12 +160,9 @@ def plan(model: Any = None, example_inputs: Any = None, request: Request | None 
         profiles = plan_profiles(model, example_inputs, request, flavour=flavour, settings=settings,
                                  data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress)
     else:
-        if isinstance(profiles, Profile):
-            profiles = [profiles]
-        check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
-        ModelSpec(model, flavour=flavour, settings=settings).check_profiled(profiles[0])
-        profiles = request.check_profiles(profiles, training_given=[name for name in ("precision", "compile")
-                                                                    if asked.get(name) is not None or "training" in asked])
+        profiles = _given_profiles(profiles, request, ModelSpec(model, flavour=flavour, settings=settings),
+                                   training_given=[name for name in ("precision", "compile")
+                                                   if asked.get(name) is not None or "training" in asked])
     return make_plan(profiles, request, shared_cores=shared_cores(profiles[0], request.devices))
 
 
@@ -190,24 +187,30 @@ def advise(model: Any = None, example_inputs: Any = None, request: Request | Non
     request = Request.from_keywords(request, asked)
     if strategies is not None:
         strategies = strategy_list(strategies)
-    given = profiles is not None
-    if not given:
+    if profiles is None:
         if model is None:
             raise UserError("advise needs a model (or profiles)")
         request = request.measured_here(_named_gpus(asked))
         profiles = advice_profiles(model, example_inputs, request, strategies=strategies, flavour=flavour,
                                    settings=settings, data_dir=data_dir, loss_fn=loss_fn, note=note, progress=progress)
-    elif isinstance(profiles, Profile):
-        profiles = [profiles]
-    if isinstance(profiles, (list, tuple)) and not profiles:
-        raise UserError("advise needs profiles (pipebench.profile's), or a model to profile")
-    check_profile_list(profiles, values=True)  # the caller's objects: every field, as a file's
-    if given:  # the model, flavour and settings named beside them: what they record
-        ModelSpec(model, flavour=flavour, settings=settings).check_profiled(profiles[0])
-    profiles = request.check_profiles(profiles)  # the batch, the devices against the layers, the split
+    else:
+        profiles = _given_profiles(profiles, request, ModelSpec(model, flavour=flavour, settings=settings))
     first = profiles[0].training  # the profile's precision and compile mode are what was priced
     return rank_strategies(profiles, request.with_(training=replace(request.training, precision=first.precision,
                                                                      compile=first.compile)), strategies)
+
+
+def _given_profiles(profiles: Profile | Sequence[Profile], request: Request, named: ModelSpec, *,
+                    training_given: Sequence[str] = ()) -> Sequence[Profile]:
+    """The profiles a caller gave plan or advise, checked alike: one Profile or a list of them, every
+    field checked as a file's is (they are the caller's objects), the model, flavour and settings named
+    beside them the ones they record (`named`: ModelSpec.check_profiled), then what the request needs of
+    them (Request.check_profiles, with the parts of the Training the caller gave)."""
+    if isinstance(profiles, Profile):
+        profiles = [profiles]
+    check_profile_list(profiles, values=True)
+    named.check_profiled(profiles[0])
+    return request.check_profiles(profiles, training_given=training_given)
 
 
 def plan_profiles(model: Any, example_inputs: Any, request: Request, **how: Any) -> list[Profile]:

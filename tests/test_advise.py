@@ -452,3 +452,39 @@ def test_a_price_of_a_step_of_no_time_has_no_rate():
     priced = Prediction.of_step("ddp", 50.0, 64, memory=[1, 1], fits=True, recompute=True)
     assert priced.predicted_samples_per_s == pytest.approx(1280.0) and priced.recompute and priced.schedule is None
     assert Prediction.of_step("ddp", 0.0, 64, memory=[1, 1], fits=True).predicted_samples_per_s is None
+
+
+def test_run_auto_and_train_auto_say_their_pick_in_one_sentence(monkeypatch, tmp_path):
+    """`run --strategies auto:K` and `train --strategy auto` profile, rank and pick through one function
+    (bench/predict/ranking.py pick_strategies) and tell what they picked and why in one sentence, the
+    recommendation as advise says it (bench/report/advice_text.py), the ranking and the profile it came from."""
+    from types import SimpleNamespace
+
+    from pipebench.bench.cases import prepare, run_suite
+    from pipebench.bench.cases.machine import Machine
+    from pipebench.bench.predict import ranking as advise_module
+    from pipebench.bench.train.parent import choose_strategy
+
+    def pred(name, rate):
+        return Prediction(name, 64 / rate * 1e3, rate, [1 << 30, 1 << 30], True, 1, None)
+
+    predictions = [pred("pp-zbv", 103.0), pred("ddp", 100.0), pred("fsdp", 90.0), pred("single", 55.0)]
+    monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
+    monkeypatch.setattr(advise_module, "usable_strategies", lambda devices: ["single", "ddp", "fsdp", "pp-zbv"])
+    path = tmp_path / "mlp.profile.json"
+    profiled = prepare.Profiled([], path)
+    monkeypatch.setattr(prepare, "profile_case_model", lambda *a, **k: profiled)
+    machine = Machine([0, 1], 2, "H200")
+    lines: list[str] = []
+    run_options = SimpleNamespace(models={"mlp": 64}, flavour="tiny", overrides={}, training=Training(), data_dir=None,
+                                  repeats=None, fresh=False, micro_batches=[None], timeout=None, auto=2)
+    assert run_suite.auto_strategies(run_options, machine, tmp_path, lines.append) == ["single", "ddp", "pp-zbv"]
+    train_options = SimpleNamespace(strategy="auto", model="mlp", batch=64, flavour="tiny", overrides={},
+                                    training=Training())
+    assert choose_strategy(train_options, machine, lines.append) == ("ddp", profiled)
+    run_line, train_line = [line for line in lines if line.startswith("auto: ")]
+    said = ("advise's recommendation: ddp (100.0 samples/s predicted, 1.82x single); pp-zbv (within 5%) predicted "
+            "faster, a tie: the simpler is recommended; predicted samples/s: pp-zbv 103.0, ddp 100.0, fsdp 90.0, "
+            f"single 55.0 (from the profile {path})")
+    assert run_line == f"auto: mlp: running single, pp-zbv, ddp; {said}"
+    assert train_line == f"auto: mlp: training with ddp; {said}"

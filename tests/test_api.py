@@ -169,13 +169,15 @@ def test_an_unknown_keyword_is_a_type_error_naming_the_fields():
         pipebench.plan("mlp", flavour="tiny", batch=8, chunks=2)
 
 
+@pytest.mark.parametrize("call", ["plan", "advise"])
 @pytest.mark.parametrize("profiles, message", [
     ([], "need at least one profile"),
     ("p.json", "need at least one profile"),
 ])
-def test_plan_from_no_profiles_is_refused(profiles, message):
+def test_plan_or_advise_from_no_profiles_is_refused(call, profiles, message):
+    """plan and advise check given profiles alike (pipebench/api.py _given_profiles): one line for none."""
     with pytest.raises(UserError, match=message):
-        pipebench.plan(profiles=profiles, stages=2)
+        getattr(pipebench, call)(profiles=profiles, stages=2)
 
 
 @pytest.mark.parametrize("example, message", [
@@ -218,7 +220,7 @@ def test_advise_ranks_every_strategy_from_one_profile_and_refuses_bad_input():
         pipebench.advise(profiles=profiles, stages=2, strategies="ddp")
     with pytest.raises(UserError, match="batch 16 does not match the profile's batch 8"):
         pipebench.advise(profiles=profiles, stages=2, batch=16)
-    with pytest.raises(UserError, match="needs profiles"):
+    with pytest.raises(UserError, match="need at least one profile"):
         pipebench.advise(profiles=[], stages=2)
     too_many = len(profiles[0].layers) + 1  # refused as `pipebench advise` refuses it, not ranked
     with pytest.raises(UserError, match=rf"more stages than layers \({too_many} > {too_many - 1}\)"):

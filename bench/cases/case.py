@@ -24,6 +24,13 @@ DEFAULT_MODELS = {"gpt": 64, "resnet101": 256}
 QUICK_BATCH = 8
 
 
+def overrides_key(overrides: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The model's settings (`--set`, `overrides=`) as `Case.overrides` holds them: sorted (key, value)
+    pairs, a list made a tuple, so that a case hashes and the same settings make one case whatever their
+    order."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in overrides.items()))
+
+
 class CaseUnavailable(Exception):
     """The case cannot run as asked (too few layers for the stages, a batch that does not split...)."""
 
@@ -68,7 +75,7 @@ def make_cases(models: dict[str, int], strategies: Sequence[str], micro_batches:
     from pipebench import models as zoo
 
     defaults = {info.name: info.default_flavour for info in zoo.list_models()}
-    extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (overrides or {}).items()))
+    extra = overrides_key(overrides or {})
     cases = []
     for model, batch in models.items():
         named = None if zoo.is_user_model(model) else flavour or defaults.get(model)  # e.g. "800m", not "full"

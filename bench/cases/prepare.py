@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pipebench.bench.cases.case import Case, CaseUnavailable
+from pipebench.bench.cases.case import Case, CaseUnavailable, make_cases
 from pipebench.bench.cases.machine import Machine
 from pipebench.bench.launch.job import Job
 from pipebench.bench.store.row import timeline_from_ops
-from pipebench.bench.strategies import STRATEGIES, get_strategy
+from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.file_names import slug
 from pipebench.hardware.cpu import threads_per_device
@@ -78,6 +78,16 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
             raise CaseUnavailable(f"profiling {case.model} failed: {exc}") from None
         note(f"profile saved to {path} ({time.monotonic() - start:.0f} s in all)")
     return CaseProfiles(load_profiles(path), path)
+
+
+def profile_model(model: str, batch: int, machine: Machine, folder: Path, *, flavour: str | None,
+                  overrides: dict[str, Any], training: Training, data_dir: str | None = None, **how: Any) -> Profiled:
+    """A model's profile before any case is chosen (`run --strategies auto:K`, `train`): profiled as its
+    single baseline's case is (`profile_case_model`, which `how` is passed to), so that a case of it reuses
+    the file."""
+    probe = make_cases({model: batch}, [BASELINE], [1], flavour=flavour, overrides=overrides, training=training,
+                       data_dir=data_dir)[0]
+    return profile_case_model(probe, machine, folder, **how)
 
 
 def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int | None, micro_batches="auto",

@@ -24,7 +24,7 @@ from pipebench.bench.strategies import BASELINE, STRATEGIES, get_strategy, profi
 from pipebench.bench.cases.machine import Machine
 from pipebench.bench.cases.case import Case, CaseUnavailable, make_cases, now
 from pipebench.bench.cases.case_rows import make_row, unavailable_row
-from pipebench.bench.cases.prepare import prepare, profile_case_model
+from pipebench.bench.cases.prepare import prepare, profile_case_model, profile_model
 from pipebench.bench.cases.rounds import run_rounds
 from pipebench.bench.cases.run_options import RunOptions
 from pipebench.base.text.units import format_gib
@@ -201,22 +201,21 @@ def _model_key(case: Case) -> tuple:
 
 
 def auto_strategies(options: RunOptions, machine: Machine, profile_dir: Path, note: Callable[[str], None]) -> list[str]:
-    """`--strategies auto[:K]`: profile each model, predict every strategy (bench.predict.ranking), and run single
-    plus the K fastest predicted that fit, for all models together (the union, in the registry's order)."""
-    from pipebench.bench.predict.ranking import rank_strategies, top_strategies
+    """`--strategies auto[:K]`: profile each model, predict every strategy and run single plus the K fastest
+    predicted that fit (bench/predict/ranking.py pick_strategies), for all models together (the union, in the
+    registry's order)."""
+    from pipebench.bench.predict.ranking import pick_strategies
+    from pipebench.bench.report.advice_text import auto_choice
 
     chosen: set[str] = set()
     for model, batch in options.models.items():
-        probe = make_cases({model: batch}, [BASELINE], [1], flavour=options.flavour, overrides=options.overrides,
-                           training=options.training, data_dir=options.data_dir)[0]
-        profiled = profile_case_model(probe, machine, profile_dir, repeats=options.repeats, reuse=not options.fresh, note=note,
-                                      counts=profile_counts(options.micro_batches, machine.devices, batch=batch,
-                                                            strategies=list(STRATEGIES)), timeout=options.timeout)
-        advice = rank_strategies(profiled.profiles, machine.request(options.training))
-        picked = top_strategies(advice, options.auto)
-        ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
-                           if p.predicted_samples_per_s)
-        note(f"auto: {model} predicted samples/s: {ranked}; running {', '.join(picked)}")
+        profiled = profile_model(model, batch, machine, profile_dir, flavour=options.flavour,
+                                 overrides=options.overrides, training=options.training, data_dir=options.data_dir,
+                                 repeats=options.repeats, reuse=not options.fresh, note=note, timeout=options.timeout,
+                                 counts=profile_counts(options.micro_batches, machine.devices, batch=batch,
+                                                       strategies=list(STRATEGIES)))
+        advice, picked = pick_strategies(profiled.profiles, machine.request(options.training), options.auto)
+        note(auto_choice(advice, picked, model, "running", profiled.path))
         chosen.update(picked)
     return [name for name in STRATEGIES if name in chosen]
 

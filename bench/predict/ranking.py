@@ -25,7 +25,7 @@ from pipebench.partition.planning.memory import caps_per_device, over_cap
 from pipebench.request import Request, check_recompute
 
 __all__ = ["Prediction", "Advice", "tie", "recommendation_of", "predict", "rank_strategies", "advice_ranking",
-           "usable_strategies", "links_of", "top_strategies", "advise_counts"]
+           "usable_strategies", "links_of", "top_strategies", "pick_strategies", "advise_counts"]
 
 
 @dataclass
@@ -200,6 +200,16 @@ def advice_ranking(request: Request, strategies: Sequence[str] | None = None):
         return [*(candidate_steps(plan) for plan in plans), every]
 
     return rank
+
+
+def pick_strategies(profiles: Sequence[Profile], request: Request, top: int | None = None) -> tuple[Advice, list[str]]:
+    """What auto runs or trains from a model's profile, for `run --strategies auto:K` and `train --strategy
+    auto` alike: every usable strategy ranked (`rank_strategies`) and, with `top`, the single baseline and
+    the `top` fastest that fit (`top_strategies`); without it, the recommendation alone ([] where none fits)."""
+    advice = rank_strategies(profiles, request)
+    if top is not None:
+        return advice, top_strategies(advice, top)
+    return advice, [advice.recommended] if advice.recommended else []
 
 
 def top_strategies(advice: Advice, k: int) -> list[str]:

@@ -65,9 +65,7 @@ def _ranking_row(rank: int, p, single, notes: dict[str, int]) -> dict[str, objec
 
 
 def _recommendation(advice, single, check) -> str:
-    """The last line: the recommendation, its gain over single (a tie said as one), what is predicted
-    faster but ties with it, and the command that measures it (`check(compared)`)."""
-    from pipebench.bench.predict.ranking import tie
+    """The last line: the recommendation (`_recommended`) and the command that measures it (`check(compared)`)."""
     from pipebench.bench.strategies import BASELINE
 
     if advice.recommended is None:
@@ -78,19 +76,43 @@ def _recommendation(advice, single, check) -> str:
     # the runner-up that fits.
     compared = [p for p in (best, *tied) if p.strategy != BASELINE] or [
         p for p in advice.predictions if p.strategy != BASELINE and p.fits and p.predicted_samples_per_s][:1]
+    tail = "recommended: " + _recommended(advice, single)
+    if compared:
+        tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
+                                       ",".join(p.strategy for p in compared))
+    return tail
+
+
+def _recommended(advice, single) -> str:
+    """The recommendation as advise and auto say it: the strategy, its predicted samples/s and gain over
+    single (a tie said as one), and what is predicted faster but ties with it; "none fits" where none does."""
+    from pipebench.bench.predict.ranking import tie
+    from pipebench.bench.strategies import BASELINE
+
+    if advice.recommended is None:
+        return "none fits"
+    best = next(p for p in advice.predictions if p.strategy == advice.recommended)
     # A gain over single only where it is beyond a tie with it (bench/predict/ranking.py recommendation_of).
     with_single = tie(best, single) if single and best.strategy != BASELINE else ""
     gain = (f", {best.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single"
             + (f", a tie with it ({with_single})" if with_single else "")
             if single and best.strategy != BASELINE else "")
-    tail = f"recommended: {best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
+    said = f"{best.strategy} ({best.predicted_samples_per_s:.1f} samples/s predicted{gain})"
+    tied = [p for p in advice.predictions if p.strategy in advice.tied]
     if tied:
-        tail += (f"; {', '.join(f'{p.strategy} ({advice.tied[p.strategy]})' for p in tied)} predicted "
+        said += (f"; {', '.join(f'{p.strategy} ({advice.tied[p.strategy]})' for p in tied)} predicted "
                  f"faster, a tie: the simpler is recommended")
-    if compared:
-        tail += "; check it with: " + (check(compared) if check else f"pipebench run --strategies {BASELINE}," +
-                                       ",".join(p.strategy for p in compared))
-    return tail
+    return said
+
+
+def auto_choice(advice, picked, model: str, doing: str, profile_path) -> str:
+    """The line `run --strategies auto:K` and `train --strategy auto` say before they start: what they
+    picked (`doing` it: "running", "training with"), why (advise's recommendation, as advise says it, and
+    every strategy's predicted samples/s, fastest first) and the profile it was predicted from."""
+    ranked = ", ".join(f"{p.strategy} {p.predicted_samples_per_s:.1f}" for p in advice.predictions
+                       if p.predicted_samples_per_s)
+    return (f"auto: {model}: {doing} {', '.join(picked)}; advise's recommendation: "
+            f"{_recommended(advice, advice.baseline())}; predicted samples/s: {ranked} (from the profile {profile_path})")
 
 
 def _noise_notes(advice, profile) -> list[str]:

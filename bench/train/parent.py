@@ -35,43 +35,28 @@ def over_nodes(machine, nodes: int):
 
 def choose_strategy(options: TrainOptions, machine, note: Callable[[str], None]) -> tuple[str, Any]:
     """The strategy to train with and its profile (None where none is needed): the one named, or under
-    auto advise's recommendation from the (cached) profile, said in one line."""
-    from pipebench.bench.strategies import BASELINE, get_strategy
-    from pipebench.bench.cases.case import make_cases
-    from pipebench.bench.cases.prepare import profile_case_model
-    from pipebench.partition.profiling.cache import cache_folder
+    auto advise's recommendation from the (cached) profile (bench/predict/ranking.py pick_strategies), said
+    in one line."""
+    from pipebench.bench.strategies import get_strategy
+    from pipebench.bench.cases.prepare import profile_model
+    from pipebench.partition.profiling.cache import cache_enabled, cache_folder
 
     auto = options.strategy == "auto"
-    if not auto:
-        get_strategy(options.strategy)
-        if not get_strategy(options.strategy).needs_plan:
-            return options.strategy, None
-    probe = make_cases({options.model: options.batch}, [BASELINE], [1], flavour=options.flavour,
-                       overrides=options.overrides, training=options.training)[0]
-    from pipebench.partition.profiling.cache import cache_enabled
-
+    if not auto and not get_strategy(options.strategy).needs_plan:
+        return options.strategy, None
     folder = cache_folder() / "train-profiles" if cache_enabled() else Path(tempfile.mkdtemp(prefix="pipebench-profile-"))
-    profiled = profile_case_model(probe, machine, folder, note=note)
+    profiled = profile_model(options.model, options.batch, machine, folder, flavour=options.flavour,
+                             overrides=options.overrides, training=options.training, note=note)
     if not auto:
         return options.strategy, profiled
-    from pipebench.bench.predict.ranking import rank_strategies
+    from pipebench.bench.predict.ranking import pick_strategies
+    from pipebench.bench.report.advice_text import auto_choice
 
-    advice = rank_strategies(profiled.profiles, machine.request(options.training))
-    if advice.recommended is None:
+    advice, picked = pick_strategies(profiled.profiles, machine.request(options.training))
+    if not picked:
         raise UserError(f"auto: no strategy is predicted to fit {options.model} at batch {options.batch} here")
-    pick = next(p for p in advice.predictions if p.strategy == advice.recommended)
-    single = advice.baseline()
-    ratio = f", {pick.predicted_samples_per_s / single.predicted_samples_per_s:.2f}x single" if single else ""
-    runner_up = next((p for p in advice.predictions if p.strategy != pick.strategy and p.fits
-                      and p.predicted_samples_per_s), None)
-    beside = f"; next {runner_up.strategy} {runner_up.predicted_samples_per_s:.1f}" if runner_up else ""
-    if advice.tied:  # faster on paper, within the profile's noise: the simpler one wins
-        name, why = next(iter(advice.tied.items()))
-        faster = next(p for p in advice.predictions if p.strategy == name)
-        beside = f"; {name} ({faster.predicted_samples_per_s:.1f}) ties with it: {why}"
-    note(f"auto: {pick.strategy}, advise's recommendation: {pick.predicted_samples_per_s:.1f} samples/s predicted"
-         f"{ratio}{beside} (from the profile {profiled.path})")
-    return pick.strategy, profiled
+    note(auto_choice(advice, picked, options.model, "training with", profiled.path))
+    return picked[0], profiled
 
 
 def run_training(options: TrainOptions, machine, note: Callable[[str], None] = print) -> dict:
@@ -128,10 +113,9 @@ def _prepare_job(options: TrainOptions, machine, name: str, profiled) -> Any:
     profile) and its Job made; UserError where the strategy cannot train the model here (the batch not
     splitting over its replicas among the reasons: the Job refused it), or it is predicted not to fit. A
     profile kept only for this (the cache off) is removed."""
-    from pipebench.bench.cases.case import CaseUnavailable, Case
+    from pipebench.bench.cases.case import CaseUnavailable, Case, overrides_key
     from pipebench.bench.cases.prepare import prepare
-    case = Case(options.model, options.flavour, options.batch, name,
-                overrides=tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.overrides.items())),
+    case = Case(options.model, options.flavour, options.batch, name, overrides=overrides_key(options.overrides),
                 training=options.training)
     try:
         prepared = prepare(case, machine, profiled, steps=1, warmup=0)
