@@ -472,7 +472,7 @@ def test_run_auto_and_train_auto_say_their_pick_in_one_sentence(monkeypatch, tmp
     monkeypatch.setattr(advise_module, "predict", lambda name, *a, **k: next(p for p in predictions if p.strategy == name))
     monkeypatch.setattr(advise_module, "usable_strategies", lambda devices: ["single", "ddp", "fsdp", "pp-zbv"])
     path = tmp_path / "mlp.profile.json"
-    profiled = prepare.Profiled([], path)
+    profiled = prepare.CaseProfiles([], path)
     monkeypatch.setattr(prepare, "profile_case_model", lambda *a, **k: profiled)
     machine = Machine([0, 1], 2, "H200")
     lines: list[str] = []

@@ -81,7 +81,7 @@ def profile_case_model(case: Case, machine: Machine, folder: Path, *, repeats: i
 
 
 def profile_model(model: str, batch: int, machine: Machine, folder: Path, *, flavour: str | None,
-                  overrides: dict[str, Any], training: Training, data_dir: str | None = None, **how: Any) -> Profiled:
+                  overrides: dict[str, Any], training: Training, data_dir: str | None = None, **how: Any) -> CaseProfiles:
     """A model's profile before any case is chosen (`run --strategies auto:K`, `train`): profiled as its
     single baseline's case is (`profile_case_model`, which `how` is passed to), so that a case of it reuses
     the file."""
