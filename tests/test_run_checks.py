@@ -27,16 +27,13 @@ def ran(monkeypatch):
     def fake_prepare(case, machine, profiled, *, steps, warmup, try_anyway=False):
         return Prepared(case, SimpleNamespace(processes=2, micro_batches=1), plan=None, gpus=None)
 
-    def fake_run(prepared, machine, *, steps, timeout, groups=None, min_seconds=0.0):
-        cases.append(prepared.case)
-        return make_row(prepared, machine, status="ok", step_ms=[10.0], result=worker_result(first_loss=1.0),
-                        started_at="2026-11-30T10:00:00")
+    def fake_rounds(prepared, machine, *, rounds, steps, timeout, groups=None, min_seconds=0.0, note=None):
+        cases.extend(p.case for p in prepared)
+        return [make_row(p, machine, status="ok", step_ms=[10.0], result=worker_result(first_loss=1.0),
+                         started_at="2026-11-30T10:00:00") for p in prepared]
     monkeypatch.setattr(run_suite, "profile_case_model", lambda *args, **kwargs: None)
     monkeypatch.setattr(run_suite, "prepare", fake_prepare)
-    # Each case's rounds as one fake run, through run_suite.run_prepared (a test may replace it).
-    monkeypatch.setattr(run_suite, "run_prepared", fake_run, raising=False)
-    monkeypatch.setattr(run_suite, "run_rounds", lambda prepared, machine, *, rounds, note=None, **kw: [
-        run_suite.run_prepared(p, machine, **kw) for p in prepared])
+    monkeypatch.setattr(run_suite, "run_rounds", fake_rounds)  # what run_suite measures its cases with
     return cases
 
 
@@ -206,12 +203,13 @@ def test_resume_into_a_results_file_that_cannot_be_written_is_refused_first(tmp_
 def test_resume_replaces_a_failed_row_rather_than_adding_one(tmp_path, ran, monkeypatch):
     """After a run whose single case failed, --resume runs it again and the file holds one row for it, the new
     one."""
-    ok = run_suite.run_prepared
-    monkeypatch.setattr(run_suite, "run_prepared", lambda prepared, machine, **kwargs: make_row(
-        prepared, machine, status="failed", reason="rank 0: RuntimeError: injected", started_at="2026-11-30T09:00:00"))
+    ok = run_suite.run_rounds
+    monkeypatch.setattr(run_suite, "run_rounds", lambda prepared, machine, **kwargs: [make_row(
+        p, machine, status="failed", reason="rank 0: RuntimeError: injected", started_at="2026-11-30T09:00:00")
+        for p in prepared])
     _, json_path, _ = run(tmp_path)
     assert [r.status for r in load(json_path)] == ["failed"]
-    monkeypatch.setattr(run_suite, "run_prepared", ok)
+    monkeypatch.setattr(run_suite, "run_rounds", ok)
     run(tmp_path, resume=True)
     assert [r.status for r in load(json_path)] == ["ok"]
 
