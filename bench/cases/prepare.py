@@ -144,11 +144,10 @@ def prepare(case: Case, machine: Machine, profiled: CaseProfiles | None, *, step
     strategy = get_strategy(case.strategy)
     p = strategy.devices_used(machine.devices)
     training = case.training
-    settings = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), data_dir=case.data_dir,
-                    strategy=case.strategy,
-                    batch=case.batch, devices=p, steps=steps, warmup=warmup, device_type=machine.device_type,
-                    cpu_threads=threads_per_device(machine.devices), gpu_memory=machine.gpu_memory,
-                    training=training)
+    job_fields = dict(model=case.model, flavour=case.flavour, overrides=dict(case.overrides), data_dir=case.data_dir,
+                      strategy=case.strategy, batch=case.batch, devices=p, steps=steps, warmup=warmup,
+                      device_type=machine.device_type, cpu_threads=threads_per_device(machine.devices),
+                      gpu_memory=machine.gpu_memory, training=training)  # the Job's keyword arguments
     gpus = machine.gpus[:p] if machine.gpus is not None else None
     plan = prediction = None
     over = ""
@@ -174,8 +173,8 @@ def prepare(case: Case, machine: Machine, profiled: CaseProfiles | None, *, step
             plan = prediction.plan
         if training.checkpoint == "auto" and not strategy.needs_plan:  # a replica recomputes all layers or none
             recompute = prediction is not None and prediction.recompute
-            settings["training"] = replace(training, checkpoint="always" if recompute else "never")
-        job = Job(plan=plan.to_dict() if plan else None, **settings)
+            job_fields["training"] = replace(training, checkpoint="always" if recompute else "never")
+        job = Job(plan=plan.to_dict() if plan else None, **job_fields)
     except UserError as exc:  # InfeasibleError too
         raise CaseUnavailable(str(exc).splitlines()[0]) from None
     return Prepared(case, job, plan, gpus, timeline_from_ops(plan.simulate().ops) if plan else [], prediction,
