@@ -1,7 +1,8 @@
 """Run one Job in worker processes and bring its result back: `launch(job)`.
 
 Fresh processes (bench/launch/spawn.py), or with `groups` the next case of a warm worker group
-(bench/launch/sessions.py), as `pipebench run` runs its cases. Every case runs in children of its own, never in
+(bench/launch/sessions.py). The tests and scripts run a Job through it; `pipebench run` times its cases'
+steps through a Session itself (bench/cases/rounds.py). Every case runs in children of its own, never in
 this process, so that:
 - CUDA_VISIBLE_DEVICES names the chosen GPUs before CUDA initialises anywhere;
 - a crash or an out-of-memory in one case cannot take the suite down with it.
