@@ -19,10 +19,10 @@ which make another model; `training`: precision, optimizer and checkpoint mode, 
 
 
 def is_pipeline(strategy: str) -> bool:
-    """A strategy that cuts the batch into micro-batches, as the registry says (a name it does not know:
-    no)."""
+    """The registry entry's `Strategy.is_pipeline`, by name: a results row may name a strategy it does not
+    know (no)."""
     known = STRATEGIES.get(strategy)
-    return known is not None and known.micro_batched
+    return known is not None and known.is_pipeline
 
 
 def case_label(strategy: str, schedule: str, micro_batches: int | None, virtual_stages: int) -> str:

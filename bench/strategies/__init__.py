@@ -86,6 +86,11 @@ class Strategy:
         return self.schedule is not None
 
     @property
+    def is_pipeline(self) -> bool:
+        """A pipeline, as the report and advise group strategies: its batch is cut into micro-batches."""
+        return self.micro_batched
+
+    @property
     def replicated(self) -> bool:
         return self.stages_per_replica is not None
 
