@@ -18,7 +18,7 @@ from pipebench.bench.launch.run_job import launch
 from pipebench.bench.strategies.planned.pipeline import PipelineTrainer
 from pipebench.bench.strategies.planned.single import SingleTrainer
 from pipebench.base.errors import UserError
-from pipebench.partition.planning import link_costs
+from pipebench.bench.strategies.pricing import replica_memory
 from pipebench.partition.planning.plan import Plan, hand_plan
 from pipebench.partition.planning.plan_choice import make_plan
 from pipebench.partition.profiling.profile_record import LayerProfile, Profile
@@ -157,7 +157,7 @@ def test_a_tensor_two_layers_keep_counts_once_within_a_stage_and_on_both_sides_o
         activations = 1000 * layers - 300 * (layers - 1)
         assert stage.predicted_memory_bytes == layers * 2 * 4000 + activations * stage.peak_in_flight
     whole = profile_of([1.0] * 4, shared=300).layers
-    assert link_costs.replica_memory(whole, 2) == 4 * 2 * 4000 + 4 * 1000 - 3 * 300
+    assert replica_memory(whole, 2) == 4 * 2 * 4000 + 4 * 1000 - 3 * 300
 
 
 def test_checkpoint_always_prices_the_recompute_and_keeps_only_what_each_stage_received():

@@ -12,7 +12,8 @@ Pricing (`predict`) and ranks what the prices say.
 - the others each have a package of their own, their price in its `price.py` (their cost model, where
   they have one of their own, in its `cost.py`) and their Trainer in its `trainer.py`: ddp/, zero1/,
   dataparallel/, fsdp/, devicemap/ and hybrid/. The replicas among them (ddp, zero1, fsdp, dataparallel) give `price_replicas` their cost model; it opens
-  with `Pricing.replicas` and judges the recompute, the speeds and the caps alike for all of them.
+  with `Pricing.replicas` and judges the recompute, the speeds and the caps alike for all of them, and
+  `replica_memory` is what one whole replica holds (DDP, ZeRO-1, nn.DataParallel).
 
 No torch: a Trainer's module imports it, and the registry (with these prices) is imported by the
 report, the results store and a cached `pipebench advise`, none of which may load torch.
@@ -25,11 +26,11 @@ from typing import Callable, Sequence
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.partition.planning.link_costs import Links
 from pipebench.partition.planning.memory import caps_per_device, unmodelled_bytes, within_caps
-from pipebench.partition.profiling.profile_record import Profile, calibration
+from pipebench.partition.profiling.profile_record import LayerProfile, Profile, calibration, kept_bytes
 from pipebench.request import Request, split_error
 from pipebench.base.training import Training
 
-__all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas"]
+__all__ = ["Pricing", "one_cpu_process", "Replicas", "price_replicas", "replica_memory"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,19 @@ def one_cpu_process(strategy, devices: Sequence[str]) -> bool:
     """A strategy that drives several CPU stand-ins for devices from one process runs them in turn: a CPU
     op returns when done, so nothing overlaps as it does on GPUs (and DataParallel runs the module as is)."""
     return len(devices) > 1 and not strategy.process_per_device and devices[0].startswith("cpu")
+
+
+def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_copies: int = 0,
+                   recompute: bool = False) -> int:
+    """Bytes one whole replica holds at its peak: parameters x (`states` copies: the parameter, its
+    gradient and the optimizer's), plus `extra_param_copies` (DDP's gradient buckets), plus autocast's
+    bf16 weight copies, plus every layer's saved activations for its micro-batch; recomputing layer by
+    layer (activation checkpointing), every layer's input and the largest layer's activations instead."""
+    params = sum(l.param_bytes for l in layers)
+    fixed = params * (states + extra_param_copies) + sum(l.cast_bytes for l in layers)
+    if recompute:
+        return int(fixed + sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers))
+    return int(fixed + kept_bytes(layers))
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ priced by their Plan (partition/planning/plan.py, the schedule simulator); the s
 whole model to every device are priced by their own packages' cost models (bench/strategies/ddp/cost.py,
 fsdp/cost.py, dataparallel/cost.py), on what they share here: the `Links` the profile measured, a ring
 all-reduce (`allreduce_ms`: DDP's buckets, the hybrid's stages), an all-gather or reduce-scatter
-(`gather_ms`: FSDP's collectives, ZeRO-1's broadcast of its shards), what a compute overlapping a
-collective pays (`DDP_CONTENTION`), the collective that ends a replica's step (`step_end`: DDP, FSDP) and
-what one whole replica holds (`replica_memory`: DDP, ZeRO-1, nn.DataParallel).
+(`gather_ms`: FSDP's collectives, ZeRO-1's broadcast of its shards) and the collective that ends a
+replica's step (`step_end`: DDP, FSDP).
 
 Times are in ms of one step; a "layer" is a profiled segment (LayerProfile) with its forward and backward
 at the replica's micro-batch size.
@@ -16,12 +15,10 @@ at the replica's micro-batch size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 from pipebench.partition.planning.cuts import transfer_ms
-from pipebench.partition.profiling.profile_record import LayerProfile, kept_bytes
 
-__all__ = ["Links", "allreduce_ms", "gather_ms", "step_end", "DDP_CONTENTION", "replica_memory"]
+__all__ = ["Links", "allreduce_ms", "gather_ms", "step_end"]
 
 
 @dataclass(frozen=True)
@@ -73,31 +70,12 @@ def allreduce_ms(nbytes: float, devices: int, links: Links) -> float:
     return 2 * (devices - 1) / devices * nbytes / (links.allreduce_gbps * 1e9) * 1e3 + links.collective
 
 
-DDP_CONTENTION = 1.0
-"""How much of an all-reduce that overlaps the backward the backward pays anyway (DDP's; FSDP's collectives'
-too): NCCL's kernels take SMs and memory bandwidth from it. On 2x H200, GPT 800M's DDP step (3.2 GB of gradients, 16 ms of all-reduce)
-measured 409 ms against 384 ms predicted with the all-reduce hidden: the backward paid it all."""
-
-
 def step_end(devices: int, links: Links) -> float:
     """What a step of p processes pays after its last layer: the loss's all-reduce over them (the replica
     strategies) or its broadcast from the last stage (the pipelines), one collective that every process
     waits for. Priced only where collectives are (0 on one device or where links.collective_ms is not
     measured: on GPUs the loss's collective hides behind the queued kernels)."""
     return links.collective_ms if devices > 1 and links.collective_ms else 0.0
-
-
-def replica_memory(layers: Sequence[LayerProfile], states: int, *, extra_param_copies: int = 0,
-                   recompute: bool = False) -> int:
-    """Bytes one whole replica holds at its peak: parameters x (`states` copies: the parameter, its
-    gradient and the optimizer's), plus `extra_param_copies` (DDP's gradient buckets), plus autocast's
-    bf16 weight copies, plus every layer's saved activations for its micro-batch; recomputing layer by
-    layer (activation checkpointing), every layer's input and the largest layer's activations instead."""
-    params = sum(l.param_bytes for l in layers)
-    fixed = params * (states + extra_param_copies) + sum(l.cast_bytes for l in layers)
-    if recompute:
-        return int(fixed + sum(l.output_bytes for l in layers[:-1]) + max(l.saved_bytes for l in layers))
-    return int(fixed + kept_bytes(layers))
 
 
 def gather_ms(nbytes: float, devices: int, links: Links, *, scatter: bool = False) -> float:

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from pipebench.bench.strategies.dataparallel.cost import dataparallel_step
 from pipebench.bench.strategies.prediction import Prediction
-from pipebench.bench.strategies.pricing import Pricing, Replicas, one_cpu_process, price_replicas
-from pipebench.partition.planning import link_costs
+from pipebench.bench.strategies.pricing import Pricing, Replicas, one_cpu_process, price_replicas, replica_memory
 
 __all__ = ["price_dataparallel"]
 
@@ -24,12 +23,12 @@ def price_dataparallel(pricing: Pricing) -> Prediction:
         # The module as it is, on the whole batch, in one process: the whole step the profile timed so.
         step = whole.whole_step_ms or pricing.calibration * sum(l.step_ms for l in whole.layers)
         return Prediction.of_step(pricing.strategy.name, step, pricing.batch,
-                                  memory=[link_costs.replica_memory(whole.layers, states)], fits=True)
+                                  memory=[replica_memory(whole.layers, states)], fits=True)
 
     def cost(replicas: Replicas, recompute: bool):
         p, layers, unmodelled = replicas.p, replicas.layers, replicas.unmodelled
         return (dataparallel_step(layers, p, pricing.links, scale=pricing.calibration,
                                   output_bytes=layers[-1].output_bytes),
-                [link_costs.replica_memory(layers, states) + unmodelled] +
-                [link_costs.replica_memory(layers, 2) + unmodelled] * (p - 1))
+                [replica_memory(layers, states) + unmodelled] +
+                [replica_memory(layers, 2) + unmodelled] * (p - 1))
     return price_replicas(pricing, cost)

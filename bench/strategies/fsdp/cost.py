@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from pipebench.partition.planning.link_costs import DDP_CONTENTION, Links, gather_ms, step_end
+from pipebench.bench.strategies.ddp.cost import DDP_CONTENTION
+from pipebench.partition.planning.link_costs import Links, gather_ms, step_end
 from pipebench.partition.profiling.profile_record import LayerProfile, kept_bytes
 
 __all__ = ["fsdp_blocks", "fsdp_step", "fsdp_memory"]
@@ -150,7 +151,7 @@ def fsdp_memory(layers: Sequence[LayerProfile], devices: int, states: int, bf16:
     """Bytes one FSDP process holds at its peak: its 1/p of the parameters, their gradients and `states`
     optimizer states each; the two largest layers gathered whole at once (the one computing and the one
     prefetched; half the bytes in bf16); and every layer's saved activations at the replica's micro-batch,
-    or, recomputing, every layer's input and the largest layer's activations (as replica_memory)."""
+    or, recomputing, every layer's input and the largest layer's activations (as bench/strategies/pricing.py replica_memory)."""
     params = sum(l.param_bytes for l in layers)
     largest = sorted((l.param_bytes for l in layers), reverse=True)[:2]
     gathered = sum(largest) / (2 if bf16 else 1)

@@ -1,7 +1,7 @@
 """ZeRO-1's price (no torch): DDP's step plus the broadcast of the updated shards."""
 from __future__ import annotations
 
-from pipebench.bench.strategies.ddp.cost import ddp_step
+from pipebench.bench.strategies.ddp.cost import ddp_memory, ddp_step
 from pipebench.bench.strategies.prediction import Prediction
 from pipebench.bench.strategies.pricing import Pricing, Replicas, price_replicas
 from pipebench.partition.planning import link_costs
@@ -21,6 +21,5 @@ def price_zero1(pricing: Pricing) -> Prediction:
         states = -(-params * pricing.training.states // p)  # this replica's share of the optimizer's states
         priced = [recomputing(l) for l in layers] if recompute else layers
         return (ddp_step(priced, p, links, scale=pricing.calibration) + link_costs.gather_ms(params, p, links),
-                [link_costs.replica_memory(layers, 2, extra_param_copies=1 if p > 1 else 0, recompute=recompute)
-                 + states + replicas.unmodelled] * p)
+                [ddp_memory(layers, p, states, recompute=recompute) + replicas.unmodelled] * p)
     return price_replicas(pricing, cost)
