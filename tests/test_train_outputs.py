@@ -107,6 +107,15 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     assert checked.write_job == str(tmp_path / "job")
 
 
+@pytest.mark.parametrize("option, name", [("--save", "ck.pt"), ("--csv", "log.csv")])
+@pytest.mark.parametrize("spoil, message", [(["--strategy", "nope"], "nope"), (["--model", "nofile.py:Net"], "nofile.py")])
+def test_a_refused_train_leaves_no_folder(capsys, tmp_path, option, name, spoil, message):
+    """`train --strategy nope --save new/a/ck.pt` (or a model file that is not there) is refused and makes no
+    new/: an output's folders are made when it is written."""
+    refused(capsys, [*train_files(tmp_path), *spoil, option, str(tmp_path / "new" / "a" / name)], message)
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
 def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
     """`train --save ''` and `--write-job ''` are refused: read as the option not given, they would train and
