@@ -70,6 +70,27 @@ def test_a_refused_report_leaves_no_folder(capsys, tmp_path):
     assert not (tmp_path / "deep").exists()
 
 
+@pytest.mark.parametrize("command, output", [("plan", ["--json"]), ("plan", ["--export", "deepspeed"]),
+                                             ("advise", ["--json"])])
+def test_a_refused_plan_or_advise_leaves_no_folder(capsys, tmp_path, command, output):
+    """`plan --profile P --flavour small --json new/a/b/p.json`, P of another flavour, is refused and makes no
+    new/: an output's folders are made when it is written. Accepted, the same command writes there."""
+    argv = [command, "--profile", str(profile_file(tmp_path / "p.json")), "--stages", "2", *output,
+            str(tmp_path / "new" / "a" / "b" / "out.json")]
+    refused(capsys, [*argv, "--flavour", "small"], "--flavour")
+    assert not (tmp_path / "new").exists()
+    assert main(argv) == 0
+    assert (tmp_path / "new" / "a" / "b" / "out.json").is_file()
+
+
+def test_a_refused_plan_leaves_no_folder_for_its_profile(capsys, tmp_path):
+    """`plan --model mlp --flavour huge --save-profile new/a/p.json` is refused before profiling and makes no
+    new/."""
+    refused(capsys, ["plan", "--model", "mlp", "--flavour", "huge", "--stages", "2", "--device", "cpu",
+                     "--save-profile", str(tmp_path / "new" / "a" / "p.json")], "huge")
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("option", ["--json", "--save-profile"])
 def test_outputs_that_name_a_folder_or_a_kernel_file_are_refused_first(capsys, tmp_path, option):
     """`--json out/` (a folder's name) and `--save-profile /proc/self/status` (a kernel file) are refused

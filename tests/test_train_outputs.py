@@ -107,6 +107,15 @@ def test_train_writes_again_over_its_own_log_and_checkpoint_whatever_their_names
     assert checked.write_job == str(tmp_path / "job")
 
 
+@pytest.mark.parametrize("option, name", [("--save", "ck.pt"), ("--csv", "log.csv")])
+@pytest.mark.parametrize("spoil, message", [(["--strategy", "nope"], "nope"), (["--model", "nofile.py:Net"], "nofile.py")])
+def test_a_refused_train_leaves_no_folder(capsys, tmp_path, option, name, spoil, message):
+    """`train --strategy nope --save new/a/ck.pt` (or a model file that is not there) is refused and makes no
+    new/: an output's folders are made when it is written."""
+    refused(capsys, [*train_files(tmp_path), *spoil, option, str(tmp_path / "new" / "a" / name)], message)
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("option, names", [("--save", "a file"), ("--csv", "a file"), ("--write-job", "a folder")])
 def test_an_empty_output_path_is_refused(capsys, tmp_path, option, names):
     """`train --save ''` and `--write-job ''` are refused: read as the option not given, they would train and
@@ -127,3 +136,68 @@ def test_a_train_refused_by_its_first_checks_is_one_line_without_the_device_line
     argv = train_files(tmp_path)
     (tmp_path / "data.py").write_text(DATA.replace("(16, 4)", "(16, 5)"))  # samples of 5 for a model of 4
     refused(capsys, argv, "the data's samples do not fit")
+
+
+# ------------------------------------------------------------------------------- a written job, read back
+
+def written_job(tmp_path, edit) -> list[str]:
+    """A job folder as --write-job writes it (job.json, train.json), train.json spoilt by `edit(settings)`: the
+    command that starts its worker, as train prints it."""
+    import sys
+
+    from pipebench.base.fileio.files import write_json
+    from pipebench.bench.launch.job import Job
+    from pipebench.bench.train.data import DataSpec
+    from pipebench.bench.train.settings import TrainSettings
+
+    (tmp_path / "data.py").write_text(DATA)
+    folder = tmp_path / "j"
+    Job(model="mlp", flavour="tiny", strategy="ddp", batch=8, devices=1, device_type="cpu").save(folder / "job.json")
+    settings = TrainSettings(DataSpec("file", str(tmp_path / "data.py"), "data"), steps=2).to_json()
+    edit(settings)
+    write_json(folder / "train.json", settings)
+    return [sys.executable, "-P", "-m", "pipebench.bench.train.loop", str(folder / "job.json"), str(folder)]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s.update(mine=1), "train.json: unknown field 'mine'"),
+    (lambda s: s.pop("data"), "train.json: missing field 'data'"),
+    (lambda s: s.update(steps="2"), "train.json.steps: expected"),
+    (lambda s: s["data"].update(seq_len="8"), "train.json.data.seq_len: expected"),
+    (lambda s: s["data"].pop("kind"), "train.json.data: missing field 'kind'"),
+])
+def test_train_json_is_read_back_checked(tmp_path, edit, message):
+    """A train.json edited by hand (a key added or taken out, a value of another type) is one UserError naming
+    its field, not a TypeError or a KeyError in the worker; as written, it reads back whole."""
+    import json
+
+    from pipebench.base.errors import UserError
+    from pipebench.bench.train.settings import TrainSettings
+
+    written_job(tmp_path, edit)
+    path = tmp_path / "j" / "train.json"
+    with pytest.raises(UserError, match=f"^{tmp_path}/j/{message}"):
+        TrainSettings.read(path)
+    written_job(tmp_path, lambda s: None)
+    assert TrainSettings.read(path).to_json() == json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("edit, message", [(lambda s: s.update(mine=1), "train.json: unknown field 'mine'"),
+                                           (lambda s: s["data"].update(path="/nonexistent.py"), "no such file")])
+def test_a_written_jobs_worker_says_bad_input_in_one_line(tmp_path, edit, message):
+    """The command train prints for a written job, run on a train.json edited wrong (or naming a data file that
+    is not there), says so in one line on stderr with exit status 2, as pipebench does, and still writes
+    error-rank0.json for a parent, the same line: no silent exit 1 with the error only in the file."""
+    import json
+    import os
+    import subprocess
+
+    from helpers import one_line
+    from pipebench.bench.launch.loopback import free_port
+
+    launcher = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    result = subprocess.run(written_job(tmp_path, edit), capture_output=True, text=True, timeout=120,
+                            env={**os.environ, **launcher, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""})
+    one_line(result, message)
+    error = json.loads((tmp_path / "j" / "error-rank0.json").read_text())
+    assert result.stdout == "" and f"pipebench: error: {error['message']}" == result.stderr.strip()

@@ -2,7 +2,8 @@
 and the exit statuses."""
 from __future__ import annotations
 
-EXIT_USAGE = 2
+from pipebench.base.errors import EXIT_USAGE  # noqa: F401 - the commands' exit status of bad input
+
 EXIT_INTERRUPTED = 130
 
 

@@ -21,7 +21,7 @@ import torch
 
 from pipebench.bench.launch.job import Job
 from pipebench.bench.launch.spawn import WorkerError
-from pipebench.base.errors import UserError
+from pipebench.base.errors import EXIT_USAGE, UserError, printable
 from pipebench.base.fileio.files import write_json
 from pipebench.base.fileio.records import record
 
@@ -86,7 +86,10 @@ PEER_ERRORS = ("connection reset by peer", "connection closed by peer", "broken 
 def work_and_report(argv: list[str], work) -> int:
     """A worker's life under torchrun: load the Job (argv: job file, out folder), call work(job, out_dir,
     rank, world, local_rank), write what it returns as result.json; any failure reaches the parent as a
-    file (`fail_and_exit`). `pipebench train`'s worker (bench/train/loop.py) lives the same way."""
+    file (`fail_and_exit`). A UserError (a job.json or train.json edited wrong, a data file gone) is also
+    one `pipebench: error:` line on stderr and exit status 2, as the command line says bad input: a job
+    that --write-job wrote has no parent to read the file. `pipebench train`'s worker (bench/train/loop.py)
+    lives the same way."""
     job_path, out_dir = Path(argv[0]), Path(argv[1])
     rank = int(os.environ.get("RANK", 0))
     try:
@@ -95,8 +98,20 @@ def work_and_report(argv: list[str], work) -> int:
         if result is not None:
             write_json(out_dir / "result.json", result)
         return 0
+    except UserError as exc:  # bad input (a written job's file edited by hand): said also where no parent reads
+        _say(f"pipebench: error: {printable(str(exc))}")
+        fail_and_exit(exc, rank, out_dir, EXIT_USAGE)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a file
         fail_and_exit(exc, rank, out_dir)
+
+
+def _say(line: str) -> None:
+    """`line` on stderr, as the command line says bad input: one line, for whoever started this worker
+    (torchrun from a job --write-job wrote, whose user sees no parent's message); a parent's log takes it."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed: the error file still says it
+        pass
 
 
 def exit_without_teardown(main) -> None:
@@ -109,13 +124,13 @@ def exit_without_teardown(main) -> None:
     os._exit(code)
 
 
-def fail_and_exit(exc: BaseException, rank: int, out_dir: Path) -> None:
-    """Write the error for the parent and leave at once: peers blocked in a collective are ended by
-    torchrun, not waited for."""
+def fail_and_exit(exc: BaseException, rank: int, out_dir: Path, status: int = 1) -> None:
+    """Write the error for the parent and leave at once with `status` (EXIT_USAGE for bad input): peers
+    blocked in a collective are ended by torchrun, not waited for."""
     write_json(out_dir / f"error-rank{rank}.json", error_record(exc, rank))
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(status)
 
 
 def error_record(exc: BaseException, rank: int) -> dict:
@@ -142,11 +157,17 @@ def error_record(exc: BaseException, rank: int) -> dict:
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
-    """exc, then what raised it (__cause__, else __context__), down to the first error."""
+    """exc, then what raised it (__cause__, else __context__), down to the first error. An error raised
+    `from None` is its own root, as its traceback says: it replaced what it was raised during (a
+    UserError's one line for an OSError's)."""
     chain = [exc]
-    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+    while (nxt := _cause(chain[-1])) is not None and nxt not in chain:
         chain.append(nxt)
     return chain
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    return exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
 
 
 def _first_line(exc: BaseException) -> str:

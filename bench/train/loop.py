@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
 
     def work(job, out_dir, rank, world, local_rank):
-        settings = TrainSettings.from_json(read_json(out_dir / "train.json", kind="train settings"))
+        settings = TrainSettings.read(out_dir / "train.json")
         return train(job, settings, out_dir, rank, world, local_rank)
 
     return work_and_report(argv, work)

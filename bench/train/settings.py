@@ -6,7 +6,8 @@ each worker (loop.py) reads it back. The file is the record's fields by name, th
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 __all__ = ["TrainSettings"]
@@ -39,11 +40,22 @@ class TrainSettings:
         return {**asdict(self), "data": asdict(self.data)}
 
     @classmethod
-    def from_json(cls, obj: dict) -> TrainSettings:
-        """The record of train.json's object (`to_json`'s)."""
+    def from_json(cls, obj: Any, where: str = "train.json") -> TrainSettings:
+        """The record of train.json's object (`to_json`'s), checked as every record is read back
+        (fileio.records `record`: no unknown key, none missing, each value of its field's type), so that a
+        file edited by hand beside a written job is one UserError naming the field (`where`: the file)."""
+        from pipebench.base.fileio.records import record
         from pipebench.bench.train.data import DataSpec
 
-        return cls(**{**obj, "data": DataSpec(**obj["data"])})
+        settings = record(cls, obj, where, may_miss=(), nonnegative=True)
+        return replace(settings, data=record(DataSpec, settings.data, f"{where}.data", may_miss=(), nonnegative=True))
+
+    @classmethod
+    def read(cls, path: Path) -> TrainSettings:
+        """The record of the train.json file at `path` (`from_json`)."""
+        from pipebench.base.fileio.files import read_json
+
+        return cls.from_json(read_json(path, kind="train settings"), str(path))
 
     @classmethod
     def names(cls) -> set[str]:

@@ -9,7 +9,10 @@ or split it in two. Progress lines (pipebench.base.text.progress) and the comman
 """
 from __future__ import annotations
 
-__all__ = ["UserError", "DeviceError", "first_line", "printable"]
+__all__ = ["UserError", "DeviceError", "EXIT_USAGE", "first_line", "printable"]
+
+EXIT_USAGE = 2
+"""The exit status of bad input (a UserError), wherever a process of pipebench's says it."""
 
 
 class UserError(ValueError):

@@ -3,7 +3,8 @@
 One home for what every file format here needs (profiles, plans, jobs, results, reports):
 - `writable_file` / `writable_folder`: an output path checked before any work (not a folder or a file in
   the way, a name the file system takes, a folder it can create and write in), so a bad `--json` or
-  `--out` is one line at the start rather than a traceback after minutes of profiling.
+  `--out` is one line at the start rather than a traceback after minutes of profiling. A file's check
+  creates nothing (`creatable_folder`); its folders are made when it is written.
 - `write_text` / `write_json`: through a temporary file in the same folder, fsync, then `os.replace`,
   so that a reader or a crash sees the old file or the new one, never a mix. The temporary name is
   unique per call (random, created exclusively), so two writers, processes or threads, never share one.
@@ -31,7 +32,7 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.records import MAX_DEPTH, check, depth, loads, record, short  # noqa: F401 - check, record: re-exported
 
-__all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "not_another_file", "json_of_format", "starts_with", "writable_folder", "not_empty", "write_text", "write_json", "replace_file",
+__all__ = ["as_path", "shown", "check_regular", "not_regular", "writable_file", "creatable_folder", "not_another_file", "json_of_format", "starts_with", "writable_folder", "not_empty", "write_text", "write_json", "replace_file",
            "read_text", "read_bytes", "loads", "read_json", "record", "check", "same_outputs"]
 
 
@@ -63,20 +64,23 @@ def writable_folder(path: str | Path, option: str, *, in_the_way: str = "name a 
 
 def creatable_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder this command could create and write into, without creating it: for an output
-    written only after later checks pass (train --write-job), so that a refusal leaves nothing behind. An
-    existing folder is checked as writable_folder does; otherwise its nearest existing parent is."""
+    written only after later checks pass (train --write-job, and every output file's folder: writable_file),
+    so that a refusal leaves nothing behind; the folder is made when its file is written (write_atomically).
+    An existing folder is checked as writable_folder does; otherwise its nearest existing parent is (a link
+    that leads nowhere counts as existing: no folder can be made through it)."""
     not_empty(path, option)
     path = Path(os.path.abspath(path))
     try:
         if path.exists() or path.is_symlink():
             return writable_folder(path, option)
         parent = path.parent
-        while not parent.exists():
+        while not (parent.exists() or parent.is_symlink()):
             parent = parent.parent
     except OSError as exc:  # a name too long for the file system
         raise UserError(f"{option} {shown(path)}: cannot create the folder ({exc.strerror or exc})") from None
     if not parent.is_dir():
-        raise UserError(f"{option} {shown(path)}: {shown(parent)} is a file, not a folder")
+        what = "a file" if parent.exists() else "a link that leads nowhere"
+        raise UserError(f"{option} {shown(path)}: {shown(parent)} is {what}, not a folder")
     try:
         writable_folder(parent, option)
     except UserError as exc:  # said of the folder asked for, not only of the parent that refuses it
@@ -93,7 +97,8 @@ def not_empty(path: str | Path, option: str) -> None:
 
 def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Path:
     """`path` as a file this command can write (atomically, `write_text`): not a folder, a name the file
-    system takes, in a folder that can be created and written in; checked now, before any work. Returned
+    system takes, in a folder that can be created and written in; checked now, before any work, and nothing
+    created (creatable_folder: the folders are made when the file is written, so a refusal leaves none). Returned
     absolute, so that a model file that changes the working folder when imported moves nothing. A special
     file is written through (see the module docstring): a socket or a block device is refused. `regular`:
     every special file is refused, for a file written again and again or read back (train's --save and
@@ -129,7 +134,7 @@ def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Pa
         raise UserError(f"{option} {shown(path)}: {exc.strerror or exc}") from None
     if folder or path.name in ("", ".", ".."):
         raise UserError(f"{option} {shown(path)}: is a folder; name a file")
-    writable_folder(path.parent, option)
+    creatable_folder(path.parent, option)
     return path
 
 
