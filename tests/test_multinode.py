@@ -112,7 +112,7 @@ def test_the_several_machines_recipe_runs(tmp_path, strategy):
     assert not [line for log in logs for line in log.splitlines() if "will be ignored" in line]  # no flag in vain
 
 
-def test_pipebench_train_over_two_nodes(tmp_path):
+def test_pipebench_train_over_two_nodes(tmp_path, capsys):
     """docs/several-machines.md's train recipe on one machine: `pipebench train --nodes 2 --write-job DIR`,
     then two torchrun agents (--nnodes 2, one CPU process each, rendezvous on 127.0.0.1) train a GPT
     through a 1F1B pipeline across them; the losses are single's (to the CSV's digits) and the checkpoint
@@ -132,6 +132,8 @@ def test_pipebench_train_over_two_nodes(tmp_path):
     job = tmp_path / "job"
     assert main([*common, "--strategy", "pp-1f1b", "--cpu-processes", "1", "--nodes", "2", "--csv", str(tmp_path / "nodes.csv"),
                  "--save", str(tmp_path / "gpt.pth"), "--write-job", str(job)]) == 0
+    said = capsys.readouterr().err.splitlines()  # the command to run on each node, on its own line, to copy
+    assert said[-1].startswith("  PYTHONSAFEPATH=1 OMP_NUM_THREADS=") and "torchrun --nnodes 2" in said[-1], said[-2:]
     assert main([*common, "--strategy", "single", "--csv", str(tmp_path / "single.csv")]) == 0
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",

@@ -166,7 +166,8 @@ def write_job(job, settings: TrainSettings, options: TrainOptions, node_devices:
         command = (f"PYTHONSAFEPATH=1 {threads}torchrun --nnodes {nodes} --nproc-per-node {per_node} "
                    f"--rdzv-backend c10d --rdzv-endpoint HOST:29500 {module}")
     note(f"wrote {folder / 'job.json'} and {folder / 'train.json'}; on each of the {nodes} node(s), with this "
-         f"folder at the same path (HOST: a node all reach):\n  {command}")
+         "folder at the same path (HOST: a node all reach):")
+    note(f"  {command}")  # its own line: a note shows a newline as \\n (say escapes control characters)
     return {"written": str(folder), "command": command}
 
 
