@@ -318,6 +318,21 @@ def test_train_takes_its_model_and_data_from_one_file(tmp_path):
 
 # --------------------------------------------------------------------------------- the Python API
 
+@pytest.mark.usefixtures("nothing_runs")
+def test_the_api_train_refuses_a_note_that_is_no_function(tmp_path):
+    """train(note=3) was a TypeError ('int' object is not callable); now one UserError, as run's, before
+    anything is made."""
+    import pipebench
+    from pipebench.base.errors import UserError
+
+    tokens = tmp_path / "t.bin"
+    np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
+    with pytest.raises(UserError, match="note takes a function, got a int"):
+        pipebench.train("gpt", f"tokens:{tokens}", batch=8, strategy="single", flavour="tiny", steps=1,
+                        save=str(tmp_path / "new" / "gpt.pt"), note=3)
+    assert list(tmp_path.iterdir()) == [tokens]
+
+
 def test_the_api_trains_as_the_command_line_does_and_refuses_in_one_line(tmp_path):
     """`pipebench.train` was missing: a lab's script had to build argv for `pipebench train`. It trains to a
     checkpoint the model's own class loads, and refuses what the command line refuses, before any work."""
