@@ -46,7 +46,7 @@ from pipebench.models.batches import (DEFAULT_TOKEN_RANGE, LOSSES, ExampleInputs
                                       UserBatches, loss as named_loss, not_finite, vocabulary)
 from pipebench.models.hugging_face import AsTrained, as_trained, is_hugging_face
 from pipebench.models.imports import build, forward_guarded, import_target, raised, where
-from pipebench.model_spec import absolute_target  # torch-free: a saved profile's model is checked without torch
+from pipebench.model_spec import absolute_target, class_source  # torch-free: a saved profile is checked without torch
 
 __all__ = ["ModelSource", "absolute_target", "UserModel", "load_user_model", "object_model", "AsTrained", "LOSSES",
            "OUTPUTS"]
@@ -126,6 +126,9 @@ class UserModel:
     passes back to get_model."""
     granularity: int | None = None
     """Module depth of the cut candidates; None: the finest that stays fast to profile (partition/capture/graph.py)."""
+    model_class: str | None = None
+    """An nn.Module object's class, where it is defined (pipebench/model_spec.py class_source), as its profile
+    records it; None: a model named by its target, which says it."""
 
 
 def load_user_model(source: ModelSource, *, seed: int = 0, device: torch.device | str | None = None) -> UserModel:
@@ -246,7 +249,7 @@ def object_model(module: nn.Module, example_inputs: Any, settings: dict[str, Any
     loss_fn = loss_fn or named_loss(source.loss)
     _check_loss(trained, batches, loss_fn, type(module).__name__, finite=True)  # one number, as for a model file
     return UserModel(type(module).__name__, trained, batches, loss_fn, source, config=settings,
-                     granularity=source.granularity)
+                     granularity=source.granularity, model_class=class_source(type(module)))
 
 
 def _example(module: nn.Module, example_inputs: Any) -> tuple[tuple[torch.Tensor, ...], tuple[str, ...]]:

@@ -113,10 +113,7 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     counts, devices = counts_and_devices(request)
     spec = ModelSpec(model, flavour=flavour, settings=settings, data_dir=data_dir, example_inputs=example_inputs,
                      loss_fn=loss_fn)
-    for name, function in (("note", note), ("progress", progress), ("on_layers", on_layers),
-                           ("rank", rank)):
-        if function is not None and not callable(function):  # a TypeError deep in the profiler before
-            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
+    _check_functions(note=note, progress=progress, on_layers=on_layers, rank=rank)
     session = ProfilingSession(spec, request, counts, devices, note=note, progress=progress,
                                on_layers=on_layers)
     return session.profiles(rank)
@@ -277,9 +274,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     from pipebench.request import plain
 
     note = note or (lambda line: None)
-    for name, function in (("note", note), ("on_start", on_start)):
-        if function is not None and not callable(function):
-            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
+    _check_functions(note=note, on_start=on_start)
     for name, size in (("max_memory", max_memory), ("gpu_memory", gpu_memory)):
         if size is not None:
             count_of(size, name)  # bytes: a positive integer
@@ -322,10 +317,19 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     from pipebench.bench.train.options import TrainOptions
     from pipebench.bench.train.parent import over_nodes, run_training
 
+    _check_functions(note=note)
     machine = _machine_of(machine)
     asked = TrainOptions.from_keywords(model, data, machine, batch=batch, strategy=strategy, **options)
     result = run_training(asked, over_nodes(machine, asked.nodes), note=note or (lambda line: None))
     return {**result, "save": asked.save}
+
+
+def _check_functions(**functions: Any) -> None:
+    """Refuse a callback keyword (note, progress, ...) that is not a function, in one line naming it: called,
+    it is a TypeError deep in the profiler, a run or a training, after the work began."""
+    for name, function in functions.items():
+        if function is not None and not callable(function):
+            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
 
 
 def _machine_of(machine: Any):

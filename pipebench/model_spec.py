@@ -11,6 +11,7 @@ object of one exists only then), so a cached profile of a named model loads none
 """
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from pipebench.base.errors import UserError
 from pipebench.base.fileio.files import as_path, not_empty
 
-__all__ = ["ModelSpec", "absolute_target", "is_module", "is_user_model"]
+__all__ = ["ModelSpec", "absolute_target", "check_settings_dict", "class_source", "is_module", "is_user_model"]
 
 
 def absolute_target(target: str) -> str:
@@ -37,10 +38,31 @@ def is_user_model(name: str) -> bool:
     return ":" in name
 
 
+def class_source(cls: type) -> str:
+    """Where a class is defined, as a model file's target names it: `/abs/file.py:Qualname`, or
+    `module:Qualname` for a module with no file (`python -c`, a notebook). What a profile of an nn.Module
+    object records (Profile.model_class) and check_profiled compares: two classes called Net are two models."""
+    try:
+        file = inspect.getfile(cls)
+    except (TypeError, OSError):  # a module with no file
+        return f"{cls.__module__}:{cls.__qualname__}"
+    return f"{Path(file).resolve()}:{cls.__qualname__}"
+
+
 def is_module(model: Any) -> bool:
     """Whether `model` is an nn.Module object; one exists only once torch is imported, so asking imports none."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(model, torch.nn.Module)
+
+
+def check_settings_dict(settings: Any, name: str = "settings") -> None:
+    """Refuse settings that are not a dict keyed by setting names, in one line naming `name` (a ModelSpec's
+    settings, train's overrides): a list of pairs or a dict keyed by 1 is a TypeError of get_model's **."""
+    if not isinstance(settings, dict):
+        raise UserError(f"{name} takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
+    if names := [key for key in settings if not isinstance(key, str)]:
+        raise UserError(f"{name} takes a dict such as {{'loss': 'mse'}} keyed by setting names, got the key "
+                        f"{names[0]!r:.40}")
 
 
 @dataclass(frozen=True)
@@ -76,13 +98,8 @@ class ModelSpec:
             if not folder.is_dir():
                 raise UserError(f"data_dir {self.data_dir}: {'not a folder' if folder.exists() else 'no such folder'}")
             object.__setattr__(self, "data_dir", str(folder))
-        settings = self.settings
-        if settings is not None:
-            if not isinstance(settings, dict):
-                raise UserError(f"settings takes a dict such as {{'loss': 'mse'}}, got a {type(settings).__name__}")
-            if names := [key for key in settings if not isinstance(key, str)]:
-                raise UserError(f"settings takes a dict such as {{'loss': 'mse'}} keyed by setting names, got the key "
-                                f"{names[0]!r:.40}")
+        if self.settings is not None:
+            check_settings_dict(self.settings)
 
     @property
     def name(self) -> str:
@@ -95,15 +112,19 @@ class ModelSpec:
         first) records, in one line naming both: planned from them, what was asked would not be the model
         planned. What is not given (None) is the profile's own. `names`: what the caller calls the model and
         the flavour, `said(key, value)`: a setting (`pipebench plan --profile`: --model, --flavour, --set
-        KEY=VALUE or --input-shape VALUE). A model file's is its absolute path, an nn.Module object's its
-        class name, as the profile records them (a file's FILE.py:NAME is an object of class NAME)."""
+        KEY=VALUE or --input-shape VALUE). A model file's is its absolute path, as the profile records it; an
+        nn.Module object's is its class (`_is_profiled_class`)."""
         from pipebench.partition.profiling.profile_record import model_label
 
         option, flavour_option = names
-        if self.model is not None:
-            model = type(self.model).__name__ if is_module(self.model) else self.name
-            profiled_as = profile.model.rpartition(":")[2] if is_module(self.model) else profile.model
-            if (absolute_target(model) if isinstance(model, str) else model) != profiled_as:
+        if is_module(self.model):
+            cls = type(self.model)
+            if not _is_profiled_class(cls, profile):
+                raise UserError(f"{option} {cls.__module__}.{cls.__qualname__} does not match the profile's model "
+                                f"{profile.model_class or profile.model}")
+        elif self.model is not None:
+            model = self.name
+            if (absolute_target(model) if isinstance(model, str) else model) != profile.model:
                 raise UserError(f"{option} {model} does not match the profile's model {profile.model}")
         label = model_label(profile.model, profile.flavour)
         if self.flavour is not None and self.flavour != profile.flavour:
@@ -120,3 +141,15 @@ class ModelSpec:
             given, recorded = (json.loads(json.dumps(v, default=str)) for v in (value, profile.config[key]))
             if given != recorded:
                 raise UserError(f"{said(key, given)} does not match the profile's {key}={recorded}")
+
+
+def _is_profiled_class(cls: type, profile: Any) -> bool:
+    """Whether an nn.Module object of class `cls` is the model `profile` records: an object's profile records
+    where its class is defined (class_source), a model file's FILE.py:NAME or package.module:NAME names it
+    (an object of that class is that model); a profile of an object made before classes were recorded holds
+    only its class's name, compared as it is."""
+    if profile.model_class is not None:
+        return class_source(cls) == profile.model_class
+    if is_user_model(profile.model):
+        return profile.model in (class_source(cls), f"{cls.__module__}:{cls.__qualname__}")
+    return cls.__name__ == profile.model

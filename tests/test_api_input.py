@@ -4,6 +4,7 @@ nothing_runs prove the "before": there, profiling or a run fails the test)."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +41,17 @@ from pipebench.base.errors import UserError
     ("resume", "no", r"resume takes True or False \(got 'no'\)"),
     ("auto", -1, r"auto takes a positive integer \(got -1\)"),
     ("auto", 10**6, "auto takes a positive integer up to"),
+    ("note", 3, "note takes a function, got a int"),
 ])
 def test_run_checks_its_options_as_the_command_does(tmp_path, option, value, message):
     """pipebench.run refuses steps=-1, timeout=nan, chunks="2", out=3, training="bf16", repeats=0, steps=2.5,
-    warmup=-1, min_seconds=inf, resume="no" and auto=-1, each in one UserError before anything is profiled or
-    written: no case runs, no failed or unavailable row is written, and no StatisticsError, ValueError,
-    TypeError or AttributeError comes from deep inside."""
+    warmup=-1, min_seconds=inf, resume="no", auto=-1 and note=3, each in one UserError before anything is
+    profiled or written: no case runs, no failed or unavailable row is written, and no StatisticsError,
+    ValueError, TypeError or AttributeError comes from deep inside."""
     out = tmp_path / "o"
-    options = {"out": out, option: value}
+    options = {"note": None, "out": out, option: value}
     with pytest.raises(UserError, match=message):
-        pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", note=None, **options)
+        pipebench.run({"mlp": 8}, strategies=["single"], flavour="tiny", **options)
     assert not out.exists()
 
 
@@ -266,7 +268,7 @@ def test_the_api_refuses_wrong_values_in_one_user_error(tmp_path, call, message)
     (lambda pb, p: pb.plan("mlp", profiles=p, stages=2, settings={"depth": 8}),
      "settings depth=8 does not match the profile's depth=3"),
     (lambda pb, p: pb.plan(torch.nn.Linear(4, 4), torch.randn(2, 4), profiles=p, stages=2),
-     "model Linear does not match the profile's model mlp"),
+     "model torch.nn.modules.linear.Linear does not match the profile's model mlp"),
 ])
 def test_given_profiles_are_checked_against_the_model_named(tmp_path, call, message):
     """plan("gpt", profiles=an mlp's) is refused, as `pipebench plan --model gpt --profile FILE` is, and so
@@ -280,12 +282,33 @@ def test_given_profiles_are_checked_against_the_model_named(tmp_path, call, mess
     assert pipebench.advise("mlp", profiles=profiles, stages=2).recommended
 
 
+def imported(path: Path, monkeypatch):
+    """The module of the file at `path`, imported as a script's `import NAME` imports it (into sys.modules)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, path.stem, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+NET_FILE = """import torch
+
+
+class Net(torch.nn.Sequential):
+    def __init__(self):
+        super().__init__(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+"""
+
+
 @pytest.mark.usefixtures("nothing_runs")
 def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, monkeypatch):
-    """The profile of a model file records its path made absolute, and an object's its class name: the
-    model given as it was profiled matches them."""
+    """The profile of a model file records its path made absolute, and an object's the class's file and name
+    (a profile made before records its name alone): the model given as it was profiled matches them."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "m.py").write_text("")
+    (tmp_path / "m.py").write_text(NET_FILE)
     file = pipebench.load_profiles(profile_file(tmp_path / "f.json", lambda e: e.update(
         model=f"{tmp_path}/m.py:Net", flavour="", config={"input_shape": [4]})))
     assert pipebench.plan("m.py:Net", profiles=file, stages=2, settings={"input_shape": (4,)}).batch == 8
@@ -294,11 +317,52 @@ def test_given_profiles_of_a_model_file_or_object_are_taken_with_it(tmp_path, mo
     net = pipebench.load_profiles(profile_file(tmp_path / "n.json", lambda e: e.update(model="Sequential", flavour="")))
     assert pipebench.plan(torch.nn.Sequential(torch.nn.Linear(4, 4)), torch.randn(2, 4), profiles=net,
                           stages=2).batch == 8
+    # an object of the class a model file's profile names (FILE.py:Net) is that model, as is one of the class
+    # an object's profile records
+    good = imported(tmp_path / "m.py", monkeypatch)
+    assert pipebench.plan(good.Net(), torch.randn(2, 4), profiles=file, stages=2).batch == 8
+    recorded = pipebench.load_profiles(profile_file(tmp_path / "o.json", lambda e: e.update(
+        model="Net", flavour="", model_class=f"{tmp_path}/m.py:Net")))
+    assert pipebench.plan(good.Net(), torch.randn(2, 4), profiles=recorded, stages=2).batch == 8
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("call", [pipebench.plan, pipebench.advise])
+def test_another_class_of_the_same_name_is_not_the_model_profiled(tmp_path, monkeypatch, call):
+    """A class Net of another file, or of the caller's own, is not the Net a profile records, whether the
+    profile is of m.py:Net or of an object of m.py's Net: planned from it, the plan would be of another model
+    (the command line refuses `--model other.py:Net` against it)."""
+    (tmp_path / "m.py").write_text(NET_FILE)
+    (tmp_path / "other.py").write_text(NET_FILE)
+    file = pipebench.load_profiles(profile_file(tmp_path / "f.json", lambda e: e.update(
+        model=f"{tmp_path}/m.py:Net", flavour="", config={"input_shape": [4]})))
+    recorded = pipebench.load_profiles(profile_file(tmp_path / "o.json", lambda e: e.update(
+        model="Net", flavour="", model_class=f"{tmp_path}/m.py:Net")))
+
     class Net(torch.nn.Sequential):
         pass
 
-    # an object of the class a model file's profile names (FILE.py:Net) is that model
-    assert pipebench.plan(Net(torch.nn.Linear(4, 4)), torch.randn(2, 4), profiles=file, stages=2).batch == 8
+    for model in (imported(tmp_path / "other.py", monkeypatch).Net(), Net(torch.nn.Linear(4, 4))):
+        for profiles in (file, recorded):
+            asked = f"{type(model).__module__}.{type(model).__qualname__}"
+            with pytest.raises(UserError, match=re.escape(f"model {asked} does not match the profile's model "
+                                                          f"{tmp_path}/m.py:Net")):
+                call(model, torch.randn(2, 4), profiles=profiles, stages=2)
+
+
+def test_a_profile_of_an_object_records_where_its_class_is_defined(tmp_path, monkeypatch):
+    """An object's profile records its class's file and name beside the name itself, in its file too: planned
+    from it, an object of that class is taken and one of another file's class Net refused."""
+    (tmp_path / "m.py").write_text(NET_FILE)
+    (tmp_path / "other.py").write_text(NET_FILE)
+    good, other = (imported(tmp_path / name, monkeypatch) for name in ("m.py", "other.py"))
+    profiles = pipebench.profile(good.Net(), torch.randn(2, 4), batch=8, micro_batches=1, repeats=1, cache=False)
+    assert (profiles[0].model, profiles[0].model_class) == ("Net", f"{tmp_path}/m.py:Net")
+    pipebench.save_profiles(profiles, tmp_path / "p.json")
+    saved = pipebench.load_profiles(tmp_path / "p.json")
+    assert pipebench.plan(good.Net(), torch.randn(2, 4), profiles=saved, stages=2).batch == 8
+    with pytest.raises(UserError, match="model other.Net does not match the profile's model"):
+        pipebench.plan(other.Net(), torch.randn(2, 4), profiles=saved, stages=2)
 
 
 @pytest.mark.usefixtures("nothing_runs")

@@ -58,7 +58,9 @@ def test_a_dataset_that_does_not_fit_and_a_save_that_cannot_be_written(tmp_path,
 
 def test_train_options_are_checked_once_when_made():
     """TrainOptions were checked inside run_training (and --lr's sign in the command line apart): now
-    frozen, and its bounds (the command line's, from LIMITS), flags, data and nodes refused when made."""
+    frozen, and its bounds (the command line's, from LIMITS), flags, data and nodes refused when made; so are
+    what the command line cannot say (steps with epochs, which argparse keeps apart, a timeout of -1 s, a seed
+    of text, overrides of pairs)."""
     import dataclasses
 
     from pipebench.bench.train.data import DataSpec
@@ -76,7 +78,16 @@ def test_train_options_are_checked_once_when_made():
                                                           "not str"),
                              (dict(training="fp32"), "training takes a Training (pipebench.base.training), not str"),
                              (dict(nodes=2), "give --write-job DIR"),
-                             (dict(save_every=1), "--save-every 1: checkpoints are written to --save; give --save PATH")):
+                             (dict(save_every=1), "--save-every 1: checkpoints are written to --save; give --save PATH"),
+                             (dict(steps=2, epochs=1), "--steps 2 and --epochs 1: give one, not both"),
+                             (dict(timeout=-1), "timeout takes a number from 0.001 to 1e+07 (got '-1.0')"),
+                             (dict(timeout="10"), "timeout takes a number from 0.001 to 1e+07 (got str '10')"),
+                             (dict(seed="1"), "seed takes an integer from 0 (got str '1')"),
+                             (dict(seed=True), "seed takes an integer from 0 (got bool True)"),
+                             (dict(overrides=[("depth", 2)]),
+                              "overrides takes a dict such as {'loss': 'mse'}, got a list"),
+                             (dict(overrides={1: 2}), "overrides takes a dict such as {'loss': 'mse'} keyed by setting "
+                                                      "names, got the key 1")):
         with pytest.raises(UserError, match=re.escape(message)):
             dataclasses.replace(options, **changes)
 
@@ -99,7 +110,11 @@ def test_train_options_from_keywords_check_what_the_api_is_given(tmp_path):
                                      ("gpt", dict(bogus=1), "train takes no option bogus"),
                                      ("gpt", dict(workers=1), "train takes no option workers"),
                                      ("gpt", dict(resume=1, save=str(tmp_path / "m.pt")),
-                                      "resume takes True or False (got 1)")):
+                                      "resume takes True or False (got 1)"),
+                                     ("gpt", dict(overrides=3),
+                                      "overrides takes a dict such as {'loss': 'mse'}, got a int"),
+                                     ("gpt", dict(steps=2, epochs=1), "--steps 2 and --epochs 1: give one, not both"),
+                                     ("gpt", dict(timeout=-1), "timeout takes a number from 0.001 to 1e+07")):
         with pytest.raises(UserError, match=re.escape(message)):
             TrainOptions.from_keywords(model, f"tokens:{tmp_path / 't.bin'}", machine, batch=8, **keywords)
 
@@ -302,6 +317,21 @@ def test_train_takes_its_model_and_data_from_one_file(tmp_path):
 
 
 # --------------------------------------------------------------------------------- the Python API
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_the_api_train_refuses_a_note_that_is_no_function(tmp_path):
+    """train(note=3) was a TypeError ('int' object is not callable); now one UserError, as run's, before
+    anything is made."""
+    import pipebench
+    from pipebench.base.errors import UserError
+
+    tokens = tmp_path / "t.bin"
+    np.arange(4096, dtype=np.uint16).__mod__(256).astype(np.uint16).tofile(tokens)
+    with pytest.raises(UserError, match="note takes a function, got a int"):
+        pipebench.train("gpt", f"tokens:{tokens}", batch=8, strategy="single", flavour="tiny", steps=1,
+                        save=str(tmp_path / "new" / "gpt.pt"), note=3)
+    assert list(tmp_path.iterdir()) == [tokens]
+
 
 def test_the_api_trains_as_the_command_line_does_and_refuses_in_one_line(tmp_path):
     """`pipebench.train` was missing: a lab's script had to build argv for `pipebench train`. It trains to a

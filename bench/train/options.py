@@ -19,6 +19,10 @@ from pipebench.base.training import Training
 
 __all__ = ["TrainOptions"]
 
+MAX_SEED = 2**32 - 1
+"""The largest seed train takes: the loader's generator is seeded with seed + epoch and each process with
+seed + 2 + rank, which stay far within torch's 64 bits."""
+
 
 @dataclass(frozen=True)
 class TrainOptions:
@@ -47,6 +51,8 @@ class TrainOptions:
     loader_workers: int = 0
     """The DataLoader's worker processes in each process that reads the data (--loader-workers)."""
     seed: int = 0
+    """Seeds the model's weights, the data's order and each process's random stream: an integer from 0 to
+    MAX_SEED."""
     timeout: float = WEEK_SECONDS
     """Seconds the training may take: no limit but a week's, while this process lives."""
     write_job: str | None = None
@@ -74,6 +80,7 @@ class TrainOptions:
 
         from pipebench.bench.train.data import parse_data, token_length
         from pipebench.bench.train.outputs import check_train_outputs
+        from pipebench.model_spec import check_settings_dict
 
         for name, value in (("model", model), ("data", data), ("strategy", strategy)):
             if not isinstance(value, str):
@@ -87,7 +94,9 @@ class TrainOptions:
             options["training"] = Training()
         if options.get("loader_workers") is None:
             options["loader_workers"] = 0 if machine.gpus is None else 4
-        overrides = dict(options.pop("overrides", None) or {})
+        overrides = options.pop("overrides", None)
+        overrides = {} if overrides is None else overrides
+        check_settings_dict(overrides, "overrides")  # before token_length reads them
         spec = parse_data(data, token_length(model, options.get("flavour"), overrides))
         asked = cls(model=model, strategy=strategy, data=spec, batch=batch, overrides=overrides, save=checked.save,
                     csv=checked.csv, write_job=checked.write_job, **options)
@@ -98,11 +107,16 @@ class TrainOptions:
 def _check_types(options: TrainOptions) -> None:
     """The values no bound reads, of their types: a caller of TrainOptions passes what it has, and a
     resume="no" is true (the checkpoint continued), a training of "fp32" or a data of text an
-    AttributeError in the parent."""
+    AttributeError in the parent, overrides of pairs a TypeError of get_model's **, a seed of "1" a
+    TypeError of the workers' manual_seed."""
     from pipebench.bench.train.data import DataSpec
+    from pipebench.base.text.parse import count_of
+    from pipebench.model_spec import check_settings_dict
     from pipebench.request import check_training
 
     check_training(options.training)
+    check_settings_dict(options.overrides, "overrides")
+    count_of(options.seed, "seed", low=0, high=MAX_SEED)
     if not isinstance(options.resume, bool):
         raise UserError(f"resume takes True or False (got {options.resume!r:.40})")
     if not isinstance(options.data, DataSpec):
@@ -110,15 +124,16 @@ def _check_types(options: TrainOptions) -> None:
 
 
 def _check_bounds(options: TrainOptions) -> None:
-    """The counts, the learning rate and the loader's workers within the table of limits (pipebench/base/text/parse.py
-    LIMITS), by the rule of the API's options (`option_of`): the command line reads every count and number
-    from that table before any command runs, but a caller of run_training passes what it has, and a rate
-    beyond float32's range overflows in the workers."""
+    """The counts, the learning rate, the loader's workers and the timeout within the table of limits
+    (pipebench/base/text/parse.py LIMITS), by the rule of the API's options (`option_of`): the command line reads
+    every count and number from that table before any command runs, but a caller of run_training passes what
+    it has, a rate beyond float32's range overflows in the workers, and a timeout of -1 s ends the training
+    only once the model is built and the workers started."""
     from pipebench.base.text.parse import option_of
 
     for name, value in (("batch", options.batch), ("epochs", options.epochs), ("steps", options.steps),
                         ("save_every", options.save_every), ("log_every", options.log_every), ("nodes", options.nodes),
-                        ("lr", options.lr), ("loader_workers", options.loader_workers)):
+                        ("lr", options.lr), ("loader_workers", options.loader_workers), ("timeout", options.timeout)):
         if value is not None:
             object.__setattr__(options, name, option_of(value, name))
 
@@ -140,8 +155,14 @@ def _make_paths_absolute(options: TrainOptions) -> None:
 def _check_needed_options(options: TrainOptions) -> None:
     """An option that needs another, given without it, is refused (not dropped without a word): a job over
     several machines only as files for torchrun (--write-job), and only of a strategy of one process per
-    device; checkpoints every STEPS steps, and a resumed training, only with a --save."""
+    device; checkpoints every STEPS steps, and a resumed training, only with a --save. And one that excludes
+    another, given with it: the training's length in steps or in epochs (the command line's --steps and
+    --epochs are exclusive), not both, where steps would win and epochs be dropped."""
     from pipebench.bench.strategies import get_strategy
+
+    if options.steps is not None and options.epochs is not None:
+        raise UserError(f"--steps {options.steps} and --epochs {options.epochs}: give one, not both (the steps in "
+                        "all, or the passes over the data)")
 
     if options.save_every is not None and not options.save:
         raise UserError(f"--save-every {options.save_every}: checkpoints are written to --save; give --save PATH")

@@ -129,6 +129,7 @@ def profile_model(model: Any, device: torch.device | str, micro_batch: int, *, b
         whole_step_peak_bytes=whole_peak, whole_step_spread=whole_spread,
         training=Training(training.precision, training.optimizer, compile=training.compile),
         compile_s=compile_s if training.compile is not None else None,
+        model_class=getattr(model, "model_class", None),  # a UserModel of an object's; the zoo's have none
     )
 
 

@@ -195,6 +195,10 @@ class Profile:
     """The profile cache's name for this measurement (partition/profiling/cache.py); plans and rows record it, so
     a reader can tell two answers made from the same measurement. None: not cached (a module object, or
     an interpolated profile)."""
+    model_class: str | None = None
+    """A profile of an nn.Module object: where its class is defined (pipebench/model_spec.py class_source:
+    `/abs/file.py:Qualname`), which `model`, the class's name alone, does not tell from another class of that
+    name. None: a model named by its registry name or target, or a profile made before it was recorded."""
     interpolated_from: list[int] | None = None
     """Not measured: every figure on the straight line between the profiles measured at these two
     micro-batch sizes (partition/profiling/micro_batch_sizes.py). None: measured."""
@@ -375,7 +379,8 @@ def check_profile_list(profiles: Any, values: bool = False, where: str = "") -> 
             Profile.from_dict(data, where=f"profiles[{i}]")
     first = profiles[0]
     for i, other in enumerate(profiles[1:], 1):
-        if (other.model, other.batch, len(other.layers)) != (first.model, first.batch, len(first.layers)):
+        if (other.model, other.model_class, other.batch, len(other.layers)) != \
+                (first.model, first.model_class, first.batch, len(first.layers)):
             raise ProfileError(f"{where}profiles[{i}] is for another model or batch than profiles[0]")
 
 
