@@ -9,7 +9,7 @@ from typing import Sequence
 
 from pipebench.hardware.cpu import cpu_name
 from pipebench.base.errors import UserError
-from pipebench.request import Request
+from pipebench.request import Request, check_speeds
 from pipebench.base.training import Training
 
 __all__ = ["Machine", "detect_machine", "probe_speeds", "CPU_PROCESSES"]
@@ -53,7 +53,7 @@ class Machine:
         if self.gpu_memory is not None:
             count_of(self.gpu_memory, "gpu_memory")
         if self.speeds is not None:
-            Request(devices=tuple(self.device_names), speeds=tuple(self.speeds))  # Request's rule for speeds
+            check_speeds(self.speeds)
 
     def with_(self, **changes) -> "Machine":
         """A copy with some fields changed (checked again)."""
@@ -72,8 +72,9 @@ class Machine:
         """What a case on this machine asks of its plans and predictions: every device, their memory caps
         (the machine's unless `caps` says otherwise: None for none), their speeds, `training`."""
         caps = self.caps if caps == "machine" else caps
-        return Request(devices=tuple(self.device_names), max_memory=tuple(caps) if caps else None,
-                       speeds=tuple(self.speeds) if self.speeds else None, training=training)
+        return Request.from_keywords(None, {"devices": self.device_names, "max_memory": tuple(caps) if caps else None,
+                                            "speeds": tuple(self.speeds) if self.speeds else None,
+                                            "training": training})
 
     @property
     def hardware(self) -> str:
