@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, data_folder,
-                                        model_settings, training_given, training_of)
+                                        model_overrides, model_settings, training_given, training_of)
 from pipebench.bench.cli.machine_choice import chosen_gpus, speeds
 from pipebench.bench.cli.output import note
 from pipebench.bench.train.outputs import model_file
@@ -174,8 +174,6 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 def _settings(args, model: str) -> dict:
     """The settings of `model`: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model); --data-dir checked with them, a profile read or made."""
-    from pipebench.base.text.parse import parse_override
-
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [model])}
+    overrides = model_overrides(args, [model])
     data_folder(args.data_dir)
     return overrides
