@@ -119,6 +119,14 @@ def profile(model: Any, example_inputs: Any = None, request: Request | None = No
     return session.profiles(rank)
 
 
+def _check_functions(**functions: Any) -> None:
+    """Refuse a keyword that takes a function (a callback such as note) given something else, in one line:
+    uncalled until deep in the work, it would fail there as a TypeError."""
+    for name, function in functions.items():
+        if function is not None and not callable(function):
+            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
+
+
 def _check_default_device() -> None:
     """A default device of meta (torch.set_default_device) is refused: every batch made there would hold no
     values."""
@@ -268,7 +276,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     Everything is checked, one UserError, before anything is profiled or written: each option's type and
     the command line's bound (RunOptions), then what check_run checks for `pipebench run`."""
     from pipebench.bench.cases import run_suite
-    from pipebench.bench.cases.machine import probe_speeds
+    from pipebench.bench.cases.machine import check_speed_probe, probe_speeds, speed_probe_line
     from pipebench.base.text.parse import count_of
     from pipebench.bench.cases.run_options import RunOptions, cap_machine
     from pipebench.request import plain
@@ -282,8 +290,8 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
     if speeds is not None and not probe and not isinstance(plain(speeds), (list, tuple)):
         raise UserError(f"speeds takes 'auto' or one speed factor per device, e.g. [1, 0.5] (got {speeds!r:.40})")
     machine = cap_machine(_machine_of(machine), max_memory, gpu_memory)
-    if probe and machine.gpus is None:
-        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+    if probe:
+        check_speed_probe(machine.gpus is not None)
     if speeds is not None and not probe:
         machine = machine.with_(speeds=plain(speeds))  # one factor per device, each within --speeds' range (Machine)
     settled = RunOptions.from_keywords(models, machine, strategies=strategies, quick=quick, **options)
@@ -291,7 +299,7 @@ def run(models: Any, *, strategies: Sequence[str] | None = None, machine: Any = 
         on_start(settled, machine)
     if probe:
         machine = machine.with_(speeds=probe_speeds(machine))
-        note("speed probe: " + ", ".join(f"GPU {g} {s:.2f}" for g, s in zip(machine.gpus, machine.speeds)))
+        note(speed_probe_line((f"GPU {g}" for g in machine.gpus), machine.speeds))
     return run_suite.run_suite(settled, machine, note=note)
 
 

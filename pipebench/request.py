@@ -108,8 +108,8 @@ class Request:
             raise UserError(f"unknown balance {self.balance!r}; choose one of: {', '.join(BALANCES)}")
         set_("max_memory", self._per_device("max_memory", plain(self.max_memory), one_figure=True))
         set_("speeds", self._per_device("speeds", plain(self.speeds), one_figure=False))
-        if self.speeds is not None and (why := speeds_error(list(self.speeds))) is not None:
-            raise UserError(f"speeds {why} (got {list(self.speeds)})")
+        if self.speeds is not None:
+            check_speeds(self.speeds)
         if self.link_gbps is not None:
             gbps = number_of(self.link_gbps, "link_gbps", low=0.0)
             if 0 < gbps < 1e-3:
@@ -183,9 +183,7 @@ class Request:
         if unknown:
             raise TypeError(f"unknown argument {unknown[0]!r}; a request takes devices, gpus, stages, device, precision, "
                             f"optimizer, checkpoint, compile and {', '.join(f.name for f in fields(cls) if f.name != 'devices')}")
-        if where["gpus"] is not None and where["device"] is not None:  # the one home of --device with --gpus
-            raise UserError(f"--device {where['device']} with --gpus: the GPUs named are the devices; leave out "
-                            "--device")
+        check_device_beside_gpus(where["gpus"], where["device"])
         devices, device = where["devices"], where["device"] if where["device"] is not None else "cpu"
         if devices is not None:
             if where["gpus"] is not None or where["stages"] is not None:
@@ -291,6 +289,22 @@ def split_error(batch: int, parts: int | None, replicas: str | None = None) -> s
     if replicas is not None:
         return f"batch {batch} does not split evenly over {parts} {replicas} replicas"
     return f"batch {batch} does not split into {parts} equal micro-batches"
+
+
+def check_speeds(speeds: Sequence[Any]) -> None:
+    """Refuse speed factors that are not positive finite numbers within `--speeds`' range (speeds_error):
+    the one rule of speeds, for a Request and a run's Machine alike."""
+    figures = [number_of(v, "speeds", low=0.0, above=True) for v in speeds]
+    if (why := speeds_error(figures)) is not None:
+        raise UserError(f"speeds {why} (got {figures})")
+
+
+def check_device_beside_gpus(gpus: Any, device: str | None) -> None:
+    """Refuse a device named beside GPU ids (`--device` with `--gpus`, `device=` with `gpus=`): the GPUs
+    named are the devices. The one home of this rule: from_keywords asks it, and plan and advise ask it
+    before `--gpus auto:N` says which GPUs it took."""
+    if gpus is not None and device is not None:
+        raise UserError(f"--device {device} with --gpus: the GPUs named are the devices; leave out --device")
 
 
 def check_training(training: Any) -> None:

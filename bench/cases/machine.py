@@ -5,14 +5,14 @@ it makes (`Machine.request`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from pipebench.hardware.cpu import cpu_name
 from pipebench.base.errors import UserError
-from pipebench.request import Request
+from pipebench.request import Request, check_speeds
 from pipebench.base.training import Training
 
-__all__ = ["Machine", "detect_machine", "probe_speeds", "CPU_PROCESSES"]
+__all__ = ["Machine", "detect_machine", "check_speed_probe", "speed_probe_line", "probe_speeds", "CPU_PROCESSES"]
 
 CPU_PROCESSES = 2
 """How many CPU processes stand in for devices where the run names no count (`run --cpu-processes`)."""
@@ -53,7 +53,7 @@ class Machine:
         if self.gpu_memory is not None:
             count_of(self.gpu_memory, "gpu_memory")
         if self.speeds is not None:
-            Request(devices=tuple(self.device_names), speeds=tuple(self.speeds))  # Request's rule for speeds
+            check_speeds(self.speeds)
 
     def with_(self, **changes) -> "Machine":
         """A copy with some fields changed (checked again)."""
@@ -72,8 +72,9 @@ class Machine:
         """What a case on this machine asks of its plans and predictions: every device, their memory caps
         (the machine's unless `caps` says otherwise: None for none), their speeds, `training`."""
         caps = self.caps if caps == "machine" else caps
-        return Request(devices=tuple(self.device_names), max_memory=tuple(caps) if caps else None,
-                       speeds=tuple(self.speeds) if self.speeds else None, training=training)
+        return Request.from_keywords(None, {"devices": self.device_names, "max_memory": tuple(caps) if caps else None,
+                                            "speeds": tuple(self.speeds) if self.speeds else None,
+                                            "training": training})
 
     @property
     def hardware(self) -> str:
@@ -117,6 +118,18 @@ def detect_machine(gpus: list[int] | None, cpu_processes: int | None = None, *, 
     infos = {g.index: g for g in query_gpus()}
     caps = free_memory_caps([infos[i] for i in chosen]) if all(i in infos for i in chosen) else None
     return Machine(chosen, len(chosen), torch.cuda.get_device_name(chosen[0]), caps)
+
+
+def check_speed_probe(on_gpu: bool) -> None:
+    """Refuse `--speeds auto` (the API's speeds="auto") off the GPUs: the probe times GPUs. The one home of
+    this line, for plan, advise and run alike."""
+    if not on_gpu:
+        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+
+
+def speed_probe_line(labels: Iterable[str], factors: Sequence[float]) -> str:
+    """The line a speed probe says: each device (`labels`) with its factor, as plan, advise and run say it."""
+    return "speed probe: " + ", ".join(f"{label} {factor:.2f}" for label, factor in zip(labels, factors))
 
 
 def probe_speeds(machine: Machine) -> list[float]:

@@ -103,10 +103,10 @@ def _profile_to_file(path: Path, case: Case, devices: list[str], *, repeats: int
 
     training = Training(precision=case.training.precision, optimizer=case.training.optimizer,
                         compile=case.training.compile)
-    rank = advice_ranking(Request(devices=tuple(ranked_on or devices), training=training),
+    rank = advice_ranking(Request.from_keywords(None, {"devices": ranked_on or devices, "training": training}),
                           strategies=list(strategies) or None)
-    request = Request(devices=tuple(devices), batch=case.batch, training=training, repeats=repeats,
-                      micro_batches=micro_batches, fresh=fresh)
+    request = Request.from_keywords(None, {"devices": devices, "batch": case.batch, "training": training,
+                                           "repeats": repeats, "micro_batches": micro_batches, "fresh": fresh})
     counts, devices = counts_and_devices(request)
     with ProgressBar() as progress:
         spec = ModelSpec(case.model, flavour=case.flavour, settings=dict(case.overrides), data_dir=case.data_dir)

@@ -117,6 +117,14 @@ def model_settings(args, names: list[str]) -> dict:
     return given
 
 
+def model_overrides(args, names: list[str]) -> dict:
+    """The settings of the models `names`: --set KEY=VALUE, and --input-shape and friends (model_settings),
+    merged the one way run, train, plan and advise all take them."""
+    from pipebench.base.text.parse import parse_override
+
+    return {**dict(parse_override(o) for o in args.overrides), **model_settings(args, names)}
+
+
 OPTION_OF = {"data_dir": "--data-dir"}
 """The API's keywords whose refusals the command line says in its options' names (as_option)."""
 

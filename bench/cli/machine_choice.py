@@ -10,20 +10,20 @@ from pipebench.bench.cli.output import note
 def speeds(text: str | None, devices: list[str], *, probe: bool = True) -> list[float] | None:
     """--speeds: None (equal), 'auto' (probe each GPU now: only on GPUs, and only where `probe`, i.e. not
     with a saved profile, which touches no GPU), or one factor per device."""
+    from pipebench.bench.cases.machine import check_speed_probe, speed_probe_line
     from pipebench.base.text.parse import parse_speeds
 
     factors = parse_speeds(text, len(devices))
     if factors != "auto":
         return factors
-    if not devices[0].startswith("cuda"):
-        raise UserError("--speeds auto probes GPUs; on the CPU give the factors, e.g. --speeds 1,0.5")
+    check_speed_probe(devices[0].startswith("cuda"))
     if not probe:
         raise UserError("--speeds auto probes the GPUs; with --profile give the factors, e.g. --speeds 1,0.5")
     from pipebench.hardware.gpu_probes import measure_speeds
 
     distinct = list(dict.fromkeys(devices))
     factors = measure_speeds(distinct)
-    note("speed probe: " + ", ".join(f"{d} {s:.2f}" for d, s in zip(distinct, factors)))
+    note(speed_probe_line(distinct, factors))
     return factors
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from pipebench.bench.cli.common import (add_model_options, add_server_options, add_training_options, data_folder,
-                                        model_settings, training_given, training_of)
+                                        model_overrides, model_settings, training_given, training_of)
 from pipebench.bench.cli.machine_choice import chosen_gpus, speeds
 from pipebench.bench.cli.output import note
 from pipebench.bench.train.outputs import model_file
 from pipebench.base.errors import UserError
 from pipebench.model_spec import ModelSpec
-from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request
+from pipebench.request import DEFAULT_BATCH, DEFAULT_REPEATS, Request, check_device_beside_gpus
 from pipebench.base.time_limit import LIMIT_SECONDS, time_limit
 
 
@@ -151,9 +151,10 @@ def _request(args, devices: list[str], *, batch, measuring: bool = True, **asked
     from pipebench.base.text.units import parse_size
 
     caps = parse_size(args.max_memory, "--max-memory") if args.max_memory else None
-    return Request(devices=devices, batch=batch, max_memory=caps,
-                   speeds=speeds(args.speeds, devices, probe=measuring), link_gbps=parse_link_gbps(args.link_gbps),
-                   training=training_of(args), repeats=args.repeats, fresh=args.fresh, **asked)
+    return Request.from_keywords(None, {
+        "devices": devices, "batch": batch, "max_memory": caps, "speeds": speeds(args.speeds, devices, probe=measuring),
+        "link_gbps": parse_link_gbps(args.link_gbps), "training": training_of(args), "repeats": args.repeats,
+        "fresh": args.fresh, **asked})
 
 
 def _devices(args, check: bool) -> tuple[list[str], list | None]:
@@ -162,8 +163,7 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
     each checked to exist when `check`."""
     from pipebench.hardware.devices import check_gpus, resolve_device
 
-    if args.gpus is not None and args.device is not None:  # Request's refusal, asked before auto:N says which
-        Request.from_keywords(None, {"gpus": [0], "device": args.device})  # GPUs it took: one line
+    check_device_beside_gpus(args.gpus, args.device)  # asked before auto:N says which GPUs it took: one line
     ids, infos = chosen_gpus(args.gpus, now=check)
     devices = list(Request.from_keywords(None, {"gpus": ids, "stages": args.stages, "device": args.device}).devices)
     if check:
@@ -174,8 +174,6 @@ def _devices(args, check: bool) -> tuple[list[str], list | None]:
 def _settings(args, model: str) -> dict:
     """The settings of `model`: --set, and --input-shape and friends for a model of your own, read (nothing
     is built: a cached answer needs no model); --data-dir checked with them, a profile read or made."""
-    from pipebench.base.text.parse import parse_override
-
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [model])}
+    overrides = model_overrides(args, [model])
     data_folder(args.data_dir)
     return overrides

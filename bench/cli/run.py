@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from pipebench.bench.store.results import DEFAULT_OUT
-from pipebench.bench.cli.common import as_option, add_model_options, add_server_options, add_training_options, training_of, model_settings
+from pipebench.bench.cli.common import as_option, add_model_options, add_server_options, add_training_options, training_of, model_overrides
 from pipebench.bench.cli.machine_choice import asks_cpu, chosen_gpus, cpu_notice
 from pipebench.bench.cli.output import EXIT_INTERRUPTED, DeferredNote, answer
 from pipebench.bench.cli.strategy_option import help_text, parse_auto, parse_strategies
@@ -131,7 +131,7 @@ def _run_keywords(args) -> dict:
     from pipebench.bench.cases import run_options
     from pipebench.bench.cli.common import compile_modes
     from pipebench.base.fileio.files import not_empty
-    from pipebench.base.text.parse import parse_micro_batches, parse_override
+    from pipebench.base.text.parse import parse_micro_batches
 
     compiles = tuple(compile_modes(args.compile))  # an unknown mode: one line now
     args.compile = None
@@ -140,7 +140,7 @@ def _run_keywords(args) -> dict:
         if text is not None:
             not_empty(text, option)
     names = list(run_options.parse_models(args.models, None))
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, names)}
+    overrides = model_overrides(args, names)
     auto = parse_auto(args.strategies)
     return dict(
         models=names if args.batch is None else {name: args.batch for name in names},

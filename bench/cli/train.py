@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from pipebench.bench.cli.common import add_model_options, add_training_options, model_settings, training_of
+from pipebench.bench.cli.common import add_model_options, add_training_options, model_overrides, training_of
 from pipebench.bench.cli.machine_choice import chosen_gpus
 from pipebench.bench.cli.output import EXIT_INTERRUPTED, DeferredNote, answer, note
 from pipebench.bench.train.outputs import model_file
@@ -70,10 +70,9 @@ def cmd_train(args) -> int:
     from pipebench.api import train
     from pipebench.bench.cli.machine_choice import asks_cpu, cpu_notice
     from pipebench.bench.cases.machine import detect_machine
-    from pipebench.base.text.parse import parse_override
 
     training = training_of(args)  # an unknown value: one line now
-    overrides = {**dict(parse_override(o) for o in args.overrides), **model_settings(args, [args.model])}
+    overrides = model_overrides(args, [args.model])
     on_cpu = asks_cpu(args)
     machine = detect_machine(chosen_gpus(args.gpus or None)[0], args.cpu_processes, cpu=on_cpu)
     nodes = args.nodes or 1
