@@ -332,14 +332,6 @@ def train(model: str, data: str, *, batch: int, strategy: str = "auto", machine:
     return {**result, "save": asked.save}
 
 
-def _check_functions(**functions: Any) -> None:
-    """Refuse a callback keyword (note, progress, ...) that is not a function, in one line naming it: called,
-    it is a TypeError deep in the profiler, a run or a training, after the work began."""
-    for name, function in functions.items():
-        if function is not None and not callable(function):
-            raise UserError(f"{name} takes a function, got a {type(function).__name__}")
-
-
 def _machine_of(machine: Any):
     """The Machine `run` and `train` work on: the one given, or every visible GPU (else 2 CPU processes)."""
     from pipebench.bench.cases.machine import Machine, detect_machine
