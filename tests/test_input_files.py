@@ -74,6 +74,18 @@ def test_a_profile_with_numbers_beyond_any_measurement_is_one_line(capsys, tmp_p
     refused(capsys, [command, "--profile", str(path), "--stages", "2"], message)
 
 
+def test_an_empty_profile_path_is_one_line_about_it(capsys):
+    """`--profile ''` names no file: it is refused as an empty path, not read as the working folder or taken
+    as no --profile at all (which asks for --model); the API's load_profiles('') the same."""
+    import pipebench
+    from pipebench.partition.profiling.profile_record import ProfileError
+
+    for command in ("plan", "advise"):
+        refused(capsys, [command, "--profile", "", "--stages", "2"], "the profile file: an empty path; name a file")
+    with pytest.raises(ProfileError, match="an empty path"):
+        pipebench.load_profiles("")
+
+
 def test_a_profile_that_is_a_folder_is_one_line(capsys, tmp_path):
     """os.fdopen refused the folder first: an IsADirectoryError traceback."""
     refused(capsys, ["plan", "--profile", str(tmp_path), "--stages", "2"], "is a folder, not a profile file")

@@ -97,7 +97,7 @@ def load_or_profile(args, profiled: Callable[..., list], **asked) -> Source:
     and what ranks them, are the API's), under a progress bar and --timeout, and saved when --save-profile
     says so; with the Request the options say (`asked`: the command's own fields of it, e.g. plan's
     schedule), checked against the profiles by `Request.check_profiles`."""
-    if args.profile:
+    if args.profile is not None:
         return _saved_source(args, asked)
     if not args.model:
         raise UserError("--model NAME is required (or --profile FILE); see `pipebench models`")

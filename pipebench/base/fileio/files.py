@@ -247,8 +247,11 @@ def _own_descriptor(path: Path) -> int | None:
 
 def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
     """`path` as a Path: a str or an os.PathLike, else one `error` line (the API's `load_profiles(123)`
-    would otherwise be a TypeError from os); `what` names it ("the profile file")."""
+    would otherwise be a TypeError from os); `what` names it ("the profile file"). An empty path is refused:
+    Path("") is the working folder, a place the user did not name."""
     if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        if str(path) == "":
+            raise error(f"{what}: an empty path; name a file")
         return Path(path)
     raise error(f"{what}'s path must be a str or a pathlib.Path, got {short(path)} ({type(path).__name__})")
 
