@@ -247,11 +247,8 @@ def _own_descriptor(path: Path) -> int | None:
 
 def as_path(path: Any, what: str, error: type[UserError] = UserError) -> Path:
     """`path` as a Path: a str or an os.PathLike, else one `error` line (the API's `load_profiles(123)`
-    would otherwise be a TypeError from os); `what` names it ("the profile file"). An empty path is refused:
-    Path("") is the working folder, a place the user did not name."""
+    would otherwise be a TypeError from os); `what` names it ("the profile file")."""
     if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
-        if str(path) == "":
-            raise error(f"{what}: an empty path; name a file")
         return Path(path)
     raise error(f"{what}'s path must be a str or a pathlib.Path, got {short(path)} ({type(path).__name__})")
 
@@ -399,6 +396,8 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
               error: type[UserError] = UserError) -> Any:
     """Parse the JSON file at `path`; with `fmt`, it must be an object whose "format" is `fmt` and whose
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
+    if isinstance(path, str) and path == "":  # Path("") is the working folder, a place the user did not name
+        raise error(f"the {kind} file: an empty path; name a file")
     path = as_path(path, f"the {kind} file", error)
     try:
         data = loads(read_text(path, kind=kind, error=error))
