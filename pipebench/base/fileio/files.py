@@ -88,11 +88,11 @@ def creatable_folder(path: str | Path, option: str) -> Path:
     return path
 
 
-def not_empty(path: str | Path, option: str) -> None:
-    """Refuse an empty path (`option`: the option or keyword that gave it): taken as the working folder, it
-    names a place the user did not."""
+def not_empty(path: str | Path, option: str, *, name: str = "a folder", error: type[UserError] = UserError) -> None:
+    """Refuse an empty path (`option`: the option or keyword that gave it; `name`: what to name instead):
+    taken as the working folder, it names a place the user did not."""
     if str(path) == "":
-        raise UserError(f"{option}: an empty path; name a folder")
+        raise error(f"{option}: an empty path; name {name}")
 
 
 def writable_file(path: str | Path, option: str, *, regular: bool = False) -> Path:
@@ -396,8 +396,8 @@ def read_json(path: str | Path, *, kind: str, fmt: str | None = None, versions: 
               error: type[UserError] = UserError) -> Any:
     """Parse the JSON file at `path`; with `fmt`, it must be an object whose "format" is `fmt` and whose
     "version" is one of `versions`. `kind` ("profile", "plan"...) names the file in messages."""
-    if isinstance(path, str) and path == "":  # Path("") is the working folder, a place the user did not name
-        raise error(f"the {kind} file: an empty path; name a file")
+    if isinstance(path, str):  # before as_path: Path("") is "."
+        not_empty(path, f"the {kind} file", name="a file", error=error)
     path = as_path(path, f"the {kind} file", error)
     try:
         data = loads(read_text(path, kind=kind, error=error))
